@@ -1,0 +1,31 @@
+# ringside: the two commands.
+#   make demo   install deps, build (Release), run the reference layer and check it against fp64
+#   make test   install deps, build (Release), run every test (ctest)
+# Extra: make bench (kernel benchmarks), make clean. BUILD_DIR and CMAKE_FLAGS can be overridden.
+
+BUILD_DIR   ?= build
+CMAKE_FLAGS ?=
+JOBS        ?= $(shell nproc)
+
+.PHONY: demo test bench build configure deps clean
+
+demo: build
+	$(BUILD_DIR)/ringside reference --check
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	$(BUILD_DIR)/ringside bench kernels
+
+build: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+configure: deps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+deps:
+	@scripts/install-deps.sh
+
+clean:
+	rm -rf $(BUILD_DIR) out

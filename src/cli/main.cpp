@@ -1,0 +1,191 @@
+// The `ringside` command. Subcommands: reference, bench. Each has --help.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "core/error.h"
+#include "core/npy.h"
+#include "device/backend.h"
+#include "kernels/philox.h"
+#include "layer/reference.h"
+
+namespace ringside::cli {
+
+void add_config_flags(CLI::App& app, LayerConfig& cfg) {
+  app.add_option("--batch", cfg.b, "batch size b")->capture_default_str()->group("Layer");
+  app.add_option("--seq", cfg.s, "sequence length s (tokens)")->capture_default_str()->group("Layer");
+  app.add_option("--hidden", cfg.h, "hidden size h")->capture_default_str()->group("Layer");
+  app.add_option("--heads", cfg.H, "query heads H (head dim d = h / H)")->capture_default_str()->group("Layer");
+  app.add_option("--kv-heads", cfg.Hkv, "key/value heads Hkv (GQA; H % Hkv == 0)")->capture_default_str()->group("Layer");
+  app.add_option("--ffn", cfg.f, "MLP width f")->capture_default_str()->group("Layer");
+  app.add_flag("--causal,!--no-causal", cfg.causal, "causal mask (default) or full attention")->group("Layer");
+  app.add_flag("--rope,!--no-rope", cfg.rope, "rotary position embedding on q and k (default on)")->group("Layer");
+  app.add_option("--dropout", cfg.dropout, "dropout probability p in [0, 1)")->capture_default_str()->group("Layer");
+  app.add_option("--seed", cfg.seed, "seed of weights, inputs and dropout (Philox)")->capture_default_str()->group("Layer");
+}
+
+namespace {
+
+struct ReferenceRun {
+  ForwardResult fwd;
+  Gradients grads;
+  Tensor x, dout;
+  double forward_s = 0, backward_s = 0;
+  int64_t peak_saved = 0;
+};
+
+template <class T>
+ReferenceRun run_reference(const LayerConfig& cfg, Backend& be, MemoryTracker& tracker, int rank) {
+  const AllocTag tag{rank, MemCategory::workspace, &tracker};
+  constexpr DType dt = dtype_of<T>();
+  const LayerWeights w = init_weights(cfg, dt, tag);
+  ReferenceRun r;
+  r.x = random_input(cfg, static_cast<uint32_t>(RngSite::input_x), dt, tag);
+  r.dout = random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), dt, tag);
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  r.fwd = reference_forward<T>(cfg, w, r.x, be, tag);
+  auto t1 = clock::now();
+  r.grads = reference_backward<T>(cfg, w, r.fwd.saved, r.dout, be, tag);
+  auto t2 = clock::now();
+  r.forward_s = std::chrono::duration<double>(t1 - t0).count();
+  r.backward_s = std::chrono::duration<double>(t2 - t1).count();
+  r.peak_saved = tracker.peak(rank, MemCategory::activations);
+  return r;
+}
+
+// Every tensor a run produces, under the names of the dump: out, grad.x, grad.<param>.
+std::vector<std::pair<std::string, const Tensor*>> results(const ReferenceRun& r) {
+  std::vector<std::pair<std::string, const Tensor*>> v{{"out", &r.fwd.out}, {"grad.x", &r.grads.dx}};
+  for (auto& [name, t] : r.grads.grads.named()) v.emplace_back("grad." + name, t);
+  return v;
+}
+
+void dump(const std::filesystem::path& dir, const LayerConfig& cfg, const ReferenceRun& r, Backend& be) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json manifest;
+  manifest["ringside_version"] = RINGSIDE_VERSION;
+  manifest["config"] = cfg.to_json();
+  manifest["dtype"] = "float32";
+  manifest["order"] = "C";
+  auto& files = manifest["tensors"];
+  auto write = [&](const std::string& name, const Tensor& t) {
+    const std::string file = name + ".npy";
+    write_npy((dir / file).string(), t.dtype() == DType::f32 ? t : t.to(DType::f32, {}));
+    files[name] = {{"file", file}, {"shape", t.shape()}};
+  };
+  write("x", r.x);
+  write("dout", r.dout);
+  const LayerWeights w = init_weights(cfg, DType::f32, {});
+  for (auto& [name, t] : w.named()) write(name, *t);
+  for (auto [site, name] : {std::pair{RngSite::dropout1, "dropout1.mask"}, {RngSite::dropout2, "dropout2.mask"}}) {
+    Tensor mask = be.empty({cfg.b, cfg.s, cfg.h}, DType::f32, {});
+    be.dropout_mask(mask, r.fwd.saved.positions, cfg.s, cfg.dropout, cfg.seed, static_cast<uint32_t>(site));
+    write(name, mask);
+  }
+  for (auto& [name, t] : results(r)) write(name, *t);
+  std::ofstream(dir / "manifest.json") << manifest.dump(2) << '\n';
+}
+
+int reference_command(const LayerConfig& cfg, const std::string& dtype, bool check, const std::string& dump_dir) {
+  cfg.validate();
+  auto be = make_cpu_backend();
+  MemoryTracker tracker;
+  const bool f64 = dtype == "f64";
+  const DType dt = f64 ? DType::f64 : DType::f32;
+  std::printf("ringside reference: the single-device layer, forward and backward (%s)\n", f64 ? "fp64" : "fp32");
+  std::printf("  config     %s\n", cfg.summary().c_str());
+  std::printf("  backend    %s\n", be->describe().c_str());
+  std::fflush(stdout);
+
+  const ReferenceRun r = f64 ? run_reference<double>(cfg, *be, tracker, 0) : run_reference<float>(cfg, *be, tracker, 0);
+  const auto& sv = r.fwd.saved;
+  std::printf("  shapes     x %s  q %s  k,v %s  lse %s  u,g %s\n", to_string(r.x.shape()).c_str(),
+              to_string(sv.q.shape()).c_str(), to_string(sv.k.shape()).c_str(), to_string(sv.lse.shape()).c_str(),
+              to_string(sv.u.shape()).c_str());
+  const LayerWeights shapes_only = init_weights(cfg, dt, {0, MemCategory::weights, &tracker});
+  int64_t params = 0;
+  for (auto& [name, t] : shapes_only.named()) params += t->numel();
+  std::printf("  params     %.3f M (%s)\n", params / 1e6, format_bytes(double(shapes_only.nbytes())).c_str());
+  const int64_t formula = saved_activation_bytes(cfg, dt);
+  std::printf("  saved      peak saved activations %s (%lld bytes); formula N(6h + 2Hkv d + 2f + 4 + H) %s: %s\n",
+              format_bytes(double(r.peak_saved)).c_str(), static_cast<long long>(r.peak_saved),
+              format_bytes(double(formula)).c_str(), r.peak_saved == formula ? "equal" : "DIFFERENT");
+  const double flops = layer_forward_flops(cfg);
+  std::printf("  time       forward %s (%s)   backward %s (%s, counting 2x forward)\n",
+              format_seconds(r.forward_s).c_str(), format_flops(flops / r.forward_s).c_str(),
+              format_seconds(r.backward_s).c_str(), format_flops(2 * flops / r.backward_s).c_str());
+
+  int status = 0;
+  if (check && !f64) {
+    std::printf("  check      against the fp64 reference (relative Frobenius error):\n");
+    std::fflush(stdout);
+    MemoryTracker t64;
+    const ReferenceRun ref = run_reference<double>(cfg, *be, t64, 0);
+    const auto mine = results(r), theirs = results(ref);
+    double worst = 0;
+    std::string worst_name;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const double e = relative_error(*mine[i].second, *theirs[i].second);
+      std::printf("    %-16s %.2e\n", mine[i].first.c_str(), e);
+      if (!(e <= worst)) worst = e, worst_name = mine[i].first;
+    }
+    const bool ok = worst < 1e-5;
+    std::printf("  verdict    %s: worst %s at %.2e (bound 1e-5)\n", ok ? "OK" : "FAIL", worst_name.c_str(), worst);
+    status = ok ? 0 : 1;
+  }
+  if (!dump_dir.empty()) {
+    dump(dump_dir, cfg, r, *be);
+    std::printf("  dump       %s/manifest.json and %zu .npy files\n", dump_dir.c_str(), 4 + 12 + results(r).size());
+  }
+  return status;
+}
+
+}  // namespace
+}  // namespace ringside::cli
+
+int main(int argc, char** argv) {
+  using namespace ringside;
+  CLI::App app{"ringside: sequence parallelism for one transformer layer, checked and made visible"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("ringside ") + RINGSIDE_VERSION +
+#ifdef RINGSIDE_HAVE_CUDA
+                                        " (CUDA backend built)"
+#else
+                                        " (CPU only)"
+#endif
+  );
+
+  LayerConfig cfg;
+  std::string dtype = "f32", dump_dir;
+  bool check = false;
+  CLI::App* ref = app.add_subcommand("reference", "Run the single-device reference layer forward and backward once");
+  cli::add_config_flags(*ref, cfg);
+  ref->add_option("--dtype", dtype, "compute type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  ref->add_flag("--check", check, "also run fp64 and print each tensor's relative error (fails above 1e-5)");
+  ref->add_option("--dump", dump_dir, "write every tensor as fp32 .npy and DIR/manifest.json");
+
+  cli::BenchKernelsOptions bench_opts;
+  CLI::App* bench_kernels = cli::add_bench(app, bench_opts);
+
+  try {
+    app.parse(argc, argv);
+    if (ref->parsed()) return cli::reference_command(cfg, dtype, check, dump_dir);
+    if (bench_kernels->parsed()) return cli::bench_kernels(bench_opts);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "ringside: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringside: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,37 @@
+// Errors: one exception type for everything ringside rejects, so that the CLI (and, later,
+// every rank) can print one clear line naming what went wrong.
+#pragma once
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace ringside {
+
+/// Any error ringside raises: bad configuration, bad file, shape mismatch.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// An invalid LayerConfig or command-line configuration. Raised before any work starts.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+template <class... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+}  // namespace detail
+
+}  // namespace ringside
+
+/// RS_CHECK(cond, message parts...): throws ringside::Error with the parts streamed together.
+#define RS_CHECK(cond, ...)                                                   \
+  do {                                                                        \
+    if (!(cond)) throw ::ringside::Error(::ringside::detail::concat(__VA_ARGS__)); \
+  } while (0)

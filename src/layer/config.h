@@ -1,0 +1,44 @@
+// LayerConfig: the shape and switches of the one transformer layer every strategy runs.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ringside {
+
+/// b batch, s sequence, h hidden, H query heads, Hkv key/value heads (GQA), f FFN width;
+/// d = h / H is the head dimension. Defaults are the CLI's.
+struct LayerConfig {
+  int64_t b = 1;
+  int64_t s = 4096;
+  int64_t h = 512;
+  int64_t H = 8;
+  int64_t Hkv = 4;
+  int64_t f = 2048;
+  bool causal = true;
+  bool rope = true;
+  double dropout = 0.1;  ///< p, the probability of dropping an element
+  uint64_t seed = 1234;
+  double eps = 1e-5;            ///< LayerNorm epsilon
+  double rope_theta = 10000.0;  ///< RoPE base
+
+  int64_t d() const { return h / H; }
+  /// b * s, the number of tokens N.
+  int64_t tokens() const { return b * s; }
+  /// Columns of the fused QKV projection: (H + 2 Hkv) d.
+  int64_t qkv_width() const { return (H + 2 * Hkv) * d(); }
+  /// 1 / sqrt(d).
+  double softmax_scale() const;
+
+  /// Throws ringside::ConfigError with a message naming the broken rule: any size < 1,
+  /// h % H != 0, H % Hkv != 0, an odd d with RoPE, dropout outside [0, 1), eps <= 0.
+  void validate() const;
+
+  /// {"b":..,"s":..,"h":..,"H":..,"Hkv":..,"f":..,"causal":..,"rope":..,"dropout":..,"seed":..,"eps":..}
+  nlohmann::json to_json() const;
+  /// One line: "b=1 s=4096 h=512 H=8 Hkv=4 d=64 f=2048 causal rope dropout=0.1 seed=1234".
+  std::string summary() const;
+};
+
+}  // namespace ringside

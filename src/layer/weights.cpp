@@ -1,0 +1,107 @@
+#include "layer/weights.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "core/error.h"
+#include "kernels/philox.h"
+
+namespace ringside {
+
+std::vector<std::pair<std::string, Tensor*>> LayerWeights::named() {
+  return {{"ln1.gamma", &ln1_gamma}, {"ln1.beta", &ln1_beta},   {"qkv.weight", &qkv_weight},
+          {"qkv.bias", &qkv_bias},   {"o.weight", &o_weight},   {"o.bias", &o_bias},
+          {"ln2.gamma", &ln2_gamma}, {"ln2.beta", &ln2_beta},   {"fc1.weight", &fc1_weight},
+          {"fc1.bias", &fc1_bias},   {"fc2.weight", &fc2_weight}, {"fc2.bias", &fc2_bias}};
+}
+
+std::vector<std::pair<std::string, const Tensor*>> LayerWeights::named() const {
+  std::vector<std::pair<std::string, const Tensor*>> out;
+  for (auto& [name, t] : const_cast<LayerWeights*>(this)->named()) out.emplace_back(name, t);
+  return out;
+}
+
+int64_t LayerWeights::nbytes() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named()) n += t->defined() ? t->nbytes() : 0;
+  return n;
+}
+
+std::vector<std::pair<std::string, Shape>> weight_shapes(const LayerConfig& c) {
+  return {{"ln1.gamma", {c.h}},          {"ln1.beta", {c.h}},           {"qkv.weight", {c.h, c.qkv_width()}},
+          {"qkv.bias", {c.qkv_width()}}, {"o.weight", {c.H * c.d(), c.h}}, {"o.bias", {c.h}},
+          {"ln2.gamma", {c.h}},          {"ln2.beta", {c.h}},           {"fc1.weight", {c.h, c.f}},
+          {"fc1.bias", {c.f}},           {"fc2.weight", {c.f, c.h}},    {"fc2.bias", {c.h}}};
+}
+
+namespace {
+
+// Fills t with float-rounded values v(i) for element i.
+template <class F>
+void fill(Tensor& t, F&& v) {
+  const int64_t n = t.numel();
+  if (t.dtype() == DType::f32) {
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = v(i);
+  } else {
+    double* p = t.data<double>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<double>(v(i));
+  }
+}
+
+// Fan-in of each parameter for the Linear-style bound; 0 marks the LayerNorm parameters.
+int64_t fan_in(const LayerConfig& c, const std::string& name) {
+  if (name.starts_with("qkv.")) return c.h;
+  if (name.starts_with("o.")) return c.H * c.d();
+  if (name.starts_with("fc1.")) return c.h;
+  if (name.starts_with("fc2.")) return c.f;
+  return 0;
+}
+
+}  // namespace
+
+LayerWeights init_weights(const LayerConfig& cfg, DType dtype, AllocTag tag) {
+  cfg.validate();
+  tag.category = MemCategory::weights;
+  LayerWeights w;
+  const auto shapes = weight_shapes(cfg);
+  auto slots = w.named();
+  for (size_t id = 0; id < slots.size(); ++id) {
+    const std::string& name = slots[id].first;
+    Tensor& t = *slots[id].second;
+    t = Tensor::empty(shapes[id].second, dtype, tag);
+    const uint32_t site = static_cast<uint32_t>(RngSite::weights) + static_cast<uint32_t>(id);
+    auto u = [&](int64_t i) { return 2.0f * philox_uniform(cfg.seed, site, static_cast<uint64_t>(i)) - 1.0f; };
+    if (const int64_t fin = fan_in(cfg, name)) {
+      const float bound = 1.0f / std::sqrt(static_cast<float>(fin));
+      fill(t, [&](int64_t i) { return bound * u(i); });
+    } else if (name.ends_with(".gamma")) {
+      fill(t, [&](int64_t i) { return 1.0f + 0.1f * u(i); });
+    } else {
+      fill(t, [&](int64_t i) { return 0.1f * u(i); });
+    }
+  }
+  return w;
+}
+
+LayerWeights zero_grads(const LayerConfig& cfg, DType dtype, AllocTag tag) {
+  tag.category = MemCategory::grads;
+  LayerWeights g;
+  const auto shapes = weight_shapes(cfg);
+  auto slots = g.named();
+  for (size_t id = 0; id < slots.size(); ++id) *slots[id].second = Tensor::zeros(shapes[id].second, dtype, tag);
+  return g;
+}
+
+Tensor random_input(const LayerConfig& cfg, uint32_t site, DType dtype, AllocTag tag) {
+  Tensor t = Tensor::empty({cfg.b, cfg.s, cfg.h}, dtype, tag);
+  // Box-Muller on the pair of uniforms (2i, 2i + 1): z = sqrt(-2 ln u1) cos(2 pi u2).
+  fill(t, [&](int64_t i) {
+    const double u1 = philox_uniform(cfg.seed, site, 2 * static_cast<uint64_t>(i));
+    const double u2 = philox_uniform(cfg.seed, site, 2 * static_cast<uint64_t>(i) + 1);
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+  });
+  return t;
+}
+
+}  // namespace ringside

@@ -1,0 +1,43 @@
+// The layer's parameters, their deterministic initialisation, and the deterministic inputs.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "layer/config.h"
+
+namespace ringside {
+
+/// Parameters (or their gradients: the same struct holds both). Shapes:
+///   ln1.gamma, ln1.beta, ln2.gamma, ln2.beta [h]
+///   qkv.weight [h, (H + 2 Hkv) d], columns [q heads | k heads | v heads], head-major; qkv.bias
+///   o.weight [H d, h], o.bias [h];  fc1.weight [h, f], fc1.bias [f];  fc2.weight [f, h], fc2.bias [h]
+struct LayerWeights {
+  Tensor ln1_gamma, ln1_beta, qkv_weight, qkv_bias, o_weight, o_bias;
+  Tensor ln2_gamma, ln2_beta, fc1_weight, fc1_bias, fc2_weight, fc2_bias;
+
+  /// Every tensor with its fixed name ("ln1.gamma", "qkv.weight", ...), in declaration order.
+  std::vector<std::pair<std::string, Tensor*>> named();
+  std::vector<std::pair<std::string, const Tensor*>> named() const;
+  /// Bytes of all tensors.
+  int64_t nbytes() const;
+};
+
+/// Shapes of every parameter for cfg, in the order of LayerWeights::named().
+std::vector<std::pair<std::string, Shape>> weight_shapes(const LayerConfig& cfg);
+
+/// Parameters drawn from Philox(cfg.seed): linear weights and biases U(-1/sqrt(fan_in),
+/// 1/sqrt(fan_in)) as torch.nn.Linear draws them, gamma 1 + U(-0.1, 0.1), beta U(-0.1, 0.1)
+/// (not 1 and 0, so that their gradients are exercised). Values are rounded to float first,
+/// so the f32 and f64 weights of one seed hold the same numbers. Category weights.
+LayerWeights init_weights(const LayerConfig& cfg, DType dtype, AllocTag tag);
+
+/// Zero tensors shaped like the parameters (for gradients), category grads.
+LayerWeights zero_grads(const LayerConfig& cfg, DType dtype, AllocTag tag);
+
+/// A standard-normal tensor [b, s, h] from Philox(cfg.seed, site) by Box-Muller, rounded to
+/// float (so f32 and f64 copies are equal). Use RngSite::input_x for x, input_dout for dout.
+Tensor random_input(const LayerConfig& cfg, uint32_t site, DType dtype, AllocTag tag);
+
+}  // namespace ringside

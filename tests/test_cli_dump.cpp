@@ -1,0 +1,79 @@
+// What `ringside reference --dump` wrote (the CTest fixture "cli: reference --dump") against
+// the library: the same config, the same tensors, bit for bit.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/npy.h"
+#include "kernels/philox.h"
+#include "layer/reference.h"
+
+using namespace ringside;
+namespace fs = std::filesystem;
+
+TEST_CASE("the --dump directory holds every tensor named and shaped as documented", "[cli]") {
+  const char* env = std::getenv("RINGSIDE_DUMP_DIR");
+  REQUIRE(env != nullptr);
+  const fs::path dir = env;
+  std::ifstream mf(dir / "manifest.json");
+  REQUIRE(mf.good());
+  const nlohmann::json m = nlohmann::json::parse(mf);
+
+  LayerConfig c;
+  const auto& jc = m.at("config");
+  c.b = jc.at("b"), c.s = jc.at("s"), c.h = jc.at("h"), c.H = jc.at("H"), c.Hkv = jc.at("Hkv"), c.f = jc.at("f");
+  c.causal = jc.at("causal"), c.rope = jc.at("rope"), c.dropout = jc.at("dropout"), c.seed = jc.at("seed");
+  REQUIRE(double(jc.at("eps")) == 1e-5);
+  // The CTest command line: --seq 48 --hidden 32 --heads 4 --kv-heads 2 --ffn 64 --batch 2 --seed 7.
+  REQUIRE((c.b == 2 && c.s == 48 && c.h == 32 && c.H == 4 && c.Hkv == 2 && c.f == 64 && c.seed == 7));
+  REQUIRE((c.causal && c.rope && c.dropout == 0.1));
+
+  auto load = [&](const std::string& name) {
+    INFO("tensor " << name);
+    REQUIRE(m.at("tensors").contains(name));
+    Tensor t = read_npy((dir / m.at("tensors").at(name).at("file").get<std::string>()).string());
+    REQUIRE(t.dtype() == DType::f32);
+    REQUIRE(t.shape() == m.at("tensors").at(name).at("shape").get<Shape>());
+    return t;
+  };
+
+  // Shapes as documented.
+  const Shape act{c.b, c.s, c.h};
+  for (const char* n : {"x", "dout", "out", "dropout1.mask", "dropout2.mask", "grad.x"}) REQUIRE(load(n).shape() == act);
+  for (auto& [name, shape] : weight_shapes(c)) {
+    REQUIRE(load(name).shape() == shape);
+    REQUIRE(load("grad." + name).shape() == shape);
+  }
+  REQUIRE(load("qkv.weight").shape() == Shape{c.h, (c.H + 2 * c.Hkv) * c.d()});
+
+  // Values: recompute with the library and compare bit for bit.
+  auto be = make_cpu_backend();
+  const LayerWeights w = init_weights(c, DType::f32, {});
+  const Tensor x = random_input(c, static_cast<uint32_t>(RngSite::input_x), DType::f32, {});
+  const Tensor dout = random_input(c, static_cast<uint32_t>(RngSite::input_dout), DType::f32, {});
+  REQUIRE(relative_error(load("x"), x) == 0);
+  REQUIRE(relative_error(load("dout"), dout) == 0);
+  for (auto& [name, t] : w.named()) REQUIRE(relative_error(load(name), *t) == 0);
+  const ForwardResult f = reference_forward<float>(c, w, x, *be);
+  const Gradients g = reference_backward<float>(c, w, f.saved, dout, *be);
+  REQUIRE(relative_error(load("out"), f.out) == 0);
+  REQUIRE(relative_error(load("grad.x"), g.dx) == 0);
+  for (auto& [name, t] : g.grads.named()) REQUIRE(relative_error(load("grad." + name), *t) == 0);
+
+  // Masks are 0/1; kept fraction near 1 - p; the two sites differ.
+  const Tensor m1 = load("dropout1.mask"), m2 = load("dropout2.mask");
+  int64_t kept = 0, differ = 0;
+  for (int64_t i = 0; i < m1.numel(); ++i) {
+    const float a = m1.data<float>()[i], b = m2.data<float>()[i];
+    REQUIRE((a == 0.0f || a == 1.0f));
+    kept += a == 1.0f;
+    differ += a != b;
+  }
+  const double n = double(m1.numel()), p = c.dropout;
+  REQUIRE(std::abs(kept - n * (1 - p)) < 4 * std::sqrt(n * p * (1 - p)));
+  REQUIRE(differ > 0);
+}

@@ -1,0 +1,357 @@
+// CPU kernels against naive fp64 implementations, over edge shapes.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/vec.h"
+#include "naive.h"
+
+namespace kc = ringside::kernels::cpu;
+using naive::Vec;
+
+namespace {
+
+Vec random_vec(size_t n, unsigned seed, double scale = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  Vec v(n);
+  // Values exactly representable in float, so float and double kernels see the same input.
+  for (auto& x : v) x = static_cast<float>(scale * u(rng));
+  return v;
+}
+
+template <class T> std::vector<T> cast(const Vec& v) { return std::vector<T>(v.begin(), v.end()); }
+
+template <class T> double rel_err(const std::vector<T>& a, const Vec& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double e = double(a[i]) - ref[i];
+    num += e * e;
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+template <class T> bool any_nan(const std::vector<T>& v) {
+  for (T x : v)
+    if (std::isnan(x)) return true;
+  return false;
+}
+
+// lse: -inf exactly where the reference has -inf, else close in absolute terms.
+template <class T> void check_lse(const std::vector<T>& lse, const Vec& ref, double tol) {
+  REQUIRE(lse.size() == ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    INFO("lse row " << i);
+    if (std::isinf(ref[i])) {
+      REQUIRE(std::isinf(lse[i]));
+      REQUIRE(lse[i] < 0);
+    } else {
+      REQUIRE(std::abs(double(lse[i]) - ref[i]) < tol);
+    }
+  }
+}
+
+struct AttnCase {
+  std::string name;
+  kc::AttentionParams p;
+};
+
+kc::AttentionParams params(int64_t b, int64_t sq, int64_t sk, int64_t H, int64_t Hkv, int64_t d, bool causal) {
+  kc::AttentionParams p;
+  p.b = b;
+  p.sq = sq;
+  p.sk = sk;
+  p.H = H;
+  p.Hkv = Hkv;
+  p.d = d;
+  p.causal = causal;
+  p.softmax_scale = 1.0 / std::sqrt(double(d));
+  return p;
+}
+
+std::vector<AttnCase> attention_cases() {
+  std::vector<AttnCase> cases;
+  cases.push_back({"one token", params(1, 1, 1, 2, 1, 8, true)});
+  {
+    auto p = params(1, 37, 37, 4, 2, 16, true);
+    p.block_q = 16, p.block_k = 8;
+    cases.push_back({"s not a multiple of the block", p});
+  }
+  {
+    auto p = params(2, 40, 40, 3, 3, 8, false);
+    p.block_q = 16, p.block_k = 16;
+    cases.push_back({"H = Hkv, full attention", p});
+  }
+  {
+    auto p = params(2, 33, 33, 4, 1, 8, true);
+    p.block_q = 8, p.block_k = 16;
+    cases.push_back({"Hkv = 1 (multi-query)", p});
+  }
+  {
+    auto p = params(1, 16, 16, 2, 1, 8, true);
+    p.q_offset = 0, p.k_offset = 64;
+    cases.push_back({"query block before the key block (all masked)", p});
+  }
+  {
+    auto p = params(1, 24, 32, 2, 2, 8, true);
+    p.q_offset = 8, p.k_offset = 0, p.block_q = 8, p.block_k = 8;
+    cases.push_back({"query block across the key block", p});
+  }
+  {
+    auto p = params(1, 16, 32, 2, 1, 8, true);
+    p.q_offset = 100, p.k_offset = 0, p.block_q = 8, p.block_k = 8;
+    cases.push_back({"query block after the key block", p});
+  }
+  {
+    auto p = params(1, 12, 12, 2, 2, 8, true);
+    p.q_offset = 0, p.k_offset = 5, p.block_q = 4, p.block_k = 4;
+    cases.push_back({"some rows fully masked", p});
+  }
+  {
+    auto p = params(2, 20, 20, 4, 2, 8, true);
+    p.q_offset = 1, p.q_stride = 4, p.k_offset = 3, p.k_stride = 4, p.block_q = 8, p.block_k = 8;
+    cases.push_back({"strided (striped) positions", p});
+  }
+  cases.push_back({"d = 128, default blocks, s = 300", params(1, 300, 300, 2, 1, 128, true)});
+  return cases;
+}
+
+template <class T> void check_attention(const kc::AttentionParams& p, double tol_out, double tol_grad) {
+  const Vec q = random_vec(p.b * p.sq * p.H * p.d, 1), k = random_vec(p.b * p.sk * p.Hkv * p.d, 2),
+            v = random_vec(p.b * p.sk * p.Hkv * p.d, 3), dout = random_vec(q.size(), 4);
+  Vec out_ref, lse_ref, dq_ref, dk_ref, dv_ref;
+  naive::attention_forward(p, q, k, v, out_ref, lse_ref);
+  naive::attention_backward(p, q, k, v, dout, dq_ref, dk_ref, dv_ref);
+
+  auto qt = cast<T>(q), kt = cast<T>(k), vt = cast<T>(v), dot = cast<T>(dout);
+  std::vector<T> out(q.size()), lse(p.b * p.H * p.sq);
+  kc::attention_forward(p, qt.data(), kt.data(), vt.data(), out.data(), lse.data());
+  CHECK_FALSE(any_nan(out));
+  CHECK(rel_err(out, out_ref) < tol_out);
+  check_lse(lse, lse_ref, tol_out * 10);
+
+  std::vector<T> dq(q.size(), T(0)), dk(k.size(), T(0)), dv(v.size(), T(0));
+  kc::attention_backward(p, qt.data(), kt.data(), vt.data(), out.data(), dot.data(), lse.data(), dq.data(), dk.data(),
+                         dv.data());
+  CHECK_FALSE(any_nan(dq));
+  CHECK_FALSE(any_nan(dk));
+  CHECK_FALSE(any_nan(dv));
+  CHECK(rel_err(dq, dq_ref) < tol_grad);
+  CHECK(rel_err(dk, dk_ref) < tol_grad);
+  CHECK(rel_err(dv, dv_ref) < tol_grad);
+}
+
+}  // namespace
+
+TEST_CASE("naive attention backward agrees with finite differences", "[kernels][attention]") {
+  // The naive backward is the yardstick below, so it is checked first, on its own.
+  auto p = params(1, 5, 6, 2, 1, 4, true);
+  p.q_offset = 2;
+  const Vec q = random_vec(5 * 2 * 4, 11), k = random_vec(6 * 4, 12), v = random_vec(6 * 4, 13),
+            dout = random_vec(5 * 2 * 4, 14);
+  Vec dq, dk, dv;
+  naive::attention_backward(p, q, k, v, dout, dq, dk, dv);
+  auto loss = [&](const Vec& q2, const Vec& k2, const Vec& v2) {
+    Vec out, lse;
+    naive::attention_forward(p, q2, k2, v2, out, lse);
+    double l = 0;
+    for (size_t i = 0; i < out.size(); ++i) l += out[i] * dout[i];
+    return l;
+  };
+  const double eps = 1e-6;
+  auto fd = [&](Vec x, size_t i, int which) {
+    Vec xp = x, xm = x;
+    xp[i] += eps, xm[i] -= eps;
+    if (which == 0) return (loss(xp, k, v) - loss(xm, k, v)) / (2 * eps);
+    if (which == 1) return (loss(q, xp, v) - loss(q, xm, v)) / (2 * eps);
+    return (loss(q, k, xp) - loss(q, k, xm)) / (2 * eps);
+  };
+  for (size_t i = 0; i < q.size(); ++i) REQUIRE(dq[i] == Approx(fd(q, i, 0)).margin(1e-8));
+  for (size_t i = 0; i < k.size(); ++i) REQUIRE(dk[i] == Approx(fd(k, i, 1)).margin(1e-8));
+  for (size_t i = 0; i < v.size(); ++i) REQUIRE(dv[i] == Approx(fd(v, i, 2)).margin(1e-8));
+}
+
+TEST_CASE("attention forward and backward match the naive fp64 attention", "[kernels][attention]") {
+  for (const AttnCase& c : attention_cases()) {
+    SECTION(c.name + " (fp64)") { check_attention<double>(c.p, 1e-12, 1e-11); }
+    SECTION(c.name + " (fp32)") { check_attention<float>(c.p, 2e-6, 1e-5); }
+  }
+}
+
+TEST_CASE("a fully masked row gives out 0 and lse -inf and zero gradients", "[kernels][attention]") {
+  auto p = params(1, 4, 4, 1, 1, 4, true);
+  p.k_offset = 10;  // every key after every query
+  std::vector<float> q(16, 1.f), k(16, 1.f), v(16, 1.f), out(16, 7.f), lse(4, 7.f), dq(16, 0.f), dk(16, 0.f),
+      dv(16, 0.f), dout(16, 1.f);
+  kc::attention_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data());
+  for (float o : out) REQUIRE(o == 0.0f);
+  for (float l : lse) REQUIRE((std::isinf(l) && l < 0));
+  kc::attention_backward(p, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(), dq.data(), dk.data(),
+                         dv.data());
+  for (size_t i = 0; i < 16; ++i) REQUIRE((dq[i] == 0.f && dk[i] == 0.f && dv[i] == 0.f));
+}
+
+TEST_CASE("the causal FLOP count is exact over visible pairs", "[kernels][attention]") {
+  auto p = params(2, 8, 8, 3, 1, 16, true);
+  // Contiguous causal s x s: s (s + 1) / 2 visible pairs.
+  REQUIRE(kc::attention_forward_flops(p) == 4.0 * 16 * (8 * 9 / 2) * 2 * 3);
+  p.causal = false;
+  REQUIRE(kc::attention_forward_flops(p) == 4.0 * 16 * 64 * 2 * 3);
+  p.causal = true;
+  p.q_offset = 8;  // queries 8..15 see all 8 keys
+  REQUIRE(kc::attention_forward_flops(p) == 4.0 * 16 * 64 * 2 * 3);
+}
+
+TEST_CASE("LSE merge of two key halves equals attention over all keys", "[kernels][attention]") {
+  for (bool causal : {true, false}) {
+    const int64_t s = 24, H = 2, d = 8, half = 10;
+    const Vec q = random_vec(s * H * d, 21), k = random_vec(s * d, 22), v = random_vec(s * d, 23);
+    auto full = params(1, s, s, H, 1, d, causal);
+    std::vector<double> out(q.size()), lse(H * s);
+    kc::attention_forward(full, q.data(), k.data(), v.data(), out.data(), lse.data());
+
+    auto pa = params(1, s, half, H, 1, d, causal), pb = params(1, s, s - half, H, 1, d, causal);
+    pb.k_offset = half;
+    std::vector<double> oa(q.size()), la(H * s), ob(q.size()), lb(H * s);
+    kc::attention_forward(pa, q.data(), k.data(), v.data(), oa.data(), la.data());
+    kc::attention_forward(pb, q.data(), k.data() + half * d, v.data() + half * d, ob.data(), lb.data());
+    kc::lse_merge<double>(1, s, H, d, oa.data(), la.data(), ob.data(), lb.data());
+    REQUIRE(rel_err(oa, out) < 1e-14);
+    REQUIRE(rel_err(la, lse) < 1e-14);
+  }
+}
+
+TEST_CASE("LSE merge of two -inf gives -inf and out 0 and never NaN", "[kernels][attention]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> out = {0, 0}, lse = {-inf}, ob = {0, 0}, lb = {-inf};
+  kc::lse_merge<double>(1, 1, 1, 2, out.data(), lse.data(), ob.data(), lb.data());
+  REQUIRE((std::isinf(lse[0]) && lse[0] < 0));
+  REQUIRE((out[0] == 0 && out[1] == 0));
+  // One side empty: the other passes through unchanged.
+  std::vector<float> o2 = {0, 0}, l2 = {-std::numeric_limits<float>::infinity()}, o3 = {0.5f, -2.f}, l3 = {1.25f};
+  kc::lse_merge<float>(1, 1, 1, 2, o2.data(), l2.data(), o3.data(), l3.data());
+  REQUIRE(l2[0] == 1.25f);
+  REQUIRE((o2[0] == 0.5f && o2[1] == -2.f));
+}
+
+TEST_CASE("fast_expf is within 2 ulp of exp and exactly 0 at -inf", "[kernels][vec]") {
+  REQUIRE(kc::fast_expf(-std::numeric_limits<float>::infinity()) == 0.0f);
+  REQUIRE(kc::fast_expf(-100.0f) == 0.0f);
+  REQUIRE(kc::fast_expf(0.0f) == 1.0f);
+  double worst = 0;
+  for (float x = -87.0f; x < 88.0f; x += 0.0137f) {
+    const double ref = std::exp(double(x));
+    worst = std::max(worst, std::abs(kc::fast_expf(x) - ref) / ref);
+  }
+  REQUIRE(worst < 2.5e-7);  // 2 ulp at 2^-23 = 1.19e-7
+}
+
+TEST_CASE("LayerNorm forward matches the formula and backward matches finite differences", "[kernels][layernorm]") {
+  const int64_t n = 3, h = 7;
+  const Vec x = random_vec(n * h, 31, 3.0), gamma = random_vec(h, 32), beta = random_vec(h, 33),
+            dy = random_vec(n * h, 34);
+  const double eps = 1e-5;
+  Vec y(n * h), mean(n), rstd(n);
+  kc::layernorm_forward(x.data(), gamma.data(), beta.data(), n, h, eps, y.data(), mean.data(), rstd.data());
+  for (int64_t r = 0; r < n; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < h; ++j) mu += x[r * h + j] / h;
+    for (int64_t j = 0; j < h; ++j) var += (x[r * h + j] - mu) * (x[r * h + j] - mu) / h;
+    for (int64_t j = 0; j < h; ++j)
+      REQUIRE(y[r * h + j] == Approx((x[r * h + j] - mu) / std::sqrt(var + eps) * gamma[j] + beta[j]).epsilon(1e-13));
+  }
+  Vec dx(n * h), dgamma(h, 0.0), dbeta(h, 0.0);
+  kc::layernorm_backward(dy.data(), x.data(), gamma.data(), mean.data(), rstd.data(), n, h, dx.data(), dgamma.data(),
+                         dbeta.data());
+  auto loss = [&](const Vec& xx, const Vec& gg, const Vec& bb) {
+    Vec yy(n * h), m(n), rs(n);
+    kc::layernorm_forward(xx.data(), gg.data(), bb.data(), n, h, eps, yy.data(), m.data(), rs.data());
+    double l = 0;
+    for (int64_t i = 0; i < n * h; ++i) l += yy[i] * dy[i];
+    return l;
+  };
+  const double e = 1e-6;
+  for (int64_t i = 0; i < n * h; ++i) {
+    Vec xp = x, xm = x;
+    xp[i] += e, xm[i] -= e;
+    REQUIRE(dx[i] == Approx((loss(xp, gamma, beta) - loss(xm, gamma, beta)) / (2 * e)).margin(1e-7));
+  }
+  for (int64_t j = 0; j < h; ++j) {
+    Vec gp = gamma, gm = gamma, bp = beta, bm = beta;
+    gp[j] += e, gm[j] -= e, bp[j] += e, bm[j] -= e;
+    REQUIRE(dgamma[j] == Approx((loss(x, gp, beta) - loss(x, gm, beta)) / (2 * e)).margin(1e-7));
+    REQUIRE(dbeta[j] == Approx((loss(x, gamma, bp) - loss(x, gamma, bm)) / (2 * e)).margin(1e-7));
+  }
+}
+
+TEST_CASE("GeLU is the exact erf form and its backward matches finite differences", "[kernels][gelu]") {
+  // x Phi(x) at +-1 and 2 (Phi from tables: 0.8413447460685429, 0.9772498680518208).
+  const Vec x = {1.0, -1.0, 2.0, 0.0};
+  Vec y(4);
+  kc::gelu_forward(x.data(), 4, y.data());
+  REQUIRE(y[0] == Approx(0.8413447460685429).epsilon(1e-15));
+  REQUIRE(y[1] == Approx(-0.15865525393145707).epsilon(1e-14));
+  REQUIRE(y[2] == Approx(2 * 0.9772498680518208).epsilon(1e-15));
+  REQUIRE(y[3] == 0.0);
+  const Vec xs = random_vec(50, 41, 4.0), ones(50, 1.0);
+  Vec dx(50);
+  kc::gelu_backward(ones.data(), xs.data(), 50, dx.data());
+  for (int i = 0; i < 50; ++i) {
+    double yp, ym;
+    const double e = 1e-6, xp = xs[i] + e, xm = xs[i] - e;
+    kc::gelu_forward(&xp, 1, &yp);
+    kc::gelu_forward(&xm, 1, &ym);
+    REQUIRE(dx[i] == Approx((yp - ym) / (2 * e)).margin(1e-8));
+  }
+}
+
+TEST_CASE("RoPE rotates halves by pos times theta^(-2i/d) at global positions", "[kernels][rope]") {
+  const int64_t b = 2, s = 3, heads = 2, d = 8;
+  const std::vector<int64_t> pos = {5, 1000, 77777};  // global, not 0..s-1
+  const Vec x = random_vec(b * s * heads * d, 51);
+  Vec y = x;
+  kc::rope_forward(y.data(), b, s, heads, d, pos.data(), 10000.0);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t t = 0; t < s; ++t)
+      for (int64_t hh = 0; hh < heads; ++hh)
+        for (int64_t i = 0; i < d / 2; ++i) {
+          const int64_t base = ((bi * s + t) * heads + hh) * d;
+          const double a = pos[t] * std::pow(10000.0, -2.0 * i / d);
+          REQUIRE(y[base + i] == Approx(x[base + i] * std::cos(a) - x[base + i + d / 2] * std::sin(a)).margin(1e-13));
+          REQUIRE(y[base + i + d / 2] ==
+                  Approx(x[base + i + d / 2] * std::cos(a) + x[base + i] * std::sin(a)).margin(1e-13));
+        }
+  // Backward is the transpose: <rope(x), g> = <x, rope_backward(g)>.
+  const Vec g = random_vec(x.size(), 52);
+  Vec gb = g;
+  kc::rope_backward(gb.data(), b, s, heads, d, pos.data(), 10000.0);
+  double lhs = 0, rhs = 0;
+  for (size_t i = 0; i < x.size(); ++i) lhs += y[i] * g[i], rhs += x[i] * gb[i];
+  REQUIRE(lhs == Approx(rhs).epsilon(1e-13));
+}
+
+TEST_CASE("RoPE scores depend only on the relative position", "[kernels][rope]") {
+  const int64_t d = 16;
+  const Vec q0 = random_vec(d, 61), k0 = random_vec(d, 62);
+  auto score = [&](int64_t m, int64_t n) {
+    Vec q = q0, k = k0;
+    kc::rope_forward(q.data(), 1, 1, 1, d, &m, 10000.0);
+    kc::rope_forward(k.data(), 1, 1, 1, d, &n, 10000.0);
+    double s = 0;
+    for (int64_t c = 0; c < d; ++c) s += q[c] * k[c];
+    return s;
+  };
+  REQUIRE(score(10, 3) == Approx(score(1007, 1000)).epsilon(1e-10));
+  REQUIRE(score(10, 3) != Approx(score(10, 4)).epsilon(1e-6));
+}
+
+TEST_CASE("RoPE rejects an odd head dim", "[kernels][rope]") {
+  std::vector<float> x(3);
+  const int64_t pos = 0;
+  REQUIRE_THROWS_WITH(kc::rope_forward(x.data(), 1, 1, 1, 3, &pos, 10000.0), Catch::Contains("even"));
+}
