@@ -7,6 +7,7 @@
 #include "kernels/cpu/ops.h"
 
 extern "C" char* openblas_get_config(void);
+extern "C" char* openblas_get_corename(void);
 
 namespace ringside {
 
@@ -47,7 +48,18 @@ class CpuBackend final : public Backend {
 
   Device device() const override { return Device::cpu; }
   std::string describe() const override {
-    return std::string("cpu (") + openblas_get_config() + ", 1 thread per GEMM call)";
+    // openblas_get_config() starts "OpenBLAS 0.3.21 DYNAMIC_ARCH ...": keep name and version.
+    const std::string config = openblas_get_config();
+    const std::string version = config.substr(0, config.find(' ', config.find(' ') + 1));
+    std::string d = "cpu, " + version + " (" + openblas_get_corename() + " kernels), 1 thread per GEMM call";
+#if defined(__x86_64__) && defined(__GNUC__)
+    // Debian 12's OpenBLAS (0.3.21) falls back to its generic kernels on CPUs newer than it
+    // knows; say so, since GEMM then runs several times below the machine's peak.
+    if (std::string(openblas_get_corename()) == "Prescott" && __builtin_cpu_supports("avx2"))
+      d += "\n             note: OpenBLAS did not recognise this CPU and uses generic kernels; "
+           "OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX (AVX-512) is often 3-5x faster";
+#endif
+    return d;
   }
   Tensor zeros(const Shape& shape, DType dtype, AllocTag tag) const override {
     return Tensor::zeros(shape, dtype, tag, Device::cpu);
