@@ -239,14 +239,16 @@ TEST_CASE("LSE merge of two -inf gives -inf and out 0 and never NaN", "[kernels]
   REQUIRE((o2[0] == 0.5f && o2[1] == -2.f));
 }
 
-TEST_CASE("fast_expf is within 2 ulp of exp and exactly 0 at -inf", "[kernels][vec]") {
-  REQUIRE(kc::fast_expf(-std::numeric_limits<float>::infinity()) == 0.0f);
-  REQUIRE(kc::fast_expf(-100.0f) == 0.0f);
-  REQUIRE(kc::fast_expf(0.0f) == 1.0f);
+TEST_CASE("fast_exp2f is within 2 ulp of exp2 and exactly 0 at -inf", "[kernels][vec]") {
+  REQUIRE(kc::fast_exp2f(-std::numeric_limits<float>::infinity()) == 0.0f);
+  REQUIRE(kc::fast_exp2f(-130.0f) == 0.0f);
+  REQUIRE(kc::fast_exp2f(0.0f) == 1.0f);
+  REQUIRE(kc::fast_exp2f(-3.0f) == 0.125f);
+  REQUIRE(std::isnan(kc::fast_exp2f(std::numeric_limits<float>::quiet_NaN())));
   double worst = 0;
-  for (float x = -87.0f; x < 88.0f; x += 0.0137f) {
-    const double ref = std::exp(double(x));
-    worst = std::max(worst, std::abs(kc::fast_expf(x) - ref) / ref);
+  for (float x = -125.0f; x < 127.0f; x += 0.0137f) {
+    const double ref = std::exp2(double(x));
+    worst = std::max(worst, std::abs(kc::fast_exp2f(x) - ref) / ref);
   }
   REQUIRE(worst < 2.5e-7);  // 2 ulp at 2^-23 = 1.19e-7
 }

@@ -25,6 +25,7 @@ void validate(const AttentionParams& p) {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
 
 // Where a tile sits against the causal diagonal. Positions grow with the index, so comparing
 // the tile's corners is enough.
@@ -59,7 +60,9 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
   const int64_t H = p.H, Hkv = p.Hkv, d = p.d, group = H / Hkv;
   const int64_t ldq = H * d, ldk = Hkv * d;
   const int64_t Bq = std::min(p.block_q, p.sq), Bk = std::min(p.block_k, p.sk);
-  const T scale = static_cast<T>(p.softmax_scale);
+  // Scores in base 2: S2 = (softmax_scale log2 e) Q K^T, so that exp(S - m) = 2^(S2 - m2)
+  // (FlashAttention-2 does the same); lse = ln 2 (m2 + log2 l) at the end.
+  const T scale2 = static_cast<T>(p.softmax_scale * kLog2e);
   const Positions pos{p};
 
   // Per-tile scratch: scores S [Bq, Bk] (turned into probabilities in place), the running
@@ -84,8 +87,8 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
           const int64_t bk = std::min(Bk, p.sk - j0);
           const TileMask tm = pos.tile(i0, bq, j0, bk);
           if (tm == TileMask::hidden) break;  // every later key block is later still
-          // S = scale * Q_i K_j^T
-          gemm(false, true, bq, bk, d, scale, qh + i0 * ldq, ldq, kh + j0 * ldk, ldk, T(0), s.data(), Bk);
+          // S2 = scale log2(e) Q_i K_j^T
+          gemm(false, true, bq, bk, d, scale2, qh + i0 * ldq, ldq, kh + j0 * ldk, ldk, T(0), s.data(), Bk);
           if (tm == TileMask::partial) pos.apply(s.data(), Bk, i0, bq, j0, bk);
 
           // Online softmax (Milakov & Gimelshein 2018): rescale what was accumulated under the
@@ -97,8 +100,8 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
               std::fill(sr, sr + bk, T(0));
               continue;
             }
-            const T alpha = std::exp(m[r] - m_new);  // exp(-inf) = 0 on the first visible tile
-            l[r] = l[r] * alpha + exp_shift_sum(sr, bk, m_new);
+            const T alpha = std::exp2(m[r] - m_new);  // 2^-inf = 0 on the first visible tile
+            l[r] = l[r] * alpha + exp2_shift_sum(sr, bk, m_new);
             if (alpha != T(1)) scale_row(acc.data() + r * d, d, alpha);
             m[r] = m_new;
           }
@@ -115,7 +118,7 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
           }
           const T inv = T(1) / l[r];
           for (int64_t c = 0; c < d; ++c) o[c] = acc[r * d + c] * inv;
-          lse_h[i0 + r] = m[r] + std::log(l[r]);
+          lse_h[i0 + r] = static_cast<T>(kLn2 * (double(m[r]) + std::log2(double(l[r]))));
         }
       }
     }
@@ -129,17 +132,21 @@ void attention_backward(const AttentionParams& p, const T* q, const T* k, const 
   const int64_t H = p.H, Hkv = p.Hkv, d = p.d, group = H / Hkv;
   const int64_t ldq = H * d, ldk = Hkv * d;
   const int64_t Bq = std::min(p.block_q, p.sq), Bk = std::min(p.block_k, p.sk);
-  const T scale = static_cast<T>(p.softmax_scale);
+  const T scale = static_cast<T>(p.softmax_scale), scale2 = static_cast<T>(p.softmax_scale * kLog2e);
   const Positions pos{p};
 
-  // P and dP tiles [Bq, Bk]; D = rowsum(dout * out) for every query row of one head.
-  std::vector<T> pt(Bq * Bk), dpt(Bq * Bk), D(p.sq);
+  // P and dP tiles [Bq, Bk]; for every query row of one head, D = rowsum(dout * out) and the
+  // lse in base 2 (the forward's scores were base 2 too).
+  std::vector<T> pt(Bq * Bk), dpt(Bq * Bk), D(p.sq), lse2(p.sq);
 
   for (int64_t bi = 0; bi < p.b; ++bi) {
     for (int64_t h = 0; h < H; ++h) {
       const int64_t qbase = bi * p.sq * ldq + h * d, kbase = bi * p.sk * ldk + (h / group) * d;
       const T* lse_h = lse + (bi * H + h) * p.sq;
-      for (int64_t i = 0; i < p.sq; ++i) D[i] = dot(dout + qbase + i * ldq, out + qbase + i * ldq, d);
+      for (int64_t i = 0; i < p.sq; ++i) {
+        D[i] = dot(dout + qbase + i * ldq, out + qbase + i * ldq, d);
+        lse2[i] = static_cast<T>(double(lse_h[i]) * kLog2e);
+      }
 
       // Key blocks outside, query blocks inside: dK_j and dV_j stay hot across the inner loop.
       for (int64_t j0 = 0; j0 < p.sk; j0 += Bk) {
@@ -156,14 +163,14 @@ void attention_backward(const AttentionParams& p, const T* q, const T* k, const 
           const T* doi = dout + qbase + i0 * ldq;
           T* dqi = dq + qbase + i0 * ldq;
 
-          // P = exp(scale * Q_i K_j^T - lse_i), recomputed instead of stored.
-          gemm(false, true, bq, bk, d, scale, qi, ldq, kj, ldk, T(0), pt.data(), Bk);
+          // P = exp(scale Q_i K_j^T - lse_i) = 2^(S2 - lse2_i), recomputed instead of stored.
+          gemm(false, true, bq, bk, d, scale2, qi, ldq, kj, ldk, T(0), pt.data(), Bk);
           if (tm == TileMask::partial) pos.apply(pt.data(), Bk, i0, bq, j0, bk);
           for (int64_t r = 0; r < bq; ++r) {
             T* pr = pt.data() + r * Bk;
-            const T l = lse_h[i0 + r];
-            if (l == static_cast<T>(kNegInf)) std::fill(pr, pr + bk, T(0));  // row sees no key
-            else exp_shift_sum(pr, bk, l);
+            const T l2 = lse2[i0 + r];
+            if (l2 == static_cast<T>(kNegInf)) std::fill(pr, pr + bk, T(0));  // row sees no key
+            else exp2_shift_sum(pr, bk, l2);
           }
           // dV_j += P^T dO_i ;  dP = dO_i V_j^T
           gemm(true, false, bk, d, bq, T(1), pt.data(), Bk, doi, ldq, T(1), dvj, ldk);

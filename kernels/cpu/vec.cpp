@@ -19,34 +19,32 @@ namespace ringside::kernels::cpu {
 namespace {
 // always_inline: without it GCC will not inline a target-less function into the clones, and
 // the loops calling it stay scalar.
-__attribute__((always_inline)) inline float expf_poly(float x) {
-  // exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2]; ln 2 is split
-  // in two (C1 exact in float) so that r keeps its low bits (Cephes expf).
-  constexpr float kLo = -87.3f, kHi = 88.3f, kLog2e = 1.44269504088896341f;
-  constexpr float C1 = 0.693359375f, C2 = -2.12194440e-4f;
+__attribute__((always_inline)) inline float exp2_poly(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
   // Ternaries, not std::min/max, and a union pun, not std::bit_cast: the forms GCC vectorises.
-  float xc = x < kLo ? kLo : x;
-  xc = xc > kHi ? kHi : xc;
-  const float n = (xc * kLog2e + kRound) - kRound;
-  const float r = (xc - n * C1) - n * C2;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  float xc = x < -127.0f ? -127.0f : x;  // n = -127 builds the bit pattern 0, so 2^x = 0
+  xc = xc > 127.0f ? 127.0f : xc;
+  const float n = (xc + kRound) - kRound;
+  const float r = xc - n;  // exact, in [-1/2, 1/2]
+  // 2^r = e^(r ln 2) = sum_k (ln 2)^k r^k / k!, Horner form.
+  float p = 1.5252733804059838e-05f;
+  p = p * r + 1.5403530393381606e-04f;
+  p = p * r + 1.3333558146428441e-03f;
+  p = p * r + 9.6181291076284772e-03f;
+  p = p * r + 5.5504108664821576e-02f;
+  p = p * r + 2.4022650695910071e-01f;
+  p = p * r + 6.9314718055994531e-01f;
+  p = p * r + 1.0f;
   union {
     int32_t i;
     float f;
   } two_n;
   two_n.i = (static_cast<int32_t>(n) + 127) << 23;  // 2^n built in the exponent field
-  return x < kLo ? 0.0f : p * two_n.f;
+  return p * two_n.f;
 }
 }  // namespace
 
-float fast_expf(float x) { return expf_poly(x); }
+float fast_exp2f(float x) { return exp2_poly(x); }
 
 RS_VEC_CLONES float row_max(const float* s, int64_t n) {
   float m = -std::numeric_limits<float>::infinity();
@@ -55,11 +53,11 @@ RS_VEC_CLONES float row_max(const float* s, int64_t n) {
   return m;
 }
 
-RS_VEC_CLONES float exp_shift_sum(float* s, int64_t n, float m) {
+RS_VEC_CLONES float exp2_shift_sum(float* s, int64_t n, float m) {
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) {
-    const float e = expf_poly(s[i] - m);
+    const float e = exp2_poly(s[i] - m);
     s[i] = e;
     sum += e;
   }
@@ -89,9 +87,9 @@ double row_max(const double* s, int64_t n) {
   return m;
 }
 
-double exp_shift_sum(double* s, int64_t n, double m) {
+double exp2_shift_sum(double* s, int64_t n, double m) {
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - m));
+  for (int64_t i = 0; i < n; ++i) sum += (s[i] = std::exp2(s[i] - m));
   return sum;
 }
 

@@ -1,7 +1,8 @@
 // Row primitives of the attention kernels: the O(tile) work between two GEMMs.
-// The float versions are vectorised (OpenMP SIMD pragmas, one clone per x86 ISA level chosen
-// at load time) and use a polynomial exp accurate to about 2 ulp; double uses std::exp, since
-// it is the reference's precision.
+// The kernels work in base 2 (scores pre-multiplied by log2 e), as FlashAttention does: 2^x
+// needs no ln 2 range reduction. The float versions are vectorised (OpenMP SIMD pragmas, one
+// clone per x86 ISA level chosen at load time) and use a polynomial 2^x accurate to about
+// 2 ulp; double uses std::exp2, since it is the reference's precision.
 #pragma once
 #include <cstdint>
 
@@ -11,9 +12,9 @@ namespace ringside::kernels::cpu {
 float row_max(const float* s, int64_t n);
 double row_max(const double* s, int64_t n);
 
-/// s[i] = exp(s[i] - m) in place; returns the sum. exp(-inf - m) is exactly 0.
-float exp_shift_sum(float* s, int64_t n, float m);
-double exp_shift_sum(double* s, int64_t n, double m);
+/// s[i] = 2^(s[i] - m) in place; returns the sum. 2^(-inf) is exactly 0.
+float exp2_shift_sum(float* s, int64_t n, float m);
+double exp2_shift_sum(double* s, int64_t n, double m);
 
 /// x[i] *= a.
 void scale_row(float* x, int64_t n, float a);
@@ -27,8 +28,9 @@ double dot(const double* a, const double* b, int64_t n);
 void softmax_grad_row(const float* p, float* dp, int64_t n, float D);
 void softmax_grad_row(const double* p, double* dp, int64_t n, double D);
 
-/// exp(x) in float: Cephes-style range reduction and degree-6 polynomial (max error about
-/// 2 ulp), 0 for x < -87.3 (so exp(-inf) = 0). Exposed for its test against std::exp.
-float fast_expf(float x);
+/// 2^x in float: x = n + r with n = round(x), r in [-1/2, 1/2], 2^r by its degree-7 Taylor
+/// polynomial (truncation 5e-9; about 2 ulp in all), 2^n in the exponent field. 0 for
+/// x <= -127 (so 2^-inf = 0); NaN stays NaN. Exposed for its test against std::exp2.
+float fast_exp2f(float x);
 
 }  // namespace ringside::kernels::cpu

@@ -162,9 +162,23 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v) override { qkv_copy(const_cast<Tensor&>(qkv), q, k, v, true); }
+  void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v) override {
+    const QkvLayout L = qkv_layout(qkv, q, k, v);
+    const auto* fused = static_cast<const char*>(qkv.raw_data());
+    char* parts[3] = {static_cast<char*>(q.raw_data()), static_cast<char*>(k.raw_data()), static_cast<char*>(v.raw_data())};
+    for (int64_t r = 0; r < L.rows; ++r)
+      for (int i = 0; i < 3; ++i)
+        std::memcpy(parts[i] + r * L.width[i], fused + r * L.row + L.offset[i], static_cast<size_t>(L.width[i]));
+  }
+
   void merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, Tensor& dqkv) override {
-    qkv_copy(dqkv, const_cast<Tensor&>(dq), const_cast<Tensor&>(dk), const_cast<Tensor&>(dv), false);
+    const QkvLayout L = qkv_layout(dqkv, dq, dk, dv);
+    auto* fused = static_cast<char*>(dqkv.raw_data());
+    const char* parts[3] = {static_cast<const char*>(dq.raw_data()), static_cast<const char*>(dk.raw_data()),
+                            static_cast<const char*>(dv.raw_data())};
+    for (int64_t r = 0; r < L.rows; ++r)
+      for (int i = 0; i < 3; ++i)
+        std::memcpy(fused + r * L.row + L.offset[i], parts[i] + r * L.width[i], static_cast<size_t>(L.width[i]));
   }
 
   void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
@@ -216,30 +230,24 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // Copies between the fused qkv [b, s, (H + 2 Hkv) d] and q, k, v (to_parts: fused -> parts).
-  void qkv_copy(Tensor& qkv, Tensor& q, Tensor& k, Tensor& v, bool to_parts) {
+  // Where q, k and v sit in each row of the fused qkv [b, s, (H + 2 Hkv) d], in bytes.
+  struct QkvLayout {
+    int64_t rows, row, width[3], offset[3];
+  };
+  static QkvLayout qkv_layout(const Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v) {
     same(qkv, q, "split_qkv/merge_qkv");
-    RS_CHECK(q.ndim() == 4 && k.shape() == v.shape() && k.ndim() == 4 && qkv.ndim() == 3 && q.dim(0) == qkv.dim(0) &&
+    same(q, k, "split_qkv/merge_qkv");
+    same(q, v, "split_qkv/merge_qkv");
+    RS_CHECK(q.ndim() == 4 && k.ndim() == 4 && k.shape() == v.shape() && qkv.ndim() == 3 && q.dim(0) == qkv.dim(0) &&
                  q.dim(1) == qkv.dim(1) && k.dim(0) == q.dim(0) && k.dim(1) == q.dim(1) && q.dim(3) == k.dim(3) &&
                  qkv.dim(2) == (q.dim(2) + 2 * k.dim(2)) * q.dim(3),
              "split_qkv/merge_qkv: shapes do not fit: qkv ", to_string(qkv.shape()), ", q ", to_string(q.shape()),
              ", k ", to_string(k.shape()), ", v ", to_string(v.shape()));
-    const int64_t n = rows(qkv), wq = q.dim(2) * q.dim(3), wk = k.dim(2) * k.dim(3), w = cols(qkv);
-    const int64_t es = dtype_size(qkv.dtype());
-    auto* f = static_cast<char*>(qkv.raw_data());
-    char* parts[3] = {static_cast<char*>(q.raw_data()), static_cast<char*>(k.raw_data()),
-                      static_cast<char*>(v.raw_data())};
-    const int64_t width[3] = {wq, wk, wk}, offset[3] = {0, wq, wq + wk};
-    for (int64_t r = 0; r < n; ++r)
-      for (int i = 0; i < 3; ++i) {
-        char* fused = f + (r * w + offset[i]) * es;
-        char* part = parts[i] + r * width[i] * es;
-        if (to_parts) std::memcpy(part, fused, width[i] * es);
-        else std::memcpy(fused, part, width[i] * es);
-      }
+    const int64_t es = dtype_size(qkv.dtype()), wq = q.dim(2) * q.dim(3) * es, wk = k.dim(2) * k.dim(3) * es;
+    return {rows(qkv), cols(qkv) * es, {wq, wk, wk}, {0, wq, wq + wk}};
   }
 
-  void check_attention(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  static void check_attention(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
     kc::validate(p);
     same(q, k, op);
     same(q, v, op);
