@@ -13,6 +13,8 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   # command line, JSON, tests, benchmarks
   libcli11-dev nlohmann-json3-dev catch2 libbenchmark-dev
+  # an independent NumPy forward checks the reference's dump (tests/numpy_forward.py)
+  python3 python3-numpy
   # viewer: Dear ImGui with GLFW + OpenGL 3, stb_image_write for screenshots, Xvfb for headless tests
   libimgui-dev libglfw3-dev libgl-dev libstb-dev xvfb xauth
 )
