@@ -168,8 +168,13 @@ int main(int argc, char** argv) {
   CLI::App* ref = app.add_subcommand("reference", "Run the single-device reference layer forward and backward once");
   cli::add_config_flags(*ref, cfg);
   ref->add_option("--dtype", dtype, "compute type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
-  ref->add_flag("--check", check, "also run fp64 and print each tensor's relative error (fails above 1e-5)");
-  ref->add_option("--dump", dump_dir, "write every tensor as fp32 .npy and DIR/manifest.json");
+  ref->add_flag("--check", check, "also run fp64 and print each tensor's relative error (exit 1 above 1e-5)");
+  ref->add_option("--dump", dump_dir, "write every tensor as fp32 .npy and DIR/manifest.json")->option_text("DIR");
+  ref->footer(
+      "Examples:\n"
+      "  ringside reference --check                       # default layer, fp32 checked against fp64\n"
+      "  ringside reference --seq 1024 --kv-heads 1 --no-rope\n"
+      "  ringside reference --seq 256 --dump out/ref      # .npy files + manifest.json");
 
   cli::BenchKernelsOptions bench_opts;
   CLI::App* bench_kernels = cli::add_bench(app, bench_opts);
