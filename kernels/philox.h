@@ -24,14 +24,20 @@ enum class RngSite : uint32_t {
   input_dout = 0x201,
 };
 
-/// The 32 random bits for (token, feature) at a dropout site: counter (feature / 4, token low,
-/// token high, site), key (seed low, seed high), word feature % 4.
-RS_HOST_DEVICE inline uint32_t dropout_bits(uint64_t seed, uint32_t site, uint64_t token, uint64_t feature) {
+/// The random words of features 4g .. 4g+3 of `token` at a dropout site: one Philox call with
+/// counter (g, token low, token high, site) and key (seed low, seed high).
+RS_HOST_DEVICE inline r123::Philox4x32::ctr_type dropout_bits4(uint64_t seed, uint32_t site, uint64_t token,
+                                                               uint64_t group) {
   r123::Philox4x32 rng;
-  r123::Philox4x32::ctr_type ctr = {{static_cast<uint32_t>(feature >> 2), static_cast<uint32_t>(token),
+  r123::Philox4x32::ctr_type ctr = {{static_cast<uint32_t>(group), static_cast<uint32_t>(token),
                                      static_cast<uint32_t>(token >> 32), site}};
   r123::Philox4x32::key_type key = {{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
-  return rng(ctr, key)[feature & 3];
+  return rng(ctr, key);
+}
+
+/// The 32 random bits for (token, feature): word feature % 4 of dropout_bits4(..., feature / 4).
+RS_HOST_DEVICE inline uint32_t dropout_bits(uint64_t seed, uint32_t site, uint64_t token, uint64_t feature) {
+  return dropout_bits4(seed, site, token, feature >> 2)[feature & 3];
 }
 
 /// Dropout keeps an element when the top 24 bits of its random word are >= this threshold,

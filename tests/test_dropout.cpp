@@ -109,3 +109,25 @@ TEST_CASE("dropout forward and backward use the same mask", "[dropout]") {
   const double scale = 1.0 / (1.0 - 0.25);  // kept values are multiplied by 1 / (1 - p)
   for (size_t i = 0; i < x.size(); ++i) REQUIRE(y[i] == x[i] * mask[i] * scale);
 }
+
+TEST_CASE("the kernel's mask is dropout_keep of the documented key and counter", "[dropout][philox]") {
+  // The CUDA kernels must draw the same bits: pin the CPU kernel to the definition in
+  // kernels/philox.h, including a width h that is not a multiple of 4.
+  const int64_t b = 2, s = 5, h = 7, s_global = 40;
+  const std::vector<int64_t> pos = {3, 9, 10, 22, 39};
+  const uint64_t seed = 0x123456789abcdefULL;
+  std::vector<float> mask(b * s * h);
+  kc::dropout_mask(mask.data(), b, s, h, pos.data(), s_global, 0.4, seed, 2);
+  const uint32_t threshold = ringside::dropout_threshold(0.4);
+  REQUIRE(threshold == 6710886);  // round(0.4 * 2^24)
+  int64_t kept = 0;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t t = 0; t < s; ++t)
+      for (int64_t j = 0; j < h; ++j) {
+        const bool keep = ringside::dropout_keep(seed, 2, uint64_t(bi * s_global + pos[t]), uint64_t(j), threshold);
+        REQUIRE(mask[(bi * s + t) * h + j] == (keep ? 1.0f : 0.0f));
+        kept += keep;
+      }
+  REQUIRE(kept > 0);
+  REQUIRE(kept < b * s * h);
+}

@@ -1,5 +1,6 @@
 #include "kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -111,7 +112,9 @@ void rope_backward(T* dx, int64_t b, int64_t s, int64_t heads, int64_t d, const 
 }
 
 namespace {
-template <class T, class F>
+// Calls f(element index, keep) for every element of a [b, s, h] tensor. One Philox call
+// serves four consecutive features (its four output words).
+template <class F>
 void for_each_keep(int64_t b, int64_t s, int64_t h, const int64_t* positions, int64_t s_global, double p,
                    uint64_t seed, uint32_t site, F&& f) {
   RS_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got ", p);
@@ -120,7 +123,10 @@ void for_each_keep(int64_t b, int64_t s, int64_t h, const int64_t* positions, in
     for (int64_t t = 0; t < s; ++t) {
       const uint64_t token = static_cast<uint64_t>(bi * s_global + positions[t]);
       const int64_t row = (bi * s + t) * h;
-      for (int64_t j = 0; j < h; ++j) f(row + j, dropout_keep(seed, site, token, static_cast<uint64_t>(j), threshold));
+      for (int64_t g = 0; g * 4 < h; ++g) {
+        const auto words = dropout_bits4(seed, site, token, static_cast<uint64_t>(g));
+        for (int64_t j = g * 4; j < std::min(h, g * 4 + 4); ++j) f(row + j, (words[j & 3] >> 8) >= threshold);
+      }
     }
 }
 }  // namespace
@@ -133,14 +139,14 @@ void dropout_forward(const T* x, T* y, int64_t b, int64_t s, int64_t h, const in
     return;
   }
   const T scale = static_cast<T>(1.0 / (1.0 - p));
-  for_each_keep<T>(b, s, h, positions, s_global, p, seed, site,
+  for_each_keep(b, s, h, positions, s_global, p, seed, site,
                    [&](int64_t i, bool keep) { y[i] = keep ? x[i] * scale : T(0); });
 }
 
 template <class T>
 void dropout_mask(T* mask, int64_t b, int64_t s, int64_t h, const int64_t* positions, int64_t s_global, double p,
                   uint64_t seed, uint32_t site) {
-  for_each_keep<T>(b, s, h, positions, s_global, p, seed, site,
+  for_each_keep(b, s, h, positions, s_global, p, seed, site,
                    [&](int64_t i, bool keep) { mask[i] = keep ? T(1) : T(0); });
 }
 
