@@ -252,6 +252,9 @@ TEST_CASE("invalid configurations are rejected with a clear error", "[reference]
   bad([](LayerConfig& c) { c.dropout = -0.5; }, "[0, 1)");
   bad([](LayerConfig& c) { c.s = 0; }, "sequence length s must be >= 1");
   bad([](LayerConfig& c) { c.b = 0; }, "batch b must be >= 1");
+  bad([](LayerConfig& c) { c.b = 1 << 20, c.s = 1 << 12; }, "exceeds 2^31 - 1");  // 2^32 tokens
+  bad([](LayerConfig& c) { c.dropout = 1.0 - 1e-9; }, "24-bit resolution");
+  bad([](LayerConfig& c) { c.dropout = std::nan(""); }, "[0, 1), got nan");
   LayerConfig odd;
   odd.h = 24, odd.H = 8, odd.rope = false;  // d = 3 is fine without RoPE
   REQUIRE_NOTHROW(odd.validate());

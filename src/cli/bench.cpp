@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <sstream>
 #include <vector>
+
+#include <unistd.h>
 
 #include <benchmark/benchmark.h>
 
@@ -23,13 +26,17 @@ CLI::App* add_bench(CLI::App& app, BenchKernelsOptions& o) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, reported as ratios to a reference measured in the same run");
   bench->require_subcommand(1);
   CLI::App* k = bench->add_subcommand("kernels", "Attention forward/backward GFLOP/s against OpenBLAS sgemm, one thread");
-  k->add_option("--seq", o.s, "sequence length s")->capture_default_str();
-  k->add_option("--heads", o.H, "heads H (Hkv = H)")->capture_default_str();
-  k->add_option("--head-dim", o.d, "head dim d")->capture_default_str();
-  k->add_flag("--causal,!--no-causal", o.causal, "causal mask (default)");
-  k->add_option("--min-time", o.min_time, "seconds each repetition runs at least")->capture_default_str();
+  // Bounds keep every buffer allocatable and every run finite; they are checked before any work.
+  k->add_option("--seq", o.s, "sequence length s")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  k->add_option("--heads", o.H, "heads H (Hkv = H)")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{256}));
+  k->add_option("--head-dim", o.d, "head dim d")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  k->add_flag("--causal,!--no-causal", o.causal, "causal mask (default) or full attention");
+  k->add_option("--min-time", o.min_time, "seconds each repetition runs at least")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 60.0));
   k->add_option("--repetitions", o.repetitions, "repetitions per benchmark; the best is reported")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   return k;
 }
 
@@ -40,7 +47,22 @@ namespace {
 // noise only ever adds time, so the minimum is the most repeatable estimate of each.
 class Recorder : public benchmark::ConsoleReporter {
  public:
+  // Colour only on a terminal (the library's "auto" looks at TERM, not at the stream).
+  Recorder() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Defaults : OO_Tabular) {}
   std::map<std::string, double> seconds;
+
+  // One line of context instead of the library's banner on stderr (whose "built as DEBUG"
+  // warning is about Debian's build of Google Benchmark itself, not the code measured here).
+  bool ReportContext(const Context& c) override {
+    std::printf("  machine: %d CPUs at %.0f MHz, load average %.2f\n", c.cpu_info.num_cpus,
+                c.cpu_info.cycles_per_second / 1e6, c.cpu_info.load_avg.empty() ? 0.0 : c.cpu_info.load_avg[0]);
+    std::ostringstream banner;
+    std::ostream& err = GetErrorStream();
+    SetErrorStream(&banner);
+    const bool ok = ConsoleReporter::ReportContext(c);
+    SetErrorStream(&err);
+    return ok;
+  }
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {

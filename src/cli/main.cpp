@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
@@ -27,17 +30,21 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
   app.add_flag("--causal,!--no-causal", cfg.causal, "causal mask (default) or full attention")->group("Layer");
   app.add_flag("--rope,!--no-rope", cfg.rope, "rotary position embedding on q and k (default on)")->group("Layer");
   app.add_option("--dropout", cfg.dropout, "dropout probability p in [0, 1)")->capture_default_str()->group("Layer");
-  app.add_option("--seed", cfg.seed, "seed of weights, inputs and dropout (Philox)")->capture_default_str()->group("Layer");
+  app.add_option("--seed", cfg.seed, "seed of weights, inputs and dropout (Philox)")
+      ->capture_default_str()
+      ->check([](const std::string& v) { return v.starts_with('-') ? std::string("the seed must be >= 0") : std::string(); })
+      ->group("Layer");
 }
 
 namespace {
 
 struct ReferenceRun {
-  ForwardResult fwd;
+  ForwardResult fwd;  ///< out; the saved activations are released after the backward
   Gradients grads;
   Tensor x, dout;
   double forward_s = 0, backward_s = 0;
   int64_t peak_saved = 0;
+  Shape q_shape, k_shape, lse_shape, u_shape;
 };
 
 template <class T>
@@ -57,6 +64,12 @@ ReferenceRun run_reference(const LayerConfig& cfg, Backend& be, MemoryTracker& t
   r.forward_s = std::chrono::duration<double>(t1 - t0).count();
   r.backward_s = std::chrono::duration<double>(t2 - t1).count();
   r.peak_saved = tracker.peak(rank, MemCategory::activations);
+  // Release the saved activations (a --check run of fp64 follows); keep what is printed.
+  SavedActivations kept;
+  kept.positions = r.fwd.saved.positions;
+  r.q_shape = r.fwd.saved.q.shape(), r.k_shape = r.fwd.saved.k.shape();
+  r.lse_shape = r.fwd.saved.lse.shape(), r.u_shape = r.fwd.saved.u.shape();
+  r.fwd.saved = std::move(kept);
   return r;
 }
 
@@ -90,38 +103,58 @@ void dump(const std::filesystem::path& dir, const LayerConfig& cfg, const Refere
     write(name, mask);
   }
   for (auto& [name, t] : results(r)) write(name, *t);
-  std::ofstream(dir / "manifest.json") << manifest.dump(2) << '\n';
+  std::ofstream mf(dir / "manifest.json");
+  mf << manifest.dump(2) << '\n';
+  mf.close();
+  RS_CHECK(mf.good(), "--dump: cannot write ", (dir / "manifest.json").string());
 }
 
-int reference_command(const LayerConfig& cfg, const std::string& dtype, bool check, const std::string& dump_dir) {
+// Creates DIR and proves it writable before any compute, so a bad path costs nothing.
+void prepare_dump_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  RS_CHECK(!ec, "--dump: cannot create directory ", dir.string(), ": ", ec.message());
+  const auto probe = dir / ".ringside-write-test";
+  { std::ofstream(probe) << "ok"; }
+  const bool ok = std::filesystem::file_size(probe, ec) == 2 && !ec;
+  std::filesystem::remove(probe, ec);
+  RS_CHECK(ok, "--dump: directory ", dir.string(), " is not writable");
+}
+
+// Bytes the reference run holds at its peak, roughly: weights and grads, saved activations,
+// the backward's workspace, inputs and outputs (N h each). Used to refuse a run that cannot fit.
+double reference_peak_bytes(const LayerConfig& c, DType dt) {
+  const double es = double(dtype_size(dt)), N = double(c.tokens());
+  double params = 0;
+  for (auto& [name, shape] : weight_shapes(c)) params += double(numel(shape));
+  return 2 * params * es + double(saved_activation_bytes(c, dt)) +
+         N * es * (double(c.qkv_width()) + 2.0 * double(c.f) + 8.0 * double(c.h));
+}
+
+int reference_command(LayerConfig cfg, const std::string& dtype, bool check, const std::optional<std::string>& dump_dir) {
   cfg.validate();
-  auto be = make_cpu_backend();
-  MemoryTracker tracker;
+  if (cfg.dropout == 0) cfg.dropout = 0.0;  // print and save -0 as 0
   const bool f64 = dtype == "f64";
   const DType dt = f64 ? DType::f64 : DType::f32;
+  if (check && f64) throw ConfigError("--check compares the fp32 run with fp64; it needs --dtype f32");
+  if (dump_dir) prepare_dump_dir(*dump_dir);
+  const double need = reference_peak_bytes(cfg, dt) + (check ? reference_peak_bytes(cfg, DType::f64) : 0.0);
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (need > 0.9 * have)
+    throw ConfigError("this layer needs about " + format_bytes(need) + " of memory" + (check ? " (fp32 and fp64)" : "") +
+                      " and this machine has " + format_bytes(have) + "; use a smaller --seq, --batch or --ffn");
+
+  auto be = make_cpu_backend();
+  MemoryTracker tracker;
   std::printf("ringside reference: the single-device layer, forward and backward (%s)\n", f64 ? "fp64" : "fp32");
   std::printf("  config     %s\n", cfg.summary().c_str());
   std::printf("  backend    %s\n", be->describe().c_str());
   std::fflush(stdout);
 
   const ReferenceRun r = f64 ? run_reference<double>(cfg, *be, tracker, 0) : run_reference<float>(cfg, *be, tracker, 0);
-  const auto& sv = r.fwd.saved;
   std::printf("  shapes     x %s  q %s  k,v %s  lse %s  u,g %s\n", to_string(r.x.shape()).c_str(),
-              to_string(sv.q.shape()).c_str(), to_string(sv.k.shape()).c_str(), to_string(sv.lse.shape()).c_str(),
-              to_string(sv.u.shape()).c_str());
-  const LayerWeights shapes_only = init_weights(cfg, dt, {0, MemCategory::weights, &tracker});
-  int64_t params = 0;
-  for (auto& [name, t] : shapes_only.named()) params += t->numel();
-  std::printf("  params     %.3f M (%s)\n", params / 1e6, format_bytes(double(shapes_only.nbytes())).c_str());
-  const int64_t formula = saved_activation_bytes(cfg, dt);
-  std::printf("  saved      peak saved activations %s (%lld bytes); formula N(6h + 2Hkv d + 2f + 4 + H) %s: %s\n",
-              format_bytes(double(r.peak_saved)).c_str(), static_cast<long long>(r.peak_saved),
-              format_bytes(double(formula)).c_str(), r.peak_saved == formula ? "equal" : "DIFFERENT");
-  const double flops = layer_forward_flops(cfg);
-  std::printf("  time       forward %s (%s)   backward %s (%s, counting 2x forward)\n",
-              format_seconds(r.forward_s).c_str(), format_flops(flops / r.forward_s).c_str(),
-              format_seconds(r.backward_s).c_str(), format_flops(2 * flops / r.backward_s).c_str());
-
+              to_string(r.q_shape).c_str(), to_string(r.k_shape).c_str(), to_string(r.lse_shape).c_str(),
+              to_string(r.u_shape).c_str());
   int status = 0;
   if (check && !f64) {
     std::printf("  check      against the fp64 reference (relative Frobenius error):\n");
@@ -129,7 +162,7 @@ int reference_command(const LayerConfig& cfg, const std::string& dtype, bool che
     MemoryTracker t64;
     const ReferenceRun ref = run_reference<double>(cfg, *be, t64, 0);
     const auto mine = results(r), theirs = results(ref);
-    double worst = 0;
+    double worst = -1;
     std::string worst_name;
     for (size_t i = 0; i < mine.size(); ++i) {
       const double e = relative_error(*mine[i].second, *theirs[i].second);
@@ -140,9 +173,9 @@ int reference_command(const LayerConfig& cfg, const std::string& dtype, bool che
     std::printf("  verdict    %s: worst %s at %.2e (bound 1e-5)\n", ok ? "OK" : "FAIL", worst_name.c_str(), worst);
     status = ok ? 0 : 1;
   }
-  if (!dump_dir.empty()) {
-    dump(dump_dir, cfg, r, *be);
-    std::printf("  dump       %s/manifest.json and %zu .npy files\n", dump_dir.c_str(), 4 + 12 + results(r).size());
+  if (dump_dir) {
+    dump(*dump_dir, cfg, r, *be);
+    std::printf("  dump       %s/manifest.json and %zu .npy files\n", dump_dir->c_str(), 4 + 12 + results(r).size());
   }
   return status;
 }
@@ -163,13 +196,15 @@ int main(int argc, char** argv) {
   );
 
   LayerConfig cfg;
-  std::string dtype = "f32", dump_dir;
+  std::string dtype = "f32";
+  std::optional<std::string> dump_dir;
   bool check = false;
   CLI::App* ref = app.add_subcommand("reference", "Run the single-device reference layer forward and backward once");
   cli::add_config_flags(*ref, cfg);
   ref->add_option("--dtype", dtype, "compute type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   ref->add_flag("--check", check, "also run fp64 and print each tensor's relative error (exit 1 above 1e-5)");
-  ref->add_option("--dump", dump_dir, "write every tensor as fp32 .npy and DIR/manifest.json")->option_text("DIR");
+  ref->add_option("--dump", dump_dir, "write every tensor as fp32 .npy and DIR/manifest.json")->option_text("DIR")->check(
+      [](const std::string& v) { return v.empty() ? std::string("--dump needs a directory name") : std::string(); });
   ref->footer(
       "Examples:\n"
       "  ringside reference --check                       # default layer, fp32 checked against fp64\n"
@@ -180,6 +215,21 @@ int main(int argc, char** argv) {
   CLI::App* bench_kernels = cli::add_bench(app, bench_opts);
 
   try {
+    // CLI11 answers a misspelt subcommand with "A subcommand is required"; name it instead.
+    CLI::App* level = &app;
+    for (int i = 1; i < argc && argv[i][0] != '-' && !level->get_subcommands({}).empty(); ++i) {
+      CLI::App* next = nullptr;
+      for (CLI::App* sub : level->get_subcommands({}))
+        if (sub->get_name() == argv[i]) next = sub;
+      if (!next) {
+        std::string names;
+        for (CLI::App* sub : level->get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+        std::fprintf(stderr, "ringside: unknown subcommand '%s' (expected one of: %s; see --help)\n", argv[i],
+                     names.c_str());
+        return 2;
+      }
+      level = next;
+    }
     app.parse(argc, argv);
     if (ref->parsed()) return cli::reference_command(cfg, dtype, check, dump_dir);
     if (bench_kernels->parsed()) return cli::bench_kernels(bench_opts);

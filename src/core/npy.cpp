@@ -45,6 +45,7 @@ void write_npy(const std::string& path, const Tensor& t) {
   f.write(reinterpret_cast<const char*>(len_bytes), v2 ? 4 : 2);
   f.write(header.data(), static_cast<std::streamsize>(header.size()));
   f.write(static_cast<const char*>(t.raw_data()), t.nbytes());
+  f.close();  // flushes: a full disk shows up here, not before
   RS_CHECK(f.good(), "write_npy: error writing ", path);
 }
 

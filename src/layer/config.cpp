@@ -1,5 +1,6 @@
 #include "layer/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -8,6 +9,14 @@
 namespace ringside {
 
 double LayerConfig::softmax_scale() const { return 1.0 / std::sqrt(static_cast<double>(d())); }
+
+namespace {
+std::string num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+}  // namespace
 
 void LayerConfig::validate() const {
   auto fail = [](const std::string& why) { throw ConfigError("invalid layer config: " + why); };
@@ -20,12 +29,22 @@ void LayerConfig::validate() const {
   positive(H, "heads H");
   positive(Hkv, "kv heads Hkv");
   positive(f, "ffn width f");
+  // GEMM dimensions go to BLAS as 32-bit ints, and every tensor's element count must fit in
+  // int64 with room to spare: reject sizes past either before anything is allocated.
+  constexpr int64_t kMaxDim = 2147483647;
+  if (b > kMaxDim / s) fail("b * s = " + num(double(b) * double(s)) + " tokens exceeds 2^31 - 1 (BLAS's int)");
+  if (h > kMaxDim || f > kMaxDim) fail("h and f must be below 2^31 (BLAS's int)");
+  if (double(b) * double(s) * double(std::max({h, f, 3 * h})) > 1e15)
+    fail("b * s * max(h, f) = " + num(double(b) * double(s) * double(std::max(h, f))) + " elements is beyond any machine");
   if (h % H != 0) fail("hidden h (" + std::to_string(h) + ") must be divisible by heads H (" + std::to_string(H) + ")");
   if (H % Hkv != 0)
     fail("heads H (" + std::to_string(H) + ") must be a multiple of kv heads Hkv (" + std::to_string(Hkv) + ")");
   if (rope && d() % 2 != 0)
     fail("RoPE needs an even head dim d = h / H, got d = " + std::to_string(d()) + " (or pass --no-rope)");
-  if (!(dropout >= 0 && dropout < 1)) fail("dropout p must be in [0, 1), got " + std::to_string(dropout));
+  if (!(dropout >= 0 && dropout < 1)) fail("dropout p must be in [0, 1), got " + num(dropout));
+  // The keep test compares 24 random bits with round(p 2^24): p this close to 1 would drop all.
+  if (dropout * 16777216.0 + 0.5 >= 16777216.0)
+    fail("dropout p = " + num(dropout) + " rounds to 1 at the mask's 24-bit resolution (p < 1 - 2^-25)");
   if (!(eps > 0)) fail("LayerNorm eps must be > 0");
   if (!(rope_theta > 0)) fail("RoPE theta must be > 0");
 }
