@@ -155,6 +155,18 @@ int reference_command(LayerConfig cfg, const std::string& dtype, bool check, con
   std::printf("  shapes     x %s  q %s  k,v %s  lse %s  u,g %s\n", to_string(r.x.shape()).c_str(),
               to_string(r.q_shape).c_str(), to_string(r.k_shape).c_str(), to_string(r.lse_shape).c_str(),
               to_string(r.u_shape).c_str());
+  int64_t params = 0;
+  for (auto& [name, shape] : weight_shapes(cfg)) params += numel(shape);
+  std::printf("  params     %.3f M (%s)\n", double(params) / 1e6, format_bytes(double(params * dtype_size(dt))).c_str());
+  const int64_t formula = saved_activation_bytes(cfg, dt);
+  std::printf("  saved      peak saved activations %s (%lld bytes); formula N(6h + 2Hkv d + 2f + 4 + H) %s: %s\n",
+              format_bytes(double(r.peak_saved)).c_str(), static_cast<long long>(r.peak_saved),
+              format_bytes(double(formula)).c_str(), r.peak_saved == formula ? "equal" : "DIFFERENT");
+  const double flops = layer_forward_flops(cfg);
+  std::printf("  time       forward %s (%s)   backward %s (%s, counting 2x forward)\n",
+              format_seconds(r.forward_s).c_str(), format_flops(flops / r.forward_s).c_str(),
+              format_seconds(r.backward_s).c_str(), format_flops(2 * flops / r.backward_s).c_str());
+
   int status = 0;
   if (check && !f64) {
     std::printf("  check      against the fp64 reference (relative Frobenius error):\n");
