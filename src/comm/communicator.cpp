@@ -1,0 +1,153 @@
+#include "comm/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+namespace ringside {
+
+std::vector<int64_t> even_counts(int64_t n, int P) {
+  std::vector<int64_t> c(P, n / P);
+  for (int i = 0; i < n % P; ++i) ++c[i];
+  return c;
+}
+
+void Communicator::wait(const RequestPtr& r) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                               std::chrono::duration<double>(timeout_s));
+  if (!r->wait_until(deadline))
+    throw CommError(detail::concat("rank ", rank(), ": ", r->what, " did not complete within ", timeout_s,
+                                   " s (is a peer stuck or did the ranks call different ops?)"));
+}
+
+void Communicator::wait_all(const std::vector<RequestPtr>& rs) {
+  for (const RequestPtr& r : rs) wait(r);
+}
+
+void Communicator::send(const void* buf, int64_t bytes, int peer, int tag) { wait(isend(buf, bytes, peer, tag)); }
+void Communicator::recv(void* buf, int64_t bytes, int peer, int tag) { wait(irecv(buf, bytes, peer, tag)); }
+
+namespace {
+
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> off(counts.size() + 1, 0);
+  std::partial_sum(counts.begin(), counts.end(), off.begin() + 1);
+  return off;
+}
+
+void add_into(void* dst, const void* src, int64_t n, DType dt) {
+  if (dt == DType::f32) {
+    float* d = static_cast<float*>(dst);
+    const float* s = static_cast<const float*>(src);
+    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  } else {
+    double* d = static_cast<double*>(dst);
+    const double* s = static_cast<const double*>(src);
+    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  }
+}
+
+void check_counts(const std::vector<int64_t>& counts, int P, const char* op) {
+  RS_CHECK(static_cast<int>(counts.size()) == P, op, ": ", counts.size(), " counts for ", P, " ranks");
+  for (int64_t c : counts) RS_CHECK(c >= 0, op, ": negative count");
+}
+
+}  // namespace
+
+void Communicator::all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) {
+  const int P = size(), r = rank();
+  check_counts(counts, P, "all_gather");
+  const int64_t es = dtype_size(dt);
+  const auto off = offsets_of(counts);
+  auto* out = static_cast<char*>(recv);
+  if (out + off[r] * es != send) std::memmove(out + off[r] * es, send, counts[r] * es);
+  // Ring: at step k, pass on the chunk received at step k-1 (first our own) to the right and
+  // take the next one from the left. After P-1 steps every rank holds every chunk.
+  const int right = (r + 1) % P, left = (r + P - 1) % P;
+  for (int k = 0; k < P - 1; ++k) {
+    const int s = (r - k + P) % P, g = (r - k - 1 + P) % P;
+    RequestPtr rr = irecv(out + off[g] * es, counts[g] * es, left, kCollectiveTag);
+    RequestPtr sr = isend(out + off[s] * es, counts[s] * es, right, kCollectiveTag);
+    wait(rr);
+    wait(sr);
+  }
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) {
+  const int P = size(), r = rank();
+  check_counts(counts, P, "reduce_scatter");
+  const int64_t es = dtype_size(dt);
+  const auto off = offsets_of(counts);
+  if (P == 1) {
+    std::memmove(recv, send, counts[0] * es);
+    return;
+  }
+  // Ring: chunk c starts as a partial sum on rank c+1 and gains one rank's contribution per
+  // hop; after P-1 hops it arrives, complete, on rank c.
+  // The running sums and the incoming chunk are communication buffers: tracked as such.
+  const AllocTag tag{rank(), MemCategory::comm, tracker};
+  Tensor acc_t = Tensor::empty({off[P]}, dt, tag);
+  Tensor tmp_t = Tensor::empty({*std::max_element(counts.begin(), counts.end())}, dt, tag);
+  char* acc = static_cast<char*>(acc_t.raw_data());
+  char* tmp = static_cast<char*>(tmp_t.raw_data());
+  std::memcpy(acc, send, off[P] * es);
+  const int right = (r + 1) % P, left = (r + P - 1) % P;
+  for (int k = 0; k < P - 1; ++k) {
+    const int s = (r - k - 1 + P) % P, g = (r - k - 2 + 2 * P) % P;
+    RequestPtr rr = irecv(tmp, counts[g] * es, left, kCollectiveTag);
+    RequestPtr sr = isend(acc + off[s] * es, counts[s] * es, right, kCollectiveTag);
+    wait(rr);
+    add_into(acc + off[g] * es, tmp, counts[g], dt);
+    wait(sr);
+  }
+  std::memcpy(recv, acc + off[r] * es, counts[r] * es);
+}
+
+void Communicator::all_reduce(void* buf, int64_t n, DType dt) {
+  const auto counts = even_counts(n, size());
+  const auto off = offsets_of(counts);
+  char* b = static_cast<char*>(buf);
+  const int64_t es = dtype_size(dt);
+  reduce_scatter(b, b + off[rank()] * es, counts, dt);
+  all_gather(b + off[rank()] * es, b, counts, dt);
+}
+
+void Communicator::all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                              const std::vector<int64_t>& recv_counts, DType dt) {
+  const int P = size(), r = rank();
+  check_counts(send_counts, P, "all_to_all");
+  check_counts(recv_counts, P, "all_to_all");
+  const int64_t es = dtype_size(dt);
+  const auto soff = offsets_of(send_counts), roff = offsets_of(recv_counts);
+  const auto* in = static_cast<const char*>(send);
+  auto* out = static_cast<char*>(recv);
+  RS_CHECK(send_counts[r] == recv_counts[r], "all_to_all: rank ", r, " sends itself ", send_counts[r],
+           " elements but expects ", recv_counts[r]);
+  std::memcpy(out + roff[r] * es, in + soff[r] * es, send_counts[r] * es);
+  // Pairwise exchange: at step k send to rank r+k and receive from rank r-k, so that each step
+  // is a permutation and no link carries two messages at once.
+  for (int k = 1; k < P; ++k) {
+    const int to = (r + k) % P, from = (r - k + P) % P;
+    RequestPtr rr = irecv(out + roff[from] * es, recv_counts[from] * es, from, kCollectiveTag + 1);
+    RequestPtr sr = isend(in + soff[to] * es, send_counts[to] * es, to, kCollectiveTag + 1);
+    wait(rr);
+    wait(sr);
+  }
+}
+
+Tensor Communicator::all_gather(const Tensor& t, AllocTag tag) {
+  Tensor out = Tensor::empty({t.numel() * size()}, t.dtype(), tag);
+  all_gather(t.raw_data(), out.raw_data(), std::vector<int64_t>(size(), t.numel()), t.dtype());
+  return out;
+}
+
+Tensor Communicator::reduce_scatter(const Tensor& t, AllocTag tag) {
+  RS_CHECK(t.numel() % size() == 0, "reduce_scatter: ", t.numel(), " elements do not split over ", size(), " ranks");
+  Tensor out = Tensor::empty({t.numel() / size()}, t.dtype(), tag);
+  reduce_scatter(t.raw_data(), out.raw_data(), std::vector<int64_t>(size(), t.numel() / size()), t.dtype());
+  return out;
+}
+
+void Communicator::all_reduce(Tensor& t) { all_reduce(t.raw_data(), t.numel(), t.dtype()); }
+
+}  // namespace ringside

@@ -1,0 +1,160 @@
+// Communicator: how ranks talk. Point-to-point (isend/irecv returning requests) is what each
+// backend implements; the collectives are written once, here, as the ring algorithms that
+// NCCL and MPI use for large messages, so that their cost is the textbook cost on any backend:
+//
+//   all_gather       P-1 steps; rank r sends every chunk but one:      S (P-1)/P bytes
+//   reduce_scatter   P-1 steps of send + add:                          S (P-1)/P bytes
+//   all_reduce       reduce_scatter then all_gather:                   2 S (P-1)/P bytes
+//   all_to_all       P-1 pairwise exchanges:                           S (P-1)/P bytes
+//
+// (S the full buffer; nccl-tests' PERFORMANCE.md derives busbw from exactly these factors.)
+// Every transfer is counted: bytes sent and received per rank. A wait that does not finish
+// within timeout_s throws CommError naming the rank, the op and the peer: nothing hangs silently.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace ringside {
+
+/// A communication failure: timeout, peer failure, or misuse. The message names the rank,
+/// the op and the peer.
+class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An outstanding non-blocking transfer. Complete it with Communicator::wait.
+class Request {
+ public:
+  virtual ~Request() = default;
+  /// Waits until the transfer completes or `deadline` passes; returns false on timeout.
+  /// Throws CommError when the job is aborting (another rank failed).
+  virtual bool wait_until(std::chrono::steady_clock::time_point deadline) = 0;
+  /// Whether it has completed, without blocking.
+  virtual bool done() const = 0;
+  std::string what;  ///< "send to rank 2 (tag 5, 4096 bytes)", for error messages
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+/// Bytes moved by one rank since construction (or since reset).
+struct CommStats {
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  int64_t messages_sent = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "local" or "mpi".
+  virtual std::string backend() const = 0;
+
+  /// Starts sending `bytes` bytes from `buf` to `peer`; the buffer must stay valid until the
+  /// request completes. Messages between a pair of ranks with the same tag arrive in order.
+  virtual RequestPtr isend(const void* buf, int64_t bytes, int peer, int tag) = 0;
+  /// Starts receiving exactly `bytes` bytes from `peer` into `buf`.
+  virtual RequestPtr irecv(void* buf, int64_t bytes, int peer, int tag) = 0;
+  /// Blocks until every rank of this communicator has entered the barrier.
+  virtual void barrier() = 0;
+  /// A sub-communicator of the ranks that pass the same color, ordered by key (then rank),
+  /// like MPI_Comm_split. Collective over this communicator.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  /// Waits for a request; throws CommError "rank R: <what> did not complete within T s".
+  void wait(const RequestPtr& r);
+  void wait_all(const std::vector<RequestPtr>& rs);
+  /// Blocking send and receive.
+  void send(const void* buf, int64_t bytes, int peer, int tag);
+  void recv(void* buf, int64_t bytes, int peer, int tag);
+
+  // ---- collectives (ring algorithms over isend/irecv; every rank must call them in the same
+  // order with matching arguments). counts[i] is rank i's share in elements; uneven shares
+  // are allowed. Element type: f32 or f64.
+
+  /// recv = concatenation of every rank's `send` (rank order); send holds counts[rank()]
+  /// elements, recv sum(counts).
+  void all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt);
+  /// recv (counts[rank()] elements) = sum over ranks of their `send` chunk `rank()`, where
+  /// send holds sum(counts) elements split by counts.
+  void reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt);
+  /// buf (n elements) = sum over ranks, in place, by reduce_scatter + all_gather.
+  void all_reduce(void* buf, int64_t n, DType dt);
+  /// Rank r's send holds P blocks, block j (send_counts[j] elements) going to rank j; recv
+  /// receives block r of every rank j (recv_counts[j] elements), in rank order.
+  void all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                  const std::vector<int64_t>& recv_counts, DType dt);
+
+  // Tensor conveniences with even shares: all_gather of t ([n] per rank -> [P n] flat),
+  // reduce_scatter (numel divisible by P), all_reduce in place.
+  Tensor all_gather(const Tensor& t, AllocTag tag);
+  Tensor reduce_scatter(const Tensor& t, AllocTag tag);
+  void all_reduce(Tensor& t);
+
+  /// Bytes this rank has sent and received so far.
+  CommStats stats() const {
+    return {bytes_sent_.load(), bytes_received_.load(), messages_sent_.load()};
+  }
+  /// Seconds a wait may take before it fails (default 60).
+  double timeout_s = 60.0;
+  /// Where the collectives' temporary buffers are counted (category comm, this rank).
+  MemoryTracker* tracker = &default_memory_tracker();
+
+ protected:
+  void count_send(int64_t bytes) {
+    bytes_sent_ += bytes;
+    ++messages_sent_;
+  }
+  void count_recv(int64_t bytes) { bytes_received_ += bytes; }
+  /// Tags the collectives use: above every point-to-point tag a strategy uses.
+  static constexpr int kCollectiveTag = 1 << 20;
+
+ private:
+  std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0};
+};
+
+/// Rank r's chunk of n elements split into P nearly equal parts (the first n % P get one more).
+std::vector<int64_t> even_counts(int64_t n, int P);
+
+// ---- the local backend: P ranks as threads of this process.
+
+struct LocalOptions {
+  double timeout_s = 60.0;
+  /// Artificial link: each transfer takes latency_us + bytes / bandwidth on the sender's comm
+  /// thread (0 = as fast as memcpy). For showing overlap on one machine.
+  double latency_us = 0.0;
+  double bandwidth_gbps = 0.0;  ///< GB/s; 0 = unlimited
+};
+
+/// Runs fn(comm) on P threads, one rank each, with a comm thread per rank that moves the data
+/// of posted sends while the rank computes. If any rank throws, every other rank's pending and
+/// future waits fail at once ("aborted: rank R failed: ..."), all threads are joined, and the
+/// first failure is rethrown as ringside::Error naming the rank. Returns when all ranks return.
+void run_local(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts = {});
+
+// ---- the MPI backend (in builds with MPI).
+
+/// True when this process was started by mpirun/mpiexec (Open MPI, MPICH or PMIx variables).
+bool launched_by_mpirun();
+/// Whether this build has the MPI backend.
+bool mpi_available();
+/// Initialises MPI (MPI_THREAD_MULTIPLE) once and returns the world communicator; its comms
+/// are progressed by a background thread so that non-blocking transfers overlap compute.
+/// Throws ringside::Error in a build without MPI.
+Communicator& mpi_world();
+/// Ends the job from a failing rank: prints "ringside: rank R failed: <message>" on stderr and
+/// calls MPI_Abort, which brings every other rank down.
+[[noreturn]] void mpi_abort(const std::string& message);
+/// MPI_Finalize, once, if MPI was initialised.
+void mpi_finalize();
+
+}  // namespace ringside

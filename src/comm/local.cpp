@@ -1,0 +1,316 @@
+// The local backend: P ranks as threads of one process, each with a comm thread.
+//
+// A send and a receive meet in the LocalWorld (matched by source, destination, tag and
+// communicator context, in posting order). The sender's comm thread then copies the bytes
+// straight into the receiver's buffer, so a posted transfer runs while its rank computes,
+// the way a NIC or a copy engine would. An optional artificial link (latency + bytes /
+// bandwidth) makes transfers take the time a real link would.
+#include <condition_variable>
+#include <cstring>
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "comm/communicator.h"
+
+namespace ringside {
+
+namespace {
+
+class LocalWorld;
+
+class LocalRequest final : public Request {
+ public:
+  explicit LocalRequest(LocalWorld* w) : world_(w) {}
+  bool wait_until(std::chrono::steady_clock::time_point deadline) override;
+  bool done() const override {
+    std::lock_guard lock(mu_);
+    return done_;
+  }
+  void complete() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+  void wake() { cv_.notify_all(); }
+
+ private:
+  LocalWorld* world_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+// One posted half of a transfer.
+struct Posted {
+  int src, dst, tag;
+  uint64_t context;
+  void* buf;  // const for sends
+  int64_t bytes;
+  std::shared_ptr<LocalRequest> req;
+};
+
+// A matched pair, for the sender's comm thread to carry out.
+struct Transfer {
+  const void* from;
+  void* to;
+  int64_t bytes;
+  std::shared_ptr<LocalRequest> send_req, recv_req;
+};
+
+class LocalWorld {
+ public:
+  LocalWorld(int P, const LocalOptions& o) : P_(P), opts_(o), queues_(P) {
+    for (int r = 0; r < P; ++r) threads_.emplace_back([this, r] { comm_thread(r); });
+  }
+  ~LocalWorld() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  void post_send(Posted s) { post(std::move(s), true); }
+  void post_recv(Posted r) { post(std::move(r), false); }
+
+  // Abort: every waiter wakes and throws.
+  void abort(const std::string& why) {
+    std::vector<std::shared_ptr<LocalRequest>> waiting;
+    {
+      std::lock_guard lock(mu_);
+      if (aborted_) return;
+      aborted_ = true;
+      abort_message_ = why;
+      for (auto& p : unmatched_) waiting.push_back(p.req);
+    }
+    cv_.notify_all();
+    barrier_cv_.notify_all();
+    for (auto& r : waiting) r->wake();
+    std::lock_guard lock(req_mu_);
+    for (auto& w : live_requests_)
+      if (auto r = w.lock()) r->wake();
+  }
+  bool aborted() const { return aborted_.load(); }
+  std::string abort_message() {
+    std::lock_guard lock(mu_);
+    return abort_message_;
+  }
+
+  std::shared_ptr<LocalRequest> make_request() {
+    auto r = std::make_shared<LocalRequest>(this);
+    std::lock_guard lock(req_mu_);
+    if (live_requests_.size() > 4096) std::erase_if(live_requests_, [](auto& w) { return w.expired(); });
+    live_requests_.push_back(r);
+    return r;
+  }
+
+  // A barrier over the ranks of one context (generation-counted so it can be reused).
+  void barrier(uint64_t context, int group_size, double timeout_s, int rank) {
+    std::unique_lock lock(barrier_mu_);
+    auto& st = barriers_[context];
+    const uint64_t gen = st.generation;
+    if (++st.arrived == group_size) {
+      st.arrived = 0;
+      ++st.generation;
+      barrier_cv_.notify_all();
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (st.generation == gen) {
+      if (aborted_) throw CommError(detail::concat("rank ", rank, ": barrier aborted: ", abort_message()));
+      if (barrier_cv_.wait_until(lock, deadline) == std::cv_status::timeout && st.generation == gen)
+        throw CommError(detail::concat("rank ", rank, ": barrier did not complete within ", timeout_s, " s"));
+    }
+  }
+
+  int size() const { return P_; }
+
+ private:
+  void post(Posted p, bool is_send) {
+    {
+      std::lock_guard lock(mu_);
+      if (aborted_) throw CommError("aborted: " + abort_message_);
+      // Match with the oldest opposite half of the same (src, dst, tag, context).
+      for (auto it = unmatched_.begin(); it != unmatched_.end(); ++it) {
+        if (it->is_send == is_send || it->src != p.src || it->dst != p.dst || it->tag != p.tag ||
+            it->context != p.context)
+          continue;
+        const Posted& s = is_send ? p : it->half;
+        const Posted& r = is_send ? it->half : p;
+        if (s.bytes != r.bytes) {
+          const std::string msg = detail::concat("rank ", p.dst, ": recv from rank ", p.src, " (tag ", p.tag, ") expects ",
+                                                 r.bytes, " bytes but rank ", p.src, " sent ", s.bytes);
+          throw CommError(msg);
+        }
+        queues_[s.src].push_back(Transfer{s.buf, r.buf, s.bytes, s.req, r.req});
+        unmatched_.erase(it);
+        cv_.notify_all();
+        return;
+      }
+      unmatched_.push_back(Half{is_send, p.src, p.dst, p.tag, p.context, p.req, p});
+    }
+  }
+
+  void comm_thread(int rank) {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !queues_[rank].empty(); });
+      if (queues_[rank].empty()) return;  // stopping and drained
+      Transfer t = std::move(queues_[rank].front());
+      queues_[rank].pop_front();
+      // After an abort the failed rank may have released its buffers: move nothing more.
+      if (aborted_) continue;
+      lock.unlock();
+      if (opts_.latency_us > 0 || opts_.bandwidth_gbps > 0) {
+        double us = opts_.latency_us;
+        if (opts_.bandwidth_gbps > 0) us += double(t.bytes) / (opts_.bandwidth_gbps * 1e3);
+        std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(us));
+      }
+      if (t.bytes) std::memcpy(t.to, t.from, static_cast<size_t>(t.bytes));
+      t.recv_req->complete();
+      t.send_req->complete();
+      lock.lock();
+    }
+  }
+
+  struct Half {
+    bool is_send;
+    int src, dst, tag;
+    uint64_t context;
+    std::shared_ptr<LocalRequest> req;
+    Posted half;
+  };
+  struct BarrierState {
+    int arrived = 0;
+    uint64_t generation = 0;
+  };
+
+  int P_;
+  LocalOptions opts_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::deque<Transfer>> queues_;
+  std::deque<Half> unmatched_;
+  std::vector<std::thread> threads_;
+  bool stopping_ = false;
+  std::atomic<bool> aborted_{false};
+  std::string abort_message_;
+  std::mutex barrier_mu_;
+  std::condition_variable barrier_cv_;
+  std::map<uint64_t, BarrierState> barriers_;
+  std::mutex req_mu_;
+  std::vector<std::weak_ptr<LocalRequest>> live_requests_;
+};
+
+bool LocalRequest::wait_until(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  while (!done_) {
+    if (world_->aborted()) throw CommError("aborted (" + what + "): " + world_->abort_message());
+    // Wake at least every 50 ms to notice an abort even if the wake-up was missed.
+    const auto slice = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+    cv_.wait_until(lock, slice);
+    if (!done_ && std::chrono::steady_clock::now() >= deadline) return false;
+  }
+  return true;
+}
+
+class LocalCommunicator final : public Communicator {
+ public:
+  // group: world ranks of this communicator, in rank order; context: tag namespace.
+  LocalCommunicator(LocalWorld* world, std::vector<int> group, int rank, uint64_t context)
+      : world_(world), group_(std::move(group)), rank_(rank), context_(context) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(group_.size()); }
+  std::string backend() const override { return "local"; }
+
+  RequestPtr isend(const void* buf, int64_t bytes, int peer, int tag) override {
+    check_peer(peer, "send");
+    auto req = world_->make_request();
+    req->what = detail::concat("send to rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
+    world_->post_send(Posted{group_[rank_], group_[peer], tag, context_, const_cast<void*>(buf), bytes, req});
+    count_send(bytes);
+    return req;
+  }
+
+  RequestPtr irecv(void* buf, int64_t bytes, int peer, int tag) override {
+    check_peer(peer, "recv");
+    auto req = world_->make_request();
+    req->what = detail::concat("recv from rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
+    world_->post_recv(Posted{group_[peer], group_[rank_], tag, context_, buf, bytes, req});
+    count_recv(bytes);
+    return req;
+  }
+
+  void barrier() override { world_->barrier(context_, size(), timeout_s, rank_); }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    // Everyone learns everyone's (color, key) with an all_gather, then builds its group.
+    std::vector<double> mine = {double(color), double(key)}, all(2 * size());
+    Communicator::all_gather(mine.data(), all.data(), std::vector<int64_t>(size(), 2), DType::f64);
+    std::vector<std::pair<std::pair<int, int>, int>> members;  // ((key, parent rank), parent rank)
+    for (int r = 0; r < size(); ++r)
+      if (int(all[2 * r]) == color) members.push_back({{int(all[2 * r + 1]), r}, r});
+    std::sort(members.begin(), members.end());
+    std::vector<int> group;
+    int new_rank = -1;
+    for (auto& m : members) {
+      if (m.second == rank_) new_rank = static_cast<int>(group.size());
+      group.push_back(group_[m.second]);
+    }
+    // A context every member computes alike: parent context, split count and color.
+    const uint64_t ctx = (context_ * 1000003ULL + ++splits_) * 1000003ULL + static_cast<uint64_t>(color + 1);
+    auto c = std::make_unique<LocalCommunicator>(world_, std::move(group), new_rank, ctx);
+    c->timeout_s = timeout_s;
+    c->tracker = tracker;
+    return c;
+  }
+
+ private:
+  void check_peer(int peer, const char* op) const {
+    RS_CHECK(peer >= 0 && peer < size(), "rank ", rank_, ": ", op, " to rank ", peer, " of a communicator of size ", size());
+  }
+  LocalWorld* world_;
+  std::vector<int> group_;
+  int rank_;
+  uint64_t context_;
+  uint64_t splits_ = 0;
+};
+
+}  // namespace
+
+void run_local(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts) {
+  RS_CHECK(P >= 1, "run_local: need at least one rank, got ", P);
+  LocalWorld world(P, opts);
+  std::vector<int> everyone(P);
+  for (int r = 0; r < P; ++r) everyone[r] = r;
+  std::mutex err_mu;
+  std::string first_error;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < P; ++r)
+    ranks.emplace_back([&, r] {
+      LocalCommunicator comm(&world, everyone, r, 1);
+      comm.timeout_s = opts.timeout_s;
+      try {
+        fn(comm);
+      } catch (const std::exception& e) {
+        // The first failure names the job's cause; the others are its echoes ("aborted").
+        {
+          std::lock_guard lock(err_mu);
+          if (first_error.empty()) first_error = detail::concat("rank ", r, " failed: ", e.what());
+        }
+        world.abort(detail::concat("rank ", r, " failed: ", e.what()));
+      }
+    });
+  for (auto& t : ranks) t.join();
+  if (!first_error.empty()) throw Error(first_error);
+}
+
+}  // namespace ringside

@@ -1,0 +1,209 @@
+// The MPI backend: one process per rank under mpirun (Open MPI), across nodes unchanged.
+//
+// Point-to-point maps to MPI_Isend/MPI_Irecv. MPI moves a large message only while some
+// thread is inside the library, so a progress thread polls the outstanding requests
+// (MPI_THREAD_MULTIPLE): a posted transfer advances while the rank computes, as on the local
+// backend. Waits block on the request's own condition variable, with the same timeout.
+#include <mpi.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "comm/communicator.h"
+
+namespace ringside {
+
+namespace {
+
+class MpiRequest final : public Request {
+ public:
+  bool wait_until(std::chrono::steady_clock::time_point deadline) override {
+    std::unique_lock lock(mu_);
+    return cv_.wait_until(lock, deadline, [&] { return done_; });
+  }
+  bool done() const override {
+    std::lock_guard lock(mu_);
+    return done_;
+  }
+  void complete() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+// Polls every outstanding MPI request; completes ours when MPI's completes.
+class Progress {
+ public:
+  Progress() : thread_([this] { loop(); }) {}
+  ~Progress() { stop(); }
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void add(MPI_Request r, std::shared_ptr<MpiRequest> ours) {
+    {
+      std::lock_guard lock(mu_);
+      active_.emplace_back(r, std::move(ours));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !active_.empty(); });
+      if (stopping_ && active_.empty()) return;
+      bool progressed = false;
+      for (auto it = active_.begin(); it != active_.end();) {
+        int flag = 0;
+        MPI_Test(&it->first, &flag, MPI_STATUS_IGNORE);
+        if (flag) {
+          it->second->complete();
+          it = active_.erase(it);
+          progressed = true;
+        } else {
+          ++it;
+        }
+      }
+      // Nothing finished: yield the core for a moment (ranks may share cores), then poll again.
+      if (!progressed) cv_.wait_for(lock, std::chrono::microseconds(50));
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::list<std::pair<MPI_Request, std::shared_ptr<MpiRequest>>> active_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+Progress* g_progress = nullptr;
+
+void check_mpi(int rc, const char* op, int rank) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw CommError(detail::concat("rank ", rank, ": ", op, " failed: ", std::string(msg, len)));
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm c) : comm_(c) {
+    MPI_Comm_rank(c, &rank_);
+    MPI_Comm_size(c, &size_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  RequestPtr isend(const void* buf, int64_t bytes, int peer, int tag) override {
+    auto req = make(detail::concat("send to rank ", peer, " (tag ", tag, ", ", bytes, " bytes)"), bytes, peer);
+    MPI_Request r;
+    check_mpi(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "MPI_Isend", rank_);
+    g_progress->add(r, req);
+    count_send(bytes);
+    return req;
+  }
+
+  RequestPtr irecv(void* buf, int64_t bytes, int peer, int tag) override {
+    auto req = make(detail::concat("recv from rank ", peer, " (tag ", tag, ", ", bytes, " bytes)"), bytes, peer);
+    MPI_Request r;
+    check_mpi(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "MPI_Irecv", rank_);
+    g_progress->add(r, req);
+    count_recv(bytes);
+    return req;
+  }
+
+  void barrier() override {
+    auto req = std::make_shared<MpiRequest>();
+    req->what = "barrier";
+    MPI_Request r;
+    check_mpi(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier", rank_);
+    g_progress->add(r, req);
+    wait(req);
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm sub;
+    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split", rank_);
+    auto c = std::make_unique<MpiCommunicator>(sub);
+    c->timeout_s = timeout_s;
+    c->tracker = tracker;
+    return c;
+  }
+
+ private:
+  std::shared_ptr<MpiRequest> make(std::string what, int64_t bytes, int peer) {
+    RS_CHECK(peer >= 0 && peer < size_, "rank ", rank_, ": peer ", peer, " out of range for ", size_, " ranks");
+    RS_CHECK(bytes <= 2147483647, "rank ", rank_, ": MPI message of ", bytes, " bytes exceeds MPI's int count");
+    auto req = std::make_shared<MpiRequest>();
+    req->what = std::move(what);
+    return req;
+  }
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+std::unique_ptr<MpiCommunicator> g_world;
+
+}  // namespace
+
+bool mpi_available() { return true; }
+
+Communicator& mpi_world() {
+  if (!g_world) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+      RS_CHECK(provided >= MPI_THREAD_MULTIPLE,
+               "MPI does not provide MPI_THREAD_MULTIPLE, which the progress thread needs");
+    }
+    // Errors come back as return codes, so that they become exceptions naming the op.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    g_progress = new Progress();
+    g_world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+  }
+  return *g_world;
+}
+
+void mpi_abort(const std::string& message) {
+  int rank = -1;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "ringside: rank %d failed: %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  if (initialized) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+void mpi_finalize() {
+  if (!g_world) return;
+  g_progress->stop();
+  g_world.reset();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace ringside
