@@ -1,0 +1,86 @@
+// What every strategy provides, and the helpers they share for splitting the layer's tensors
+// over ranks and putting the results back together.
+#pragma once
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "device/backend.h"
+#include "layer/config.h"
+#include "layer/weights.h"
+
+namespace ringside {
+
+/// Bytes one rank sends, per phase, as a strategy's analytic formula predicts them.
+struct CommBytes {
+  int64_t forward = 0, backward = 0;
+};
+
+/// One rank's run of a strategy: the gathered results (identical on every rank) and what the
+/// rank measured about itself.
+struct RankResult {
+  Tensor out, dx;      ///< [b, s, h], full
+  LayerWeights grads;  ///< full shapes, as the reference's
+  int64_t peak_saved = 0;  ///< peak bytes of MemCategory::activations on this rank
+  CommStats forward, backward;  ///< bytes this rank moved in each phase
+  double forward_s = 0, backward_s = 0;
+  LayerWeights local_grads;  ///< this rank's own gradient shards, before any gathering
+};
+
+struct Strategy {
+  std::string name;     ///< "tp-sp", "ulysses", "ring"
+  std::string summary;  ///< one line for --help and the table
+  /// Throws ConfigError, identically on every rank, before any communication.
+  std::function<void(const LayerConfig&, int P)> validate;
+  /// Runs forward and backward as rank comm.rank() of comm.size(), in dtype dt, on inputs
+  /// drawn from cfg.seed exactly as the reference draws them.
+  std::function<RankResult(const LayerConfig&, Communicator&, Backend&, MemoryTracker&, DType)> run;
+  /// Saved-activation bytes of `rank` (analytic), and its bytes sent per phase (analytic).
+  std::function<int64_t(const LayerConfig&, int P, int rank, DType)> saved_bytes;
+  std::function<CommBytes(const LayerConfig&, int P, int rank, DType)> comm_bytes;
+};
+
+/// Every strategy this build has, in the order compare runs them.
+const std::vector<Strategy>& strategies();
+/// The strategy called `name`; throws ConfigError listing the names otherwise.
+const Strategy& find_strategy(const std::string& name);
+
+/// Runs `st` forward and backward on P local ranks (threads, the local communicator), with
+/// every rank's allocations counted in `tracker`. Returns every rank's result, in rank order.
+/// A failing rank fails the whole run (ringside::Error naming the rank).
+std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig& cfg, int P, DType dt,
+                                           MemoryTracker& tracker, const LocalOptions& opts = {});
+
+// ---- shared helpers ---------------------------------------------------------------------
+
+/// Tokens [s0, s0 + n) of every batch row of t [b, s, ...] -> [b, n, ...], tagged `tag`.
+Tensor slice_seq(const Tensor& t, int64_t s0, int64_t n, AllocTag tag);
+/// The inverse for a contiguous sequence split: every rank holds [b, s/P, ...] (its tokens
+/// in rank order); returns [b, s, ...] on every rank.
+Tensor gather_seq(Communicator& comm, const Tensor& shard, AllocTag tag);
+
+/// The sum over ranks of t [b, s, ...], of which rank r keeps tokens [r s/P, (r+1) s/P):
+/// a reduce-scatter along the sequence. Returns [b, s/P, ...].
+Tensor reduce_scatter_seq(Communicator& comm, const Tensor& t, AllocTag tag);
+
+/// Column segments [begin, end) of a matrix, concatenated -> [rows, sum of widths].
+Tensor slice_cols(const Tensor& m, const std::vector<std::pair<int64_t, int64_t>>& segments, AllocTag tag);
+/// Every rank holds slice_cols(full, segments_of(rank)); returns the full [rows, cols].
+Tensor gather_cols(Communicator& comm, const Tensor& local, int64_t cols,
+                   const std::function<std::vector<std::pair<int64_t, int64_t>>(int)>& segments_of, AllocTag tag);
+/// Rows [r0, r0 + n) of m [rows, cols].
+Tensor slice_rows(const Tensor& m, int64_t r0, int64_t n, AllocTag tag);
+
+/// Bytes a ring all_gather / reduce_scatter / all_reduce makes rank `rank` send when n elements
+/// are split as even_counts(n, P) (communicator.h derives these): exact also for uneven splits.
+int64_t ring_all_gather_bytes(int64_t n, int P, int rank, DType dt);
+int64_t ring_reduce_scatter_bytes(int64_t n, int P, int rank, DType dt);
+int64_t ring_all_reduce_bytes(int64_t n, int P, int rank, DType dt);
+
+/// Test hook: when RINGSIDE_INJECT_FAILURE is "RANK:PHASE" (PHASE forward or backward), that
+/// rank throws at the start of that phase, to show that a failure takes the job down.
+void maybe_inject_failure(int rank, const char* phase);
+
+}  // namespace ringside

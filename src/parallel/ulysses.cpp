@@ -1,0 +1,298 @@
+// DeepSpeed-Ulysses, read top to bottom (Jacobs et al. 2023, "DeepSpeed Ulysses: System
+// Optimizations for Enabling Training of Extreme Long Sequence Transformer Models"; lesson 5).
+//
+// Every rank holds s/P tokens and every weight. Everything but attention is token-wise, so it
+// runs on the local tokens with no communication. Attention needs whole sequences, but only
+// per head: an all-to-all turns q, k, v from [s/P tokens, all H heads] into [all s tokens,
+// H/P heads]; attention runs on whole sequences for those heads; a second all-to-all turns
+// the output back. Each all-to-all moves (P-1)/P of a rank's share, so the volume per link
+// falls as P grows (4 N h / P per layer), unlike the ring's. The catch: P <= H.
+// With grouped-query attention and Hkv < P, each K/V head is replicated P/Hkv times before the
+// all-to-all, so every rank receives the one K/V head its query heads read.
+#include "parallel/ulysses.h"
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "kernels/philox.h"
+#include "layer/reference.h"
+
+namespace ringside {
+
+void validate_ulysses(const LayerConfig& cfg, int P) {
+  cfg.validate();
+  if (P < 1 || cfg.s % P != 0)
+    throw ConfigError(detail::concat("ulysses with P = ", P, ": sequence length s = ", cfg.s,
+                                     " must be divisible by P (each rank holds s/P tokens)"));
+  if (cfg.H % P != 0)
+    throw ConfigError(detail::concat("ulysses with P = ", P, ": heads H = ", cfg.H,
+                                     " must be divisible by P (the all-to-all gives each rank H/P heads)"));
+  if (cfg.Hkv % P != 0 && P % cfg.Hkv != 0)
+    throw ConfigError(detail::concat("ulysses with P = ", P, ": kv heads Hkv = ", cfg.Hkv,
+                                     " neither divide among P ranks nor replicate evenly to P (P % Hkv != 0)"));
+}
+
+int64_t ulysses_kv_heads(const LayerConfig& cfg, int P) { return cfg.Hkv % P == 0 ? cfg.Hkv : P; }
+
+int64_t ulysses_saved_bytes(const LayerConfig& c, int P, int /*rank*/, DType dt) {
+  const int64_t N = c.tokens(), kv = ulysses_kv_heads(c, P);
+  return dtype_size(dt) * (N / P * (7 * c.h + 2 * c.f + 4 + c.H) + 2 * N * (kv / P) * c.d());
+}
+
+CommBytes ulysses_comm_bytes(const LayerConfig& c, int P, int rank, DType dt) {
+  // Each all-to-all sends P-1 of a rank's P equal blocks.
+  const int64_t N = c.tokens(), es = dtype_size(dt), kv = ulysses_kv_heads(c, P);
+  const int64_t q = N / P * c.H * c.d(), k = N / P * kv * c.d();  // a rank's share, elements
+  const int64_t fwd = (q + 2 * k + q) / P * (P - 1) * es;
+  int64_t params = 0;
+  for (auto& [name, shape] : weight_shapes(c)) params += numel(shape);
+  return {fwd, fwd + ring_all_reduce_bytes(params, P, rank, dt)};
+}
+
+namespace {
+
+// [b, s/P, X, d] on each rank (our tokens, all X heads) -> [b, s, X/P, d] (all tokens, our heads).
+Tensor seq_to_heads(Communicator& comm, const Tensor& t, AllocTag tag) {
+  const int P = comm.size();
+  const int64_t b = t.dim(0), n = t.dim(1), X = t.dim(2), d = t.dim(3), xp = X / P, es = dtype_size(t.dtype());
+  const int64_t blk = b * n * xp * d;  // elements to each rank
+  Tensor send = Tensor::empty({P * blk}, t.dtype(), tag), recv = Tensor::empty({P * blk}, t.dtype(), tag);
+  const auto* src = static_cast<const char*>(t.raw_data());
+  auto* sp = static_cast<char*>(send.raw_data());
+  for (int j = 0; j < P; ++j)  // block j: heads [j X/P, (j+1) X/P) of our tokens
+    for (int64_t bt = 0; bt < b * n; ++bt)
+      std::memcpy(sp + ((j * b * n + bt) * xp * d) * es, src + (bt * X + j * xp) * d * es, xp * d * es);
+  comm.all_to_all(send.raw_data(), std::vector<int64_t>(P, blk), recv.raw_data(), std::vector<int64_t>(P, blk),
+                  t.dtype());
+  Tensor out = Tensor::empty({b, n * P, xp, d}, t.dtype(), tag);
+  const auto* rp = static_cast<const char*>(recv.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int j = 0; j < P; ++j)  // from rank j: its tokens [j n, (j+1) n), our heads
+    for (int64_t bi = 0; bi < b; ++bi)
+      std::memcpy(dst + ((bi * n * P + j * n) * xp * d) * es, rp + ((j * b + bi) * n * xp * d) * es, n * xp * d * es);
+  return out;
+}
+
+// The inverse: [b, s, X/P, d] (all tokens, our heads) -> [b, s/P, X, d] (our tokens, all heads).
+Tensor heads_to_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
+  const int P = comm.size();
+  const int64_t b = t.dim(0), n = t.dim(1) / P, xp = t.dim(2), d = t.dim(3), X = xp * P, es = dtype_size(t.dtype());
+  const int64_t blk = b * n * xp * d;
+  Tensor send = Tensor::empty({P * blk}, t.dtype(), tag), recv = Tensor::empty({P * blk}, t.dtype(), tag);
+  const auto* src = static_cast<const char*>(t.raw_data());
+  auto* sp = static_cast<char*>(send.raw_data());
+  for (int j = 0; j < P; ++j)  // block j: rank j's tokens, our heads
+    for (int64_t bi = 0; bi < b; ++bi)
+      std::memcpy(sp + ((j * b + bi) * n * xp * d) * es, src + ((bi * n * P + j * n) * xp * d) * es, n * xp * d * es);
+  comm.all_to_all(send.raw_data(), std::vector<int64_t>(P, blk), recv.raw_data(), std::vector<int64_t>(P, blk),
+                  t.dtype());
+  Tensor out = Tensor::empty({b, n, X, d}, t.dtype(), tag);
+  const auto* rp = static_cast<const char*>(recv.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int j = 0; j < P; ++j)  // from rank j: heads [j X/P, (j+1) X/P) of our tokens
+    for (int64_t bt = 0; bt < b * n; ++bt)
+      std::memcpy(dst + (bt * X + j * xp) * d * es, rp + ((j * b * n + bt) * xp * d) * es, xp * d * es);
+  return out;
+}
+
+// K/V heads [b, n, Hkv, d] -> [b, n, R Hkv, d], each head repeated R times in place (head e
+// of the result is head e / R), so that head e lands on the rank whose queries read it.
+Tensor replicate_heads(const Tensor& t, int64_t R, AllocTag tag) {
+  if (R == 1) return t;
+  const int64_t bn = t.dim(0) * t.dim(1), Hkv = t.dim(2), d = t.dim(3), es = dtype_size(t.dtype());
+  Tensor out = Tensor::empty({t.dim(0), t.dim(1), Hkv * R, d}, t.dtype(), tag);
+  const auto* src = static_cast<const char*>(t.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int64_t i = 0; i < bn; ++i)
+    for (int64_t e = 0; e < Hkv * R; ++e) std::memcpy(dst + (i * Hkv * R + e) * d * es, src + (i * Hkv + e / R) * d * es, d * es);
+  return out;
+}
+
+// The backward of replicate_heads: each head's gradient is the sum over its R copies.
+template <class T>
+void sum_copies(const T* rep, T* out, int64_t bn, int64_t Hkv, int64_t R, int64_t d) {
+  for (int64_t i = 0; i < bn; ++i)
+    for (int64_t e = 0; e < Hkv * R; ++e)
+      for (int64_t c = 0; c < d; ++c) out[(i * Hkv + e / R) * d + c] += rep[(i * Hkv * R + e) * d + c];
+}
+
+void sum_replicas(const Tensor& rep, Tensor& out, int64_t R) {
+  if (R == 1) {
+    std::memcpy(out.raw_data(), rep.raw_data(), static_cast<size_t>(rep.nbytes()));
+    return;
+  }
+  const int64_t bn = out.dim(0) * out.dim(1), Hkv = out.dim(2), d = out.dim(3);
+  std::memset(out.raw_data(), 0, static_cast<size_t>(out.nbytes()));
+  if (out.dtype() == DType::f32) sum_copies(rep.data<float>(), out.data<float>(), bn, Hkv, R, d);
+  else sum_copies(rep.data<double>(), out.data<double>(), bn, Hkv, R, d);
+}
+
+}  // namespace
+
+RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, MemoryTracker& tracker, DType dt) {
+  const int P = comm.size(), r = comm.rank();
+  validate_ulysses(cfg, P);  // every rank, before any communication
+  const int64_t b = cfg.b, s = cfg.s, h = cfg.h, H = cfg.H, Hkv = cfg.Hkv, d = cfg.d(), sl = s / P, Nl = b * sl;
+  const int64_t Hkv_rep = ulysses_kv_heads(cfg, P), R = Hkv_rep / Hkv;  // replication factor
+  const AllocTag ws{r, MemCategory::workspace, &tracker}, act{r, MemCategory::activations, &tracker},
+      wt{r, MemCategory::weights, &tracker};
+  comm.tracker = &tracker;
+  using clock = std::chrono::steady_clock;
+  const uint32_t site1 = static_cast<uint32_t>(RngSite::dropout1), site2 = static_cast<uint32_t>(RngSite::dropout2);
+
+  // ---- Inputs: all the weights (replicated), our s/P tokens.
+  const LayerWeights w = init_weights(cfg, dt, wt);
+  const Tensor x = slice_seq(random_input(cfg, static_cast<uint32_t>(RngSite::input_x), dt, ws), r * sl, sl, act);
+  const Tensor dout = slice_seq(random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), dt, ws), r * sl, sl, ws);
+  std::vector<int64_t> my_pos(sl);
+  std::iota(my_pos.begin(), my_pos.end(), r * sl);
+  AttentionParams ap;
+  ap.b = b, ap.sq = ap.sk = s, ap.H = H / P, ap.Hkv = Hkv_rep / P, ap.d = d, ap.causal = cfg.causal;
+  ap.softmax_scale = cfg.softmax_scale();
+
+  RankResult res;
+  const CommStats c0 = comm.stats();
+  auto t0 = clock::now();
+  maybe_inject_failure(r, "forward");
+
+  // ================================ forward ================================
+  // LayerNorm 1 and the QKV projection: token-wise, on our s/P tokens with the full weights.
+  Tensor mean1 = be.empty({Nl}, dt, act), rstd1 = be.empty({Nl}, dt, act), h1 = be.empty({b, sl, h}, dt, act);
+  be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, h1, mean1, rstd1);
+  Tensor q_seq = be.empty({b, sl, H, d}, dt, ws), k_seq = be.empty({b, sl, Hkv, d}, dt, ws),
+         v_seq = be.empty({b, sl, Hkv, d}, dt, ws);
+  {
+    Tensor qkv = be.empty({b, sl, cfg.qkv_width()}, dt, ws);
+    be.matmul(h1, false, w.qkv_weight, false, qkv);
+    be.add_bias(qkv, w.qkv_bias);
+    be.split_qkv(qkv, q_seq, k_seq, v_seq);
+  }
+  if (cfg.rope) {  // at our tokens' global positions
+    be.rope_forward(q_seq, my_pos, cfg.rope_theta);
+    be.rope_forward(k_seq, my_pos, cfg.rope_theta);
+  }
+
+  // All-to-all: [s/P tokens, all heads] -> [all s tokens, our heads].
+  const Tensor q = seq_to_heads(comm, q_seq, act);
+  const Tensor k = seq_to_heads(comm, replicate_heads(k_seq, R, ws), act);
+  const Tensor v = seq_to_heads(comm, replicate_heads(v_seq, R, ws), act);
+  q_seq = k_seq = v_seq = Tensor();
+
+  // Attention over the whole sequence for our H/P heads.
+  Tensor a_heads = be.empty({b, s, H / P, d}, dt, act), lse = be.empty({b, H / P, s}, dt, act);
+  be.attention_forward(ap, q, k, v, a_heads, lse);
+
+  // All-to-all back: our tokens, all heads. Then everything is token-wise again.
+  const Tensor a = heads_to_seq(comm, a_heads, act);
+  Tensor y = be.empty({b, sl, h}, dt, ws);
+  be.matmul(a.reshape({b, sl, H * d}), false, w.o_weight, false, y);
+  be.add_bias(y, w.o_bias);
+  be.dropout_forward(y, y, my_pos, s, cfg.dropout, cfg.seed, site1);
+  Tensor x2 = be.empty({b, sl, h}, dt, act);
+  be.add(x, y, x2);
+
+  Tensor mean2 = be.empty({Nl}, dt, act), rstd2 = be.empty({Nl}, dt, act), h2 = be.empty({b, sl, h}, dt, act);
+  be.layernorm_forward(x2, w.ln2_gamma, w.ln2_beta, cfg.eps, h2, mean2, rstd2);
+  Tensor u = be.empty({b, sl, cfg.f}, dt, act), g = be.empty({b, sl, cfg.f}, dt, act);
+  be.matmul(h2, false, w.fc1_weight, false, u);
+  be.add_bias(u, w.fc1_bias);
+  be.gelu_forward(u, g);
+  Tensor z = y;
+  be.matmul(g, false, w.fc2_weight, false, z);
+  be.add_bias(z, w.fc2_bias);
+  be.dropout_forward(z, z, my_pos, s, cfg.dropout, cfg.seed, site2);
+  Tensor out = be.empty({b, sl, h}, dt, ws);
+  be.add(x2, z, out);
+  y = z = Tensor();
+
+  auto t1 = clock::now();
+  const CommStats c1 = comm.stats();
+  maybe_inject_failure(r, "backward");
+
+  // ================================ backward ================================
+  LayerWeights gw = zero_grads(cfg, dt, {r, MemCategory::grads, &tracker});
+  Tensor dz = be.empty({b, sl, h}, dt, ws);
+  be.dropout_forward(dout, dz, my_pos, s, cfg.dropout, cfg.seed, site2);
+  be.matmul(g, true, dz, false, gw.fc2_weight, 1, 1);
+  be.bias_grad(dz, gw.fc2_bias);
+  Tensor du = be.empty({b, sl, cfg.f}, dt, ws);
+  be.matmul(dz, false, w.fc2_weight, true, du);
+  be.gelu_backward(du, u, du);
+  be.matmul(h2, true, du, false, gw.fc1_weight, 1, 1);
+  be.bias_grad(du, gw.fc1_bias);
+  Tensor dh2 = dz;
+  be.matmul(du, false, w.fc1_weight, true, dh2);
+  du = Tensor();
+  Tensor dx2 = be.empty({b, sl, h}, dt, ws);
+  be.layernorm_backward(dh2, x2, w.ln2_gamma, mean2, rstd2, dx2, gw.ln2_gamma, gw.ln2_beta);
+  be.add(dx2, dout, dx2);
+
+  Tensor dy = dh2;
+  be.dropout_forward(dx2, dy, my_pos, s, cfg.dropout, cfg.seed, site1);
+  be.matmul(a.reshape({b, sl, H * d}), true, dy, false, gw.o_weight, 1, 1);
+  be.bias_grad(dy, gw.o_bias);
+  Tensor da = be.empty({b, sl, H * d}, dt, ws);
+  be.matmul(dy, false, w.o_weight, true, da);
+  da = da.reshape({b, sl, H, d});
+  dy = dh2 = dz = Tensor();
+
+  // The attention backward runs in head layout: all-to-all the output gradient there, and the
+  // q, k, v gradients back.
+  Tensor dq_h = be.zeros(q.shape(), dt, ws), dk_h = be.zeros(k.shape(), dt, ws), dv_h = be.zeros(v.shape(), dt, ws);
+  {
+    const Tensor da_heads = seq_to_heads(comm, da, ws);
+    be.attention_backward(ap, q, k, v, a_heads, da_heads, lse, dq_h, dk_h, dv_h);
+  }
+  Tensor dq = heads_to_seq(comm, dq_h, ws), dk = be.empty({b, sl, Hkv, d}, dt, ws), dv = be.empty({b, sl, Hkv, d}, dt, ws);
+  sum_replicas(heads_to_seq(comm, dk_h, ws), dk, R);  // a replicated head's gradient: the sum of its copies
+  sum_replicas(heads_to_seq(comm, dv_h, ws), dv, R);
+  dq_h = dk_h = dv_h = Tensor();
+  if (cfg.rope) {
+    be.rope_backward(dq, my_pos, cfg.rope_theta);
+    be.rope_backward(dk, my_pos, cfg.rope_theta);
+  }
+  Tensor dqkv = be.empty({b, sl, cfg.qkv_width()}, dt, ws);
+  be.merge_qkv(dq, dk, dv, dqkv);
+  be.matmul(h1, true, dqkv, false, gw.qkv_weight, 1, 1);
+  be.bias_grad(dqkv, gw.qkv_bias);
+  Tensor dh1 = be.empty({b, sl, h}, dt, ws);
+  be.matmul(dqkv, false, w.qkv_weight, true, dh1);
+  Tensor dx = be.empty({b, sl, h}, dt, ws);
+  be.layernorm_backward(dh1, x, w.ln1_gamma, mean1, rstd1, dx, gw.ln1_gamma, gw.ln1_beta);
+  be.add(dx, dx2, dx);
+
+  // Every weight is replicated and every rank saw only its tokens: all-reduce all gradients
+  // (as data parallelism does; DeepSpeed folds this into ZeRO's reduce-scatter).
+  {
+    int64_t n = 0;
+    for (auto& [name, t] : gw.named()) n += t->numel();
+    Tensor packed = be.empty({n}, dt, {r, MemCategory::comm, &tracker});
+    auto* p = static_cast<char*>(packed.raw_data());
+    for (auto& [name, t] : gw.named()) std::memcpy(p, t->raw_data(), t->nbytes()), p += t->nbytes();
+    comm.all_reduce(packed);
+    p = static_cast<char*>(packed.raw_data());
+    for (auto& [name, t] : gw.named()) std::memcpy(t->raw_data(), p, t->nbytes()), p += t->nbytes();
+  }
+
+  auto t2 = clock::now();
+  const CommStats c2 = comm.stats();
+  res.forward = {c1.bytes_sent - c0.bytes_sent, c1.bytes_received - c0.bytes_received, c1.messages_sent - c0.messages_sent};
+  res.backward = {c2.bytes_sent - c1.bytes_sent, c2.bytes_received - c1.bytes_received, c2.messages_sent - c1.messages_sent};
+  res.forward_s = std::chrono::duration<double>(t1 - t0).count();
+  res.backward_s = std::chrono::duration<double>(t2 - t1).count();
+  res.peak_saved = tracker.peak(r, MemCategory::activations);
+
+  res.out = gather_seq(comm, out, ws);
+  res.dx = gather_seq(comm, dx, ws);
+  res.grads = gw;
+  res.local_grads = gw;
+  return res;
+}
+
+Strategy ulysses_strategy() {
+  return {"ulysses", "DeepSpeed-Ulysses: all-to-all from sequence to heads around attention", validate_ulysses,
+          ulysses_run, ulysses_saved_bytes, ulysses_comm_bytes};
+}
+
+}  // namespace ringside

@@ -1,0 +1,196 @@
+// TP+SP and Ulysses on the local backend against the fp64 reference, over the matrix;
+// measured memory and bytes against the analytic formulas; invalid configs; failures.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "kernels/philox.h"
+#include "layer/reference.h"
+#include "parallel/strategy.h"
+#include "parallel/tp_sp.h"
+#include "parallel/ulysses.h"
+
+using namespace ringside;
+
+namespace {
+
+struct Reference {
+  Tensor out, dx;
+  LayerWeights grads;
+};
+
+Reference reference64(const LayerConfig& c) {
+  auto be = make_cpu_backend();
+  const LayerWeights w = init_weights(c, DType::f64, {});
+  const Tensor x = random_input(c, static_cast<uint32_t>(RngSite::input_x), DType::f64, {});
+  const Tensor dout = random_input(c, static_cast<uint32_t>(RngSite::input_dout), DType::f64, {});
+  ForwardResult f = reference_forward<double>(c, w, x, *be);
+  Gradients g = reference_backward<double>(c, w, f.saved, dout, *be);
+  return {f.out, g.dx, g.grads};
+}
+
+// Worst relative error of a strategy's gathered results against the reference, with its name.
+std::pair<double, std::string> worst_error(const RankResult& r, const Reference& ref) {
+  std::pair<double, std::string> worst{relative_error(r.out, ref.out), "out"};
+  auto consider = [&](double e, const std::string& n) {
+    if (!(e <= worst.first)) worst = {e, n};
+  };
+  consider(relative_error(r.dx, ref.dx), "dx");
+  auto mine = r.grads.named();
+  auto theirs = ref.grads.named();
+  for (size_t i = 0; i < mine.size(); ++i) consider(relative_error(*mine[i].second, *theirs[i].second), mine[i].first);
+  return worst;
+}
+
+LayerConfig base() {
+  LayerConfig c;
+  c.b = 2, c.s = 24, c.h = 48, c.H = 12, c.f = 96, c.seed = 99;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("tp-sp and ulysses match the fp64 reference over P, causal, rope, dropout and Hkv", "[strategies]") {
+  int runs = 0;
+  for (int64_t Hkv : {12, 6, 1})
+    for (bool causal : {true, false})
+      for (bool rope : {true, false})
+        for (double p : {0.0, 0.1}) {
+          LayerConfig c = base();
+          c.Hkv = Hkv, c.causal = causal, c.rope = rope, c.dropout = p;
+          const Reference ref = reference64(c);
+          for (const char* name : {"tp-sp", "ulysses"})
+            for (int P : {1, 2, 3, 4}) {
+              const Strategy& st = find_strategy(name);
+              bool valid = true;
+              try {
+                st.validate(c, P);
+              } catch (const ConfigError&) {
+                valid = false;
+              }
+              if (!valid) continue;
+              INFO(name << " P=" << P << " Hkv=" << Hkv << " causal=" << causal << " rope=" << rope << " p=" << p);
+              MemoryTracker tracker;
+              const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
+              const auto [err, which] = worst_error(res[0], ref);
+              INFO("worst " << which << " " << err);
+              CHECK(err < 1e-5);
+              // In fp64 the strategy must agree with the reference to rounding.
+              MemoryTracker t64;
+              const auto res64 = run_strategy_local(st, c, P, DType::f64, t64);
+              const auto [err64, which64] = worst_error(res64[0], ref);
+              INFO("fp64: worst " << which64 << " " << err64);
+              CHECK(err64 < 1e-12);
+              ++runs;
+            }
+        }
+  // tp-sp: Hkv 12 -> P 1,2,3,4; 6 -> 1,2,3; 1 -> 1. ulysses: 12 -> 4; 6 -> 1,2,3; 1 -> 4.
+  REQUIRE(runs == 8 * (4 + 3 + 1 + 4 + 3 + 4));
+}
+
+TEST_CASE("measured saved activations and bytes sent equal the analytic formulas", "[strategies][memory]") {
+  for (const char* name : {"tp-sp", "ulysses"})
+    for (int P : {1, 2, 3, 4})
+      for (int64_t Hkv : {12, 1}) {
+        LayerConfig c = base();
+        c.Hkv = Hkv;
+        const Strategy& st = find_strategy(name);
+        try {
+          st.validate(c, P);
+        } catch (const ConfigError&) {
+          continue;
+        }
+        MemoryTracker tracker;
+        const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
+        for (int r = 0; r < P; ++r) {
+          INFO(name << " P=" << P << " Hkv=" << Hkv << " rank " << r);
+          REQUIRE(res[r].peak_saved == st.saved_bytes(c, P, r, DType::f32));
+          const CommBytes expect = st.comm_bytes(c, P, r, DType::f32);
+          REQUIRE(res[r].forward.bytes_sent == expect.forward);
+          REQUIRE(res[r].backward.bytes_sent == expect.backward);
+        }
+      }
+}
+
+TEST_CASE("tp-sp saves 1/P of the reference's activations and moves what plain TP's all-reduces move",
+          "[strategies][memory]") {
+  LayerConfig c = base();
+  c.Hkv = 12;
+  for (int P : {2, 3, 4}) {
+    MemoryTracker tracker;
+    const auto res = run_strategy_local(find_strategy("tp-sp"), c, P, DType::f32, tracker);
+    REQUIRE(res[0].peak_saved * P == saved_activation_bytes(c, DType::f32));
+    // Plain TP: 2 all-reduces of N h per forward, 2 (P-1)/P N h elements each (ring).
+    const int64_t allreduce = ring_all_reduce_bytes(c.tokens() * c.h, P, 0, DType::f32);
+    REQUIRE(res[0].forward.bytes_sent == 2 * allreduce);
+    REQUIRE(res[0].forward.bytes_sent == 4 * (P - 1) * c.tokens() * c.h / P * 4);
+  }
+}
+
+TEST_CASE("ulysses forward volume is (2 + 2 Hkv/H) N h (P-1)/P^2 per rank", "[strategies]") {
+  LayerConfig c = base();
+  for (int64_t Hkv : {12, 6}) {
+    c.Hkv = Hkv;
+    const int P = 2;
+    MemoryTracker tracker;
+    const auto res = run_strategy_local(find_strategy("ulysses"), c, P, DType::f32, tracker);
+    const double expect = (2.0 + 2.0 * double(Hkv) / double(c.H)) * double(c.tokens() * c.h) * (P - 1) / (P * P) * 4;
+    REQUIRE(double(res[1].forward.bytes_sent) == expect);
+  }
+}
+
+TEST_CASE("after backward the LayerNorm gradients are identical on every tp-sp rank", "[strategies]") {
+  const LayerConfig c = base();
+  MemoryTracker tracker;
+  const auto res = run_strategy_local(find_strategy("tp-sp"), c, 4, DType::f32, tracker);
+  for (int r = 1; r < 4; ++r)
+    for (const char* n : {"ln1.gamma", "ln1.beta", "ln2.gamma", "ln2.beta", "o.bias", "fc2.bias"}) {
+      INFO("rank " << r << " " << n);
+      const Tensor* a = nullptr;
+      const Tensor* b = nullptr;
+      for (auto& [name, t] : res[0].local_grads.named())
+        if (name == n) a = t;
+      for (auto& [name, t] : res[r].local_grads.named())
+        if (name == n) b = t;
+      REQUIRE(relative_error(*b, *a) == 0);  // bit for bit
+    }
+}
+
+TEST_CASE("invalid configs fail with the same message on every rank before any communication", "[strategies]") {
+  LayerConfig c = base();
+  auto message = [&](const char* name, int P) {
+    try {
+      find_strategy(name).validate(c, P);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  c.H = 12;
+  REQUIRE_THAT(message("tp-sp", 5), Catch::Contains("heads H = 12 must be divisible by P"));
+  c.s = 25;
+  REQUIRE_THAT(message("ulysses", 2), Catch::Contains("sequence length s = 25 must be divisible by P"));
+  c.s = 24, c.Hkv = 6;
+  REQUIRE_THAT(message("ulysses", 4), Catch::Contains("neither divide among P ranks nor replicate"));
+  // Run on 4 ranks: each rank validates and throws before sending a byte; the error is one line.
+  MemoryTracker tracker;
+  std::vector<std::string> seen(4);
+  run_local(4, [&](Communicator& comm) {
+    try {
+      find_strategy("ulysses").run(c, comm, *make_cpu_backend(), tracker, DType::f32);
+    } catch (const ConfigError& e) {
+      seen[comm.rank()] = e.what();
+    }
+    REQUIRE(comm.stats().bytes_sent == 0);
+  });
+  for (int r = 1; r < 4; ++r) REQUIRE(seen[r] == seen[0]);
+  REQUIRE_THAT(seen[0], Catch::Contains("kv heads Hkv = 6"));
+}
+
+TEST_CASE("a rank that fails mid-run takes the strategy down with its message", "[strategies]") {
+  setenv("RINGSIDE_INJECT_FAILURE", "2:backward", 1);
+  MemoryTracker tracker;
+  REQUIRE_THROWS_WITH(run_strategy_local(find_strategy("tp-sp"), base(), 4, DType::f32, tracker),
+                      Catch::Contains("rank 2 failed: injected failure at the start of the backward"));
+  unsetenv("RINGSIDE_INJECT_FAILURE");
+}
