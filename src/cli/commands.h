@@ -2,13 +2,44 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <optional>
+#include <string>
+#include <utility>
+
 #include "layer/config.h"
+#include "layer/weights.h"
 
 namespace ringside::cli {
 
 /// The layer flags every subcommand shares: --batch --seq --hidden --heads --kv-heads --ffn
 /// --causal/--no-causal --rope/--no-rope --dropout --seed, bound to cfg (defaults from LayerConfig).
 void add_config_flags(CLI::App& app, LayerConfig& cfg);
+
+/// Creates DIR and proves it writable, before any compute; throws ringside::Error otherwise.
+void prepare_dump_dir(const std::string& dir);
+/// Writes a run's tensors as fp32 .npy in C order with DIR/manifest.json (config, producer,
+/// each tensor's file and shape): x, dout, the weights and the dropout masks (drawn from cfg's
+/// seed), and out, grad.x and grad.<param>. Throws ringside::Error on any write failure.
+void write_dump(const std::string& dir, const LayerConfig& cfg, const Tensor& out, const Tensor& dx,
+                const LayerWeights& grads, const std::string& producer);
+
+/// Options of `ringside compare` and `ringside run`.
+struct CompareOptions {
+  LayerConfig cfg;
+  std::string strategies;  ///< comma-separated; empty: all
+  std::string strategy;    ///< for run
+  int ranks = 4;
+  bool ranks_given = false;
+  std::string backend;  ///< "", "local" or "mpi"
+  std::string json;
+  std::optional<std::string> dump;
+  double timeout_s = 60;
+};
+
+/// `ringside compare` and `ringside run`: add both subcommands; returns them.
+std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOptions& o);
+int compare_command(CompareOptions& o);
+int run_command(CompareOptions& o);
 
 struct BenchKernelsOptions {
   int64_t s = 4096, H = 8, d = 64;

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "comm/communicator.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "device/backend.h"
@@ -80,47 +81,6 @@ std::vector<std::pair<std::string, const Tensor*>> results(const ReferenceRun& r
   return v;
 }
 
-void dump(const std::filesystem::path& dir, const LayerConfig& cfg, const ReferenceRun& r, Backend& be) {
-  std::filesystem::create_directories(dir);
-  nlohmann::json manifest;
-  manifest["ringside_version"] = RINGSIDE_VERSION;
-  manifest["config"] = cfg.to_json();
-  manifest["dtype"] = "float32";
-  manifest["order"] = "C";
-  auto& files = manifest["tensors"];
-  auto write = [&](const std::string& name, const Tensor& t) {
-    const std::string file = name + ".npy";
-    write_npy((dir / file).string(), t.dtype() == DType::f32 ? t : t.to(DType::f32, {}));
-    files[name] = {{"file", file}, {"shape", t.shape()}};
-  };
-  write("x", r.x);
-  write("dout", r.dout);
-  const LayerWeights w = init_weights(cfg, DType::f32, {});
-  for (auto& [name, t] : w.named()) write(name, *t);
-  for (auto [site, name] : {std::pair{RngSite::dropout1, "dropout1.mask"}, {RngSite::dropout2, "dropout2.mask"}}) {
-    Tensor mask = be.empty({cfg.b, cfg.s, cfg.h}, DType::f32, {});
-    be.dropout_mask(mask, r.fwd.saved.positions, cfg.s, cfg.dropout, cfg.seed, static_cast<uint32_t>(site));
-    write(name, mask);
-  }
-  for (auto& [name, t] : results(r)) write(name, *t);
-  std::ofstream mf(dir / "manifest.json");
-  mf << manifest.dump(2) << '\n';
-  mf.close();
-  RS_CHECK(mf.good(), "--dump: cannot write ", (dir / "manifest.json").string());
-}
-
-// Creates DIR and proves it writable before any compute, so a bad path costs nothing.
-void prepare_dump_dir(const std::filesystem::path& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  RS_CHECK(!ec, "--dump: cannot create directory ", dir.string(), ": ", ec.message());
-  const auto probe = dir / ".ringside-write-test";
-  { std::ofstream(probe) << "ok"; }
-  const bool ok = std::filesystem::file_size(probe, ec) == 2 && !ec;
-  std::filesystem::remove(probe, ec);
-  RS_CHECK(ok, "--dump: directory ", dir.string(), " is not writable");
-}
-
 // Bytes the reference run holds at its peak, roughly: weights and grads, saved activations,
 // the backward's workspace, inputs and outputs (N h each). Used to refuse a run that cannot fit.
 double reference_peak_bytes(const LayerConfig& c, DType dt) {
@@ -186,7 +146,7 @@ int reference_command(LayerConfig cfg, const std::string& dtype, bool check, con
     status = ok ? 0 : 1;
   }
   if (dump_dir) {
-    dump(*dump_dir, cfg, r, *be);
+    write_dump(*dump_dir, cfg, r.fwd.out, r.grads.dx, r.grads.grads, "reference");
     std::printf("  dump       %s/manifest.json and %zu .npy files\n", dump_dir->c_str(), 4 + 12 + results(r).size());
   }
   return status;
@@ -223,6 +183,9 @@ int main(int argc, char** argv) {
       "  ringside reference --seq 1024 --kv-heads 1 --no-rope\n"
       "  ringside reference --seq 256 --dump out/ref      # .npy files + manifest.json");
 
+  cli::CompareOptions cmp_opts;
+  auto [compare_app, run_app] = cli::add_compare_and_run(app, cmp_opts);
+
   cli::BenchKernelsOptions bench_opts;
   CLI::App* bench_kernels = cli::add_bench(app, bench_opts);
 
@@ -243,15 +206,23 @@ int main(int argc, char** argv) {
       level = next;
     }
     app.parse(argc, argv);
-    if (ref->parsed()) return cli::reference_command(cfg, dtype, check, dump_dir);
-    if (bench_kernels->parsed()) return cli::bench_kernels(bench_opts);
-    return 0;
+    int rc = 0;
+    if (ref->parsed()) rc = cli::reference_command(cfg, dtype, check, dump_dir);
+    if (compare_app->parsed()) rc = cli::compare_command(cmp_opts);
+    if (run_app->parsed()) rc = cli::run_command(cmp_opts);
+    if (bench_kernels->parsed()) rc = cli::bench_kernels(bench_opts);
+    mpi_finalize();
+    return rc;
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "ringside: %s\n", e.what());
+    // Every rank rejects a bad configuration alike, before any communication: rank 0 says it.
+    if (!mpi_active() || mpi_world().rank() == 0) std::fprintf(stderr, "ringside: %s\n", e.what());
+    mpi_finalize();
     return 2;
   } catch (const std::exception& e) {
+    // A rank failing mid-run under MPI brings the job down, naming itself.
+    if (mpi_active()) mpi_abort(e.what());
     std::fprintf(stderr, "ringside: error: %s\n", e.what());
     return 1;
   }

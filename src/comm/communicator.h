@@ -154,6 +154,8 @@ Communicator& mpi_world();
 /// Ends the job from a failing rank: prints "ringside: rank R failed: <message>" on stderr and
 /// calls MPI_Abort, which brings every other rank down.
 [[noreturn]] void mpi_abort(const std::string& message);
+/// Whether mpi_world() has been called in this process (so MPI is in use).
+bool mpi_active();
 /// MPI_Finalize, once, if MPI was initialised.
 void mpi_finalize();
 

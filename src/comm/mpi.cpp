@@ -167,6 +167,7 @@ std::unique_ptr<MpiCommunicator> g_world;
 }  // namespace
 
 bool mpi_available() { return true; }
+bool mpi_active() { return g_world != nullptr; }
 
 Communicator& mpi_world() {
   if (!g_world) {

@@ -33,7 +33,8 @@ std::string to_string(const Shape& s);
 /// Product of the dimensions (1 for a scalar shape []).
 int64_t numel(const Shape& s);
 
-/// Who owns an allocation: the rank, what it is for, and the tracker to report to.
+/// Who owns an allocation: the rank, what it is for, and the tracker to report to. The tracker
+/// must outlive every tensor allocated with it (storage reports its release there).
 struct AllocTag {
   int rank = 0;
   MemCategory category = MemCategory::workspace;

@@ -1,0 +1,355 @@
+// `ringside compare`: every strategy on the same input, side by side with the references.
+// `ringside run`: one strategy, with its per-rank numbers and an optional dump.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "comm/communicator.h"
+#include "kernels/philox.h"
+#include "layer/reference.h"
+#include "parallel/strategy.h"
+
+namespace ringside::cli {
+
+std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOptions& o) {
+  std::string names;
+  for (const Strategy& s : strategies()) names += (names.empty() ? "" : ",") + s.name;
+  auto common = [&](CLI::App* c) {
+    add_config_flags(*c, o.cfg);
+    c->add_option("--ranks", o.ranks, "number of ranks P (with mpi: must equal mpirun's -np)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1024))
+        ->each([&](const std::string&) { o.ranks_given = true; });
+    c->add_option("--backend", o.backend,
+                  "local: P ranks as threads of this process (default); mpi: one process per rank under mpirun "
+                  "(the default when launched by mpirun)")
+        ->check(CLI::IsMember({"local", "mpi"}));
+    c->add_option("--timeout", o.timeout_s, "seconds a communication may wait before it fails")
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 3600.0));
+  };
+  CLI::App* cmp = app.add_subcommand("compare", "Run every strategy on the same input and compare them with the references");
+  common(cmp);
+  cmp->add_option("--strategies", o.strategies, "comma-separated list (default: all of " + names + ")");
+  cmp->add_option("--json", o.json, "also write the comparison, per tensor and per rank, as JSON")->option_text("FILE");
+  cmp->footer(
+      "Examples:\n"
+      "  ringside compare                                   # default layer, P = 4 local ranks\n"
+      "  ringside compare --seq 8192 --ranks 8 --strategies ulysses --json out/u.json\n"
+      "  mpirun -np 4 ringside compare --backend mpi        # one process per rank");
+  CLI::App* run = app.add_subcommand("run", "Run one strategy forward and backward and report each rank");
+  common(run);
+  run->add_option("--strategy", o.strategy, "one of: " + names)->required();
+  run->add_option("--dump", o.dump, "write the gathered tensors as fp32 .npy with DIR/manifest.json (reference's names)")
+      ->option_text("DIR");
+  return {cmp, run};
+}
+
+namespace {
+
+// What one rank measured, gathered to every rank.
+struct RankNumbers {
+  double peak_saved, fwd_sent, bwd_sent, fwd_recv, bwd_recv, fwd_s, bwd_s;
+};
+
+struct StrategyRun {
+  const Strategy* st;
+  // Declared before the result, so it outlives the tensors it counts.
+  std::unique_ptr<MemoryTracker> tracker = std::make_unique<MemoryTracker>();
+  RankResult result;  // rank 0's (gathered tensors are the same on every rank)
+  std::vector<RankNumbers> ranks;
+};
+
+RankNumbers numbers_of(const RankResult& r) {
+  return {double(r.peak_saved),         double(r.forward.bytes_sent),    double(r.backward.bytes_sent),
+          double(r.forward.bytes_received), double(r.backward.bytes_received), r.forward_s, r.backward_s};
+}
+
+struct Setup {
+  bool mpi = false;
+  Communicator* world = nullptr;
+  int P = 1;
+  bool root = true;
+};
+
+Setup setup(CompareOptions& o) {
+  Setup s;
+  s.mpi = o.backend == "mpi" || (o.backend.empty() && launched_by_mpirun());
+  if (s.mpi) {
+    RS_CHECK(mpi_available(), "--backend mpi: this build has no MPI (configure with RINGSIDE_MPI=ON)");
+    s.world = &mpi_world();
+    s.world->timeout_s = o.timeout_s;
+    s.P = s.world->size();
+    s.root = s.world->rank() == 0;
+    if (o.ranks_given && o.ranks != s.P)
+      throw ConfigError(detail::concat("--ranks ", o.ranks, " but mpirun started ", s.P, " processes (use -np ", o.ranks, ")"));
+  } else {
+    s.P = o.ranks;
+  }
+  return s;
+}
+
+bool progress_on() { return isatty(STDERR_FILENO); }
+
+StrategyRun run_one(const Strategy& st, const LayerConfig& cfg, const Setup& s, double timeout_s) {
+  StrategyRun out;
+  out.st = &st;
+  MemoryTracker& tracker = *out.tracker;
+  if (!s.mpi) {
+    LocalOptions lo;
+    lo.timeout_s = timeout_s;
+    auto all = run_strategy_local(st, cfg, s.P, DType::f32, tracker, lo);
+    for (const RankResult& r : all) out.ranks.push_back(numbers_of(r));
+    out.result = std::move(all[0]);
+    return out;
+  }
+  auto be = make_cpu_backend();
+  out.result = st.run(cfg, *s.world, *be, tracker, DType::f32);
+  RankNumbers mine = numbers_of(out.result);
+  out.ranks.resize(s.P);
+  s.world->all_gather(&mine, out.ranks.data(), std::vector<int64_t>(s.P, 7), DType::f64);
+  return out;
+}
+
+struct RefRun {
+  std::unique_ptr<MemoryTracker> tracker = std::make_unique<MemoryTracker>();  // outlives the tensors
+  Tensor out, dx;
+  LayerWeights grads;
+  double seconds = 0;
+  int64_t peak_saved = 0;
+};
+
+template <class T> RefRun reference(const LayerConfig& cfg) {
+  auto be = make_cpu_backend();
+  RefRun r;
+  MemoryTracker& tracker = *r.tracker;
+  const AllocTag tag{0, MemCategory::workspace, &tracker};
+  const LayerWeights w = init_weights(cfg, dtype_of<T>(), tag);
+  const Tensor x = random_input(cfg, static_cast<uint32_t>(RngSite::input_x), dtype_of<T>(), tag);
+  const Tensor dout = random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), dtype_of<T>(), tag);
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    ForwardResult f = reference_forward<T>(cfg, w, x, *be, tag);
+    Gradients g = reference_backward<T>(cfg, w, f.saved, dout, *be, tag);
+    r.out = f.out, r.dx = g.dx, r.grads = g.grads;
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.peak_saved = tracker.peak(0, MemCategory::activations);
+  return r;
+}
+
+// Every result tensor by name, in the dump's order.
+std::vector<std::pair<std::string, const Tensor*>> named_results(const Tensor& out, const Tensor& dx, const LayerWeights& g) {
+  std::vector<std::pair<std::string, const Tensor*>> v{{"out", &out}, {"grad.x", &dx}};
+  for (auto& [name, t] : g.named()) v.emplace_back("grad." + name, t);
+  return v;
+}
+
+std::string pad(const std::string& s, size_t n, bool right = false) {
+  if (s.size() >= n) return s;
+  return right ? std::string(n - s.size(), ' ') + s : s + std::string(n - s.size(), ' ');
+}
+
+std::string sci(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2e", v);
+  return b;
+}
+
+}  // namespace
+
+int compare_command(CompareOptions& o) {
+  const LayerConfig& cfg = o.cfg;
+  cfg.validate();
+  std::vector<const Strategy*> chosen;
+  if (o.strategies.empty()) {
+    for (const Strategy& s : strategies()) chosen.push_back(&s);
+  } else {
+    std::stringstream in(o.strategies);
+    for (std::string n; std::getline(in, n, ',');) chosen.push_back(&find_strategy(n));
+  }
+  Setup s = setup(o);
+  // Every rank validates every strategy before any communication: one clear error, no hang.
+  for (const Strategy* st : chosen) st->validate(cfg, s.P);
+  const bool show = s.root && progress_on();
+  auto note = [&](const std::string& m) {
+    if (show) std::fprintf(stderr, "ringside compare: %s\n", m.c_str());
+  };
+
+  std::vector<StrategyRun> runs;
+  for (const Strategy* st : chosen) {
+    note(st->name + " on " + std::to_string(s.P) + " ranks ...");
+    runs.push_back(run_one(*st, cfg, s, o.timeout_s));
+  }
+  if (!s.root) return 0;  // rank 0 compares and prints; the others are done
+
+  note("reference, fp64 ...");
+  const RefRun ref64 = reference<double>(cfg);
+  note("reference, fp32 ...");
+  const RefRun ref32 = reference<float>(cfg);
+  const auto theirs = named_results(ref64.out, ref64.dx, ref64.grads);
+  auto errors = [&](const Tensor& out, const Tensor& dx, const LayerWeights& g) {
+    std::vector<std::pair<std::string, double>> e;
+    const auto mine = named_results(out, dx, g);
+    for (size_t i = 0; i < mine.size(); ++i) e.emplace_back(mine[i].first, relative_error(*mine[i].second, *theirs[i].second));
+    return e;
+  };
+  auto worst_of = [](const std::vector<std::pair<std::string, double>>& e) {
+    auto w = e[0];
+    for (auto& x : e)
+      if (!(x.second <= w.second)) w = x;
+    return w;
+  };
+  const auto err32 = errors(ref32.out, ref32.dx, ref32.grads);
+  auto err32_of = [&](const std::string& n) {
+    for (auto& [name, e] : err32)
+      if (name == n) return e;
+    return 0.0;
+  };
+
+  std::printf("ringside compare: %s\n", cfg.summary().c_str());
+  std::printf("  P = %d ranks on the %s backend%s; fp32 runs, errors against the fp64 reference\n\n", s.P,
+              s.mpi ? "mpi" : "local", s.mpi ? " (one process per rank)" : " (threads, one comm thread each)");
+  const char* hdr[] = {"strategy", "P", "worst error vs fp64", "x fp32", "saved/rank (formula)", "sent/rank (formula)",
+                       "time"};
+  const size_t wid[] = {14, 2, 25, 6, 23, 23, 9};
+  std::string line;
+  for (int i = 0; i < 7; ++i) line += pad(hdr[i], wid[i], i == 1) + "  ";
+  std::printf("  %sverdict\n", line.c_str());
+
+  nlohmann::json js;
+  js["config"] = cfg.to_json();
+  js["ranks"] = s.P;
+  js["backend"] = s.mpi ? "mpi" : "local";
+  js["dtype"] = "float32";
+  int failures = 0;
+  {
+    const auto w = worst_of(err32);
+    std::string row = pad("reference fp32", wid[0]) + "  " + pad("1", wid[1], true) + "  " +
+                      pad(sci(w.second) + " " + w.first, wid[2]) + "  " + pad("1.00", wid[3]) + "  " +
+                      pad(format_bytes(double(ref32.peak_saved)) + " (" +
+                              format_bytes(double(saved_activation_bytes(cfg, DType::f32))) + ")",
+                          wid[4]) +
+                      "  " + pad("0 B", wid[5]) + "  " + pad(format_seconds(ref32.seconds), wid[6]) + "  ";
+    const bool ok = w.second < 1e-5;
+    failures += !ok;
+    std::printf("  %s%s\n", row.c_str(), ok ? "OK (the yardstick)" : "FAIL: above 1e-5");
+    nlohmann::json& j = js["reference_fp32"];
+    for (auto& [n, e] : err32) j["errors"][n] = e;
+    j["worst"] = {{"tensor", w.first}, {"error", w.second}};
+    j["time_s"] = ref32.seconds;
+    j["peak_saved_bytes"] = ref32.peak_saved;
+    js["reference_fp64"]["time_s"] = ref64.seconds;
+  }
+
+  for (const StrategyRun& run : runs) {
+    const Strategy& st = *run.st;
+    const auto e = errors(run.result.out, run.result.dx, run.result.grads);
+    const auto w = worst_of(e);
+    const double ratio = err32_of(w.first) > 0 ? w.second / err32_of(w.first) : 0;
+    double max_saved = 0, max_saved_formula = 0, max_sent = 0, max_sent_formula = 0, max_time = 0;
+    bool memory_ok = true, bytes_ok = true;
+    nlohmann::json jr = nlohmann::json::array();
+    for (int r = 0; r < s.P; ++r) {
+      const RankNumbers& n = run.ranks[r];
+      const double saved_f = double(st.saved_bytes(cfg, s.P, r, DType::f32));
+      const CommBytes cb = st.comm_bytes(cfg, s.P, r, DType::f32);
+      max_saved = std::max(max_saved, n.peak_saved);
+      max_saved_formula = std::max(max_saved_formula, saved_f);
+      max_sent = std::max(max_sent, n.fwd_sent + n.bwd_sent);
+      max_sent_formula = std::max(max_sent_formula, double(cb.forward + cb.backward));
+      max_time = std::max(max_time, n.fwd_s + n.bwd_s);
+      memory_ok &= n.peak_saved == saved_f;
+      bytes_ok &= n.fwd_sent == double(cb.forward) && n.bwd_sent == double(cb.backward);
+      jr.push_back({{"rank", r},
+                    {"peak_saved_bytes", n.peak_saved},
+                    {"formula_saved_bytes", saved_f},
+                    {"bytes_sent", {{"forward", n.fwd_sent}, {"backward", n.bwd_sent}}},
+                    {"formula_bytes_sent", {{"forward", cb.forward}, {"backward", cb.backward}}},
+                    {"bytes_received", {{"forward", n.fwd_recv}, {"backward", n.bwd_recv}}},
+                    {"forward_s", n.fwd_s},
+                    {"backward_s", n.bwd_s}});
+    }
+    const bool accurate = w.second < 1e-5;
+    std::string verdict;
+    if (accurate && memory_ok && bytes_ok) {
+      verdict = "OK";
+    } else {
+      verdict = "FAIL:";
+      if (!accurate) verdict += " error above 1e-5;";
+      if (!memory_ok) verdict += " saved bytes differ from the formula;";
+      if (!bytes_ok) verdict += " bytes sent differ from the formula;";
+      ++failures;
+    }
+    char ratio_s[32];
+    std::snprintf(ratio_s, sizeof ratio_s, "%.2f", ratio);
+    std::string row = pad(st.name, wid[0]) + "  " + pad(std::to_string(s.P), wid[1], true) + "  " +
+                      pad(sci(w.second) + " " + w.first, wid[2]) + "  " + pad(ratio_s, wid[3]) + "  " +
+                      pad(format_bytes(max_saved) + " (" + format_bytes(max_saved_formula) + ")", wid[4]) + "  " +
+                      pad(format_bytes(max_sent) + " (" + format_bytes(max_sent_formula) + ")", wid[5]) + "  " +
+                      pad(format_seconds(max_time), wid[6]) + "  ";
+    std::printf("  %s%s\n", row.c_str(), verdict.c_str());
+    nlohmann::json j;
+    j["name"] = st.name;
+    for (auto& [n, x] : e) j["errors"][n] = x;
+    j["worst"] = {{"tensor", w.first}, {"error", w.second}};
+    j["ratio_to_fp32_reference"] = ratio;
+    j["ok"] = accurate && memory_ok && bytes_ok;
+    j["verdict"] = verdict;
+    j["per_rank"] = jr;
+    js["strategies"].push_back(j);
+  }
+  std::printf(
+      "\n  worst error: the largest relative Frobenius error over out, dx and every weight gradient; x fp32:\n"
+      "  that error over the single-device fp32 run's (near 1: as accurate as one device). saved/rank:\n"
+      "  peak activations kept for backward, busiest rank; sent/rank: bytes sent forward + backward;\n"
+      "  each beside its analytic formula. time: forward + backward, slowest rank. OK: error below 1e-5\n"
+      "  and memory and bytes equal to their formulas.\n");
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << js.dump(2) << '\n';
+    f.close();
+    RS_CHECK(f.good(), "--json: cannot write ", o.json);
+    std::printf("  json: %s\n", o.json.c_str());
+  }
+  return failures ? 1 : 0;
+}
+
+int run_command(CompareOptions& o) {
+  const LayerConfig& cfg = o.cfg;
+  cfg.validate();
+  const Strategy& st = find_strategy(o.strategy);
+  Setup s = setup(o);
+  st.validate(cfg, s.P);
+  if (o.dump && s.root) prepare_dump_dir(*o.dump);
+  const StrategyRun run = run_one(st, cfg, s, o.timeout_s);
+  if (!s.root) return 0;
+  std::printf("ringside run %s: %s\n", st.name.c_str(), cfg.summary().c_str());
+  std::printf("  %s; P = %d ranks on the %s backend\n\n", st.summary.c_str(), s.P, s.mpi ? "mpi" : "local");
+  std::printf("  %4s  %-26s  %-44s  %s\n", "rank", "saved  measured | formula", "sent  forward + backward | formula", "time fwd + bwd");
+  for (int r = 0; r < s.P; ++r) {
+    const RankNumbers& n = run.ranks[r];
+    const CommBytes cb = st.comm_bytes(cfg, s.P, r, DType::f32);
+    const std::string saved = format_bytes(n.peak_saved) + " | " + format_bytes(double(st.saved_bytes(cfg, s.P, r, DType::f32)));
+    const std::string sent = format_bytes(n.fwd_sent) + " + " + format_bytes(n.bwd_sent) + " | " +
+                             format_bytes(double(cb.forward)) + " + " + format_bytes(double(cb.backward));
+    std::printf("  %4d  %-26s  %-44s  %s + %s\n", r, saved.c_str(), sent.c_str(), format_seconds(n.fwd_s).c_str(),
+                format_seconds(n.bwd_s).c_str());
+  }
+  if (o.dump) {
+    write_dump(*o.dump, cfg, run.result.out, run.result.dx, run.result.grads, st.name);
+    std::printf("\n  dump: %s/manifest.json and the tensors, gathered, with reference's names\n", o.dump->c_str());
+  }
+  return 0;
+}
+
+}  // namespace ringside::cli

@@ -1,0 +1,63 @@
+// The --dump format shared by `reference` and `run`: .npy files and a manifest.
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/npy.h"
+#include "device/backend.h"
+#include "kernels/philox.h"
+
+namespace ringside::cli {
+
+void prepare_dump_dir(const std::string& d) {
+  const std::filesystem::path dir = d;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  RS_CHECK(!ec, "--dump: cannot create directory ", dir.string(), ": ", ec.message());
+  const auto probe = dir / ".ringside-write-test";
+  { std::ofstream(probe) << "ok"; }
+  const bool ok = std::filesystem::file_size(probe, ec) == 2 && !ec;
+  std::filesystem::remove(probe, ec);
+  RS_CHECK(ok, "--dump: directory ", dir.string(), " is not writable");
+}
+
+void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out, const Tensor& dx,
+                const LayerWeights& grads, const std::string& producer) {
+  const std::filesystem::path dir = d;
+  std::filesystem::create_directories(dir);
+  nlohmann::json manifest;
+  manifest["ringside_version"] = RINGSIDE_VERSION;
+  manifest["producer"] = producer;
+  manifest["config"] = cfg.to_json();
+  manifest["dtype"] = "float32";
+  manifest["order"] = "C";
+  auto& files = manifest["tensors"];
+  auto write = [&](const std::string& name, const Tensor& t) {
+    const std::string file = name + ".npy";
+    write_npy((dir / file).string(), t.dtype() == DType::f32 ? t : t.to(DType::f32, {}));
+    files[name] = {{"file", file}, {"shape", t.shape()}};
+  };
+  write("x", random_input(cfg, static_cast<uint32_t>(RngSite::input_x), DType::f32, {}));
+  write("dout", random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), DType::f32, {}));
+  for (auto& [name, t] : init_weights(cfg, DType::f32, {}).named()) write(name, *t);
+  auto be = make_cpu_backend();
+  std::vector<int64_t> positions(cfg.s);
+  for (int64_t t = 0; t < cfg.s; ++t) positions[t] = t;
+  for (auto [site, name] : {std::pair{RngSite::dropout1, "dropout1.mask"}, {RngSite::dropout2, "dropout2.mask"}}) {
+    Tensor mask = be->empty({cfg.b, cfg.s, cfg.h}, DType::f32, {});
+    be->dropout_mask(mask, positions, cfg.s, cfg.dropout, cfg.seed, static_cast<uint32_t>(site));
+    write(name, mask);
+  }
+  write("out", out);
+  write("grad.x", dx);
+  for (auto& [name, t] : grads.named()) write("grad." + name, *t);
+  std::ofstream mf(dir / "manifest.json");
+  mf << manifest.dump(2) << '\n';
+  mf.close();
+  RS_CHECK(mf.good(), "--dump: cannot write ", (dir / "manifest.json").string());
+}
+
+}  // namespace ringside::cli
