@@ -1,5 +1,5 @@
 # ringside: the two commands.
-#   make demo   install deps, build (Release), run the reference layer and check it against fp64
+#   make demo   install deps, build (Release), compare every strategy on 4 local ranks with the references
 #   make test   install deps, build (Release), run every test (ctest)
 # Extra: make bench (kernel benchmarks), make clean. BUILD_DIR and CMAKE_FLAGS can be overridden.
 
@@ -10,7 +10,7 @@ JOBS        ?= $(shell nproc)
 .PHONY: demo test bench build configure deps clean
 
 demo: build
-	$(BUILD_DIR)/ringside reference --check
+	$(BUILD_DIR)/ringside compare --ranks 4
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

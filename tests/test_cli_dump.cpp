@@ -77,3 +77,32 @@ TEST_CASE("the --dump directory holds every tensor named and shaped as documente
   REQUIRE(std::abs(kept - n * (1 - p)) < 4 * std::sqrt(n * p * (1 - p)));
   REQUIRE(differ > 0);
 }
+
+TEST_CASE("the compare json holds every tensor and every rank, measured beside the formulas", "[cli-json]") {
+  const char* env = std::getenv("RINGSIDE_COMPARE_JSON");
+  REQUIRE(env != nullptr);
+  std::ifstream f(env);
+  REQUIRE(f.good());
+  const nlohmann::json j = nlohmann::json::parse(f);
+  REQUIRE(j.at("ranks") == 4);
+  REQUIRE(j.at("backend") == "local");
+  REQUIRE(j.at("config").at("s") == 48);
+  REQUIRE(j.at("reference_fp32").at("errors").size() == 14);  // out, grad.x, 12 weights
+  REQUIRE(j.at("strategies").size() == 2);
+  for (const auto& s : j.at("strategies")) {
+    INFO(s.at("name"));
+    REQUIRE(s.at("ok") == true);
+    REQUIRE(s.at("errors").size() == 14);
+    double worst = 0;
+    for (auto& [name, e] : s.at("errors").items()) worst = std::max(worst, e.get<double>());
+    REQUIRE(s.at("worst").at("error").get<double>() == worst);
+    REQUIRE(worst < 1e-5);
+    REQUIRE(s.at("per_rank").size() == 4);
+    for (const auto& r : s.at("per_rank")) {
+      REQUIRE(r.at("peak_saved_bytes") == r.at("formula_saved_bytes"));
+      REQUIRE(r.at("bytes_sent").at("forward") == r.at("formula_bytes_sent").at("forward"));
+      REQUIRE(r.at("bytes_sent").at("backward") == r.at("formula_bytes_sent").at("backward"));
+      REQUIRE(r.at("bytes_sent").at("forward").get<double>() > 0);
+    }
+  }
+}

@@ -42,7 +42,8 @@ void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out,
   };
   write("x", random_input(cfg, static_cast<uint32_t>(RngSite::input_x), DType::f32, {}));
   write("dout", random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), DType::f32, {}));
-  for (auto& [name, t] : init_weights(cfg, DType::f32, {}).named()) write(name, *t);
+  const LayerWeights weights = init_weights(cfg, DType::f32, {});  // named() points into it: keep it alive
+  for (auto& [name, t] : weights.named()) write(name, *t);
   auto be = make_cpu_backend();
   std::vector<int64_t> positions(cfg.s);
   for (int64_t t = 0; t < cfg.s; ++t) positions[t] = t;
