@@ -2,6 +2,8 @@
 // this run with Google Benchmark on one thread, so the ratio says how close the kernel comes
 // to what this machine's GEMM can do, whatever the machine.
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -14,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "comm/communicator.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/philox.h"
@@ -22,7 +25,7 @@ namespace ringside::cli {
 
 namespace kc = kernels::cpu;
 
-CLI::App* add_bench(CLI::App& app, BenchKernelsOptions& o) {
+std::pair<CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o, BenchCommOptions& co) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, reported as ratios to a reference measured in the same run");
   bench->require_subcommand(1);
   CLI::App* k = bench->add_subcommand("kernels", "Attention forward/backward GFLOP/s against OpenBLAS sgemm, one thread");
@@ -37,7 +40,16 @@ CLI::App* add_bench(CLI::App& app, BenchKernelsOptions& o) {
   k->add_option("--repetitions", o.repetitions, "repetitions per benchmark; the best is reported")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  return k;
+
+  CLI::App* c = bench->add_subcommand("comm", "Collectives and ring send/recv: algbw and busbw (nccl-tests) beside memcpy");
+  c->add_option("--backend", co.backend, "local (threads, default) or mpi (default under mpirun)")
+      ->check(CLI::IsMember({"local", "mpi"}));
+  c->add_option("--ranks", co.ranks, "ranks P on the local backend")->capture_default_str()->check(CLI::Range(1, 64));
+  c->add_option("--min-bytes", co.min_bytes, "smallest buffer")->capture_default_str()->check(CLI::Range(int64_t{64}, int64_t{1} << 30));
+  c->add_option("--max-bytes", co.max_bytes, "largest buffer (sizes step x4)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 30));
+  return {k, c};
 }
 
 namespace {
@@ -140,6 +152,105 @@ int bench_kernels(const BenchKernelsOptions& o) {
   std::printf("  (FLOPs as FlashAttention counts them: forward 4 s^2 d H%s, backward 2.5 x forward)\n",
               o.causal ? " / 2 for causal" : "");
   return 0;  // a benchmark reports; the tests are what pass or fail
+}
+
+}  // namespace ringside::cli
+
+namespace ringside::cli {
+
+namespace {
+
+struct CommRow {
+  std::string op;
+  int64_t bytes;
+  double seconds, memcpy_gbps;
+};
+
+// nccl-tests' bus bandwidth factors (PERFORMANCE.md): what each rank's link must carry
+// relative to the buffer size, so that busbw is comparable with the hardware's peak.
+double bus_factor(const std::string& op, int P) {
+  if (op == "all_reduce") return 2.0 * (P - 1) / P;
+  if (op == "sendrecv") return 1.0;
+  return double(P - 1) / P;  // all_gather, reduce_scatter, all_to_all
+}
+
+// One rank's part; rank 0 returns the rows.
+std::vector<CommRow> bench_comm_rank(Communicator& c, const BenchCommOptions& o) {
+  const int P = c.size(), r = c.rank();
+  std::vector<CommRow> rows;
+  const char* ops[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "sendrecv"};
+  for (const char* op : ops)
+    for (int64_t S = o.min_bytes; S <= o.max_bytes; S *= 4) {
+      const int64_t n = S / 4;  // float32 elements in the full buffer
+      const auto counts = even_counts(n, P);
+      std::vector<float> full(n, 1.0f), part(counts[r] + 1, 1.0f), out(n, 0.0f);
+      auto once = [&] {
+        const std::string o_ = op;
+        if (o_ == "all_gather") c.all_gather(part.data(), out.data(), counts, DType::f32);
+        else if (o_ == "reduce_scatter") c.reduce_scatter(full.data(), part.data(), counts, DType::f32);
+        else if (o_ == "all_reduce") c.all_reduce(full.data(), n, DType::f32);
+        else if (o_ == "all_to_all") c.all_to_all(full.data(), counts, out.data(), counts, DType::f32);
+        else {  // ring send/recv: every rank sends S bytes right and receives S bytes from the left
+          auto rr = c.irecv(out.data(), n * 4, (r + P - 1) % P, 9);
+          auto sr = c.isend(full.data(), n * 4, (r + 1) % P, 9);
+          c.wait(rr);
+          c.wait(sr);
+        }
+      };
+      const int iters = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / S, 2, 100));
+      once();  // warm-up
+      c.barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) once();
+      const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+      std::vector<double> all(P);
+      c.all_gather(&mine, all.data(), std::vector<int64_t>(P, 1), DType::f64);
+      if (r != 0) continue;
+      // memcpy of the same S bytes, in this run, on this rank.
+      const auto m0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) {
+        std::memcpy(out.data(), full.data(), static_cast<size_t>(S));
+        benchmark::DoNotOptimize(out.data());
+      }
+      const double mt = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count() / iters;
+      rows.push_back({op, S, *std::max_element(all.begin(), all.end()), double(S) / mt / 1e9});
+    }
+  return rows;
+}
+
+}  // namespace
+
+int bench_comm(const BenchCommOptions& o) {
+  RS_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes must not exceed --max-bytes");
+  const bool mpi = o.backend == "mpi" || (o.backend.empty() && launched_by_mpirun());
+  std::vector<CommRow> rows;
+  int P = o.ranks;
+  if (mpi) {
+    Communicator& w = mpi_world();
+    P = w.size();
+    rows = bench_comm_rank(w, o);
+    if (w.rank() != 0) return 0;
+  } else {
+    run_local(P, [&](Communicator& c) {
+      auto mine = bench_comm_rank(c, o);
+      if (c.rank() == 0) rows = std::move(mine);
+    });
+  }
+  std::printf("ringside bench comm: %d ranks, %s backend, float32; time = slowest rank, mean over the iterations\n",
+              P, mpi ? "mpi" : "local");
+  std::printf("  algbw = size / time; busbw = algbw x (P-1)/P (all_gather, reduce_scatter, all_to_all),\n"
+              "  2(P-1)/P (all_reduce), 1 (sendrecv): nccl-tests' PERFORMANCE.md. memcpy: the same bytes, one thread.\n\n");
+  std::printf("  %-15s %10s %11s %12s %12s %12s %8s\n", "op", "size", "time", "algbw", "busbw", "memcpy", "bus/mem");
+  std::string last;
+  for (const CommRow& row : rows) {
+    if (row.op != last && !last.empty()) std::printf("\n");
+    last = row.op;
+    const double alg = double(row.bytes) / row.seconds / 1e9, bus = alg * bus_factor(row.op, P);
+    std::printf("  %-15s %10s %11s %8.2f GB/s %7.2f GB/s %7.2f GB/s %8.2f\n", row.op.c_str(),
+                format_bytes(double(row.bytes)).c_str(), format_seconds(row.seconds).c_str(), alg, bus,
+                row.memcpy_gbps, bus / row.memcpy_gbps);
+  }
+  return 0;
 }
 
 }  // namespace ringside::cli

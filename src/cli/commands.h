@@ -48,8 +48,19 @@ struct BenchKernelsOptions {
   int repetitions = 3;    ///< the best repetition is reported
 };
 
-/// Adds `ringside bench` and its subcommand `kernels`; returns the `kernels` subcommand.
-CLI::App* add_bench(CLI::App& app, BenchKernelsOptions& o);
+struct BenchCommOptions {
+  std::string backend;  ///< "", "local" or "mpi"
+  int ranks = 4;
+  int64_t min_bytes = 1024, max_bytes = 64 << 20;
+};
+
+/// Adds `ringside bench` and its subcommands `kernels` and `comm`; returns them.
+std::pair<CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o, BenchCommOptions& c);
+
+/// `ringside bench comm`: all_gather, reduce_scatter, all_reduce, all_to_all and ring
+/// send/recv from min_bytes to max_bytes (x4 per step), time on the slowest rank, algbw and
+/// busbw as nccl-tests defines them, beside memcpy bandwidth measured in the same run.
+int bench_comm(const BenchCommOptions& o);
 
 /// `ringside bench kernels`: attention forward and backward GFLOP/s at (s, H, d) against
 /// OpenBLAS sgemm measured in the same run on one thread, with each ratio's verdict against

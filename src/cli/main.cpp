@@ -187,7 +187,8 @@ int main(int argc, char** argv) {
   auto [compare_app, run_app] = cli::add_compare_and_run(app, cmp_opts);
 
   cli::BenchKernelsOptions bench_opts;
-  CLI::App* bench_kernels = cli::add_bench(app, bench_opts);
+  cli::BenchCommOptions bench_comm_opts;
+  auto [bench_kernels, bench_comm] = cli::add_bench(app, bench_opts, bench_comm_opts);
 
   try {
     // CLI11 answers a misspelt subcommand with "A subcommand is required"; name it instead.
@@ -211,6 +212,7 @@ int main(int argc, char** argv) {
     if (compare_app->parsed()) rc = cli::compare_command(cmp_opts);
     if (run_app->parsed()) rc = cli::run_command(cmp_opts);
     if (bench_kernels->parsed()) rc = cli::bench_kernels(bench_opts);
+    if (bench_comm->parsed()) rc = cli::bench_comm(bench_comm_opts);
     mpi_finalize();
     return rc;
   } catch (const CLI::ParseError& e) {

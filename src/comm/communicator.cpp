@@ -35,16 +35,13 @@ std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
   return off;
 }
 
-void add_into(void* dst, const void* src, int64_t n, DType dt) {
-  if (dt == DType::f32) {
-    float* d = static_cast<float*>(dst);
-    const float* s = static_cast<const float*>(src);
-    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
-  } else {
-    double* d = static_cast<double*>(dst);
-    const double* s = static_cast<const double*>(src);
-    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
-  }
+// dst = a + b, n elements (dst may be b).
+template <class T> void add_n(T* dst, const T* a, const T* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
+}
+void add(void* dst, const void* a, const void* b, int64_t n, DType dt) {
+  if (dt == DType::f32) add_n(static_cast<float*>(dst), static_cast<const float*>(a), static_cast<const float*>(b), n);
+  else add_n(static_cast<double*>(dst), static_cast<const double*>(a), static_cast<const double*>(b), n);
 }
 
 void check_counts(const std::vector<int64_t>& counts, int P, const char* op) {
@@ -83,24 +80,26 @@ void Communicator::reduce_scatter(const void* send, void* recv, const std::vecto
     return;
   }
   // Ring: chunk c starts as a partial sum on rank c+1 and gains one rank's contribution per
-  // hop; after P-1 hops it arrives, complete, on rank c.
-  // The running sums and the incoming chunk are communication buffers: tracked as such.
-  const AllocTag tag{rank(), MemCategory::comm, tracker};
-  Tensor acc_t = Tensor::empty({off[P]}, dt, tag);
-  Tensor tmp_t = Tensor::empty({*std::max_element(counts.begin(), counts.end())}, dt, tag);
-  char* acc = static_cast<char*>(acc_t.raw_data());
-  char* tmp = static_cast<char*>(tmp_t.raw_data());
-  std::memcpy(acc, send, off[P] * es);
+  // hop; after P-1 hops it arrives, complete, on rank c. A rank only ever holds the chunk in
+  // flight: the one it received and added (sent on at the next step) and the next incoming.
+  const AllocTag tag{rank(), MemCategory::comm, tracker};  // communication buffers, tracked
+  const int64_t most = *std::max_element(counts.begin(), counts.end());
+  Tensor incoming = Tensor::empty({most}, dt, tag), sums[2] = {Tensor::empty({most}, dt, tag), Tensor::empty({most}, dt, tag)};
+  const auto* in = static_cast<const char*>(send);
+  const char* outgoing = nullptr;
   const int right = (r + 1) % P, left = (r + P - 1) % P;
   for (int k = 0; k < P - 1; ++k) {
     const int s = (r - k - 1 + P) % P, g = (r - k - 2 + 2 * P) % P;
-    RequestPtr rr = irecv(tmp, counts[g] * es, left, kCollectiveTag);
-    RequestPtr sr = isend(acc + off[s] * es, counts[s] * es, right, kCollectiveTag);
+    if (k == 0) outgoing = in + off[s] * es;  // our own contribution to chunk s starts the ring
+    RequestPtr rr = irecv(incoming.raw_data(), counts[g] * es, left, kCollectiveTag);
+    RequestPtr sr = isend(outgoing, counts[s] * es, right, kCollectiveTag);
     wait(rr);
-    add_into(acc + off[g] * es, tmp, counts[g], dt);
+    // The last chunk to arrive is our own: sum it straight into recv.
+    void* dst = k == P - 2 ? recv : sums[k % 2].raw_data();
+    add(dst, incoming.raw_data(), in + off[g] * es, counts[g], dt);
     wait(sr);
+    outgoing = static_cast<const char*>(dst);
   }
-  std::memcpy(recv, acc + off[r] * es, counts[r] * es);
 }
 
 void Communicator::all_reduce(void* buf, int64_t n, DType dt) {
