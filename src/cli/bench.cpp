@@ -183,13 +183,15 @@ std::vector<CommRow> bench_comm_rank(Communicator& c, const BenchCommOptions& o)
     for (int64_t S = o.min_bytes; S <= o.max_bytes; S *= 4) {
       const int64_t n = S / 4;  // float32 elements in the full buffer
       const auto counts = even_counts(n, P);
-      std::vector<float> full(n, 1.0f), part(counts[r] + 1, 1.0f), out(n, 0.0f);
+      // all_to_all: block j (counts[j] elements) to rank j, so rank j's block to us is counts[r].
+      const std::vector<int64_t> a2a_recv(P, counts[r]);
+      std::vector<float> full(n, 1.0f), part(counts[r] + 1, 1.0f), out(n + P, 0.0f);
       auto once = [&] {
         const std::string o_ = op;
         if (o_ == "all_gather") c.all_gather(part.data(), out.data(), counts, DType::f32);
         else if (o_ == "reduce_scatter") c.reduce_scatter(full.data(), part.data(), counts, DType::f32);
         else if (o_ == "all_reduce") c.all_reduce(full.data(), n, DType::f32);
-        else if (o_ == "all_to_all") c.all_to_all(full.data(), counts, out.data(), counts, DType::f32);
+        else if (o_ == "all_to_all") c.all_to_all(full.data(), counts, out.data(), a2a_recv, DType::f32);
         else {  // ring send/recv: every rank sends S bytes right and receives S bytes from the left
           auto rr = c.irecv(out.data(), n * 4, (r + P - 1) % P, 9);
           auto sr = c.isend(full.data(), n * 4, (r + 1) % P, 9);
