@@ -16,9 +16,11 @@ TEST_CASE("MPI: tp-sp and ulysses match the fp64 reference", "[mpi]") {
   Communicator& world = mpi_world();
   const int P = world.size();
   for (int64_t Hkv : {8, 4, 1})
-    for (bool causal : {true, false}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool causal = variant & 1, rope = variant & 2;
       LayerConfig c;
-      c.b = 2, c.s = 16, c.h = 32, c.H = 8, c.Hkv = Hkv, c.f = 64, c.causal = causal, c.dropout = 0.1, c.seed = 5;
+      c.b = 2, c.s = 16, c.h = 32, c.H = 8, c.Hkv = Hkv, c.f = 64, c.seed = 5;
+      c.causal = causal, c.rope = rope, c.dropout = variant == 3 ? 0.0 : 0.1;
       // The fp64 reference, on every rank (no communication).
       auto be = make_cpu_backend();
       const LayerWeights w = init_weights(c, DType::f64, {});
@@ -32,7 +34,7 @@ TEST_CASE("MPI: tp-sp and ulysses match the fp64 reference", "[mpi]") {
         } catch (const ConfigError&) {
           continue;  // the same on every rank
         }
-        INFO(st.name << " P=" << P << " Hkv=" << Hkv << " causal=" << causal);
+        INFO(st.name << " P=" << P << " Hkv=" << Hkv << " causal=" << causal << " rope=" << rope << " p=" << c.dropout);
         MemoryTracker tracker;
         const RankResult r = st.run(c, world, *be, tracker, DType::f32);
         CHECK(relative_error(r.out, f.out) < 1e-5);
