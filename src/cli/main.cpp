@@ -31,6 +31,11 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
   app.add_flag("--causal,!--no-causal", cfg.causal, "causal mask (default) or full attention")->group("Layer");
   app.add_flag("--rope,!--no-rope", cfg.rope, "rotary position embedding on q and k (default on)")->group("Layer");
   app.add_option("--dropout", cfg.dropout, "dropout probability p in [0, 1)")->capture_default_str()->group("Layer");
+  app.add_option_function<std::string>(
+         "--layout", [&cfg](const std::string& v) { cfg.layout = parse_layout(v); },
+         "ring: how tokens map to ranks: contiguous, zigzag, striped, auto (zigzag when causal)")
+      ->check(CLI::IsMember({"auto", "contiguous", "zigzag", "striped"}))
+      ->group("Layer");
   app.add_option("--seed", cfg.seed, "seed of weights, inputs and dropout (Philox)")
       ->capture_default_str()
       ->check([](const std::string& v) { return v.starts_with('-') ? std::string("the seed must be >= 0") : std::string(); })

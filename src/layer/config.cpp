@@ -8,6 +8,22 @@
 
 namespace ringside {
 
+const char* to_string(Layout l) {
+  switch (l) {
+    case Layout::automatic: return "auto";
+    case Layout::contiguous: return "contiguous";
+    case Layout::zigzag: return "zigzag";
+    case Layout::striped: return "striped";
+  }
+  return "?";
+}
+
+Layout parse_layout(const std::string& s) {
+  for (Layout l : {Layout::automatic, Layout::contiguous, Layout::zigzag, Layout::striped})
+    if (s == to_string(l)) return l;
+  throw ConfigError("unknown layout '" + s + "' (contiguous, zigzag, striped or auto)");
+}
+
 double LayerConfig::softmax_scale() const { return 1.0 / std::sqrt(static_cast<double>(d())); }
 
 namespace {
@@ -52,7 +68,7 @@ void LayerConfig::validate() const {
 nlohmann::json LayerConfig::to_json() const {
   return {{"b", b},           {"s", s},           {"h", h},       {"H", H},       {"Hkv", Hkv}, {"f", f},
           {"causal", causal}, {"rope", rope},     {"dropout", dropout}, {"seed", seed}, {"eps", eps},
-          {"rope_theta", rope_theta}};
+          {"rope_theta", rope_theta}, {"layout", to_string(cp_layout())}};
 }
 
 std::string LayerConfig::summary() const {

@@ -7,6 +7,13 @@
 
 namespace ringside {
 
+/// How context parallelism (ring attention) maps global tokens to ranks. Automatic: zigzag
+/// when causal (balanced work), contiguous otherwise.
+enum class Layout { automatic, contiguous, zigzag, striped };
+/// "auto", "contiguous", "zigzag", "striped"; parse throws ConfigError on anything else.
+const char* to_string(Layout l);
+Layout parse_layout(const std::string& s);
+
 /// b batch, s sequence, h hidden, H query heads, Hkv key/value heads (GQA), f FFN width;
 /// d = h / H is the head dimension. Defaults are the CLI's.
 struct LayerConfig {
@@ -22,6 +29,12 @@ struct LayerConfig {
   uint64_t seed = 1234;
   double eps = 1e-5;            ///< LayerNorm epsilon
   double rope_theta = 10000.0;  ///< RoPE base
+  Layout layout = Layout::automatic;  ///< token-to-rank map of the ring strategy (others ignore it)
+
+  /// The layout in force: automatic resolved by causal.
+  Layout cp_layout() const {
+    return layout != Layout::automatic ? layout : (causal ? Layout::zigzag : Layout::contiguous);
+  }
 
   int64_t d() const { return h / H; }
   /// b * s, the number of tokens N.

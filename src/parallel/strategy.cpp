@@ -4,13 +4,14 @@
 #include <cstring>
 #include <sstream>
 
+#include "parallel/ring_attention.h"
 #include "parallel/tp_sp.h"
 #include "parallel/ulysses.h"
 
 namespace ringside {
 
 const std::vector<Strategy>& strategies() {
-  static const std::vector<Strategy> all = {tp_sp_strategy(), ulysses_strategy()};
+  static const std::vector<Strategy> all = {tp_sp_strategy(), ring_strategy(), ulysses_strategy()};
   return all;
 }
 
@@ -81,6 +82,46 @@ Tensor reduce_scatter_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   Shape out_shape = t.shape();
   out_shape[1] = n;
   return comm.reduce_scatter(packed, tag).reshape(out_shape);
+}
+
+Tensor take_tokens(const Tensor& t, const std::vector<int64_t>& pos, AllocTag tag) {
+  Shape shape = t.shape();
+  shape[1] = static_cast<int64_t>(pos.size());
+  Tensor out = Tensor::empty(shape, t.dtype(), tag);
+  const int64_t row = t.numel() / (t.dim(0) * t.dim(1)) * dtype_size(t.dtype());
+  const auto* src = static_cast<const char*>(t.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int64_t b = 0; b < t.dim(0); ++b)
+    for (size_t i = 0; i < pos.size(); ++i)
+      std::memcpy(dst + (b * shape[1] + int64_t(i)) * row, src + (b * t.dim(1) + pos[i]) * row, static_cast<size_t>(row));
+  return out;
+}
+
+Tensor gather_tokens(Communicator& comm, const Tensor& shard, const std::function<std::vector<int64_t>(int)>& positions_of,
+                     int64_t s, AllocTag tag) {
+  const int P = comm.size();
+  const Tensor all = comm.all_gather(shard, tag);  // [P][b][n][...]
+  Shape shape = shard.shape();
+  const int64_t b = shape[0], n = shape[1];
+  shape[1] = s;
+  Tensor out = Tensor::empty(shape, shard.dtype(), tag);
+  const int64_t row = shard.numel() / (b * n) * dtype_size(shard.dtype());
+  const auto* src = static_cast<const char*>(all.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int r = 0; r < P; ++r) {
+    const auto pos = positions_of(r);
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(dst + (bi * s + pos[i]) * row, src + ((r * b + bi) * n + i) * row, static_cast<size_t>(row));
+  }
+  return out;
+}
+
+void put_seq(Tensor& dst, const Tensor& src, int64_t s0) {
+  const int64_t b = src.dim(0), n = src.dim(1), row = src.numel() / (b * n) * dtype_size(src.dtype());
+  for (int64_t bi = 0; bi < b; ++bi)
+    std::memcpy(static_cast<char*>(dst.raw_data()) + (bi * dst.dim(1) + s0) * row,
+                static_cast<const char*>(src.raw_data()) + bi * n * row, static_cast<size_t>(n * row));
 }
 
 Tensor slice_cols(const Tensor& m, const std::vector<std::pair<int64_t, int64_t>>& segments, AllocTag tag) {

@@ -18,9 +18,22 @@ struct CommBytes {
   int64_t forward = 0, backward = 0;
 };
 
+/// One step of a rank's schedule (ring steps for now): what it computed and what it sent.
+struct StepRecord {
+  std::string phase;     ///< "forward" or "backward"
+  int step = 0;          ///< ring step i: the K/V block of rank (r - i) mod P
+  int block_of = 0;      ///< the rank whose K/V block was computed on
+  std::string computed;  ///< "q[0:64] x k[128:192] ..." (global token ranges or strided sets), or "skipped"
+  double flops = 0;      ///< attention FLOPs of this step (forward convention: 4 d per visible pair per head)
+  int64_t bytes_sent = 0;
+  double compute_s = 0, wait_s = 0;  ///< time computing, and waiting for this step's transfers after it
+};
+
 /// One rank's run of a strategy: the gathered results (identical on every rank) and what the
 /// rank measured about itself.
 struct RankResult {
+  double attention_flops = 0;     ///< forward attention FLOPs this rank computed
+  std::vector<StepRecord> steps;  ///< per ring step (ring only)
   Tensor out, dx;      ///< [b, s, h], full
   LayerWeights grads;  ///< full shapes, as the reference's
   int64_t peak_saved = 0;  ///< peak bytes of MemCategory::activations on this rank
@@ -64,6 +77,15 @@ Tensor gather_seq(Communicator& comm, const Tensor& shard, AllocTag tag);
 /// The sum over ranks of t [b, s, ...], of which rank r keeps tokens [r s/P, (r+1) s/P):
 /// a reduce-scatter along the sequence. Returns [b, s/P, ...].
 Tensor reduce_scatter_seq(Communicator& comm, const Tensor& t, AllocTag tag);
+
+/// The tokens at global positions `pos` (sorted) of every batch row of t [b, s, ...] -> [b, n, ...].
+Tensor take_tokens(const Tensor& t, const std::vector<int64_t>& pos, AllocTag tag);
+/// The inverse of take_tokens over all ranks: rank r holds the tokens positions_of(r); returns
+/// the full [b, s, ...] on every rank.
+Tensor gather_tokens(Communicator& comm, const Tensor& shard, const std::function<std::vector<int64_t>(int)>& positions_of,
+                     int64_t s, AllocTag tag);
+/// Copies src [b, n, ...] into tokens [s0, s0 + n) of dst [b, s, ...].
+void put_seq(Tensor& dst, const Tensor& src, int64_t s0);
 
 /// Column segments [begin, end) of a matrix, concatenated -> [rows, sum of widths].
 Tensor slice_cols(const Tensor& m, const std::vector<std::pair<int64_t, int64_t>>& segments, AllocTag tag);

@@ -1,0 +1,412 @@
+// Ring attention context parallelism, read top to bottom (Liu, Zaharia & Abbeel 2023, "Ring
+// Attention with Blockwise Transformers for Near-Infinite Context"; lessons 3 and 4).
+//
+// Every rank holds s/P tokens of the sequence and every weight. Everything but attention is
+// token-wise and runs on the local tokens. For attention, each rank keeps its queries and the
+// K/V blocks travel around a ring: at step i rank r holds the block of rank (r - i) mod P,
+// computes its queries against it, and merges the partial result into its running (out, lse)
+// with the log-sum-exp merge. While it computes, the block for step i+1 is already on its way
+// (posted before the compute: double buffering), so the transfer hides behind the compute
+// when a block's compute outlasts its transfer (c >= F/B tokens per block).
+// Backward runs the ring again, recomputing each block's probabilities from the saved global
+// lse: dQ accumulates at home, while the dK/dV accumulators travel with their block and come
+// home after P hops.
+// Causal masking makes the plain contiguous split lopsided (rank P-1 sees every block, rank 0
+// only its own): the zigzag and striped layouts give every rank the same amount of work.
+#include "parallel/ring_attention.h"
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/philox.h"
+#include "layer/reference.h"
+
+namespace ringside {
+
+std::vector<int64_t> layout_positions(Layout layout, int64_t s, int P, int r) {
+  std::vector<int64_t> pos;
+  const int64_t n = s / P;
+  switch (layout) {
+    case Layout::automatic:
+    case Layout::contiguous:
+      for (int64_t i = 0; i < n; ++i) pos.push_back(r * n + i);
+      break;
+    case Layout::zigzag: {
+      const int64_t c = s / (2 * P);  // rank r holds chunks r and 2P-1-r
+      for (int64_t i = 0; i < c; ++i) pos.push_back(r * c + i);
+      for (int64_t i = 0; i < c; ++i) pos.push_back((2 * P - 1 - r) * c + i);
+      break;
+    }
+    case Layout::striped:
+      for (int64_t i = 0; i < n; ++i) pos.push_back(r + i * P);
+      break;
+  }
+  return pos;
+}
+
+void validate_ring(const LayerConfig& cfg, int P) {
+  cfg.validate();
+  const Layout l = cfg.cp_layout();
+  const int64_t parts = l == Layout::zigzag ? 2 * int64_t(P) : P;
+  if (P < 1 || cfg.s % parts != 0)
+    throw ConfigError(detail::concat("ring with P = ", P, " and the ", to_string(l), " layout: sequence length s = ", cfg.s,
+                                     " must be divisible by ", l == Layout::zigzag ? "2P = " : "P = ", parts,
+                                     l == Layout::zigzag ? " (zigzag cuts the sequence into 2P chunks)" : ""));
+}
+
+int64_t ring_saved_bytes(const LayerConfig& c, int P, int /*rank*/, DType dt) { return saved_activation_bytes(c, dt) / P; }
+
+CommBytes ring_comm_bytes(const LayerConfig& c, int P, int rank, DType dt) {
+  if (P == 1) return {0, 0};
+  const int64_t kv = c.b * (c.s / P) * c.Hkv * c.d() * dtype_size(dt);
+  int64_t params = 0;
+  for (auto& [name, shape] : weight_shapes(c)) params += numel(shape);
+  return {2 * kv * (P - 1), 2 * kv * (P - 1) + 2 * kv * P + ring_all_reduce_bytes(params, P, rank, dt)};
+}
+
+namespace {
+
+// A maximal arithmetic run of a rank's sorted positions: local tokens [start, start + len)
+// sit at global positions first, first + stride, ... Contiguous and striped give one run,
+// zigzag two; the attention kernel takes one run per call.
+struct Run {
+  int64_t start, len, first, stride;
+  int64_t last() const { return first + (len - 1) * stride; }
+};
+
+std::vector<Run> runs_of(const std::vector<int64_t>& pos) {
+  std::vector<Run> runs;
+  for (size_t i = 0; i < pos.size();) {
+    Run run{int64_t(i), 1, pos[i], 1};
+    if (i + 1 < pos.size()) {
+      run.stride = pos[i + 1] - pos[i];
+      while (i + run.len < pos.size() && pos[i + run.len] - pos[i + run.len - 1] == run.stride) ++run.len;
+    }
+    runs.push_back(run);
+    i += run.len;
+  }
+  return runs;
+}
+
+std::string describe(const Run& q, const Run& k) {
+  std::ostringstream os;
+  auto one = [&](const char* n, const Run& r) {
+    os << n << "[" << r.first << ":" << r.last() + 1;
+    if (r.stride != 1) os << ":" << r.stride;
+    os << "]";
+  };
+  one("q", q);
+  os << " x ";
+  one("k", k);
+  return os.str();
+}
+
+// The parameters of attention between query run a and key run c (their global positions).
+AttentionParams pair_params(const LayerConfig& cfg, const Run& a, const Run& c) {
+  AttentionParams p;
+  p.b = cfg.b, p.sq = a.len, p.sk = c.len, p.H = cfg.H, p.Hkv = cfg.Hkv, p.d = cfg.d(), p.causal = cfg.causal;
+  p.softmax_scale = cfg.softmax_scale();
+  p.q_offset = a.first, p.q_stride = a.stride, p.k_offset = c.first, p.k_stride = c.stride;
+  return p;
+}
+
+// Whether the causal mask hides every key of run c from every query of run a: skip the pair.
+bool hidden(const LayerConfig& cfg, const Run& a, const Run& c) { return cfg.causal && c.first > a.last(); }
+
+// Tokens of one run of t [b, n, ...]: t itself when the run is all of it.
+Tensor run_of(const Tensor& t, const Run& r, AllocTag tag) {
+  return r.len == t.dim(1) ? t : slice_seq(t, r.start, r.len, tag);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+double ring_attention_flops(const LayerConfig& cfg, int P, int rank) {
+  const Layout l = cfg.cp_layout();
+  double flops = 0;
+  for (const Run& a : runs_of(layout_positions(l, cfg.s, P, rank)))
+    for (int src = 0; src < P; ++src)
+      for (const Run& c : runs_of(layout_positions(l, cfg.s, P, src)))
+        if (!hidden(cfg, a, c)) flops += kernels::cpu::attention_forward_flops(pair_params(cfg, a, c));
+  return flops;
+}
+
+RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, MemoryTracker& tracker, DType dt) {
+  const int P = comm.size(), r = comm.rank();
+  validate_ring(cfg, P);  // every rank, before any communication
+  const int64_t b = cfg.b, s = cfg.s, h = cfg.h, H = cfg.H, Hkv = cfg.Hkv, d = cfg.d(), sl = s / P, Nl = b * sl;
+  const Layout layout = cfg.cp_layout();
+  const AllocTag ws{r, MemCategory::workspace, &tracker}, act{r, MemCategory::activations, &tracker},
+      wt{r, MemCategory::weights, &tracker}, cm{r, MemCategory::comm, &tracker};
+  comm.tracker = &tracker;
+  using clock = std::chrono::steady_clock;
+  const uint32_t site1 = static_cast<uint32_t>(RngSite::dropout1), site2 = static_cast<uint32_t>(RngSite::dropout2);
+  const int right = (r + 1) % P, left = (r + P - 1) % P;
+
+  // The layout decides which global tokens we hold. RoPE, dropout and the causal mask all
+  // use these global positions: nothing below uses a local index as a position.
+  auto positions_of = [&](int rank) { return layout_positions(layout, s, P, rank); };
+  const std::vector<int64_t> my_pos = positions_of(r);
+  const std::vector<Run> my_runs = runs_of(my_pos);
+
+  const LayerWeights w = init_weights(cfg, dt, wt);
+  const Tensor x = take_tokens(random_input(cfg, static_cast<uint32_t>(RngSite::input_x), dt, ws), my_pos, act);
+  const Tensor dout = take_tokens(random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), dt, ws), my_pos, ws);
+
+  RankResult res;
+  const CommStats c0 = comm.stats();
+  auto t0 = clock::now();
+  maybe_inject_failure(r, "forward");
+
+  // ================================ forward ================================
+  Tensor mean1 = be.empty({Nl}, dt, act), rstd1 = be.empty({Nl}, dt, act), h1 = be.empty({b, sl, h}, dt, act);
+  be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, h1, mean1, rstd1);
+  Tensor q = be.empty({b, sl, H, d}, dt, act), k = be.empty({b, sl, Hkv, d}, dt, act), v = be.empty({b, sl, Hkv, d}, dt, act);
+  {
+    Tensor qkv = be.empty({b, sl, cfg.qkv_width()}, dt, ws);
+    be.matmul(h1, false, w.qkv_weight, false, qkv);
+    be.add_bias(qkv, w.qkv_bias);
+    be.split_qkv(qkv, q, k, v);
+  }
+  if (cfg.rope) {
+    be.rope_forward(q, my_pos, cfg.rope_theta);
+    be.rope_forward(k, my_pos, cfg.rope_theta);
+  }
+
+  // ---- the ring, forward. Per query run: the running (out, lse), starting empty (0, -inf).
+  std::vector<Tensor> q_runs, out_runs, lse_runs;
+  for (const Run& a : my_runs) {
+    q_runs.push_back(run_of(q, a, ws));
+    out_runs.push_back(be.zeros({b, a.len, H, d}, dt, ws));
+    Tensor l = be.empty({b, H, a.len}, dt, ws);
+    for (int64_t i = 0; i < l.numel(); ++i) {
+      if (dt == DType::f32) l.data<float>()[i] = -std::numeric_limits<float>::infinity();
+      else l.data<double>()[i] = -std::numeric_limits<double>::infinity();
+    }
+    lse_runs.push_back(l);
+  }
+  // Two receive buffers in turn: the block we compute on is never the one being overwritten.
+  Tensor kbuf[2] = {be.empty(k.shape(), dt, cm), be.empty(k.shape(), dt, cm)};
+  Tensor vbuf[2] = {be.empty(v.shape(), dt, cm), be.empty(v.shape(), dt, cm)};
+  Tensor cur_k = k, cur_v = v;
+  for (int i = 0; i < P; ++i) {
+    const int src = (r - i + P) % P;  // whose block we hold at step i
+    StepRecord rec{"forward", i, src, "", 0, 0, 0, 0};
+    const CommStats before = comm.stats();
+    // Post the next block's transfer first, so it moves while we compute on this one.
+    std::vector<RequestPtr> reqs;
+    if (i < P - 1) {
+      reqs.push_back(comm.irecv(kbuf[i % 2].raw_data(), k.nbytes(), left, 2 * i));
+      reqs.push_back(comm.irecv(vbuf[i % 2].raw_data(), v.nbytes(), left, 2 * i + 1));
+      reqs.push_back(comm.isend(cur_k.raw_data(), k.nbytes(), right, 2 * i));
+      reqs.push_back(comm.isend(cur_v.raw_data(), v.nbytes(), right, 2 * i + 1));
+    }
+    const auto tc = clock::now();
+    const std::vector<Run> src_runs = runs_of(positions_of(src));
+    for (size_t ai = 0; ai < my_runs.size(); ++ai)
+      for (const Run& c : src_runs) {
+        if (hidden(cfg, my_runs[ai], c)) continue;  // wholly masked: no work at all
+        const AttentionParams p = pair_params(cfg, my_runs[ai], c);
+        Tensor part = be.empty(out_runs[ai].shape(), dt, ws), part_lse = be.empty(lse_runs[ai].shape(), dt, ws);
+        be.attention_forward(p, q_runs[ai], run_of(cur_k, c, ws), run_of(cur_v, c, ws), part, part_lse);
+        be.lse_merge(out_runs[ai], lse_runs[ai], part, part_lse);
+        const double f = kernels::cpu::attention_forward_flops(p);
+        rec.flops += f;
+        rec.computed += (rec.computed.empty() ? "" : ", ") + describe(my_runs[ai], c);
+      }
+    if (rec.computed.empty()) rec.computed = "skipped (wholly masked)";
+    rec.compute_s = seconds_since(tc);
+    const auto tw = clock::now();
+    comm.wait_all(reqs);
+    rec.wait_s = seconds_since(tw);
+    rec.bytes_sent = comm.stats().bytes_sent - before.bytes_sent;
+    res.attention_flops += rec.flops;
+    res.steps.push_back(rec);
+    if (i < P - 1) cur_k = kbuf[i % 2], cur_v = vbuf[i % 2];
+  }
+  // Back into the local layout: a [b, s/P, H, d] and lse [b, H, s/P] for the backward.
+  Tensor a = be.empty({b, sl, H, d}, dt, act), lse = be.empty({b, H, sl}, dt, act);
+  for (size_t ai = 0; ai < my_runs.size(); ++ai) {
+    put_seq(a, out_runs[ai], my_runs[ai].start);
+    // lse [b, H, len] rows into [b, H, s/P] columns.
+    const int64_t es = dtype_size(dt), len = my_runs[ai].len;
+    for (int64_t bh = 0; bh < b * H; ++bh)
+      std::memcpy(static_cast<char*>(lse.raw_data()) + (bh * sl + my_runs[ai].start) * es,
+                  static_cast<const char*>(lse_runs[ai].raw_data()) + bh * len * es, static_cast<size_t>(len * es));
+  }
+  out_runs.clear();
+  lse_runs.clear();
+
+  // Everything after attention is token-wise, on our tokens.
+  Tensor y = be.empty({b, sl, h}, dt, ws);
+  be.matmul(a.reshape({b, sl, H * d}), false, w.o_weight, false, y);
+  be.add_bias(y, w.o_bias);
+  be.dropout_forward(y, y, my_pos, s, cfg.dropout, cfg.seed, site1);
+  Tensor x2 = be.empty({b, sl, h}, dt, act);
+  be.add(x, y, x2);
+  Tensor mean2 = be.empty({Nl}, dt, act), rstd2 = be.empty({Nl}, dt, act), h2 = be.empty({b, sl, h}, dt, act);
+  be.layernorm_forward(x2, w.ln2_gamma, w.ln2_beta, cfg.eps, h2, mean2, rstd2);
+  Tensor u = be.empty({b, sl, cfg.f}, dt, act), g = be.empty({b, sl, cfg.f}, dt, act);
+  be.matmul(h2, false, w.fc1_weight, false, u);
+  be.add_bias(u, w.fc1_bias);
+  be.gelu_forward(u, g);
+  Tensor z = y;
+  be.matmul(g, false, w.fc2_weight, false, z);
+  be.add_bias(z, w.fc2_bias);
+  be.dropout_forward(z, z, my_pos, s, cfg.dropout, cfg.seed, site2);
+  Tensor out = be.empty({b, sl, h}, dt, ws);
+  be.add(x2, z, out);
+  y = z = Tensor();
+
+  auto t1 = clock::now();
+  const CommStats c1 = comm.stats();
+  maybe_inject_failure(r, "backward");
+
+  // ================================ backward ================================
+  LayerWeights gw = zero_grads(cfg, dt, {r, MemCategory::grads, &tracker});
+  Tensor dz = be.empty({b, sl, h}, dt, ws);
+  be.dropout_forward(dout, dz, my_pos, s, cfg.dropout, cfg.seed, site2);
+  be.matmul(g, true, dz, false, gw.fc2_weight, 1, 1);
+  be.bias_grad(dz, gw.fc2_bias);
+  Tensor du = be.empty({b, sl, cfg.f}, dt, ws);
+  be.matmul(dz, false, w.fc2_weight, true, du);
+  be.gelu_backward(du, u, du);
+  be.matmul(h2, true, du, false, gw.fc1_weight, 1, 1);
+  be.bias_grad(du, gw.fc1_bias);
+  Tensor dh2 = dz;
+  be.matmul(du, false, w.fc1_weight, true, dh2);
+  du = Tensor();
+  Tensor dx2 = be.empty({b, sl, h}, dt, ws);
+  be.layernorm_backward(dh2, x2, w.ln2_gamma, mean2, rstd2, dx2, gw.ln2_gamma, gw.ln2_beta);
+  be.add(dx2, dout, dx2);
+  Tensor dy = dh2;
+  be.dropout_forward(dx2, dy, my_pos, s, cfg.dropout, cfg.seed, site1);
+  be.matmul(a.reshape({b, sl, H * d}), true, dy, false, gw.o_weight, 1, 1);
+  be.bias_grad(dy, gw.o_bias);
+  Tensor da = be.empty({b, sl, H * d}, dt, ws);
+  be.matmul(dy, false, w.o_weight, true, da);
+  da = da.reshape({b, sl, H, d});
+  dy = dh2 = dz = Tensor();
+
+  // ---- the ring, backward. dQ stays home; each block travels with its dK/dV accumulators.
+  std::vector<Tensor> a_runs, da_runs, lse_runs_b, dq_runs;
+  for (const Run& ar : my_runs) {
+    a_runs.push_back(run_of(a, ar, ws));
+    da_runs.push_back(run_of(da, ar, ws));
+    Tensor l = be.empty({b, H, ar.len}, dt, ws);
+    const int64_t es = dtype_size(dt);
+    for (int64_t bh = 0; bh < b * H; ++bh)
+      std::memcpy(static_cast<char*>(l.raw_data()) + bh * ar.len * es,
+                  static_cast<const char*>(lse.raw_data()) + (bh * sl + ar.start) * es, static_cast<size_t>(ar.len * es));
+    lse_runs_b.push_back(l);
+    dq_runs.push_back(be.zeros({b, ar.len, H, d}, dt, ws));
+  }
+  Tensor dkbuf[2] = {be.zeros(k.shape(), dt, cm), be.zeros(k.shape(), dt, cm)};
+  Tensor dvbuf[2] = {be.zeros(v.shape(), dt, cm), be.zeros(v.shape(), dt, cm)};
+  cur_k = k, cur_v = v;
+  int cur_grad = 0;  // dkbuf/dvbuf[cur_grad] holds the accumulators of the block we hold
+  for (int i = 0; i < P; ++i) {
+    const int src = (r - i + P) % P;
+    StepRecord rec{"backward", i, src, "", 0, 0, 0, 0};
+    const CommStats before = comm.stats();
+    std::vector<RequestPtr> reqs;
+    if (i < P - 1) {  // the next K/V block, as in the forward
+      reqs.push_back(comm.irecv(kbuf[i % 2].raw_data(), k.nbytes(), left, 2 * i));
+      reqs.push_back(comm.irecv(vbuf[i % 2].raw_data(), v.nbytes(), left, 2 * i + 1));
+      reqs.push_back(comm.isend(cur_k.raw_data(), k.nbytes(), right, 2 * i));
+      reqs.push_back(comm.isend(cur_v.raw_data(), v.nbytes(), right, 2 * i + 1));
+    }
+    const auto tc = clock::now();
+    Tensor& dk_acc = dkbuf[cur_grad];
+    Tensor& dv_acc = dvbuf[cur_grad];
+    for (size_t ai = 0; ai < my_runs.size(); ++ai)
+      for (const Run& c : runs_of(positions_of(src))) {
+        if (hidden(cfg, my_runs[ai], c)) continue;
+        const AttentionParams p = pair_params(cfg, my_runs[ai], c);
+        Tensor dk_run = run_of(dk_acc, c, ws), dv_run = run_of(dv_acc, c, ws);
+        be.attention_backward(p, q_runs[ai], run_of(cur_k, c, ws), run_of(cur_v, c, ws), a_runs[ai], da_runs[ai],
+                              lse_runs_b[ai], dq_runs[ai], dk_run, dv_run);
+        if (c.len != k.dim(1)) {  // a slice was copied: put the accumulated gradient back
+          put_seq(dk_acc, dk_run, c.start);
+          put_seq(dv_acc, dv_run, c.start);
+        }
+        rec.flops += 2.5 * kernels::cpu::attention_forward_flops(p);
+        rec.computed += (rec.computed.empty() ? "" : ", ") + describe(my_runs[ai], c);
+      }
+    if (rec.computed.empty()) rec.computed = "skipped (wholly masked)";
+    rec.compute_s = seconds_since(tc);
+    // The accumulators move on with their block (the last hop takes ours home).
+    if (P > 1) {
+      reqs.push_back(comm.irecv(dkbuf[1 - cur_grad].raw_data(), k.nbytes(), left, 1000 + 2 * i));
+      reqs.push_back(comm.irecv(dvbuf[1 - cur_grad].raw_data(), v.nbytes(), left, 1000 + 2 * i + 1));
+      reqs.push_back(comm.isend(dk_acc.raw_data(), k.nbytes(), right, 1000 + 2 * i));
+      reqs.push_back(comm.isend(dv_acc.raw_data(), v.nbytes(), right, 1000 + 2 * i + 1));
+    }
+    const auto tw = clock::now();
+    comm.wait_all(reqs);
+    rec.wait_s = seconds_since(tw);
+    rec.bytes_sent = comm.stats().bytes_sent - before.bytes_sent;
+    res.steps.push_back(rec);
+    if (P > 1) cur_grad = 1 - cur_grad;
+    if (i < P - 1) cur_k = kbuf[i % 2], cur_v = vbuf[i % 2];
+  }
+  // After P hops the accumulators in hand are our own block's: dK and dV of our tokens.
+  const Tensor dk = dkbuf[cur_grad], dv = dvbuf[cur_grad];
+  Tensor dq = be.empty({b, sl, H, d}, dt, ws);
+  for (size_t ai = 0; ai < my_runs.size(); ++ai) put_seq(dq, dq_runs[ai], my_runs[ai].start);
+  q_runs.clear(), a_runs.clear(), da_runs.clear(), dq_runs.clear();
+  Tensor dk_local = dk.clone(ws);
+  if (cfg.rope) {
+    be.rope_backward(dq, my_pos, cfg.rope_theta);
+    be.rope_backward(dk_local, my_pos, cfg.rope_theta);
+  }
+  Tensor dqkv = be.empty({b, sl, cfg.qkv_width()}, dt, ws);
+  be.merge_qkv(dq, dk_local, dv, dqkv);
+  be.matmul(h1, true, dqkv, false, gw.qkv_weight, 1, 1);
+  be.bias_grad(dqkv, gw.qkv_bias);
+  Tensor dh1 = be.empty({b, sl, h}, dt, ws);
+  be.matmul(dqkv, false, w.qkv_weight, true, dh1);
+  Tensor dx = be.empty({b, sl, h}, dt, ws);
+  be.layernorm_backward(dh1, x, w.ln1_gamma, mean1, rstd1, dx, gw.ln1_gamma, gw.ln1_beta);
+  be.add(dx, dx2, dx);
+
+  // Weights are replicated and each rank saw only its tokens: all-reduce every gradient over
+  // the context-parallel group.
+  {
+    int64_t n = 0;
+    for (auto& [name, t] : gw.named()) n += t->numel();
+    Tensor packed = be.empty({n}, dt, cm);
+    auto* p = static_cast<char*>(packed.raw_data());
+    for (auto& [name, t] : gw.named()) std::memcpy(p, t->raw_data(), t->nbytes()), p += t->nbytes();
+    comm.all_reduce(packed);
+    p = static_cast<char*>(packed.raw_data());
+    for (auto& [name, t] : gw.named()) std::memcpy(t->raw_data(), p, t->nbytes()), p += t->nbytes();
+  }
+
+  auto t2 = clock::now();
+  const CommStats c2 = comm.stats();
+  res.forward = {c1.bytes_sent - c0.bytes_sent, c1.bytes_received - c0.bytes_received, c1.messages_sent - c0.messages_sent};
+  res.backward = {c2.bytes_sent - c1.bytes_sent, c2.bytes_received - c1.bytes_received, c2.messages_sent - c1.messages_sent};
+  res.forward_s = std::chrono::duration<double>(t1 - t0).count();
+  res.backward_s = std::chrono::duration<double>(t2 - t1).count();
+  res.peak_saved = tracker.peak(r, MemCategory::activations);
+
+  res.out = gather_tokens(comm, out, positions_of, s, ws);
+  res.dx = gather_tokens(comm, dx, positions_of, s, ws);
+  res.grads = gw;
+  res.local_grads = gw;
+  return res;
+}
+
+Strategy ring_strategy() {
+  return {"ring", "ring attention context parallelism: K/V blocks around a ring, overlapped with compute",
+          validate_ring, ring_run, ring_saved_bytes, ring_comm_bytes};
+}
+
+}  // namespace ringside
