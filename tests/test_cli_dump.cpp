@@ -88,7 +88,13 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
   REQUIRE(j.at("backend") == "local");
   REQUIRE(j.at("config").at("s") == 48);
   REQUIRE(j.at("reference_fp32").at("errors").size() == 14);  // out, grad.x, 12 weights
-  REQUIRE(j.at("strategies").size() == 2);
+  REQUIRE(j.at("strategies").size() == 3);  // tp-sp, ring, ulysses
+  // The ring's work table: the zigzag layout ran (causal) and is balanced; contiguous is not.
+  const auto& work = j.at("ring_work_per_rank");
+  REQUIRE(work.at("zigzag").at("measured") == true);
+  REQUIRE(work.at("zigzag").at("gflops").size() == 4);
+  REQUIRE(work.at("zigzag").at("max_over_min").get<double>() <= 1.1);
+  REQUIRE(work.at("contiguous").at("max_over_min").get<double>() > 3);
   for (const auto& s : j.at("strategies")) {
     INFO(s.at("name"));
     REQUIRE(s.at("ok") == true);
@@ -103,6 +109,7 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
       REQUIRE(r.at("bytes_sent").at("forward") == r.at("formula_bytes_sent").at("forward"));
       REQUIRE(r.at("bytes_sent").at("backward") == r.at("formula_bytes_sent").at("backward"));
       REQUIRE(r.at("bytes_sent").at("forward").get<double>() > 0);
+      if (s.at("name") == "ring") REQUIRE(r.at("attention_flops").get<double>() > 0);
     }
   }
 }

@@ -2,6 +2,7 @@
 // measured memory and bytes against the analytic formulas; invalid configs; failures.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <map>
 
 #include "kernels/philox.h"
@@ -193,4 +194,157 @@ TEST_CASE("a rank that fails mid-run takes the strategy down with its message", 
   REQUIRE_THROWS_WITH(run_strategy_local(find_strategy("tp-sp"), base(), 4, DType::f32, tracker),
                       Catch::Contains("rank 2 failed: injected failure at the start of the backward"));
   unsetenv("RINGSIDE_INJECT_FAILURE");
+}
+
+// ---- ring attention ----------------------------------------------------------------------
+
+#include "parallel/ring_attention.h"
+
+TEST_CASE("ring matches the fp64 reference over P, layout, causal, rope, Hkv, dropout and b", "[strategies][ring]") {
+  int runs = 0;
+  for (int64_t b : {1, 2})
+    for (int64_t Hkv : {4, 1})
+      for (bool causal : {true, false})
+        for (bool rope : {true, false})
+          for (double p : {0.0, 0.1}) {
+            LayerConfig c;
+            c.b = b, c.s = 48, c.h = 32, c.H = 4, c.Hkv = Hkv, c.f = 64, c.seed = 11;
+            c.causal = causal, c.rope = rope, c.dropout = p;
+            const Reference ref = reference64(c);
+            for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped})
+              for (int P : {1, 2, 3, 4, 8}) {
+                c.layout = l;
+                if (l == Layout::zigzag && c.s % (2 * P) != 0) continue;  // 48 % 16 == 0: all run
+                INFO("ring P=" << P << " " << to_string(l) << " b=" << b << " Hkv=" << Hkv << " causal=" << causal
+                               << " rope=" << rope << " p=" << p);
+                MemoryTracker tracker;
+                const auto res = run_strategy_local(find_strategy("ring"), c, P, DType::f32, tracker);
+                const auto [err, which] = worst_error(res[0], ref);
+                INFO("worst " << which << " " << err);
+                CHECK(err < 1e-5);
+                for (int r = 0; r < P; ++r) {
+                  CHECK(res[r].peak_saved == ring_saved_bytes(c, P, r, DType::f32));
+                  const CommBytes cb = ring_comm_bytes(c, P, r, DType::f32);
+                  CHECK(res[r].forward.bytes_sent == cb.forward);
+                  CHECK(res[r].backward.bytes_sent == cb.backward);
+                  CHECK(res[r].attention_flops == ring_attention_flops(c, P, r));
+                }
+                ++runs;
+              }
+          }
+  REQUIRE(runs == 2 * 2 * 2 * 2 * 2 * 3 * 5);
+}
+
+TEST_CASE("ring in fp64 agrees with the reference to rounding", "[strategies][ring]") {
+  LayerConfig c;
+  c.b = 2, c.s = 32, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 64, c.seed = 3;
+  const Reference ref = reference64(c);
+  for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
+    c.layout = l;
+    MemoryTracker tracker;
+    const auto res = run_strategy_local(find_strategy("ring"), c, 4, DType::f64, tracker);
+    INFO(to_string(l));
+    CHECK(worst_error(res[0], ref).first < 1e-12);
+  }
+}
+
+TEST_CASE("causal work per rank: zigzag and striped balanced, contiguous 2P-1 times lopsided", "[strategies][ring]") {
+  for (int P = 2; P <= 8; ++P) {
+    LayerConfig c;
+    c.s = 2 * P * 64, c.h = 64, c.H = 1, c.Hkv = 1;  // FLOPs scale with H: one head suffices
+    auto ratio = [&](Layout l) {
+      c.layout = l;
+      double lo = 1e300, hi = 0;
+      for (int r = 0; r < P; ++r) {
+        const double f = ring_attention_flops(c, P, r);
+        lo = std::min(lo, f), hi = std::max(hi, f);
+      }
+      return std::pair{hi / lo, lo};
+    };
+    INFO("P = " << P);
+    CHECK(ratio(Layout::zigzag).first <= 1.1);
+    CHECK(ratio(Layout::striped).first <= 1.1);
+    // Contiguous: rank 0 sees only its own diagonal block, n(n+1)/2 pairs; rank P-1 sees
+    // P-1 full blocks and the diagonal: (P-1) n^2 + n(n+1)/2. With n = s/P = 128 that is
+    // 1 + 2(P-1) n/(n+1), i.e. 2P-1 to within 1%.
+    c.layout = Layout::contiguous;
+    const double n = double(c.s / P);
+    const double first = ring_attention_flops(c, P, 0), last = ring_attention_flops(c, P, P - 1);
+    CHECK(first == 4.0 * c.d() * n * (n + 1) / 2);
+    CHECK(last / first == Approx(1 + 2.0 * (P - 1) * n / (n + 1)).epsilon(1e-12));
+    CHECK(last / first == Approx(2.0 * P - 1).epsilon(0.01));
+    // The total is the same whatever the layout: s(s+1)/2 pairs.
+    double total = 0;
+    for (int r = 0; r < P; ++r) total += ring_attention_flops(c, P, r);
+    CHECK(total == 4.0 * c.d() * double(c.s) * double(c.s + 1) / 2);
+  }
+}
+
+TEST_CASE("the measured per-rank FLOPs follow the layout, and wholly masked steps are skipped", "[strategies][ring]") {
+  LayerConfig c;
+  c.s = 64, c.h = 32, c.H = 4, c.Hkv = 4, c.f = 64, c.layout = Layout::contiguous;
+  MemoryTracker tracker;
+  const auto res = run_strategy_local(find_strategy("ring"), c, 4, DType::f32, tracker);
+  // Contiguous causal: rank r computes at forward steps 0..r only (blocks of ranks r, r-1, ..., 0).
+  for (int r = 0; r < 4; ++r) {
+    int computed = 0;
+    for (const StepRecord& st : res[r].steps)
+      if (st.phase == "forward") {
+        computed += st.flops > 0;
+        CHECK((st.flops > 0) == (st.step <= r));
+        if (st.step > r) CHECK(st.computed == "skipped (wholly masked)");
+      }
+    CHECK(computed == r + 1);
+  }
+}
+
+TEST_CASE("overlap is real: the ring forward takes less than its compute plus its transfers", "[strategies][ring]") {
+  // Step 0 of a 2-rank ring computes on the local block while the other block travels. Give
+  // the link a delay per message so that the transfer (K and V: two messages, in turn on the
+  // sender's comm thread) takes about as long as the compute: posted first, it runs beside
+  // the compute, so the step takes far less than compute + transfer.
+  LayerConfig c;
+  c.b = 1, c.s = 2048, c.h = 256, c.H = 4, c.Hkv = 4, c.f = 64, c.causal = false, c.dropout = 0;
+  auto step0 = [&](const LocalOptions& o) {
+    MemoryTracker tracker;
+    const auto res = run_strategy_local(find_strategy("ring"), c, 2, DType::f32, tracker, o);
+    return res[0].steps[0];  // forward, step 0
+  };
+  const StepRecord fast = step0({});
+  LocalOptions slow;
+  slow.latency_us = fast.compute_s / 2 * 1e6;  // two messages: about the compute time in all
+  const StepRecord s0 = step0(slow);
+  const double transfer = 2 * slow.latency_us * 1e-6;
+  const double wall = s0.compute_s + s0.wait_s;
+  INFO("compute " << s0.compute_s << " s, transfer " << transfer << " s, step " << wall << " s");
+  CHECK(s0.wait_s < transfer);                           // the transfer ran during the compute
+  CHECK(wall < 0.8 * (s0.compute_s + transfer));         // serial would be their sum
+}
+
+TEST_CASE("ring: bad layouts for the sequence fail with a clear error", "[strategies][ring]") {
+  LayerConfig c = base();
+  c.s = 24;
+  c.layout = Layout::zigzag;
+  REQUIRE_THROWS_WITH(validate_ring(c, 8), Catch::Contains("must be divisible by 2P = 16 (zigzag cuts the sequence into 2P chunks)"));
+  c.layout = Layout::contiguous;
+  c.s = 25;
+  REQUIRE_THROWS_WITH(validate_ring(c, 2), Catch::Contains("must be divisible by P = 2"));
+  // Automatic: zigzag when causal, contiguous otherwise.
+  c.layout = Layout::automatic;
+  REQUIRE(c.cp_layout() == Layout::zigzag);
+  c.causal = false;
+  REQUIRE(c.cp_layout() == Layout::contiguous);
+}
+
+TEST_CASE("a query whose keys all sit on later ranks gets no NaN, forward or backward", "[strategies][ring]") {
+  // Striped with P = 4: rank 0's first query (position 0) sees only key 0; with P = 8 and
+  // s = 16 the first query of every rank r > 0 sees no key of the blocks of ranks > r at all.
+  LayerConfig c;
+  c.s = 16, c.h = 32, c.H = 4, c.Hkv = 1, c.f = 64, c.layout = Layout::striped;
+  const Reference ref = reference64(c);
+  MemoryTracker tracker;
+  const auto res = run_strategy_local(find_strategy("ring"), c, 8, DType::f32, tracker);
+  for (const Tensor* t : {&res[0].out, &res[0].dx})
+    for (int64_t i = 0; i < t->numel(); ++i) REQUIRE_FALSE(std::isnan(t->data<float>()[i]));
+  CHECK(worst_error(res[0], ref).first < 1e-5);
 }

@@ -16,6 +16,7 @@
 #include "comm/communicator.h"
 #include "kernels/philox.h"
 #include "layer/reference.h"
+#include "parallel/ring_attention.h"
 #include "parallel/strategy.h"
 
 namespace ringside::cli {
@@ -58,8 +59,9 @@ namespace {
 
 // What one rank measured, gathered to every rank.
 struct RankNumbers {
-  double peak_saved, fwd_sent, bwd_sent, fwd_recv, bwd_recv, fwd_s, bwd_s;
+  double peak_saved, fwd_sent, bwd_sent, fwd_recv, bwd_recv, fwd_s, bwd_s, attention_flops;
 };
+constexpr int64_t kRankNumbers = 8;  // doubles in RankNumbers, for the all_gather
 
 struct StrategyRun {
   const Strategy* st;
@@ -71,7 +73,8 @@ struct StrategyRun {
 
 RankNumbers numbers_of(const RankResult& r) {
   return {double(r.peak_saved),         double(r.forward.bytes_sent),    double(r.backward.bytes_sent),
-          double(r.forward.bytes_received), double(r.backward.bytes_received), r.forward_s, r.backward_s};
+          double(r.forward.bytes_received), double(r.backward.bytes_received), r.forward_s, r.backward_s,
+          r.attention_flops};
 }
 
 struct Setup {
@@ -116,7 +119,7 @@ StrategyRun run_one(const Strategy& st, const LayerConfig& cfg, const Setup& s, 
   out.result = st.run(cfg, *s.world, *be, tracker, DType::f32);
   RankNumbers mine = numbers_of(out.result);
   out.ranks.resize(s.P);
-  s.world->all_gather(&mine, out.ranks.data(), std::vector<int64_t>(s.P, 7), DType::f64);
+  s.world->all_gather(&mine, out.ranks.data(), std::vector<int64_t>(s.P, kRankNumbers), DType::f64);
   return out;
 }
 
@@ -217,8 +220,9 @@ int compare_command(CompareOptions& o) {
   };
 
   std::printf("ringside compare: %s\n", cfg.summary().c_str());
-  std::printf("  P = %d ranks on the %s backend%s; fp32 runs, errors against the fp64 reference\n\n", s.P,
-              s.mpi ? "mpi" : "local", s.mpi ? " (one process per rank)" : " (threads, one comm thread each)");
+  std::printf("  P = %d ranks on the %s backend%s; ring layout %s; fp32 runs, errors against the fp64 reference\n\n",
+              s.P, s.mpi ? "mpi" : "local", s.mpi ? " (one process per rank)" : " (threads, one comm thread each)",
+              to_string(cfg.cp_layout()));
   const char* hdr[] = {"strategy", "P", "worst error vs fp64", "x fp32", "saved/rank (formula)", "sent/rank (formula)",
                        "time"};
   const size_t wid[] = {14, 2, 25, 6, 23, 23, 9};
@@ -277,7 +281,8 @@ int compare_command(CompareOptions& o) {
                     {"formula_bytes_sent", {{"forward", cb.forward}, {"backward", cb.backward}}},
                     {"bytes_received", {{"forward", n.fwd_recv}, {"backward", n.bwd_recv}}},
                     {"forward_s", n.fwd_s},
-                    {"backward_s", n.bwd_s}});
+                    {"backward_s", n.bwd_s},
+                    {"attention_flops", n.attention_flops}});
     }
     const bool accurate = w.second < 1e-5;
     std::string verdict;
@@ -307,6 +312,38 @@ int compare_command(CompareOptions& o) {
     j["verdict"] = verdict;
     j["per_rank"] = jr;
     js["strategies"].push_back(j);
+  }
+  for (const StrategyRun& run : runs) {
+    if (run.st->name != "ring") continue;
+    // The causal load-balance table: measured for the layout that ran, analytic for the others.
+    std::printf("\n  ring attention work per rank (forward GFLOP%s):\n  %-22s", cfg.causal ? ", causal" : "", "layout");
+    for (int r = 0; r < s.P; ++r) std::printf(" %7s", ("rank " + std::to_string(r)).c_str());
+    std::printf("   max/min\n");
+    nlohmann::json& jl = js["ring_work_per_rank"];
+    for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
+      LayerConfig lc = cfg;
+      lc.layout = l;
+      try {
+        validate_ring(lc, s.P);
+      } catch (const ConfigError&) {
+        continue;  // this layout does not divide the sequence
+      }
+      const bool ran = l == cfg.cp_layout();
+      double lo = 1e300, hi = 0;
+      std::string cells;
+      for (int r = 0; r < s.P; ++r) {
+        const double f = ran ? run.ranks[r].attention_flops : ring_attention_flops(lc, s.P, r);
+        lo = std::min(lo, f), hi = std::max(hi, f);
+        char b[32];
+        std::snprintf(b, sizeof b, " %7.2f", f / 1e9);
+        cells += b;
+        jl[to_string(l)]["gflops"].push_back(f / 1e9);
+      }
+      jl[to_string(l)]["max_over_min"] = lo > 0 ? hi / lo : 0;
+      jl[to_string(l)]["measured"] = ran;
+      std::printf("  %-22s%s   %7.2f\n", (std::string(to_string(l)) + (ran ? " (measured)" : " (formula)")).c_str(),
+                  cells.c_str(), lo > 0 ? hi / lo : 0.0);
+    }
   }
   std::printf(
       "\n  worst error: the largest relative Frobenius error over out, dx and every weight gradient; x fp32:\n"
