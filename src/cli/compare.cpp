@@ -69,6 +69,7 @@ struct StrategyRun {
   std::unique_ptr<MemoryTracker> tracker = std::make_unique<MemoryTracker>();
   RankResult result;  // rank 0's (gathered tensors are the same on every rank)
   std::vector<RankNumbers> ranks;
+  std::vector<std::vector<StepRecord>> steps;  // per rank on the local backend; rank 0's under MPI
 };
 
 RankNumbers numbers_of(const RankResult& r) {
@@ -111,12 +112,13 @@ StrategyRun run_one(const Strategy& st, const LayerConfig& cfg, const Setup& s, 
     LocalOptions lo;
     lo.timeout_s = timeout_s;
     auto all = run_strategy_local(st, cfg, s.P, DType::f32, tracker, lo);
-    for (const RankResult& r : all) out.ranks.push_back(numbers_of(r));
+    for (const RankResult& r : all) out.ranks.push_back(numbers_of(r)), out.steps.push_back(r.steps);
     out.result = std::move(all[0]);
     return out;
   }
   auto be = make_cpu_backend();
   out.result = st.run(cfg, *s.world, *be, tracker, DType::f32);
+  out.steps.push_back(out.result.steps);
   RankNumbers mine = numbers_of(out.result);
   out.ranks.resize(s.P);
   s.world->all_gather(&mine, out.ranks.data(), std::vector<int64_t>(s.P, kRankNumbers), DType::f64);
@@ -381,6 +383,17 @@ int run_command(CompareOptions& o) {
                              format_bytes(double(cb.forward)) + " + " + format_bytes(double(cb.backward));
     std::printf("  %4d  %-26s  %-44s  %s + %s\n", r, saved.c_str(), sent.c_str(), format_seconds(n.fwd_s).c_str(),
                 format_seconds(n.bwd_s).c_str());
+  }
+  // The ring's schedule: what each rank computed at each step, and what it sent.
+  for (size_t r = 0; r < run.steps.size(); ++r) {
+    if (run.steps[r].empty()) continue;
+    std::printf("\n  rank %zu, ring steps (layout %s):\n  %-9s %4s %6s  %-44s %10s %10s %10s %10s\n", r,
+                to_string(cfg.cp_layout()), "phase", "step", "block", "computed", "GFLOP", "sent", "compute", "wait");
+    for (const StepRecord& st : run.steps[r])
+      std::printf("  %-9s %4d %6s  %-44s %10.3f %10s %10s %10s\n", st.phase.c_str(), st.step,
+                  ("r" + std::to_string(st.block_of)).c_str(), st.computed.substr(0, 44).c_str(), st.flops / 1e9,
+                  format_bytes(double(st.bytes_sent)).c_str(), format_seconds(st.compute_s).c_str(),
+                  format_seconds(st.wait_s).c_str());
   }
   if (o.dump) {
     write_dump(*o.dump, cfg, run.result.out, run.result.dx, run.result.grads, st.name);
