@@ -160,8 +160,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   const Tensor dout = take_tokens(random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), dt, ws), my_pos, ws);
 
   RankResult res;
-  const CommStats c0 = comm.stats();
-  auto t0 = clock::now();
+  PhaseMeter meter(comm);
   maybe_inject_failure(r, "forward");
 
   // ================================ forward ================================
@@ -264,8 +263,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   be.add(x2, z, out);
   y = z = Tensor();
 
-  auto t1 = clock::now();
-  const CommStats c1 = comm.stats();
+  meter.forward_done();
   maybe_inject_failure(r, "backward");
 
   // ================================ backward ================================
@@ -379,23 +377,13 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   // Weights are replicated and each rank saw only its tokens: all-reduce every gradient over
   // the context-parallel group.
   {
-    int64_t n = 0;
-    for (auto& [name, t] : gw.named()) n += t->numel();
-    Tensor packed = be.empty({n}, dt, cm);
-    auto* p = static_cast<char*>(packed.raw_data());
-    for (auto& [name, t] : gw.named()) std::memcpy(p, t->raw_data(), t->nbytes()), p += t->nbytes();
-    comm.all_reduce(packed);
-    p = static_cast<char*>(packed.raw_data());
-    for (auto& [name, t] : gw.named()) std::memcpy(t->raw_data(), p, t->nbytes()), p += t->nbytes();
+    std::vector<Tensor*> all;
+    for (auto& [name, t] : gw.named()) all.push_back(t);
+    all_reduce_packed(comm, all, cm);
   }
 
-  auto t2 = clock::now();
-  const CommStats c2 = comm.stats();
-  res.forward = {c1.bytes_sent - c0.bytes_sent, c1.bytes_received - c0.bytes_received, c1.messages_sent - c0.messages_sent};
-  res.backward = {c2.bytes_sent - c1.bytes_sent, c2.bytes_received - c1.bytes_received, c2.messages_sent - c1.messages_sent};
-  res.forward_s = std::chrono::duration<double>(t1 - t0).count();
-  res.backward_s = std::chrono::duration<double>(t2 - t1).count();
-  res.peak_saved = tracker.peak(r, MemCategory::activations);
+  meter.backward_done();
+  meter.fill(res, tracker);
 
   res.out = gather_tokens(comm, out, positions_of, s, ws);
   res.dx = gather_tokens(comm, dx, positions_of, s, ws);

@@ -34,6 +34,32 @@ std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig
   return results;
 }
 
+void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, AllocTag tag) {
+  int64_t n = 0;
+  for (const Tensor* t : tensors) n += t->numel();
+  Tensor packed = Tensor::empty({n}, tensors.at(0)->dtype(), tag);
+  auto* p = static_cast<char*>(packed.raw_data());
+  for (const Tensor* t : tensors) std::memcpy(p, t->raw_data(), static_cast<size_t>(t->nbytes())), p += t->nbytes();
+  comm.all_reduce(packed);
+  p = static_cast<char*>(packed.raw_data());
+  for (Tensor* t : tensors) std::memcpy(t->raw_data(), p, static_cast<size_t>(t->nbytes())), p += t->nbytes();
+}
+
+PhaseMeter::PhaseMeter(Communicator& comm) : comm_(comm), s0_(comm.stats()), t0_(std::chrono::steady_clock::now()) {}
+void PhaseMeter::forward_done() { s1_ = comm_.stats(), t1_ = std::chrono::steady_clock::now(); }
+void PhaseMeter::backward_done() { s2_ = comm_.stats(), t2_ = std::chrono::steady_clock::now(); }
+
+void PhaseMeter::fill(RankResult& r, const MemoryTracker& tracker) const {
+  auto diff = [](const CommStats& a, const CommStats& b) {
+    return CommStats{b.bytes_sent - a.bytes_sent, b.bytes_received - a.bytes_received, b.messages_sent - a.messages_sent};
+  };
+  r.forward = diff(s0_, s1_);
+  r.backward = diff(s1_, s2_);
+  r.forward_s = std::chrono::duration<double>(t1_ - t0_).count();
+  r.backward_s = std::chrono::duration<double>(t2_ - t1_).count();
+  r.peak_saved = tracker.peak(comm_.rank(), MemCategory::activations);
+}
+
 Tensor slice_seq(const Tensor& t, int64_t s0, int64_t n, AllocTag tag) {
   RS_CHECK(t.ndim() >= 2 && s0 >= 0 && s0 + n <= t.dim(1), "slice_seq: tokens [", s0, ", ", s0 + n, ") of ",
            to_string(t.shape()));

@@ -1,6 +1,7 @@
 // What every strategy provides, and the helpers they share for splitting the layer's tensors
 // over ranks and putting the results back together.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <string>
 #include <utility>
@@ -67,6 +68,25 @@ std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig
                                            MemoryTracker& tracker, const LocalOptions& opts = {});
 
 // ---- shared helpers ---------------------------------------------------------------------
+
+/// Sums the tensors over all ranks, in place, with one ring all-reduce of their concatenation
+/// (one message stream, not one per tensor). The staging buffer is tagged `tag` (comm).
+void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, AllocTag tag);
+
+/// Measures a strategy's two phases: call forward_done() and backward_done() at their ends;
+/// fill() writes the bytes, seconds and the peak of saved activations into a RankResult.
+class PhaseMeter {
+ public:
+  explicit PhaseMeter(Communicator& comm);
+  void forward_done();
+  void backward_done();
+  void fill(RankResult& r, const MemoryTracker& tracker) const;
+
+ private:
+  Communicator& comm_;
+  CommStats s0_, s1_, s2_;
+  std::chrono::steady_clock::time_point t0_, t1_, t2_;
+};
 
 /// Tokens [s0, s0 + n) of every batch row of t [b, s, ...] -> [b, n, ...], tagged `tag`.
 Tensor slice_seq(const Tensor& t, int64_t s0, int64_t n, AllocTag tag);

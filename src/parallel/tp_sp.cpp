@@ -68,7 +68,6 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   const AllocTag ws{r, MemCategory::workspace, &tracker}, act{r, MemCategory::activations, &tracker},
       wt{r, MemCategory::weights, &tracker};
   comm.tracker = &tracker;
-  using clock = std::chrono::steady_clock;
   const uint32_t site1 = static_cast<uint32_t>(RngSite::dropout1), site2 = static_cast<uint32_t>(RngSite::dropout2);
 
   // ---- Inputs. Every rank draws the reference's weights and inputs from the seed and keeps
@@ -100,8 +99,7 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   ap.softmax_scale = cfg.softmax_scale();
 
   RankResult res;
-  const CommStats c0 = comm.stats();
-  auto t0 = clock::now();
+  PhaseMeter meter(comm);
   maybe_inject_failure(r, "forward");
 
   // ================================ forward ================================
@@ -165,8 +163,7 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   be.add(x2, z, out);
   y = z = Tensor();
 
-  auto t1 = clock::now();
-  const CommStats c1 = comm.stats();
+  meter.forward_done();
   maybe_inject_failure(r, "backward");
 
   // ================================ backward ================================
@@ -242,22 +239,11 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   // The sequence-parallel parameters (both LayerNorms, o.bias, fc2.bias) saw only our s/P
   // tokens: their gradients are partial sums. All-reduce them over the TP group, or every
   // rank updates them differently (the classic SP bug). One buffer, one all-reduce.
-  {
-    Tensor* sp[] = {&gw.ln1_gamma, &gw.ln1_beta, &gw.ln2_gamma, &gw.ln2_beta, &gw.o_bias, &gw.fc2_bias};
-    Tensor packed = be.empty({6 * h}, dt, {r, MemCategory::comm, &tracker});
-    const int64_t es = dtype_size(dt);
-    for (int i = 0; i < 6; ++i) std::memcpy(static_cast<char*>(packed.raw_data()) + i * h * es, sp[i]->raw_data(), h * es);
-    comm.all_reduce(packed);
-    for (int i = 0; i < 6; ++i) std::memcpy(sp[i]->raw_data(), static_cast<char*>(packed.raw_data()) + i * h * es, h * es);
-  }
+  all_reduce_packed(comm, {&gw.ln1_gamma, &gw.ln1_beta, &gw.ln2_gamma, &gw.ln2_beta, &gw.o_bias, &gw.fc2_bias},
+                    {r, MemCategory::comm, &tracker});
 
-  auto t2 = clock::now();
-  const CommStats c2 = comm.stats();
-  res.forward = {c1.bytes_sent - c0.bytes_sent, c1.bytes_received - c0.bytes_received, c1.messages_sent - c0.messages_sent};
-  res.backward = {c2.bytes_sent - c1.bytes_sent, c2.bytes_received - c1.bytes_received, c2.messages_sent - c1.messages_sent};
-  res.forward_s = std::chrono::duration<double>(t1 - t0).count();
-  res.backward_s = std::chrono::duration<double>(t2 - t1).count();
-  res.peak_saved = tracker.peak(r, MemCategory::activations);
+  meter.backward_done();
+  meter.fill(res, tracker);
 
   // ---- Results, gathered on every rank in the reference's layout (outside the timing).
   res.out = gather_seq(comm, out, ws);

@@ -138,7 +138,6 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   const AllocTag ws{r, MemCategory::workspace, &tracker}, act{r, MemCategory::activations, &tracker},
       wt{r, MemCategory::weights, &tracker};
   comm.tracker = &tracker;
-  using clock = std::chrono::steady_clock;
   const uint32_t site1 = static_cast<uint32_t>(RngSite::dropout1), site2 = static_cast<uint32_t>(RngSite::dropout2);
 
   // ---- Inputs: all the weights (replicated), our s/P tokens.
@@ -152,8 +151,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   ap.softmax_scale = cfg.softmax_scale();
 
   RankResult res;
-  const CommStats c0 = comm.stats();
-  auto t0 = clock::now();
+  PhaseMeter meter(comm);
   maybe_inject_failure(r, "forward");
 
   // ================================ forward ================================
@@ -206,8 +204,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   be.add(x2, z, out);
   y = z = Tensor();
 
-  auto t1 = clock::now();
-  const CommStats c1 = comm.stats();
+  meter.forward_done();
   maybe_inject_failure(r, "backward");
 
   // ================================ backward ================================
@@ -265,23 +262,13 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   // Every weight is replicated and every rank saw only its tokens: all-reduce all gradients
   // (as data parallelism does; DeepSpeed folds this into ZeRO's reduce-scatter).
   {
-    int64_t n = 0;
-    for (auto& [name, t] : gw.named()) n += t->numel();
-    Tensor packed = be.empty({n}, dt, {r, MemCategory::comm, &tracker});
-    auto* p = static_cast<char*>(packed.raw_data());
-    for (auto& [name, t] : gw.named()) std::memcpy(p, t->raw_data(), t->nbytes()), p += t->nbytes();
-    comm.all_reduce(packed);
-    p = static_cast<char*>(packed.raw_data());
-    for (auto& [name, t] : gw.named()) std::memcpy(t->raw_data(), p, t->nbytes()), p += t->nbytes();
+    std::vector<Tensor*> all;
+    for (auto& [name, t] : gw.named()) all.push_back(t);
+    all_reduce_packed(comm, all, {r, MemCategory::comm, &tracker});
   }
 
-  auto t2 = clock::now();
-  const CommStats c2 = comm.stats();
-  res.forward = {c1.bytes_sent - c0.bytes_sent, c1.bytes_received - c0.bytes_received, c1.messages_sent - c0.messages_sent};
-  res.backward = {c2.bytes_sent - c1.bytes_sent, c2.bytes_received - c1.bytes_received, c2.messages_sent - c1.messages_sent};
-  res.forward_s = std::chrono::duration<double>(t1 - t0).count();
-  res.backward_s = std::chrono::duration<double>(t2 - t1).count();
-  res.peak_saved = tracker.peak(r, MemCategory::activations);
+  meter.backward_done();
+  meter.fill(res, tracker);
 
   res.out = gather_seq(comm, out, ws);
   res.dx = gather_seq(comm, dx, ws);
