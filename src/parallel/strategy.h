@@ -67,6 +67,36 @@ const Strategy& find_strategy(const std::string& name);
 std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig& cfg, int P, DType dt,
                                            MemoryTracker& tracker, const LocalOptions& opts = {});
 
+// ---- the token-wise parts of the layer, on a rank's own tokens -----------------------------
+// Ring and Ulysses hold whole tokens (s/P of them, all weights): around attention every op is
+// token-wise and runs on those tokens alone, exactly as the reference does on all of them.
+// Positions are the tokens' global positions (RoPE, dropout). Shapes: x, dout [b, n, h].
+
+/// What the token-wise parts keep for backward (tagged activations by the caller's `act`).
+struct TokenwiseSaved {
+  Tensor x, mean1, rstd1, h1, x2, mean2, rstd2, h2, u, g;
+};
+
+/// LayerNorm 1, the QKV projection and RoPE: fills q [b, n, H, d], k and v [b, n, Hkv, d]
+/// (allocated with `qkv_tag`). Saves x, mean1, rstd1, h1.
+void qkv_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, const Tensor& x,
+                 const std::vector<int64_t>& pos, TokenwiseSaved& sv, Tensor& q, Tensor& k, Tensor& v, AllocTag act,
+                 AllocTag qkv_tag, AllocTag ws);
+/// From the attention output a [b, n, H, d] to the layer's output: W_o, dropout 1, residual,
+/// LayerNorm 2, the MLP, dropout 2, residual. Saves x2, mean2, rstd2, h2, u, g.
+Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, const Tensor& a,
+                              const std::vector<int64_t>& pos, TokenwiseSaved& sv, AllocTag act, AllocTag ws);
+/// Its backward from dout: adds the o, ln2, fc1 and fc2 gradients into gw, sets dx2 (the
+/// gradient reaching the first residual) and returns da [b, n, H, d].
+Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, const Tensor& a,
+                               const Tensor& dout, const std::vector<int64_t>& pos, const TokenwiseSaved& sv,
+                               LayerWeights& gw, Tensor& dx2, AllocTag ws);
+/// The backward of qkv_forward from dq, dk, dv (RoPE undone in place): adds the qkv and ln1
+/// gradients into gw and returns dx = LayerNorm 1's backward + dx2.
+Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Tensor& dq, Tensor& dk, const Tensor& dv,
+                    const std::vector<int64_t>& pos, const TokenwiseSaved& sv, const Tensor& dx2, LayerWeights& gw,
+                    AllocTag ws);
+
 // ---- shared helpers ---------------------------------------------------------------------
 
 /// Sums the tensors over all ranks, in place, with one ring all-reduce of their concatenation

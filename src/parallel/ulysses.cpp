@@ -133,12 +133,11 @@ void sum_replicas(const Tensor& rep, Tensor& out, int64_t R) {
 RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, MemoryTracker& tracker, DType dt) {
   const int P = comm.size(), r = comm.rank();
   validate_ulysses(cfg, P);  // every rank, before any communication
-  const int64_t b = cfg.b, s = cfg.s, h = cfg.h, H = cfg.H, Hkv = cfg.Hkv, d = cfg.d(), sl = s / P, Nl = b * sl;
+  const int64_t b = cfg.b, s = cfg.s, H = cfg.H, Hkv = cfg.Hkv, d = cfg.d(), sl = s / P;
   const int64_t Hkv_rep = ulysses_kv_heads(cfg, P), R = Hkv_rep / Hkv;  // replication factor
   const AllocTag ws{r, MemCategory::workspace, &tracker}, act{r, MemCategory::activations, &tracker},
       wt{r, MemCategory::weights, &tracker};
   comm.tracker = &tracker;
-  const uint32_t site1 = static_cast<uint32_t>(RngSite::dropout1), site2 = static_cast<uint32_t>(RngSite::dropout2);
 
   // ---- Inputs: all the weights (replicated), our s/P tokens.
   const LayerWeights w = init_weights(cfg, dt, wt);
@@ -155,21 +154,10 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   maybe_inject_failure(r, "forward");
 
   // ================================ forward ================================
-  // LayerNorm 1 and the QKV projection: token-wise, on our s/P tokens with the full weights.
-  Tensor mean1 = be.empty({Nl}, dt, act), rstd1 = be.empty({Nl}, dt, act), h1 = be.empty({b, sl, h}, dt, act);
-  be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, h1, mean1, rstd1);
-  Tensor q_seq = be.empty({b, sl, H, d}, dt, ws), k_seq = be.empty({b, sl, Hkv, d}, dt, ws),
-         v_seq = be.empty({b, sl, Hkv, d}, dt, ws);
-  {
-    Tensor qkv = be.empty({b, sl, cfg.qkv_width()}, dt, ws);
-    be.matmul(h1, false, w.qkv_weight, false, qkv);
-    be.add_bias(qkv, w.qkv_bias);
-    be.split_qkv(qkv, q_seq, k_seq, v_seq);
-  }
-  if (cfg.rope) {  // at our tokens' global positions
-    be.rope_forward(q_seq, my_pos, cfg.rope_theta);
-    be.rope_forward(k_seq, my_pos, cfg.rope_theta);
-  }
+  // LayerNorm 1, the QKV projection and RoPE: token-wise, on our s/P tokens (full weights).
+  TokenwiseSaved sv;
+  Tensor q_seq, k_seq, v_seq;
+  qkv_forward(cfg, w, be, x, my_pos, sv, q_seq, k_seq, v_seq, act, ws, ws);
 
   // All-to-all: [s/P tokens, all heads] -> [all s tokens, our heads].
   const Tensor q = seq_to_heads(comm, q_seq, act);
@@ -183,56 +171,15 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
 
   // All-to-all back: our tokens, all heads. Then everything is token-wise again.
   const Tensor a = heads_to_seq(comm, a_heads, act);
-  Tensor y = be.empty({b, sl, h}, dt, ws);
-  be.matmul(a.reshape({b, sl, H * d}), false, w.o_weight, false, y);
-  be.add_bias(y, w.o_bias);
-  be.dropout_forward(y, y, my_pos, s, cfg.dropout, cfg.seed, site1);
-  Tensor x2 = be.empty({b, sl, h}, dt, act);
-  be.add(x, y, x2);
-
-  Tensor mean2 = be.empty({Nl}, dt, act), rstd2 = be.empty({Nl}, dt, act), h2 = be.empty({b, sl, h}, dt, act);
-  be.layernorm_forward(x2, w.ln2_gamma, w.ln2_beta, cfg.eps, h2, mean2, rstd2);
-  Tensor u = be.empty({b, sl, cfg.f}, dt, act), g = be.empty({b, sl, cfg.f}, dt, act);
-  be.matmul(h2, false, w.fc1_weight, false, u);
-  be.add_bias(u, w.fc1_bias);
-  be.gelu_forward(u, g);
-  Tensor z = y;
-  be.matmul(g, false, w.fc2_weight, false, z);
-  be.add_bias(z, w.fc2_bias);
-  be.dropout_forward(z, z, my_pos, s, cfg.dropout, cfg.seed, site2);
-  Tensor out = be.empty({b, sl, h}, dt, ws);
-  be.add(x2, z, out);
-  y = z = Tensor();
+  const Tensor out = post_attention_forward(cfg, w, be, a, my_pos, sv, act, ws);
 
   meter.forward_done();
   maybe_inject_failure(r, "backward");
 
   // ================================ backward ================================
   LayerWeights gw = zero_grads(cfg, dt, {r, MemCategory::grads, &tracker});
-  Tensor dz = be.empty({b, sl, h}, dt, ws);
-  be.dropout_forward(dout, dz, my_pos, s, cfg.dropout, cfg.seed, site2);
-  be.matmul(g, true, dz, false, gw.fc2_weight, 1, 1);
-  be.bias_grad(dz, gw.fc2_bias);
-  Tensor du = be.empty({b, sl, cfg.f}, dt, ws);
-  be.matmul(dz, false, w.fc2_weight, true, du);
-  be.gelu_backward(du, u, du);
-  be.matmul(h2, true, du, false, gw.fc1_weight, 1, 1);
-  be.bias_grad(du, gw.fc1_bias);
-  Tensor dh2 = dz;
-  be.matmul(du, false, w.fc1_weight, true, dh2);
-  du = Tensor();
-  Tensor dx2 = be.empty({b, sl, h}, dt, ws);
-  be.layernorm_backward(dh2, x2, w.ln2_gamma, mean2, rstd2, dx2, gw.ln2_gamma, gw.ln2_beta);
-  be.add(dx2, dout, dx2);
-
-  Tensor dy = dh2;
-  be.dropout_forward(dx2, dy, my_pos, s, cfg.dropout, cfg.seed, site1);
-  be.matmul(a.reshape({b, sl, H * d}), true, dy, false, gw.o_weight, 1, 1);
-  be.bias_grad(dy, gw.o_bias);
-  Tensor da = be.empty({b, sl, H * d}, dt, ws);
-  be.matmul(dy, false, w.o_weight, true, da);
-  da = da.reshape({b, sl, H, d});
-  dy = dh2 = dz = Tensor();
+  Tensor dx2;
+  const Tensor da = post_attention_backward(cfg, w, be, a, dout, my_pos, sv, gw, dx2, ws);
 
   // The attention backward runs in head layout: all-to-all the output gradient there, and the
   // q, k, v gradients back.
@@ -245,19 +192,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   sum_replicas(heads_to_seq(comm, dk_h, ws), dk, R);  // a replicated head's gradient: the sum of its copies
   sum_replicas(heads_to_seq(comm, dv_h, ws), dv, R);
   dq_h = dk_h = dv_h = Tensor();
-  if (cfg.rope) {
-    be.rope_backward(dq, my_pos, cfg.rope_theta);
-    be.rope_backward(dk, my_pos, cfg.rope_theta);
-  }
-  Tensor dqkv = be.empty({b, sl, cfg.qkv_width()}, dt, ws);
-  be.merge_qkv(dq, dk, dv, dqkv);
-  be.matmul(h1, true, dqkv, false, gw.qkv_weight, 1, 1);
-  be.bias_grad(dqkv, gw.qkv_bias);
-  Tensor dh1 = be.empty({b, sl, h}, dt, ws);
-  be.matmul(dqkv, false, w.qkv_weight, true, dh1);
-  Tensor dx = be.empty({b, sl, h}, dt, ws);
-  be.layernorm_backward(dh1, x, w.ln1_gamma, mean1, rstd1, dx, gw.ln1_gamma, gw.ln1_beta);
-  be.add(dx, dx2, dx);
+  const Tensor dx = qkv_backward(cfg, w, be, dq, dk, dv, my_pos, sv, dx2, gw, ws);
 
   // Every weight is replicated and every rank saw only its tokens: all-reduce all gradients
   // (as data parallelism does; DeepSpeed folds this into ZeRO's reduce-scatter).
