@@ -298,7 +298,7 @@ TEST_CASE("the measured per-rank FLOPs follow the layout, and wholly masked step
   }
 }
 
-TEST_CASE("overlap is real: the ring forward takes less than its compute plus its transfers", "[strategies][ring]") {
+TEST_CASE("overlap is real: the ring forward takes less than its compute plus its transfers", "[timing]") {
   // Step 0 of a 2-rank ring computes on the local block while the other block travels. Give
   // the link a delay per message so that the transfer (K and V: two messages, in turn on the
   // sender's comm thread) takes about as long as the compute: posted first, it runs beside
