@@ -44,7 +44,10 @@ std::pair<CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o,
   CLI::App* c = bench->add_subcommand("comm", "Collectives and ring send/recv: algbw and busbw (nccl-tests) beside memcpy");
   c->add_option("--backend", co.backend, "local (threads, default) or mpi (default under mpirun)")
       ->check(CLI::IsMember({"local", "mpi"}));
-  c->add_option("--ranks", co.ranks, "ranks P on the local backend")->capture_default_str()->check(CLI::Range(1, 64));
+  c->add_option("--ranks", co.ranks, "ranks P on the local backend (with mpi: must equal mpirun's -np)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64))
+      ->each([&co](const std::string&) { co.ranks_given = true; });
   c->add_option("--min-bytes", co.min_bytes, "smallest buffer")->capture_default_str()->check(CLI::Range(int64_t{64}, int64_t{1} << 30));
   c->add_option("--max-bytes", co.max_bytes, "largest buffer (sizes step x4)")
       ->capture_default_str()
@@ -228,8 +231,11 @@ int bench_comm(const BenchCommOptions& o) {
   std::vector<CommRow> rows;
   int P = o.ranks;
   if (mpi) {
+    if (!launched_by_mpirun()) throw ConfigError("--backend mpi: this process was not started by mpirun");
     Communicator& w = mpi_world();
     P = w.size();
+    if (o.ranks_given && o.ranks != P)
+      throw ConfigError(detail::concat("--ranks ", o.ranks, " but mpirun started ", P, " processes (use -np ", o.ranks, ")"));
     rows = bench_comm_rank(w, o);
     if (w.rank() != 0) return 0;
   } else {

@@ -51,6 +51,7 @@ struct BenchKernelsOptions {
 struct BenchCommOptions {
   std::string backend;  ///< "", "local" or "mpi"
   int ranks = 4;
+  bool ranks_given = false;
   int64_t min_bytes = 1024, max_bytes = 64 << 20;
 };
 

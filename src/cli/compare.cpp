@@ -2,7 +2,10 @@
 // `ringside run`: one strategy, with its per-rank numbers and an optional dump.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -28,7 +31,7 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
     add_config_flags(*c, o.cfg);
     c->add_option("--ranks", o.ranks, "number of ranks P (with mpi: must equal mpirun's -np)")
         ->capture_default_str()
-        ->check(CLI::Range(1, 1024))
+        ->check(CLI::Range(1, 256))
         ->each([&](const std::string&) { o.ranks_given = true; });
     c->add_option("--backend", o.backend,
                   "local: P ranks as threads of this process (default); mpi: one process per rank under mpirun "
@@ -36,12 +39,17 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
         ->check(CLI::IsMember({"local", "mpi"}));
     c->add_option("--timeout", o.timeout_s, "seconds a communication may wait before it fails")
         ->capture_default_str()
-        ->check(CLI::Range(0.1, 3600.0));
+        ->check(CLI::Range(0.1, 3600.0))
+        ->check([](const std::string& v) {
+          return std::isfinite(std::strtod(v.c_str(), nullptr)) ? std::string() : std::string("must be a finite number");
+        });
   };
   CLI::App* cmp = app.add_subcommand("compare", "Run every strategy on the same input and compare them with the references");
   common(cmp);
   cmp->add_option("--strategies", o.strategies, "comma-separated list (default: all of " + names + ")");
-  cmp->add_option("--json", o.json, "also write the comparison, per tensor and per rank, as JSON")->option_text("FILE");
+  cmp->add_option("--json", o.json, "also write the comparison, per tensor and per rank, as JSON")
+      ->option_text("FILE")
+      ->check([](const std::string& v) { return v.empty() ? std::string("--json needs a file name") : std::string(); });
   cmp->footer(
       "Examples:\n"
       "  ringside compare                                   # default layer, P = 4 local ranks\n"
@@ -85,10 +93,27 @@ struct Setup {
   bool root = true;
 };
 
+// Every rank must run the same job: compare a fingerprint of the command line's meaning.
+void check_ranks_agree(Communicator& world, const std::string& what) {
+  const uint64_t hash = std::hash<std::string>{}(what);
+  const double mine[2] = {double(hash >> 32), double(hash & 0xffffffffULL)};
+  std::vector<double> all(2 * world.size());
+  world.all_gather(mine, all.data(), std::vector<int64_t>(world.size(), 2), DType::f64);
+  for (int r = 1; r < world.size(); ++r)
+    if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
+      throw ConfigError(detail::concat("the ranks disagree on the job: rank ", r,
+                                       " was started with other options than rank 0 (every rank must run the same command)"));
+}
+
 Setup setup(CompareOptions& o) {
   Setup s;
+  if (o.backend == "local" && launched_by_mpirun())
+    std::fprintf(stderr, "ringside: note: started by mpirun but --backend local: each process runs its own %d-rank job\n",
+                 o.ranks);
   s.mpi = o.backend == "mpi" || (o.backend.empty() && launched_by_mpirun());
   if (s.mpi) {
+    if (!launched_by_mpirun())
+      throw ConfigError("--backend mpi: this process was not started by mpirun (use: mpirun -np P ringside ...)");
     RS_CHECK(mpi_available(), "--backend mpi: this build has no MPI (configure with RINGSIDE_MPI=ON)");
     s.world = &mpi_world();
     s.world->timeout_s = o.timeout_s;
@@ -96,6 +121,7 @@ Setup setup(CompareOptions& o) {
     s.root = s.world->rank() == 0;
     if (o.ranks_given && o.ranks != s.P)
       throw ConfigError(detail::concat("--ranks ", o.ranks, " but mpirun started ", s.P, " processes (use -np ", o.ranks, ")"));
+    check_ranks_agree(*s.world, o.cfg.to_json().dump() + "|" + o.strategies + "|" + o.strategy);
   } else {
     s.P = o.ranks;
   }
@@ -172,19 +198,68 @@ std::string sci(double v) {
 
 }  // namespace
 
+// Bytes a run needs at once, roughly, to refuse one that cannot fit before it starts: the
+// largest reference (fp64) or, for a strategy, every rank's inputs and weights (each rank
+// draws them whole) plus the fp32 reference's activations split over the ranks.
+double job_bytes(const LayerConfig& c, int P, bool with_references) {
+  double params = 0;
+  for (auto& [name, shape] : weight_shapes(c)) params += double(numel(shape));
+  const double N = double(c.b) * double(c.s), act = N * (6.0 * c.h + 2.0 * c.Hkv * c.d() + 2.0 * c.f + 4 + c.H);
+  const double ref64 = 8 * (2 * params + act + N * (c.qkv_width() + 2.0 * c.f + 8.0 * c.h));
+  const double strategy = 4 * (P * (2 * params + 3 * N * c.h) + act + N * (c.qkv_width() + 2.0 * c.f + 8.0 * c.h));
+  return with_references ? std::max(ref64, strategy) : strategy;
+}
+
+void check_memory(const LayerConfig& c, int P, bool with_references) {
+  const double need = job_bytes(c, P, with_references);
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (need > 0.9 * have)
+    throw ConfigError("this job needs about " + format_bytes(need) + " of memory and this machine has " + format_bytes(have) +
+                      "; use a smaller --seq, --batch, --hidden, --ffn or --ranks");
+}
+
+// Where a json file will go, proved writable before the work (and its reason if not).
+void check_writable(const std::string& path) {
+  std::ofstream f(path, std::ios::app);
+  RS_CHECK(f.good(), "--json: cannot write ", path, ": ", std::strerror(errno));
+}
+
 int compare_command(CompareOptions& o) {
   const LayerConfig& cfg = o.cfg;
   cfg.validate();
   std::vector<const Strategy*> chosen;
-  if (o.strategies.empty()) {
+  const bool listed = !o.strategies.empty();
+  if (!listed) {
     for (const Strategy& s : strategies()) chosen.push_back(&s);
   } else {
     std::stringstream in(o.strategies);
-    for (std::string n; std::getline(in, n, ',');) chosen.push_back(&find_strategy(n));
+    for (std::string n; std::getline(in, n, ',');) {
+      if (n.empty()) throw ConfigError("--strategies: empty name in '" + o.strategies + "' (use e.g. tp-sp,ring)");
+      const Strategy* st = &find_strategy(n);
+      if (std::find(chosen.begin(), chosen.end(), st) == chosen.end()) chosen.push_back(st);
+    }
   }
   Setup s = setup(o);
+  if (s.root && !o.json.empty()) check_writable(o.json);
   // Every rank validates every strategy before any communication: one clear error, no hang.
-  for (const Strategy* st : chosen) st->validate(cfg, s.P);
+  // A strategy that was not asked for by name and does not fit this P is skipped, with why.
+  std::vector<std::pair<std::string, std::string>> skipped;
+  for (auto it = chosen.begin(); it != chosen.end();) {
+    try {
+      (*it)->validate(cfg, s.P);
+      ++it;
+    } catch (const ConfigError& e) {
+      if (listed) throw;
+      skipped.emplace_back((*it)->name, e.what());
+      it = chosen.erase(it);
+    }
+  }
+  if (chosen.empty()) {
+    std::string why;
+    for (auto& [name, w] : skipped) why += (why.empty() ? "" : "; ") + w;
+    throw ConfigError(detail::concat("no strategy runs with P = ", s.P, ": ", why));
+  }
+  check_memory(cfg, s.P, true);
   const bool show = s.root && progress_on();
   auto note = [&](const std::string& m) {
     if (show) std::fprintf(stderr, "ringside compare: %s\n", m.c_str());
@@ -193,7 +268,13 @@ int compare_command(CompareOptions& o) {
   std::vector<StrategyRun> runs;
   for (const Strategy* st : chosen) {
     note(st->name + " on " + std::to_string(s.P) + " ranks ...");
-    runs.push_back(run_one(*st, cfg, s, o.timeout_s));
+    try {
+      runs.push_back(run_one(*st, cfg, s, o.timeout_s));
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(st->name + ": " + e.what());  // name the strategy that failed
+    }
   }
   if (!s.root) return 0;  // rank 0 compares and prints; the others are done
 
@@ -291,14 +372,16 @@ int compare_command(CompareOptions& o) {
     if (accurate && memory_ok && bytes_ok) {
       verdict = "OK";
     } else {
+      std::vector<std::string> why;
+      if (!accurate) why.push_back("error above 1e-5");
+      if (!memory_ok) why.push_back("saved bytes differ from the formula");
+      if (!bytes_ok) why.push_back("bytes sent differ from the formula");
       verdict = "FAIL:";
-      if (!accurate) verdict += " error above 1e-5;";
-      if (!memory_ok) verdict += " saved bytes differ from the formula;";
-      if (!bytes_ok) verdict += " bytes sent differ from the formula;";
+      for (size_t i = 0; i < why.size(); ++i) verdict += (i ? "; " : " ") + why[i];
       ++failures;
     }
     char ratio_s[32];
-    std::snprintf(ratio_s, sizeof ratio_s, "%.2f", ratio);
+    std::snprintf(ratio_s, sizeof ratio_s, ratio < 1000 ? "%.2f" : "%.1e", ratio);
     std::string row = pad(st.name, wid[0]) + "  " + pad(std::to_string(s.P), wid[1], true) + "  " +
                       pad(sci(w.second) + " " + w.first, wid[2]) + "  " + pad(ratio_s, wid[3]) + "  " +
                       pad(format_bytes(max_saved) + " (" + format_bytes(max_saved_formula) + ")", wid[4]) + "  " +
@@ -314,6 +397,11 @@ int compare_command(CompareOptions& o) {
     j["verdict"] = verdict;
     j["per_rank"] = jr;
     js["strategies"].push_back(j);
+  }
+  for (auto& [name, why] : skipped) {
+    std::printf("  %s%s\n", (pad(name, wid[0]) + "  " + pad(std::to_string(s.P), wid[1], true) + "  ").c_str(),
+                ("skipped: " + why).c_str());
+    js["skipped"][name] = why;
   }
   for (const StrategyRun& run : runs) {
     if (run.st->name != "ring") continue;
@@ -369,6 +457,7 @@ int run_command(CompareOptions& o) {
   const Strategy& st = find_strategy(o.strategy);
   Setup s = setup(o);
   st.validate(cfg, s.P);
+  check_memory(cfg, s.P, false);
   if (o.dump && s.root) prepare_dump_dir(*o.dump);
   const StrategyRun run = run_one(st, cfg, s, o.timeout_s);
   if (!s.root) return 0;

@@ -23,8 +23,21 @@ class MpiRequest final : public Request {
  public:
   bool wait_until(std::chrono::steady_clock::time_point deadline) override {
     std::unique_lock lock(mu_);
-    return cv_.wait_until(lock, deadline, [&] { return done_; });
+    const bool ok = cv_.wait_until(lock, deadline, [&] { return done_; });
+    if (ok && !error_.empty()) throw CommError(error_);
+    return ok;
   }
+  /// Completes with a failure: the waiter throws CommError(message).
+  void fail(std::string message) {
+    {
+      std::lock_guard lock(mu_);
+      error_ = std::move(message);
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+  int64_t expected_bytes = -1;  ///< for receives: the size the caller asked for
+  int owner = -1;               ///< the rank that posted it, for messages
   bool done() const override {
     std::lock_guard lock(mu_);
     return done_;
@@ -41,6 +54,7 @@ class MpiRequest final : public Request {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  std::string error_;
 };
 
 // Polls every outstanding MPI request; completes ours when MPI's completes.
@@ -74,9 +88,25 @@ class Progress {
       bool progressed = false;
       for (auto it = active_.begin(); it != active_.end();) {
         int flag = 0;
-        MPI_Test(&it->first, &flag, MPI_STATUS_IGNORE);
-        if (flag) {
-          it->second->complete();
+        MPI_Status st;
+        const int rc = MPI_Test(&it->first, &flag, &st);
+        if (rc != MPI_SUCCESS || flag) {
+          // A receive of the wrong size (ranks that disagree on shapes) is an error, never a
+          // silent truncation.
+          int got = -1;
+          if (rc == MPI_SUCCESS && it->second->expected_bytes >= 0) MPI_Get_count(&st, MPI_BYTE, &got);
+          if (rc != MPI_SUCCESS) {
+            char msg[MPI_MAX_ERROR_STRING];
+            int len = 0;
+            MPI_Error_string(rc, msg, &len);
+            it->second->fail(detail::concat("rank ", it->second->owner, ": ", it->second->what, " failed: ",
+                                            std::string(msg, len), " (do all ranks run the same configuration?)"));
+          } else if (it->second->expected_bytes >= 0 && got != it->second->expected_bytes) {
+            it->second->fail(detail::concat("rank ", it->second->owner, ": ", it->second->what, ": received ", got,
+                                            " bytes (do all ranks run the same configuration?)"));
+          } else {
+            it->second->complete();
+          }
           it = active_.erase(it);
           progressed = true;
         } else {
@@ -125,6 +155,7 @@ class MpiCommunicator final : public Communicator {
 
   RequestPtr irecv(void* buf, int64_t bytes, int peer, int tag) override {
     auto req = make(detail::concat("recv from rank ", peer, " (tag ", tag, ", ", bytes, " bytes)"), bytes, peer);
+    req->expected_bytes = bytes;
     MPI_Request r;
     check_mpi(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "MPI_Irecv", rank_);
     g_progress->add(r, req);
@@ -156,6 +187,7 @@ class MpiCommunicator final : public Communicator {
     RS_CHECK(bytes <= 2147483647, "rank ", rank_, ": MPI message of ", bytes, " bytes exceeds MPI's int count");
     auto req = std::make_shared<MpiRequest>();
     req->what = std::move(what);
+    req->owner = rank_;
     return req;
   }
   MPI_Comm comm_;

@@ -160,7 +160,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
 
   RankResult res;
   PhaseMeter meter(comm);
-  maybe_inject_failure(r, "forward");
+  maybe_inject_failure(r, P, "forward");
 
   // ================================ forward ================================
   // LayerNorm 1, QKV and RoPE on our tokens; q, k, v are saved for the ring backward.
@@ -236,7 +236,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   const Tensor out = post_attention_forward(cfg, w, be, a, my_pos, sv, act, ws);
 
   meter.forward_done();
-  maybe_inject_failure(r, "backward");
+  maybe_inject_failure(r, P, "backward");
 
   // ================================ backward ================================
   LayerWeights gw = zero_grads(cfg, dt, {r, MemCategory::grads, &tracker});

@@ -307,14 +307,18 @@ int64_t ring_all_reduce_bytes(int64_t n, int P, int rank, DType dt) {
   return ring_reduce_scatter_bytes(n, P, rank, dt) + ring_all_gather_bytes(n, P, rank, dt);
 }
 
-void maybe_inject_failure(int rank, const char* phase) {
+void maybe_inject_failure(int rank, int P, const char* phase) {
   const char* spec = std::getenv("RINGSIDE_INJECT_FAILURE");
   if (!spec) return;
+  // A hook that silently never fires would make a failure test pass for the wrong reason.
   std::istringstream in(spec);
   int r = -1;
   char colon = 0;
-  std::string p;
-  if (in >> r >> colon >> p && r == rank && p == phase)
+  std::string p, rest;
+  if (!(in >> r >> colon >> p) || colon != ':' || (p != "forward" && p != "backward") || (in >> rest) || r < 0 || r >= P)
+    throw Error(detail::concat("RINGSIDE_INJECT_FAILURE='", spec, "' must be RANK:forward or RANK:backward with 0 <= RANK < ",
+                               P));
+  if (r == rank && p == phase)
     throw Error(detail::concat("injected failure at the start of the ", phase, " (RINGSIDE_INJECT_FAILURE)"));
 }
 

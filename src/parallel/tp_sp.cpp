@@ -100,7 +100,7 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
 
   RankResult res;
   PhaseMeter meter(comm);
-  maybe_inject_failure(r, "forward");
+  maybe_inject_failure(r, P, "forward");
 
   // ================================ forward ================================
   // LayerNorm 1 on our s/P tokens: sequence-parallel region.
@@ -164,7 +164,7 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   y = z = Tensor();
 
   meter.forward_done();
-  maybe_inject_failure(r, "backward");
+  maybe_inject_failure(r, P, "backward");
 
   // ================================ backward ================================
   // Gradients of our shards (LayerNorms and the row-parallel biases: partial, see the end).

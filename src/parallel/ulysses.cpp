@@ -151,7 +151,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
 
   RankResult res;
   PhaseMeter meter(comm);
-  maybe_inject_failure(r, "forward");
+  maybe_inject_failure(r, P, "forward");
 
   // ================================ forward ================================
   // LayerNorm 1, the QKV projection and RoPE: token-wise, on our s/P tokens (full weights).
@@ -174,7 +174,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   const Tensor out = post_attention_forward(cfg, w, be, a, my_pos, sv, act, ws);
 
   meter.forward_done();
-  maybe_inject_failure(r, "backward");
+  maybe_inject_failure(r, P, "backward");
 
   // ================================ backward ================================
   LayerWeights gw = zero_grads(cfg, dt, {r, MemCategory::grads, &tracker});
