@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "comm/communicator.h"
+#include "device/backend.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/philox.h"
@@ -133,6 +134,7 @@ int bench_kernels(const BenchKernelsOptions& o) {
 
   std::printf("ringside bench kernels: s=%lld H=%lld d=%lld %s, one thread, best of %d\n", (long long)o.s, (long long)o.H,
               (long long)o.d, o.causal ? "causal" : "full", o.repetitions);
+  std::printf("  backend: %s\n", make_cpu_backend()->describe().c_str());
   std::fflush(stdout);
   int argc = 1;
   char name[] = "ringside";

@@ -303,6 +303,7 @@ int compare_command(CompareOptions& o) {
   };
 
   std::printf("ringside compare: %s\n", cfg.summary().c_str());
+  std::printf("  backend    %s\n", make_cpu_backend()->describe().c_str());
   std::printf("  P = %d ranks on the %s backend%s; ring layout %s; fp32 runs, errors against the fp64 reference\n\n",
               s.P, s.mpi ? "mpi" : "local", s.mpi ? " (one process per rank)" : " (threads, one comm thread each)",
               to_string(cfg.cp_layout()));
@@ -358,11 +359,11 @@ int compare_command(CompareOptions& o) {
       memory_ok &= n.peak_saved == saved_f;
       bytes_ok &= n.fwd_sent == double(cb.forward) && n.bwd_sent == double(cb.backward);
       jr.push_back({{"rank", r},
-                    {"peak_saved_bytes", n.peak_saved},
-                    {"formula_saved_bytes", saved_f},
-                    {"bytes_sent", {{"forward", n.fwd_sent}, {"backward", n.bwd_sent}}},
+                    {"peak_saved_bytes", int64_t(n.peak_saved)},
+                    {"formula_saved_bytes", int64_t(saved_f)},
+                    {"bytes_sent", {{"forward", int64_t(n.fwd_sent)}, {"backward", int64_t(n.bwd_sent)}}},
                     {"formula_bytes_sent", {{"forward", cb.forward}, {"backward", cb.backward}}},
-                    {"bytes_received", {{"forward", n.fwd_recv}, {"backward", n.bwd_recv}}},
+                    {"bytes_received", {{"forward", int64_t(n.fwd_recv)}, {"backward", int64_t(n.bwd_recv)}}},
                     {"forward_s", n.fwd_s},
                     {"backward_s", n.bwd_s},
                     {"attention_flops", n.attention_flops}});
@@ -462,7 +463,8 @@ int run_command(CompareOptions& o) {
   const StrategyRun run = run_one(st, cfg, s, o.timeout_s);
   if (!s.root) return 0;
   std::printf("ringside run %s: %s\n", st.name.c_str(), cfg.summary().c_str());
-  std::printf("  %s; P = %d ranks on the %s backend\n\n", st.summary.c_str(), s.P, s.mpi ? "mpi" : "local");
+  std::printf("  %s; P = %d ranks on the %s backend\n", st.summary.c_str(), s.P, s.mpi ? "mpi" : "local");
+  std::printf("  backend    %s\n\n", make_cpu_backend()->describe().c_str());
   std::printf("  %4s  %-26s  %-44s  %s\n", "rank", "saved  measured | formula", "sent  forward + backward | formula", "time fwd + bwd");
   for (int r = 0; r < s.P; ++r) {
     const RankNumbers& n = run.ranks[r];
@@ -476,13 +478,13 @@ int run_command(CompareOptions& o) {
   // The ring's schedule: what each rank computed at each step, and what it sent.
   for (size_t r = 0; r < run.steps.size(); ++r) {
     if (run.steps[r].empty()) continue;
-    std::printf("\n  rank %zu, ring steps (layout %s):\n  %-9s %4s %6s  %-44s %10s %10s %10s %10s\n", r,
-                to_string(cfg.cp_layout()), "phase", "step", "block", "computed", "GFLOP", "sent", "compute", "wait");
+    std::printf("\n  rank %zu, ring steps (layout %s):\n  %-9s %4s %6s %10s %10s %10s %10s  %s\n", r,
+                to_string(cfg.cp_layout()), "phase", "step", "block", "GFLOP", "sent", "compute", "wait",
+                "computed (global query x key positions)");
     for (const StepRecord& st : run.steps[r])
-      std::printf("  %-9s %4d %6s  %-44s %10.3f %10s %10s %10s\n", st.phase.c_str(), st.step,
-                  ("r" + std::to_string(st.block_of)).c_str(), st.computed.substr(0, 44).c_str(), st.flops / 1e9,
-                  format_bytes(double(st.bytes_sent)).c_str(), format_seconds(st.compute_s).c_str(),
-                  format_seconds(st.wait_s).c_str());
+      std::printf("  %-9s %4d %6s %10.3f %10s %10s %10s  %s\n", st.phase.c_str(), st.step,
+                  ("r" + std::to_string(st.block_of)).c_str(), st.flops / 1e9, format_bytes(double(st.bytes_sent)).c_str(),
+                  format_seconds(st.compute_s).c_str(), format_seconds(st.wait_s).c_str(), st.computed.c_str());
   }
   if (o.dump) {
     write_dump(*o.dump, cfg, run.result.out, run.result.dx, run.result.grads, st.name);
