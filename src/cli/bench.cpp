@@ -34,7 +34,8 @@ std::pair<CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o,
   k->add_option("--seq", o.s, "sequence length s")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   k->add_option("--heads", o.H, "heads H (Hkv = H)")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{256}));
   k->add_option("--head-dim", o.d, "head dim d")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1024}));
-  k->add_flag("--causal,!--no-causal", o.causal, "causal mask (default) or full attention");
+  k->add_flag_callback("--causal", [&o] { o.causal = true; }, "causal mask (the default)");
+  k->add_flag_callback("--no-causal", [&o] { o.causal = false; }, "full attention");
   k->add_option("--min-time", o.min_time, "seconds each repetition runs at least")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 60.0));

@@ -28,8 +28,12 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
   app.add_option("--heads", cfg.H, "query heads H (head dim d = h / H)")->capture_default_str()->group("Layer");
   app.add_option("--kv-heads", cfg.Hkv, "key/value heads Hkv (GQA; H % Hkv == 0)")->capture_default_str()->group("Layer");
   app.add_option("--ffn", cfg.f, "MLP width f")->capture_default_str()->group("Layer");
-  app.add_flag("--causal,!--no-causal", cfg.causal, "causal mask (default) or full attention")->group("Layer");
-  app.add_flag("--rope,!--no-rope", cfg.rope, "rotary position embedding on q and k (default on)")->group("Layer");
+  // Separate on/off flags: CLI11's "--x,!--no-x" form prints a confusing "{false}" in --help.
+  app.add_flag_callback("--causal", [&cfg] { cfg.causal = true; }, "causal mask (the default)")->group("Layer");
+  app.add_flag_callback("--no-causal", [&cfg] { cfg.causal = false; }, "full attention, no mask")->group("Layer");
+  app.add_flag_callback("--rope", [&cfg] { cfg.rope = true; }, "rotary position embedding on q and k (the default)")
+      ->group("Layer");
+  app.add_flag_callback("--no-rope", [&cfg] { cfg.rope = false; }, "no rotary position embedding")->group("Layer");
   app.add_option("--dropout", cfg.dropout, "dropout probability p in [0, 1)")->capture_default_str()->group("Layer");
   app.add_option_function<std::string>(
          "--layout", [&cfg](const std::string& v) { cfg.layout = parse_layout(v); },
