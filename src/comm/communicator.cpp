@@ -12,6 +12,40 @@ std::vector<int64_t> even_counts(int64_t n, int P) {
   return c;
 }
 
+bool CompletionRequest::wait_until(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  while (!done_) {
+    check_abort();
+    const auto slice = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+    cv_.wait_until(lock, slice);
+    if (!done_ && std::chrono::steady_clock::now() >= deadline) return false;
+  }
+  if (!error_.empty()) throw CommError(error_);
+  return true;
+}
+
+bool CompletionRequest::done() const {
+  std::lock_guard lock(mu_);
+  return done_;
+}
+
+void CompletionRequest::complete() {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+void CompletionRequest::fail(std::string message) {
+  {
+    std::lock_guard lock(mu_);
+    error_ = std::move(message);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
 void Communicator::wait(const RequestPtr& r) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                std::chrono::duration<double>(timeout_s));

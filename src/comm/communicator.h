@@ -12,6 +12,8 @@
 // within timeout_s throws CommError naming the rank, the op and the peer: nothing hangs silently.
 #pragma once
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <functional>
 #include <chrono>
 #include <cstdint>
@@ -43,6 +45,28 @@ class Request {
   std::string what;  ///< "send to rank 2 (tag 5, 4096 bytes)", for error messages
 };
 using RequestPtr = std::shared_ptr<Request>;
+
+/// A request completed (or failed) by another thread: a comm thread or a progress thread.
+class CompletionRequest : public Request {
+ public:
+  /// Waits in slices of at most 50 ms, calling check_abort() between them; throws CommError
+  /// with the failure message if the request failed.
+  bool wait_until(std::chrono::steady_clock::time_point deadline) override;
+  bool done() const override;
+  void complete();
+  void fail(std::string message);
+  void wake() { cv_.notify_all(); }
+
+ protected:
+  /// Throws to end a wait early (the local backend: another rank failed).
+  virtual void check_abort() const {}
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::string error_;
+};
 
 /// Bytes moved by one rank since construction (or since reset).
 struct CommStats {

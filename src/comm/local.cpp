@@ -22,28 +22,15 @@ namespace {
 
 class LocalWorld;
 
-class LocalRequest final : public Request {
+class LocalRequest final : public CompletionRequest {
  public:
   explicit LocalRequest(LocalWorld* w) : world_(w) {}
-  bool wait_until(std::chrono::steady_clock::time_point deadline) override;
-  bool done() const override {
-    std::lock_guard lock(mu_);
-    return done_;
-  }
-  void complete() {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-  }
-  void wake() { cv_.notify_all(); }
+
+ protected:
+  void check_abort() const override;
 
  private:
   LocalWorld* world_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
 };
 
 // One posted half of a transfer.
@@ -209,16 +196,8 @@ class LocalWorld {
   std::vector<std::weak_ptr<LocalRequest>> live_requests_;
 };
 
-bool LocalRequest::wait_until(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock lock(mu_);
-  while (!done_) {
-    if (world_->aborted()) throw CommError("aborted (" + what + "): " + world_->abort_message());
-    // Wake at least every 50 ms to notice an abort even if the wake-up was missed.
-    const auto slice = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
-    cv_.wait_until(lock, slice);
-    if (!done_ && std::chrono::steady_clock::now() >= deadline) return false;
-  }
-  return true;
+void LocalRequest::check_abort() const {
+  if (world_->aborted()) throw CommError("aborted (" + what + "): " + world_->abort_message());
 }
 
 class LocalCommunicator final : public Communicator {

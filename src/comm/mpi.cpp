@@ -19,42 +19,10 @@ namespace ringside {
 
 namespace {
 
-class MpiRequest final : public Request {
+class MpiRequest final : public CompletionRequest {
  public:
-  bool wait_until(std::chrono::steady_clock::time_point deadline) override {
-    std::unique_lock lock(mu_);
-    const bool ok = cv_.wait_until(lock, deadline, [&] { return done_; });
-    if (ok && !error_.empty()) throw CommError(error_);
-    return ok;
-  }
-  /// Completes with a failure: the waiter throws CommError(message).
-  void fail(std::string message) {
-    {
-      std::lock_guard lock(mu_);
-      error_ = std::move(message);
-      done_ = true;
-    }
-    cv_.notify_all();
-  }
   int64_t expected_bytes = -1;  ///< for receives: the size the caller asked for
   int owner = -1;               ///< the rank that posted it, for messages
-  bool done() const override {
-    std::lock_guard lock(mu_);
-    return done_;
-  }
-  void complete() {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::string error_;
 };
 
 // Polls every outstanding MPI request; completes ours when MPI's completes.
