@@ -15,6 +15,13 @@ namespace ringside::cli {
 /// --causal/--no-causal --rope/--no-rope --dropout --seed, bound to cfg (defaults from LayerConfig).
 void add_config_flags(CLI::App& app, LayerConfig& cfg);
 
+/// Bytes the reference run holds at its peak, roughly (weights and grads, saved activations,
+/// the backward's workspace, inputs and outputs), in double so absurd sizes do not overflow.
+double reference_peak_bytes(const LayerConfig& cfg, DType dt);
+/// Throws ConfigError "<what> needs about X of memory and this machine has Y; use a smaller
+/// <smaller>" when `need` bytes exceed 90% of physical memory: refuse before any work.
+void require_memory(double need, const std::string& what, const std::string& smaller);
+
 /// Creates DIR and proves it writable, before any compute; throws ringside::Error otherwise.
 void prepare_dump_dir(const std::string& dir);
 /// Writes a run's tensors as fp32 .npy in C order with DIR/manifest.json (config, producer,

@@ -24,6 +24,31 @@
 
 namespace ringside::cli {
 
+// Parameter count in double: numel's int64 product overflows for absurd shapes.
+double param_count(const LayerConfig& c) {
+  double params = 0;
+  for (auto& [name, shape] : weight_shapes(c)) {
+    double n = 1;
+    for (int64_t d : shape) n *= double(d);
+    params += n;
+  }
+  return params;
+}
+
+double reference_peak_bytes(const LayerConfig& c, DType dt) {
+  const double es = double(dtype_size(dt)), N = double(c.tokens()), params = param_count(c);
+  // saved_activation_bytes's formula, in double: no int64 overflow for absurd sizes.
+  const double saved = es * N * (6.0 * c.h + 2.0 * c.Hkv * c.d() + 2.0 * c.f + 4 + c.H);
+  return 2 * params * es + saved + N * es * (double(c.qkv_width()) + 2.0 * c.f + 8.0 * c.h);
+}
+
+void require_memory(double need, const std::string& what, const std::string& smaller) {
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (need > 0.9 * have)
+    throw ConfigError(what + " needs about " + format_bytes(need) + " of memory and this machine has " + format_bytes(have) +
+                      "; use a smaller " + smaller);
+}
+
 std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOptions& o) {
   std::string names;
   for (const Strategy& s : strategies()) names += (names.empty() ? "" : ",") + s.name;
@@ -198,24 +223,14 @@ std::string sci(double v) {
 
 }  // namespace
 
-// Bytes a run needs at once, roughly, to refuse one that cannot fit before it starts: the
-// largest reference (fp64) or, for a strategy, every rank's inputs and weights (each rank
-// draws them whole) plus the fp32 reference's activations split over the ranks.
-double job_bytes(const LayerConfig& c, int P, bool with_references) {
-  double params = 0;
-  for (auto& [name, shape] : weight_shapes(c)) params += double(numel(shape));
-  const double N = double(c.b) * double(c.s), act = N * (6.0 * c.h + 2.0 * c.Hkv * c.d() + 2.0 * c.f + 4 + c.H);
-  const double ref64 = 8 * (2 * params + act + N * (c.qkv_width() + 2.0 * c.f + 8.0 * c.h));
-  const double strategy = 4 * (P * (2 * params + 3 * N * c.h) + act + N * (c.qkv_width() + 2.0 * c.f + 8.0 * c.h));
-  return with_references ? std::max(ref64, strategy) : strategy;
-}
-
+// Bytes a job needs at once, roughly: the larger reference (fp64) or, for a strategy, every
+// rank's inputs and weights (each rank draws them whole) plus the fp32 reference's
+// activations and workspace, split over the ranks.
 void check_memory(const LayerConfig& c, int P, bool with_references) {
-  const double need = job_bytes(c, P, with_references);
-  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
-  if (need > 0.9 * have)
-    throw ConfigError("this job needs about " + format_bytes(need) + " of memory and this machine has " + format_bytes(have) +
-                      "; use a smaller --seq, --batch, --hidden, --ffn or --ranks");
+  const double params = param_count(c);
+  const double strategy = reference_peak_bytes(c, DType::f32) + 4 * (P * (2 * params + 3 * double(c.tokens()) * c.h) - 2 * params);
+  require_memory(with_references ? std::max(reference_peak_bytes(c, DType::f64), strategy) : strategy, "this job",
+                 "--seq, --batch, --hidden, --ffn or --ranks");
 }
 
 // Where a json file will go, proved writable before the work (and its reason if not).

@@ -90,16 +90,6 @@ std::vector<std::pair<std::string, const Tensor*>> results(const ReferenceRun& r
   return v;
 }
 
-// Bytes the reference run holds at its peak, roughly: weights and grads, saved activations,
-// the backward's workspace, inputs and outputs (N h each). Used to refuse a run that cannot fit.
-double reference_peak_bytes(const LayerConfig& c, DType dt) {
-  const double es = double(dtype_size(dt)), N = double(c.tokens());
-  double params = 0;
-  for (auto& [name, shape] : weight_shapes(c)) params += double(numel(shape));
-  return 2 * params * es + double(saved_activation_bytes(c, dt)) +
-         N * es * (double(c.qkv_width()) + 2.0 * double(c.f) + 8.0 * double(c.h));
-}
-
 int reference_command(LayerConfig cfg, const std::string& dtype, bool check, const std::optional<std::string>& dump_dir) {
   cfg.validate();
   if (cfg.dropout == 0) cfg.dropout = 0.0;  // print and save -0 as 0
@@ -107,11 +97,8 @@ int reference_command(LayerConfig cfg, const std::string& dtype, bool check, con
   const DType dt = f64 ? DType::f64 : DType::f32;
   if (check && f64) throw ConfigError("--check compares the fp32 run with fp64; it needs --dtype f32");
   if (dump_dir) prepare_dump_dir(*dump_dir);
-  const double need = reference_peak_bytes(cfg, dt) + (check ? reference_peak_bytes(cfg, DType::f64) : 0.0);
-  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
-  if (need > 0.9 * have)
-    throw ConfigError("this layer needs about " + format_bytes(need) + " of memory" + (check ? " (fp32 and fp64)" : "") +
-                      " and this machine has " + format_bytes(have) + "; use a smaller --seq, --batch or --ffn");
+  require_memory(reference_peak_bytes(cfg, dt) + (check ? reference_peak_bytes(cfg, DType::f64) : 0.0),
+                 check ? "this layer (fp32 and fp64)" : "this layer", "--seq, --batch or --ffn");
 
   auto be = make_cpu_backend();
   MemoryTracker tracker;
