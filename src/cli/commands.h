@@ -15,6 +15,10 @@ namespace ringside::cli {
 /// --causal/--no-causal --rope/--no-rope --dropout --seed, bound to cfg (defaults from LayerConfig).
 void add_config_flags(CLI::App& app, LayerConfig& cfg);
 
+/// A run's result tensors by name, in the dump's order: out, grad.x, grad.<param>.
+std::vector<std::pair<std::string, const Tensor*>> named_results(const Tensor& out, const Tensor& dx,
+                                                                 const LayerWeights& grads);
+
 /// Bytes the reference run holds at its peak, roughly (weights and grads, saved activations,
 /// the backward's workspace, inputs and outputs), in double so absurd sizes do not overflow.
 double reference_peak_bytes(const LayerConfig& cfg, DType dt);

@@ -35,6 +35,13 @@ double param_count(const LayerConfig& c) {
   return params;
 }
 
+// Every result tensor by name, in the dump's order.
+std::vector<std::pair<std::string, const Tensor*>> named_results(const Tensor& out, const Tensor& dx, const LayerWeights& g) {
+  std::vector<std::pair<std::string, const Tensor*>> v{{"out", &out}, {"grad.x", &dx}};
+  for (auto& [name, t] : g.named()) v.emplace_back("grad." + name, t);
+  return v;
+}
+
 double reference_peak_bytes(const LayerConfig& c, DType dt) {
   const double es = double(dtype_size(dt)), N = double(c.tokens()), params = param_count(c);
   // saved_activation_bytes's formula, in double: no int64 overflow for absurd sizes.
@@ -203,12 +210,6 @@ template <class T> RefRun reference(const LayerConfig& cfg) {
   return r;
 }
 
-// Every result tensor by name, in the dump's order.
-std::vector<std::pair<std::string, const Tensor*>> named_results(const Tensor& out, const Tensor& dx, const LayerWeights& g) {
-  std::vector<std::pair<std::string, const Tensor*>> v{{"out", &out}, {"grad.x", &dx}};
-  for (auto& [name, t] : g.named()) v.emplace_back("grad." + name, t);
-  return v;
-}
 
 std::string pad(const std::string& s, size_t n, bool right = false) {
   if (s.size() >= n) return s;

@@ -52,9 +52,7 @@ void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out,
     be->dropout_mask(mask, positions, cfg.s, cfg.dropout, cfg.seed, static_cast<uint32_t>(site));
     write(name, mask);
   }
-  write("out", out);
-  write("grad.x", dx);
-  for (auto& [name, t] : grads.named()) write("grad." + name, *t);
+  for (auto& [name, t] : named_results(out, dx, grads)) write(name, *t);
   std::ofstream mf(dir / "manifest.json");
   mf << manifest.dump(2) << '\n';
   mf.close();

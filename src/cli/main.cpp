@@ -83,11 +83,8 @@ ReferenceRun run_reference(const LayerConfig& cfg, Backend& be, MemoryTracker& t
   return r;
 }
 
-// Every tensor a run produces, under the names of the dump: out, grad.x, grad.<param>.
 std::vector<std::pair<std::string, const Tensor*>> results(const ReferenceRun& r) {
-  std::vector<std::pair<std::string, const Tensor*>> v{{"out", &r.fwd.out}, {"grad.x", &r.grads.dx}};
-  for (auto& [name, t] : r.grads.grads.named()) v.emplace_back("grad." + name, t);
-  return v;
+  return named_results(r.fwd.out, r.grads.dx, r.grads.grads);
 }
 
 int reference_command(LayerConfig cfg, const std::string& dtype, bool check, const std::optional<std::string>& dump_dir) {
