@@ -8,6 +8,7 @@
 
 #include "layer/config.h"
 #include "layer/weights.h"
+#include "trace/metrics.h"
 
 namespace ringside::cli {
 
@@ -43,8 +44,10 @@ struct CompareOptions {
   bool ranks_given = false;
   std::string backend;  ///< "", "local" or "mpi"
   std::string json;
+  std::string trace;  ///< write the timeline here (Chrome trace JSON)
   std::optional<std::string> dump;
   double timeout_s = 60;
+  double link_gbps = 0, link_latency_us = 0;  ///< local backend: an artificial link (0: memcpy speed)
 };
 
 /// `ringside compare` and `ringside run`: add both subcommands; returns them.
@@ -78,5 +81,21 @@ int bench_comm(const BenchCommOptions& o);
 /// OpenBLAS sgemm measured in the same run on one thread, with each ratio's verdict against
 /// its target (forward 0.6, backward 0.45). Returns 0.
 int bench_kernels(const BenchKernelsOptions& o);
+
+struct TraceStatsOptions {
+  std::string file;
+  std::string json;
+};
+
+/// `ringside trace-stats`: adds the subcommand; returns it.
+CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o);
+/// Reads the trace (ringside::Error on a bad file), prints per strategy the per-rank table,
+/// the totals and the per-ring-step table; writes them as JSON with --json. Returns 0.
+int trace_stats_command(const TraceStatsOptions& o);
+/// The per-rank timeline table (compute, comm, overlap %, exposed, idle, peak memory, sent)
+/// of each strategy, and with_steps the per-ring-step tables.
+void print_timeline(const std::vector<trace::StrategyMetrics>& metrics, bool with_steps);
+/// One strategy's metrics as JSON (microseconds; overlap_pct null without communication).
+nlohmann::json metrics_json(const trace::StrategyMetrics& s);
 
 }  // namespace ringside::cli

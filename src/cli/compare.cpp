@@ -21,6 +21,8 @@
 #include "layer/reference.h"
 #include "parallel/ring_attention.h"
 #include "parallel/strategy.h"
+#include "trace/metrics.h"
+#include "trace/trace_file.h"
 
 namespace ringside::cli {
 
@@ -75,6 +77,16 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
         ->check([](const std::string& v) {
           return std::isfinite(std::strtod(v.c_str(), nullptr)) ? std::string() : std::string("must be a finite number");
         });
+    c->add_option("--trace", o.trace, "write the timeline of every rank (Chrome trace JSON; opens in Perfetto)")
+        ->option_text("FILE")
+        ->check([](const std::string& v) { return v.empty() ? std::string("--trace needs a file name") : std::string(); });
+    c->add_option("--link-bandwidth", o.link_gbps,
+                  "local backend: make each transfer take bytes / this many GB/s, as a slower link would (0: memcpy speed)")
+        ->check(CLI::Range(0.0, 1e6))
+        ->option_text("GB/s");
+    c->add_option("--link-latency", o.link_latency_us, "local backend: add this latency to each transfer")
+        ->check(CLI::Range(0.0, 1e7))
+        ->option_text("us");
   };
   CLI::App* cmp = app.add_subcommand("compare", "Run every strategy on the same input and compare them with the references");
   common(cmp);
@@ -86,6 +98,7 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
       "Examples:\n"
       "  ringside compare                                   # default layer, P = 4 local ranks\n"
       "  ringside compare --seq 8192 --ranks 8 --strategies ulysses --json out/u.json\n"
+      "  ringside compare --trace out/t.json && ringside trace-stats out/t.json   # the timeline\n"
       "  mpirun -np 4 ringside compare --backend mpi        # one process per rank");
   CLI::App* run = app.add_subcommand("run", "Run one strategy forward and backward and report each rank");
   common(run);
@@ -99,9 +112,9 @@ namespace {
 
 // What one rank measured, gathered to every rank.
 struct RankNumbers {
-  double peak_saved, fwd_sent, bwd_sent, fwd_recv, bwd_recv, fwd_s, bwd_s, attention_flops;
+  double peak_saved, fwd_sent, bwd_sent, fwd_recv, bwd_recv, fwd_s, bwd_s, attention_flops, peak_bytes;
 };
-constexpr int64_t kRankNumbers = 8;  // doubles in RankNumbers, for the all_gather
+constexpr int64_t kRankNumbers = 9;  // doubles in RankNumbers, for the all_gather
 
 struct StrategyRun {
   const Strategy* st;
@@ -115,7 +128,7 @@ struct StrategyRun {
 RankNumbers numbers_of(const RankResult& r) {
   return {double(r.peak_saved),         double(r.forward.bytes_sent),    double(r.backward.bytes_sent),
           double(r.forward.bytes_received), double(r.backward.bytes_received), r.forward_s, r.backward_s,
-          r.attention_flops};
+          r.attention_flops, double(r.peak_bytes)};
 }
 
 struct Setup {
@@ -123,6 +136,8 @@ struct Setup {
   Communicator* world = nullptr;
   int P = 1;
   bool root = true;
+  trace::Clock clock;  ///< the timeline's shared clock
+  LocalOptions local;
 };
 
 // Every rank must run the same job: compare a fingerprint of the command line's meaning.
@@ -154,28 +169,40 @@ Setup setup(CompareOptions& o) {
     if (o.ranks_given && o.ranks != s.P)
       throw ConfigError(detail::concat("--ranks ", o.ranks, " but mpirun started ", s.P, " processes (use -np ", o.ranks, ")"));
     check_ranks_agree(*s.world, o.cfg.to_json().dump() + "|" + o.strategies + "|" + o.strategy);
+    if (o.link_gbps > 0 || o.link_latency_us > 0)
+      throw ConfigError("--link-bandwidth and --link-latency shape the local backend's transfers; under mpirun the link is real");
+    s.clock = trace::align_clocks(*s.world);
   } else {
     s.P = o.ranks;
+    s.clock.origin_ns = trace::Clock::steady_now_ns();
+    s.local.timeout_s = o.timeout_s;
+    s.local.bandwidth_gbps = o.link_gbps;
+    s.local.latency_us = o.link_latency_us;
   }
   return s;
 }
 
 bool progress_on() { return isatty(STDERR_FILENO); }
 
-StrategyRun run_one(const Strategy& st, const LayerConfig& cfg, const Setup& s, double timeout_s) {
+// Runs one strategy on every rank, traced; its timeline is appended to `traces` (on rank 0).
+StrategyRun run_one(const Strategy& st, const LayerConfig& cfg, const Setup& s, std::vector<trace::RankTrace>& traces) {
   StrategyRun out;
   out.st = &st;
   MemoryTracker& tracker = *out.tracker;
   if (!s.mpi) {
-    LocalOptions lo;
-    lo.timeout_s = timeout_s;
-    auto all = run_strategy_local(st, cfg, s.P, DType::f32, tracker, lo);
+    const TraceSink sink{s.clock, &traces};
+    auto all = run_strategy_local(st, cfg, s.P, DType::f32, tracker, s.local, &sink);
     for (const RankResult& r : all) out.ranks.push_back(numbers_of(r)), out.steps.push_back(r.steps);
     out.result = std::move(all[0]);
     return out;
   }
-  auto be = make_cpu_backend();
-  out.result = st.run(cfg, *s.world, *be, tracker, DType::f32);
+  auto be = trace::make_traced_backend(make_cpu_backend());
+  trace::Tracer tracer(st.name, s.world->rank(), s.clock);
+  {
+    trace::TraceScope scope(&tracer);
+    out.result = st.run(cfg, *s.world, *be, tracker, DType::f32);
+  }
+  for (trace::RankTrace& t : trace::gather_to_root(*s.world, tracer.take())) traces.push_back(std::move(t));
   out.steps.push_back(out.result.steps);
   RankNumbers mine = numbers_of(out.result);
   out.ranks.resize(s.P);
@@ -234,10 +261,37 @@ void check_memory(const LayerConfig& c, int P, bool with_references) {
                  "--seq, --batch, --hidden, --ffn or --ranks");
 }
 
-// Where a json file will go, proved writable before the work (and its reason if not).
-void check_writable(const std::string& path) {
+// Where an output file will go, proved writable before the work (and its reason if not).
+void check_writable(const std::string& path, const char* option) {
   std::ofstream f(path, std::ios::app);
-  RS_CHECK(f.good(), "--json: cannot write ", path, ": ", std::strerror(errno));
+  RS_CHECK(f.good(), option, ": cannot write ", path, ": ", std::strerror(errno));
+}
+
+// The run's description in the trace's otherData.
+nlohmann::json trace_other(const char* producer, const LayerConfig& cfg, const Setup& s) {
+  nlohmann::json o;
+  o["producer"] = producer;
+  o["config"] = cfg.to_json();
+  o["layout"] = to_string(cfg.cp_layout());
+  o["ranks"] = s.P;
+  o["backend"] = s.mpi ? "mpi" : "local";
+  o["dtype"] = "float32";
+  o["device"] = "cpu";
+  o["clock"] = s.mpi ? "steady_clock per process, aligned to rank 0 by ping-pong (clock_offset_ns, clock_uncertainty_ns per process)"
+                     : "steady_clock, one process";
+  if (!s.mpi && (s.local.bandwidth_gbps > 0 || s.local.latency_us > 0))
+    o["link"] = {{"bandwidth_gbps", s.local.bandwidth_gbps}, {"latency_us", s.local.latency_us}};
+  return o;
+}
+
+// The timeline's metrics (and the file, with --trace), on rank 0.
+std::vector<trace::StrategyMetrics> finish_trace(const CompareOptions& o, const char* producer, const LayerConfig& cfg,
+                                                 const Setup& s, std::vector<trace::RankTrace>&& ranks) {
+  trace::TraceData td;
+  td.other = trace_other(producer, cfg, s);
+  td.ranks = std::move(ranks);
+  if (!o.trace.empty()) trace::write_trace(o.trace, td);
+  return trace::compute_metrics(td);
 }
 
 int compare_command(CompareOptions& o) {
@@ -256,7 +310,8 @@ int compare_command(CompareOptions& o) {
     }
   }
   Setup s = setup(o);
-  if (s.root && !o.json.empty()) check_writable(o.json);
+  if (s.root && !o.json.empty()) check_writable(o.json, "--json");
+  if (s.root && !o.trace.empty()) check_writable(o.trace, "--trace");
   // Every rank validates every strategy before any communication: one clear error, no hang.
   // A strategy that was not asked for by name and does not fit this P is skipped, with why.
   std::vector<std::pair<std::string, std::string>> skipped;
@@ -282,10 +337,11 @@ int compare_command(CompareOptions& o) {
   };
 
   std::vector<StrategyRun> runs;
+  std::vector<trace::RankTrace> traces;
   for (const Strategy* st : chosen) {
     note(st->name + " on " + std::to_string(s.P) + " ranks ...");
     try {
-      runs.push_back(run_one(*st, cfg, s, o.timeout_s));
+      runs.push_back(run_one(*st, cfg, s, traces));
     } catch (const ConfigError&) {
       throw;
     } catch (const std::exception& e) {
@@ -293,6 +349,7 @@ int compare_command(CompareOptions& o) {
     }
   }
   if (!s.root) return 0;  // rank 0 compares and prints; the others are done
+  const std::vector<trace::StrategyMetrics> timeline = finish_trace(o, "ringside compare", cfg, s, std::move(traces));
 
   note("reference, fp64 ...");
   const RefRun ref64 = reference<double>(cfg);
@@ -324,10 +381,10 @@ int compare_command(CompareOptions& o) {
               s.P, s.mpi ? "mpi" : "local", s.mpi ? " (one process per rank)" : " (threads, one comm thread each)",
               to_string(cfg.cp_layout()));
   const char* hdr[] = {"strategy", "P", "worst error vs fp64", "x fp32", "saved/rank (formula)", "sent/rank (formula)",
-                       "time"};
-  const size_t wid[] = {14, 2, 25, 6, 23, 23, 9};
+                       "time", "overlap"};
+  const size_t wid[] = {14, 2, 25, 6, 23, 23, 9, 7};
   std::string line;
-  for (int i = 0; i < 7; ++i) line += pad(hdr[i], wid[i], i == 1) + "  ";
+  for (int i = 0; i < 8; ++i) line += pad(hdr[i], wid[i], i == 1) + "  ";
   std::printf("  %sverdict\n", line.c_str());
 
   nlohmann::json js;
@@ -343,7 +400,8 @@ int compare_command(CompareOptions& o) {
                       pad(format_bytes(double(ref32.peak_saved)) + " (" +
                               format_bytes(double(saved_activation_bytes(cfg, DType::f32))) + ")",
                           wid[4]) +
-                      "  " + pad("0 B", wid[5]) + "  " + pad(format_seconds(ref32.seconds), wid[6]) + "  ";
+                      "  " + pad("0 B", wid[5]) + "  " + pad(format_seconds(ref32.seconds), wid[6]) + "  " +
+                      pad("-", wid[7]) + "  ";
     const bool ok = w.second < 1e-5;
     failures += !ok;
     std::printf("  %s%s\n", row.c_str(), ok ? "OK (the yardstick)" : "FAIL: above 1e-5");
@@ -355,13 +413,19 @@ int compare_command(CompareOptions& o) {
     js["reference_fp64"]["time_s"] = ref64.seconds;
   }
 
+  auto metrics_of = [&](const std::string& name) -> const trace::StrategyMetrics& {
+    for (const trace::StrategyMetrics& m : timeline)
+      if (m.strategy == name) return m;
+    throw Error("compare: no timeline for " + name);
+  };
   for (const StrategyRun& run : runs) {
     const Strategy& st = *run.st;
+    const trace::StrategyMetrics& tm = metrics_of(st.name);
     const auto e = errors(run.result.out, run.result.dx, run.result.grads);
     const auto w = worst_of(e);
     const double ratio = err32_of(w.first) > 0 ? w.second / err32_of(w.first) : 0;
     double max_saved = 0, max_saved_formula = 0, max_sent = 0, max_sent_formula = 0, max_time = 0;
-    bool memory_ok = true, bytes_ok = true;
+    bool memory_ok = true, bytes_ok = true, trace_ok = int(tm.ranks.size()) == s.P;
     nlohmann::json jr = nlohmann::json::array();
     for (int r = 0; r < s.P; ++r) {
       const RankNumbers& n = run.ranks[r];
@@ -374,6 +438,11 @@ int compare_command(CompareOptions& o) {
       max_time = std::max(max_time, n.fwd_s + n.bwd_s);
       memory_ok &= n.peak_saved == saved_f;
       bytes_ok &= n.fwd_sent == double(cb.forward) && n.bwd_sent == double(cb.backward);
+      // The trace must agree with the counters: its memory peak with the tracker's, its sends
+      // with the bytes the communicator counted.
+      const trace::RankMetrics& rm = tm.ranks.at(r);
+      trace_ok &= double(rm.peak_memory_bytes) == n.peak_bytes && double(rm.bytes_sent) == n.fwd_sent + n.bwd_sent;
+      nlohmann::json tj = metrics_json(tm)["ranks"][r];
       jr.push_back({{"rank", r},
                     {"peak_saved_bytes", int64_t(n.peak_saved)},
                     {"formula_saved_bytes", int64_t(saved_f)},
@@ -382,17 +451,20 @@ int compare_command(CompareOptions& o) {
                     {"bytes_received", {{"forward", int64_t(n.fwd_recv)}, {"backward", int64_t(n.bwd_recv)}}},
                     {"forward_s", n.fwd_s},
                     {"backward_s", n.bwd_s},
-                    {"attention_flops", n.attention_flops}});
+                    {"attention_flops", n.attention_flops},
+                    {"peak_bytes", int64_t(n.peak_bytes)},
+                    {"timeline", tj}});
     }
     const bool accurate = w.second < 1e-5;
     std::string verdict;
-    if (accurate && memory_ok && bytes_ok) {
+    if (accurate && memory_ok && bytes_ok && trace_ok) {
       verdict = "OK";
     } else {
       std::vector<std::string> why;
       if (!accurate) why.push_back("error above 1e-5");
       if (!memory_ok) why.push_back("saved bytes differ from the formula");
       if (!bytes_ok) why.push_back("bytes sent differ from the formula");
+      if (!trace_ok) why.push_back("the trace's memory or bytes differ from the counters");
       verdict = "FAIL:";
       for (size_t i = 0; i < why.size(); ++i) verdict += (i ? "; " : " ") + why[i];
       ++failures;
@@ -403,14 +475,17 @@ int compare_command(CompareOptions& o) {
                       pad(sci(w.second) + " " + w.first, wid[2]) + "  " + pad(ratio_s, wid[3]) + "  " +
                       pad(format_bytes(max_saved) + " (" + format_bytes(max_saved_formula) + ")", wid[4]) + "  " +
                       pad(format_bytes(max_sent) + " (" + format_bytes(max_sent_formula) + ")", wid[5]) + "  " +
-                      pad(format_seconds(max_time), wid[6]) + "  ";
+                      pad(format_seconds(max_time), wid[6]) + "  " +
+                      pad(std::isnan(tm.total.overlap_pct()) ? std::string("-") : std::to_string(int(std::lround(tm.total.overlap_pct()))) + "%", wid[7]) + "  ";
     std::printf("  %s%s\n", row.c_str(), verdict.c_str());
     nlohmann::json j;
     j["name"] = st.name;
     for (auto& [n, x] : e) j["errors"][n] = x;
     j["worst"] = {{"tensor", w.first}, {"error", w.second}};
     j["ratio_to_fp32_reference"] = ratio;
-    j["ok"] = accurate && memory_ok && bytes_ok;
+    j["ok"] = accurate && memory_ok && bytes_ok && trace_ok;
+    j["timeline"] = metrics_json(tm);
+    j["timeline"].erase("ranks");  // per rank above, beside the counters
     j["verdict"] = verdict;
     j["per_rank"] = jr;
     js["strategies"].push_back(j);
@@ -456,8 +531,14 @@ int compare_command(CompareOptions& o) {
       "\n  worst error: the largest relative Frobenius error over out, dx and every weight gradient; x fp32:\n"
       "  that error over the single-device fp32 run's (near 1: as accurate as one device). saved/rank:\n"
       "  peak activations kept for backward, busiest rank; sent/rank: bytes sent forward + backward;\n"
-      "  each beside its analytic formula. time: forward + backward, slowest rank. OK: error below 1e-5\n"
-      "  and memory and bytes equal to their formulas.\n");
+      "  each beside its analytic formula. time: forward + backward, slowest rank. overlap: time\n"
+      "  computing while communicating / time communicating, all ranks (from the timeline). OK: error\n"
+      "  below 1e-5, memory and bytes equal to their formulas, and the timeline equal to the counters.\n");
+  std::printf("\n  timeline per rank (forward + backward; compute and comm are unions of intervals):\n");
+  print_timeline(timeline, false);
+  if (!o.trace.empty())
+    std::printf("\n  trace: %s (Perfetto: ui.perfetto.dev; per ring step: ringside trace-stats %s)\n", o.trace.c_str(),
+                o.trace.c_str());
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << js.dump(2) << '\n';
@@ -476,8 +557,11 @@ int run_command(CompareOptions& o) {
   st.validate(cfg, s.P);
   check_memory(cfg, s.P, false);
   if (o.dump && s.root) prepare_dump_dir(*o.dump);
-  const StrategyRun run = run_one(st, cfg, s, o.timeout_s);
+  if (s.root && !o.trace.empty()) check_writable(o.trace, "--trace");
+  std::vector<trace::RankTrace> traces;
+  const StrategyRun run = run_one(st, cfg, s, traces);
   if (!s.root) return 0;
+  const std::vector<trace::StrategyMetrics> timeline = finish_trace(o, "ringside run", cfg, s, std::move(traces));
   std::printf("ringside run %s: %s\n", st.name.c_str(), cfg.summary().c_str());
   std::printf("  %s; P = %d ranks on the %s backend\n", st.summary.c_str(), s.P, s.mpi ? "mpi" : "local");
   std::printf("  backend    %s\n\n", make_cpu_backend()->describe().c_str());
@@ -502,6 +586,9 @@ int run_command(CompareOptions& o) {
                   ("r" + std::to_string(st.block_of)).c_str(), st.flops / 1e9, format_bytes(double(st.bytes_sent)).c_str(),
                   format_seconds(st.compute_s).c_str(), format_seconds(st.wait_s).c_str(), st.computed.c_str());
   }
+  std::printf("\n  timeline per rank (forward + backward; compute and comm are unions of intervals):\n");
+  print_timeline(timeline, true);
+  if (!o.trace.empty()) std::printf("\n  trace: %s (opens in Perfetto, ui.perfetto.dev)\n", o.trace.c_str());
   if (o.dump) {
     write_dump(*o.dump, cfg, run.result.out, run.result.dx, run.result.grads, st.name);
     std::printf("\n  dump: %s/manifest.json and the tensors, gathered, with reference's names\n", o.dump->c_str());

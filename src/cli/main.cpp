@@ -1,4 +1,4 @@
-// The `ringside` command. Subcommands: reference, bench. Each has --help.
+// The `ringside` command. Subcommands: reference, compare, run, bench, trace-stats. Each has --help.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -183,6 +183,9 @@ int main(int argc, char** argv) {
   cli::BenchCommOptions bench_comm_opts;
   auto [bench_kernels, bench_comm] = cli::add_bench(app, bench_opts, bench_comm_opts);
 
+  cli::TraceStatsOptions stats_opts;
+  CLI::App* stats_app = cli::add_trace_stats(app, stats_opts);
+
   try {
     // CLI11 answers a misspelt subcommand with "A subcommand is required"; name it instead.
     CLI::App* level = &app;
@@ -206,6 +209,7 @@ int main(int argc, char** argv) {
     if (run_app->parsed()) rc = cli::run_command(cmp_opts);
     if (bench_kernels->parsed()) rc = cli::bench_kernels(bench_opts);
     if (bench_comm->parsed()) rc = cli::bench_comm(bench_comm_opts);
+    if (stats_app->parsed()) rc = cli::trace_stats_command(stats_opts);
     mpi_finalize();
     return rc;
   } catch (const CLI::ParseError& e) {

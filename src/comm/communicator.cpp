@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 namespace ringside {
 
@@ -30,6 +31,7 @@ bool CompletionRequest::done() const {
 }
 
 void CompletionRequest::complete() {
+  completed_ns = trace::Clock::steady_now_ns();
   {
     std::lock_guard lock(mu_);
     done_ = true;
@@ -46,12 +48,82 @@ void CompletionRequest::fail(std::string message) {
   cv_.notify_all();
 }
 
+namespace {
+
+// The comm event of a transfer being posted, from the tracer's context: a collective's kind
+// and call number, or a point-to-point message with its label and ring step.
+std::unique_ptr<trace::Event> comm_event(trace::Tracer& t, bool send, int64_t bytes, int peer, int tag, const char* label) {
+  auto e = std::make_unique<trace::Event>();
+  const char* dir = send ? "send" : "recv";
+  if (!t.collective_kind.empty()) {
+    e->name = t.collective_kind;
+    e->cat = t.collective_kind;
+    e->collective = t.collective_id;
+  } else {
+    e->name = label ? std::string(dir) + " " + label : dir;
+    e->cat = "p2p";
+  }
+  e->stream = trace::Stream::comm;
+  e->direction = dir;
+  e->phase = t.phase;
+  e->step = t.step;
+  e->peer = peer;
+  e->bytes = bytes;
+  e->tag = tag;
+  e->seq = t.next_seq(peer, tag, send);
+  return e;
+}
+
+}  // namespace
+
+RequestPtr Communicator::isend(const void* buf, int64_t bytes, int peer, int tag, const char* label) {
+  trace::Tracer* t = trace::current_tracer();
+  const int64_t posted = trace::Clock::steady_now_ns();
+  RequestPtr r = post_send(buf, bytes, peer, tag);
+  r->posted_ns = posted;
+  if (t) r->trace_event = comm_event(*t, true, bytes, peer, tag, label);
+  bytes_sent_ += bytes;
+  ++messages_sent_;
+  return r;
+}
+
+RequestPtr Communicator::irecv(void* buf, int64_t bytes, int peer, int tag, const char* label) {
+  trace::Tracer* t = trace::current_tracer();
+  const int64_t posted = trace::Clock::steady_now_ns();
+  RequestPtr r = post_recv(buf, bytes, peer, tag);
+  r->posted_ns = posted;
+  if (t) r->trace_event = comm_event(*t, false, bytes, peer, tag, label);
+  bytes_received_ += bytes;
+  return r;
+}
+
 void Communicator::wait(const RequestPtr& r) {
+  trace::Tracer* t = trace::current_tracer();
+  // A wait that blocks is idle time on the compute stream: show what it waited for.
+  std::optional<trace::Span> blocked;
+  if (t && !r->done()) {
+    blocked.emplace("wait", "wait");
+    if (trace::Event* e = blocked->event()) {
+      e->detail = r->what;
+      if (r->trace_event) e->name = "wait " + r->trace_event->name, e->peer = r->trace_event->peer;
+    }
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                std::chrono::duration<double>(timeout_s));
   if (!r->wait_until(deadline))
     throw CommError(detail::concat("rank ", rank(), ": ", r->what, " did not complete within ", timeout_s,
                                    " s (is a peer stuck or did the ranks call different ops?)"));
+  blocked.reset();
+  if (t && r->trace_event) {
+    // The transfer itself, on the comm stream: from when its data began to move (the local
+    // backend's comm thread says; under MPI, from posting) to completion.
+    trace::Event e = std::move(*r->trace_event);
+    r->trace_event.reset();
+    const int64_t start = r->started_ns ? r->started_ns.load() : r->posted_ns;
+    e.ts_ns = t->clock().to_shared(start);
+    e.dur_ns = std::max<int64_t>(0, r->completed_ns - start);
+    t->record(std::move(e));
+  }
 }
 
 void Communicator::wait_all(const std::vector<RequestPtr>& rs) {
@@ -78,6 +150,35 @@ void add(void* dst, const void* a, const void* b, int64_t n, DType dt) {
   else add_n(static_cast<double*>(dst), static_cast<const double*>(a), static_cast<const double*>(b), n);
 }
 
+// A collective call on the compute stream, with the bytes this rank sent in it. Transfers
+// posted inside carry its kind and call number. A collective inside another (all_reduce is a
+// reduce_scatter then an all_gather) shows as a nested span and keeps the outer identity.
+class CollectiveSpan {
+ public:
+  CollectiveSpan(Communicator& c, const char* kind) : comm_(c), span_(kind, "collective"), t_(trace::current_tracer()) {
+    if (!t_) return;
+    sent0_ = c.stats().bytes_sent;
+    nested_ = !t_->collective_kind.empty();
+    if (!nested_) {
+      t_->collective_kind = kind;
+      t_->collective_id = t_->next_collective++;
+    }
+    span_.event()->collective = t_->collective_id;
+  }
+  ~CollectiveSpan() {
+    if (!t_) return;
+    span_.event()->bytes = comm_.stats().bytes_sent - sent0_;
+    if (!nested_) t_->collective_kind.clear(), t_->collective_id = -1;
+  }
+
+ private:
+  Communicator& comm_;
+  trace::Span span_;
+  trace::Tracer* t_;
+  int64_t sent0_ = 0;
+  bool nested_ = false;
+};
+
 void check_counts(const std::vector<int64_t>& counts, int P, const char* op) {
   RS_CHECK(static_cast<int>(counts.size()) == P, op, ": ", counts.size(), " counts for ", P, " ranks");
   for (int64_t c : counts) RS_CHECK(c >= 0, op, ": negative count");
@@ -86,6 +187,7 @@ void check_counts(const std::vector<int64_t>& counts, int P, const char* op) {
 }  // namespace
 
 void Communicator::all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) {
+  CollectiveSpan span(*this, "all_gather");
   const int P = size(), r = rank();
   check_counts(counts, P, "all_gather");
   const int64_t es = dtype_size(dt);
@@ -105,6 +207,7 @@ void Communicator::all_gather(const void* send, void* recv, const std::vector<in
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) {
+  CollectiveSpan span(*this, "reduce_scatter");
   const int P = size(), r = rank();
   check_counts(counts, P, "reduce_scatter");
   const int64_t es = dtype_size(dt);
@@ -130,13 +233,17 @@ void Communicator::reduce_scatter(const void* send, void* recv, const std::vecto
     wait(rr);
     // The last chunk to arrive is our own: sum it straight into recv.
     void* dst = k == P - 2 ? recv : sums[k % 2].raw_data();
-    add(dst, incoming.raw_data(), in + off[g] * es, counts[g], dt);
+    {
+      trace::Span sum("reduce_scatter add", "elementwise", 0, 3 * counts[g] * es);
+      add(dst, incoming.raw_data(), in + off[g] * es, counts[g], dt);
+    }
     wait(sr);
     outgoing = static_cast<const char*>(dst);
   }
 }
 
 void Communicator::all_reduce(void* buf, int64_t n, DType dt) {
+  CollectiveSpan span(*this, "all_reduce");
   const auto counts = even_counts(n, size());
   const auto off = offsets_of(counts);
   char* b = static_cast<char*>(buf);
@@ -147,6 +254,7 @@ void Communicator::all_reduce(void* buf, int64_t n, DType dt) {
 
 void Communicator::all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                               const std::vector<int64_t>& recv_counts, DType dt) {
+  CollectiveSpan span(*this, "all_to_all");
   const int P = size(), r = rank();
   check_counts(send_counts, P, "all_to_all");
   check_counts(recv_counts, P, "all_to_all");

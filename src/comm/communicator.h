@@ -23,6 +23,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "trace/trace.h"
 
 namespace ringside {
 
@@ -43,6 +44,15 @@ class Request {
   /// Whether it has completed, without blocking.
   virtual bool done() const = 0;
   std::string what;  ///< "send to rank 2 (tag 5, 4096 bytes)", for error messages
+
+  // Timeline (steady-clock ns of the process): set by whoever moves the data, read by the
+  // posting rank after its wait, which records the transfer on its comm stream.
+  int64_t posted_ns = 0;
+  std::atomic<int64_t> started_ns{0};    ///< when the data began to move (0: unknown, use posted_ns)
+  std::atomic<int64_t> completed_ns{0};  ///< when it finished
+  void mark_started() { started_ns = trace::Clock::steady_now_ns(); }
+  /// The comm event to record once complete (prefilled at posting), when tracing.
+  std::unique_ptr<trace::Event> trace_event;
 };
 using RequestPtr = std::shared_ptr<Request>;
 
@@ -85,9 +95,10 @@ class Communicator {
 
   /// Starts sending `bytes` bytes from `buf` to `peer`; the buffer must stay valid until the
   /// request completes. Messages between a pair of ranks with the same tag arrive in order.
-  virtual RequestPtr isend(const void* buf, int64_t bytes, int peer, int tag) = 0;
+  /// `label` names the payload on the timeline ("k" -> "send k"); nullptr for none.
+  RequestPtr isend(const void* buf, int64_t bytes, int peer, int tag, const char* label = nullptr);
   /// Starts receiving exactly `bytes` bytes from `peer` into `buf`.
-  virtual RequestPtr irecv(void* buf, int64_t bytes, int peer, int tag) = 0;
+  RequestPtr irecv(void* buf, int64_t bytes, int peer, int tag, const char* label = nullptr);
   /// Blocks until every rank of this communicator has entered the barrier.
   virtual void barrier() = 0;
   /// A sub-communicator of the ranks that pass the same color, ordered by key (then rank),
@@ -95,6 +106,8 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
   /// Waits for a request; throws CommError "rank R: <what> did not complete within T s".
+  /// When tracing, a wait that blocks is a `wait` event on the compute stream, and the
+  /// completed transfer is recorded on the comm stream.
   void wait(const RequestPtr& r);
   void wait_all(const std::vector<RequestPtr>& rs);
   /// Blocking send and receive.
@@ -134,11 +147,9 @@ class Communicator {
   MemoryTracker* tracker = &default_memory_tracker();
 
  protected:
-  void count_send(int64_t bytes) {
-    bytes_sent_ += bytes;
-    ++messages_sent_;
-  }
-  void count_recv(int64_t bytes) { bytes_received_ += bytes; }
+  /// The backend's point-to-point: post the transfer, return its request.
+  virtual RequestPtr post_send(const void* buf, int64_t bytes, int peer, int tag) = 0;
+  virtual RequestPtr post_recv(void* buf, int64_t bytes, int peer, int tag) = 0;
   /// Tags the collectives use: above every point-to-point tag a strategy uses.
   static constexpr int kCollectiveTag = 1 << 20;
 

@@ -155,6 +155,8 @@ class LocalWorld {
       // After an abort the failed rank may have released its buffers: move nothing more.
       if (aborted_) continue;
       lock.unlock();
+      t.send_req->mark_started();
+      t.recv_req->started_ns = t.send_req->started_ns.load();
       if (opts_.latency_us > 0 || opts_.bandwidth_gbps > 0) {
         double us = opts_.latency_us;
         if (opts_.bandwidth_gbps > 0) us += double(t.bytes) / (opts_.bandwidth_gbps * 1e3);
@@ -210,21 +212,19 @@ class LocalCommunicator final : public Communicator {
   int size() const override { return static_cast<int>(group_.size()); }
   std::string backend() const override { return "local"; }
 
-  RequestPtr isend(const void* buf, int64_t bytes, int peer, int tag) override {
+  RequestPtr post_send(const void* buf, int64_t bytes, int peer, int tag) override {
     check_peer(peer, "send");
     auto req = world_->make_request();
     req->what = detail::concat("send to rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
     world_->post_send(Posted{group_[rank_], group_[peer], tag, context_, const_cast<void*>(buf), bytes, req});
-    count_send(bytes);
     return req;
   }
 
-  RequestPtr irecv(void* buf, int64_t bytes, int peer, int tag) override {
+  RequestPtr post_recv(void* buf, int64_t bytes, int peer, int tag) override {
     check_peer(peer, "recv");
     auto req = world_->make_request();
     req->what = detail::concat("recv from rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
     world_->post_recv(Posted{group_[peer], group_[rank_], tag, context_, buf, bytes, req});
-    count_recv(bytes);
     return req;
   }
 

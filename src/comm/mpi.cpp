@@ -112,22 +112,20 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
 
-  RequestPtr isend(const void* buf, int64_t bytes, int peer, int tag) override {
+  RequestPtr post_send(const void* buf, int64_t bytes, int peer, int tag) override {
     auto req = make(detail::concat("send to rank ", peer, " (tag ", tag, ", ", bytes, " bytes)"), bytes, peer);
     MPI_Request r;
     check_mpi(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "MPI_Isend", rank_);
     g_progress->add(r, req);
-    count_send(bytes);
     return req;
   }
 
-  RequestPtr irecv(void* buf, int64_t bytes, int peer, int tag) override {
+  RequestPtr post_recv(void* buf, int64_t bytes, int peer, int tag) override {
     auto req = make(detail::concat("recv from rank ", peer, " (tag ", tag, ", ", bytes, " bytes)"), bytes, peer);
     req->expected_bytes = bytes;
     MPI_Request r;
     check_mpi(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "MPI_Irecv", rank_);
     g_progress->add(r, req);
-    count_recv(bytes);
     return req;
   }
 

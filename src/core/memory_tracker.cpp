@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "trace/trace.h"
 
 namespace ringside {
 
@@ -25,6 +26,7 @@ void MemoryTracker::on_alloc(int rank, MemCategory category, int64_t bytes) {
   r.peak[c] = std::max(r.peak[c], r.live[c]);
   r.live_total += bytes;
   r.peak_total = std::max(r.peak_total, r.live_total);
+  notify(rank, r);
 }
 
 void MemoryTracker::on_free(int rank, MemCategory category, int64_t bytes) {
@@ -35,6 +37,14 @@ void MemoryTracker::on_free(int rank, MemCategory category, int64_t bytes) {
            to_string(category), " but only ", r.live[c], " are live");
   r.live[c] -= bytes;
   r.live_total -= bytes;
+  notify(rank, r);
+}
+
+void MemoryTracker::notify(int rank, const RankStats& r) {
+  // The timeline's memory counter: a sample at every change, taken under the lock so that the
+  // samples are in the order of the changes. Only the rank's own thread records its samples.
+  trace::Tracer* t = trace::current_tracer();
+  if (t && t->rank() == rank) t->memory(r.live);
 }
 
 int64_t MemoryTracker::live(int rank, MemCategory category) const {
@@ -54,6 +64,13 @@ MemoryTracker::RankStats MemoryTracker::stats(int rank) const {
 std::map<int, MemoryTracker::RankStats> MemoryTracker::all() const {
   std::lock_guard lock(mu_);
   return ranks_;
+}
+
+void MemoryTracker::reset_peaks(int rank) {
+  std::lock_guard lock(mu_);
+  RankStats& r = ranks_[rank];
+  r.peak = r.live;
+  r.peak_total = r.live_total;
 }
 
 void MemoryTracker::reset_peaks() {

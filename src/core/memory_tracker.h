@@ -46,8 +46,11 @@ class MemoryTracker {
   std::map<int, RankStats> all() const;
   /// Sets every peak to the current live value (to measure one phase).
   void reset_peaks();
+  /// The same for one rank only (ranks that run as threads reset theirs independently).
+  void reset_peaks(int rank);
 
  private:
+  void notify(int rank, const RankStats& r);
   mutable std::mutex mu_;
   std::map<int, RankStats> ranks_;
 };

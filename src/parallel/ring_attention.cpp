@@ -159,7 +159,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   const Tensor dout = take_tokens(random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), dt, ws), my_pos, ws);
 
   RankResult res;
-  PhaseMeter meter(comm);
+  PhaseMeter meter(comm, tracker);
   maybe_inject_failure(r, P, "forward");
 
   // ================================ forward ================================
@@ -186,15 +186,17 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   Tensor cur_k = k, cur_v = v;
   for (int i = 0; i < P; ++i) {
     const int src = (r - i + P) % P;  // whose block we hold at step i
+    trace::Span step_span = trace::Span::ring_step(i);
+    if (trace::Event* e = step_span.event()) e->detail = detail::concat("K/V block of rank ", src);
     StepRecord rec{"forward", i, src, "", 0, 0, 0, 0};
     const CommStats before = comm.stats();
     // Post the next block's transfer first, so it moves while we compute on this one.
     std::vector<RequestPtr> reqs;
     if (i < P - 1) {
-      reqs.push_back(comm.irecv(kbuf[i % 2].raw_data(), k.nbytes(), left, 2 * i));
-      reqs.push_back(comm.irecv(vbuf[i % 2].raw_data(), v.nbytes(), left, 2 * i + 1));
-      reqs.push_back(comm.isend(cur_k.raw_data(), k.nbytes(), right, 2 * i));
-      reqs.push_back(comm.isend(cur_v.raw_data(), v.nbytes(), right, 2 * i + 1));
+      reqs.push_back(comm.irecv(kbuf[i % 2].raw_data(), k.nbytes(), left, 2 * i, "k"));
+      reqs.push_back(comm.irecv(vbuf[i % 2].raw_data(), v.nbytes(), left, 2 * i + 1, "v"));
+      reqs.push_back(comm.isend(cur_k.raw_data(), k.nbytes(), right, 2 * i, "k"));
+      reqs.push_back(comm.isend(cur_v.raw_data(), v.nbytes(), right, 2 * i + 1, "v"));
     }
     const auto tc = clock::now();
     const std::vector<Run> src_runs = runs_of(positions_of(src));
@@ -262,14 +264,16 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   int cur_grad = 0;  // dkbuf/dvbuf[cur_grad] holds the accumulators of the block we hold
   for (int i = 0; i < P; ++i) {
     const int src = (r - i + P) % P;
+    trace::Span step_span = trace::Span::ring_step(i);
+    if (trace::Event* e = step_span.event()) e->detail = detail::concat("K/V block of rank ", src, " and its dK/dV");
     StepRecord rec{"backward", i, src, "", 0, 0, 0, 0};
     const CommStats before = comm.stats();
     std::vector<RequestPtr> reqs;
     if (i < P - 1) {  // the next K/V block, as in the forward
-      reqs.push_back(comm.irecv(kbuf[i % 2].raw_data(), k.nbytes(), left, 2 * i));
-      reqs.push_back(comm.irecv(vbuf[i % 2].raw_data(), v.nbytes(), left, 2 * i + 1));
-      reqs.push_back(comm.isend(cur_k.raw_data(), k.nbytes(), right, 2 * i));
-      reqs.push_back(comm.isend(cur_v.raw_data(), v.nbytes(), right, 2 * i + 1));
+      reqs.push_back(comm.irecv(kbuf[i % 2].raw_data(), k.nbytes(), left, 2 * i, "k"));
+      reqs.push_back(comm.irecv(vbuf[i % 2].raw_data(), v.nbytes(), left, 2 * i + 1, "v"));
+      reqs.push_back(comm.isend(cur_k.raw_data(), k.nbytes(), right, 2 * i, "k"));
+      reqs.push_back(comm.isend(cur_v.raw_data(), v.nbytes(), right, 2 * i + 1, "v"));
     }
     const auto tc = clock::now();
     Tensor& dk_acc = dkbuf[cur_grad];
@@ -292,10 +296,10 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     rec.compute_s = seconds_since(tc);
     // The accumulators move on with their block (the last hop takes ours home).
     if (P > 1) {
-      reqs.push_back(comm.irecv(dkbuf[1 - cur_grad].raw_data(), k.nbytes(), left, 1000 + 2 * i));
-      reqs.push_back(comm.irecv(dvbuf[1 - cur_grad].raw_data(), v.nbytes(), left, 1000 + 2 * i + 1));
-      reqs.push_back(comm.isend(dk_acc.raw_data(), k.nbytes(), right, 1000 + 2 * i));
-      reqs.push_back(comm.isend(dv_acc.raw_data(), v.nbytes(), right, 1000 + 2 * i + 1));
+      reqs.push_back(comm.irecv(dkbuf[1 - cur_grad].raw_data(), k.nbytes(), left, 1000 + 2 * i, "dk"));
+      reqs.push_back(comm.irecv(dvbuf[1 - cur_grad].raw_data(), v.nbytes(), left, 1000 + 2 * i + 1, "dv"));
+      reqs.push_back(comm.isend(dk_acc.raw_data(), k.nbytes(), right, 1000 + 2 * i, "dk"));
+      reqs.push_back(comm.isend(dv_acc.raw_data(), v.nbytes(), right, 1000 + 2 * i + 1, "dv"));
     }
     const auto tw = clock::now();
     comm.wait_all(reqs);
@@ -321,7 +325,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   }
 
   meter.backward_done();
-  meter.fill(res, tracker);
+  meter.fill(res);
 
   res.out = gather_tokens(comm, out, positions_of, s, ws);
   res.dx = gather_tokens(comm, dx, positions_of, s, ws);

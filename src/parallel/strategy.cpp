@@ -26,12 +26,27 @@ const Strategy& find_strategy(const std::string& name) {
 }
 
 std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig& cfg, int P, DType dt,
-                                           MemoryTracker& tracker, const LocalOptions& opts) {
+                                           MemoryTracker& tracker, const LocalOptions& opts, const TraceSink* sink) {
   st.validate(cfg, P);  // one clear error before any thread starts
   std::vector<RankResult> results(P);
+  std::vector<trace::RankTrace> traces(P);
   auto be = make_cpu_backend();
+  if (sink) be = trace::make_traced_backend(std::move(be));
   run_local(
-      P, [&](Communicator& comm) { results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt); }, opts);
+      P,
+      [&](Communicator& comm) {
+        if (!sink) {
+          results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt);
+          return;
+        }
+        trace::Tracer tracer(st.name, comm.rank(), sink->clock);
+        trace::TraceScope scope(&tracer);
+        results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt);
+        traces[comm.rank()] = tracer.take();
+      },
+      opts);
+  if (sink)
+    for (auto& t : traces) sink->out->push_back(std::move(t));
   return results;
 }
 
@@ -138,17 +153,51 @@ void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, 
   for (const Tensor* t : tensors) n += t->numel();
   Tensor packed = Tensor::empty({n}, tensors.at(0)->dtype(), tag);
   auto* p = static_cast<char*>(packed.raw_data());
-  for (const Tensor* t : tensors) std::memcpy(p, t->raw_data(), static_cast<size_t>(t->nbytes())), p += t->nbytes();
+  {
+    trace::Span copy("all_reduce pack", "memory", 0, 2 * packed.nbytes());
+    for (const Tensor* t : tensors) std::memcpy(p, t->raw_data(), static_cast<size_t>(t->nbytes())), p += t->nbytes();
+  }
   comm.all_reduce(packed);
+  trace::Span copy("all_reduce unpack", "memory", 0, 2 * packed.nbytes());
   p = static_cast<char*>(packed.raw_data());
   for (Tensor* t : tensors) std::memcpy(t->raw_data(), p, static_cast<size_t>(t->nbytes())), p += t->nbytes();
 }
 
-PhaseMeter::PhaseMeter(Communicator& comm) : comm_(comm), s0_(comm.stats()), t0_(std::chrono::steady_clock::now()) {}
-void PhaseMeter::forward_done() { s1_ = comm_.stats(), t1_ = std::chrono::steady_clock::now(); }
-void PhaseMeter::backward_done() { s2_ = comm_.stats(), t2_ = std::chrono::steady_clock::now(); }
+PhaseMeter::PhaseMeter(Communicator& comm, MemoryTracker& tracker)
+    : comm_(comm), tracker_(tracker), s0_(comm.stats()), t0_(std::chrono::steady_clock::now()) {
+  tracker.reset_peaks(comm.rank());
+  if (trace::Tracer* t = trace::current_tracer()) {
+    t->phase = "forward";
+    trace_t0_ = t->clock().now();
+  }
+}
 
-void PhaseMeter::fill(RankResult& r, const MemoryTracker& tracker) const {
+void PhaseMeter::end_phase(const char* name, int64_t start_ns, const char* next) {
+  trace::Tracer* t = trace::current_tracer();
+  if (!t) return;
+  trace::Event e;
+  e.name = name, e.cat = "phase", e.phase = name;
+  const int64_t end_ns = t->clock().now();
+  e.ts_ns = start_ns;
+  e.dur_ns = end_ns - start_ns;
+  t->record(std::move(e));
+  t->phase = next;
+  trace_t1_ = end_ns;
+}
+
+void PhaseMeter::forward_done() {
+  s1_ = comm_.stats(), t1_ = std::chrono::steady_clock::now();
+  end_phase("forward", trace_t0_, "backward");
+}
+
+void PhaseMeter::backward_done() {
+  s2_ = comm_.stats(), t2_ = std::chrono::steady_clock::now();
+  end_phase("backward", trace_t1_, "");
+  if (trace::Tracer* t = trace::current_tracer()) t->stop();
+}
+
+void PhaseMeter::fill(RankResult& r) const {
+  const MemoryTracker& tracker = tracker_;
   auto diff = [](const CommStats& a, const CommStats& b) {
     return CommStats{b.bytes_sent - a.bytes_sent, b.bytes_received - a.bytes_received, b.messages_sent - a.messages_sent};
   };
@@ -157,6 +206,7 @@ void PhaseMeter::fill(RankResult& r, const MemoryTracker& tracker) const {
   r.forward_s = std::chrono::duration<double>(t1_ - t0_).count();
   r.backward_s = std::chrono::duration<double>(t2_ - t1_).count();
   r.peak_saved = tracker.peak(comm_.rank(), MemCategory::activations);
+  r.peak_bytes = tracker.stats(comm_.rank()).peak_total;
 }
 
 Tensor slice_seq(const Tensor& t, int64_t s0, int64_t n, AllocTag tag) {
@@ -165,6 +215,7 @@ Tensor slice_seq(const Tensor& t, int64_t s0, int64_t n, AllocTag tag) {
   Shape shape = t.shape();
   shape[1] = n;
   Tensor out = Tensor::empty(shape, t.dtype(), tag);
+  trace::Span copy("slice_seq", "memory", 0, 2 * out.nbytes());
   const int64_t row = t.numel() / (t.dim(0) * t.dim(1)) * dtype_size(t.dtype());  // bytes per token
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -180,6 +231,7 @@ Tensor gather_seq(Communicator& comm, const Tensor& shard, AllocTag tag) {
   const int64_t b = shape[0], n = shape[1];
   shape[1] = n * P;
   Tensor out = Tensor::empty(shape, shard.dtype(), tag);
+  trace::Span copy("gather_seq reorder", "memory", 0, 2 * out.nbytes());
   const int64_t row = shard.numel() / (b * n) * dtype_size(shard.dtype());
   const auto* src = static_cast<const char*>(all.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -201,9 +253,12 @@ Tensor reduce_scatter_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   const int64_t row = t.numel() / (b * s) * dtype_size(t.dtype());
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(packed.raw_data());
-  for (int r = 0; r < P; ++r)
-    for (int64_t bi = 0; bi < b; ++bi)
-      std::memcpy(dst + (r * b + bi) * n * row, src + (bi * s + r * n) * row, static_cast<size_t>(n * row));
+  {
+    trace::Span copy("reduce_scatter_seq pack", "memory", 0, 2 * packed.nbytes());
+    for (int r = 0; r < P; ++r)
+      for (int64_t bi = 0; bi < b; ++bi)
+        std::memcpy(dst + (r * b + bi) * n * row, src + (bi * s + r * n) * row, static_cast<size_t>(n * row));
+  }
   Shape out_shape = t.shape();
   out_shape[1] = n;
   return comm.reduce_scatter(packed, tag).reshape(out_shape);
@@ -213,6 +268,7 @@ Tensor take_tokens(const Tensor& t, const std::vector<int64_t>& pos, AllocTag ta
   Shape shape = t.shape();
   shape[1] = static_cast<int64_t>(pos.size());
   Tensor out = Tensor::empty(shape, t.dtype(), tag);
+  trace::Span copy("take_tokens", "memory", 0, 2 * out.nbytes());
   const int64_t row = t.numel() / (t.dim(0) * t.dim(1)) * dtype_size(t.dtype());
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -230,6 +286,7 @@ Tensor gather_tokens(Communicator& comm, const Tensor& shard, const std::functio
   const int64_t b = shape[0], n = shape[1];
   shape[1] = s;
   Tensor out = Tensor::empty(shape, shard.dtype(), tag);
+  trace::Span copy("gather_tokens reorder", "memory", 0, 2 * out.nbytes());
   const int64_t row = shard.numel() / (b * n) * dtype_size(shard.dtype());
   const auto* src = static_cast<const char*>(all.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -243,6 +300,7 @@ Tensor gather_tokens(Communicator& comm, const Tensor& shard, const std::functio
 }
 
 void put_seq(Tensor& dst, const Tensor& src, int64_t s0) {
+  trace::Span copy("put_seq", "memory", 0, 2 * src.nbytes());
   const int64_t b = src.dim(0), n = src.dim(1), row = src.numel() / (b * n) * dtype_size(src.dtype());
   for (int64_t bi = 0; bi < b; ++bi)
     std::memcpy(static_cast<char*>(dst.raw_data()) + (bi * dst.dim(1) + s0) * row,
@@ -254,6 +312,7 @@ Tensor slice_cols(const Tensor& m, const std::vector<std::pair<int64_t, int64_t>
   int64_t width = 0;
   for (auto [a, e] : segments) width += e - a;
   Tensor out = Tensor::empty(m.ndim() == 1 ? Shape{width} : Shape{rows, width}, m.dtype(), tag);
+  trace::Span copy("slice_cols", "memory", 0, 2 * out.nbytes());
   const auto* src = static_cast<const char*>(m.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int64_t r = 0; r < rows; ++r) {
@@ -272,6 +331,7 @@ Tensor gather_cols(Communicator& comm, const Tensor& local, int64_t cols,
   const int64_t rows = local.ndim() == 1 ? 1 : local.dim(0), width = local.dim(-1), es = dtype_size(local.dtype());
   const Tensor all = comm.all_gather(local, tag);  // [P][rows][width]
   Tensor out = Tensor::empty(local.ndim() == 1 ? Shape{cols} : Shape{rows, cols}, local.dtype(), tag);
+  trace::Span copy("gather_cols reorder", "memory", 0, 2 * out.nbytes());
   const auto* src = static_cast<const char*>(all.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int r = 0; r < P; ++r)
@@ -289,6 +349,7 @@ Tensor gather_cols(Communicator& comm, const Tensor& local, int64_t cols,
 Tensor slice_rows(const Tensor& m, int64_t r0, int64_t n, AllocTag tag) {
   const int64_t cols = m.ndim() == 1 ? 1 : m.dim(1), es = dtype_size(m.dtype());
   Tensor out = Tensor::empty(m.ndim() == 1 ? Shape{n} : Shape{n, cols}, m.dtype(), tag);
+  trace::Span copy("slice_rows", "memory", 0, 2 * out.nbytes());
   std::memcpy(out.raw_data(), static_cast<const char*>(m.raw_data()) + r0 * cols * es, static_cast<size_t>(n * cols * es));
   return out;
 }

@@ -38,6 +38,7 @@ struct RankResult {
   Tensor out, dx;      ///< [b, s, h], full
   LayerWeights grads;  ///< full shapes, as the reference's
   int64_t peak_saved = 0;  ///< peak bytes of MemCategory::activations on this rank
+  int64_t peak_bytes = 0;  ///< peak bytes of all categories on this rank during forward + backward
   CommStats forward, backward;  ///< bytes this rank moved in each phase
   double forward_s = 0, backward_s = 0;
   LayerWeights local_grads;  ///< this rank's own gradient shards, before any gathering
@@ -61,11 +62,20 @@ const std::vector<Strategy>& strategies();
 /// The strategy called `name`; throws ConfigError listing the names otherwise.
 const Strategy& find_strategy(const std::string& name);
 
+/// Where a traced run puts its timeline: every rank records on `clock` and its trace is
+/// appended to `out` (rank order).
+struct TraceSink {
+  trace::Clock clock;
+  std::vector<trace::RankTrace>* out = nullptr;
+};
+
 /// Runs `st` forward and backward on P local ranks (threads, the local communicator), with
 /// every rank's allocations counted in `tracker`. Returns every rank's result, in rank order.
-/// A failing rank fails the whole run (ringside::Error naming the rank).
+/// With a sink, every rank is traced (ops, transfers, waits, memory) from its start to the end
+/// of its backward. A failing rank fails the whole run (ringside::Error naming the rank).
 std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig& cfg, int P, DType dt,
-                                           MemoryTracker& tracker, const LocalOptions& opts = {});
+                                           MemoryTracker& tracker, const LocalOptions& opts = {},
+                                           const TraceSink* sink = nullptr);
 
 // ---- the token-wise parts of the layer, on a rank's own tokens -----------------------------
 // Ring and Ulysses hold whole tokens (s/P of them, all weights): around attention every op is
@@ -103,19 +113,25 @@ Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, 
 /// (one message stream, not one per tensor). The staging buffer is tagged `tag` (comm).
 void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, AllocTag tag);
 
-/// Measures a strategy's two phases: call forward_done() and backward_done() at their ends;
-/// fill() writes the bytes, seconds and the peak of saved activations into a RankResult.
+/// Measures a strategy's two phases: construct it where the forward starts, call
+/// forward_done() and backward_done() at their ends; fill() writes the bytes, seconds, the
+/// peak of saved activations and the peak of all memory into a RankResult. The memory peaks
+/// are this rank's from construction on. When tracing, the phases are `phase` events on the
+/// compute stream, and tracing stops at backward_done() (what follows is not the layer).
 class PhaseMeter {
  public:
-  explicit PhaseMeter(Communicator& comm);
+  PhaseMeter(Communicator& comm, MemoryTracker& tracker);
   void forward_done();
   void backward_done();
-  void fill(RankResult& r, const MemoryTracker& tracker) const;
+  void fill(RankResult& r) const;
 
  private:
+  void end_phase(const char* name, int64_t start_ns, const char* next);
   Communicator& comm_;
+  MemoryTracker& tracker_;
   CommStats s0_, s1_, s2_;
   std::chrono::steady_clock::time_point t0_, t1_, t2_;
+  int64_t trace_t0_ = 0, trace_t1_ = 0;
 };
 
 /// Tokens [s0, s0 + n) of every batch row of t [b, s, ...] -> [b, n, ...], tagged `tag`.

@@ -99,7 +99,7 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   ap.softmax_scale = cfg.softmax_scale();
 
   RankResult res;
-  PhaseMeter meter(comm);
+  PhaseMeter meter(comm, tracker);
   maybe_inject_failure(r, P, "forward");
 
   // ================================ forward ================================
@@ -243,7 +243,7 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
                     {r, MemCategory::comm, &tracker});
 
   meter.backward_done();
-  meter.fill(res, tracker);
+  meter.fill(res);
 
   // ---- Results, gathered on every rank in the reference's layout (outside the timing).
   res.out = gather_seq(comm, out, ws);

@@ -60,12 +60,16 @@ Tensor seq_to_heads(Communicator& comm, const Tensor& t, AllocTag tag) {
   Tensor send = Tensor::empty({P * blk}, t.dtype(), tag), recv = Tensor::empty({P * blk}, t.dtype(), tag);
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* sp = static_cast<char*>(send.raw_data());
-  for (int j = 0; j < P; ++j)  // block j: heads [j X/P, (j+1) X/P) of our tokens
-    for (int64_t bt = 0; bt < b * n; ++bt)
-      std::memcpy(sp + ((j * b * n + bt) * xp * d) * es, src + (bt * X + j * xp) * d * es, xp * d * es);
+  {
+    trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
+    for (int j = 0; j < P; ++j)  // block j: heads [j X/P, (j+1) X/P) of our tokens
+      for (int64_t bt = 0; bt < b * n; ++bt)
+        std::memcpy(sp + ((j * b * n + bt) * xp * d) * es, src + (bt * X + j * xp) * d * es, xp * d * es);
+  }
   comm.all_to_all(send.raw_data(), std::vector<int64_t>(P, blk), recv.raw_data(), std::vector<int64_t>(P, blk),
                   t.dtype());
   Tensor out = Tensor::empty({b, n * P, xp, d}, t.dtype(), tag);
+  trace::Span copy("all_to_all unpack", "memory", 0, 2 * out.nbytes());
   const auto* rp = static_cast<const char*>(recv.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int j = 0; j < P; ++j)  // from rank j: its tokens [j n, (j+1) n), our heads
@@ -82,12 +86,16 @@ Tensor heads_to_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   Tensor send = Tensor::empty({P * blk}, t.dtype(), tag), recv = Tensor::empty({P * blk}, t.dtype(), tag);
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* sp = static_cast<char*>(send.raw_data());
-  for (int j = 0; j < P; ++j)  // block j: rank j's tokens, our heads
-    for (int64_t bi = 0; bi < b; ++bi)
-      std::memcpy(sp + ((j * b + bi) * n * xp * d) * es, src + ((bi * n * P + j * n) * xp * d) * es, n * xp * d * es);
+  {
+    trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
+    for (int j = 0; j < P; ++j)  // block j: rank j's tokens, our heads
+      for (int64_t bi = 0; bi < b; ++bi)
+        std::memcpy(sp + ((j * b + bi) * n * xp * d) * es, src + ((bi * n * P + j * n) * xp * d) * es, n * xp * d * es);
+  }
   comm.all_to_all(send.raw_data(), std::vector<int64_t>(P, blk), recv.raw_data(), std::vector<int64_t>(P, blk),
                   t.dtype());
   Tensor out = Tensor::empty({b, n, X, d}, t.dtype(), tag);
+  trace::Span copy("all_to_all unpack", "memory", 0, 2 * out.nbytes());
   const auto* rp = static_cast<const char*>(recv.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int j = 0; j < P; ++j)  // from rank j: heads [j X/P, (j+1) X/P) of our tokens
@@ -102,6 +110,7 @@ Tensor replicate_heads(const Tensor& t, int64_t R, AllocTag tag) {
   if (R == 1) return t;
   const int64_t bn = t.dim(0) * t.dim(1), Hkv = t.dim(2), d = t.dim(3), es = dtype_size(t.dtype());
   Tensor out = Tensor::empty({t.dim(0), t.dim(1), Hkv * R, d}, t.dtype(), tag);
+  trace::Span copy("replicate kv heads", "memory", 0, t.nbytes() + out.nbytes());
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int64_t i = 0; i < bn; ++i)
@@ -118,6 +127,7 @@ void sum_copies(const T* rep, T* out, int64_t bn, int64_t Hkv, int64_t R, int64_
 }
 
 void sum_replicas(const Tensor& rep, Tensor& out, int64_t R) {
+  trace::Span sum("sum kv head replicas", "elementwise", 0, rep.nbytes() + 2 * out.nbytes());
   if (R == 1) {
     std::memcpy(out.raw_data(), rep.raw_data(), static_cast<size_t>(rep.nbytes()));
     return;
@@ -150,7 +160,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   ap.softmax_scale = cfg.softmax_scale();
 
   RankResult res;
-  PhaseMeter meter(comm);
+  PhaseMeter meter(comm, tracker);
   maybe_inject_failure(r, P, "forward");
 
   // ================================ forward ================================
@@ -203,7 +213,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   }
 
   meter.backward_done();
-  meter.fill(res, tracker);
+  meter.fill(res);
 
   res.out = gather_seq(comm, out, ws);
   res.dx = gather_seq(comm, dx, ws);

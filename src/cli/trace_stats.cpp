@@ -1,0 +1,142 @@
+// `ringside trace-stats FILE`: the metrics of any trace file (trace/metrics.h), per strategy,
+// per rank and per ring step. compare prints the same tables for the run it just traced.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "core/error.h"
+#include "trace/metrics.h"
+
+namespace ringside::cli {
+
+namespace {
+
+std::string ms(int64_t ns) { return format_seconds(double(ns) * 1e-9); }
+
+std::string pct(double p) {
+  if (std::isnan(p)) return "-";
+  char b[16];
+  std::snprintf(b, sizeof b, "%.0f%%", p);
+  return b;
+}
+
+double us(int64_t ns) { return double(ns) / 1000.0; }
+
+nlohmann::json breakdown_json(const trace::Breakdown& b) {
+  nlohmann::json j = {{"window_us", us(b.window_ns)},   {"compute_us", us(b.compute_ns)},
+                      {"comm_us", us(b.comm_ns)},       {"overlap_us", us(b.overlap_ns)},
+                      {"exposed_comm_us", us(b.exposed_comm_ns)}, {"idle_us", us(b.idle_ns)}};
+  j["overlap_pct"] = std::isnan(b.overlap_pct()) ? nlohmann::json(nullptr) : nlohmann::json(b.overlap_pct());
+  return j;
+}
+
+}  // namespace
+
+void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_steps) {
+  std::printf("  %-10s %4s  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", "strategy", "rank", "compute", "comm", "overlap",
+              "exposed", "idle", "peak memory", "sent");
+  for (const trace::StrategyMetrics& s : all) {
+    for (const trace::RankMetrics& r : s.ranks)
+      std::printf("  %-10s %4d  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", s.strategy.c_str(), r.rank, ms(r.time.compute_ns).c_str(),
+                  ms(r.time.comm_ns).c_str(), pct(r.time.overlap_pct()).c_str(), ms(r.time.exposed_comm_ns).c_str(),
+                  ms(r.time.idle_ns).c_str(), format_bytes(double(r.peak_memory_bytes)).c_str(),
+                  format_bytes(double(r.bytes_sent)).c_str());
+    std::printf("  %-10s %4s  %9s  %9s  %7s  %9s  %9s  compute imbalance %.2f (max/mean), window %s\n", s.strategy.c_str(), "all",
+                ms(s.total.compute_ns).c_str(), ms(s.total.comm_ns).c_str(), pct(s.total.overlap_pct()).c_str(),
+                ms(s.total.exposed_comm_ns).c_str(), ms(s.total.idle_ns).c_str(), s.compute_imbalance,
+                ms(s.end_ns - s.begin_ns).c_str());
+  }
+  if (!with_steps) return;
+  for (const trace::StrategyMetrics& s : all) {
+    if (s.steps.empty()) continue;
+    std::printf("\n  %s, per ring step (all ranks; step time: the slowest rank's):\n", s.strategy.c_str());
+    std::printf("  %-9s %4s  %9s  %9s  %9s  %7s  %9s  %10s  %9s\n", "phase", "step", "time", "compute", "comm", "overlap",
+                "exposed", "sent", "imbalance");
+    for (const trace::StepMetrics& st : s.steps) {
+      int64_t slowest = 0;
+      for (const trace::Breakdown& b : st.ranks) slowest = std::max(slowest, b.window_ns);
+      std::printf("  %-9s %4d  %9s  %9s  %9s  %7s  %9s  %10s  %9.2f\n", st.phase.c_str(), st.step, ms(slowest).c_str(),
+                  ms(st.total.compute_ns).c_str(), ms(st.total.comm_ns).c_str(), pct(st.total.overlap_pct()).c_str(),
+                  ms(st.total.exposed_comm_ns).c_str(), format_bytes(double(st.bytes_sent)).c_str(), st.imbalance);
+    }
+  }
+}
+
+nlohmann::json metrics_json(const trace::StrategyMetrics& s) {
+  nlohmann::json j;
+  j["strategy"] = s.strategy;
+  j["window_us"] = us(s.end_ns - s.begin_ns);
+  j["total"] = breakdown_json(s.total);
+  j["compute_imbalance"] = s.compute_imbalance;
+  for (const trace::RankMetrics& r : s.ranks) {
+    nlohmann::json jr = breakdown_json(r.time);
+    jr["rank"] = r.rank;
+    jr["peak_memory_bytes"] = r.peak_memory_bytes;
+    for (int c = 0; c < kNumMemCategories; ++c)
+      jr["peak_by_category"][std::string(to_string(MemCategory(c)))] = r.peak_by_category[c];
+    jr["bytes_sent"] = r.bytes_sent;
+    jr["flops"] = r.flops;
+    j["ranks"].push_back(jr);
+  }
+  for (const trace::StepMetrics& st : s.steps) {
+    nlohmann::json js = breakdown_json(st.total);
+    js["phase"] = st.phase;
+    js["step"] = st.step;
+    js["imbalance"] = st.imbalance;
+    js["bytes_sent"] = st.bytes_sent;
+    j["steps"].push_back(js);
+  }
+  return j;
+}
+
+CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
+  CLI::App* c = app.add_subcommand("trace-stats", "Print the metrics of a trace file: per strategy, rank and ring step");
+  c->add_option("file", o.file, "a trace written by ringside (compare --trace, run --trace) or any Chrome trace JSON")
+      ->required();
+  c->add_option("--json", o.json, "also write the metrics as JSON")->option_text("FILE");
+  c->footer(
+      "Definitions (Holistic Trace Analysis): compute and comm are unions of intervals; overlap = time\n"
+      "computing while communicating / time communicating; exposed = comm not overlapped; idle = the\n"
+      "window minus compute and comm; imbalance = max / mean over ranks. Window: forward + backward.");
+  return c;
+}
+
+int trace_stats_command(const TraceStatsOptions& o) {
+  const trace::TraceData t = trace::read_trace(o.file);
+  const auto metrics = trace::compute_metrics(t);
+  std::printf("ringside trace-stats: %s\n", o.file.c_str());
+  const nlohmann::json& other = t.other;
+  if (other.contains("ringside_version"))
+    std::printf("  written by ringside %s", other["ringside_version"].is_string() ? other["ringside_version"].get<std::string>().c_str() : "?");
+  else
+    std::printf("  a foreign trace (no ringside otherData)");
+  if (other.contains("ranks") && other["ranks"].is_number_integer())
+    std::printf(", P = %lld", static_cast<long long>(other["ranks"].get<int64_t>()));
+  if (other.contains("backend") && other["backend"].is_string())
+    std::printf(", %s backend", other["backend"].get<std::string>().c_str());
+  if (other.contains("layout") && other["layout"].is_string())
+    std::printf(", ring layout %s", other["layout"].get<std::string>().c_str());
+  int64_t worst_clock = 0;
+  for (const trace::RankTrace& r : t.ranks) worst_clock = std::max(worst_clock, r.clock_uncertainty_ns);
+  std::printf("\n  %zu processes, %zu flows; clock alignment uncertainty %s\n\n", t.ranks.size(), t.flows.size(),
+              worst_clock ? ms(worst_clock).c_str() : "0 (one clock)");
+  if (metrics.empty()) {
+    std::printf("  no events\n");
+    return 0;
+  }
+  print_timeline(metrics, true);
+  if (!o.json.empty()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& s : metrics) j.push_back(metrics_json(s));
+    std::ofstream f(o.json);
+    f << j.dump(2) << '\n';
+    f.close();
+    RS_CHECK(f.good(), "--json: cannot write ", o.json);
+    std::printf("\n  json: %s\n", o.json.c_str());
+  }
+  return 0;
+}
+
+}  // namespace ringside::cli

@@ -1,0 +1,191 @@
+#include "trace/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace ringside::trace {
+
+std::vector<Interval> merge_intervals(std::vector<Interval> v) {
+  std::erase_if(v, [](const Interval& i) { return i.end <= i.begin; });
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+  std::vector<Interval> out;
+  for (const Interval& i : v) {
+    if (!out.empty() && i.begin <= out.back().end) out.back().end = std::max(out.back().end, i.end);
+    else out.push_back(i);
+  }
+  return out;
+}
+
+int64_t length(const std::vector<Interval>& merged) {
+  int64_t n = 0;
+  for (const Interval& i : merged) n += i.end - i.begin;
+  return n;
+}
+
+int64_t intersection_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  int64_t n = 0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const int64_t lo = std::max(a[i].begin, b[j].begin), hi = std::min(a[i].end, b[j].end);
+    if (hi > lo) n += hi - lo;
+    (a[i].end < b[j].end ? i : j)++;
+  }
+  return n;
+}
+
+double Breakdown::overlap_pct() const {
+  return comm_ns > 0 ? 100.0 * double(overlap_ns) / double(comm_ns) : std::numeric_limits<double>::quiet_NaN();
+}
+
+Breakdown& Breakdown::operator+=(const Breakdown& o) {
+  window_ns += o.window_ns, compute_ns += o.compute_ns, comm_ns += o.comm_ns;
+  overlap_ns += o.overlap_ns, exposed_comm_ns += o.exposed_comm_ns, idle_ns += o.idle_ns;
+  return *this;
+}
+
+namespace {
+
+// Compute-stream kinds that are not compute: what a rank waits in, and the spans that only
+// group other events.
+bool is_compute(const Event& e) {
+  return e.stream == Stream::compute && e.cat != "wait" && e.cat != "collective" && e.cat != "phase" &&
+         e.cat != "ring_step";
+}
+
+// The breakdown of compute and comm intervals over [begin, end), everything clipped to it.
+Breakdown breakdown(std::vector<Interval> compute, std::vector<Interval> comm, int64_t begin, int64_t end) {
+  auto clip = [&](std::vector<Interval>& v) {
+    for (Interval& i : v) i.begin = std::max(i.begin, begin), i.end = std::min(i.end, end);
+    v = merge_intervals(std::move(v));
+  };
+  clip(compute);
+  clip(comm);
+  Breakdown b;
+  b.window_ns = std::max<int64_t>(0, end - begin);
+  b.compute_ns = length(compute);
+  b.comm_ns = length(comm);
+  b.overlap_ns = intersection_length(compute, comm);
+  b.exposed_comm_ns = b.comm_ns - b.overlap_ns;
+  b.idle_ns = b.window_ns - (b.compute_ns + b.comm_ns - b.overlap_ns);
+  return b;
+}
+
+Breakdown breakdown_of(const std::vector<const Event*>& evs, int64_t begin, int64_t end) {
+  std::vector<Interval> compute, comm;
+  for (const Event* e : evs) {
+    if (e->stream == Stream::comm) comm.push_back({e->ts_ns, e->end_ns()});
+    else if (is_compute(*e)) compute.push_back({e->ts_ns, e->end_ns()});
+  }
+  return breakdown(std::move(compute), std::move(comm), begin, end);
+}
+
+double max_over_mean(const std::vector<double>& v) {
+  if (v.empty()) return 1;
+  double sum = 0, hi = 0;
+  for (double x : v) sum += x, hi = std::max(hi, x);
+  return sum > 0 ? hi / (sum / double(v.size())) : 1;
+}
+
+}  // namespace
+
+std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<Interval> window) {
+  std::vector<StrategyMetrics> out;
+  std::map<std::string, size_t> index;
+  std::vector<std::vector<const RankTrace*>> members;
+  for (const RankTrace& r : t.ranks) {
+    auto [it, fresh] = index.try_emplace(r.strategy, out.size());
+    if (fresh) {
+      out.push_back({});
+      out.back().strategy = r.strategy;
+      members.emplace_back();
+    }
+    members[it->second].push_back(&r);
+  }
+  for (size_t si = 0; si < out.size(); ++si) {
+    StrategyMetrics& sm = out[si];
+    auto& ranks = members[si];
+    std::sort(ranks.begin(), ranks.end(), [](const RankTrace* a, const RankTrace* b) { return a->rank < b->rank; });
+    // The window: the forward and backward of every rank, or the selection.
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    int64_t any_lo = lo, any_hi = hi;
+    for (const RankTrace* r : ranks)
+      for (const Event& e : r->events) {
+        any_lo = std::min(any_lo, e.ts_ns), any_hi = std::max(any_hi, e.end_ns());
+        if (e.cat == "phase") lo = std::min(lo, e.ts_ns), hi = std::max(hi, e.end_ns());
+      }
+    if (lo > hi) lo = any_lo, hi = any_hi;
+    if (window) lo = window->begin, hi = window->end;
+    if (lo > hi) lo = hi = 0;  // no events at all
+    sm.begin_ns = lo, sm.end_ns = hi;
+
+    std::vector<double> computes;
+    std::map<std::pair<int, int>, StepMetrics> steps;  // (phase order, step)
+    std::map<std::pair<int, int>, std::vector<double>> step_durations;
+    for (const RankTrace* r : ranks) {
+      RankMetrics rm;
+      rm.rank = r->rank;
+      std::vector<const Event*> evs;
+      for (const Event& e : r->events) evs.push_back(&e);
+      rm.time = breakdown_of(evs, lo, hi);
+      for (const Event* e : evs) {
+        if (e->ts_ns < lo || e->ts_ns >= hi) continue;
+        if (e->stream == Stream::comm && e->direction == "send") rm.bytes_sent += e->bytes;
+        if (is_compute(*e)) rm.flops += e->flops;
+      }
+      // Memory: the sample live at the window's start, then every sample inside it.
+      const MemorySample* carried = nullptr;
+      for (const MemorySample& m : r->memory) {
+        if (m.ts_ns < lo) {
+          carried = &m;
+          continue;
+        }
+        if (m.ts_ns > hi) break;
+        rm.peak_memory_bytes = std::max(rm.peak_memory_bytes, m.total());
+        for (int c = 0; c < kNumMemCategories; ++c) rm.peak_by_category[c] = std::max(rm.peak_by_category[c], m.bytes[c]);
+      }
+      if (carried) {
+        rm.peak_memory_bytes = std::max(rm.peak_memory_bytes, carried->total());
+        for (int c = 0; c < kNumMemCategories; ++c) rm.peak_by_category[c] = std::max(rm.peak_by_category[c], carried->bytes[c]);
+      }
+      // Ring steps: each rank's step span, and what ran and moved in it.
+      std::map<std::pair<int, int>, std::vector<const Event*>> in_step;
+      std::map<std::pair<int, int>, Interval> span;
+      for (const Event* e : evs) {
+        if (e->step < 0) continue;
+        const std::pair<int, int> key{e->phase == "backward" ? 1 : 0, e->step};
+        if (e->cat == "ring_step") span[key] = {std::max(e->ts_ns, lo), std::min(e->end_ns(), hi)};
+        else in_step[key].push_back(e);
+      }
+      for (auto& [key, s] : span) {
+        if (s.end <= s.begin) continue;  // outside the window
+        StepMetrics& st = steps[key];
+        st.phase = key.first ? "backward" : "forward";
+        st.step = key.second;
+        // The transfers of a step may finish after its span ends (its last wait): the window
+        // is the span, extended to cover them.
+        int64_t end = s.end;
+        for (const Event* e : in_step[key])
+          if (e->stream == Stream::comm) end = std::max(end, std::min(e->end_ns(), hi));
+        const Breakdown b = breakdown_of(in_step[key], s.begin, end);
+        st.ranks.push_back(b);
+        st.total += b;
+        for (const Event* e : in_step[key])
+          if (e->stream == Stream::comm && e->direction == "send") st.bytes_sent += e->bytes;
+        step_durations[key].push_back(double(s.end - s.begin));
+      }
+      computes.push_back(double(rm.time.compute_ns));
+      sm.total += rm.time;
+      sm.ranks.push_back(rm);
+    }
+    sm.compute_imbalance = max_over_mean(computes);
+    for (auto& [key, st] : steps) {
+      st.imbalance = max_over_mean(step_durations[key]);
+      sm.steps.push_back(std::move(st));
+    }
+  }
+  return out;
+}
+
+}  // namespace ringside::trace

@@ -1,0 +1,76 @@
+// Metrics of a timeline, as Holistic Trace Analysis defines them (HTA's temporal breakdown and
+// comm/comp overlap, github.com/facebookresearch/HolisticTraceAnalysis):
+//
+//   compute   time some compute op runs (attention, gemm, norm, elementwise, memory), with
+//             nested and overlapping intervals merged: a union, never a sum
+//   comm      time some transfer is in flight on the rank (its comm lanes, merged)
+//   overlap   |compute ∩ comm|; overlap % = overlap / comm (100%: every transfer hidden)
+//   exposed   comm - overlap: communication nothing hides
+//   idle      window - |compute ∪ comm|: waiting with nothing in flight, or finished early
+//   imbalance max over ranks / mean over ranks of compute time (1.00: balanced)
+//
+// The window of a strategy is its ranks' forward + backward (from the first `phase` event to
+// the last), so setup and result gathering do not count; a trace without phases uses the
+// extent of all its events. The same breakdown is given per ring step (each rank's `ring
+// step` span, with the ops and transfers of that step).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trace/trace_file.h"
+
+namespace ringside::trace {
+
+struct Interval {
+  int64_t begin = 0, end = 0;  ///< ns, end > begin
+};
+/// The union of `v` as sorted, disjoint intervals (empty ones dropped).
+std::vector<Interval> merge_intervals(std::vector<Interval> v);
+/// Total length of merged intervals, ns.
+int64_t length(const std::vector<Interval>& merged);
+/// Length of the intersection of two merged lists, ns (a linear sweep).
+int64_t intersection_length(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
+/// Where one rank's time went over a window, ns.
+struct Breakdown {
+  int64_t window_ns = 0, compute_ns = 0, comm_ns = 0, overlap_ns = 0, exposed_comm_ns = 0, idle_ns = 0;
+  /// 100 overlap / comm, or NaN when there is no communication.
+  double overlap_pct() const;
+  Breakdown& operator+=(const Breakdown& o);
+};
+
+struct RankMetrics {
+  int rank = 0;
+  Breakdown time;
+  int64_t peak_memory_bytes = 0;                              ///< highest total live bytes in the window
+  std::array<int64_t, kNumMemCategories> peak_by_category{};  ///< each category's own highest
+  int64_t bytes_sent = 0;                                     ///< payload of sends starting in the window
+  double flops = 0;                                           ///< FLOPs of compute ops starting in the window
+};
+
+struct StepMetrics {
+  std::string phase;  ///< "forward" or "backward"
+  int step = 0;
+  std::vector<Breakdown> ranks;  ///< per rank (window: that rank's ring step span)
+  Breakdown total;               ///< summed over ranks
+  double imbalance = 1;          ///< max / mean of the ranks' step durations
+  int64_t bytes_sent = 0;        ///< over all ranks
+};
+
+struct StrategyMetrics {
+  std::string strategy;
+  int64_t begin_ns = 0, end_ns = 0;  ///< the window
+  std::vector<RankMetrics> ranks;    ///< in rank order
+  Breakdown total;                   ///< summed over ranks
+  double compute_imbalance = 1;      ///< max / mean of the ranks' compute time
+  std::vector<StepMetrics> steps;    ///< ring steps, forward then backward; empty for other strategies
+};
+
+/// The metrics of every strategy in the trace, in file order. With `window` [begin, end) ns,
+/// every interval is clipped to it (a selection) instead of each strategy's phases.
+std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<Interval> window = std::nullopt);
+
+}  // namespace ringside::trace

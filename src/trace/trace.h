@@ -1,0 +1,187 @@
+// The timeline: what every rank computed, sent, waited for and held, on one clock.
+//
+// A Tracer belongs to one rank and is written by that rank's own thread only, so recording
+// takes no lock. The rank thread installs it with TraceScope; from then on the instrumented
+// code (the traced backend's ops, the communicator's transfers, collectives and waits, the
+// memory tracker's allocations, the strategies' phases and ring steps) finds it through
+// current_tracer(), a thread-local pointer. With no tracer installed every hook is one
+// thread-local load and a branch: tracing off costs almost nothing (`ringside bench trace`
+// measures it).
+//
+// Two streams per rank, as on a GPU: `compute` (the rank's thread: ops, collectives as spans,
+// waits) and `comm` (transfers, timed by the thread that moves them: the local backend's comm
+// thread, or from posting to completion under MPI). A transfer that runs under compute shows
+// as comm-lane time covered by compute-lane time: that is overlap.
+#pragma once
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/memory_tracker.h"
+
+namespace ringside {
+class Backend;
+class Communicator;
+}  // namespace ringside
+
+namespace ringside::trace {
+
+enum class Stream : int { compute = 0, comm = 1 };
+
+/// One interval on a rank's timeline (a Chrome trace `X` event). Times are nanoseconds on the
+/// run's shared clock.
+struct Event {
+  std::string name;  ///< "matmul", "attention_forward", "send k", "all_gather", "wait recv k"
+  /// Kind, for colours and metrics. compute stream: attention, gemm, norm, elementwise, memory
+  /// (compute kinds); wait; collective (the span of a collective call); phase; ring_step.
+  /// comm stream: p2p, all_gather, reduce_scatter, all_reduce, all_to_all.
+  std::string cat;
+  int64_t ts_ns = 0, dur_ns = 0;
+  Stream stream = Stream::compute;
+  std::string phase;        ///< "forward", "backward", or "" outside them
+  int step = -1;            ///< ring step (ring attention), -1 when none
+  int peer = -1;            ///< comm and wait: the other rank
+  int64_t bytes = 0;        ///< comm: payload bytes; compute: bytes read + written
+  double flops = 0;         ///< compute: floating-point operations (0 when not meaningful)
+  int64_t collective = -1;  ///< comm: this rank's collective call number (equal on every rank), -1 for p2p
+  std::string direction;    ///< comm: "send" or "recv"
+  int tag = -1;             ///< comm: message tag
+  int64_t seq = -1;         ///< comm: index among messages of (sender, receiver, tag): pairs a send with its receive
+  std::string detail;       ///< free text: shapes, what a wait was for
+  int64_t end_ns() const { return ts_ns + dur_ns; }
+};
+
+/// Bytes live per MemCategory at one instant (a Chrome trace `C` counter sample).
+struct MemorySample {
+  int64_t ts_ns = 0;
+  std::array<int64_t, kNumMemCategories> bytes{};
+  int64_t total() const {
+    int64_t s = 0;
+    for (int64_t b : bytes) s += b;
+    return s;
+  }
+};
+
+/// Everything one rank of one strategy recorded.
+struct RankTrace {
+  std::string strategy;  ///< "ring", "tp-sp", ...; "" for a foreign trace
+  int rank = 0;
+  std::vector<Event> events;
+  std::vector<MemorySample> memory;
+  /// How this rank's clock maps onto rank 0's, as estimated at the start (0 on one process):
+  /// offset added to local time, and the estimate's half round-trip uncertainty.
+  int64_t clock_offset_ns = 0, clock_uncertainty_ns = 0;
+};
+
+/// Maps a process-local steady clock onto the run's shared timeline: shared = local + offset - origin.
+struct Clock {
+  int64_t origin_ns = 0;  ///< the shared timeline's zero, in rank 0's steady-clock ns
+  int64_t offset_ns = 0;  ///< rank 0's steady clock minus ours (0 when all ranks share a process or host clock)
+  int64_t uncertainty_ns = 0;
+  int64_t now() const { return steady_now_ns() + offset_ns - origin_ns; }
+  int64_t to_shared(int64_t local_steady_ns) const { return local_steady_ns + offset_ns - origin_ns; }
+  static int64_t steady_now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+};
+
+/// One rank's recorder. Not thread-safe by design: only the rank's thread writes to it.
+class Tracer {
+ public:
+  Tracer(std::string strategy, int rank, Clock clock);
+
+  int rank() const { return trace_.rank; }
+  const Clock& clock() const { return clock_; }
+  /// Stops recording (the strategy's result gathering after the backward is not part of the
+  /// layer); hooks become no-ops.
+  void stop() { recording_ = false; }
+  bool recording() const { return recording_; }
+
+  /// Appends an event, stamping it with the current phase, ring step and collective context
+  /// where it has none.
+  void record(Event e);
+  /// A memory sample of `live` now (called by MemoryTracker on every change for this rank).
+  void memory(const std::array<int64_t, kNumMemCategories>& live);
+
+  // Context the communicator and the ops pick up (set by the scopes below).
+  std::string phase;
+  int step = -1;
+  std::string collective_kind;  ///< inside a collective: its kind, else ""
+  int64_t collective_id = -1;
+  int64_t next_collective = 0;  ///< collective calls so far on this rank
+  /// Messages posted so far per (peer, tag, direction): the `seq` that pairs sends and receives.
+  int64_t next_seq(int peer, int tag, bool send);
+
+  /// The recorded trace, moved out (the tracer is empty afterwards).
+  RankTrace take();
+
+ private:
+  Clock clock_;
+  RankTrace trace_;
+  bool recording_ = true;
+  std::vector<std::array<int64_t, 4>> seqs_;  // (peer, tag, send, count), few entries: linear search
+};
+
+/// The tracer of the calling thread, or nullptr when tracing is off (or stopped).
+Tracer* current_tracer();
+
+/// Installs `t` as the calling thread's tracer for the scope's lifetime (nullptr: none).
+class TraceScope {
+ public:
+  explicit TraceScope(Tracer* t);
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+
+ private:
+  Tracer* previous_;
+};
+
+/// An interval on the calling rank's compute stream, recorded when the scope ends: an op, a
+/// collective or a ring step. Does nothing when tracing is off.
+class Span {
+ public:
+  /// name and cat as in Event; flops and bytes as the op's cost (0 when unknown).
+  Span(const char* name, const char* cat, double flops = 0, int64_t bytes = 0)
+      : Span(name, cat, Opens::nothing, -1) {
+    e_.flops = flops, e_.bytes = bytes;
+  }
+  ~Span();
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+  /// The event being built (to add detail or bytes before it ends), or nullptr when off.
+  Event* event() { return t_ ? &e_ : nullptr; }
+
+  /// A ring step span: the tracer's step is `step` for everything recorded until it ends.
+  static Span ring_step(int step) { return Span("ring step", "ring_step", Opens::step, step); }
+
+ private:
+  enum class Opens { nothing, step };
+  Span(const char* name, const char* cat, Opens opens, int step);
+  Tracer* t_ = nullptr;
+  Event e_;
+  int saved_step_ = -1;
+  Opens opens_ = Opens::nothing;
+};
+
+/// A backend that records every op of `inner` on the calling rank's tracer (name, kind, FLOPs
+/// as the op's formula gives them, bytes read and written), then runs it. Ops on a thread
+/// with no tracer run untouched.
+std::unique_ptr<Backend> make_traced_backend(std::unique_ptr<Backend> inner);
+
+/// Estimates how the caller's steady clock maps onto rank 0's (collective over comm), and
+/// fixes the shared timeline's zero at rank 0's clock now. On the local backend (one process,
+/// one clock) the offset is 0 exactly. Across processes, each rank r > 0 exchanges `rounds`
+/// ping-pongs with rank 0 (Cristian's algorithm): offset = t0 - (t_send + t_recv) / 2 from the
+/// round with the shortest round trip, uncertainty = half that round trip.
+Clock align_clocks(Communicator& comm, int rounds = 8);
+
+/// Every rank's trace, collected on rank 0 (in rank order); other ranks get an empty vector.
+/// Collective over comm.
+std::vector<RankTrace> gather_to_root(Communicator& comm, RankTrace mine);
+
+}  // namespace ringside::trace

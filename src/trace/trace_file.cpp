@@ -1,0 +1,406 @@
+#include "trace/trace_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace ringside::trace {
+
+namespace {
+
+constexpr int64_t kPidStride = 1000;  // pid = strategy index * 1000 + rank
+constexpr double kMaxTimeUs = 9e12;   // ns stay exact in int64 and double below this
+constexpr double kMaxBytes = 4.6e18;  // < 2^62
+constexpr double kMaxFlops = 1e24;
+
+const char* kCategoryNames[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm"};
+
+double us(int64_t ns) { return double(ns) / 1000.0; }
+
+// ---------------------------------------------------------------------------- writer
+
+nlohmann::json args_of(const Event& e) {
+  nlohmann::json a = nlohmann::json::object();
+  if (!e.phase.empty()) a["phase"] = e.phase;
+  if (e.step >= 0) a["step"] = e.step;
+  if (e.peer >= 0) a["peer"] = e.peer;
+  if (e.bytes > 0) a["bytes"] = e.bytes;
+  if (e.flops > 0) a["flops"] = e.flops;
+  if (e.collective >= 0) a["collective"] = e.collective;
+  if (!e.direction.empty()) a["direction"] = e.direction;
+  if (e.tag >= 0) a["tag"] = e.tag;
+  if (e.seq >= 0) a["seq"] = e.seq;
+  if (!e.detail.empty()) a["detail"] = e.detail;
+  return a;
+}
+
+nlohmann::json meta(const char* name, int64_t pid, int tid, nlohmann::json args) {
+  return {{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
+}
+
+}  // namespace
+
+nlohmann::json to_chrome_json(const TraceData& t) {
+  std::vector<std::string> strategies;
+  for (const RankTrace& r : t.ranks)
+    if (std::find(strategies.begin(), strategies.end(), r.strategy) == strategies.end()) strategies.push_back(r.strategy);
+  const bool several = strategies.size() > 1;
+  auto pid_of = [&](const RankTrace& r) {
+    RS_CHECK(r.rank >= 0 && r.rank < kPidStride, "trace writer: rank ", r.rank, " outside [0, ", kPidStride, ")");
+    const auto si = std::find(strategies.begin(), strategies.end(), r.strategy) - strategies.begin();
+    return int64_t(si) * kPidStride + r.rank;
+  };
+
+  nlohmann::json events = nlohmann::json::array();
+  nlohmann::json processes = nlohmann::json::array();
+  // Per process: where each send and receive landed (pid, tid, ts), to draw the flows.
+  struct End {
+    int64_t pid;
+    int tid;
+    int64_t ts_ns;
+  };
+  using Key = std::tuple<std::string, int, int, int, int64_t>;  // strategy, from, to, tag, seq
+  std::map<Key, End> sends, recvs;
+
+  for (const RankTrace& r : t.ranks) {
+    const int64_t pid = pid_of(r);
+    const std::string pname = (several ? r.strategy + ": " : std::string()) + "GPU " + std::to_string(r.rank);
+    events.push_back(meta("process_name", pid, 0, {{"name", pname}}));
+    events.push_back(meta("process_sort_index", pid, 0, {{"sort_index", pid}}));
+    events.push_back(meta("thread_name", pid, 0, {{"name", "compute"}}));
+    events.push_back(meta("thread_sort_index", pid, 0, {{"sort_index", 0}}));
+    processes.push_back({{"pid", pid},
+                         {"strategy", r.strategy},
+                         {"rank", r.rank},
+                         {"clock_offset_ns", r.clock_offset_ns},
+                         {"clock_uncertainty_ns", r.clock_uncertainty_ns}});
+
+    std::vector<const Event*> evs;
+    for (const Event& e : r.events) evs.push_back(&e);
+    // Start order; the longer first at a tie, so that parents precede their children.
+    std::stable_sort(evs.begin(), evs.end(), [](const Event* a, const Event* b) {
+      return a->ts_ns != b->ts_ns ? a->ts_ns < b->ts_ns : a->dur_ns > b->dur_ns;
+    });
+    // Comm lanes: transfers of one rank may overlap (a send and a receive at once), and the
+    // slices of one thread must nest, so each transfer takes the first lane free at its start.
+    std::vector<int64_t> lane_end;
+    for (const Event* e : evs) {
+      int tid = 0;
+      if (e->stream == Stream::comm) {
+        size_t lane = 0;
+        while (lane < lane_end.size() && lane_end[lane] > e->ts_ns) ++lane;
+        if (lane == lane_end.size()) {
+          lane_end.push_back(0);
+          const int ntid = int(lane) + 1;
+          events.push_back(meta("thread_name", pid, ntid, {{"name", lane == 0 ? std::string("comm") : "comm " + std::to_string(ntid)}}));
+          events.push_back(meta("thread_sort_index", pid, ntid, {{"sort_index", ntid}}));
+        }
+        lane_end[lane] = e->end_ns();
+        tid = int(lane) + 1;
+        if (e->seq >= 0 && e->peer >= 0) {
+          const bool send = e->direction == "send";
+          const Key k{r.strategy, send ? r.rank : e->peer, send ? e->peer : r.rank, e->tag, e->seq};
+          (send ? sends : recvs)[k] = End{pid, tid, e->ts_ns};
+        }
+      }
+      events.push_back({{"name", e->name},
+                        {"cat", e->cat},
+                        {"ph", "X"},
+                        {"ts", us(e->ts_ns)},
+                        {"dur", us(e->dur_ns)},
+                        {"pid", pid},
+                        {"tid", tid},
+                        {"args", args_of(*e)}});
+    }
+    // Memory: one counter track per process, samples in time order.
+    std::vector<MemorySample> mem = r.memory;
+    std::stable_sort(mem.begin(), mem.end(), [](const MemorySample& a, const MemorySample& b) { return a.ts_ns < b.ts_ns; });
+    for (const MemorySample& m : mem) {
+      nlohmann::json a;
+      for (int c = 0; c < kNumMemCategories; ++c) a[kCategoryNames[c]] = m.bytes[c];
+      events.push_back({{"name", "memory"}, {"ph", "C"}, {"ts", us(m.ts_ns)}, {"pid", pid}, {"tid", 0}, {"args", a}});
+    }
+  }
+  // Flows: a send and its receive, matched by (strategy, sender, receiver, tag, seq).
+  int64_t id = 0;
+  for (const auto& [k, s] : sends) {
+    auto it = recvs.find(k);
+    if (it == recvs.end()) continue;  // the receive was not recorded (a failed run)
+    const End& f = it->second;
+    ++id;
+    const std::string name = "message";
+    events.push_back({{"ph", "s"}, {"id", id}, {"name", name}, {"cat", "flow"}, {"pid", s.pid}, {"tid", s.tid}, {"ts", us(s.ts_ns)}});
+    events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", id}, {"name", name}, {"cat", "flow"}, {"pid", f.pid}, {"tid", f.tid},
+                      {"ts", us(f.ts_ns)}});
+  }
+
+  nlohmann::json other = t.other.is_object() ? t.other : nlohmann::json::object();
+  other["ringside_version"] = RINGSIDE_VERSION;
+  other["strategies"] = strategies;
+  other["processes"] = processes;
+  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}, {"otherData", std::move(other)}};
+}
+
+void write_trace(const std::string& path, const TraceData& t) {
+  const std::string text = to_chrome_json(t).dump();
+  std::ofstream f(path, std::ios::binary);
+  RS_CHECK(f.good(), "cannot write trace ", path, ": ", std::strerror(errno));
+  f << text << '\n';
+  f.close();
+  RS_CHECK(f.good(), "cannot write trace ", path, ": write failed");
+}
+
+// ---------------------------------------------------------------------------- reader
+
+namespace {
+
+// Field access with errors that say where and what.
+class EventReader {
+ public:
+  EventReader(const nlohmann::json& e, size_t index, const std::string& source)
+      : e_(e), where_(detail::concat(source, ": traceEvents[", index, "]")) {}
+
+  [[noreturn]] void fail(const std::string& what) const { throw Error(where_ + ": " + what); }
+
+  const nlohmann::json* find(const nlohmann::json& obj, const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+  std::string str(const char* key, bool required) const { return str_in(e_, key, required, ""); }
+  std::string str_in(const nlohmann::json& obj, const char* key, bool required, const char* prefix) const {
+    const nlohmann::json* v = find(obj, key);
+    if (!v) {
+      if (required) fail(detail::concat("missing '", prefix, key, "'"));
+      return {};
+    }
+    if (!v->is_string()) fail(detail::concat("'", prefix, key, "' must be a string, got ", v->type_name()));
+    return v->get<std::string>();
+  }
+  // An integer in [lo, hi]: JSON integers only (1e3 or 2.5 are not ids).
+  int64_t integer_in(const nlohmann::json& obj, const char* key, bool required, int64_t lo, int64_t hi, int64_t dflt,
+                     const char* prefix = "") const {
+    const nlohmann::json* v = find(obj, key);
+    if (!v) {
+      if (required) fail(detail::concat("missing '", prefix, key, "'"));
+      return dflt;
+    }
+    if (v->is_number_unsigned()) {
+      const uint64_t u = v->get<uint64_t>();
+      if (u > uint64_t(hi)) fail(detail::concat("'", prefix, key, "' = ", u, " is out of range [", lo, ", ", hi, "]"));
+      return int64_t(u);
+    }
+    if (!v->is_number_integer()) fail(detail::concat("'", prefix, key, "' must be an integer, got ", describe(*v)));
+    const int64_t i = v->get<int64_t>();
+    if (i < lo || i > hi) fail(detail::concat("'", prefix, key, "' = ", i, " is out of range [", lo, ", ", hi, "]"));
+    return i;
+  }
+  // A finite number in [lo, hi].
+  double number_in(const nlohmann::json& obj, const char* key, bool required, double lo, double hi,
+                   const char* prefix = "") const {
+    const nlohmann::json* v = find(obj, key);
+    if (!v) {
+      if (required) fail(detail::concat("missing '", prefix, key, "'"));
+      return 0;
+    }
+    if (!v->is_number()) fail(detail::concat("'", prefix, key, "' must be a number, got ", describe(*v)));
+    const double d = v->get<double>();
+    if (!std::isfinite(d) || d < lo || d > hi)
+      fail(detail::concat("'", prefix, key, "' = ", d, " is out of range [", lo, ", ", hi, "]"));
+    return d;
+  }
+  // Microseconds in the file -> integer ns.
+  int64_t time_ns(const char* key, bool required, double lo) const {
+    return std::llround(number_in(e_, key, required, lo, kMaxTimeUs) * 1000.0);
+  }
+  const nlohmann::json& args() const {
+    static const nlohmann::json empty = nlohmann::json::object();
+    const nlohmann::json* a = find(e_, "args");
+    if (!a) return empty;
+    if (!a->is_object()) fail(detail::concat("'args' must be an object, got ", a->type_name()));
+    return *a;
+  }
+  const nlohmann::json& json() const { return e_; }
+
+ private:
+  static std::string describe(const nlohmann::json& v) {
+    if (v.is_number_float()) return detail::concat("the non-integer ", v.get<double>());
+    return v.type_name();
+  }
+  const nlohmann::json& e_;
+  std::string where_;
+};
+
+bool is_comm_kind(const std::string& cat) {
+  return cat == "p2p" || cat == "all_gather" || cat == "reduce_scatter" || cat == "all_reduce" || cat == "all_to_all";
+}
+
+}  // namespace
+
+TraceData parse_trace(std::string_view text, const std::string& source) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    // nlohmann says where: "parse error at line 1, column 812: syntax error ... unexpected end of input".
+    std::string what = e.what();
+    if (auto p = what.find("] "); what.starts_with("[json.exception") && p != std::string::npos) what = what.substr(p + 2);
+    throw Error(source + ": not valid JSON (truncated or corrupt?): " + what);
+  }
+  const nlohmann::json* list = &doc;
+  TraceData out;
+  if (doc.is_object()) {
+    auto it = doc.find("traceEvents");
+    if (it == doc.end()) throw Error(source + ": not a Chrome trace: the object has no 'traceEvents'");
+    list = &*it;
+    if (auto o = doc.find("otherData"); o != doc.end()) {
+      if (!o->is_object()) throw Error(source + ": 'otherData' must be an object, got " + std::string(o->type_name()));
+      out.other = *o;
+    }
+  }
+  if (!list->is_array())
+    throw Error(source + ": 'traceEvents' must be an array, got " + std::string(list->type_name()));
+
+  // Processes: from otherData.processes (strategy, rank, clock) where present, else pid = rank.
+  std::map<int64_t, size_t> proc;  // pid -> index into out.ranks
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
+  auto process = [&](int64_t pid) -> RankTrace& {
+    auto [it, fresh] = proc.try_emplace(pid, out.ranks.size());
+    if (fresh) {
+      RankTrace r;
+      r.rank = int(pid % kPidStride);
+      out.ranks.push_back(r);
+    }
+    return out.ranks[it->second];
+  };
+  if (auto p = out.other.find("processes"); p != out.other.end()) {
+    if (!p->is_array()) throw Error(source + ": otherData.processes must be an array");
+    for (size_t i = 0; i < p->size(); ++i) {
+      const nlohmann::json& e = (*p)[i];
+      if (!e.is_object()) throw Error(detail::concat(source, ": otherData.processes[", i, "] must be an object"));
+      EventReader rd(e, i, source + ": otherData.processes");
+      RankTrace& r = process(rd.integer_in(e, "pid", true, 0, INT32_MAX, 0));
+      r.strategy = rd.str("strategy", false);
+      r.rank = int(rd.integer_in(e, "rank", true, 0, INT32_MAX, 0));
+      r.clock_offset_ns = rd.integer_in(e, "clock_offset_ns", false, INT64_MIN / 4, INT64_MAX / 4, 0);
+      r.clock_uncertainty_ns = rd.integer_in(e, "clock_uncertainty_ns", false, 0, INT64_MAX / 4, 0);
+    }
+  }
+
+  struct FlowEnd {
+    int64_t pid = -1, ts_ns = 0;
+  };
+  std::map<std::string, std::pair<FlowEnd, FlowEnd>> flows;  // id -> (s, f)
+  struct Pending {
+    int64_t pid, tid;
+    Event e;
+  };
+  std::vector<Pending> xs;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const nlohmann::json& ev = (*list)[i];
+    EventReader rd(ev, i, source);
+    if (!ev.is_object()) rd.fail(detail::concat("an event must be an object, got ", ev.type_name()));
+    const std::string ph = rd.str("ph", true);
+    const int64_t pid = rd.integer_in(ev, "pid", true, 0, INT32_MAX, 0);
+    if (ph == "X") {
+      Pending p{pid, rd.integer_in(ev, "tid", true, 0, INT32_MAX, 0), {}};
+      Event& e = p.e;
+      e.name = rd.str("name", true);
+      e.cat = rd.str("cat", false);
+      e.ts_ns = rd.time_ns("ts", true, -kMaxTimeUs);
+      e.dur_ns = rd.time_ns("dur", true, 0);
+      const nlohmann::json& a = rd.args();
+      e.phase = rd.str_in(a, "phase", false, "args.");
+      e.step = int(rd.integer_in(a, "step", false, 0, INT32_MAX, -1, "args."));
+      e.peer = int(rd.integer_in(a, "peer", false, 0, INT32_MAX, -1, "args."));
+      e.bytes = int64_t(rd.number_in(a, "bytes", false, 0, kMaxBytes, "args."));
+      e.flops = rd.number_in(a, "flops", false, 0, kMaxFlops, "args.");
+      e.collective = rd.integer_in(a, "collective", false, 0, INT64_MAX / 4, -1, "args.");
+      e.direction = rd.str_in(a, "direction", false, "args.");
+      e.tag = int(rd.integer_in(a, "tag", false, 0, INT32_MAX, -1, "args."));
+      e.seq = rd.integer_in(a, "seq", false, 0, INT64_MAX / 4, -1, "args.");
+      e.detail = rd.str_in(a, "detail", false, "args.");
+      process(pid);
+      xs.push_back(std::move(p));
+    } else if (ph == "C") {
+      const std::string name = rd.str("name", true);
+      const int64_t ts = rd.time_ns("ts", true, -kMaxTimeUs);
+      const nlohmann::json& a = rd.args();
+      MemorySample m{ts, {}};
+      for (auto it = a.begin(); it != a.end(); ++it)
+        rd.number_in(a, it.key().c_str(), true, -kMaxBytes, kMaxBytes, "args.");  // every value a sane number
+      if (name == "memory") {
+        for (int c = 0; c < kNumMemCategories; ++c)
+          m.bytes[c] = int64_t(rd.number_in(a, kCategoryNames[c], false, 0, kMaxBytes, "args."));
+        process(pid).memory.push_back(m);
+      }
+    } else if (ph == "M") {
+      const std::string name = rd.str("name", true);
+      const nlohmann::json& a = rd.args();
+      if (name == "process_name") {
+        rd.str_in(a, "name", true, "args.");
+        process(pid);
+      } else if (name == "thread_name") {
+        thread_names[{pid, rd.integer_in(ev, "tid", true, 0, INT32_MAX, 0)}] = rd.str_in(a, "name", true, "args.");
+      } else if (name == "process_sort_index" || name == "thread_sort_index") {
+        rd.integer_in(a, "sort_index", true, INT32_MIN, INT32_MAX, 0, "args.");
+      } else if (name != "process_labels" && name != "process_uptime_seconds") {
+        rd.fail("unknown metadata event '" + name + "'");
+      }
+    } else if (ph == "s" || ph == "f") {
+      const nlohmann::json* id = rd.find(ev, "id");
+      if (!id) rd.fail("missing 'id'");
+      std::string key;
+      if (id->is_string()) key = "s:" + id->get<std::string>();
+      else key = "i:" + std::to_string(rd.integer_in(ev, "id", true, 0, INT64_MAX / 4, 0));
+      rd.integer_in(ev, "tid", true, 0, INT32_MAX, 0);
+      auto& pair = flows[key];
+      FlowEnd& end = ph == "s" ? pair.first : pair.second;
+      if (end.pid >= 0) rd.fail(detail::concat("flow id ", id->dump(), " has a second '", ph, "' event"));
+      end = FlowEnd{pid, rd.time_ns("ts", true, -kMaxTimeUs)};
+      process(pid);
+    } else {
+      static const char* chrome_phases[] = {"B", "E", "i", "I", "b", "e", "n", "t", "P", "O", "N", "D", "R", "c", "(", ")", "S", "T", "p", "F", "V", "v"};
+      const bool chrome = std::find_if(std::begin(chrome_phases), std::end(chrome_phases),
+                                       [&](const char* p) { return ph == p; }) != std::end(chrome_phases);
+      rd.fail(chrome ? "phase '" + ph + "' is Chrome trace but ringside reads only X, C, M, s and f events"
+                     : "unknown phase '" + ph + "'");
+    }
+  }
+  for (Pending& p : xs) {
+    auto tn = thread_names.find({p.pid, p.tid});
+    const bool comm = tn != thread_names.end() ? tn->second.starts_with("comm") : is_comm_kind(p.e.cat);
+    p.e.stream = comm ? Stream::comm : Stream::compute;
+    out.ranks[proc.at(p.pid)].events.push_back(std::move(p.e));
+  }
+  for (auto& [key, pair] : flows) {
+    const std::string id = key.substr(2);
+    if (pair.first.pid < 0) throw Error(source + ": flow id " + id + " has a finish ('f') but no start ('s')");
+    if (pair.second.pid < 0) throw Error(source + ": flow id " + id + " has a start ('s') but no finish ('f')");
+    Flow f;
+    f.id = key[0] == 'i' ? std::stoll(id) : int64_t(out.flows.size());
+    f.from = proc.at(pair.first.pid), f.to = proc.at(pair.second.pid);
+    f.from_ts_ns = pair.first.ts_ns, f.to_ts_ns = pair.second.ts_ns;
+    out.flows.push_back(f);
+  }
+  for (RankTrace& r : out.ranks)
+    std::stable_sort(r.memory.begin(), r.memory.end(), [](const MemorySample& a, const MemorySample& b) { return a.ts_ns < b.ts_ns; });
+  return out;
+}
+
+TraceData read_trace(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  RS_CHECK(f.good(), "cannot read trace ", path, ": ", std::strerror(errno));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  RS_CHECK(!f.bad(), "cannot read trace ", path, ": read failed");
+  return parse_trace(ss.str(), path);
+}
+
+}  // namespace ringside::trace

@@ -1,0 +1,57 @@
+// The trace file: Chrome Trace Event JSON (the "JSON Object Format" of the Trace Event Format
+// document, which Perfetto and chrome://tracing open):
+//
+//   {"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}
+//
+//   pid   one process per (strategy, rank): pid = strategy index * 1000 + rank, named with an
+//         `M` process_name event "GPU r" (one strategy) or "<strategy>: GPU r" (several)
+//   tid   0 = the compute stream; 1, 2, ... = comm lanes (transfers that overlap in time go to
+//         separate lanes, since a thread's slices must nest), named with `M` thread_name
+//   X     every op, collective, wait, phase, ring step and transfer: ts and dur in
+//         microseconds (ns resolution); args: phase, step, peer, bytes, flops, collective,
+//         direction, tag, seq, detail (only those that apply)
+//   C     "memory": bytes live per category (weights, grads, activations, workspace, comm)
+//   s, f  a flow from each send to its receive (same id; f binds to its enclosing slice)
+//   otherData  the run: ringside_version, config, strategies, layout, ranks, backend, dtype,
+//         clock, and `processes` [{pid, strategy, rank, clock_offset_ns, clock_uncertainty_ns}]
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trace/trace.h"
+
+namespace ringside::trace {
+
+/// A send bound to its receive, by process index and time (ns), as the file's flow events say.
+struct Flow {
+  int64_t id = 0;
+  size_t from = 0, to = 0;  ///< indices into TraceData::ranks
+  int64_t from_ts_ns = 0, to_ts_ns = 0;
+};
+
+/// What a trace file holds.
+struct TraceData {
+  nlohmann::json other = nlohmann::json::object();  ///< otherData (the run's description)
+  std::vector<RankTrace> ranks;                     ///< one per (strategy, rank), strategies in run order
+  std::vector<Flow> flows;                          ///< filled by the reader (the writer derives its own)
+};
+
+/// The Chrome trace JSON of `t`. Flows pair the k-th send from rank a to rank b with tag g
+/// with the k-th receive at b from a with tag g (MPI's non-overtaking order), per strategy.
+nlohmann::json to_chrome_json(const TraceData& t);
+/// Writes to_chrome_json(t) to `path`. Throws ringside::Error when the file cannot be written.
+void write_trace(const std::string& path, const TraceData& t);
+
+/// Parses and validates Chrome trace JSON. Throws ringside::Error naming `source`, the event
+/// index and the problem for anything malformed: not JSON or truncated, wrong types, numbers
+/// out of range (times beyond 9e12 us, negative durations or bytes, ids beyond int32), unknown
+/// or unsupported phases (ringside reads X, C, M, s, f), flows without their other end.
+TraceData parse_trace(std::string_view text, const std::string& source = "trace");
+/// parse_trace of a file's contents; throws ringside::Error when it cannot be read.
+TraceData read_trace(const std::string& path);
+
+}  // namespace ringside::trace

@@ -1,0 +1,441 @@
+// The timeline: the trace writer and reader, the Chrome trace format, the metrics against
+// hand-built traces, what a ring run's trace holds, and malformed files.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+
+#include "parallel/strategy.h"
+#include "trace/metrics.h"
+#include "trace/trace_file.h"
+
+using namespace ringside;
+using namespace ringside::trace;
+
+namespace {
+
+LayerConfig small() {
+  LayerConfig c;
+  c.b = 2, c.s = 32, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 64, c.seed = 5;
+  return c;
+}
+
+// A traced run of `name` on P local ranks; the results and the timeline.
+struct TracedRun {
+  std::unique_ptr<MemoryTracker> tracker = std::make_unique<MemoryTracker>();
+  std::vector<RankResult> results;
+  TraceData trace;
+};
+TracedRun traced(const std::string& name, const LayerConfig& c, int P) {
+  TracedRun t;
+  const TraceSink sink{Clock{Clock::steady_now_ns()}, &t.trace.ranks};
+  t.results = run_strategy_local(find_strategy(name), c, P, DType::f32, *t.tracker, {}, &sink);
+  return t;
+}
+
+Event ev(const char* name, const char* cat, int64_t ts, int64_t dur, Stream stream = Stream::compute) {
+  Event e;
+  e.name = name, e.cat = cat, e.ts_ns = ts, e.dur_ns = dur, e.stream = stream;
+  return e;
+}
+Event comm(int64_t ts, int64_t dur, const char* dir = "send", int peer = 1) {
+  Event e = ev(dir, "p2p", ts, dur, Stream::comm);
+  e.direction = dir, e.peer = peer, e.bytes = 100;
+  return e;
+}
+
+// One strategy, one rank per list of events; window from a phase event spanning [0, end).
+TraceData hand_built(std::vector<std::vector<Event>> ranks, int64_t end) {
+  TraceData t;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    RankTrace rt;
+    rt.strategy = "s", rt.rank = int(r);
+    rt.events = std::move(ranks[r]);
+    Event phase = ev("forward", "phase", 0, end);
+    phase.phase = "forward";
+    rt.events.push_back(phase);
+    t.ranks.push_back(rt);
+  }
+  return t;
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_trace(text, "t.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("intervals merge into a union and intersect exactly", "[trace]") {
+  const auto m = merge_intervals({{5, 10}, {0, 3}, {2, 4}, {10, 12}, {20, 20}, {15, 18}});
+  REQUIRE(m.size() == 3);  // [0,4) [5,12) [15,18); the empty one dropped, adjacent ones joined
+  CHECK(m[0].begin == 0);
+  CHECK(m[0].end == 4);
+  CHECK(m[1].begin == 5);
+  CHECK(m[1].end == 12);
+  CHECK(length(m) == 4 + 7 + 3);
+  CHECK(intersection_length(m, merge_intervals({{3, 6}, {11, 16}})) == 1 + 1 + 1 + 1);
+  CHECK(intersection_length(m, {}) == 0);
+}
+
+TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
+  SECTION("no overlap at all") {
+    const auto m = compute_metrics(hand_built({{ev("gemm", "gemm", 0, 10), comm(10, 10)}}, 20));
+    const Breakdown& b = m.at(0).ranks.at(0).time;
+    CHECK(b.compute_ns == 10);
+    CHECK(b.comm_ns == 10);
+    CHECK(b.overlap_ns == 0);
+    CHECK(b.exposed_comm_ns == 10);
+    CHECK(b.idle_ns == 0);
+    CHECK(b.overlap_pct() == 0);
+  }
+  SECTION("comm wholly inside compute") {
+    const auto m = compute_metrics(hand_built({{ev("attn", "attention", 0, 100), comm(20, 30)}}, 100));
+    const Breakdown& b = m.at(0).ranks.at(0).time;
+    CHECK(b.overlap_ns == 30);
+    CHECK(b.overlap_pct() == 100);
+    CHECK(b.exposed_comm_ns == 0);
+    CHECK(b.idle_ns == 0);
+  }
+  SECTION("nested compute counts once; a wait and a collective span are not compute") {
+    const auto m = compute_metrics(hand_built(
+        {{ev("attn", "attention", 0, 100), ev("inner", "elementwise", 10, 10), ev("all_gather", "collective", 100, 40),
+          ev("wait", "wait", 100, 40), comm(90, 40)}},
+        140));
+    const Breakdown& b = m.at(0).ranks.at(0).time;
+    CHECK(b.compute_ns == 100);
+    CHECK(b.comm_ns == 40);
+    CHECK(b.overlap_ns == 10);
+    CHECK(b.exposed_comm_ns == 30);
+    CHECK(b.overlap_pct() == Approx(25));
+    CHECK(b.idle_ns == 10);  // [130, 140): waiting with nothing in flight
+  }
+  SECTION("adjacent intervals, two comm lanes at once, and idle time") {
+    const auto m = compute_metrics(hand_built({{ev("a", "gemm", 0, 10), ev("b", "norm", 10, 10), comm(5, 10, "send"),
+                                                comm(8, 10, "recv"), ev("c", "gemm", 100, 50)}},
+                                              200));
+    const Breakdown& b = m.at(0).ranks.at(0).time;
+    CHECK(b.compute_ns == 70);
+    CHECK(b.comm_ns == 13);  // [5, 18)
+    CHECK(b.overlap_ns == 13);
+    CHECK(b.idle_ns == 200 - 70);
+    CHECK(m.at(0).ranks.at(0).bytes_sent == 100);  // only the send
+  }
+  SECTION("imbalance across ranks, and totals") {
+    const auto m = compute_metrics(hand_built({{ev("a", "gemm", 0, 30)}, {ev("a", "gemm", 0, 10), comm(10, 20)}}, 40));
+    CHECK(m.at(0).compute_imbalance == Approx(1.5));  // 30 / mean(30, 10)
+    CHECK(m.at(0).total.compute_ns == 40);
+    CHECK(m.at(0).total.comm_ns == 20);
+    CHECK(m.at(0).total.idle_ns == 10 + 10);
+    CHECK(std::isnan(m.at(0).ranks.at(0).time.overlap_pct()));  // rank 0 never communicates
+  }
+  SECTION("a selection clips every interval") {
+    const auto m = compute_metrics(hand_built({{ev("a", "gemm", 0, 100), comm(50, 100)}}, 200), Interval{75, 125});
+    const Breakdown& b = m.at(0).ranks.at(0).time;
+    CHECK(b.window_ns == 50);
+    CHECK(b.compute_ns == 25);
+    CHECK(b.comm_ns == 50);
+    CHECK(b.overlap_ns == 25);
+  }
+  SECTION("ring steps: each rank's step span with its ops and transfers") {
+    std::vector<Event> r0;
+    for (int step = 0; step < 2; ++step) {
+      Event s = ev("ring step", "ring_step", step * 100, 100), a = ev("attn", "attention", step * 100, 60);
+      Event c = comm(step * 100 + 40, 40);
+      s.step = a.step = c.step = step;
+      s.phase = a.phase = c.phase = "forward";
+      r0.push_back(s), r0.push_back(a), r0.push_back(c);
+    }
+    const auto m = compute_metrics(hand_built({r0}, 200));
+    REQUIRE(m.at(0).steps.size() == 2);
+    const StepMetrics& st = m.at(0).steps[1];
+    CHECK(st.phase == "forward");
+    CHECK(st.step == 1);
+    CHECK(st.total.window_ns == 100);
+    CHECK(st.total.compute_ns == 60);
+    CHECK(st.total.overlap_ns == 20);
+    CHECK(st.total.exposed_comm_ns == 20);
+    CHECK(st.bytes_sent == 100);
+  }
+  SECTION("memory: the peak inside the window, counting what was live when it opened") {
+    TraceData t = hand_built({{ev("a", "gemm", 10, 10)}}, 100);
+    t.ranks[0].memory = {{-5, {500, 0, 0, 0, 0}}, {20, {500, 0, 300, 0, 0}}, {30, {500, 0, 0, 0, 0}}, {150, {9999, 0, 0, 0, 0}}};
+    const RankMetrics& r = compute_metrics(t).at(0).ranks.at(0);
+    CHECK(r.peak_memory_bytes == 800);
+    CHECK(r.peak_by_category[0] == 500);
+    CHECK(r.peak_by_category[2] == 300);
+  }
+}
+
+TEST_CASE("the trace writer and reader round-trip every field", "[trace]") {
+  TraceData t;
+  t.other = {{"producer", "test"}, {"ranks", 2}};
+  for (const char* strategy : {"ring", "ulysses"})
+    for (int r = 0; r < 2; ++r) {
+      RankTrace rt;
+      rt.strategy = strategy, rt.rank = r, rt.clock_offset_ns = 17 * r, rt.clock_uncertainty_ns = 3 * r;
+      Event a = ev("attention_forward", "attention", 1000 + r, 123456);
+      a.phase = "forward", a.step = 1, a.flops = 1.5e9, a.bytes = 4096, a.detail = "b=1 sq=8";
+      Event s = comm(2000, 777, r == 0 ? "send" : "recv", 1 - r);
+      s.phase = "forward", s.step = 1, s.tag = 2, s.seq = 0, s.name = r == 0 ? "send k" : "recv k";
+      Event g = comm(5000, 10, "send", 1 - r);
+      g.name = g.cat = "all_gather", g.collective = 4, g.tag = 1 << 20, g.seq = 3;
+      rt.events = {a, s, g};
+      rt.memory = {{0, {1, 2, 3, 4, 5}}, {999, {10, 20, 30, 40, 50}}};
+      t.ranks.push_back(rt);
+    }
+  const std::string text = to_chrome_json(t).dump();
+  const TraceData back = parse_trace(text);
+  CHECK(back.other["producer"] == "test");
+  CHECK(back.other["ringside_version"] == RINGSIDE_VERSION);
+  REQUIRE(back.ranks.size() == t.ranks.size());
+  for (size_t i = 0; i < t.ranks.size(); ++i) {
+    const RankTrace &a = t.ranks[i], &b = back.ranks[i];
+    CHECK(b.strategy == a.strategy);
+    CHECK(b.rank == a.rank);
+    CHECK(b.clock_offset_ns == a.clock_offset_ns);
+    CHECK(b.clock_uncertainty_ns == a.clock_uncertainty_ns);
+    REQUIRE(b.events.size() == a.events.size());
+    for (size_t k = 0; k < a.events.size(); ++k) {  // written in start order, as these were
+      const Event &x = a.events[k], &y = b.events[k];
+      CHECK(y.name == x.name);
+      CHECK(y.cat == x.cat);
+      CHECK(y.ts_ns == x.ts_ns);
+      CHECK(y.dur_ns == x.dur_ns);
+      CHECK(y.stream == x.stream);
+      CHECK(y.phase == x.phase);
+      CHECK(y.step == x.step);
+      CHECK(y.peer == x.peer);
+      CHECK(y.bytes == x.bytes);
+      CHECK(y.flops == x.flops);
+      CHECK(y.collective == x.collective);
+      CHECK(y.direction == x.direction);
+      CHECK(y.tag == x.tag);
+      CHECK(y.seq == x.seq);
+      CHECK(y.detail == x.detail);
+    }
+    REQUIRE(b.memory.size() == 2);
+    CHECK(b.memory[1].ts_ns == 999);
+    CHECK(b.memory[1].bytes == a.memory[1].bytes);
+  }
+  // One flow per strategy: rank 0's "send k" to rank 1's "recv k" (the all_gather sends have no receive).
+  REQUIRE(back.flows.size() == 2);
+  CHECK(back.ranks[back.flows[0].from].rank == 0);
+  CHECK(back.ranks[back.flows[0].to].rank == 1);
+  CHECK(back.flows[0].from_ts_ns == 2000);
+  // Written again, the same text.
+  CHECK(to_chrome_json(back).dump() == text);
+}
+
+TEST_CASE("a traced run's file follows the Chrome trace format", "[trace]") {
+  LayerConfig c = small();
+  c.s = 48;  // zigzag over 3 ranks: 6 chunks
+  TracedRun run = traced("ring", c, 3);
+  TracedRun u = traced("ulysses", c, 2);
+  for (auto& r : u.trace.ranks) run.trace.ranks.push_back(std::move(r));
+  const nlohmann::json j = nlohmann::json::parse(to_chrome_json(run.trace).dump());
+  REQUIRE(j.is_object());
+  CHECK(j["displayTimeUnit"] == "ns");
+  REQUIRE(j["otherData"].is_object());
+  CHECK(j["otherData"]["strategies"] == nlohmann::json({"ring", "ulysses"}));
+  const nlohmann::json& evs = j["traceEvents"];
+  REQUIRE(evs.is_array());
+  std::map<int64_t, std::string> process_names;
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> slices;  // (pid, tid) -> [ts, end)
+  std::map<int64_t, std::vector<double>> counter_ts;
+  std::map<int64_t, std::vector<nlohmann::json>> flows;
+  for (const auto& e : evs) {
+    REQUIRE(e["ph"].is_string());
+    REQUIRE(e["pid"].is_number_integer());
+    REQUIRE(e["tid"].is_number_integer());
+    const std::string ph = e["ph"];
+    REQUIRE((ph == "X" || ph == "C" || ph == "M" || ph == "s" || ph == "f"));
+    if (ph != "M") REQUIRE(e["ts"].is_number());
+    if (ph == "M" && e["name"] == "process_name") process_names[e["pid"]] = e["args"]["name"];
+    if (ph == "X") {
+      REQUIRE(e["dur"].is_number());
+      REQUIRE(e["dur"].get<double>() >= 0);
+      REQUIRE(e["name"].is_string());
+      REQUIRE(e["cat"].is_string());
+      REQUIRE(e["args"].is_object());
+      slices[{e["pid"], e["tid"]}].push_back({e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
+    }
+    if (ph == "C") counter_ts[e["pid"]].push_back(e["ts"]);
+    if (ph == "s" || ph == "f") flows[e["id"]].push_back(e);
+  }
+  CHECK(process_names.at(0) == "ring: GPU 0");
+  CHECK(process_names.at(2) == "ring: GPU 2");
+  CHECK(process_names.at(1001) == "ulysses: GPU 1");
+  // The slices of one thread nest (Perfetto drops those that cross).
+  for (auto& [key, v] : slices) {
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+    std::vector<double> open;  // ends of the enclosing slices
+    for (auto& [ts, end] : v) {
+      while (!open.empty() && open.back() <= ts) open.pop_back();
+      INFO("pid " << key.first << " tid " << key.second << " slice at " << ts);
+      REQUIRE((open.empty() || end <= open.back() + 1e-3));
+      open.push_back(end);
+    }
+  }
+  // Counters in time order per process; flows paired, each end inside a slice of its thread.
+  CHECK(counter_ts.size() == 5);
+  for (auto& [pid, ts] : counter_ts) CHECK(std::is_sorted(ts.begin(), ts.end()));
+  REQUIRE(!flows.empty());
+  for (auto& [id, pair] : flows) {
+    REQUIRE(pair.size() == 2);
+    const auto& s = pair[0]["ph"] == "s" ? pair[0] : pair[1];
+    const auto& f = pair[0]["ph"] == "s" ? pair[1] : pair[0];
+    CHECK(s["ph"] == "s");
+    CHECK(f["ph"] == "f");
+    CHECK(f["bp"] == "e");
+    for (const auto* end : {&s, &f}) {
+      bool bound = false;
+      for (auto& [ts, e] : slices[{(*end)["pid"], (*end)["tid"]}]) bound |= ts <= (*end)["ts"].get<double>() && (*end)["ts"].get<double>() <= e;
+      CHECK(bound);
+    }
+  }
+}
+
+TEST_CASE("a ring run's trace holds P-1 ring steps of K/V per rank per pass, with the right peers and bytes", "[trace]") {
+  for (Layout layout : {Layout::contiguous, Layout::zigzag}) {
+    LayerConfig c = small();
+    c.layout = layout;
+    const int P = 4;
+    TracedRun run = traced("ring", c, P);
+    const int64_t kv = c.b * (c.s / P) * c.Hkv * c.d() * 4;
+    REQUIRE(run.trace.ranks.size() == size_t(P));
+    for (const RankTrace& t : run.trace.ranks) {
+      const int r = t.rank, right = (r + 1) % P, left = (r + P - 1) % P;
+      for (const char* phase : {"forward", "backward"}) {
+        std::map<std::string, std::set<int>> steps;  // event name -> ring steps it appeared at
+        int step_spans = 0;
+        for (const Event& e : t.events) {
+          if (e.phase != phase) continue;
+          if (e.cat == "ring_step") ++step_spans;
+          if (e.cat != "p2p") continue;
+          INFO("rank " << r << " " << phase << " " << e.name << " step " << e.step);
+          CHECK(e.stream == Stream::comm);
+          CHECK(e.bytes == kv);
+          CHECK(e.peer == (e.direction == "send" ? right : left));
+          CHECK(steps[e.name].insert(e.step).second);  // once per step
+        }
+        CHECK(step_spans == P);  // P compute steps, the last without a transfer
+        for (const char* name : {"send k", "send v", "recv k", "recv v"}) {
+          INFO(phase << " " << name);
+          CHECK(steps[name] == std::set<int>{0, 1, 2});  // P - 1 ring steps
+        }
+        if (std::string(phase) == "backward")  // the dK/dV accumulators travel P hops, home at the last
+          for (const char* name : {"send dk", "recv dv"}) CHECK(steps[name] == std::set<int>{0, 1, 2, 3});
+      }
+    }
+    // The metrics see the same: P ring steps per pass.
+    const auto m = compute_metrics(run.trace);
+    REQUIRE(m.size() == 1);
+    CHECK(m[0].steps.size() == size_t(2 * P));
+    CHECK(m[0].steps[0].bytes_sent == 2 * kv * P);  // K and V from every rank
+  }
+}
+
+TEST_CASE("the trace's memory peak equals the MemoryTracker's and its sends the communicator's", "[trace]") {
+  for (const char* name : {"tp-sp", "ring", "ulysses"}) {
+    const int P = 2;
+    TracedRun run = traced(name, small(), P);
+    const auto m = compute_metrics(run.trace);
+    REQUIRE(m.size() == 1);
+    REQUIRE(m[0].ranks.size() == size_t(P));
+    for (int r = 0; r < P; ++r) {
+      INFO(name << " rank " << r);
+      const RankResult& res = run.results[r];
+      CHECK(res.peak_bytes > 0);
+      CHECK(m[0].ranks[r].peak_memory_bytes == res.peak_bytes);
+      CHECK(m[0].ranks[r].bytes_sent == res.forward.bytes_sent + res.backward.bytes_sent);
+      CHECK(m[0].ranks[r].peak_by_category[int(MemCategory::activations)] == res.peak_saved);
+      // Every op is accounted for: compute plus idle plus exposed comm fill the window.
+      const Breakdown& b = m[0].ranks[r].time;
+      CHECK(b.compute_ns + b.exposed_comm_ns + b.idle_ns == b.window_ns);
+      CHECK(b.compute_ns > 0);
+      CHECK(b.comm_ns > 0);
+    }
+  }
+}
+
+TEST_CASE("tracing leaves the results bit for bit unchanged", "[trace]") {
+  MemoryTracker tracker;
+  const auto plain = run_strategy_local(find_strategy("ring"), small(), 2, DType::f32, tracker);
+  TracedRun run = traced("ring", small(), 2);
+  CHECK(relative_error(plain[0].out, run.results[0].out) == 0);
+  CHECK(relative_error(plain[0].dx, run.results[0].dx) == 0);
+}
+
+TEST_CASE("the reader rejects malformed traces with the problem named", "[trace]") {
+  const std::string ok = R"({"traceEvents":[{"ph":"X","name":"a","cat":"gemm","ts":1,"dur":2,"pid":0,"tid":0}]})";
+  REQUIRE(parse_trace(ok).ranks.size() == 1);
+  auto with = [](const std::string& event) { return R"({"traceEvents":[)" + event + "]}"; };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "not valid JSON"},
+      {ok.substr(0, ok.size() / 2), "not valid JSON"},
+      {"[1, 2", "not valid JSON"},
+      {R"({"events": []})", "no 'traceEvents'"},
+      {R"({"traceEvents": 5})", "'traceEvents' must be an array"},
+      {R"({"traceEvents": [], "otherData": 3})", "'otherData' must be an object"},
+      {with("7"), "traceEvents[0]: an event must be an object"},
+      {with(R"({"name":"a","ts":1,"pid":0,"tid":0})"), "traceEvents[0]: missing 'ph'"},
+      {with(R"({"ph":"Q","pid":0})"), "unknown phase 'Q'"},
+      {with(R"({"ph":"B","pid":0,"tid":0,"ts":1})"), "phase 'B' is Chrome trace but ringside reads only X, C, M, s and f"},
+      {with(R"({"ph":"X","name":"a","ts":"1","dur":2,"pid":0,"tid":0})"), "'ts' must be a number, got string"},
+      {with(R"({"ph":"X","name":"a","ts":1e300,"dur":2,"pid":0,"tid":0})"), "'ts' = 1e+300 is out of range"},
+      {with(R"({"ph":"X","name":"a","ts":1,"dur":-2,"pid":0,"tid":0})"), "'dur' = -2 is out of range"},
+      {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":1e20,"tid":0})"), "'pid' must be an integer, got the non-integer 1e+20"},
+      {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":99999999999999999999,"tid":0})"), "'pid' must be an integer"},
+      {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":18446744073709551615,"tid":0})"), "'pid' = 18446744073709551615 is out of range"},
+      {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":-1,"tid":0})"), "'pid' = -1 is out of range"},
+      {with(R"({"ph":"X","name":7,"ts":1,"dur":2,"pid":0,"tid":0})"), "'name' must be a string, got number"},
+      {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":0,"tid":0,"args":[]})"), "'args' must be an object, got array"},
+      {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":0,"tid":0,"args":{"bytes":-5}})"), "'args.bytes' = -5 is out of range"},
+      {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":0,"tid":0,"args":{"step":"two"}})"), "'args.step' must be an integer"},
+      {with(R"({"ph":"C","name":"memory","ts":1,"pid":0,"tid":0,"args":{"weights":"lots"}})"), "'args.weights' must be a number"},
+      {with(R"({"ph":"M","name":"process_name","pid":0,"tid":0,"args":{}})"), "missing 'args.name'"},
+      {with(R"({"ph":"M","name":"frobnicate","pid":0,"tid":0})"), "unknown metadata event 'frobnicate'"},
+      {with(R"({"ph":"s","id":3,"ts":1,"pid":0,"tid":0})"), "flow id 3 has a start ('s') but no finish ('f')"},
+      {with(R"({"ph":"f","id":3,"ts":1,"pid":0,"tid":0})"), "flow id 3 has a finish ('f') but no start ('s')"},
+      {with(R"({"ph":"s","id":3,"ts":1,"pid":0,"tid":0},{"ph":"s","id":3,"ts":1,"pid":0,"tid":0})"), "flow id 3 has a second 's' event"},
+  };
+  for (const auto& [text, expect] : cases) {
+    INFO(text);
+    CHECK_THAT(error_of(text), Catch::Contains(expect) && Catch::Contains("t.json"));
+  }
+}
+
+TEST_CASE("the reader survives every truncation and random corruption of a real trace", "[trace]") {
+  TracedRun run = traced("ring", small(), 2);
+  const std::string text = to_chrome_json(run.trace).dump();
+  REQUIRE(parse_trace(text).ranks.size() == 2);
+  // Every cut is an error (a prefix of a JSON object is never a JSON object), never a crash.
+  int errors = 0, cuts = 0;
+  for (size_t n = 0; n < text.size(); n += 1 + text.size() / 500, ++cuts) {
+    try {
+      parse_trace(std::string_view(text).substr(0, n));
+    } catch (const Error&) {
+      ++errors;
+    }
+  }
+  CHECK(errors == cuts);
+  // Random byte changes: a ringside::Error or a valid parse, nothing else.
+  std::mt19937 rng(42);
+  const std::string alphabet = "{}[]\",:0123456789.-eE+ abcXCMsf\\\x01\xff";
+  for (int i = 0; i < 300; ++i) {
+    std::string bad = text;
+    for (int k = 0; k < 3; ++k) bad[rng() % bad.size()] = alphabet[rng() % alphabet.size()];
+    try {
+      const TraceData t = parse_trace(bad);
+      compute_metrics(t);
+    } catch (const Error&) {
+    }
+  }
+}
