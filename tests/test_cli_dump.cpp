@@ -110,6 +110,22 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
       REQUIRE(r.at("bytes_sent").at("backward") == r.at("formula_bytes_sent").at("backward"));
       REQUIRE(r.at("bytes_sent").at("forward").get<double>() > 0);
       if (s.at("name") == "ring") REQUIRE(r.at("attention_flops").get<double>() > 0);
+      // The timeline's numbers: consistent with each other and with the counters.
+      const auto& t = r.at("timeline");
+      REQUIRE(t.at("peak_memory_bytes") == r.at("peak_bytes"));
+      REQUIRE(t.at("bytes_sent").get<double>() ==
+              r.at("bytes_sent").at("forward").get<double>() + r.at("bytes_sent").at("backward").get<double>());
+      const double comm = t.at("comm_us"), overlap = t.at("overlap_us"), exposed = t.at("exposed_comm_us");
+      REQUIRE(comm > 0);
+      REQUIRE(exposed == Approx(comm - overlap));
+      REQUIRE(t.at("overlap_pct").get<double>() == Approx(100 * overlap / comm));
+      REQUIRE(t.at("compute_us").get<double>() + exposed + t.at("idle_us").get<double>() ==
+              Approx(t.at("window_us").get<double>()));
     }
+    const auto& tl = s.at("timeline");
+    REQUIRE(tl.at("compute_imbalance").get<double>() >= 1.0);
+    // Ring steps: P per pass for the ring; none for the others.
+    REQUIRE(tl.contains("steps") == (s.at("name") == "ring"));
+    if (s.at("name") == "ring") REQUIRE(tl.at("steps").size() == 8);
   }
 }

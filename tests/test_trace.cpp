@@ -247,7 +247,12 @@ TEST_CASE("a traced run's file follows the Chrome trace format", "[trace]") {
   const nlohmann::json& evs = j["traceEvents"];
   REQUIRE(evs.is_array());
   std::map<int64_t, std::string> process_names;
-  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> slices;  // (pid, tid) -> [ts, end)
+  struct Slice {  // in ns, as Perfetto reads ts and dur (each rounded from microseconds)
+    int64_t ts, end;
+    std::string name;
+  };
+  auto ns = [](const nlohmann::json& v) { return std::llround(v.get<double>() * 1000); };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Slice>> slices;  // (pid, tid) -> slices
   std::map<int64_t, std::vector<double>> counter_ts;
   std::map<int64_t, std::vector<nlohmann::json>> flows;
   for (const auto& e : evs) {
@@ -264,7 +269,7 @@ TEST_CASE("a traced run's file follows the Chrome trace format", "[trace]") {
       REQUIRE(e["name"].is_string());
       REQUIRE(e["cat"].is_string());
       REQUIRE(e["args"].is_object());
-      slices[{e["pid"], e["tid"]}].push_back({e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
+      slices[{e["pid"], e["tid"]}].push_back({ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]});
     }
     if (ph == "C") counter_ts[e["pid"]].push_back(e["ts"]);
     if (ph == "s" || ph == "f") flows[e["id"]].push_back(e);
@@ -274,13 +279,14 @@ TEST_CASE("a traced run's file follows the Chrome trace format", "[trace]") {
   CHECK(process_names.at(1001) == "ulysses: GPU 1");
   // The slices of one thread nest (Perfetto drops those that cross).
   for (auto& [key, v] : slices) {
-    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
-    std::vector<double> open;  // ends of the enclosing slices
-    for (auto& [ts, end] : v) {
-      while (!open.empty() && open.back() <= ts) open.pop_back();
-      INFO("pid " << key.first << " tid " << key.second << " slice at " << ts);
-      REQUIRE((open.empty() || end <= open.back() + 1e-3));
-      open.push_back(end);
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.ts != b.ts ? a.ts < b.ts : a.end > b.end; });
+    std::vector<const Slice*> open;  // the enclosing slices
+    for (const Slice& s : v) {
+      while (!open.empty() && open.back()->end <= s.ts) open.pop_back();
+      INFO("pid " << key.first << " tid " << key.second << ": " << s.name << " [" << s.ts << ", " << s.end << ") in "
+                  << (open.empty() ? "-" : open.back()->name) << " ending " << (open.empty() ? 0 : open.back()->end));
+      REQUIRE((open.empty() || s.end <= open.back()->end));
+      open.push_back(&s);
     }
   }
   // Counters in time order per process; flows paired, each end inside a slice of its thread.
@@ -296,7 +302,8 @@ TEST_CASE("a traced run's file follows the Chrome trace format", "[trace]") {
     CHECK(f["bp"] == "e");
     for (const auto* end : {&s, &f}) {
       bool bound = false;
-      for (auto& [ts, e] : slices[{(*end)["pid"], (*end)["tid"]}]) bound |= ts <= (*end)["ts"].get<double>() && (*end)["ts"].get<double>() <= e;
+      for (const Slice& sl : slices[{(*end)["pid"], (*end)["tid"]}])
+        bound |= sl.ts <= ns((*end)["ts"]) && ns((*end)["ts"]) <= sl.end;
       CHECK(bound);
     }
   }

@@ -21,12 +21,15 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/philox.h"
+#include "parallel/strategy.h"
+#include <thread>
 
 namespace ringside::cli {
 
 namespace kc = kernels::cpu;
 
-std::pair<CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o, BenchCommOptions& co) {
+std::tuple<CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o, BenchCommOptions& co,
+                                                      BenchTraceOptions& to) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, reported as ratios to a reference measured in the same run");
   bench->require_subcommand(1);
   CLI::App* k = bench->add_subcommand("kernels", "Attention forward/backward GFLOP/s against OpenBLAS sgemm, one thread");
@@ -54,7 +57,13 @@ std::pair<CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o,
   c->add_option("--max-bytes", co.max_bytes, "largest buffer (sizes step x4)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{64}, int64_t{1} << 30));
-  return {k, c};
+
+  CLI::App* t = bench->add_subcommand("trace", "What tracing costs: off (per hook, times hooks per run) and on, as ratios of the run");
+  add_config_flags(*t, to.cfg);
+  t->add_option("--strategy", to.strategy, "the strategy to run")->capture_default_str();
+  t->add_option("--ranks", to.ranks, "local ranks P")->capture_default_str()->check(CLI::Range(1, 64));
+  t->add_option("--repetitions", to.repetitions, "runs each way; the best counts")->capture_default_str()->check(CLI::Range(1, 50));
+  return {k, c, t};
 }
 
 namespace {
@@ -261,6 +270,73 @@ int bench_comm(const BenchCommOptions& o) {
                 format_bytes(double(row.bytes)).c_str(), format_seconds(row.seconds).c_str(), alg, bus,
                 row.memcpy_gbps, bus / row.memcpy_gbps);
   }
+  return 0;
+}
+
+}  // namespace ringside::cli
+
+// ---- bench trace: what the timeline costs.
+namespace ringside::cli {
+
+int bench_trace(const BenchTraceOptions& o) {
+  const Strategy& st = find_strategy(o.strategy);
+  st.validate(o.cfg, o.ranks);
+  // 1. One hook with tracing off: the thread-local check every instrumented site makes (a
+  //    Span, as around every copy and collective; the communicator and the memory tracker make
+  //    the same check). Google Benchmark, best of 3.
+  double off_ns = 0;
+  {
+    benchmark::RegisterBenchmark("hook_off", [](benchmark::State& state) {
+      for (auto _ : state) {
+        trace::Span s("x", "memory");
+        benchmark::DoNotOptimize(s.event());
+      }
+    })->Repetitions(3)->MinTime(0.2);
+    Recorder rec;
+    int argc = 1;
+    char arg0[] = "ringside";
+    char* argv[] = {arg0, nullptr};
+    benchmark::Initialize(&argc, argv);
+    benchmark::RunSpecifiedBenchmarks(&rec);
+    benchmark::ClearRegisteredBenchmarks();
+    off_ns = rec.seconds.at("hook_off") * 1e9;
+  }
+  // 2. The run, untraced and traced, best of N each (interleaved, so drift hits both alike).
+  double plain = 1e300, traced = 1e300;
+  size_t hooks = 0;
+  for (int i = 0; i < o.repetitions; ++i) {
+    {
+      MemoryTracker tracker;
+      const auto t0 = std::chrono::steady_clock::now();
+      run_strategy_local(st, o.cfg, o.ranks, DType::f32, tracker);
+      plain = std::min(plain, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    {
+      MemoryTracker tracker;
+      std::vector<trace::RankTrace> ranks;
+      const TraceSink sink{trace::Clock{trace::Clock::steady_now_ns()}, &ranks};
+      const auto t0 = std::chrono::steady_clock::now();
+      run_strategy_local(st, o.cfg, o.ranks, DType::f32, tracker, {}, &sink);
+      traced = std::min(traced, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      // Every recorded item passed at least one hook; a transfer passes two (post and wait).
+      hooks = 0;
+      for (const auto& r : ranks) {
+        hooks += r.events.size() + r.memory.size();
+        for (const auto& e : r.events) hooks += e.stream == trace::Stream::comm;
+      }
+    }
+  }
+  const double off_s = double(hooks) * off_ns * 1e-9;
+  std::printf("ringside bench trace: %s on %d local ranks, %s\n", st.name.c_str(), o.ranks, o.cfg.summary().c_str());
+  std::printf("  run untraced (best of %d)   %s\n", o.repetitions, format_seconds(plain).c_str());
+  std::printf("  hooks per run               %zu (events, memory samples and transfers, all ranks)\n", hooks);
+  std::printf("  one hook, tracing off       %.2f ns (Google Benchmark, best of 3)\n", off_ns);
+  std::printf("  tracing off                 %.5f%% of the run (hooks x cost / run; target < 2%%)   %s\n",
+              100 * off_s / plain, off_s / plain < 0.02 ? "OK" : "ABOVE TARGET");
+  std::printf("  tracing on                  %s, %+.1f%% (best traced / best untraced - 1)\n", format_seconds(traced).c_str(),
+              100 * (traced / plain - 1));
+  std::printf("  (ranks run as threads on %u cores: the on/off difference is within run-to-run noise at this size)\n",
+              std::thread::hardware_concurrency());
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <optional>
+#include <tuple>
 #include <string>
 #include <utility>
 
@@ -69,8 +70,21 @@ struct BenchCommOptions {
   int64_t min_bytes = 1024, max_bytes = 64 << 20;
 };
 
-/// Adds `ringside bench` and its subcommands `kernels` and `comm`; returns them.
-std::pair<CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o, BenchCommOptions& c);
+struct BenchTraceOptions {
+  LayerConfig cfg;
+  std::string strategy = "ring";
+  int ranks = 4;
+  int repetitions = 3;
+};
+
+/// Adds `ringside bench` and its subcommands `kernels`, `comm` and `trace`; returns them.
+std::tuple<CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o, BenchCommOptions& c,
+                                                      BenchTraceOptions& t);
+
+/// `ringside bench trace`: the cost of one tracing hook when off (Google Benchmark) times the
+/// hooks a run passes, as a fraction of the untraced run (target < 2%); and traced against
+/// untraced wall time, best of N each. Returns 0.
+int bench_trace(const BenchTraceOptions& o);
 
 /// `ringside bench comm`: all_gather, reduce_scatter, all_reduce, all_to_all and ring
 /// send/recv from min_bytes to max_bytes (x4 per step), time on the slowest rank, algbw and

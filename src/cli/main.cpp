@@ -181,7 +181,9 @@ int main(int argc, char** argv) {
 
   cli::BenchKernelsOptions bench_opts;
   cli::BenchCommOptions bench_comm_opts;
-  auto [bench_kernels, bench_comm] = cli::add_bench(app, bench_opts, bench_comm_opts);
+  cli::BenchTraceOptions bench_trace_opts;
+  bench_trace_opts.cfg.s = 1024;  // a run of a few seconds on 2 cores
+  auto [bench_kernels, bench_comm, bench_trace] = cli::add_bench(app, bench_opts, bench_comm_opts, bench_trace_opts);
 
   cli::TraceStatsOptions stats_opts;
   CLI::App* stats_app = cli::add_trace_stats(app, stats_opts);
@@ -209,6 +211,7 @@ int main(int argc, char** argv) {
     if (run_app->parsed()) rc = cli::run_command(cmp_opts);
     if (bench_kernels->parsed()) rc = cli::bench_kernels(bench_opts);
     if (bench_comm->parsed()) rc = cli::bench_comm(bench_comm_opts);
+    if (bench_trace->parsed()) rc = cli::bench_trace(bench_trace_opts);
     if (stats_app->parsed()) rc = cli::trace_stats_command(stats_opts);
     mpi_finalize();
     return rc;

@@ -56,22 +56,23 @@ RankTrace Tracer::take() {
 
 Span::Span(const char* name, const char* cat, Opens opens, int step) : t_(current_tracer()), opens_(opens) {
   if (!t_) return;
-  e_.name = name;
-  e_.cat = cat;
-  e_.ts_ns = t_->clock().now();
+  e_.emplace();
+  e_->name = name;
+  e_->cat = cat;
+  e_->ts_ns = t_->clock().now();
   if (opens == Opens::step) {
-    e_.name += " " + std::to_string(step);
+    e_->name += " " + std::to_string(step);
     saved_step_ = t_->step;
     t_->step = step;
-    e_.step = step;
+    e_->step = step;
   }
 }
 
 Span::~Span() {
   if (!t_) return;
-  e_.dur_ns = t_->clock().now() - e_.ts_ns;
+  e_->dur_ns = t_->clock().now() - e_->ts_ns;
   if (opens_ == Opens::step) t_->step = saved_step_;
-  t_->record(std::move(e_));
+  t_->record(std::move(*e_));
 }
 
 Clock align_clocks(Communicator& comm, int rounds) {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -148,13 +149,13 @@ class Span {
   /// name and cat as in Event; flops and bytes as the op's cost (0 when unknown).
   Span(const char* name, const char* cat, double flops = 0, int64_t bytes = 0)
       : Span(name, cat, Opens::nothing, -1) {
-    e_.flops = flops, e_.bytes = bytes;
+    if (e_) e_->flops = flops, e_->bytes = bytes;
   }
   ~Span();
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
   /// The event being built (to add detail or bytes before it ends), or nullptr when off.
-  Event* event() { return t_ ? &e_ : nullptr; }
+  Event* event() { return e_ ? &*e_ : nullptr; }
 
   /// A ring step span: the tracer's step is `step` for everything recorded until it ends.
   static Span ring_step(int step) { return Span("ring step", "ring_step", Opens::step, step); }
@@ -163,7 +164,7 @@ class Span {
   enum class Opens { nothing, step };
   Span(const char* name, const char* cat, Opens opens, int step);
   Tracer* t_ = nullptr;
-  Event e_;
+  std::optional<Event> e_;  // built only when tracing: a hook that is off costs a check
   int saved_step_ = -1;
   Opens opens_ = Opens::nothing;
 };
