@@ -1,5 +1,6 @@
 # ringside: the two commands.
-#   make demo   install deps, build (Release), compare every strategy on 4 local ranks with the references
+#   make demo   install deps, build (Release), compare every strategy on 4 local ranks with the references,
+#               write their timeline to out/demo.trace.json and print its metrics
 #   make test   install deps, build (Release), run every test (ctest)
 # Extra: make bench (kernel benchmarks), make clean. BUILD_DIR and CMAKE_FLAGS can be overridden.
 
@@ -10,7 +11,9 @@ JOBS        ?= $(shell nproc)
 .PHONY: demo test bench build configure deps clean
 
 demo: build
-	$(BUILD_DIR)/ringside compare --ranks 4
+	@mkdir -p out
+	$(BUILD_DIR)/ringside compare --ranks 4 --trace out/demo.trace.json
+	$(BUILD_DIR)/ringside trace-stats out/demo.trace.json
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)

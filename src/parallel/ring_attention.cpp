@@ -9,8 +9,8 @@
 // (posted before the compute: double buffering), so the transfer hides behind the compute
 // when a block's compute outlasts its transfer (c >= F/B tokens per block).
 // Backward runs the ring again, recomputing each block's probabilities from the saved global
-// lse: dQ accumulates at home, while the dK/dV accumulators travel with their block and come
-// home after P hops.
+// lse: dQ accumulates at home, while the dK/dV accumulators travel with their block (each hop
+// moving during the next step's compute) and come home after P hops.
 // Causal masking makes the plain contiguous split lopsided (rank P-1 sees every block, rank 0
 // only its own): the zigzag and striped layouts give every rank the same amount of work.
 #include "parallel/ring_attention.h"
@@ -258,10 +258,16 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     lse_runs_b.push_back(l);
     dq_runs.push_back(be.zeros({b, ar.len, H, d}, dt, ws));
   }
-  Tensor dkbuf[2] = {be.zeros(k.shape(), dt, cm), be.zeros(k.shape(), dt, cm)};
-  Tensor dvbuf[2] = {be.zeros(v.shape(), dt, cm), be.zeros(v.shape(), dt, cm)};
+  // dK/dV of a block accumulate as the block travels. At step i we compute this block's
+  // contribution into a fresh partial, add it to the accumulators that came from the left
+  // (their receive was posted a step earlier, so they moved during this step's compute) and
+  // pass them to the right, where they move during the next step's compute: the schedule of
+  // ring-flash-attention, which hides the dK/dV transfer as the forward hides K/V. After P
+  // hops every block's accumulators are home. acc[i % 2] holds those of step i's block.
+  Tensor acc_k[2] = {be.zeros(k.shape(), dt, cm), be.empty(k.shape(), dt, cm)};
+  Tensor acc_v[2] = {be.zeros(v.shape(), dt, cm), be.empty(v.shape(), dt, cm)};
+  std::vector<RequestPtr> acc_recv, acc_send;  // posted at the previous step
   cur_k = k, cur_v = v;
-  int cur_grad = 0;  // dkbuf/dvbuf[cur_grad] holds the accumulators of the block we hold
   for (int i = 0; i < P; ++i) {
     const int src = (r - i + P) % P;
     trace::Span step_span = trace::Span::ring_step(i);
@@ -276,41 +282,50 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
       reqs.push_back(comm.isend(cur_v.raw_data(), v.nbytes(), right, 2 * i + 1, "v"));
     }
     const auto tc = clock::now();
-    Tensor& dk_acc = dkbuf[cur_grad];
-    Tensor& dv_acc = dvbuf[cur_grad];
+    const int a = i % 2;
+    // Step 0 starts our own block's accumulators: compute straight into them.
+    Tensor dk_part = i == 0 ? acc_k[0] : be.zeros(k.shape(), dt, ws);
+    Tensor dv_part = i == 0 ? acc_v[0] : be.zeros(v.shape(), dt, ws);
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
       for (const Run& c : runs_of(positions_of(src))) {
         if (hidden(cfg, my_runs[ai], c)) continue;
         const AttentionParams p = pair_params(cfg, my_runs[ai], c);
-        Tensor dk_run = run_of(dk_acc, c, ws), dv_run = run_of(dv_acc, c, ws);
+        Tensor dk_run = run_of(dk_part, c, ws), dv_run = run_of(dv_part, c, ws);
         be.attention_backward(p, q_runs[ai], run_of(cur_k, c, ws), run_of(cur_v, c, ws), a_runs[ai], da_runs[ai],
                               lse_runs_b[ai], dq_runs[ai], dk_run, dv_run);
         if (c.len != k.dim(1)) {  // a slice was copied: put the accumulated gradient back
-          put_seq(dk_acc, dk_run, c.start);
-          put_seq(dv_acc, dv_run, c.start);
+          put_seq(dk_part, dk_run, c.start);
+          put_seq(dv_part, dv_run, c.start);
         }
         rec.flops += 2.5 * kernels::cpu::attention_forward_flops(p);
         rec.computed += (rec.computed.empty() ? "" : ", ") + describe(my_runs[ai], c);
       }
     if (rec.computed.empty()) rec.computed = "skipped (wholly masked)";
     rec.compute_s = seconds_since(tc);
-    // The accumulators move on with their block (the last hop takes ours home).
-    if (P > 1) {
-      reqs.push_back(comm.irecv(dkbuf[1 - cur_grad].raw_data(), k.nbytes(), left, 1000 + 2 * i, "dk"));
-      reqs.push_back(comm.irecv(dvbuf[1 - cur_grad].raw_data(), v.nbytes(), left, 1000 + 2 * i + 1, "dv"));
-      reqs.push_back(comm.isend(dk_acc.raw_data(), k.nbytes(), right, 1000 + 2 * i, "dk"));
-      reqs.push_back(comm.isend(dv_acc.raw_data(), v.nbytes(), right, 1000 + 2 * i + 1, "dv"));
-    }
     const auto tw = clock::now();
     comm.wait_all(reqs);
+    if (i > 0) {  // the block's accumulators, from the left: add our part
+      comm.wait_all(acc_recv);
+      be.add(acc_k[a], dk_part, acc_k[a]);
+      be.add(acc_v[a], dv_part, acc_v[a]);
+    }
+    comm.wait_all(acc_send);  // the previous step's send out of acc[1 - a]: free to receive into
+    if (P > 1) {              // on to the right; the next block's accumulators from the left
+      acc_send = {comm.isend(acc_k[a].raw_data(), k.nbytes(), right, 1000 + 2 * i, "dk"),
+                  comm.isend(acc_v[a].raw_data(), v.nbytes(), right, 1000 + 2 * i + 1, "dv")};
+      acc_recv = {comm.irecv(acc_k[1 - a].raw_data(), k.nbytes(), left, 1000 + 2 * i, "dk"),
+                  comm.irecv(acc_v[1 - a].raw_data(), v.nbytes(), left, 1000 + 2 * i + 1, "dv")};
+    }
     rec.wait_s = seconds_since(tw);
     rec.bytes_sent = comm.stats().bytes_sent - before.bytes_sent;
     res.steps.push_back(rec);
-    if (P > 1) cur_grad = 1 - cur_grad;
     if (i < P - 1) cur_k = kbuf[i % 2], cur_v = vbuf[i % 2];
   }
-  // After P hops the accumulators in hand are our own block's: dK and dV of our tokens.
-  Tensor dk = dkbuf[cur_grad], dv = dvbuf[cur_grad];
+  // The last hop brings our own block's accumulators home: dK and dV of our tokens.
+  comm.wait_all(acc_recv);
+  comm.wait_all(acc_send);
+  const int home = P > 1 ? P % 2 : 0;
+  Tensor dk = acc_k[home], dv = acc_v[home];
   Tensor dq = be.empty({b, sl, H, d}, dt, ws);
   for (size_t ai = 0; ai < my_runs.size(); ++ai) put_seq(dq, dq_runs[ai], my_runs[ai].start);
   q_runs.clear(), a_runs.clear(), da_runs.clear(), dq_runs.clear();

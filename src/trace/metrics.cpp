@@ -163,12 +163,16 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
         StepMetrics& st = steps[key];
         st.phase = key.first ? "backward" : "forward";
         st.step = key.second;
-        // The transfers of a step may finish after its span ends (its last wait): the window
-        // is the span, extended to cover them.
+        // A step's window runs from its start until its own transfers finish, which may be
+        // during the next step (the ring backward passes dK/dV on while computing the next
+        // block): whatever compute runs in that window hides them.
         int64_t end = s.end;
+        std::vector<const Event*> mine;
         for (const Event* e : in_step[key])
-          if (e->stream == Stream::comm) end = std::max(end, std::min(e->end_ns(), hi));
-        const Breakdown b = breakdown_of(in_step[key], s.begin, end);
+          if (e->stream == Stream::comm) end = std::max(end, std::min(e->end_ns(), hi)), mine.push_back(e);
+        for (const Event* e : evs)
+          if (is_compute(*e) && e->ts_ns < end && e->end_ns() > s.begin) mine.push_back(e);
+        const Breakdown b = breakdown_of(mine, s.begin, end);
         st.ranks.push_back(b);
         st.total += b;
         for (const Event* e : in_step[key])

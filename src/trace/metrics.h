@@ -11,8 +11,9 @@
 //
 // The window of a strategy is its ranks' forward + backward (from the first `phase` event to
 // the last), so setup and result gathering do not count; a trace without phases uses the
-// extent of all its events. The same breakdown is given per ring step (each rank's `ring
-// step` span, with the ops and transfers of that step).
+// extent of all its events. The same breakdown is given per ring step: the window of rank r's
+// step i runs from the start of its `ring step` span until the transfers posted in that step
+// finish (the ring backward's dK/dV move during the next step), with the compute inside it.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -54,7 +55,7 @@ struct RankMetrics {
 struct StepMetrics {
   std::string phase;  ///< "forward" or "backward"
   int step = 0;
-  std::vector<Breakdown> ranks;  ///< per rank (window: that rank's ring step span)
+  std::vector<Breakdown> ranks;  ///< per rank (window: its ring step span, until the step's transfers end)
   Breakdown total;               ///< summed over ranks
   double imbalance = 1;          ///< max / mean of the ranks' step durations
   int64_t bytes_sent = 0;        ///< over all ranks
