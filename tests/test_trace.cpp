@@ -184,6 +184,14 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
     CHECK(r.peak_by_category[0] == 500);
     CHECK(r.peak_by_category[2] == 300);
   }
+  SECTION("memory: a rank's peak is over its own forward + backward, not its setup while others run") {
+    TraceData t = hand_built({{ev("a", "gemm", 10, 10)}, {ev("a", "gemm", 60, 10)}}, 100);
+    t.ranks[1].events.back().ts_ns = 50, t.ranks[1].events.back().dur_ns = 50;  // rank 1 starts at 50
+    t.ranks[1].memory = {{20, {7000, 0, 0, 0, 0}}, {40, {100, 0, 0, 0, 0}}, {60, {100, 0, 50, 0, 0}}};
+    const auto m = compute_metrics(t);
+    CHECK(m.at(0).begin_ns == 0);  // the strategy's window opens with rank 0
+    CHECK(m.at(0).ranks.at(1).peak_memory_bytes == 150);
+  }
 }
 
 TEST_CASE("the trace writer and reader round-trip every field", "[trace]") {

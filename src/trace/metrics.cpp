@@ -129,19 +129,28 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
       std::vector<const Event*> evs;
       for (const Event& e : r->events) evs.push_back(&e);
       rm.time = breakdown_of(evs, lo, hi);
+      // Memory, bytes and FLOPs over this rank's own forward + backward (ranks start and end
+      // at different times; what a rank holds while it sets up is not the layer's).
+      int64_t rlo = lo, rhi = hi;
+      if (!window) {
+        int64_t plo = std::numeric_limits<int64_t>::max(), phi = std::numeric_limits<int64_t>::min();
+        for (const Event* e : evs)
+          if (e->cat == "phase") plo = std::min(plo, e->ts_ns), phi = std::max(phi, e->end_ns());
+        if (plo <= phi) rlo = plo, rhi = phi;
+      }
       for (const Event* e : evs) {
-        if (e->ts_ns < lo || e->ts_ns >= hi) continue;
+        if (e->ts_ns < rlo || e->ts_ns >= rhi) continue;
         if (e->stream == Stream::comm && e->direction == "send") rm.bytes_sent += e->bytes;
         if (is_compute(*e)) rm.flops += e->flops;
       }
       // Memory: the sample live at the window's start, then every sample inside it.
       const MemorySample* carried = nullptr;
       for (const MemorySample& m : r->memory) {
-        if (m.ts_ns < lo) {
+        if (m.ts_ns < rlo) {
           carried = &m;
           continue;
         }
-        if (m.ts_ns > hi) break;
+        if (m.ts_ns > rhi) break;
         rm.peak_memory_bytes = std::max(rm.peak_memory_bytes, m.total());
         for (int c = 0; c < kNumMemCategories; ++c) rm.peak_by_category[c] = std::max(rm.peak_by_category[c], m.bytes[c]);
       }

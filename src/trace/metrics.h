@@ -46,10 +46,11 @@ struct Breakdown {
 struct RankMetrics {
   int rank = 0;
   Breakdown time;
-  int64_t peak_memory_bytes = 0;                              ///< highest total live bytes in the window
+  // These four over the rank's own forward + backward (or the selection):
+  int64_t peak_memory_bytes = 0;                              ///< highest total live bytes
   std::array<int64_t, kNumMemCategories> peak_by_category{};  ///< each category's own highest
-  int64_t bytes_sent = 0;                                     ///< payload of sends starting in the window
-  double flops = 0;                                           ///< FLOPs of compute ops starting in the window
+  int64_t bytes_sent = 0;                                     ///< payload of sends starting in it
+  double flops = 0;                                           ///< FLOPs of compute ops starting in it
 };
 
 struct StepMetrics {
