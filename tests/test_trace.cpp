@@ -202,7 +202,7 @@ TEST_CASE("the trace writer and reader round-trip every field", "[trace]") {
       RankTrace rt;
       rt.strategy = strategy, rt.rank = r, rt.clock_offset_ns = 17 * r, rt.clock_uncertainty_ns = 3 * r;
       Event a = ev("attention_forward", "attention", 1000 + r, 123456);
-      a.phase = "forward", a.step = 1, a.flops = 1.5e9, a.bytes = 4096, a.detail = "b=1 sq=8";
+      a.phase = "forward", a.sublayer = "attention", a.step = 1, a.flops = 1.5e9, a.bytes = 4096, a.detail = "b=1 sq=8";
       Event s = comm(2000, 777, r == 0 ? "send" : "recv", 1 - r);
       s.phase = "forward", s.step = 1, s.tag = 2, s.seq = 0, s.name = r == 0 ? "send k" : "recv k";
       Event g = comm(5000, 10, "send", 1 - r);
@@ -231,6 +231,7 @@ TEST_CASE("the trace writer and reader round-trip every field", "[trace]") {
       CHECK(y.dur_ns == x.dur_ns);
       CHECK(y.stream == x.stream);
       CHECK(y.phase == x.phase);
+      CHECK(y.sublayer == x.sublayer);
       CHECK(y.step == x.step);
       CHECK(y.peer == x.peer);
       CHECK(y.bytes == x.bytes);
@@ -389,6 +390,30 @@ TEST_CASE("the trace's memory peak equals the MemoryTracker's and its sends the 
       CHECK(b.compute_ns + b.exposed_comm_ns + b.idle_ns == b.window_ns);
       CHECK(b.compute_ns > 0);
       CHECK(b.comm_ns > 0);
+    }
+  }
+}
+
+TEST_CASE("every strategy marks its sublayers in order, and every op inside a phase has one", "[trace]") {
+  const std::vector<std::string> forward = {"ln1", "qkv", "attention", "out_proj", "ln2", "mlp"};
+  const std::vector<std::string> backward = {"mlp", "ln2", "out_proj", "attention", "qkv", "ln1", "grad_sync"};
+  for (const char* name : {"tp-sp", "ring", "ulysses"}) {
+    TracedRun run = traced(name, small(), 2);
+    for (const RankTrace& t : run.trace.ranks) {
+      INFO(name << " rank " << t.rank);
+      std::vector<const Event*> spans;
+      for (const Event& e : t.events)
+        if (e.cat == "sublayer") spans.push_back(&e);
+      std::sort(spans.begin(), spans.end(), [](auto* a, auto* b) { return a->ts_ns < b->ts_ns; });
+      std::vector<std::string> fwd, bwd;
+      for (const Event* e : spans) (e->phase == "forward" ? fwd : bwd).push_back(e->name);
+      CHECK(fwd == forward);
+      CHECK(bwd == backward);
+      for (const Event& e : t.events)
+        if (!e.phase.empty() && e.cat != "phase") {
+          INFO(e.name << " at " << e.ts_ns);
+          CHECK(!e.sublayer.empty());
+        }
     }
   }
 }

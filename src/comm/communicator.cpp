@@ -51,7 +51,9 @@ void CompletionRequest::fail(std::string message) {
 namespace {
 
 // The comm event of a transfer being posted, from the tracer's context: a collective's kind
-// and call number, or a point-to-point message with its label and ring step.
+// and call number, or a point-to-point message with its label and ring step. The peer is a
+// rank of this communicator: the strategies trace on the world communicator, so it is the
+// world rank that the writer pairs sends and receives by.
 std::unique_ptr<trace::Event> comm_event(trace::Tracer& t, bool send, int64_t bytes, int peer, int tag, const char* label) {
   auto e = std::make_unique<trace::Event>();
   const char* dir = send ? "send" : "recv";
@@ -66,6 +68,7 @@ std::unique_ptr<trace::Event> comm_event(trace::Tracer& t, bool send, int64_t by
   e->stream = trace::Stream::comm;
   e->direction = dir;
   e->phase = t.phase;
+  e->sublayer = t.sublayer;
   e->step = t.step;
   e->peer = peer;
   e->bytes = bytes;

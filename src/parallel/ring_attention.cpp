@@ -167,6 +167,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   TokenwiseSaved sv;
   Tensor q, k, v;
   qkv_forward(cfg, w, be, x, my_pos, sv, q, k, v, act, act, ws);
+  trace::sublayer("attention");
 
   // ---- the ring, forward. Per query run: the running (out, lse), starting empty (0, -inf).
   std::vector<Tensor> q_runs, out_runs, lse_runs;
@@ -244,6 +245,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   LayerWeights gw = zero_grads(cfg, dt, {r, MemCategory::grads, &tracker});
   Tensor dx2;
   const Tensor da = post_attention_backward(cfg, w, be, a, dout, my_pos, sv, gw, dx2, ws);
+  trace::sublayer("attention");
 
   // ---- the ring, backward. dQ stays home; each block travels with its dK/dV accumulators.
   std::vector<Tensor> a_runs, da_runs, lse_runs_b, dq_runs;
@@ -336,6 +338,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   {
     std::vector<Tensor*> all;
     for (auto& [name, t] : gw.named()) all.push_back(t);
+    trace::sublayer("grad_sync");
     all_reduce_packed(comm, all, cm);
   }
 

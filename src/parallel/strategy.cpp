@@ -55,9 +55,11 @@ void qkv_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, con
                  AllocTag qkv_tag, AllocTag ws) {
   const DType dt = x.dtype();
   const int64_t b = x.dim(0), n = x.dim(1), N = b * n;
+  trace::sublayer("ln1");
   sv.x = x;
   sv.mean1 = be.empty({N}, dt, act), sv.rstd1 = be.empty({N}, dt, act), sv.h1 = be.empty({b, n, cfg.h}, dt, act);
   be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, sv.h1, sv.mean1, sv.rstd1);
+  trace::sublayer("qkv");
   q = be.empty({b, n, cfg.H, cfg.d()}, dt, qkv_tag);
   k = be.empty({b, n, cfg.Hkv, cfg.d()}, dt, qkv_tag);
   v = be.empty({b, n, cfg.Hkv, cfg.d()}, dt, qkv_tag);
@@ -76,14 +78,17 @@ Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Bac
   const DType dt = a.dtype();
   const int64_t b = a.dim(0), n = a.dim(1), N = b * n, h = cfg.h;
   const uint32_t site1 = static_cast<uint32_t>(RngSite::dropout1), site2 = static_cast<uint32_t>(RngSite::dropout2);
+  trace::sublayer("out_proj");
   Tensor y = be.empty({b, n, h}, dt, ws);
   be.matmul(a.reshape({b, n, cfg.H * cfg.d()}), false, w.o_weight, false, y);
   be.add_bias(y, w.o_bias);
   be.dropout_forward(y, y, pos, cfg.s, cfg.dropout, cfg.seed, site1);
   sv.x2 = be.empty({b, n, h}, dt, act);
   be.add(sv.x, y, sv.x2);
+  trace::sublayer("ln2");
   sv.mean2 = be.empty({N}, dt, act), sv.rstd2 = be.empty({N}, dt, act), sv.h2 = be.empty({b, n, h}, dt, act);
   be.layernorm_forward(sv.x2, w.ln2_gamma, w.ln2_beta, cfg.eps, sv.h2, sv.mean2, sv.rstd2);
+  trace::sublayer("mlp");
   sv.u = be.empty({b, n, cfg.f}, dt, act), sv.g = be.empty({b, n, cfg.f}, dt, act);
   be.matmul(sv.h2, false, w.fc1_weight, false, sv.u);
   be.add_bias(sv.u, w.fc1_bias);
@@ -103,6 +108,7 @@ Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Ba
   const DType dt = dout.dtype();
   const int64_t b = dout.dim(0), n = dout.dim(1), h = cfg.h, Hd = cfg.H * cfg.d();
   const uint32_t site1 = static_cast<uint32_t>(RngSite::dropout1), site2 = static_cast<uint32_t>(RngSite::dropout2);
+  trace::sublayer("mlp");
   Tensor dz = be.empty({b, n, h}, dt, ws);
   be.dropout_forward(dout, dz, pos, cfg.s, cfg.dropout, cfg.seed, site2);
   be.matmul(sv.g, true, dz, false, gw.fc2_weight, 1, 1);
@@ -115,9 +121,11 @@ Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Ba
   Tensor dh2 = dz;
   be.matmul(du, false, w.fc1_weight, true, dh2);
   du = Tensor();
+  trace::sublayer("ln2");
   dx2 = be.empty({b, n, h}, dt, ws);
   be.layernorm_backward(dh2, sv.x2, w.ln2_gamma, sv.mean2, sv.rstd2, dx2, gw.ln2_gamma, gw.ln2_beta);
   be.add(dx2, dout, dx2);
+  trace::sublayer("out_proj");
   Tensor dy = dh2;
   be.dropout_forward(dx2, dy, pos, cfg.s, cfg.dropout, cfg.seed, site1);
   be.matmul(a.reshape({b, n, Hd}), true, dy, false, gw.o_weight, 1, 1);
@@ -132,6 +140,7 @@ Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, 
                     AllocTag ws) {
   const DType dt = dq.dtype();
   const int64_t b = dq.dim(0), n = dq.dim(1);
+  trace::sublayer("qkv");
   if (cfg.rope) {
     be.rope_backward(dq, pos, cfg.rope_theta);
     be.rope_backward(dk, pos, cfg.rope_theta);
@@ -142,6 +151,7 @@ Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, 
   be.bias_grad(dqkv, gw.qkv_bias);
   Tensor dh1 = be.empty({b, n, cfg.h}, dt, ws);
   be.matmul(dqkv, false, w.qkv_weight, true, dh1);
+  trace::sublayer("ln1");
   Tensor dx = be.empty({b, n, cfg.h}, dt, ws);
   be.layernorm_backward(dh1, sv.x, w.ln1_gamma, sv.mean1, sv.rstd1, dx, gw.ln1_gamma, gw.ln1_beta);
   be.add(dx, dx2, dx);
@@ -175,6 +185,7 @@ PhaseMeter::PhaseMeter(Communicator& comm, MemoryTracker& tracker)
 void PhaseMeter::end_phase(const char* name, int64_t start_ns, const char* next) {
   trace::Tracer* t = trace::current_tracer();
   if (!t) return;
+  t->begin_sublayer(nullptr);  // the phase's last sublayer ends with it
   trace::Event e;
   e.name = name, e.cat = "phase", e.phase = name;
   const int64_t end_ns = t->clock().now();

@@ -104,10 +104,12 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
 
   // ================================ forward ================================
   // LayerNorm 1 on our s/P tokens: sequence-parallel region.
+  trace::sublayer("ln1");
   Tensor mean1 = be.empty({Nl}, dt, act), rstd1 = be.empty({Nl}, dt, act), h1 = be.empty({b, sl, h}, dt, act);
   be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, h1, mean1, rstd1);
 
   // g: all-gather the sequence, then the column-parallel QKV for our heads, on all s tokens.
+  trace::sublayer("qkv");
   Tensor q = be.empty({b, s, Hl, d}, dt, act), k = be.empty({b, s, Hkvl, d}, dt, act),
          v = be.empty({b, s, Hkvl, d}, dt, act);
   {
@@ -123,11 +125,13 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   }
 
   // Attention is whole per head: our H/P heads over the full sequence, no communication.
+  trace::sublayer("attention");
   Tensor a = be.empty({b, s, Hl, d}, dt, act), lse = be.empty({b, Hl, s}, dt, act);
   be.attention_forward(ap, q, k, v, a, lse);
 
   // Row-parallel W_o: a partial sum over our heads. g-bar: reduce-scatter it along the
   // sequence, so each rank gets the complete sum for its own s/P tokens.
+  trace::sublayer("out_proj");
   Tensor y;
   {
     Tensor y_partial = be.empty({b, s, h}, dt, ws);
@@ -140,8 +144,10 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   be.add(x, y, x2);
 
   // LayerNorm 2, sequence-parallel; g: all-gather; column-parallel W_1 on our f/P columns.
+  trace::sublayer("ln2");
   Tensor mean2 = be.empty({Nl}, dt, act), rstd2 = be.empty({Nl}, dt, act), h2 = be.empty({b, sl, h}, dt, act);
   be.layernorm_forward(x2, w.ln2_gamma, w.ln2_beta, cfg.eps, h2, mean2, rstd2);
+  trace::sublayer("mlp");
   Tensor u = be.empty({b, s, fl}, dt, act), g = be.empty({b, s, fl}, dt, act);
   {
     const Tensor h2_full = gather_seq(comm, h2, ws);
@@ -167,6 +173,7 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   maybe_inject_failure(r, P, "backward");
 
   // ================================ backward ================================
+  trace::sublayer("mlp");
   // Gradients of our shards (LayerNorms and the row-parallel biases: partial, see the end).
   LayerWeights gw;
   {
@@ -199,11 +206,13 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
     dh2 = reduce_scatter_seq(comm, dh2_partial, ws);
   }
   du = Tensor();
+  trace::sublayer("ln2");
   Tensor dx2 = be.empty({b, sl, h}, dt, ws);
   be.layernorm_backward(dh2, x2, w.ln2_gamma, mean2, rstd2, dx2, gw.ln2_gamma, gw.ln2_beta);
   be.add(dx2, dout, dx2);
 
-  // Attention.
+  // The output projection, then attention.
+  trace::sublayer("out_proj");
   Tensor dy = dh2;
   be.dropout_forward(dx2, dy, my_pos, s, cfg.dropout, cfg.seed, site1);
   be.bias_grad(dy, gw.o_bias);
@@ -213,9 +222,11 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
     be.matmul(a.reshape({b, s, Hl * d}), true, dy_full, false, gw.o_weight, 1, 1);  // dWo += a^T dy
     be.matmul(dy_full, false, w.o_weight, true, da);                                // da = dy Wo^T
   }
+  trace::sublayer("attention");
   Tensor dq = be.zeros({b, s, Hl, d}, dt, ws), dk = be.zeros({b, s, Hkvl, d}, dt, ws), dv = be.zeros({b, s, Hkvl, d}, dt, ws);
   be.attention_backward(ap, q, k, v, a, da.reshape({b, s, Hl, d}), lse, dq, dk, dv);
   da = Tensor();
+  trace::sublayer("qkv");
   if (cfg.rope) {
     be.rope_backward(dq, all_pos, cfg.rope_theta);
     be.rope_backward(dk, all_pos, cfg.rope_theta);
@@ -232,6 +243,7 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
     be.matmul(dqkv, false, w.qkv_weight, true, dh1_partial);
     dh1 = reduce_scatter_seq(comm, dh1_partial, ws);
   }
+  trace::sublayer("ln1");
   Tensor dx = be.empty({b, sl, h}, dt, ws);
   be.layernorm_backward(dh1, x, w.ln1_gamma, mean1, rstd1, dx, gw.ln1_gamma, gw.ln1_beta);
   be.add(dx, dx2, dx);
@@ -239,6 +251,7 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   // The sequence-parallel parameters (both LayerNorms, o.bias, fc2.bias) saw only our s/P
   // tokens: their gradients are partial sums. All-reduce them over the TP group, or every
   // rank updates them differently (the classic SP bug). One buffer, one all-reduce.
+  trace::sublayer("grad_sync");
   all_reduce_packed(comm, {&gw.ln1_gamma, &gw.ln1_beta, &gw.ln2_gamma, &gw.ln2_beta, &gw.o_bias, &gw.fc2_bias},
                     {r, MemCategory::comm, &tracker});
 

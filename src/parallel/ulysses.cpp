@@ -168,6 +168,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   TokenwiseSaved sv;
   Tensor q_seq, k_seq, v_seq;
   qkv_forward(cfg, w, be, x, my_pos, sv, q_seq, k_seq, v_seq, act, ws, ws);
+  trace::sublayer("attention");
 
   // All-to-all: [s/P tokens, all heads] -> [all s tokens, our heads].
   const Tensor q = seq_to_heads(comm, q_seq, act);
@@ -190,6 +191,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   LayerWeights gw = zero_grads(cfg, dt, {r, MemCategory::grads, &tracker});
   Tensor dx2;
   const Tensor da = post_attention_backward(cfg, w, be, a, dout, my_pos, sv, gw, dx2, ws);
+  trace::sublayer("attention");
 
   // The attention backward runs in head layout: all-to-all the output gradient there, and the
   // q, k, v gradients back.
@@ -209,6 +211,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   {
     std::vector<Tensor*> all;
     for (auto& [name, t] : gw.named()) all.push_back(t);
+    trace::sublayer("grad_sync");
     all_reduce_packed(comm, all, {r, MemCategory::comm, &tracker});
   }
 

@@ -51,7 +51,7 @@ namespace {
 // group other events.
 bool is_compute(const Event& e) {
   return e.stream == Stream::compute && e.cat != "wait" && e.cat != "collective" && e.cat != "phase" &&
-         e.cat != "ring_step";
+         e.cat != "sublayer" && e.cat != "ring_step";
 }
 
 // The breakdown of compute and comm intervals over [begin, end), everything clipped to it.

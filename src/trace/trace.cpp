@@ -32,8 +32,22 @@ Tracer::Tracer(std::string strategy, int rank, Clock clock) : clock_(clock) {
 void Tracer::record(Event e) {
   if (!recording_) return;
   if (e.phase.empty()) e.phase = phase;
+  if (e.sublayer.empty()) e.sublayer = sublayer;
   if (e.step < 0) e.step = step;
   trace_.events.push_back(std::move(e));
+}
+
+void Tracer::begin_sublayer(const char* name) {
+  if (!recording_) return;
+  const int64_t now = clock_.now();
+  if (!sublayer.empty()) {
+    Event e;
+    e.name = sublayer, e.cat = "sublayer", e.sublayer = sublayer;
+    e.ts_ns = sublayer_start_, e.dur_ns = now - sublayer_start_;
+    record(std::move(e));
+  }
+  sublayer = name ? name : "";
+  sublayer_start_ = now;
 }
 
 void Tracer::memory(const std::array<int64_t, kNumMemCategories>& live) {
@@ -136,7 +150,7 @@ nlohmann::json to_json(const RankTrace& t) {
   auto& ev = j["events"] = nlohmann::json::array();
   for (const Event& e : t.events)
     ev.push_back({e.name, e.cat, e.ts_ns, e.dur_ns, int(e.stream), e.phase, e.step, e.peer, e.bytes, e.flops,
-                  e.collective, e.direction, e.tag, e.seq, e.detail});
+                  e.collective, e.direction, e.tag, e.seq, e.detail, e.sublayer});
   auto& mem = j["memory"] = nlohmann::json::array();
   for (const MemorySample& m : t.memory) mem.push_back({m.ts_ns, m.bytes});
   return j;
@@ -150,7 +164,7 @@ RankTrace from_json(const nlohmann::json& j) {
     Event e;
     e.name = a[0], e.cat = a[1], e.ts_ns = a[2], e.dur_ns = a[3], e.stream = Stream(a[4].get<int>());
     e.phase = a[5], e.step = a[6], e.peer = a[7], e.bytes = a[8], e.flops = a[9];
-    e.collective = a[10], e.direction = a[11], e.tag = a[12], e.seq = a[13], e.detail = a[14];
+    e.collective = a[10], e.direction = a[11], e.tag = a[12], e.seq = a[13], e.detail = a[14], e.sublayer = a[15];
     t.events.push_back(std::move(e));
   }
   for (const auto& a : j.at("memory")) t.memory.push_back(MemorySample{a[0], a[1]});

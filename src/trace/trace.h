@@ -37,12 +37,13 @@ enum class Stream : int { compute = 0, comm = 1 };
 struct Event {
   std::string name;  ///< "matmul", "attention_forward", "send k", "all_gather", "wait recv k"
   /// Kind, for colours and metrics. compute stream: attention, gemm, norm, elementwise, memory
-  /// (compute kinds); wait; collective (the span of a collective call); phase; ring_step.
+  /// (compute kinds); wait; collective (the span of a collective call); phase; sublayer; ring_step.
   /// comm stream: p2p, all_gather, reduce_scatter, all_reduce, all_to_all.
   std::string cat;
   int64_t ts_ns = 0, dur_ns = 0;
   Stream stream = Stream::compute;
   std::string phase;        ///< "forward", "backward", or "" outside them
+  std::string sublayer;     ///< ln1, qkv, attention, out_proj, ln2, mlp, grad_sync; "" outside them
   int step = -1;            ///< ring step (ring attention), -1 when none
   int peer = -1;            ///< comm and wait: the other rank
   int64_t bytes = 0;        ///< comm: payload bytes; compute: bytes read + written
@@ -108,8 +109,13 @@ class Tracer {
   /// A memory sample of `live` now (called by MemoryTracker on every change for this rank).
   void memory(const std::array<int64_t, kNumMemCategories>& live);
 
+  /// Ends the open sublayer span (if any) and opens `name` (nullptr: none). Strategies mark
+  /// their sublayers in order with trace::sublayer(); a phase's end closes its last one.
+  void begin_sublayer(const char* name);
+
   // Context the communicator and the ops pick up (set by the scopes below).
   std::string phase;
+  std::string sublayer;
   int step = -1;
   std::string collective_kind;  ///< inside a collective: its kind, else ""
   int64_t collective_id = -1;
@@ -124,11 +130,18 @@ class Tracer {
   Clock clock_;
   RankTrace trace_;
   bool recording_ = true;
+  int64_t sublayer_start_ = 0;
   std::vector<std::array<int64_t, 4>> seqs_;  // (peer, tag, send, count), few entries: linear search
 };
 
 /// The tracer of the calling thread, or nullptr when tracing is off (or stopped).
 Tracer* current_tracer();
+
+/// Marks the start of a sublayer on the calling rank's timeline (ends the previous one): a
+/// `sublayer` span, and the sublayer of every event inside. No-op when tracing is off.
+inline void sublayer(const char* name) {
+  if (Tracer* t = current_tracer()) t->begin_sublayer(name);
+}
 
 /// Installs `t` as the calling thread's tracer for the scope's lifetime (nullptr: none).
 class TraceScope {

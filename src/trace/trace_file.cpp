@@ -29,6 +29,7 @@ double us(int64_t ns) { return double(ns) / 1000.0; }
 nlohmann::json args_of(const Event& e) {
   nlohmann::json a = nlohmann::json::object();
   if (!e.phase.empty()) a["phase"] = e.phase;
+  if (!e.sublayer.empty()) a["sublayer"] = e.sublayer;
   if (e.step >= 0) a["step"] = e.step;
   if (e.peer >= 0) a["peer"] = e.peer;
   if (e.bytes > 0) a["bytes"] = e.bytes;
@@ -317,6 +318,7 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
       e.dur_ns = rd.time_ns("dur", true, 0);
       const nlohmann::json& a = rd.args();
       e.phase = rd.str_in(a, "phase", false, "args.");
+      e.sublayer = rd.str_in(a, "sublayer", false, "args.");
       e.step = int(rd.integer_in(a, "step", false, 0, INT32_MAX, -1, "args."));
       e.peer = int(rd.integer_in(a, "peer", false, 0, INT32_MAX, -1, "args."));
       e.bytes = int64_t(rd.number_in(a, "bytes", false, 0, kMaxBytes, "args."));
