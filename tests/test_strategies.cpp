@@ -2,6 +2,7 @@
 // measured memory and bytes against the analytic formulas; invalid configs; failures.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <map>
 
@@ -325,4 +326,20 @@ TEST_CASE("a query whose keys all sit on later ranks gets no NaN, forward or bac
   for (const Tensor* t : {&res[0].out, &res[0].dx})
     for (int64_t i = 0; i < t->numel(); ++i) REQUIRE_FALSE(std::isnan(t->data<float>()[i]));
   CHECK(worst_error(res[0], ref).first < 1e-5);
+}
+
+TEST_CASE("a rank that times out while a slow transfer is in flight fails cleanly, and the run ends", "[strategies][comm]") {
+  // The link holds each message 2 s; the ranks wait 0.2 s. The failing rank releases its
+  // buffers while the transfers are still queued or on the wire: they must be cancelled, not
+  // copied into freed memory, and the comm threads must not sit out the 2 s.
+  LayerConfig c;
+  c.s = 32, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 32;
+  LocalOptions o;
+  o.latency_us = 2e6;
+  o.timeout_s = 0.2;
+  for (const char* name : {"ring", "ulysses", "tp-sp"}) {
+    MemoryTracker tracker;
+    CHECK_THROWS_WITH(run_strategy_local(find_strategy(name), c, 2, DType::f32, tracker, o),
+                      Catch::Contains("did not complete within 0.2 s"));
+  }
 }

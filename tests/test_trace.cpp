@@ -322,6 +322,7 @@ TEST_CASE("a traced run's file follows the Chrome trace format", "[trace]") {
     CHECK(s["ph"] == "s");
     CHECK(f["ph"] == "f");
     CHECK(f["bp"] == "e");
+    CHECK(f["ts"].get<double>() >= s["ts"].get<double>());  // the arrow runs forward in time
     for (const auto* end : {&s, &f}) {
       bool bound = false;
       for (const Slice& sl : slices[{(*end)["pid"], (*end)["tid"]}])
@@ -444,7 +445,11 @@ TEST_CASE("the reader rejects malformed traces with the problem named", "[trace]
       {with(R"({"ph":"X","name":"a","ts":"1","dur":2,"pid":0,"tid":0})"), "'ts' must be a number, got string"},
       {with(R"({"ph":"X","name":"a","ts":1e300,"dur":2,"pid":0,"tid":0})"), "'ts' = 1e+300 is out of range"},
       {with(R"({"ph":"X","name":"a","ts":1,"dur":-2,"pid":0,"tid":0})"), "'dur' = -2 is out of range"},
-      {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":1e20,"tid":0})"), "'pid' must be an integer, got the non-integer 1e+20"},
+      {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":1e20,"tid":0})"), "'pid' must be an integer, got 1e+20 (written as a floating-point number"},
+      {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":0,"tid":0,"args":{"step":2.5}})"), "'args.step' must be an integer, got the non-integer 2.5"},
+      {R"({"traceEvents":[],"otherData":{"processes":[{"pid":0,"rank":0},{"pid":0,"rank":1}]}})", "otherData.processes[1]: pid 0 is listed twice"},
+      {R"({"traceEvents":[],"otherData":{"processes":[{"pid":0,"rank":1,"strategy":"ring"},{"pid":5,"rank":1,"strategy":"ring"}]}})",
+       "pids 0 and 5 are both rank 1 of strategy 'ring'"},
       {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":99999999999999999999,"tid":0})"), "'pid' must be an integer"},
       {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":18446744073709551615,"tid":0})"), "'pid' = 18446744073709551615 is out of range"},
       {with(R"({"ph":"X","name":"a","ts":1,"dur":2,"pid":-1,"tid":0})"), "'pid' = -1 is out of range"},
@@ -521,4 +526,34 @@ TEST_CASE("the trace shows a slow link's transfers hidden behind the ring's comp
   }
   CHECK(fwd >= 50);
   CHECK(bwd >= 50);
+}
+
+TEST_CASE("the reader names processes from the file, and counts NCCL kernels as communication", "[trace]") {
+  const TraceData t = parse_trace(R"js({"traceEvents":[
+    {"ph":"M","name":"process_name","pid":7,"tid":0,"args":{"name":"ring: GPU 3"}},
+    {"ph":"M","name":"process_name","pid":8,"tid":0,"args":{"name":"GPU 1"}},
+    {"ph":"M","name":"process_name","pid":9,"tid":0,"args":{"name":"python3 (trainer)"}},
+    {"ph":"X","name":"ncclDevKernel_AllReduce_Sum_f32","cat":"kernel","ts":5,"dur":10,"pid":12345,"tid":7},
+    {"ph":"X","name":"sm90_gemm","cat":"kernel","ts":0,"dur":10,"pid":12345,"tid":7}]})js");
+  std::map<int, const RankTrace*> by_rank;
+  for (const RankTrace& r : t.ranks) by_rank[r.rank] = &r;
+  REQUIRE(by_rank.count(3));
+  CHECK(by_rank[3]->strategy == "ring");
+  CHECK(by_rank.at(1)->strategy.empty());
+  CHECK(by_rank.at(9)->strategy == "python3 (trainer)");  // rank: the pid
+  REQUIRE(by_rank.count(12345));
+  const auto m = compute_metrics(t);
+  bool found = false;
+  for (const StrategyMetrics& sm : m)
+    for (const RankMetrics& r : sm.ranks)
+      if (r.rank == 12345) {
+        found = true;
+        CHECK(r.time.comm_ns == 10000);
+        CHECK(r.time.compute_ns == 10000);
+        CHECK(r.time.overlap_ns == 5000);
+      }
+  CHECK(found);
+  CHECK_THROWS_WITH(read_trace("/"), Catch::Contains("cannot read trace /: it is a directory"));
+  CHECK_THROWS_WITH(read_trace("/dev/null"), Catch::Contains("not a regular file"));
+  CHECK_THROWS_WITH(read_trace("/nonexistent/x.json"), Catch::Contains("cannot read trace /nonexistent/x.json"));
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -80,17 +81,29 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
     c->add_option("--trace", o.trace, "write the timeline of every rank (Chrome trace JSON; opens in Perfetto)")
         ->option_text("FILE")
         ->check([](const std::string& v) { return v.empty() ? std::string("--trace needs a file name") : std::string(); });
+    // Bounds keep every delay finite and shorter than the longest --timeout.
+    auto number_in = [](double lo, double hi, const char* zero_note) {
+      return [=](const std::string& v) {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end || !std::isfinite(x)) return std::string("must be a number");
+        if (x == 0) return std::string();
+        if (x < lo || x > hi) return detail::concat("must be 0 ", zero_note, " or in [", lo, ", ", hi, "]");
+        return std::string();
+      };
+    };
     c->add_option("--link-bandwidth", o.link_gbps,
                   "local backend: make each transfer take bytes / this many GB/s, as a slower link would (0: memcpy speed)")
-        ->check(CLI::Range(0.0, 1e6))
+        ->check(number_in(1e-3, 1e6, "(memcpy speed)"))
         ->option_text("GB/s");
     c->add_option("--link-latency", o.link_latency_us, "local backend: add this latency to each transfer")
-        ->check(CLI::Range(0.0, 1e7))
+        ->check(number_in(1e-3, 1e8, "(none)"))
         ->option_text("us");
   };
   CLI::App* cmp = app.add_subcommand("compare", "Run every strategy on the same input and compare them with the references");
   common(cmp);
-  cmp->add_option("--strategies", o.strategies, "comma-separated list (default: all of " + names + ")");
+  cmp->add_option("--strategies", o.strategies, "comma-separated list (default: all of " + names + ")")
+      ->check([](const std::string& v) { return v.empty() ? std::string("--strategies needs a name") : std::string(); });
   cmp->add_option("--json", o.json, "also write the comparison, per tensor and per rank, as JSON")
       ->option_text("FILE")
       ->check([](const std::string& v) { return v.empty() ? std::string("--json needs a file name") : std::string(); });
@@ -263,8 +276,30 @@ void check_memory(const LayerConfig& c, int P, bool with_references) {
 
 // Where an output file will go, proved writable before the work (and its reason if not).
 void check_writable(const std::string& path, const char* option) {
-  std::ofstream f(path, std::ios::app);
-  RS_CHECK(f.good(), option, ": cannot write ", path, ": ", std::strerror(errno));
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  {
+    std::ofstream f(path, std::ios::app);
+    RS_CHECK(f.good(), option, ": cannot write ", path, ": ", std::strerror(errno));
+  }
+  if (!existed) std::filesystem::remove(path, ec);  // a run that fails leaves nothing behind
+}
+
+// The output files must be different files: one would silently overwrite the other.
+void check_outputs(const CompareOptions& o) {
+  namespace fs = std::filesystem;
+  auto canon = [](const std::string& p) {
+    std::error_code ec;
+    const fs::path c = fs::weakly_canonical(p, ec);
+    return ec ? fs::path(p) : c;
+  };
+  if (!o.trace.empty() && !o.json.empty() && canon(o.trace) == canon(o.json))
+    throw ConfigError("--trace and --json name the same file (" + o.trace + "): give each its own");
+  if (!o.trace.empty() && o.dump) {
+    const fs::path t = canon(o.trace), d = canon(*o.dump);
+    if (t.parent_path() == d || t == d)
+      throw ConfigError("--trace " + o.trace + " is inside the --dump directory " + *o.dump + ": write it elsewhere");
+  }
 }
 
 // The run's description in the trace's otherData.
@@ -310,6 +345,7 @@ int compare_command(CompareOptions& o) {
     }
   }
   Setup s = setup(o);
+  check_outputs(o);
   if (s.root && !o.json.empty()) check_writable(o.json, "--json");
   if (s.root && !o.trace.empty()) check_writable(o.trace, "--trace");
   // Every rank validates every strategy before any communication: one clear error, no hang.
@@ -557,6 +593,7 @@ int run_command(CompareOptions& o) {
   st.validate(cfg, s.P);
   check_memory(cfg, s.P, false);
   if (o.dump && s.root) prepare_dump_dir(*o.dump);
+  check_outputs(o);
   if (s.root && !o.trace.empty()) check_writable(o.trace, "--trace");
   std::vector<trace::RankTrace> traces;
   const StrategyRun run = run_one(st, cfg, s, traces);

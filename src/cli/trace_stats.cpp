@@ -13,7 +13,12 @@ namespace ringside::cli {
 
 namespace {
 
-std::string ms(int64_t ns) { return format_seconds(double(ns) * 1e-9); }
+std::string ms(int64_t ns) {
+  if (ns > 0 && ns < 1000) return std::to_string(ns) + " ns";
+  return format_seconds(double(ns) * 1e-9);
+}
+
+std::string name_of(const trace::StrategyMetrics& s) { return s.strategy.empty() ? "(unnamed)" : s.strategy; }
 
 std::string pct(double p) {
   if (std::isnan(p)) return "-";
@@ -39,11 +44,11 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
               "exposed", "idle", "peak memory", "sent");
   for (const trace::StrategyMetrics& s : all) {
     for (const trace::RankMetrics& r : s.ranks)
-      std::printf("  %-10s %4d  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", s.strategy.c_str(), r.rank, ms(r.time.compute_ns).c_str(),
+      std::printf("  %-10s %4d  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", name_of(s).c_str(), r.rank, ms(r.time.compute_ns).c_str(),
                   ms(r.time.comm_ns).c_str(), pct(r.time.overlap_pct()).c_str(), ms(r.time.exposed_comm_ns).c_str(),
                   ms(r.time.idle_ns).c_str(), format_bytes(double(r.peak_memory_bytes)).c_str(),
                   format_bytes(double(r.bytes_sent)).c_str());
-    std::printf("  %-10s %4s  %9s  %9s  %7s  %9s  %9s  compute imbalance %.2f (max/mean), window %s\n", s.strategy.c_str(), "all",
+    std::printf("  %-10s %4s  %9s  %9s  %7s  %9s  %9s  compute imbalance %.2f (max/mean), window %s\n", name_of(s).c_str(), "all",
                 ms(s.total.compute_ns).c_str(), ms(s.total.comm_ns).c_str(), pct(s.total.overlap_pct()).c_str(),
                 ms(s.total.exposed_comm_ns).c_str(), ms(s.total.idle_ns).c_str(), s.compute_imbalance,
                 ms(s.end_ns - s.begin_ns).c_str());
@@ -51,7 +56,7 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
   if (!with_steps) return;
   for (const trace::StrategyMetrics& s : all) {
     if (s.steps.empty()) continue;
-    std::printf("\n  %s, per ring step (all ranks; step time: the slowest rank's):\n", s.strategy.c_str());
+    std::printf("\n  %s, per ring step (all ranks; step time: the slowest rank's):\n", name_of(s).c_str());
     std::printf("  %-9s %4s  %9s  %9s  %9s  %7s  %9s  %10s  %9s\n", "phase", "step", "time", "compute", "comm", "overlap",
                 "exposed", "sent", "imbalance");
     for (const trace::StepMetrics& st : s.steps) {
@@ -93,9 +98,12 @@ nlohmann::json metrics_json(const trace::StrategyMetrics& s) {
 
 CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
   CLI::App* c = app.add_subcommand("trace-stats", "Print the metrics of a trace file: per strategy, rank and ring step");
-  c->add_option("file", o.file, "a trace written by ringside (compare --trace, run --trace) or any Chrome trace JSON")
+  c->add_option("file", o.file,
+                "a trace written by ringside (compare --trace, run --trace), or Chrome trace JSON of X, C, M, s and f events")
       ->required();
-  c->add_option("--json", o.json, "also write the metrics as JSON")->option_text("FILE");
+  c->add_option("--json", o.json, "also write the metrics as JSON")
+      ->option_text("FILE")
+      ->check([](const std::string& v) { return v.empty() ? std::string("--json needs a file name") : std::string(); });
   c->footer(
       "Definitions (Holistic Trace Analysis): compute and comm are unions of intervals; overlap = time\n"
       "computing while communicating / time communicating; exposed = comm not overlapped; idle = the\n"
@@ -112,15 +120,17 @@ int trace_stats_command(const TraceStatsOptions& o) {
     std::printf("  written by ringside %s", other["ringside_version"].is_string() ? other["ringside_version"].get<std::string>().c_str() : "?");
   else
     std::printf("  a foreign trace (no ringside otherData)");
-  if (other.contains("ranks") && other["ranks"].is_number_integer())
-    std::printf(", P = %lld", static_cast<long long>(other["ranks"].get<int64_t>()));
+  size_t P = 0;
+  for (const auto& s : metrics) P = std::max(P, s.ranks.size());
+  std::printf(", P = %zu", P);
   if (other.contains("backend") && other["backend"].is_string())
     std::printf(", %s backend", other["backend"].get<std::string>().c_str());
   if (other.contains("layout") && other["layout"].is_string())
     std::printf(", ring layout %s", other["layout"].get<std::string>().c_str());
   int64_t worst_clock = 0;
   for (const trace::RankTrace& r : t.ranks) worst_clock = std::max(worst_clock, r.clock_uncertainty_ns);
-  std::printf("\n  %zu processes, %zu flows; clock alignment uncertainty %s\n\n", t.ranks.size(), t.flows.size(),
+  std::printf("\n  %zu process%s, %zu flow%s; clock alignment uncertainty %s\n\n", t.ranks.size(),
+              t.ranks.size() == 1 ? "" : "es", t.flows.size(), t.flows.size() == 1 ? "" : "s",
               worst_clock ? ms(worst_clock).c_str() : "0 (one clock)");
   if (metrics.empty()) {
     std::printf("  no events\n");

@@ -21,10 +21,17 @@ namespace ringside {
 namespace {
 
 class LocalWorld;
+struct Transfer;
 
+// A request of this backend. The world keeps only raw pointers to it: when the rank drops its
+// last reference (normally after the wait; during unwinding when the rank fails), the
+// destructor takes the request out of the world first, and waits for a copy in progress to
+// finish, so that no transfer ever touches a buffer its rank has already released.
 class LocalRequest final : public CompletionRequest {
  public:
   explicit LocalRequest(LocalWorld* w) : world_(w) {}
+  ~LocalRequest() override;
+  std::shared_ptr<Transfer> transfer;  ///< once matched (guarded by the world's mutex)
 
  protected:
   void check_abort() const override;
@@ -39,15 +46,18 @@ struct Posted {
   uint64_t context;
   void* buf;  // const for sends
   int64_t bytes;
-  std::shared_ptr<LocalRequest> req;
+  LocalRequest* req;
 };
 
-// A matched pair, for the sender's comm thread to carry out.
+// A matched pair, for the sender's comm thread to carry out. A request released before the
+// copy starts cancels it (its pointer becomes null); one released during the copy waits.
 struct Transfer {
   const void* from;
   void* to;
   int64_t bytes;
-  std::shared_ptr<LocalRequest> send_req, recv_req;
+  LocalRequest* send_req;
+  LocalRequest* recv_req;
+  bool cancelled = false, copying = false;
 };
 
 class LocalWorld {
@@ -64,29 +74,31 @@ class LocalWorld {
     for (auto& t : threads_) t.join();
   }
 
-  void post_send(Posted s) { post(std::move(s), true); }
-  void post_recv(Posted r) { post(std::move(r), false); }
+  void post_send(Posted s) { post(s, true); }
+  void post_recv(Posted r) { post(r, false); }
 
-  // Abort: every waiter wakes and throws.
+  // Abort: every waiter wakes and throws; sleeping transfers wake and are dropped.
   void abort(const std::string& why) {
-    std::vector<std::shared_ptr<LocalRequest>> waiting;
+    {
+      std::lock_guard lock(msg_mu_);
+      if (!abort_message_.empty()) return;  // the first failure names the cause
+      abort_message_ = why;
+    }
     {
       std::lock_guard lock(mu_);
-      if (aborted_) return;
       aborted_ = true;
-      abort_message_ = why;
-      for (auto& p : unmatched_) waiting.push_back(p.req);
     }
     cv_.notify_all();
     barrier_cv_.notify_all();
-    for (auto& r : waiting) r->wake();
     std::lock_guard lock(req_mu_);
     for (auto& w : live_requests_)
       if (auto r = w.lock()) r->wake();
   }
   bool aborted() const { return aborted_.load(); }
+  // Its own (leaf) mutex: waiters read it holding their request's mutex, which the comm
+  // threads take while holding mu_.
   std::string abort_message() {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(msg_mu_);
     return abort_message_;
   }
 
@@ -96,6 +108,19 @@ class LocalWorld {
     if (live_requests_.size() > 4096) std::erase_if(live_requests_, [](auto& w) { return w.expired(); });
     live_requests_.push_back(r);
     return r;
+  }
+
+  // A request's last reference is gone: forget its unmatched half, or cancel its transfer
+  // (waiting out a copy in progress, which is a memcpy: short).
+  void release(LocalRequest* req) {
+    std::unique_lock lock(mu_);
+    std::erase_if(unmatched_, [&](const Half& h) { return h.req == req; });
+    if (const std::shared_ptr<Transfer> t = req->transfer) {
+      cv_.wait(lock, [&] { return !t->copying; });
+      t->cancelled = true;
+      (t->send_req == req ? t->send_req : t->recv_req) = nullptr;
+      cv_.notify_all();  // a comm thread sleeping on this transfer's link delay moves on
+    }
   }
 
   // A barrier over the ranks of one context (generation-counted so it can be reused).
@@ -120,29 +145,40 @@ class LocalWorld {
   int size() const { return P_; }
 
  private:
-  void post(Posted p, bool is_send) {
-    {
-      std::lock_guard lock(mu_);
-      if (aborted_) throw CommError("aborted: " + abort_message_);
-      // Match with the oldest opposite half of the same (src, dst, tag, context).
-      for (auto it = unmatched_.begin(); it != unmatched_.end(); ++it) {
-        if (it->is_send == is_send || it->src != p.src || it->dst != p.dst || it->tag != p.tag ||
-            it->context != p.context)
-          continue;
-        const Posted& s = is_send ? p : it->half;
-        const Posted& r = is_send ? it->half : p;
-        if (s.bytes != r.bytes) {
-          const std::string msg = detail::concat("rank ", p.dst, ": recv from rank ", p.src, " (tag ", p.tag, ") expects ",
-                                                 r.bytes, " bytes but rank ", p.src, " sent ", s.bytes);
-          throw CommError(msg);
-        }
-        queues_[s.src].push_back(Transfer{s.buf, r.buf, s.bytes, s.req, r.req});
-        unmatched_.erase(it);
-        cv_.notify_all();
-        return;
-      }
-      unmatched_.push_back(Half{is_send, p.src, p.dst, p.tag, p.context, p.req, p});
+  struct Half {
+    bool is_send;
+    Posted p;
+    LocalRequest* req;
+  };
+
+  void post(const Posted& p, bool is_send) {
+    std::lock_guard lock(mu_);
+    if (aborted_) throw CommError("aborted: " + abort_message());
+    // Match with the oldest opposite half of the same (src, dst, tag, context).
+    for (auto it = unmatched_.begin(); it != unmatched_.end(); ++it) {
+      const Posted& o = it->p;
+      if (it->is_send == is_send || o.src != p.src || o.dst != p.dst || o.tag != p.tag || o.context != p.context) continue;
+      const Posted& s = is_send ? p : o;
+      const Posted& r = is_send ? o : p;
+      if (s.bytes != r.bytes)
+        throw CommError(detail::concat("rank ", p.dst, ": recv from rank ", p.src, " (tag ", p.tag, ") expects ", r.bytes,
+                                       " bytes but rank ", p.src, " sent ", s.bytes));
+      auto t = std::make_shared<Transfer>(Transfer{s.buf, r.buf, s.bytes, s.req, r.req});
+      s.req->transfer = r.req->transfer = t;
+      queues_[s.src].push_back(std::move(t));
+      unmatched_.erase(it);
+      cv_.notify_all();
+      return;
     }
+    unmatched_.push_back(Half{is_send, p, p.req});
+  }
+
+  // The link: latency + bytes / bandwidth, at most an hour (longer than any timeout).
+  std::chrono::steady_clock::duration link_delay(int64_t bytes) const {
+    double us = opts_.latency_us;
+    if (opts_.bandwidth_gbps > 0) us += double(bytes) / (opts_.bandwidth_gbps * 1e3);
+    us = std::min(us, 3.6e9);
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::micro>(us));
   }
 
   void comm_thread(int rank) {
@@ -150,32 +186,35 @@ class LocalWorld {
     for (;;) {
       cv_.wait(lock, [&] { return stopping_ || !queues_[rank].empty(); });
       if (queues_[rank].empty()) return;  // stopping and drained
-      Transfer t = std::move(queues_[rank].front());
+      const std::shared_ptr<Transfer> t = std::move(queues_[rank].front());
       queues_[rank].pop_front();
-      // After an abort the failed rank may have released its buffers: move nothing more.
-      if (aborted_) continue;
-      lock.unlock();
-      t.send_req->mark_started();
-      t.recv_req->started_ns = t.send_req->started_ns.load();
-      if (opts_.latency_us > 0 || opts_.bandwidth_gbps > 0) {
-        double us = opts_.latency_us;
-        if (opts_.bandwidth_gbps > 0) us += double(t.bytes) / (opts_.bandwidth_gbps * 1e3);
-        std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(us));
+      if (!t->cancelled && !aborted_) {
+        t->send_req->mark_started();
+        t->recv_req->started_ns = t->send_req->started_ns.load();
+        if (opts_.latency_us > 0 || opts_.bandwidth_gbps > 0) {
+          const auto until = std::chrono::steady_clock::now() + link_delay(t->bytes);
+          cv_.wait_until(lock, until, [&] { return t->cancelled || aborted_.load(); });
+        }
       }
-      if (t.bytes) std::memcpy(t.to, t.from, static_cast<size_t>(t.bytes));
-      t.recv_req->complete();
-      t.send_req->complete();
+      // After an abort the failed rank may have released its buffers; a cancelled transfer's
+      // peer has: move nothing, and tell the side still waiting.
+      if (t->cancelled || aborted_) {
+        for (LocalRequest* q : {t->send_req, t->recv_req})
+          if (q) q->fail(detail::concat("aborted (", q->what, "): the peer released its half of the transfer (it failed)"));
+        t->send_req = t->recv_req = nullptr;
+        continue;
+      }
+      t->copying = true;
+      lock.unlock();
+      if (t->bytes) std::memcpy(t->to, t->from, static_cast<size_t>(t->bytes));
       lock.lock();
+      t->copying = false;
+      t->recv_req->complete();
+      t->send_req->complete();
+      cv_.notify_all();  // a release waiting for this copy
     }
   }
 
-  struct Half {
-    bool is_send;
-    int src, dst, tag;
-    uint64_t context;
-    std::shared_ptr<LocalRequest> req;
-    Posted half;
-  };
   struct BarrierState {
     int arrived = 0;
     uint64_t generation = 0;
@@ -185,11 +224,12 @@ class LocalWorld {
   LocalOptions opts_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::deque<Transfer>> queues_;
+  std::vector<std::deque<std::shared_ptr<Transfer>>> queues_;
   std::deque<Half> unmatched_;
   std::vector<std::thread> threads_;
   bool stopping_ = false;
   std::atomic<bool> aborted_{false};
+  std::mutex msg_mu_;
   std::string abort_message_;
   std::mutex barrier_mu_;
   std::condition_variable barrier_cv_;
@@ -197,6 +237,8 @@ class LocalWorld {
   std::mutex req_mu_;
   std::vector<std::weak_ptr<LocalRequest>> live_requests_;
 };
+
+LocalRequest::~LocalRequest() { world_->release(this); }
 
 void LocalRequest::check_abort() const {
   if (world_->aborted()) throw CommError("aborted (" + what + "): " + world_->abort_message());
@@ -216,7 +258,7 @@ class LocalCommunicator final : public Communicator {
     check_peer(peer, "send");
     auto req = world_->make_request();
     req->what = detail::concat("send to rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
-    world_->post_send(Posted{group_[rank_], group_[peer], tag, context_, const_cast<void*>(buf), bytes, req});
+    world_->post_send(Posted{group_[rank_], group_[peer], tag, context_, const_cast<void*>(buf), bytes, req.get()});
     return req;
   }
 
@@ -224,7 +266,7 @@ class LocalCommunicator final : public Communicator {
     check_peer(peer, "recv");
     auto req = world_->make_request();
     req->what = detail::concat("recv from rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
-    world_->post_recv(Posted{group_[peer], group_[rank_], tag, context_, buf, bytes, req});
+    world_->post_recv(Posted{group_[peer], group_[rank_], tag, context_, buf, bytes, req.get()});
     return req;
   }
 

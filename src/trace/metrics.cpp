@@ -39,9 +39,19 @@ double Breakdown::overlap_pct() const {
   return comm_ns > 0 ? 100.0 * double(overlap_ns) / double(comm_ns) : std::numeric_limits<double>::quiet_NaN();
 }
 
+namespace {
+
+// Sums of many ranks' or events' values saturate instead of wrapping (a hostile file may
+// hold numbers whose sum overflows int64).
+void add_to(int64_t& a, int64_t b) {
+  if (__builtin_add_overflow(a, b, &a)) a = b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+
+}  // namespace
+
 Breakdown& Breakdown::operator+=(const Breakdown& o) {
-  window_ns += o.window_ns, compute_ns += o.compute_ns, comm_ns += o.comm_ns;
-  overlap_ns += o.overlap_ns, exposed_comm_ns += o.exposed_comm_ns, idle_ns += o.idle_ns;
+  add_to(window_ns, o.window_ns), add_to(compute_ns, o.compute_ns), add_to(comm_ns, o.comm_ns);
+  add_to(overlap_ns, o.overlap_ns), add_to(exposed_comm_ns, o.exposed_comm_ns), add_to(idle_ns, o.idle_ns);
   return *this;
 }
 
@@ -140,7 +150,7 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
       }
       for (const Event* e : evs) {
         if (e->ts_ns < rlo || e->ts_ns >= rhi) continue;
-        if (e->stream == Stream::comm && e->direction == "send") rm.bytes_sent += e->bytes;
+        if (e->stream == Stream::comm && e->direction == "send") add_to(rm.bytes_sent, e->bytes);
         if (is_compute(*e)) rm.flops += e->flops;
       }
       // Memory: the sample live at the window's start, then every sample inside it.
@@ -159,6 +169,10 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
         for (int c = 0; c < kNumMemCategories; ++c) rm.peak_by_category[c] = std::max(rm.peak_by_category[c], carried->bytes[c]);
       }
       // Ring steps: each rank's step span, and what ran and moved in it.
+      std::vector<Interval> compute_all;
+      for (const Event* e : evs)
+        if (is_compute(*e)) compute_all.push_back({e->ts_ns, e->end_ns()});
+      compute_all = merge_intervals(std::move(compute_all));
       std::map<std::pair<int, int>, std::vector<const Event*>> in_step;
       std::map<std::pair<int, int>, Interval> span;
       for (const Event* e : evs) {
@@ -176,16 +190,19 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
         // during the next step (the ring backward passes dK/dV on while computing the next
         // block): whatever compute runs in that window hides them.
         int64_t end = s.end;
-        std::vector<const Event*> mine;
+        std::vector<Interval> comm;
         for (const Event* e : in_step[key])
-          if (e->stream == Stream::comm) end = std::max(end, std::min(e->end_ns(), hi)), mine.push_back(e);
-        for (const Event* e : evs)
-          if (is_compute(*e) && e->ts_ns < end && e->end_ns() > s.begin) mine.push_back(e);
-        const Breakdown b = breakdown_of(mine, s.begin, end);
+          if (e->stream == Stream::comm) end = std::max(end, std::min(e->end_ns(), hi)), comm.push_back({e->ts_ns, e->end_ns()});
+        // The rank's compute inside the window: a binary search into its merged intervals.
+        auto first = std::lower_bound(compute_all.begin(), compute_all.end(), s.begin,
+                                      [](const Interval& i, int64_t t) { return i.end <= t; });
+        std::vector<Interval> compute;
+        for (auto it = first; it != compute_all.end() && it->begin < end; ++it) compute.push_back(*it);
+        const Breakdown b = breakdown(std::move(compute), std::move(comm), s.begin, end);
         st.ranks.push_back(b);
         st.total += b;
         for (const Event* e : in_step[key])
-          if (e->stream == Stream::comm && e->direction == "send") st.bytes_sent += e->bytes;
+          if (e->stream == Stream::comm && e->direction == "send") add_to(st.bytes_sent, e->bytes);
         step_durations[key].push_back(double(s.end - s.begin));
       }
       computes.push_back(double(rm.time.compute_ns));

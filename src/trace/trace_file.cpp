@@ -4,8 +4,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -17,7 +19,7 @@ namespace {
 
 constexpr int64_t kPidStride = 1000;  // pid = strategy index * 1000 + rank
 constexpr double kMaxTimeUs = 9e12;   // ns stay exact in int64 and double below this
-constexpr double kMaxBytes = 4.6e18;  // < 2^62
+constexpr double kMaxBytes = 9007199254740992.0;  // 2^53 (8 PiB): exact in a double, and sums of a few stay in int64
 constexpr double kMaxFlops = 1e24;
 
 const char* kCategoryNames[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm"};
@@ -108,7 +110,9 @@ nlohmann::json to_chrome_json(const TraceData& t) {
         if (e->seq >= 0 && e->peer >= 0) {
           const bool send = e->direction == "send";
           const Key k{r.strategy, send ? r.rank : e->peer, send ? e->peer : r.rank, e->tag, e->seq};
-          (send ? sends : recvs)[k] = End{pid, tid, e->ts_ns};
+          // The arrow runs from the send's start to where the data has arrived: the end of
+          // the receive (under MPI a receive is posted, so starts, before its send).
+          (send ? sends : recvs)[k] = End{pid, tid, send || e->dur_ns == 0 ? e->ts_ns : e->end_ns() - 1};
         }
       }
       events.push_back({{"name", e->name},
@@ -165,8 +169,7 @@ namespace {
 // Field access with errors that say where and what.
 class EventReader {
  public:
-  EventReader(const nlohmann::json& e, size_t index, const std::string& source)
-      : e_(e), where_(detail::concat(source, ": traceEvents[", index, "]")) {}
+  EventReader(const nlohmann::json& e, std::string where) : e_(e), where_(std::move(where)) {}
 
   [[noreturn]] void fail(const std::string& what) const { throw Error(where_ + ": " + what); }
 
@@ -231,7 +234,11 @@ class EventReader {
 
  private:
   static std::string describe(const nlohmann::json& v) {
-    if (v.is_number_float()) return detail::concat("the non-integer ", v.get<double>());
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (std::isfinite(d) && d == std::floor(d)) return detail::concat(d, " (written as a floating-point number, or beyond 64 bits)");
+      return detail::concat("the non-integer ", d);
+    }
     return v.type_name();
   }
   const nlohmann::json& e_;
@@ -271,11 +278,13 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
   // Processes: from otherData.processes (strategy, rank, clock) where present, else pid = rank.
   std::map<int64_t, size_t> proc;  // pid -> index into out.ranks
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
+  std::map<int64_t, std::string> process_names;  // from `M` process_name events
+  std::set<int64_t> described;                   // pids that otherData.processes names
   auto process = [&](int64_t pid) -> RankTrace& {
     auto [it, fresh] = proc.try_emplace(pid, out.ranks.size());
     if (fresh) {
       RankTrace r;
-      r.rank = int(pid % kPidStride);
+      r.rank = int(pid);  // until otherData or the process name says otherwise
       out.ranks.push_back(r);
     }
     return out.ranks[it->second];
@@ -285,8 +294,10 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
     for (size_t i = 0; i < p->size(); ++i) {
       const nlohmann::json& e = (*p)[i];
       if (!e.is_object()) throw Error(detail::concat(source, ": otherData.processes[", i, "] must be an object"));
-      EventReader rd(e, i, source + ": otherData.processes");
-      RankTrace& r = process(rd.integer_in(e, "pid", true, 0, INT32_MAX, 0));
+      EventReader rd(e, detail::concat(source, ": otherData.processes[", i, "]"));
+      const int64_t pid = rd.integer_in(e, "pid", true, 0, INT32_MAX, 0);
+      if (!described.insert(pid).second) rd.fail(detail::concat("pid ", pid, " is listed twice"));
+      RankTrace& r = process(pid);
       r.strategy = rd.str("strategy", false);
       r.rank = int(rd.integer_in(e, "rank", true, 0, INT32_MAX, 0));
       r.clock_offset_ns = rd.integer_in(e, "clock_offset_ns", false, INT64_MIN / 4, INT64_MAX / 4, 0);
@@ -305,7 +316,7 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
   std::vector<Pending> xs;
   for (size_t i = 0; i < list->size(); ++i) {
     const nlohmann::json& ev = (*list)[i];
-    EventReader rd(ev, i, source);
+    EventReader rd(ev, detail::concat(source, ": traceEvents[", i, "]"));
     if (!ev.is_object()) rd.fail(detail::concat("an event must be an object, got ", ev.type_name()));
     const std::string ph = rd.str("ph", true);
     const int64_t pid = rd.integer_in(ev, "pid", true, 0, INT32_MAX, 0);
@@ -346,7 +357,7 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
       const std::string name = rd.str("name", true);
       const nlohmann::json& a = rd.args();
       if (name == "process_name") {
-        rd.str_in(a, "name", true, "args.");
+        process_names[pid] = rd.str_in(a, "name", true, "args.");
         process(pid);
       } else if (name == "thread_name") {
         thread_names[{pid, rd.integer_in(ev, "tid", true, 0, INT32_MAX, 0)}] = rd.str_in(a, "name", true, "args.");
@@ -375,9 +386,40 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
                      : "unknown phase '" + ph + "'");
     }
   }
+  // Processes otherData does not describe: "<strategy>: GPU r" or "GPU r" as ringside names
+  // them, else the process name (or nothing) as the strategy and the pid as the rank.
+  for (auto& [pid, index] : proc) {
+    if (described.count(pid)) continue;
+    RankTrace& r = out.ranks[index];
+    auto it = process_names.find(pid);
+    if (it == process_names.end()) continue;
+    const std::string& n = it->second;
+    const size_t g = n.rfind("GPU ");
+    const bool numbered = g != std::string::npos && g + 4 < n.size() && n.size() - g - 4 <= 9 &&
+                          std::all_of(n.begin() + long(g) + 4, n.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (numbered && (g == 0 || (g >= 2 && n.compare(g - 2, 2, ": ") == 0))) {
+      r.rank = std::stoi(n.substr(g + 4));
+      r.strategy = g == 0 ? "" : n.substr(0, g - 2);
+    } else {
+      r.strategy = n;
+    }
+  }
+  {  // One process per (strategy, rank): metrics group by it.
+    std::map<std::pair<std::string, int>, int64_t> seen;
+    for (auto& [pid, index] : proc) {
+      const RankTrace& r = out.ranks[index];
+      auto [it, fresh] = seen.try_emplace({r.strategy, r.rank}, pid);
+      if (!fresh)
+        throw Error(detail::concat(source, ": pids ", it->second, " and ", pid, " are both rank ", r.rank,
+                                   r.strategy.empty() ? std::string() : " of strategy '" + r.strategy + "'"));
+    }
+  }
   for (Pending& p : xs) {
+    // Comm: a comm lane of ringside's, a collective or p2p kind, or a NCCL kernel (as HTA
+    // classifies kernels by name).
     auto tn = thread_names.find({p.pid, p.tid});
-    const bool comm = tn != thread_names.end() ? tn->second.starts_with("comm") : is_comm_kind(p.e.cat);
+    const bool nccl = p.e.name.size() >= 4 && (p.e.name.compare(0, 4, "nccl") == 0 || p.e.name.compare(0, 4, "NCCL") == 0);
+    const bool comm = (tn != thread_names.end() && tn->second.starts_with("comm")) || is_comm_kind(p.e.cat) || nccl;
     p.e.stream = comm ? Stream::comm : Stream::compute;
     out.ranks[proc.at(p.pid)].events.push_back(std::move(p.e));
   }
@@ -397,12 +439,24 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
 }
 
 TraceData read_trace(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  RS_CHECK(!ec, "cannot read trace ", path, ": ", ec.message());
+  RS_CHECK(!std::filesystem::is_directory(status), "cannot read trace ", path, ": it is a directory");
+  RS_CHECK(std::filesystem::is_regular_file(status), "cannot read trace ", path, ": not a regular file");
+  const auto size = std::filesystem::file_size(path, ec);
+  RS_CHECK(!ec, "cannot read trace ", path, ": ", ec.message());
+  RS_CHECK(size <= (uint64_t(4) << 30), "trace ", path, " is ", size >> 20, " MiB; ringside reads traces up to 4 GiB");
   std::ifstream f(path, std::ios::binary);
   RS_CHECK(f.good(), "cannot read trace ", path, ": ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  RS_CHECK(!f.bad(), "cannot read trace ", path, ": read failed");
-  return parse_trace(ss.str(), path);
+  try {
+    std::string text(size, '\0');
+    f.read(text.data(), std::streamsize(size));
+    RS_CHECK(!f.bad() && size_t(f.gcount()) == size, "cannot read trace ", path, ": read failed");
+    return parse_trace(text, path);
+  } catch (const std::bad_alloc&) {
+    throw Error(detail::concat("trace ", path, ": out of memory reading ", size >> 20, " MiB"));
+  }
 }
 
 }  // namespace ringside::trace
