@@ -21,7 +21,10 @@ bool CompletionRequest::wait_until(std::chrono::steady_clock::time_point deadlin
     cv_.wait_until(lock, slice);
     if (!done_ && std::chrono::steady_clock::now() >= deadline) return false;
   }
-  if (!error_.empty()) throw CommError(error_);
+  if (!error_.empty()) {
+    if (echo_) throw AbortedError(error_);
+    throw CommError(error_);
+  }
   return true;
 }
 
@@ -39,10 +42,11 @@ void CompletionRequest::complete() {
   cv_.notify_all();
 }
 
-void CompletionRequest::fail(std::string message) {
+void CompletionRequest::fail(std::string message, bool echo) {
   {
     std::lock_guard lock(mu_);
     error_ = std::move(message);
+    echo_ = echo;
     done_ = true;
   }
   cv_.notify_all();

@@ -34,6 +34,12 @@ class CommError : public Error {
   using Error::Error;
 };
 
+/// A communication that ended because another rank failed first (an echo, not the cause).
+class AbortedError : public CommError {
+ public:
+  using CommError::CommError;
+};
+
 /// An outstanding non-blocking transfer. Complete it with Communicator::wait.
 class Request {
  public:
@@ -64,7 +70,9 @@ class CompletionRequest : public Request {
   bool wait_until(std::chrono::steady_clock::time_point deadline) override;
   bool done() const override;
   void complete();
-  void fail(std::string message);
+  /// Completes with an error: the wait throws CommError, or AbortedError when `echo` (the
+  /// transfer ended because its peer failed).
+  void fail(std::string message, bool echo = false);
   void wake() { cv_.notify_all(); }
 
  protected:
@@ -74,7 +82,7 @@ class CompletionRequest : public Request {
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
+  bool done_ = false, echo_ = false;
   std::string error_;
 };
 

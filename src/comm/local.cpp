@@ -136,7 +136,7 @@ class LocalWorld {
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (st.generation == gen) {
-      if (aborted_) throw CommError(detail::concat("rank ", rank, ": barrier aborted: ", abort_message()));
+      if (aborted_) throw AbortedError(detail::concat("rank ", rank, ": barrier aborted: ", abort_message()));
       if (barrier_cv_.wait_until(lock, deadline) == std::cv_status::timeout && st.generation == gen)
         throw CommError(detail::concat("rank ", rank, ": barrier did not complete within ", timeout_s, " s"));
     }
@@ -153,7 +153,7 @@ class LocalWorld {
 
   void post(const Posted& p, bool is_send) {
     std::lock_guard lock(mu_);
-    if (aborted_) throw CommError("aborted: " + abort_message());
+    if (aborted_) throw AbortedError("aborted: " + abort_message());
     // Match with the oldest opposite half of the same (src, dst, tag, context).
     for (auto it = unmatched_.begin(); it != unmatched_.end(); ++it) {
       const Posted& o = it->p;
@@ -200,7 +200,7 @@ class LocalWorld {
       // peer has: move nothing, and tell the side still waiting.
       if (t->cancelled || aborted_) {
         for (LocalRequest* q : {t->send_req, t->recv_req})
-          if (q) q->fail(detail::concat("aborted (", q->what, "): the peer released its half of the transfer (it failed)"));
+          if (q) q->fail(detail::concat("aborted (", q->what, "): the peer released its half of the transfer (it failed)"), true);
         t->send_req = t->recv_req = nullptr;
         continue;
       }
@@ -241,7 +241,7 @@ class LocalWorld {
 LocalRequest::~LocalRequest() { world_->release(this); }
 
 void LocalRequest::check_abort() const {
-  if (world_->aborted()) throw CommError("aborted (" + what + "): " + world_->abort_message());
+  if (world_->aborted()) throw AbortedError("aborted (" + what + "): " + world_->abort_message());
 }
 
 class LocalCommunicator final : public Communicator {
@@ -313,7 +313,7 @@ void run_local(int P, const std::function<void(Communicator&)>& fn, const LocalO
   std::vector<int> everyone(P);
   for (int r = 0; r < P; ++r) everyone[r] = r;
   std::mutex err_mu;
-  std::string first_error;
+  std::string first_error, first_echo;
   std::vector<std::thread> ranks;
   for (int r = 0; r < P; ++r)
     ranks.emplace_back([&, r] {
@@ -322,16 +322,21 @@ void run_local(int P, const std::function<void(Communicator&)>& fn, const LocalO
       try {
         fn(comm);
       } catch (const std::exception& e) {
-        // The first failure names the job's cause; the others are its echoes ("aborted").
+        // The job's cause is the first failure that is not an echo of another (an
+        // AbortedError): a rank whose peer failed may notice before the peer reports.
+        const bool echo = dynamic_cast<const AbortedError*>(&e) != nullptr;
+        const std::string msg = detail::concat("rank ", r, " failed: ", e.what());
         {
           std::lock_guard lock(err_mu);
-          if (first_error.empty()) first_error = detail::concat("rank ", r, " failed: ", e.what());
+          std::string& slot = echo ? first_echo : first_error;
+          if (slot.empty()) slot = msg;
         }
-        world.abort(detail::concat("rank ", r, " failed: ", e.what()));
+        world.abort(msg);
       }
     });
   for (auto& t : ranks) t.join();
   if (!first_error.empty()) throw Error(first_error);
+  if (!first_echo.empty()) throw Error(first_echo);
 }
 
 }  // namespace ringside
