@@ -1,0 +1,363 @@
+#include "viz/view_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace ringside::viz {
+
+using trace::Event;
+using trace::Interval;
+using trace::RankTrace;
+using trace::Stream;
+using trace::TraceData;
+
+Color color_of_kind(const std::string& cat) {
+  // Compute in cool colours, communication in warm ones, waits grey.
+  if (cat == "attention") return rgba(66, 133, 244);
+  if (cat == "gemm") return rgba(52, 168, 83);
+  if (cat == "norm") return rgba(171, 71, 188);
+  if (cat == "elementwise") return rgba(0, 172, 193);
+  if (cat == "memory") return rgba(120, 144, 156);
+  if (cat == "wait") return rgba(90, 90, 90);
+  if (cat == "p2p") return rgba(255, 167, 38);
+  if (cat == "all_gather") return rgba(255, 213, 79);
+  if (cat == "reduce_scatter") return rgba(255, 112, 67);
+  if (cat == "all_reduce") return rgba(236, 64, 122);
+  if (cat == "all_to_all") return rgba(255, 138, 101);
+  if (cat == "collective") return rgba(140, 110, 60);
+  if (cat == "phase") return rgba(70, 70, 80);
+  if (cat == "sublayer") return rgba(95, 95, 110);
+  if (cat == "ring_step") return rgba(60, 90, 130);
+  return rgba(160, 160, 160);
+}
+
+Color rank_color(int r) {
+  static const Color c[8] = {rgba(66, 133, 244), rgba(234, 67, 53),  rgba(251, 188, 5),  rgba(52, 168, 83),
+                             rgba(171, 71, 188), rgba(0, 172, 193),  rgba(255, 112, 67), rgba(158, 157, 36)};
+  return r < 0 ? rgba(200, 200, 200) : c[r % 8];
+}
+
+Color memory_color(int category) {
+  static const Color c[kNumMemCategories] = {rgba(120, 144, 156), rgba(141, 110, 99), rgba(66, 133, 244),
+                                             rgba(0, 172, 193), rgba(255, 167, 38)};
+  return c[std::clamp(category, 0, kNumMemCategories - 1)];
+}
+
+void TimeAxis::zoom(double factor, float x) {
+  const double t = t_of(x);
+  double span = (t1 - t0) / factor;
+  span = std::max(span, 100.0);  // 100 ns across the view at most zoom
+  const double frac = double(x - x0) / double(x1 - x0);
+  t0 = t - frac * span;
+  t1 = t0 + span;
+}
+
+void TimeAxis::pan(float dx) {
+  const double dt = double(dx) / double(x1 - x0) * (t1 - t0);
+  t0 -= dt, t1 -= dt;
+}
+
+void TimeAxis::fit(double begin, double end) {
+  const double span = std::max(end - begin, 1000.0);
+  t0 = begin - 0.02 * span;
+  t1 = end + 0.02 * span;
+}
+
+namespace {
+Lane make_lane(Lane::Kind kind, size_t process, int comm_lane, float y, float height, float row, std::string label) {
+  Lane l;
+  l.kind = kind, l.process = process, l.comm_lane = comm_lane, l.y = y, l.height = height, l.row = row;
+  l.label = std::move(label);
+  return l;
+}
+}  // namespace
+
+Layout make_layout(const TraceData& t, const LayoutOptions& o) {
+  Layout l;
+  l.begin_ns = INT64_MAX, l.end_ns = INT64_MIN;
+  std::map<std::string, size_t> group_of;
+  for (size_t p = 0; p < t.ranks.size(); ++p) {
+    auto [it, fresh] = group_of.try_emplace(t.ranks[p].strategy, l.groups.size());
+    if (fresh) {
+      l.groups.emplace_back();
+      l.groups.back().strategy = t.ranks[p].strategy;
+    }
+    l.groups[it->second].processes.push_back(p);
+  }
+  float y = 0;
+  for (Group& g : l.groups) {
+    std::sort(g.processes.begin(), g.processes.end(), [&](size_t a, size_t b) { return t.ranks[a].rank < t.ranks[b].rank; });
+    g.y = y;
+    y += o.header;
+    g.begin_ns = INT64_MAX, g.end_ns = INT64_MIN;
+    for (size_t p : g.processes) {
+      const RankTrace& r = t.ranks[p];
+      const std::string gpu = "GPU " + std::to_string(r.rank);
+      std::vector<size_t> order(r.events.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        const Event &x = r.events[a], &z = r.events[b];
+        return x.ts_ns != z.ts_ns ? x.ts_ns < z.ts_ns : x.dur_ns > z.dur_ns;
+      });
+      Lane compute = make_lane(Lane::compute, p, 0, y, o.row * float(o.max_depth), o.row, gpu + " compute");
+      std::vector<Lane> comm;
+      std::vector<int64_t> comm_end;
+      std::vector<int64_t> open;  // ends of the enclosing compute slices
+      for (size_t i : order) {
+        const Event& e = r.events[i];
+        g.begin_ns = std::min(g.begin_ns, e.ts_ns), g.end_ns = std::max(g.end_ns, e.end_ns());
+        if (e.stream == Stream::comm) {
+          size_t k = 0;
+          while (k < comm_end.size() && comm_end[k] > e.ts_ns) ++k;
+          if (k == comm_end.size()) {
+            comm_end.push_back(0);
+            comm.push_back(make_lane(Lane::comm, p, int(k), 0, o.row * 0.75f, 0, gpu + " comm" + (k ? " " + std::to_string(k + 1) : "")));
+          }
+          comm_end[k] = e.end_ns();
+          comm[k].events.push_back(i);
+        } else {
+          while (!open.empty() && open.back() <= e.ts_ns) open.pop_back();
+          compute.events.push_back(i);
+          compute.depth.push_back(std::min(int(open.size()), o.max_depth - 1));
+          open.push_back(e.end_ns());
+        }
+      }
+      g.lanes.push_back(l.lanes.size());
+      l.lanes.push_back(compute);
+      y += compute.height;
+      if (comm.empty()) comm.push_back(make_lane(Lane::comm, p, 0, 0, o.row * 0.75f, 0, gpu + " comm"));
+      for (Lane& c : comm) {
+        c.y = y;
+        y += c.height;
+        g.lanes.push_back(l.lanes.size());
+        l.lanes.push_back(std::move(c));
+      }
+      g.lanes.push_back(l.lanes.size());
+      l.lanes.push_back(make_lane(Lane::memory, p, 0, y, o.memory, 0, gpu + " memory"));
+      y += o.memory + o.gap;
+    }
+    if (g.begin_ns > g.end_ns) g.begin_ns = g.end_ns = 0;
+    g.height = y - g.y;
+    l.begin_ns = std::min(l.begin_ns, g.begin_ns), l.end_ns = std::max(l.end_ns, g.end_ns);
+    y += o.gap;
+  }
+  if (l.begin_ns > l.end_ns) l.begin_ns = l.end_ns = 0;
+  l.height = y;
+  return l;
+}
+
+std::vector<Interval> exposed_intervals(const RankTrace& r) {
+  std::vector<Interval> compute, comm;
+  for (const Event& e : r.events) {
+    if (e.stream == Stream::comm) comm.push_back({e.ts_ns, e.end_ns()});
+    else if (e.cat != "wait" && e.cat != "collective" && e.cat != "phase" && e.cat != "sublayer" && e.cat != "ring_step")
+      compute.push_back({e.ts_ns, e.end_ns()});
+  }
+  compute = trace::merge_intervals(std::move(compute));
+  comm = trace::merge_intervals(std::move(comm));
+  // comm minus compute: walk both sorted lists.
+  std::vector<Interval> out;
+  size_t j = 0;
+  for (Interval c : comm) {
+    while (j < compute.size() && compute[j].end <= c.begin) ++j;
+    int64_t at = c.begin;
+    for (size_t k = j; k < compute.size() && compute[k].begin < c.end; ++k) {
+      if (compute[k].begin > at) out.push_back({at, compute[k].begin});
+      at = std::max(at, compute[k].end);
+    }
+    if (at < c.end) out.push_back({at, c.end});
+  }
+  return out;
+}
+
+std::vector<StepMark> step_marks(const TraceData& t) {
+  std::map<std::tuple<std::string, int, int>, int64_t> first;  // (strategy, phase order, step) -> start
+  for (const RankTrace& r : t.ranks)
+    for (const Event& e : r.events)
+      if (e.cat == "ring_step" && e.step >= 0) {
+        auto key = std::make_tuple(r.strategy, e.phase == "backward" ? 1 : 0, e.step);
+        auto [it, fresh] = first.try_emplace(key, e.ts_ns);
+        if (!fresh) it->second = std::min(it->second, e.ts_ns);
+      }
+  std::vector<StepMark> marks;
+  for (auto& [key, ts] : first) marks.push_back({std::get<0>(key), std::get<1>(key) ? "backward" : "forward", std::get<2>(key), ts});
+  std::sort(marks.begin(), marks.end(), [](const StepMark& a, const StepMark& b) { return a.ts_ns < b.ts_ns; });
+  return marks;
+}
+
+std::optional<int64_t> step_after(const std::vector<StepMark>& marks, int64_t t, int dir) {
+  if (dir > 0) {
+    for (const StepMark& m : marks)
+      if (m.ts_ns > t) return m.ts_ns;
+  } else {
+    for (auto it = marks.rbegin(); it != marks.rend(); ++it)
+      if (it->ts_ns < t) return it->ts_ns;
+  }
+  return std::nullopt;
+}
+
+std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy) {
+  if (strategy != "ring" && strategy != "ulysses") return std::nullopt;
+  const auto cfg = t.other.find("config");
+  if (cfg == t.other.end() || !cfg->is_object()) return std::nullopt;
+  int P = 0;
+  for (const RankTrace& r : t.ranks)
+    if (r.strategy == strategy) P = std::max(P, r.rank + 1);
+  if (P < 1 || P > 64) return std::nullopt;  // a map beyond 128 x 128 tiles says nothing
+  const bool causal = cfg->value("causal", true);
+  std::string layout = t.other.value("layout", std::string("contiguous"));
+  if (!t.other.contains("layout") || !t.other["layout"].is_string()) layout = causal ? "zigzag" : "contiguous";
+  TileMap m;
+  m.strategy = strategy;
+  if (strategy == "ulysses") {
+    m.layout = "contiguous";
+    m.blocks = P;
+    for (int q = 0; q < P; ++q)
+      for (int k = 0; k < P; ++k) m.tiles.push_back(Tile{-1, 0, causal && k > q, causal && k == q});
+    return m;
+  }
+  m.layout = layout;
+  const bool zigzag = layout == "zigzag", striped = layout == "striped";
+  m.blocks = zigzag ? 2 * P : P;
+  auto owner = [&](int c) { return zigzag ? (c < P ? c : 2 * P - 1 - c) : c; };
+  for (int q = 0; q < m.blocks; ++q)
+    for (int k = 0; k < m.blocks; ++k) {
+      Tile tile;
+      tile.rank = owner(q);
+      tile.step = ((owner(q) - owner(k)) % P + P) % P;
+      // Striped blocks are rank r's tokens r, r+P, ...: every pair is partly visible.
+      tile.masked = causal && !striped && k > q;
+      tile.diagonal = causal && (striped || k == q);
+      m.tiles.push_back(tile);
+    }
+  return m;
+}
+
+std::vector<bool> tiles_done(const TraceData& t, const TileMap& m, int64_t t_ns) {
+  std::vector<bool> done(m.tiles.size(), false);
+  // Per rank, the start of each forward ring step; for Ulysses, the first forward attention op.
+  std::map<std::pair<int, int>, int64_t> step_start;
+  int64_t attention_start = INT64_MAX;
+  for (const RankTrace& r : t.ranks) {
+    if (r.strategy != m.strategy) continue;
+    for (const Event& e : r.events) {
+      if (e.phase != "forward") continue;
+      if (e.cat == "ring_step") step_start[{r.rank, e.step}] = e.ts_ns;
+      if (e.cat == "attention") attention_start = std::min(attention_start, e.ts_ns);
+    }
+  }
+  for (size_t i = 0; i < m.tiles.size(); ++i) {
+    const Tile& tile = m.tiles[i];
+    if (tile.masked) continue;
+    if (tile.rank < 0) {
+      done[i] = attention_start <= t_ns;
+    } else {
+      auto it = step_start.find({tile.rank, tile.step});
+      done[i] = it != step_start.end() && it->second <= t_ns;
+    }
+  }
+  return done;
+}
+
+bool Replay::advance(double wall_s, int64_t end_ns) {
+  if (!playing) return false;
+  const int64_t next = head_ns + int64_t(wall_s * speed * 1e9);
+  if (next >= end_ns) {
+    head_ns = end_ns;
+    playing = false;
+    return true;
+  }
+  head_ns = next;
+  return true;
+}
+
+std::optional<Hit> hit_test(const TraceData& t, const Layout& l, const TimeAxis& axis, float x, float y, float lane_top) {
+  const double time = axis.t_of(x);
+  const double slop = (axis.t1 - axis.t0) / double(axis.x1 - axis.x0) * 1.5;  // 1.5 px: tiny events stay pickable
+  for (const Lane& lane : l.lanes) {
+    const float top = lane_top + lane.y;
+    if (y < top || y >= top + lane.height) continue;
+    if (lane.kind == Lane::memory) return std::nullopt;
+    const RankTrace& r = t.ranks[lane.process];
+    // The compute lane's row under y is a nesting depth: the event at that depth, or the
+    // deepest above it (a row with nothing drawn belongs to the slice over it).
+    const int want = lane.kind == Lane::compute ? int((y - top) / lane.row) : 0;
+    std::optional<Hit> best;
+    int best_depth = -1;
+    for (size_t k = 0; k < lane.events.size(); ++k) {
+      const Event& e = r.events[lane.events[k]];
+      if (time < double(e.ts_ns) - slop || time > double(e.end_ns()) + slop) continue;
+      const int depth = lane.kind == Lane::compute ? lane.depth[k] : 0;
+      if (depth <= want && depth > best_depth) best = Hit{lane.process, lane.events[k]}, best_depth = depth;
+    }
+    return best;
+  }
+  return std::nullopt;
+}
+
+namespace {
+std::string human_time(double ns) {
+  char b[32];
+  if (ns < 1e3) std::snprintf(b, sizeof b, "%.0f ns", ns);
+  else if (ns < 1e6) std::snprintf(b, sizeof b, "%.1f us", ns / 1e3);
+  else if (ns < 1e9) std::snprintf(b, sizeof b, "%.2f ms", ns / 1e6);
+  else std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
+  return b;
+}
+std::string human_bytes(double b) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) b /= 1024, ++i;
+  char s[32];
+  std::snprintf(s, sizeof s, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+  return s;
+}
+}  // namespace
+
+std::vector<std::string> describe_event(const Event& e) {
+  std::vector<std::string> out;
+  out.push_back(e.name + "  [" + e.cat + "]");
+  std::string where = e.phase.empty() ? "" : e.phase;
+  if (!e.sublayer.empty()) where += (where.empty() ? "" : " / ") + e.sublayer;
+  if (e.step >= 0) where += (where.empty() ? "" : ", ") + std::string("ring step ") + std::to_string(e.step);
+  if (!where.empty()) out.push_back(where);
+  out.push_back("duration " + human_time(double(e.dur_ns)) + ", at " + human_time(double(e.ts_ns)));
+  if (e.peer >= 0) out.push_back((e.direction == "recv" ? "from rank " : e.direction == "send" ? "to rank " : "peer rank ") + std::to_string(e.peer));
+  if (e.bytes > 0) {
+    std::string line = human_bytes(double(e.bytes));
+    if (e.dur_ns > 0) {
+      char b[48];
+      std::snprintf(b, sizeof b, ", %.2f GB/s", double(e.bytes) / double(e.dur_ns));
+      line += b;
+    }
+    out.push_back(line);
+  }
+  if (e.flops > 0) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.3f GFLOP", e.flops / 1e9);
+    std::string line = b;
+    if (e.dur_ns > 0) {
+      std::snprintf(b, sizeof b, ", %.1f GFLOP/s", e.flops / double(e.dur_ns));
+      line += b;
+    }
+    out.push_back(line);
+  }
+  if (e.collective >= 0) out.push_back("collective #" + std::to_string(e.collective));
+  if (!e.detail.empty()) out.push_back(e.detail);
+  return out;
+}
+
+MemorySeries memory_series(const RankTrace& r) {
+  MemorySeries s;
+  for (const trace::MemorySample& m : r.memory) {
+    s.ts.push_back(m.ts_ns);
+    s.total.push_back(m.total());
+    for (int c = 0; c < kNumMemCategories; ++c) s.by_category[c].push_back(m.bytes[c]);
+    if (m.total() > s.peak) s.peak = m.total(), s.peak_ts = m.ts_ns;
+  }
+  return s;
+}
+
+}  // namespace ringside::viz

@@ -1,0 +1,154 @@
+// What the viewer draws, computed without a window: the lanes of every strategy and GPU, the
+// time axis, colours, exposed communication, ring steps, the attention tile map, replay and
+// selection metrics. viewer.cpp only turns this into ImGui draw calls, so everything here is
+// unit-tested (tests/test_viewer.cpp) and the picture can be reasoned about from the numbers.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trace/metrics.h"
+#include "trace/trace_file.h"
+
+namespace ringside::viz {
+
+/// RGBA, 8 bits per channel, as ImGui's IM_COL32 packs it (R in the low byte).
+using Color = uint32_t;
+constexpr Color rgba(uint8_t r, uint8_t g, uint8_t b, uint8_t a = 255) {
+  return Color(r) | Color(g) << 8 | Color(b) << 16 | Color(a) << 24;
+}
+
+/// The colour of an event's kind: compute kinds (attention, gemm, norm, elementwise, memory),
+/// waits, and communication by collective (p2p, all_gather, reduce_scatter, all_reduce,
+/// all_to_all). Exposed communication is drawn in its own colour over the comm lane.
+Color color_of_kind(const std::string& cat);
+inline constexpr Color kExposedColor = rgba(230, 40, 40);
+inline constexpr Color kBackground = rgba(24, 24, 28);
+/// Colour of rank r (tile map, memory plots): distinct for the first 8, then repeating.
+Color rank_color(int r);
+/// One colour per memory category (weights, grads, activations, workspace, comm).
+Color memory_color(int category);
+
+/// Maps time (ns on the trace's clock) to pixels and back: [t0, t1] onto [x0, x1].
+struct TimeAxis {
+  double t0 = 0, t1 = 1;  ///< visible time range, ns
+  float x0 = 0, x1 = 1;   ///< pixels
+  float x_of(double t) const { return x0 + float((t - t0) / (t1 - t0) * double(x1 - x0)); }
+  double t_of(float x) const { return t0 + double(x - x0) / double(x1 - x0) * (t1 - t0); }
+  /// Zooms by `factor` (> 1: in) keeping the time under pixel x where it is.
+  void zoom(double factor, float x);
+  /// Moves the view by dx pixels (content follows the mouse: dx > 0 shows earlier times).
+  void pan(float dx);
+  /// Shows [begin, end] with a 2% margin each side.
+  void fit(double begin, double end);
+};
+
+/// One horizontal lane: a GPU's compute stream, one of its comm lanes, or its memory plot.
+struct Lane {
+  enum Kind { compute, comm, memory } kind = compute;
+  size_t process = 0;  ///< index into TraceData::ranks
+  int comm_lane = 0;   ///< for comm lanes: 0, 1, ...
+  float y = 0, height = 0;
+  float row = 0;       ///< compute lanes: the height of one nesting level (depth d at y + d row)
+  std::string label;   ///< "GPU 2 compute", "GPU 2 comm", "GPU 2 memory"
+  /// Events drawn in this lane (indices into the process's events), in start order; for the
+  /// compute lane with their nesting depth (phase 0, sublayer 1, ...).
+  std::vector<size_t> events;
+  std::vector<int> depth;
+};
+
+/// One strategy's block of lanes.
+struct Group {
+  std::string strategy;
+  float y = 0, height = 0;            ///< including its header
+  std::vector<size_t> processes;      ///< in rank order
+  std::vector<size_t> lanes;          ///< indices into Layout::lanes
+  int64_t begin_ns = 0, end_ns = 0;   ///< extent of its events
+};
+
+/// The vertical layout of a trace (pixels from the top of the timeline).
+struct Layout {
+  std::vector<Group> groups;
+  std::vector<Lane> lanes;
+  float height = 0;
+  int64_t begin_ns = 0, end_ns = 0;  ///< extent of all events
+};
+
+struct LayoutOptions {
+  float header = 22, row = 18, memory = 46, gap = 6;
+  int max_depth = 4;  ///< compute-lane nesting shown (phase, sublayer, step, op, ...)
+};
+
+/// Lays out every strategy, GPU and stream. Comm events go to lanes so that none overlap in
+/// a lane (first free lane, as the file writer does).
+Layout make_layout(const trace::TraceData& t, const LayoutOptions& o = {});
+
+/// The exposed parts of a process's communication: comm intervals not covered by compute.
+std::vector<trace::Interval> exposed_intervals(const trace::RankTrace& r);
+
+/// Ring steps in time order: the earliest start of each (phase, step) over a strategy's ranks.
+struct StepMark {
+  std::string strategy, phase;
+  int step = 0;
+  int64_t ts_ns = 0;
+};
+std::vector<StepMark> step_marks(const trace::TraceData& t);
+/// The next (dir > 0) or previous (dir < 0) step start after/before time t; nullopt at the ends.
+std::optional<int64_t> step_after(const std::vector<StepMark>& marks, int64_t t, int dir);
+
+/// The attention matrix of a ring or Ulysses run, in blocks: tile (q, k) is query block q
+/// against key block k. For the ring, blocks are the layout's chunks (P, or 2P for zigzag);
+/// the tile is computed by the rank that holds query block q, at the ring step at which the
+/// key block's owner's K/V arrives ((owner(q) - owner(k)) mod P). For Ulysses every rank
+/// computes every tile for its H/P heads (rank -1, step 0).
+struct Tile {
+  int rank = -1;    ///< -1: all ranks (Ulysses)
+  int step = 0;
+  bool masked = false;   ///< wholly hidden by the causal mask: never computed
+  bool diagonal = false; ///< partly masked (causal, the block against itself)
+};
+struct TileMap {
+  std::string strategy, layout;
+  int blocks = 0;           ///< the matrix is blocks x blocks tiles
+  std::vector<Tile> tiles;  ///< row-major, q-major
+  const Tile& at(int q, int k) const { return tiles[size_t(q) * blocks + k]; }
+};
+/// From the trace's otherData (config, layout) and its strategies; nullopt for a strategy
+/// that is not ring or ulysses, or a trace without a config.
+std::optional<TileMap> tile_map(const trace::TraceData& t, const std::string& strategy);
+/// Which tiles have been computed by time t (ns): those whose ring step started by then on
+/// the computing rank (all of a step's tiles light up together).
+std::vector<bool> tiles_done(const trace::TraceData& t, const TileMap& m, int64_t t_ns);
+
+/// Replay: the play head moves at `speed` (trace time per wall time) and stops at the end.
+struct Replay {
+  bool playing = false;
+  double speed = 0.25;
+  int64_t head_ns = 0;
+  /// Advances by wall seconds; returns whether the head moved.
+  bool advance(double wall_s, int64_t end_ns);
+};
+
+/// The event under (x, y), if any: a process index and event index.
+struct Hit {
+  size_t process = 0, event = 0;
+};
+std::optional<Hit> hit_test(const trace::TraceData& t, const Layout& l, const TimeAxis& axis, float x, float y,
+                            float lane_top);
+
+/// One line of a hovered event's details: "attention_forward  forward/attention step 2
+/// 1.23 ms  4.30 GFLOP  3.49 GFLOP/s" and the like, as shown in the tooltip.
+std::vector<std::string> describe_event(const trace::Event& e);
+
+/// The memory of a process: samples of the total and of each category, and the peak.
+struct MemorySeries {
+  std::vector<int64_t> ts;
+  std::vector<int64_t> total;
+  std::array<std::vector<int64_t>, kNumMemCategories> by_category;
+  int64_t peak = 0, peak_ts = 0;
+};
+MemorySeries memory_series(const trace::RankTrace& r);
+
+}  // namespace ringside::viz

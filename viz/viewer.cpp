@@ -1,0 +1,715 @@
+// ringside-viewer: replays ringside traces with Dear ImGui (GLFW + OpenGL 3).
+//
+// Everything it shows is computed in view_model.cpp; this file draws it. One group of lanes
+// per strategy (aligned at the strategy's start, so strategies and traces compare side by
+// side), per GPU a compute lane (nesting: phase, sublayer, ring step, op), its comm lanes with
+// exposed (red) and hidden (green) communication marked, and its memory by category with the
+// peak marked. Panels: stats (the trace's metrics, and over a dragged selection), the
+// attention tile map, pinned details, load errors. --screenshot renders once and exits.
+#include <GLFW/glfw3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "imgui.h"
+#include "imgui_impl_glfw.h"
+#include "imgui_impl_opengl3.h"
+#include "stb_image_write.h"
+#include "viz/view_model.h"
+
+namespace ringside::viz {
+namespace {
+
+namespace fs = std::filesystem;
+using trace::Event;
+using trace::RankTrace;
+
+std::string human_time(double ns) {
+  char b[32];
+  const double a = std::fabs(ns);
+  if (a < 1e3) std::snprintf(b, sizeof b, "%.0f ns", ns);
+  else if (a < 1e6) std::snprintf(b, sizeof b, "%.1f us", ns / 1e3);
+  else if (a < 1e9) std::snprintf(b, sizeof b, "%.2f ms", ns / 1e6);
+  else std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
+  return b;
+}
+std::string human_bytes(double v) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (v >= 1024 && i < 4) v /= 1024, ++i;
+  char s[32];
+  std::snprintf(s, sizeof s, i ? "%.2f %s" : "%.0f %s", v, u[i]);
+  return s;
+}
+std::string pct(double p) {
+  if (std::isnan(p)) return "-";
+  char b[16];
+  std::snprintf(b, sizeof b, "%.0f%%", p);
+  return b;
+}
+
+// A loaded trace and everything derived from it.
+struct Loaded {
+  std::string path;
+  trace::TraceData data;
+  Layout layout;
+  std::vector<trace::StrategyMetrics> metrics;
+  std::vector<StepMark> steps;                   // relative to their group's start
+  std::vector<std::vector<trace::Interval>> exposed;  // per process
+  std::vector<MemorySeries> memory;              // per process
+  std::vector<int64_t> group_begin;              // per process: its group's start (the zero)
+  fs::file_time_type mtime{};
+};
+
+Loaded load(const std::string& path) {
+  Loaded l;
+  l.path = path;
+  l.data = trace::read_trace(path);
+  l.layout = make_layout(l.data);
+  l.metrics = trace::compute_metrics(l.data);
+  l.group_begin.resize(l.data.ranks.size());
+  for (const Group& g : l.layout.groups)
+    for (size_t p : g.processes) l.group_begin[p] = g.begin_ns;
+  std::map<std::string, int64_t> begin_of;
+  for (const Group& g : l.layout.groups) begin_of[g.strategy] = g.begin_ns;
+  for (StepMark m : step_marks(l.data)) {
+    m.ts_ns -= begin_of[m.strategy];
+    l.steps.push_back(m);
+  }
+  std::sort(l.steps.begin(), l.steps.end(), [](const StepMark& a, const StepMark& b) { return a.ts_ns < b.ts_ns; });
+  for (const RankTrace& r : l.data.ranks) {
+    l.exposed.push_back(exposed_intervals(r));
+    l.memory.push_back(memory_series(r));
+  }
+  std::error_code ec;
+  l.mtime = fs::last_write_time(path, ec);
+  return l;
+}
+
+struct Options {
+  std::vector<std::string> files;
+  std::string live;
+  std::string screenshot;
+  std::string size = "1600x1000";
+  std::optional<double> at_s;
+  std::optional<int> step;
+  std::string layout_json;  // tests: where the lanes were drawn
+};
+
+class App {
+ public:
+  explicit App(Options o) : opt_(std::move(o)) {
+    for (const std::string& f : opt_.files) open(f);
+    if (!opt_.live.empty()) open(opt_.live);
+    fit();
+    if (opt_.at_s) replay_.head_ns = int64_t(*opt_.at_s * 1e9), reveal_ = true;
+    if (opt_.step) {
+      std::vector<int64_t> all;
+      for (const Loaded& t : traces_)
+        for (const StepMark& m : t.steps) all.push_back(m.ts_ns);
+      std::sort(all.begin(), all.end());
+      all.erase(std::unique(all.begin(), all.end()), all.end());
+      if (*opt_.step < 0 || size_t(*opt_.step) >= all.size())
+        errors_.push_back("--step " + std::to_string(*opt_.step) + ": the traces have " + std::to_string(all.size()) + " ring steps");
+      else
+        replay_.head_ns = all[size_t(*opt_.step)] + 1, reveal_ = true;
+    }
+  }
+
+  const std::vector<std::string>& errors() const { return errors_; }
+  bool any_trace() const { return !traces_.empty(); }
+
+  void open(const std::string& path) {
+    try {
+      traces_.push_back(load(path));
+    } catch (const std::exception& e) {
+      errors_.push_back(e.what());
+    }
+  }
+
+  void fit() {
+    int64_t span = 1;
+    for (const Loaded& t : traces_)
+      for (const Group& g : t.layout.groups) span = std::max(span, g.end_ns - g.begin_ns);
+    axis_.fit(0, double(span));
+    end_ns_ = span;
+  }
+
+  // Live mode: reread the file when it changes; keep the last good copy while it is half-written.
+  void poll_live() {
+    if (opt_.live.empty()) return;
+    std::error_code ec;
+    const auto m = fs::last_write_time(opt_.live, ec);
+    if (ec) return;
+    for (Loaded& t : traces_)
+      if (t.path == opt_.live && t.mtime != m) {
+        try {
+          t = load(opt_.live);
+          live_note_.clear();
+        } catch (const std::exception& e) {
+          t.mtime = m;  // try again at the next change
+          live_note_ = std::string("waiting for a complete trace: ") + e.what();
+        }
+      }
+    if (traces_.empty()) open(opt_.live);
+  }
+
+  void frame(float width, float height) {
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(ImVec2(width, height));
+    ImGui::Begin("ringside-viewer", nullptr,
+                 ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove |
+                     ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoBringToFrontOnFocus);
+    toolbar();
+    const float side = std::min(460.0f, width * 0.32f);
+    ImGui::BeginChild("timeline", ImVec2(width - side - 24, 0), true, ImGuiWindowFlags_NoMove);
+    timeline();
+    ImGui::EndChild();
+    ImGui::SameLine();
+    ImGui::BeginChild("side", ImVec2(0, 0), true);
+    side_panel();
+    ImGui::EndChild();
+    ImGui::End();
+    file_dialog();
+    error_panel();
+    const double now = ImGui::GetTime();
+    if (replay_.advance(now - last_time_, end_ns_)) reveal_ = true;
+    last_time_ = now;
+  }
+
+  // Where lanes were drawn on the last frame (for tests): x range, time range, lane tops.
+  nlohmann::json layout_json() const {
+    nlohmann::json j;
+    j["x0"] = axis_.x0, j["x1"] = axis_.x1, j["t0_ns"] = axis_.t0, j["t1_ns"] = axis_.t1;
+    for (const auto& [label, y] : drawn_lanes_) j["lanes"][label] = y;
+    return j;
+  }
+
+ private:
+  void toolbar() {
+    if (ImGui::Button("Open...")) dialog_open_ = true, dialog_dir_ = fs::current_path().string();
+    ImGui::SameLine();
+    if (ImGui::Button("Fit (F)")) fit();
+    ImGui::SameLine();
+    if (ImGui::Button(replay_.playing ? "Pause (space)" : "Play (space)")) toggle_play();
+    ImGui::SameLine();
+    if (ImGui::Button("< step")) step(-1);
+    ImGui::SameLine();
+    if (ImGui::Button("step >")) step(+1);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(120);
+    float speed = float(replay_.speed);
+    if (ImGui::SliderFloat("speed", &speed, 0.01f, 2.0f, "%.2fx", ImGuiSliderFlags_Logarithmic)) replay_.speed = speed;
+    ImGui::SameLine();
+    ImGui::Checkbox("replay", &reveal_);
+    ImGui::SameLine();
+    ImGui::Checkbox("arrows", &arrows_);
+    ImGui::SameLine();
+    ImGui::TextDisabled("wheel/W/S zoom, drag/A/D pan, shift-drag select, click pins");
+    if (!live_note_.empty()) ImGui::TextColored(ImVec4(1, 0.7f, 0.3f, 1), "%s", live_note_.c_str());
+    // Keys (when no text field has focus); ImGui 1.86 indexes keys by GLFW key code.
+    if (!ImGui::GetIO().WantTextInput) {
+      if (ImGui::IsKeyPressed(GLFW_KEY_SPACE)) toggle_play();
+      if (ImGui::IsKeyPressed(GLFW_KEY_F)) fit();
+      if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT)) step(+1);
+      if (ImGui::IsKeyPressed(GLFW_KEY_LEFT)) step(-1);
+      const float mid = 0.5f * (axis_.x0 + axis_.x1);
+      if (ImGui::IsKeyDown(GLFW_KEY_W)) axis_.zoom(1.04, mid);
+      if (ImGui::IsKeyDown(GLFW_KEY_S)) axis_.zoom(1 / 1.04, mid);
+      if (ImGui::IsKeyDown(GLFW_KEY_A)) axis_.pan(12);
+      if (ImGui::IsKeyDown(GLFW_KEY_D)) axis_.pan(-12);
+    }
+  }
+
+  void toggle_play() {
+    if (!replay_.playing && replay_.head_ns >= end_ns_) replay_.head_ns = 0;
+    replay_.playing = !replay_.playing;
+    reveal_ = true;
+  }
+
+  void step(int dir) {
+    std::vector<StepMark> all;
+    for (const Loaded& t : traces_) all.insert(all.end(), t.steps.begin(), t.steps.end());
+    std::sort(all.begin(), all.end(), [](const StepMark& a, const StepMark& b) { return a.ts_ns < b.ts_ns; });
+    if (auto t = step_after(all, replay_.head_ns - (dir > 0 ? 0 : 1), dir)) replay_.head_ns = *t + 1, reveal_ = true;
+    replay_.playing = false;
+  }
+
+  void timeline() {
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const float label_w = 150, width = ImGui::GetContentRegionAvail().x;
+    axis_.x0 = origin.x + label_w;
+    axis_.x1 = origin.x + width - 4;
+    drawn_lanes_.clear();
+    // Time ruler.
+    const float ruler = 18;
+    draw_ruler(dl, origin.y, ruler);
+    float y = origin.y + ruler;
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    std::optional<std::pair<size_t, Hit>> hover;
+    for (size_t ti = 0; ti < traces_.size(); ++ti) {
+      const Loaded& t = traces_[ti];
+      if (traces_.size() > 1) {
+        dl->AddText(ImVec2(origin.x, y), IM_COL32(255, 255, 255, 255), fs::path(t.path).filename().c_str());
+        y += 18;
+      }
+      for (const Group& g : t.layout.groups) draw_group(dl, t, g, y, origin.x);
+      if (ImGui::IsWindowHovered())
+        if (auto h = hit_test(t.data, t.layout, shifted_axis(0), mouse.x, mouse.y, y)) hover = std::make_pair(ti, *h);
+      if (arrows_) draw_flows(dl, t, y);
+      y += t.layout.height + 10;
+    }
+    // Play head and selection.
+    if (reveal_) {
+      const float x = axis_.x_of(double(replay_.head_ns));
+      dl->AddLine(ImVec2(x, origin.y), ImVec2(x, y), IM_COL32(255, 255, 255, 200), 1.5f);
+    }
+    if (selection_) {
+      const float a = axis_.x_of(selection_->begin), b = axis_.x_of(selection_->end);
+      dl->AddRectFilled(ImVec2(std::min(a, b), origin.y), ImVec2(std::max(a, b), y), IM_COL32(255, 255, 255, 28));
+    }
+    ImGui::Dummy(ImVec2(width, y - origin.y));
+    // Mouse: zoom, pan, select, hover, pin.
+    if (ImGui::IsWindowHovered()) {
+      ImGuiIO& io = ImGui::GetIO();
+      if (io.MouseWheel != 0 && !io.KeyCtrl) axis_.zoom(std::pow(1.15, io.MouseWheel), mouse.x), ImGui::SetScrollY(ImGui::GetScrollY());
+      if (ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+        if (io.KeyShift) {
+          if (!drag_start_) drag_start_ = axis_.t_of(io.MouseClickedPos[0].x);
+          selection_ = trace::Interval{int64_t(std::min(*drag_start_, axis_.t_of(mouse.x))), int64_t(std::max(*drag_start_, axis_.t_of(mouse.x)))};
+        } else {
+          axis_.pan(io.MouseDelta.x);
+        }
+      }
+      if (ImGui::IsMouseReleased(ImGuiMouseButton_Left)) {
+        if (!drag_start_ && std::fabs(io.MouseDragMaxDistanceSqr[0]) < 9) pinned_ = hover;
+        drag_start_.reset();
+      }
+      if (hover) {
+        const Event& e = traces_[hover->first].data.ranks[hover->second.process].events[hover->second.event];
+        ImGui::BeginTooltip();
+        ImGui::Text("GPU %d (%s)", traces_[hover->first].data.ranks[hover->second.process].rank,
+                    traces_[hover->first].data.ranks[hover->second.process].strategy.c_str());
+        for (const std::string& line : describe_event(e)) ImGui::TextUnformatted(line.c_str());
+        ImGui::EndTooltip();
+      }
+    }
+  }
+
+  // The axis for a process: its group's start is the zero.
+  TimeAxis shifted_axis(int64_t zero) const {
+    TimeAxis a = axis_;
+    a.t0 += double(zero), a.t1 += double(zero);
+    return a;
+  }
+
+  void draw_ruler(ImDrawList* dl, float y, float h) {
+    const double span = axis_.t1 - axis_.t0;
+    double tick = std::pow(10.0, std::floor(std::log10(span / 8)));
+    if (span / tick > 16) tick *= 5;
+    else if (span / tick > 8) tick *= 2;
+    for (double t = std::ceil(axis_.t0 / tick) * tick; t <= axis_.t1; t += tick) {
+      const float x = axis_.x_of(t);
+      dl->AddLine(ImVec2(x, y + h - 5), ImVec2(x, y + h), IM_COL32(200, 200, 200, 255));
+      dl->AddText(ImVec2(x + 2, y), IM_COL32(200, 200, 200, 255), human_time(t).c_str());
+    }
+  }
+
+  bool revealed(const Event& e, int64_t zero) const { return !reveal_ || e.ts_ns - zero <= replay_.head_ns; }
+
+  void draw_group(ImDrawList* dl, const Loaded& t, const Group& g, float top, float left) {
+    const float gy = top + g.y;
+    dl->AddRectFilled(ImVec2(left, gy), ImVec2(axis_.x1, gy + 20), IM_COL32(45, 45, 55, 255));
+    const std::string title = (g.strategy.empty() ? std::string("(unnamed)") : g.strategy) + "   " + std::to_string(g.processes.size()) + " GPUs, " +
+                              human_time(double(g.end_ns - g.begin_ns));
+    dl->AddText(ImVec2(left + 4, gy + 3), IM_COL32(255, 255, 255, 255), title.c_str());
+    // Ring step starts: ticks and labels in the group header.
+    for (const StepMark& m : t.steps)
+      if (m.strategy == g.strategy) {
+        const float x = axis_.x_of(double(m.ts_ns));
+        if (x < axis_.x0 || x > axis_.x1) continue;
+        dl->AddLine(ImVec2(x, gy + 12), ImVec2(x, gy + 20), IM_COL32(140, 190, 255, 255));
+        const std::string s = (m.phase == "forward" ? "F" : "B") + std::to_string(m.step);
+        dl->AddText(ImVec2(x + 2, gy + 8), IM_COL32(140, 190, 255, 255), s.c_str());
+      }
+    dl->PushClipRect(ImVec2(left, gy), ImVec2(axis_.x1 + 1, gy + g.height), true);
+    for (size_t li : g.lanes) {
+      const Lane& lane = t.layout.lanes[li];
+      const RankTrace& r = t.data.ranks[lane.process];
+      const int64_t zero = g.begin_ns;
+      const float ly = top + lane.y;
+      drawn_lanes_[g.strategy + "/" + lane.label] = ly;
+      if (lane.kind != Lane::comm || lane.comm_lane == 0)
+        dl->AddText(ImVec2(left + 4, ly), IM_COL32(190, 190, 190, 255), lane.label.c_str());
+      dl->AddLine(ImVec2(axis_.x0, ly), ImVec2(axis_.x1, ly), IM_COL32(50, 50, 58, 255));
+      if (lane.kind == Lane::memory) {
+        draw_memory(dl, t, lane.process, g, lane, ly);
+        continue;
+      }
+      for (size_t k = 0; k < lane.events.size(); ++k) {
+        const Event& e = r.events[lane.events[k]];
+        if (!revealed(e, zero)) continue;
+        float x0 = axis_.x_of(double(e.ts_ns - zero)), x1 = axis_.x_of(double(e.end_ns() - zero));
+        if (x1 < axis_.x0 || x0 > axis_.x1) continue;
+        x0 = std::max(x0, axis_.x0), x1 = std::max(std::min(x1, axis_.x1), x0 + 1);
+        const float y0 = ly + (lane.kind == Lane::compute ? lane.row * float(lane.depth[k]) : 0);
+        const float h = lane.kind == Lane::compute ? lane.row : lane.height;
+        dl->AddRectFilled(ImVec2(x0, y0 + 1), ImVec2(x1, y0 + h - 1), color_of_kind(e.cat));
+        if (x1 - x0 > 40) {
+          dl->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y0 + h), true);
+          dl->AddText(ImVec2(x0 + 2, y0), IM_COL32(0, 0, 0, 255), e.name.c_str());
+          dl->PopClipRect();
+        }
+      }
+      // Under the first comm lane: exposed (red) and hidden (green) communication.
+      if (lane.kind == Lane::comm && lane.comm_lane == 0) {
+        const float sy = ly + lane.height - 3;
+        for (const Event& e : r.events)
+          if (e.stream == trace::Stream::comm && revealed(e, zero))
+            dl->AddRectFilled(ImVec2(std::max(axis_.x0, axis_.x_of(double(e.ts_ns - zero))), sy),
+                              ImVec2(std::min(axis_.x1, axis_.x_of(double(e.end_ns() - zero)) + 1), sy + 3), IM_COL32(60, 200, 90, 255));
+        for (const trace::Interval& iv : t.exposed[lane.process]) {
+          if (reveal_ && iv.begin - zero > replay_.head_ns) continue;
+          dl->AddRectFilled(ImVec2(std::max(axis_.x0, axis_.x_of(double(iv.begin - zero))), sy),
+                            ImVec2(std::min(axis_.x1, axis_.x_of(double(iv.end - zero)) + 1), sy + 3), kExposedColor);
+        }
+      }
+    }
+    dl->PopClipRect();
+  }
+
+  void draw_memory(ImDrawList* dl, const Loaded& t, size_t process, const Group& g, const Lane& lane, float ly) {
+    const MemorySeries& m = t.memory[process];
+    if (m.ts.empty()) return;
+    // One scale per group: GPUs compare at a glance; the peak GPU fills its plot.
+    int64_t scale = 1;
+    for (size_t p : g.processes) scale = std::max(scale, t.memory[p].peak);
+    const float h = lane.height - 4, base = ly + lane.height - 2;
+    for (size_t i = 0; i < m.ts.size(); ++i) {
+      if (reveal_ && m.ts[i] - g.begin_ns > replay_.head_ns) break;
+      const float x0 = std::max(axis_.x0, axis_.x_of(double(m.ts[i] - g.begin_ns)));
+      const float x1 = std::min(axis_.x1, i + 1 < m.ts.size() ? axis_.x_of(double(m.ts[i + 1] - g.begin_ns)) : axis_.x1);
+      if (x1 < axis_.x0 || x0 > axis_.x1) continue;
+      float y = base;
+      for (int c = 0; c < kNumMemCategories; ++c) {
+        const float dh = h * float(double(m.by_category[c][i]) / double(scale));
+        dl->AddRectFilled(ImVec2(x0, y - dh), ImVec2(std::max(x1, x0 + 1), y), memory_color(c));
+        y -= dh;
+      }
+    }
+    if (!reveal_ || m.peak_ts - g.begin_ns <= replay_.head_ns) {
+      const float px = axis_.x_of(double(m.peak_ts - g.begin_ns)), py = base - h * float(double(m.peak) / double(scale));
+      dl->AddTriangleFilled(ImVec2(px - 4, py - 7), ImVec2(px + 4, py - 7), ImVec2(px, py - 1), IM_COL32(255, 255, 255, 255));
+      const std::string label = "peak " + human_bytes(double(m.peak));
+      dl->AddText(ImVec2(std::min(px + 6, axis_.x1 - 90), ly), IM_COL32(255, 255, 255, 255), label.c_str());
+    }
+  }
+
+  void draw_flows(ImDrawList* dl, const Loaded& t, float top) {
+    // The first comm lane of each process, and its group's zero.
+    std::map<size_t, std::pair<float, int64_t>> at;
+    for (const Group& g : t.layout.groups)
+      for (size_t li : g.lanes) {
+        const Lane& lane = t.layout.lanes[li];
+        if (lane.kind == Lane::comm && lane.comm_lane == 0) at[lane.process] = {top + lane.y + lane.height * 0.5f, g.begin_ns};
+      }
+    for (const trace::Flow& f : t.data.flows) {
+      const auto a = at.find(f.from), b = at.find(f.to);
+      if (a == at.end() || b == at.end()) continue;
+      if (reveal_ && f.to_ts_ns - b->second.second > replay_.head_ns) continue;
+      const float x0 = axis_.x_of(double(f.from_ts_ns - a->second.second)), x1 = axis_.x_of(double(f.to_ts_ns - b->second.second));
+      if (std::max(x0, x1) < axis_.x0 || std::min(x0, x1) > axis_.x1) continue;
+      const ImVec2 p0(x0, a->second.first), p1(x1, b->second.first);
+      dl->AddLine(p0, p1, IM_COL32(255, 255, 255, 90), 1.0f);
+      dl->AddTriangleFilled(ImVec2(p1.x - 3, p1.y - (p1.y > p0.y ? 5 : -5)), ImVec2(p1.x + 3, p1.y - (p1.y > p0.y ? 5 : -5)), p1,
+                            IM_COL32(255, 255, 255, 140));
+    }
+  }
+
+  void side_panel() {
+    for (const Loaded& t : traces_) {
+      ImGui::TextUnformatted(fs::path(t.path).filename().c_str());
+      if (t.data.other.contains("config") && t.data.other["config"].is_object()) {
+        const auto& c = t.data.other["config"];
+        ImGui::TextDisabled("s=%s h=%s H=%s P=%zu %s", c.value("s", nlohmann::json()).dump().c_str(),
+                            c.value("h", nlohmann::json()).dump().c_str(), c.value("H", nlohmann::json()).dump().c_str(),
+                            t.metrics.empty() ? size_t(0) : t.metrics[0].ranks.size(),
+                            t.data.other.value("modeled", false) ? "(modeled)" : "(measured)");
+      }
+      stats_table(t.metrics, "stats");
+      if (selection_) {
+        ImGui::Text("selection: %s", human_time(double(selection_->end - selection_->begin)).c_str());
+        // The selection is relative to each group's start: shift it per strategy.
+        std::vector<trace::StrategyMetrics> sel;
+        for (const Group& g : t.layout.groups)
+          for (auto& m : trace::compute_metrics(t.data, trace::Interval{selection_->begin + g.begin_ns, selection_->end + g.begin_ns}))
+            if (m.strategy == g.strategy) sel.push_back(m);
+        stats_table(sel, "selection");
+      }
+      for (const Group& g : t.layout.groups)
+        if (auto m = tile_map(t.data, g.strategy)) draw_tile_map(t, *m, g.begin_ns);
+      ImGui::Separator();
+    }
+    if (pinned_) {
+      const Loaded& t = traces_[pinned_->first];
+      const RankTrace& r = t.data.ranks[pinned_->second.process];
+      ImGui::Text("pinned: GPU %d (%s)", r.rank, r.strategy.c_str());
+      for (const std::string& line : describe_event(r.events[pinned_->second.event])) ImGui::TextUnformatted(line.c_str());
+      if (ImGui::SmallButton("unpin")) pinned_.reset();
+    }
+    ImGui::Separator();
+    ImGui::TextDisabled("colours");
+    for (const char* k : {"attention", "gemm", "norm", "elementwise", "memory", "wait", "p2p", "all_gather", "reduce_scatter",
+                          "all_reduce", "all_to_all"}) {
+      const ImU32 c = color_of_kind(k);
+      ImGui::ColorButton(k, ImGui::ColorConvertU32ToFloat4(c), ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
+      ImGui::SameLine();
+      ImGui::TextUnformatted(k);
+    }
+    ImGui::ColorButton("exposed", ImGui::ColorConvertU32ToFloat4(kExposedColor), ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
+    ImGui::SameLine();
+    ImGui::TextUnformatted("exposed comm (green: hidden under compute)");
+  }
+
+  void stats_table(const std::vector<trace::StrategyMetrics>& ms, const char* id) {
+    if (!ImGui::BeginTable(id, 7, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) return;
+    for (const char* h : {"strategy", "GPU", "compute", "comm", "overlap", "exposed", "peak mem"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (const auto& s : ms) {
+      int64_t peak = 0;
+      int peak_rank = -1;
+      for (const auto& r : s.ranks)
+        if (r.peak_memory_bytes > peak) peak = r.peak_memory_bytes, peak_rank = r.rank;
+      for (const auto& r : s.ranks) {
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(s.strategy.c_str());
+        ImGui::TableNextColumn(), ImGui::Text("%d", r.rank);
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.compute_ns)).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.comm_ns)).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(pct(r.time.overlap_pct()).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.exposed_comm_ns)).c_str());
+        ImGui::TableNextColumn();
+        if (r.rank == peak_rank) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s (max)", human_bytes(double(r.peak_memory_bytes)).c_str());
+        else ImGui::TextUnformatted(human_bytes(double(r.peak_memory_bytes)).c_str());
+      }
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn(), ImGui::TextUnformatted(s.strategy.c_str());
+      ImGui::TableNextColumn(), ImGui::TextUnformatted("all");
+      ImGui::TableNextColumn(), ImGui::Text("imb %.2f", s.compute_imbalance);
+      ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.comm_ns)).c_str());
+      ImGui::TableNextColumn(), ImGui::TextUnformatted(pct(s.total.overlap_pct()).c_str());
+      ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.exposed_comm_ns)).c_str());
+      ImGui::TableNextColumn(), ImGui::TextUnformatted(s.steps.empty() ? "" : (std::to_string(s.steps.size() / 2) + " ring steps/pass").c_str());
+    }
+    ImGui::EndTable();
+  }
+
+  void draw_tile_map(const Loaded& t, const TileMap& m, int64_t zero) {
+    ImGui::Text("%s attention tiles (%s, %dx%d): colour = GPU, label = ring step", m.strategy.c_str(), m.layout.c_str(), m.blocks, m.blocks);
+    const std::vector<bool> done = tiles_done(t.data, m, reveal_ ? replay_.head_ns + zero : INT64_MAX);
+    const float cell = std::min(28.0f, 220.0f / float(m.blocks));
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    for (int q = 0; q < m.blocks; ++q)
+      for (int k = 0; k < m.blocks; ++k) {
+        const Tile& tile = m.at(q, k);
+        const ImVec2 a(o.x + float(k) * cell, o.y + float(q) * cell), b(a.x + cell - 1, a.y + cell - 1);
+        if (tile.masked) {
+          dl->AddRectFilled(a, b, IM_COL32(40, 40, 40, 255));
+          continue;
+        }
+        Color c = rank_color(tile.rank);
+        if (!done[size_t(q) * m.blocks + k]) c = (c & 0x00ffffff) | 0x50000000;
+        dl->AddRectFilled(a, b, c);
+        if (tile.diagonal) dl->AddTriangleFilled(ImVec2(a.x, a.y), ImVec2(b.x, a.y), ImVec2(b.x, b.y), IM_COL32(40, 40, 40, 200));
+        if (cell >= 14 && tile.rank >= 0)
+          dl->AddText(ImVec2(a.x + 2, b.y - 13), IM_COL32(0, 0, 0, 255), std::to_string(tile.step).c_str());
+      }
+    ImGui::Dummy(ImVec2(cell * float(m.blocks), cell * float(m.blocks)));
+    ImGui::TextDisabled("rows: query blocks, columns: key blocks; dark: masked");
+  }
+
+  void file_dialog() {
+    if (!dialog_open_) return;
+    ImGui::SetNextWindowSize(ImVec2(520, 420), ImGuiCond_FirstUseEver);
+    if (!ImGui::Begin("Open a trace", &dialog_open_)) {
+      ImGui::End();
+      return;
+    }
+    ImGui::TextUnformatted(dialog_dir_.c_str());
+    std::error_code ec;
+    if (ImGui::Selectable("..")) dialog_dir_ = fs::path(dialog_dir_).parent_path().string();
+    std::vector<fs::directory_entry> entries;
+    for (auto it = fs::directory_iterator(dialog_dir_, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) entries.push_back(*it);
+    std::sort(entries.begin(), entries.end(), [](auto& a, auto& b) { return a.path().filename() < b.path().filename(); });
+    for (const auto& e : entries) {
+      const bool dir = e.is_directory(ec);
+      const std::string name = e.path().filename().string() + (dir ? "/" : "");
+      if (!dir && e.path().extension() != ".json") continue;
+      if (ImGui::Selectable(name.c_str())) {
+        if (dir) {
+          dialog_dir_ = e.path().string();
+        } else {
+          open(e.path().string());
+          fit();
+          dialog_open_ = false;
+        }
+      }
+    }
+    ImGui::End();
+  }
+
+  void error_panel() {
+    if (errors_.empty()) return;
+    ImGui::SetNextWindowPos(ImVec2(40, 80), ImGuiCond_FirstUseEver);
+    ImGui::Begin("Could not open", nullptr, ImGuiWindowFlags_AlwaysAutoResize);
+    for (const std::string& e : errors_) ImGui::TextColored(ImVec4(1, 0.45f, 0.4f, 1), "%s", e.c_str());
+    if (ImGui::Button("Dismiss")) errors_.clear();
+    ImGui::End();
+  }
+
+ public:
+  void drop(int count, const char** paths) {
+    for (int i = 0; i < count; ++i) open(paths[i]);
+    fit();
+  }
+
+ private:
+  Options opt_;
+  std::vector<Loaded> traces_;
+  std::vector<std::string> errors_;
+  TimeAxis axis_;
+  Replay replay_;
+  bool reveal_ = false, arrows_ = true;
+  int64_t end_ns_ = 1;
+  double last_time_ = 0;
+  std::optional<trace::Interval> selection_;
+  std::optional<double> drag_start_;
+  std::optional<std::pair<size_t, Hit>> pinned_;
+  bool dialog_open_ = false;
+  std::string dialog_dir_;
+  std::string live_note_;
+  std::map<std::string, float> drawn_lanes_;
+};
+
+App* g_app = nullptr;
+
+void on_drop(GLFWwindow*, int count, const char** paths) {
+  if (g_app) g_app->drop(count, paths);
+}
+
+int run(Options o) {
+  int w = 1600, h = 1000;
+  if (std::sscanf(o.size.c_str(), "%dx%d", &w, &h) != 2 || w < 200 || h < 150 || w > 8192 || h > 8192)
+    throw std::runtime_error("--size " + o.size + ": expected WxH, each between 200 and 8192 pixels");
+  const bool headless = !o.screenshot.empty();
+  App app(o);
+  // A file that cannot be read: headless runs fail with the message; windows show it.
+  if (headless && (!app.errors().empty() || !app.any_trace())) {
+    for (const std::string& e : app.errors()) std::fprintf(stderr, "ringside-viewer: %s\n", e.c_str());
+    if (app.errors().empty()) std::fprintf(stderr, "ringside-viewer: --screenshot needs a trace file\n");
+    return 1;
+  }
+  glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "ringside-viewer: GLFW error %d: %s\n", code, what); });
+  if (!glfwInit()) throw std::runtime_error("cannot initialise GLFW (is there a display? for headless use run under xvfb-run)");
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  if (headless) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  GLFWwindow* window = glfwCreateWindow(w, h, "ringside-viewer", nullptr, nullptr);
+  if (!window) {
+    glfwTerminate();
+    throw std::runtime_error("cannot create an OpenGL 3.3 window");
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(1);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // no imgui.ini beside the user's files
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330");
+  g_app = &app;
+  glfwSetDropCallback(window, on_drop);
+  int frames = 0, status = 0;
+  auto last_poll = std::chrono::steady_clock::now();
+  while (!glfwWindowShouldClose(window)) {
+    glfwPollEvents();
+    if (std::chrono::steady_clock::now() - last_poll > std::chrono::milliseconds(500)) app.poll_live(), last_poll = std::chrono::steady_clock::now();
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    ImGui::NewFrame();
+    int fw = 0, fh = 0;
+    glfwGetFramebufferSize(window, &fw, &fh);
+    app.frame(float(fw), float(fh));
+    ImGui::Render();
+    glViewport(0, 0, fw, fh);
+    const Color bg = kBackground;
+    glClearColor(float(bg & 0xff) / 255.f, float(bg >> 8 & 0xff) / 255.f, float(bg >> 16 & 0xff) / 255.f, 1.f);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    // Headless: the third frame has a settled layout (ImGui sizes windows and tables from the
+    // frames before); read it back and stop.
+    if (headless && ++frames == 3) {
+      std::vector<unsigned char> px(size_t(fw) * size_t(fh) * 4), flipped(px.size());
+      glReadBuffer(GL_BACK);
+      glPixelStorei(GL_PACK_ALIGNMENT, 1);
+      glReadPixels(0, 0, fw, fh, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+      for (int y = 0; y < fh; ++y)
+        std::copy_n(px.data() + size_t(fh - 1 - y) * size_t(fw) * 4, size_t(fw) * 4, flipped.data() + size_t(y) * size_t(fw) * 4);
+      if (!stbi_write_png(o.screenshot.c_str(), fw, fh, 4, flipped.data(), fw * 4)) {
+        std::fprintf(stderr, "ringside-viewer: cannot write %s\n", o.screenshot.c_str());
+        status = 1;
+      }
+      if (!o.layout_json.empty()) std::ofstream(o.layout_json) << app.layout_json().dump(2) << '\n';
+      break;
+    }
+    glfwSwapBuffers(window);
+  }
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return status;
+}
+
+}  // namespace
+}  // namespace ringside::viz
+
+int main(int argc, char** argv) {
+  ringside::viz::Options o;
+  CLI::App cli{"ringside-viewer: replay ringside traces (lanes per GPU, ring steps, overlap, memory per GPU)"};
+  cli.add_option("files", o.files, "trace files (ringside compare/run --trace); two or more are compared side by side");
+  cli.add_option("--live", o.live, "show this trace and reload it whenever it changes (while a run writes it)")->option_text("FILE");
+  cli.add_option("--screenshot", o.screenshot, "render once to this PNG and exit (headless: under xvfb-run)")->option_text("PNG");
+  cli.add_option("--size", o.size, "window or screenshot size")->capture_default_str()->option_text("WxH");
+  cli.add_option("--at", o.at_s, "replay: show the run up to this many seconds after each strategy's start")
+      ->check(CLI::Range(0.0, 1e6))
+      ->option_text("SECONDS");
+  cli.add_option("--step", o.step, "replay: show the run up to the start of ring step N (0: the first)")->option_text("N");
+  cli.add_option("--layout-json", o.layout_json, "with --screenshot: also write where the lanes were drawn (tests)")->option_text("FILE");
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return cli.exit(e);
+  }
+  try {
+    return ringside::viz::run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringside-viewer: %s\n", e.what());
+    return 1;
+  }
+}
