@@ -74,8 +74,8 @@ Lane make_lane(Lane::Kind kind, size_t process, int comm_lane, float y, float he
 }
 }  // namespace
 
-Layout make_layout(const TraceData& t, const LayoutOptions& o) {
-  Layout l;
+TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
+  TimelineLayout l;
   l.begin_ns = INT64_MAX, l.end_ns = INT64_MIN;
   std::map<std::string, size_t> group_of;
   for (size_t p = 0; p < t.ranks.size(); ++p) {
@@ -139,6 +139,12 @@ Layout make_layout(const TraceData& t, const LayoutOptions& o) {
       y += o.memory + o.gap;
     }
     if (g.begin_ns > g.end_ns) g.begin_ns = g.end_ns = 0;
+    g.zero_ns = g.begin_ns;
+    int64_t first_phase = INT64_MAX;
+    for (size_t p : g.processes)
+      for (const Event& e : t.ranks[p].events)
+        if (e.cat == "phase") first_phase = std::min(first_phase, e.ts_ns);
+    if (first_phase != INT64_MAX) g.zero_ns = first_phase;
     g.height = y - g.y;
     l.begin_ns = std::min(l.begin_ns, g.begin_ns), l.end_ns = std::max(l.end_ns, g.end_ns);
     y += o.gap;
@@ -273,7 +279,7 @@ bool Replay::advance(double wall_s, int64_t end_ns) {
   return true;
 }
 
-std::optional<Hit> hit_test(const TraceData& t, const Layout& l, const TimeAxis& axis, float x, float y, float lane_top) {
+std::optional<Hit> hit_test(const TraceData& t, const TimelineLayout& l, const TimeAxis& axis, float x, float y, float lane_top) {
   const double time = axis.t_of(x);
   const double slop = (axis.t1 - axis.t0) / double(axis.x1 - axis.x0) * 1.5;  // 1.5 px: tiny events stay pickable
   for (const Lane& lane : l.lanes) {
@@ -350,12 +356,20 @@ std::vector<std::string> describe_event(const Event& e) {
 }
 
 MemorySeries memory_series(const RankTrace& r) {
+  // The peak over the rank's forward + backward, as the metrics count it: what was live when
+  // the forward began, then every sample until the backward ended.
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  for (const Event& e : r.events)
+    if (e.cat == "phase") lo = lo == INT64_MIN ? e.ts_ns : std::min(lo, e.ts_ns), hi = hi == INT64_MAX ? e.end_ns() : std::max(hi, e.end_ns());
   MemorySeries s;
-  for (const trace::MemorySample& m : r.memory) {
+  for (size_t i = 0; i < r.memory.size(); ++i) {
+    const trace::MemorySample& m = r.memory[i];
     s.ts.push_back(m.ts_ns);
     s.total.push_back(m.total());
     for (int c = 0; c < kNumMemCategories; ++c) s.by_category[c].push_back(m.bytes[c]);
-    if (m.total() > s.peak) s.peak = m.total(), s.peak_ts = m.ts_ns;
+    const bool live_at_start = m.ts_ns < lo && (i + 1 == r.memory.size() || r.memory[i + 1].ts_ns >= lo);
+    if ((live_at_start || (m.ts_ns >= lo && m.ts_ns <= hi)) && m.total() > s.peak)
+      s.peak = m.total(), s.peak_ts = std::max(m.ts_ns, lo);
   }
   return s;
 }

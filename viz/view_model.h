@@ -64,12 +64,16 @@ struct Group {
   std::string strategy;
   float y = 0, height = 0;            ///< including its header
   std::vector<size_t> processes;      ///< in rank order
-  std::vector<size_t> lanes;          ///< indices into Layout::lanes
+  std::vector<size_t> lanes;          ///< indices into TimelineLayout::lanes
   int64_t begin_ns = 0, end_ns = 0;   ///< extent of its events
+  /// The group's time zero: the start of its first forward phase (the layer's start; setup
+  /// before it shows at negative times), or begin_ns when it has no phases. Groups and
+  /// traces are drawn aligned at their zeros.
+  int64_t zero_ns = 0;
 };
 
 /// The vertical layout of a trace (pixels from the top of the timeline).
-struct Layout {
+struct TimelineLayout {
   std::vector<Group> groups;
   std::vector<Lane> lanes;
   float height = 0;
@@ -83,7 +87,7 @@ struct LayoutOptions {
 
 /// Lays out every strategy, GPU and stream. Comm events go to lanes so that none overlap in
 /// a lane (first free lane, as the file writer does).
-Layout make_layout(const trace::TraceData& t, const LayoutOptions& o = {});
+TimelineLayout make_layout(const trace::TraceData& t, const LayoutOptions& o = {});
 
 /// The exposed parts of a process's communication: comm intervals not covered by compute.
 std::vector<trace::Interval> exposed_intervals(const trace::RankTrace& r);
@@ -135,14 +139,15 @@ struct Replay {
 struct Hit {
   size_t process = 0, event = 0;
 };
-std::optional<Hit> hit_test(const trace::TraceData& t, const Layout& l, const TimeAxis& axis, float x, float y,
+std::optional<Hit> hit_test(const trace::TraceData& t, const TimelineLayout& l, const TimeAxis& axis, float x, float y,
                             float lane_top);
 
 /// One line of a hovered event's details: "attention_forward  forward/attention step 2
 /// 1.23 ms  4.30 GFLOP  3.49 GFLOP/s" and the like, as shown in the tooltip.
 std::vector<std::string> describe_event(const trace::Event& e);
 
-/// The memory of a process: samples of the total and of each category, and the peak.
+/// The memory of a process: samples of the total and of each category, and the peak over its
+/// forward + backward (the whole trace when it has no phases), as the metrics count it.
 struct MemorySeries {
   std::vector<int64_t> ts;
   std::vector<int64_t> total;

@@ -63,7 +63,7 @@ std::string pct(double p) {
 struct Loaded {
   std::string path;
   trace::TraceData data;
-  Layout layout;
+  TimelineLayout layout;
   std::vector<trace::StrategyMetrics> metrics;
   std::vector<StepMark> steps;                   // relative to their group's start
   std::vector<std::vector<trace::Interval>> exposed;  // per process
@@ -80,9 +80,9 @@ Loaded load(const std::string& path) {
   l.metrics = trace::compute_metrics(l.data);
   l.group_begin.resize(l.data.ranks.size());
   for (const Group& g : l.layout.groups)
-    for (size_t p : g.processes) l.group_begin[p] = g.begin_ns;
+    for (size_t p : g.processes) l.group_begin[p] = g.zero_ns;
   std::map<std::string, int64_t> begin_of;
-  for (const Group& g : l.layout.groups) begin_of[g.strategy] = g.begin_ns;
+  for (const Group& g : l.layout.groups) begin_of[g.strategy] = g.zero_ns;
   for (StepMark m : step_marks(l.data)) {
     m.ts_ns -= begin_of[m.strategy];
     l.steps.push_back(m);
@@ -139,10 +139,10 @@ class App {
   }
 
   void fit() {
-    int64_t span = 1;
+    int64_t lo = 0, span = 1;
     for (const Loaded& t : traces_)
-      for (const Group& g : t.layout.groups) span = std::max(span, g.end_ns - g.begin_ns);
-    axis_.fit(0, double(span));
+      for (const Group& g : t.layout.groups) lo = std::min(lo, g.begin_ns - g.zero_ns), span = std::max(span, g.end_ns - g.zero_ns);
+    axis_.fit(double(lo), double(span));
     end_ns_ = span;
   }
 
@@ -172,7 +172,7 @@ class App {
                  ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove |
                      ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoBringToFrontOnFocus);
     toolbar();
-    const float side = std::min(460.0f, width * 0.32f);
+    const float side = std::min(520.0f, width * 0.36f);
     ImGui::BeginChild("timeline", ImVec2(width - side - 24, 0), true, ImGuiWindowFlags_NoMove);
     timeline();
     ImGui::EndChild();
@@ -321,6 +321,7 @@ class App {
     if (span / tick > 16) tick *= 5;
     else if (span / tick > 8) tick *= 2;
     for (double t = std::ceil(axis_.t0 / tick) * tick; t <= axis_.t1; t += tick) {
+      if (std::fabs(t) < tick * 1e-6) t = 0;  // no "-0 ns"
       const float x = axis_.x_of(t);
       dl->AddLine(ImVec2(x, y + h - 5), ImVec2(x, y + h), IM_COL32(200, 200, 200, 255));
       dl->AddText(ImVec2(x + 2, y), IM_COL32(200, 200, 200, 255), human_time(t).c_str());
@@ -333,7 +334,7 @@ class App {
     const float gy = top + g.y;
     dl->AddRectFilled(ImVec2(left, gy), ImVec2(axis_.x1, gy + 20), IM_COL32(45, 45, 55, 255));
     const std::string title = (g.strategy.empty() ? std::string("(unnamed)") : g.strategy) + "   " + std::to_string(g.processes.size()) + " GPUs, " +
-                              human_time(double(g.end_ns - g.begin_ns));
+                              human_time(double(g.end_ns - g.zero_ns));
     dl->AddText(ImVec2(left + 4, gy + 3), IM_COL32(255, 255, 255, 255), title.c_str());
     // Ring step starts: ticks and labels in the group header.
     for (const StepMark& m : t.steps)
@@ -348,7 +349,7 @@ class App {
     for (size_t li : g.lanes) {
       const Lane& lane = t.layout.lanes[li];
       const RankTrace& r = t.data.ranks[lane.process];
-      const int64_t zero = g.begin_ns;
+      const int64_t zero = g.zero_ns;
       const float ly = top + lane.y;
       drawn_lanes_[g.strategy + "/" + lane.label] = ly;
       if (lane.kind != Lane::comm || lane.comm_lane == 0)
@@ -362,6 +363,7 @@ class App {
         const Event& e = r.events[lane.events[k]];
         if (!revealed(e, zero)) continue;
         float x0 = axis_.x_of(double(e.ts_ns - zero)), x1 = axis_.x_of(double(e.end_ns() - zero));
+        if (reveal_) x1 = std::min(x1, axis_.x_of(double(replay_.head_ns)));  // what has happened so far
         if (x1 < axis_.x0 || x0 > axis_.x1) continue;
         x0 = std::max(x0, axis_.x0), x1 = std::max(std::min(x1, axis_.x1), x0 + 1);
         const float y0 = ly + (lane.kind == Lane::compute ? lane.row * float(lane.depth[k]) : 0);
@@ -398,9 +400,11 @@ class App {
     for (size_t p : g.processes) scale = std::max(scale, t.memory[p].peak);
     const float h = lane.height - 4, base = ly + lane.height - 2;
     for (size_t i = 0; i < m.ts.size(); ++i) {
-      if (reveal_ && m.ts[i] - g.begin_ns > replay_.head_ns) break;
-      const float x0 = std::max(axis_.x0, axis_.x_of(double(m.ts[i] - g.begin_ns)));
-      const float x1 = std::min(axis_.x1, i + 1 < m.ts.size() ? axis_.x_of(double(m.ts[i + 1] - g.begin_ns)) : axis_.x1);
+      if (reveal_ && m.ts[i] - g.zero_ns > replay_.head_ns) break;
+      const float x0 = std::max(axis_.x0, axis_.x_of(double(m.ts[i] - g.zero_ns)));
+      // Each sample holds until the next; the last until the trace's end.
+      const int64_t until = i + 1 < m.ts.size() ? m.ts[i + 1] : std::max(m.ts[i], g.end_ns);
+      const float x1 = std::min(axis_.x1, axis_.x_of(double(until - g.zero_ns)));
       if (x1 < axis_.x0 || x0 > axis_.x1) continue;
       float y = base;
       for (int c = 0; c < kNumMemCategories; ++c) {
@@ -409,8 +413,8 @@ class App {
         y -= dh;
       }
     }
-    if (!reveal_ || m.peak_ts - g.begin_ns <= replay_.head_ns) {
-      const float px = axis_.x_of(double(m.peak_ts - g.begin_ns)), py = base - h * float(double(m.peak) / double(scale));
+    if (!reveal_ || m.peak_ts - g.zero_ns <= replay_.head_ns) {
+      const float px = axis_.x_of(double(m.peak_ts - g.zero_ns)), py = base - h * float(double(m.peak) / double(scale));
       dl->AddTriangleFilled(ImVec2(px - 4, py - 7), ImVec2(px + 4, py - 7), ImVec2(px, py - 1), IM_COL32(255, 255, 255, 255));
       const std::string label = "peak " + human_bytes(double(m.peak));
       dl->AddText(ImVec2(std::min(px + 6, axis_.x1 - 90), ly), IM_COL32(255, 255, 255, 255), label.c_str());
@@ -423,7 +427,7 @@ class App {
     for (const Group& g : t.layout.groups)
       for (size_t li : g.lanes) {
         const Lane& lane = t.layout.lanes[li];
-        if (lane.kind == Lane::comm && lane.comm_lane == 0) at[lane.process] = {top + lane.y + lane.height * 0.5f, g.begin_ns};
+        if (lane.kind == Lane::comm && lane.comm_lane == 0) at[lane.process] = {top + lane.y + lane.height * 0.5f, g.zero_ns};
       }
     for (const trace::Flow& f : t.data.flows) {
       const auto a = at.find(f.from), b = at.find(f.to);
@@ -454,12 +458,12 @@ class App {
         // The selection is relative to each group's start: shift it per strategy.
         std::vector<trace::StrategyMetrics> sel;
         for (const Group& g : t.layout.groups)
-          for (auto& m : trace::compute_metrics(t.data, trace::Interval{selection_->begin + g.begin_ns, selection_->end + g.begin_ns}))
+          for (auto& m : trace::compute_metrics(t.data, trace::Interval{selection_->begin + g.zero_ns, selection_->end + g.zero_ns}))
             if (m.strategy == g.strategy) sel.push_back(m);
         stats_table(sel, "selection");
       }
       for (const Group& g : t.layout.groups)
-        if (auto m = tile_map(t.data, g.strategy)) draw_tile_map(t, *m, g.begin_ns);
+        if (auto m = tile_map(t.data, g.strategy)) draw_tile_map(t, *m, g.zero_ns);
       ImGui::Separator();
     }
     if (pinned_) {

@@ -1,0 +1,257 @@
+// The viewer's model without a window (layout, time axis, exposed comm, ring steps, tile map,
+// replay, hit testing), and the pixels of a headless screenshot of a hand-built trace.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "parallel/ring_attention.h"
+#include "parallel/strategy.h"
+#include "stb_image.h"
+#include "viz/view_model.h"
+
+using namespace ringside;
+using namespace ringside::viz;
+using trace::Event;
+using trace::Stream;
+
+namespace {
+
+Event ev(const char* name, const char* cat, int64_t ts, int64_t dur, Stream stream = Stream::compute) {
+  Event e;
+  e.name = name, e.cat = cat, e.ts_ns = ts, e.dur_ns = dur, e.stream = stream;
+  return e;
+}
+
+// A traced ring run on P local ranks, as a trace file would hold it.
+trace::TraceData ring_trace(int P, Layout layout, bool causal = true) {
+  LayerConfig c;
+  c.b = 1, c.s = 64, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 32, c.layout = layout, c.causal = causal;
+  trace::TraceData t;
+  MemoryTracker tracker;
+  const TraceSink sink{trace::Clock{trace::Clock::steady_now_ns()}, &t.ranks};
+  run_strategy_local(find_strategy("ring"), c, P, DType::f32, tracker, {}, &sink);
+  t.other["config"] = c.to_json();
+  t.other["layout"] = to_string(c.cp_layout());
+  return trace::parse_trace(trace::to_chrome_json(t).dump());  // as the viewer reads it
+}
+
+}  // namespace
+
+TEST_CASE("the time axis maps time to pixels and back, zooms about the mouse and pans", "[viewer]") {
+  TimeAxis a;
+  a.t0 = 1000, a.t1 = 3000, a.x0 = 100, a.x1 = 500;
+  CHECK(a.x_of(2000) == Approx(300));
+  CHECK(a.t_of(300) == Approx(2000));
+  a.zoom(2, 200);  // the time under x = 200 stays under it
+  CHECK(a.x_of(1500) == Approx(200));
+  CHECK(a.t1 - a.t0 == Approx(1000));
+  a.pan(40);  // drag right by 40 px: earlier times come into view
+  CHECK(a.x_of(1500) == Approx(240));
+  a.fit(0, 10000);
+  CHECK(a.t0 == Approx(-200));
+  CHECK(a.t1 == Approx(10200));
+}
+
+TEST_CASE("the layout gives every strategy a group and every GPU its lanes", "[viewer]") {
+  trace::TraceData t;
+  for (const char* st : {"ring", "ulysses"})
+    for (int r = 1; r >= 0; --r) {  // out of rank order on purpose
+      trace::RankTrace rt;
+      rt.strategy = st, rt.rank = r;
+      rt.events = {ev("forward", "phase", 0, 100), ev("attention", "attention", 10, 50), ev("send", "p2p", 20, 30, Stream::comm),
+                   ev("recv", "p2p", 25, 30, Stream::comm), ev("late", "p2p", 60, 10, Stream::comm)};
+      t.ranks.push_back(rt);
+    }
+  LayoutOptions o;
+  const TimelineLayout l = make_layout(t, o);
+  REQUIRE(l.groups.size() == 2);
+  CHECK(l.groups[0].strategy == "ring");
+  REQUIRE(l.groups[0].processes.size() == 2);
+  CHECK(t.ranks[l.groups[0].processes[0]].rank == 0);  // rank order
+  // Per GPU: compute, two comm lanes (send and recv overlap in time; the late one fits the first), memory.
+  CHECK(l.groups[0].lanes.size() == 2 * 4);
+  const Lane& compute = l.lanes[l.groups[0].lanes[0]];
+  CHECK(compute.kind == Lane::compute);
+  CHECK(compute.depth == std::vector<int>{0, 1});  // the attention op nests in the phase
+  const Lane& comm0 = l.lanes[l.groups[0].lanes[1]];
+  const Lane& comm1 = l.lanes[l.groups[0].lanes[2]];
+  CHECK(comm0.events.size() == 2);  // send, then late
+  CHECK(comm1.events.size() == 1);  // recv
+  CHECK(comm1.y == Approx(comm0.y + comm0.height));
+  CHECK(l.lanes[l.groups[0].lanes[3]].kind == Lane::memory);
+  CHECK(l.groups[1].y == Approx(l.groups[0].y + l.groups[0].height + o.gap));
+  CHECK(l.height > l.groups[1].y);
+}
+
+TEST_CASE("exposed communication is comm minus compute", "[viewer]") {
+  trace::RankTrace r;
+  r.events = {ev("a", "attention", 0, 100), ev("w", "wait", 100, 50), ev("c", "p2p", 80, 60, Stream::comm),
+              ev("d", "all_reduce", 200, 40, Stream::comm), ev("g", "gemm", 210, 10)};
+  const auto x = exposed_intervals(r);
+  REQUIRE(x.size() == 3);
+  CHECK(x[0].begin == 100);  // the wait does not hide it
+  CHECK(x[0].end == 140);
+  CHECK(x[1].begin == 200);
+  CHECK(x[1].end == 210);
+  CHECK(x[2].begin == 220);
+  CHECK(x[2].end == 240);
+}
+
+TEST_CASE("replay reveals up to the play head and steps through the ring", "[viewer]") {
+  const trace::TraceData t = ring_trace(4, Layout::zigzag);
+  const auto marks = step_marks(t);
+  REQUIRE(marks.size() == 8);  // 4 forward steps, then 4 backward
+  CHECK(marks[0].phase == "forward");
+  CHECK(marks[0].step == 0);
+  CHECK(marks[7].phase == "backward");
+  CHECK(marks[7].step == 3);
+  const auto next = step_after(marks, marks[2].ts_ns, +1);
+  REQUIRE(next);
+  CHECK(*next == marks[3].ts_ns);
+  CHECK(!step_after(marks, marks[7].ts_ns, +1));
+  CHECK(*step_after(marks, marks[0].ts_ns + 1, -1) == marks[0].ts_ns);
+  Replay rp;
+  rp.playing = true, rp.speed = 0.5;
+  CHECK(rp.advance(1e-3, 1'000'000'000));
+  CHECK(rp.head_ns == 500'000);
+  CHECK(rp.advance(10, 1'000'000));  // runs past the end: stops there
+  CHECK(rp.head_ns == 1'000'000);
+  CHECK(!rp.playing);
+}
+
+TEST_CASE("the attention tile map gives each tile its rank and ring step, masked tiles masked", "[viewer]") {
+  for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
+    const int P = 4;
+    const trace::TraceData t = ring_trace(P, layout);
+    const auto m = tile_map(t, "ring");
+    REQUIRE(m);
+    INFO(to_string(layout));
+    CHECK(m->blocks == (layout == Layout::zigzag ? 2 * P : P));
+    int computed = 0;
+    for (int q = 0; q < m->blocks; ++q)
+      for (int k = 0; k < m->blocks; ++k) {
+        const Tile& tile = m->at(q, k);
+        auto owner = [&](int c) { return layout == Layout::zigzag ? (c < P ? c : 2 * P - 1 - c) : c; };
+        CHECK(tile.rank == owner(q));
+        CHECK(tile.step == (owner(q) - owner(k) + P) % P);
+        CHECK(tile.masked == (layout != Layout::striped && k > q));
+        computed += !tile.masked;
+      }
+    // Against the trace: every rank computed exactly the (non-masked) tiles of its query blocks,
+    // at the steps the map says: count the steps at which each rank ran attention.
+    for (int r = 0; r < P; ++r) {
+      std::set<int> steps_in_trace, steps_in_map;
+      for (const trace::RankTrace& rt : t.ranks)
+        if (rt.rank == r)
+          for (const Event& e : rt.events)
+            if (e.phase == "forward" && e.name == "attention_forward") steps_in_trace.insert(e.step);
+      for (const Tile& tile : m->tiles)
+        if (tile.rank == r && !tile.masked) steps_in_map.insert(tile.step);
+      CHECK(steps_in_trace == steps_in_map);
+    }
+    // Replay: nothing done before the first step, everything after the last.
+    const auto none = tiles_done(t, *m, INT64_MIN), all = tiles_done(t, *m, INT64_MAX);
+    CHECK(std::count(none.begin(), none.end(), true) == 0);
+    CHECK(std::count(all.begin(), all.end(), true) == computed);
+  }
+  trace::TraceData plain;
+  CHECK(!tile_map(plain, "ring"));  // no config: no map
+  CHECK(!tile_map(ring_trace(2, Layout::contiguous), "tp-sp"));
+}
+
+TEST_CASE("hit testing finds the event under the mouse, the deepest in its row", "[viewer]") {
+  trace::TraceData t;
+  trace::RankTrace r;
+  r.strategy = "ring";
+  r.events = {ev("forward", "phase", 0, 1'000'000), ev("attention_forward", "attention", 100'000, 200'000),
+              ev("send k", "p2p", 150'000, 100'000, Stream::comm)};  // ns: 1 ms, 200 us, 100 us
+  r.events[1].flops = 2e9, r.events[1].phase = "forward", r.events[1].sublayer = "attention", r.events[1].step = 2;
+  r.events[2].bytes = 1 << 20, r.events[2].peer = 1, r.events[2].direction = "send";
+  t.ranks.push_back(r);
+  LayoutOptions o;
+  const TimelineLayout l = make_layout(t, o);
+  TimeAxis a;
+  a.t0 = 0, a.t1 = 1e6, a.x0 = 0, a.x1 = 1000;  // 1 px = 1 us
+  const float top = 50;
+  const Lane& compute = l.lanes[0];
+  auto hit = hit_test(t, l, a, 200, top + compute.y + compute.row * 1.5f, top);  // row 1: the op
+  REQUIRE(hit);
+  CHECK(t.ranks[0].events[hit->event].name == "attention_forward");
+  hit = hit_test(t, l, a, 600, top + compute.y + compute.row * 1.5f, top);  // row 1 at 600: only the phase
+  REQUIRE(hit);
+  CHECK(t.ranks[0].events[hit->event].name == "forward");
+  const Lane& comm = l.lanes[1];
+  hit = hit_test(t, l, a, 200, top + comm.y + 2, top);
+  REQUIRE(hit);
+  CHECK(t.ranks[0].events[hit->event].name == "send k");
+  CHECK(!hit_test(t, l, a, 800, top + comm.y + 2, top));
+  // The tooltip's lines: where, rates.
+  const auto lines = describe_event(t.ranks[0].events[1]);
+  const std::string all = [&] {
+    std::string s;
+    for (auto& x : lines) s += x + "\n";
+    return s;
+  }();
+  CHECK_THAT(all, Catch::Contains("forward / attention, ring step 2") && Catch::Contains("2.000 GFLOP, 10000.0 GFLOP/s"));
+  CHECK_THAT(describe_event(t.ranks[0].events[2])[3], Catch::Contains("1.00 MiB, 10.49 GB/s"));
+}
+
+TEST_CASE("the memory series follows the samples and marks the peak", "[viewer]") {
+  trace::RankTrace r;
+  r.memory = {{0, {10, 0, 5, 0, 0}}, {50, {10, 0, 90, 3, 0}}, {80, {10, 0, 1, 0, 0}}};
+  const MemorySeries m = memory_series(r);
+  CHECK(m.peak == 103);
+  CHECK(m.peak_ts == 50);
+  CHECK(m.total == std::vector<int64_t>{15, 103, 11});
+  CHECK(m.by_category[2] == std::vector<int64_t>{5, 90, 1});
+  // With phases, setup's transient does not count: the peak is the trace metrics' peak.
+  r.memory.insert(r.memory.begin(), trace::MemorySample{-20, {9999, 0, 0, 0, 0}});
+  r.events = {ev("forward", "phase", 10, 100)};
+  const MemorySeries w = memory_series(r);
+  CHECK(w.peak == 103);
+  trace::TraceData t;
+  t.ranks.push_back(r);
+  CHECK(trace::compute_metrics(t).at(0).ranks.at(0).peak_memory_bytes == w.peak);
+}
+
+TEST_CASE("the headless screenshot of a hand-built trace has its pixels where the layout says", "[viewer-png]") {
+  const char* png = std::getenv("RINGSIDE_VIEWER_PNG");
+  const char* layout = std::getenv("RINGSIDE_VIEWER_LAYOUT");
+  REQUIRE(png);
+  REQUIRE(layout);
+  int w = 0, h = 0, n = 0;
+  unsigned char* px = stbi_load(png, &w, &h, &n, 4);
+  REQUIRE(px);
+  CHECK(w == 900);
+  CHECK(h == 600);
+  std::ifstream f(layout);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  TimeAxis a;
+  a.t0 = j["t0_ns"], a.t1 = j["t1_ns"], a.x0 = j["x0"], a.x1 = j["x1"];
+  auto pixel = [&](float x, float y) {
+    const unsigned char* p = px + (size_t(y) * size_t(w) + size_t(x)) * 4;
+    return rgba(p[0], p[1], p[2]);
+  };
+  // Not blank: many colours.
+  std::set<Color> colours;
+  for (int y = 0; y < h; y += 3)
+    for (int x = 0; x < w; x += 3) colours.insert(pixel(float(x), float(y)));
+  CHECK(colours.size() > 20);
+  const float comm = j["lanes"]["/GPU 0 comm"], compute = j["lanes"]["/GPU 0 compute"];
+  const LayoutOptions o;
+  const float comm_h = o.row * 0.75f;
+  // In the trace: attention [0, 400) us, gemm [400, 600); p2p [100, 300) hidden under the
+  // attention; all_reduce [700, 1000) exposed. Sample past the labels drawn at each event's left.
+  CHECK(pixel(a.x_of(280e3), comm + 6) == color_of_kind("p2p"));
+  CHECK(pixel(a.x_of(980e3), comm + 6) == color_of_kind("all_reduce"));
+  CHECK(pixel(a.x_of(380e3), compute + o.row - 2) == color_of_kind("attention"));
+  CHECK(pixel(a.x_of(580e3), compute + o.row - 2) == color_of_kind("gemm"));
+  // Under the comm lane: hidden (green) under the send, exposed (red) under the all_reduce.
+  CHECK(pixel(a.x_of(200e3), comm + comm_h - 1.5f) == rgba(60, 200, 90));
+  CHECK(pixel(a.x_of(850e3), comm + comm_h - 1.5f) == kExposedColor);
+  // Nothing drawn at 650 us in the comm lane: the background shows.
+  CHECK(pixel(a.x_of(650e3), comm + 6) != color_of_kind("p2p"));
+  stbi_image_free(px);
+}
