@@ -1,6 +1,6 @@
 # ringside: the two commands.
 #   make demo   install deps, build (Release), compare every strategy on 4 local ranks with the references,
-#               write their timeline to out/demo.trace.json, print its metrics, and open it in
+#               write their timeline to out/demo.trace.json (with its metrics), and open it in
 #               ringside-viewer (or, with no display, draw it to out/demo.png)
 #   make test   install deps, build (Release), run every test (ctest)
 # Extra: make bench (kernel benchmarks), make clean. BUILD_DIR and CMAKE_FLAGS can be overridden.
@@ -14,7 +14,6 @@ JOBS        ?= $(shell nproc)
 demo: build
 	@mkdir -p out
 	$(BUILD_DIR)/ringside compare --ranks 4 --trace out/demo.trace.json
-	$(BUILD_DIR)/ringside trace-stats out/demo.trace.json
 	@if [ ! -x $(BUILD_DIR)/ringside-viewer ]; then echo "demo: no ringside-viewer in this build"; \
 	elif [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then $(BUILD_DIR)/ringside-viewer out/demo.trace.json; \
 	else xvfb-run -a -s "-screen 0 1920x1200x24" $(BUILD_DIR)/ringside-viewer out/demo.trace.json \

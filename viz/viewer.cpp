@@ -111,7 +111,8 @@ class App {
  public:
   explicit App(Options o) : opt_(std::move(o)) {
     for (const std::string& f : opt_.files) open(f);
-    if (!opt_.live.empty()) open(opt_.live);
+    // Live: the file may not exist yet (the run has not written it); poll_live opens it then.
+    if (!opt_.live.empty() && fs::exists(opt_.live)) open(opt_.live);
     fit();
     if (opt_.at_s) replay_.head_ns = int64_t(*opt_.at_s * 1e9), reveal_ = true;
     if (opt_.step) {
@@ -156,13 +157,25 @@ class App {
       if (t.path == opt_.live && t.mtime != m) {
         try {
           t = load(opt_.live);
+          fit();
           live_note_.clear();
         } catch (const std::exception& e) {
           t.mtime = m;  // try again at the next change
           live_note_ = std::string("waiting for a complete trace: ") + e.what();
         }
       }
-    if (traces_.empty()) open(opt_.live);
+    const bool have = std::any_of(traces_.begin(), traces_.end(), [&](const Loaded& t) { return t.path == opt_.live; });
+    if (!have && fs::exists(opt_.live, ec)) {
+      try {
+        traces_.push_back(load(opt_.live));
+        fit();
+        live_note_.clear();
+      } catch (const std::exception& e) {
+        live_note_ = std::string("waiting for a complete trace: ") + e.what();
+      }
+    } else if (!have) {
+      live_note_ = "waiting for " + opt_.live + " to appear";
+    }
   }
 
   void frame(float width, float height) {
@@ -172,7 +185,7 @@ class App {
                  ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove |
                      ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoBringToFrontOnFocus);
     toolbar();
-    const float side = std::min(520.0f, width * 0.36f);
+    const float side = std::min(600.0f, width * 0.38f);
     ImGui::BeginChild("timeline", ImVec2(width - side - 24, 0), true, ImGuiWindowFlags_NoMove);
     timeline();
     ImGui::EndChild();
@@ -262,7 +275,8 @@ class App {
     for (size_t ti = 0; ti < traces_.size(); ++ti) {
       const Loaded& t = traces_[ti];
       if (traces_.size() > 1) {
-        dl->AddText(ImVec2(origin.x, y), IM_COL32(255, 255, 255, 255), fs::path(t.path).filename().c_str());
+        const std::string title = std::string(1, char('A' + ti % 26)) + ": " + fs::path(t.path).filename().string();
+        dl->AddText(ImVec2(origin.x, y), IM_COL32(255, 255, 255, 255), title.c_str());
         y += 18;
       }
       for (const Group& g : t.layout.groups) draw_group(dl, t, g, y, origin.x);
@@ -443,29 +457,39 @@ class App {
   }
 
   void side_panel() {
-    for (const Loaded& t : traces_) {
-      ImGui::TextUnformatted(fs::path(t.path).filename().c_str());
+    std::vector<std::pair<std::string, std::vector<trace::StrategyMetrics>>> stats, selected;
+    for (size_t ti = 0; ti < traces_.size(); ++ti) {
+      const Loaded& t = traces_[ti];
+      // Compared traces are A, B, ... in the tables.
+      const std::string name = traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) : std::string();
+      ImGui::Text("%s%s%s", name.c_str(), name.empty() ? "" : ": ", fs::path(t.path).filename().c_str());
       if (t.data.other.contains("config") && t.data.other["config"].is_object()) {
         const auto& c = t.data.other["config"];
+        ImGui::SameLine();
         ImGui::TextDisabled("s=%s h=%s H=%s P=%zu %s", c.value("s", nlohmann::json()).dump().c_str(),
                             c.value("h", nlohmann::json()).dump().c_str(), c.value("H", nlohmann::json()).dump().c_str(),
                             t.metrics.empty() ? size_t(0) : t.metrics[0].ranks.size(),
                             t.data.other.value("modeled", false) ? "(modeled)" : "(measured)");
       }
-      stats_table(t.metrics, "stats");
+      stats.emplace_back(name, t.metrics);
       if (selection_) {
-        ImGui::Text("selection: %s", human_time(double(selection_->end - selection_->begin)).c_str());
-        // The selection is relative to each group's start: shift it per strategy.
+        // The selection is relative to each group's zero: shift it per strategy.
         std::vector<trace::StrategyMetrics> sel;
         for (const Group& g : t.layout.groups)
           for (auto& m : trace::compute_metrics(t.data, trace::Interval{selection_->begin + g.zero_ns, selection_->end + g.zero_ns}))
             if (m.strategy == g.strategy) sel.push_back(m);
-        stats_table(sel, "selection");
+        selected.emplace_back(name, sel);
       }
+    }
+    stats_table(stats, "stats");
+    if (selection_) {
+      ImGui::Text("selection: %s to %s", human_time(double(selection_->begin)).c_str(), human_time(double(selection_->end)).c_str());
+      stats_table(selected, "selection");
+    }
+    for (const Loaded& t : traces_)
       for (const Group& g : t.layout.groups)
         if (auto m = tile_map(t.data, g.strategy)) draw_tile_map(t, *m, g.zero_ns);
-      ImGui::Separator();
-    }
+    ImGui::Separator();
     if (pinned_) {
       const Loaded& t = traces_[pinned_->first];
       const RankTrace& r = t.data.ranks[pinned_->second.process];
@@ -487,37 +511,49 @@ class App {
     ImGui::TextUnformatted("exposed comm (green: hidden under compute)");
   }
 
-  void stats_table(const std::vector<trace::StrategyMetrics>& ms, const char* id) {
-    if (!ImGui::BeginTable(id, 7, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) return;
-    for (const char* h : {"strategy", "GPU", "compute", "comm", "overlap", "exposed", "peak mem"}) ImGui::TableSetupColumn(h);
+  // One table for every trace: compared traces side by side, row for row.
+  void stats_table(const std::vector<std::pair<std::string, std::vector<trace::StrategyMetrics>>>& all, const char* id) {
+    const bool several = all.size() > 1;
+    if (!ImGui::BeginTable(id, several ? 9 : 8, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) return;
+    if (several) ImGui::TableSetupColumn("trace");
+    for (const char* h : {"strategy", "GPU", "compute", "comm", "overlap", "exposed", "idle", "peak mem"}) ImGui::TableSetupColumn(h);
     ImGui::TableHeadersRow();
-    for (const auto& s : ms) {
-      int64_t peak = 0;
-      int peak_rank = -1;
-      for (const auto& r : s.ranks)
-        if (r.peak_memory_bytes > peak) peak = r.peak_memory_bytes, peak_rank = r.rank;
-      for (const auto& r : s.ranks) {
-        ImGui::TableNextRow();
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(s.strategy.c_str());
-        ImGui::TableNextColumn(), ImGui::Text("%d", r.rank);
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.compute_ns)).c_str());
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.comm_ns)).c_str());
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(pct(r.time.overlap_pct()).c_str());
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.exposed_comm_ns)).c_str());
-        ImGui::TableNextColumn();
-        if (r.rank == peak_rank) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s (max)", human_bytes(double(r.peak_memory_bytes)).c_str());
-        else ImGui::TextUnformatted(human_bytes(double(r.peak_memory_bytes)).c_str());
+    for (const auto& [name, ms] : all)
+      for (const auto& s : ms) {
+        int64_t peak = 0;
+        for (const auto& r : s.ranks) peak = std::max(peak, r.peak_memory_bytes);
+        auto lead = [&] {
+          ImGui::TableNextRow();
+          if (several) ImGui::TableNextColumn(), ImGui::TextUnformatted(name.c_str());
+          ImGui::TableNextColumn(), ImGui::TextUnformatted(s.strategy.c_str());
+        };
+        for (const auto& r : s.ranks) {
+          lead();
+          ImGui::TableNextColumn(), ImGui::Text("%d", r.rank);
+          ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.compute_ns)).c_str());
+          ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.comm_ns)).c_str());
+          ImGui::TableNextColumn(), ImGui::TextUnformatted(pct(r.time.overlap_pct()).c_str());
+          ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.exposed_comm_ns)).c_str());
+          ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.idle_ns)).c_str());
+          ImGui::TableNextColumn();
+          if (r.peak_memory_bytes == peak) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s max", human_bytes(double(r.peak_memory_bytes)).c_str());
+          else ImGui::TextUnformatted(human_bytes(double(r.peak_memory_bytes)).c_str());
+        }
+        lead();
+        ImGui::TableNextColumn(), ImGui::TextUnformatted("sum");
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.compute_ns)).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.comm_ns)).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(pct(s.total.overlap_pct()).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.exposed_comm_ns)).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.idle_ns)).c_str());
+        ImGui::TableNextColumn(), ImGui::Text("imbalance %.2f", s.compute_imbalance);
       }
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn(), ImGui::TextUnformatted(s.strategy.c_str());
-      ImGui::TableNextColumn(), ImGui::TextUnformatted("all");
-      ImGui::TableNextColumn(), ImGui::Text("imb %.2f", s.compute_imbalance);
-      ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.comm_ns)).c_str());
-      ImGui::TableNextColumn(), ImGui::TextUnformatted(pct(s.total.overlap_pct()).c_str());
-      ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.exposed_comm_ns)).c_str());
-      ImGui::TableNextColumn(), ImGui::TextUnformatted(s.steps.empty() ? "" : (std::to_string(s.steps.size() / 2) + " ring steps/pass").c_str());
-    }
     ImGui::EndTable();
+    for (const auto& [name, ms] : all)
+      for (const auto& s : ms)
+        if (!s.steps.empty())
+          ImGui::TextDisabled("%s%s%s: %zu ring steps per pass (F0.. forward, B0.. backward in the group header)",
+                              several ? name.c_str() : "", several ? " " : "", s.strategy.c_str(), s.steps.size() / 2);
   }
 
   void draw_tile_map(const Loaded& t, const TileMap& m, int64_t zero) {

@@ -116,6 +116,11 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
   CLI::App* run = app.add_subcommand("run", "Run one strategy forward and backward and report each rank");
   common(run);
   run->add_option("--strategy", o.strategy, "one of: " + names)->required();
+  run->footer(
+      "Examples:\n"
+      "  ringside run --strategy ring --ranks 4 --seq 1024          # the ring's schedule, step by step\n"
+      "  ringside run --strategy ring --link-bandwidth 1 --trace out/ring.json   # a 1 GB/s link, traced\n"
+      "  ringside run --strategy ulysses --ranks 8 --heads 16 --dump out/u      # tensors as .npy");
   run->add_option("--dump", o.dump, "write the gathered tensors as fp32 .npy with DIR/manifest.json (reference's names)")
       ->option_text("DIR");
   return {cmp, run};
@@ -315,7 +320,7 @@ nlohmann::json trace_other(const char* producer, const LayerConfig& cfg, const S
   o["clock"] = s.mpi ? "steady_clock per process, aligned to rank 0 by ping-pong (clock_offset_ns, clock_uncertainty_ns per process)"
                      : "steady_clock, one process";
   if (!s.mpi && (s.local.bandwidth_gbps > 0 || s.local.latency_us > 0))
-    o["link"] = {{"bandwidth_gbps", s.local.bandwidth_gbps}, {"latency_us", s.local.latency_us}};
+    o["link"] = {{"bandwidth_GB_per_s", s.local.bandwidth_gbps}, {"latency_us", s.local.latency_us}};
   return o;
 }
 
@@ -378,6 +383,13 @@ int compare_command(CompareOptions& o) {
     note(st->name + " on " + std::to_string(s.P) + " ranks ...");
     try {
       runs.push_back(run_one(*st, cfg, s, traces));
+      // Each strategy's timeline is in the file as soon as it has run (ringside-viewer --live).
+      if (s.root && !o.trace.empty() && st != chosen.back()) {
+        trace::TraceData partial;
+        partial.other = trace_other("ringside compare", cfg, s);
+        partial.ranks = traces;
+        trace::write_trace(o.trace, partial);
+      }
     } catch (const ConfigError&) {
       throw;
     } catch (const std::exception& e) {
@@ -571,7 +583,7 @@ int compare_command(CompareOptions& o) {
       "  computing while communicating / time communicating, all ranks (from the timeline). OK: error\n"
       "  below 1e-5, memory and bytes equal to their formulas, and the timeline equal to the counters.\n");
   std::printf("\n  timeline per rank (forward + backward; compute and comm are unions of intervals):\n");
-  print_timeline(timeline, false);
+  print_timeline(timeline, true);
   if (!o.trace.empty())
     std::printf("\n  trace: %s (Perfetto: ui.perfetto.dev; per ring step: ringside trace-stats %s)\n", o.trace.c_str(),
                 o.trace.c_str());

@@ -43,25 +43,43 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
   std::printf("  %-10s %4s  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", "strategy", "rank", "compute", "comm", "overlap",
               "exposed", "idle", "peak memory", "sent");
   for (const trace::StrategyMetrics& s : all) {
-    for (const trace::RankMetrics& r : s.ranks)
+    int64_t peak = -1;
+    std::vector<int> at_peak;
+    for (const trace::RankMetrics& r : s.ranks) {
       std::printf("  %-10s %4d  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", name_of(s).c_str(), r.rank, ms(r.time.compute_ns).c_str(),
                   ms(r.time.comm_ns).c_str(), pct(r.time.overlap_pct()).c_str(), ms(r.time.exposed_comm_ns).c_str(),
                   ms(r.time.idle_ns).c_str(), format_bytes(double(r.peak_memory_bytes)).c_str(),
                   format_bytes(double(r.bytes_sent)).c_str());
-    std::printf("  %-10s %4s  %9s  %9s  %7s  %9s  %9s  compute imbalance %.2f (max/mean), window %s\n", name_of(s).c_str(), "all",
+      if (r.peak_memory_bytes > peak) peak = r.peak_memory_bytes, at_peak.clear();
+      if (r.peak_memory_bytes == peak) at_peak.push_back(r.rank);
+    }
+    std::string who = at_peak.size() == s.ranks.size() && s.ranks.size() > 1 ? std::string("every rank") : "rank";
+    if (who == "rank")
+      for (size_t i = 0; i < at_peak.size(); ++i) who += (i ? ", " : " ") + std::to_string(at_peak[i]);
+    std::printf("  %-10s %4s  %9s  %9s  %7s  %9s  %9s  imbalance %.2f; peak memory: %s; window %s\n", name_of(s).c_str(), "sum",
                 ms(s.total.compute_ns).c_str(), ms(s.total.comm_ns).c_str(), pct(s.total.overlap_pct()).c_str(),
-                ms(s.total.exposed_comm_ns).c_str(), ms(s.total.idle_ns).c_str(), s.compute_imbalance,
+                ms(s.total.exposed_comm_ns).c_str(), ms(s.total.idle_ns).c_str(), s.compute_imbalance, who.c_str(),
                 ms(s.end_ns - s.begin_ns).c_str());
   }
+  // Communication by sublayer: the ring's K/V hops apart from its gradient all-reduce.
+  std::printf("\n  communication by sublayer (all ranks summed; overlap: the part under some compute):\n");
+  std::printf("  %-10s %-10s  %9s  %7s  %9s\n", "strategy", "sublayer", "comm", "overlap", "exposed");
+  for (const trace::StrategyMetrics& s : all)
+    for (const auto& [name, b] : s.comm_by_sublayer)
+      std::printf("  %-10s %-10s  %9s  %7s  %9s\n", name_of(s).c_str(), name.empty() ? "-" : name.c_str(), ms(b.comm_ns).c_str(),
+                  pct(b.overlap_pct()).c_str(), ms(b.exposed_comm_ns).c_str());
   if (!with_steps) return;
   for (const trace::StrategyMetrics& s : all) {
     if (s.steps.empty()) continue;
-    std::printf("\n  %s, per ring step (all ranks; step time: the slowest rank's):\n", name_of(s).c_str());
+    std::printf("\n  %s, per ring step: P steps per pass, each computing on one K/V block while the next one moves\n"
+                "  (the last step moves none; in the backward, dK/dV also hop, the last hop taking them home).\n"
+                "  time: the slowest rank's step; compute, comm, exposed: summed over ranks, each rank's step counted\n"
+                "  until its transfers end; imbalance: max / mean of the ranks' step times.\n",
+                name_of(s).c_str());
     std::printf("  %-9s %4s  %9s  %9s  %9s  %7s  %9s  %10s  %9s\n", "phase", "step", "time", "compute", "comm", "overlap",
                 "exposed", "sent", "imbalance");
     for (const trace::StepMetrics& st : s.steps) {
-      int64_t slowest = 0;
-      for (const trace::Breakdown& b : st.ranks) slowest = std::max(slowest, b.window_ns);
+      const int64_t slowest = st.span_ns.empty() ? 0 : *std::max_element(st.span_ns.begin(), st.span_ns.end());
       std::printf("  %-9s %4d  %9s  %9s  %9s  %7s  %9s  %10s  %9.2f\n", st.phase.c_str(), st.step, ms(slowest).c_str(),
                   ms(st.total.compute_ns).c_str(), ms(st.total.comm_ns).c_str(), pct(st.total.overlap_pct()).c_str(),
                   ms(st.total.exposed_comm_ns).c_str(), format_bytes(double(st.bytes_sent)).c_str(), st.imbalance);
@@ -79,6 +97,7 @@ nlohmann::json metrics_json(const trace::StrategyMetrics& s) {
     nlohmann::json jr = breakdown_json(r.time);
     jr["rank"] = r.rank;
     jr["peak_memory_bytes"] = r.peak_memory_bytes;
+    jr["peak_memory_at_us"] = us(r.peak_memory_ts_ns - s.begin_ns);
     for (int c = 0; c < kNumMemCategories; ++c)
       jr["peak_by_category"][std::string(to_string(MemCategory(c)))] = r.peak_by_category[c];
     jr["bytes_sent"] = r.bytes_sent;
@@ -91,7 +110,13 @@ nlohmann::json metrics_json(const trace::StrategyMetrics& s) {
     js["step"] = st.step;
     js["imbalance"] = st.imbalance;
     js["bytes_sent"] = st.bytes_sent;
+    for (int64_t span : st.span_ns) js["span_us"].push_back(us(span));
     j["steps"].push_back(js);
+  }
+  for (const auto& [name, b] : s.comm_by_sublayer) {
+    nlohmann::json jc = breakdown_json(b);
+    for (const char* unused : {"window_us", "compute_us", "idle_us"}) jc.erase(unused);
+    j["comm_by_sublayer"][name.empty() ? "-" : name] = jc;
   }
   return j;
 }
@@ -107,7 +132,9 @@ CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
   c->footer(
       "Definitions (Holistic Trace Analysis): compute and comm are unions of intervals; overlap = time\n"
       "computing while communicating / time communicating; exposed = comm not overlapped; idle = the\n"
-      "window minus compute and comm; imbalance = max / mean over ranks. Window: forward + backward.");
+      "window minus the union of compute and comm (= window - compute - exposed); imbalance = max / mean\n"
+      "over ranks of compute time (per ring step: of the step's time). Window: forward + backward. Times\n"
+      "are wall-clock intervals: with more ranks than cores, an op's interval includes waits for a core.");
   return c;
 }
 

@@ -161,11 +161,11 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
           continue;
         }
         if (m.ts_ns > rhi) break;
-        rm.peak_memory_bytes = std::max(rm.peak_memory_bytes, m.total());
+        if (m.total() > rm.peak_memory_bytes) rm.peak_memory_bytes = m.total(), rm.peak_memory_ts_ns = m.ts_ns;
         for (int c = 0; c < kNumMemCategories; ++c) rm.peak_by_category[c] = std::max(rm.peak_by_category[c], m.bytes[c]);
       }
       if (carried) {
-        rm.peak_memory_bytes = std::max(rm.peak_memory_bytes, carried->total());
+        if (carried->total() >= rm.peak_memory_bytes) rm.peak_memory_bytes = carried->total(), rm.peak_memory_ts_ns = rlo;
         for (int c = 0; c < kNumMemCategories; ++c) rm.peak_by_category[c] = std::max(rm.peak_by_category[c], carried->bytes[c]);
       }
       // Ring steps: each rank's step span, and what ran and moved in it.
@@ -204,6 +204,22 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
         for (const Event* e : in_step[key])
           if (e->stream == Stream::comm && e->direction == "send") add_to(st.bytes_sent, e->bytes);
         step_durations[key].push_back(double(s.end - s.begin));
+        st.span_ns.push_back(s.end - s.begin);
+      }
+      // Communication per sublayer: the transfers posted in it against all of the rank's compute.
+      std::map<std::string, std::vector<Interval>> comm_of;
+      for (const Event* e : evs)
+        if (e->stream == Stream::comm) {
+          auto [it, fresh] = comm_of.try_emplace(e->sublayer);
+          if (fresh && std::find_if(sm.comm_by_sublayer.begin(), sm.comm_by_sublayer.end(),
+                                    [&](auto& p) { return p.first == e->sublayer; }) == sm.comm_by_sublayer.end())
+            sm.comm_by_sublayer.emplace_back(e->sublayer, Breakdown{});
+          it->second.push_back({e->ts_ns, e->end_ns()});
+        }
+      for (auto& [name, comm] : comm_of) {
+        const Breakdown b = breakdown(compute_all, std::move(comm), lo, hi);
+        for (auto& [n, total] : sm.comm_by_sublayer)
+          if (n == name) add_to(total.comm_ns, b.comm_ns), add_to(total.overlap_ns, b.overlap_ns), add_to(total.exposed_comm_ns, b.exposed_comm_ns);
       }
       computes.push_back(double(rm.time.compute_ns));
       sm.total += rm.time;

@@ -48,6 +48,7 @@ struct RankMetrics {
   Breakdown time;
   // These four over the rank's own forward + backward (or the selection):
   int64_t peak_memory_bytes = 0;                              ///< highest total live bytes
+  int64_t peak_memory_ts_ns = 0;                              ///< when it was first reached
   std::array<int64_t, kNumMemCategories> peak_by_category{};  ///< each category's own highest
   int64_t bytes_sent = 0;                                     ///< payload of sends starting in it
   double flops = 0;                                           ///< FLOPs of compute ops starting in it
@@ -57,8 +58,9 @@ struct StepMetrics {
   std::string phase;  ///< "forward" or "backward"
   int step = 0;
   std::vector<Breakdown> ranks;  ///< per rank (window: its ring step span, until the step's transfers end)
+  std::vector<int64_t> span_ns;  ///< per rank: the ring step span's duration (compute and waits)
   Breakdown total;               ///< summed over ranks
-  double imbalance = 1;          ///< max / mean of the ranks' step durations
+  double imbalance = 1;          ///< max / mean of span_ns over the ranks
   int64_t bytes_sent = 0;        ///< over all ranks
 };
 
@@ -69,6 +71,10 @@ struct StrategyMetrics {
   Breakdown total;                   ///< summed over ranks
   double compute_imbalance = 1;      ///< max / mean of the ranks' compute time
   std::vector<StepMetrics> steps;    ///< ring steps, forward then backward; empty for other strategies
+  /// Communication per sublayer (attention's K/V or all-to-alls apart from the gradient
+  /// all-reduce), summed over ranks: comm, overlap and exposed of the transfers posted in it
+  /// (window_ns, compute_ns and idle_ns unused). In first-seen order.
+  std::vector<std::pair<std::string, Breakdown>> comm_by_sublayer;
 };
 
 /// The metrics of every strategy in the trace, in file order. With `window` [begin, end) ns,

@@ -130,6 +130,7 @@ nlohmann::json to_chrome_json(const TraceData& t) {
     for (const MemorySample& m : mem) {
       nlohmann::json a;
       for (int c = 0; c < kNumMemCategories; ++c) a[kCategoryNames[c]] = m.bytes[c];
+      a["total"] = m.total();  // its own track in Perfetto
       events.push_back({{"name", "memory"}, {"ph", "C"}, {"ts", us(m.ts_ns)}, {"pid", pid}, {"tid", 0}, {"args", a}});
     }
   }
@@ -154,12 +155,20 @@ nlohmann::json to_chrome_json(const TraceData& t) {
 }
 
 void write_trace(const std::string& path, const TraceData& t) {
-  const std::string text = to_chrome_json(t).dump();
-  std::ofstream f(path, std::ios::binary);
-  RS_CHECK(f.good(), "cannot write trace ", path, ": ", std::strerror(errno));
-  f << text << '\n';
-  f.close();
-  RS_CHECK(f.good(), "cannot write trace ", path, ": write failed");
+  // Written beside, then renamed over: a reader (the viewer's live mode) sees the old file or
+  // the new one, never half of one.
+  const std::string text = to_chrome_json(t).dump(), partial = path + ".partial";
+  {
+    std::ofstream f(partial, std::ios::binary);
+    RS_CHECK(f.good(), "cannot write trace ", partial, ": ", std::strerror(errno));
+    f << text << '\n';
+    f.close();
+    RS_CHECK(f.good(), "cannot write trace ", partial, ": write failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(partial, path, ec);
+  if (ec) std::filesystem::remove(partial);
+  RS_CHECK(!ec, "cannot write trace ", path, ": ", ec.message());
 }
 
 // ---------------------------------------------------------------------------- reader

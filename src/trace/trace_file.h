@@ -43,7 +43,8 @@ struct TraceData {
 /// The Chrome trace JSON of `t`. Flows pair the k-th send from rank a to rank b with tag g
 /// with the k-th receive at b from a with tag g (MPI's non-overtaking order), per strategy.
 nlohmann::json to_chrome_json(const TraceData& t);
-/// Writes to_chrome_json(t) to `path`. Throws ringside::Error when the file cannot be written.
+/// Writes to_chrome_json(t) to `path`, atomically (PATH.partial, then a rename), so that a
+/// reader polling the file never sees half of it. Throws ringside::Error when it cannot.
 void write_trace(const std::string& path, const TraceData& t);
 
 /// Parses and validates Chrome trace JSON. Throws ringside::Error naming `source`, the event
