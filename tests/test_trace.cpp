@@ -2,7 +2,9 @@
 // hand-built traces, what a ring run's trace holds, and malformed files.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <map>
 #include <random>
 #include <set>
@@ -556,4 +558,29 @@ TEST_CASE("the reader names processes from the file, and counts NCCL kernels as 
   CHECK_THROWS_WITH(read_trace("/"), Catch::Contains("cannot read trace /: it is a directory"));
   CHECK_THROWS_WITH(read_trace("/dev/null"), Catch::Contains("not a regular file"));
   CHECK_THROWS_WITH(read_trace("/nonexistent/x.json"), Catch::Contains("cannot read trace /nonexistent/x.json"));
+}
+
+TEST_CASE("a live sink sees the ranks' traces grow while they run", "[trace]") {
+  LayerConfig c = small();
+  LocalOptions slow;
+  slow.latency_us = 20000;  // 20 ms per message: the run lasts long enough to be seen live
+  std::vector<RankTrace> final_ranks;
+  TraceSink sink{Clock{Clock::steady_now_ns()}, &final_ranks};
+  std::mutex mu;
+  std::vector<size_t> seen;  // events in each live copy
+  sink.flush_every_s = 0.02;
+  sink.flush = [&](const std::vector<RankTrace>& now) {
+    size_t n = 0;
+    for (const RankTrace& r : now) n += r.events.size();
+    std::lock_guard lock(mu);
+    seen.push_back(n);
+  };
+  MemoryTracker tracker;
+  run_strategy_local(find_strategy("ring"), c, 2, DType::f32, tracker, slow, &sink);
+  size_t total = 0;
+  for (const RankTrace& r : final_ranks) total += r.events.size();
+  REQUIRE(seen.size() >= 2);
+  CHECK(std::is_sorted(seen.begin(), seen.end()));  // only ever grows
+  CHECK(seen.back() <= total);
+  CHECK(*std::max_element(seen.begin(), seen.end()) > 0);
 }

@@ -202,13 +202,43 @@ Setup setup(CompareOptions& o) {
 
 bool progress_on() { return isatty(STDERR_FILENO); }
 
+// The run's description in the trace's otherData.
+nlohmann::json trace_other(const char* producer, const LayerConfig& cfg, const Setup& s) {
+  nlohmann::json o;
+  o["producer"] = producer;
+  o["config"] = cfg.to_json();
+  o["layout"] = to_string(cfg.cp_layout());
+  o["ranks"] = s.P;
+  o["backend"] = s.mpi ? "mpi" : "local";
+  o["dtype"] = "float32";
+  o["device"] = "cpu";
+  o["clock"] = s.mpi ? "steady_clock per process, aligned to rank 0 by ping-pong (clock_offset_ns, clock_uncertainty_ns per process)"
+                     : "steady_clock, one process";
+  if (!s.mpi && (s.local.bandwidth_gbps > 0 || s.local.latency_us > 0))
+    o["link"] = {{"bandwidth_GB_per_s", s.local.bandwidth_gbps}, {"latency_us", s.local.latency_us}};
+  return o;
+}
+
 // Runs one strategy on every rank, traced; its timeline is appended to `traces` (on rank 0).
-StrategyRun run_one(const Strategy& st, const LayerConfig& cfg, const Setup& s, std::vector<trace::RankTrace>& traces) {
+// With live_path (local backend), the file is rewritten every second while it runs.
+StrategyRun run_one(const Strategy& st, const LayerConfig& cfg, const Setup& s, std::vector<trace::RankTrace>& traces,
+                    const std::string* live_path = nullptr, const nlohmann::json& live_other = {}) {
   StrategyRun out;
   out.st = &st;
   MemoryTracker& tracker = *out.tracker;
   if (!s.mpi) {
-    const TraceSink sink{s.clock, &traces};
+    TraceSink sink{s.clock, &traces};
+    if (live_path) {
+      // The strategies run so far, and this one as far as it has got, every second.
+      const std::vector<trace::RankTrace> before = traces;
+      sink.flush = [&, before](const std::vector<trace::RankTrace>& now) {
+        trace::TraceData partial;
+        partial.other = live_other;
+        partial.ranks = before;
+        partial.ranks.insert(partial.ranks.end(), now.begin(), now.end());
+        trace::write_trace(*live_path, partial);
+      };
+    }
     auto all = run_strategy_local(st, cfg, s.P, DType::f32, tracker, s.local, &sink);
     for (const RankResult& r : all) out.ranks.push_back(numbers_of(r)), out.steps.push_back(r.steps);
     out.result = std::move(all[0]);
@@ -307,23 +337,6 @@ void check_outputs(const CompareOptions& o) {
   }
 }
 
-// The run's description in the trace's otherData.
-nlohmann::json trace_other(const char* producer, const LayerConfig& cfg, const Setup& s) {
-  nlohmann::json o;
-  o["producer"] = producer;
-  o["config"] = cfg.to_json();
-  o["layout"] = to_string(cfg.cp_layout());
-  o["ranks"] = s.P;
-  o["backend"] = s.mpi ? "mpi" : "local";
-  o["dtype"] = "float32";
-  o["device"] = "cpu";
-  o["clock"] = s.mpi ? "steady_clock per process, aligned to rank 0 by ping-pong (clock_offset_ns, clock_uncertainty_ns per process)"
-                     : "steady_clock, one process";
-  if (!s.mpi && (s.local.bandwidth_gbps > 0 || s.local.latency_us > 0))
-    o["link"] = {{"bandwidth_GB_per_s", s.local.bandwidth_gbps}, {"latency_us", s.local.latency_us}};
-  return o;
-}
-
 // The timeline's metrics (and the file, with --trace), on rank 0.
 std::vector<trace::StrategyMetrics> finish_trace(const CompareOptions& o, const char* producer, const LayerConfig& cfg,
                                                  const Setup& s, std::vector<trace::RankTrace>&& ranks) {
@@ -382,7 +395,8 @@ int compare_command(CompareOptions& o) {
   for (const Strategy* st : chosen) {
     note(st->name + " on " + std::to_string(s.P) + " ranks ...");
     try {
-      runs.push_back(run_one(*st, cfg, s, traces));
+      runs.push_back(run_one(*st, cfg, s, traces, s.root && !o.trace.empty() ? &o.trace : nullptr,
+                             trace_other("ringside compare", cfg, s)));
       // Each strategy's timeline is in the file as soon as it has run (ringside-viewer --live).
       if (s.root && !o.trace.empty() && st != chosen.back()) {
         trace::TraceData partial;
@@ -608,7 +622,8 @@ int run_command(CompareOptions& o) {
   check_outputs(o);
   if (s.root && !o.trace.empty()) check_writable(o.trace, "--trace");
   std::vector<trace::RankTrace> traces;
-  const StrategyRun run = run_one(st, cfg, s, traces);
+  const StrategyRun run = run_one(st, cfg, s, traces, s.root && !o.trace.empty() ? &o.trace : nullptr,
+                                 trace_other("ringside run", cfg, s));
   if (!s.root) return 0;
   const std::vector<trace::StrategyMetrics> timeline = finish_trace(o, "ringside run", cfg, s, std::move(traces));
   std::printf("ringside run %s: %s\n", st.name.c_str(), cfg.summary().c_str());

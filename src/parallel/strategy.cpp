@@ -1,6 +1,9 @@
 #include "parallel/strategy.h"
 
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
 #include <cstring>
 #include <sstream>
 
@@ -32,19 +35,66 @@ std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig
   std::vector<trace::RankTrace> traces(P);
   auto be = make_cpu_backend();
   if (sink) be = trace::make_traced_backend(std::move(be));
-  run_local(
-      P,
-      [&](Communicator& comm) {
-        if (!sink) {
-          results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt);
-          return;
+  // Live flushing: a thread that snapshots the ranks' tracers while they run.
+  std::mutex live_mu;
+  std::condition_variable live_cv;
+  bool finished = false;
+  std::vector<const trace::Tracer*> live(P, nullptr);
+  std::thread flusher;
+  if (sink && sink->flush)
+    flusher = std::thread([&] {
+      std::unique_lock lock(live_mu);
+      while (!live_cv.wait_for(lock, std::chrono::duration<double>(sink->flush_every_s), [&] { return finished; })) {
+        std::vector<trace::RankTrace> now;
+        for (const trace::Tracer* t : live)
+          if (t) now.push_back(t->snapshot());
+        try {
+          sink->flush(now);
+        } catch (const std::exception&) {
+          // A live copy that cannot be written is not the run's failure; the final write reports it.
         }
-        trace::Tracer tracer(st.name, comm.rank(), sink->clock);
-        trace::TraceScope scope(&tracer);
-        results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt);
-        traces[comm.rank()] = tracer.take();
-      },
-      opts);
+      }
+    });
+  auto stop_flusher = [&] {
+    if (!flusher.joinable()) return;
+    {
+      std::lock_guard lock(live_mu);
+      finished = true;
+    }
+    live_cv.notify_all();
+    flusher.join();
+  };
+  try {
+    run_local(
+        P,
+        [&](Communicator& comm) {
+          if (!sink) {
+            results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt);
+            return;
+          }
+          trace::Tracer tracer(st.name, comm.rank(), sink->clock);
+          struct Registration {  // the flusher sees this rank's tracer only while it lives
+            std::mutex& mu;
+            const trace::Tracer*& slot;
+            Registration(std::mutex& m, const trace::Tracer*& s, const trace::Tracer* t) : mu(m), slot(s) {
+              std::lock_guard lock(mu);
+              slot = t;
+            }
+            ~Registration() {
+              std::lock_guard lock(mu);
+              slot = nullptr;
+            }
+          } registration(live_mu, live[comm.rank()], &tracer);
+          trace::TraceScope scope(&tracer);
+          results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt);
+          traces[comm.rank()] = tracer.take();
+        },
+        opts);
+  } catch (...) {
+    stop_flusher();
+    throw;
+  }
+  stop_flusher();
   if (sink)
     for (auto& t : traces) sink->out->push_back(std::move(t));
   return results;

@@ -65,8 +65,13 @@ const Strategy& find_strategy(const std::string& name);
 /// Where a traced run puts its timeline: every rank records on `clock` and its trace is
 /// appended to `out` (rank order).
 struct TraceSink {
+  TraceSink(trace::Clock c, std::vector<trace::RankTrace>* o) : clock(c), out(o) {}
   trace::Clock clock;
   std::vector<trace::RankTrace>* out = nullptr;
+  /// Live: every flush_every_s seconds while the ranks run, called (from another thread) with
+  /// every rank's trace so far, so that a viewer can follow the run.
+  std::function<void(const std::vector<trace::RankTrace>&)> flush;
+  double flush_every_s = 1.0;
 };
 
 /// Runs `st` forward and backward on P local ranks (threads, the local communicator), with

@@ -34,6 +34,7 @@ void Tracer::record(Event e) {
   if (e.phase.empty()) e.phase = phase;
   if (e.sublayer.empty()) e.sublayer = sublayer;
   if (e.step < 0) e.step = step;
+  std::lock_guard lock(mu_);
   trace_.events.push_back(std::move(e));
 }
 
@@ -52,6 +53,7 @@ void Tracer::begin_sublayer(const char* name) {
 
 void Tracer::memory(const std::array<int64_t, kNumMemCategories>& live) {
   if (!recording_) return;
+  std::lock_guard lock(mu_);
   trace_.memory.push_back(MemorySample{clock_.now(), live});
 }
 
@@ -62,7 +64,13 @@ int64_t Tracer::next_seq(int peer, int tag, bool send) {
   return 0;
 }
 
+RankTrace Tracer::snapshot() const {
+  std::lock_guard lock(mu_);
+  return trace_;
+}
+
 RankTrace Tracer::take() {
+  std::lock_guard lock(mu_);
   RankTrace out = std::move(trace_);
   trace_ = RankTrace{out.strategy, out.rank, {}, {}, out.clock_offset_ns, out.clock_uncertainty_ns};
   return out;

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,7 +92,8 @@ struct Clock {
   }
 };
 
-/// One rank's recorder. Not thread-safe by design: only the rank's thread writes to it.
+/// One rank's recorder. Only the rank's thread writes to it; snapshot() may be called from
+/// another thread (a live flush), so appends take a lock nobody else holds in a normal run.
 class Tracer {
  public:
   Tracer(std::string strategy, int rank, Clock clock);
@@ -125,9 +127,12 @@ class Tracer {
 
   /// The recorded trace, moved out (the tracer is empty afterwards).
   RankTrace take();
+  /// A copy of what has been recorded so far, from any thread.
+  RankTrace snapshot() const;
 
  private:
   Clock clock_;
+  mutable std::mutex mu_;  // guards trace_ against snapshot()
   RankTrace trace_;
   bool recording_ = true;
   int64_t sublayer_start_ = 0;
