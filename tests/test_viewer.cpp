@@ -244,14 +244,14 @@ TEST_CASE("the headless screenshot of a hand-built trace has its pixels where th
   const float comm_h = o.row * 0.75f;
   // In the trace: attention [0, 400) us, gemm [400, 600); p2p [100, 300) hidden under the
   // attention; all_reduce [700, 1000) exposed. Sample past the labels drawn at each event's left.
-  CHECK(pixel(a.x_of(280e3), comm + 6) == color_of_kind("p2p"));
-  CHECK(pixel(a.x_of(980e3), comm + 6) == color_of_kind("all_reduce"));
+  CHECK(pixel(a.x_of(280e3), comm + 3) == color_of_kind("p2p"));
+  CHECK(pixel(a.x_of(980e3), comm + 3) == color_of_kind("all_reduce"));
   CHECK(pixel(a.x_of(380e3), compute + o.row - 2) == color_of_kind("attention"));
   CHECK(pixel(a.x_of(580e3), compute + o.row - 2) == color_of_kind("gemm"));
   // Under the comm lane: hidden (green) under the send, exposed (red) under the all_reduce.
-  CHECK(pixel(a.x_of(200e3), comm + comm_h - 1.5f) == rgba(60, 200, 90));
-  CHECK(pixel(a.x_of(850e3), comm + comm_h - 1.5f) == kExposedColor);
+  CHECK(pixel(a.x_of(200e3), comm + comm_h - 2.5f) == kHiddenColor);
+  CHECK(pixel(a.x_of(850e3), comm + comm_h - 2.5f) == kExposedColor);
   // Nothing drawn at 650 us in the comm lane: the background shows.
-  CHECK(pixel(a.x_of(650e3), comm + 6) != color_of_kind("p2p"));
+  CHECK(pixel(a.x_of(650e3), comm + 3) != color_of_kind("p2p"));
   stbi_image_free(px);
 }

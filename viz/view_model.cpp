@@ -33,15 +33,20 @@ Color color_of_kind(const std::string& cat) {
   return rgba(160, 160, 160);
 }
 
+Color color_of(const Event& e) { return e.cat == "collective" ? color_of_kind(e.name) : color_of_kind(e.cat); }
+
 Color rank_color(int r) {
-  static const Color c[8] = {rgba(66, 133, 244), rgba(234, 67, 53),  rgba(251, 188, 5),  rgba(52, 168, 83),
-                             rgba(171, 71, 188), rgba(0, 172, 193),  rgba(255, 112, 67), rgba(158, 157, 36)};
-  return r < 0 ? rgba(200, 200, 200) : c[r % 8];
+  // Pastel hues: not to be confused with the event kinds' saturated colours.
+  static const Color c[12] = {rgba(160, 196, 255), rgba(255, 173, 173), rgba(253, 255, 182), rgba(202, 255, 191),
+                              rgba(189, 178, 255), rgba(155, 246, 255), rgba(255, 214, 165), rgba(255, 198, 255),
+                              rgba(210, 210, 160), rgba(170, 220, 200), rgba(230, 190, 150), rgba(200, 200, 230)};
+  return r < 0 ? rgba(200, 200, 200) : c[r % 12];
 }
 
 Color memory_color(int category) {
-  static const Color c[kNumMemCategories] = {rgba(120, 144, 156), rgba(141, 110, 99), rgba(66, 133, 244),
-                                             rgba(0, 172, 193), rgba(255, 167, 38)};
+  // Muted tones: a memory plot is not an event.
+  static const Color c[kNumMemCategories] = {rgba(96, 110, 140), rgba(150, 120, 90), rgba(120, 170, 200),
+                                             rgba(170, 150, 200), rgba(200, 170, 110)};
   return c[std::clamp(category, 0, kNumMemCategories - 1)];
 }
 
@@ -212,9 +217,11 @@ std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy)
   for (const RankTrace& r : t.ranks)
     if (r.strategy == strategy) P = std::max(P, r.rank + 1);
   if (P < 1 || P > 64) return std::nullopt;  // a map beyond 128 x 128 tiles says nothing
-  const bool causal = cfg->value("causal", true);
-  std::string layout = t.other.value("layout", std::string("contiguous"));
-  if (!t.other.contains("layout") || !t.other["layout"].is_string()) layout = causal ? "zigzag" : "contiguous";
+  // A config of the wrong types (a foreign or hand-edited file) gives no map, not an error.
+  const auto c = cfg->find("causal");
+  const bool causal = c == cfg->end() || !c->is_boolean() || c->get<bool>();
+  const auto lay = t.other.find("layout");
+  std::string layout = lay != t.other.end() && lay->is_string() ? lay->get<std::string>() : (causal ? "zigzag" : "contiguous");
   TileMap m;
   m.strategy = strategy;
   if (strategy == "ulysses") {
@@ -250,8 +257,8 @@ std::vector<bool> tiles_done(const TraceData& t, const TileMap& m, int64_t t_ns)
     if (r.strategy != m.strategy) continue;
     for (const Event& e : r.events) {
       if (e.phase != "forward") continue;
-      if (e.cat == "ring_step") step_start[{r.rank, e.step}] = e.ts_ns;
-      if (e.cat == "attention") attention_start = std::min(attention_start, e.ts_ns);
+      if (e.cat == "ring_step") step_start[{r.rank, e.step}] = e.end_ns();  // done when the step has run
+      if (e.cat == "attention") attention_start = std::min(attention_start, e.end_ns());
     }
   }
   for (size_t i = 0; i < m.tiles.size(); ++i) {

@@ -22,11 +22,16 @@ constexpr Color rgba(uint8_t r, uint8_t g, uint8_t b, uint8_t a = 255) {
 
 /// The colour of an event's kind: compute kinds (attention, gemm, norm, elementwise, memory),
 /// waits, and communication by collective (p2p, all_gather, reduce_scatter, all_reduce,
-/// all_to_all). Exposed communication is drawn in its own colour over the comm lane.
+/// all_to_all). Exposed communication is drawn in its own colour under the comm lane.
 Color color_of_kind(const std::string& cat);
+/// An event's colour: its kind's, and for a collective's span on the compute lane, that
+/// collective's (its name).
+Color color_of(const trace::Event& e);
 inline constexpr Color kExposedColor = rgba(230, 40, 40);
+inline constexpr Color kHiddenColor = rgba(60, 200, 90);
 inline constexpr Color kBackground = rgba(24, 24, 28);
-/// Colour of rank r (tile map, memory plots): distinct for the first 8, then repeating.
+/// Colour of rank r (tile map): 12 hues apart from the event colours' saturation, repeating
+/// after 12 (the tile labels and the key say which is which).
 Color rank_color(int r);
 /// One colour per memory category (weights, grads, activations, workspace, comm).
 Color memory_color(int category);
@@ -81,8 +86,8 @@ struct TimelineLayout {
 };
 
 struct LayoutOptions {
-  float header = 22, row = 18, memory = 46, gap = 6;
-  int max_depth = 4;  ///< compute-lane nesting shown (phase, sublayer, step, op, ...)
+  float header = 22, row = 15, memory = 46, gap = 6;
+  int max_depth = 7;  ///< compute-lane nesting shown (phase, sublayer, step or collective, op, wait, ...)
 };
 
 /// Lays out every strategy, GPU and stream. Comm events go to lanes so that none overlap in
@@ -122,7 +127,7 @@ struct TileMap {
 /// From the trace's otherData (config, layout) and its strategies; nullopt for a strategy
 /// that is not ring or ulysses, or a trace without a config.
 std::optional<TileMap> tile_map(const trace::TraceData& t, const std::string& strategy);
-/// Which tiles have been computed by time t (ns): those whose ring step started by then on
+/// Which tiles have been computed by time t (ns): those whose ring step has ended by then on
 /// the computing rank (all of a step's tiles light up together).
 std::vector<bool> tiles_done(const trace::TraceData& t, const TileMap& m, int64_t t_ns);
 

@@ -69,6 +69,7 @@ struct Loaded {
   std::vector<std::vector<trace::Interval>> exposed;  // per process
   std::vector<MemorySeries> memory;              // per process
   std::vector<int64_t> group_begin;              // per process: its group's start (the zero)
+  std::string summary;                           // "s=4096 h=512 H=8 P=4 (measured)"
   fs::file_time_type mtime{};
 };
 
@@ -92,6 +93,18 @@ Loaded load(const std::string& path) {
     l.exposed.push_back(exposed_intervals(r));
     l.memory.push_back(memory_series(r));
   }
+  // The run's description, read defensively: otherData is free-form in foreign files.
+  const nlohmann::json& o = l.data.other;
+  auto field = [](const nlohmann::json& obj, const char* k) -> std::string {
+    const auto it = obj.find(k);
+    return it != obj.end() && it->is_number() ? it->dump() : "?";
+  };
+  if (const auto c = o.find("config"); c != o.end() && c->is_object())
+    l.summary = "s=" + field(*c, "s") + " h=" + field(*c, "h") + " H=" + field(*c, "H") + " ";
+  size_t P = 0;
+  for (const auto& m : l.metrics) P = std::max(P, m.ranks.size());
+  const auto modeled = o.find("modeled");
+  l.summary += "P=" + std::to_string(P) + (modeled != o.end() && modeled->is_boolean() && modeled->get<bool>() ? " (modeled)" : " (measured)");
   std::error_code ec;
   l.mtime = fs::last_write_time(path, ec);
   return l;
@@ -101,6 +114,7 @@ struct Options {
   std::vector<std::string> files;
   std::string live;
   std::string screenshot;
+  bool screenshot_given = false;
   std::string size = "1600x1000";
   std::optional<double> at_s;
   std::optional<int> step;
@@ -116,15 +130,17 @@ class App {
     fit();
     if (opt_.at_s) replay_.head_ns = int64_t(*opt_.at_s * 1e9), reveal_ = true;
     if (opt_.step) {
-      std::vector<int64_t> all;
+      // Ring step N of the first trace with ring steps: F0.. then B0.. of its first ring group.
+      std::vector<int64_t> marks;
       for (const Loaded& t : traces_)
-        for (const StepMark& m : t.steps) all.push_back(m.ts_ns);
-      std::sort(all.begin(), all.end());
-      all.erase(std::unique(all.begin(), all.end()), all.end());
-      if (*opt_.step < 0 || size_t(*opt_.step) >= all.size())
-        errors_.push_back("--step " + std::to_string(*opt_.step) + ": the traces have " + std::to_string(all.size()) + " ring steps");
+        if (!t.steps.empty() && marks.empty())
+          for (const StepMark& m : t.steps)
+            if (m.strategy == t.steps.front().strategy) marks.push_back(m.ts_ns);
+      if (*opt_.step < 0 || size_t(*opt_.step) >= marks.size())
+        errors_.push_back("--step " + std::to_string(*opt_.step) + ": the trace has " + std::to_string(marks.size()) +
+                          " ring steps (forward and backward), numbered from 0");
       else
-        replay_.head_ns = all[size_t(*opt_.step)] + 1, reveal_ = true;
+        replay_.head_ns = marks[size_t(*opt_.step)] + 1, reveal_ = true;
     }
   }
 
@@ -185,7 +201,7 @@ class App {
                  ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove |
                      ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoBringToFrontOnFocus);
     toolbar();
-    const float side = std::min(600.0f, width * 0.38f);
+    const float side = std::min(640.0f, width * 0.40f);
     ImGui::BeginChild("timeline", ImVec2(width - side - 24, 0), true, ImGuiWindowFlags_NoMove);
     timeline();
     ImGui::EndChild();
@@ -279,7 +295,8 @@ class App {
         dl->AddText(ImVec2(origin.x, y), IM_COL32(255, 255, 255, 255), title.c_str());
         y += 18;
       }
-      for (const Group& g : t.layout.groups) draw_group(dl, t, g, y, origin.x);
+      const std::string prefix = traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + "/" : std::string();
+      for (const Group& g : t.layout.groups) draw_group(dl, t, g, y, origin.x, prefix);
       if (ImGui::IsWindowHovered())
         if (auto h = hit_test(t.data, t.layout, shifted_axis(0), mouse.x, mouse.y, y)) hover = std::make_pair(ti, *h);
       if (arrows_) draw_flows(dl, t, y);
@@ -331,9 +348,12 @@ class App {
 
   void draw_ruler(ImDrawList* dl, float y, float h) {
     const double span = axis_.t1 - axis_.t0;
-    double tick = std::pow(10.0, std::floor(std::log10(span / 8)));
-    if (span / tick > 16) tick *= 5;
-    else if (span / tick > 8) tick *= 2;
+    // At most one label per 90 px.
+    const double most = std::max(1.0, double(axis_.x1 - axis_.x0) / 90.0);
+    double tick = std::pow(10.0, std::floor(std::log10(span / most)));
+    if (span / tick > most * 5) tick *= 10;
+    else if (span / tick > most * 2) tick *= 5;
+    else if (span / tick > most) tick *= 2;
     for (double t = std::ceil(axis_.t0 / tick) * tick; t <= axis_.t1; t += tick) {
       if (std::fabs(t) < tick * 1e-6) t = 0;  // no "-0 ns"
       const float x = axis_.x_of(t);
@@ -344,17 +364,19 @@ class App {
 
   bool revealed(const Event& e, int64_t zero) const { return !reveal_ || e.ts_ns - zero <= replay_.head_ns; }
 
-  void draw_group(ImDrawList* dl, const Loaded& t, const Group& g, float top, float left) {
+  void draw_group(ImDrawList* dl, const Loaded& t, const Group& g, float top, float left, const std::string& prefix) {
     const float gy = top + g.y;
     dl->AddRectFilled(ImVec2(left, gy), ImVec2(axis_.x1, gy + 20), IM_COL32(45, 45, 55, 255));
     const std::string title = (g.strategy.empty() ? std::string("(unnamed)") : g.strategy) + "   " + std::to_string(g.processes.size()) + " GPUs, " +
                               human_time(double(g.end_ns - g.zero_ns));
     dl->AddText(ImVec2(left + 4, gy + 3), IM_COL32(255, 255, 255, 255), title.c_str());
     // Ring step starts: ticks and labels in the group header.
+    float last_label = -1e9f;
     for (const StepMark& m : t.steps)
       if (m.strategy == g.strategy) {
         const float x = axis_.x_of(double(m.ts_ns));
-        if (x < axis_.x0 || x > axis_.x1) continue;
+        if (x < axis_.x0 || x > axis_.x1 || x - last_label < 26) continue;  // no labels on top of each other
+        last_label = x;
         dl->AddLine(ImVec2(x, gy + 12), ImVec2(x, gy + 20), IM_COL32(140, 190, 255, 255));
         const std::string s = (m.phase == "forward" ? "F" : "B") + std::to_string(m.step);
         dl->AddText(ImVec2(x + 2, gy + 8), IM_COL32(140, 190, 255, 255), s.c_str());
@@ -365,7 +387,7 @@ class App {
       const RankTrace& r = t.data.ranks[lane.process];
       const int64_t zero = g.zero_ns;
       const float ly = top + lane.y;
-      drawn_lanes_[g.strategy + "/" + lane.label] = ly;
+      drawn_lanes_[prefix + g.strategy + "/" + lane.label] = ly;
       if (lane.kind != Lane::comm || lane.comm_lane == 0)
         dl->AddText(ImVec2(left + 4, ly), IM_COL32(190, 190, 190, 255), lane.label.c_str());
       dl->AddLine(ImVec2(axis_.x0, ly), ImVec2(axis_.x1, ly), IM_COL32(50, 50, 58, 255));
@@ -382,7 +404,7 @@ class App {
         x0 = std::max(x0, axis_.x0), x1 = std::max(std::min(x1, axis_.x1), x0 + 1);
         const float y0 = ly + (lane.kind == Lane::compute ? lane.row * float(lane.depth[k]) : 0);
         const float h = lane.kind == Lane::compute ? lane.row : lane.height;
-        dl->AddRectFilled(ImVec2(x0, y0 + 1), ImVec2(x1, y0 + h - 1), color_of_kind(e.cat));
+        dl->AddRectFilled(ImVec2(x0, y0 + 1), ImVec2(x1, y0 + h - 1), color_of(e));
         if (x1 - x0 > 40) {
           dl->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y0 + h), true);
           dl->AddText(ImVec2(x0 + 2, y0), IM_COL32(0, 0, 0, 255), e.name.c_str());
@@ -391,15 +413,15 @@ class App {
       }
       // Under the first comm lane: exposed (red) and hidden (green) communication.
       if (lane.kind == Lane::comm && lane.comm_lane == 0) {
-        const float sy = ly + lane.height - 3;
+        const float sy = ly + lane.height - 5;
         for (const Event& e : r.events)
           if (e.stream == trace::Stream::comm && revealed(e, zero))
             dl->AddRectFilled(ImVec2(std::max(axis_.x0, axis_.x_of(double(e.ts_ns - zero))), sy),
-                              ImVec2(std::min(axis_.x1, axis_.x_of(double(e.end_ns() - zero)) + 1), sy + 3), IM_COL32(60, 200, 90, 255));
+                              ImVec2(std::min(axis_.x1, axis_.x_of(double(e.end_ns() - zero)) + 1), sy + 5), kHiddenColor);
         for (const trace::Interval& iv : t.exposed[lane.process]) {
           if (reveal_ && iv.begin - zero > replay_.head_ns) continue;
           dl->AddRectFilled(ImVec2(std::max(axis_.x0, axis_.x_of(double(iv.begin - zero))), sy),
-                            ImVec2(std::min(axis_.x1, axis_.x_of(double(iv.end - zero)) + 1), sy + 3), kExposedColor);
+                            ImVec2(std::min(axis_.x1, axis_.x_of(double(iv.end - zero)) + 1), sy + 5), kExposedColor);
         }
       }
     }
@@ -411,13 +433,15 @@ class App {
     if (m.ts.empty()) return;
     // One scale per group: GPUs compare at a glance; the peak GPU fills its plot.
     int64_t scale = 1;
-    for (size_t p : g.processes) scale = std::max(scale, t.memory[p].peak);
+    for (size_t p : g.processes)
+      for (int64_t v : t.memory[p].total) scale = std::max(scale, v);
     const float h = lane.height - 4, base = ly + lane.height - 2;
     for (size_t i = 0; i < m.ts.size(); ++i) {
       if (reveal_ && m.ts[i] - g.zero_ns > replay_.head_ns) break;
       const float x0 = std::max(axis_.x0, axis_.x_of(double(m.ts[i] - g.zero_ns)));
       // Each sample holds until the next; the last until the trace's end.
-      const int64_t until = i + 1 < m.ts.size() ? m.ts[i + 1] : std::max(m.ts[i], g.end_ns);
+      int64_t until = i + 1 < m.ts.size() ? m.ts[i + 1] : std::max(m.ts[i], g.end_ns);
+      if (reveal_) until = std::min(until, replay_.head_ns + g.zero_ns);  // nothing after the play head
       const float x1 = std::min(axis_.x1, axis_.x_of(double(until - g.zero_ns)));
       if (x1 < axis_.x0 || x0 > axis_.x1) continue;
       float y = base;
@@ -430,8 +454,11 @@ class App {
     if (!reveal_ || m.peak_ts - g.zero_ns <= replay_.head_ns) {
       const float px = axis_.x_of(double(m.peak_ts - g.zero_ns)), py = base - h * float(double(m.peak) / double(scale));
       dl->AddTriangleFilled(ImVec2(px - 4, py - 7), ImVec2(px + 4, py - 7), ImVec2(px, py - 1), IM_COL32(255, 255, 255, 255));
-      const std::string label = "peak " + human_bytes(double(m.peak));
-      dl->AddText(ImVec2(std::min(px + 6, axis_.x1 - 90), ly), IM_COL32(255, 255, 255, 255), label.c_str());
+      const std::string label = "peak " + human_bytes(double(m.peak)) + " (fwd+bwd)";
+      const float tw = ImGui::CalcTextSize(label.c_str()).x;
+      const float lx = px + 6 + tw <= axis_.x1 ? px + 6 : std::max(axis_.x0, px - 6 - tw);
+      dl->AddRectFilled(ImVec2(lx - 1, ly), ImVec2(lx + tw + 1, ly + 13), IM_COL32(24, 24, 28, 200));
+      dl->AddText(ImVec2(lx, ly - 1), IM_COL32(255, 255, 255, 255), label.c_str());
     }
   }
 
@@ -450,9 +477,9 @@ class App {
       const float x0 = axis_.x_of(double(f.from_ts_ns - a->second.second)), x1 = axis_.x_of(double(f.to_ts_ns - b->second.second));
       if (std::max(x0, x1) < axis_.x0 || std::min(x0, x1) > axis_.x1) continue;
       const ImVec2 p0(x0, a->second.first), p1(x1, b->second.first);
-      dl->AddLine(p0, p1, IM_COL32(255, 255, 255, 90), 1.0f);
-      dl->AddTriangleFilled(ImVec2(p1.x - 3, p1.y - (p1.y > p0.y ? 5 : -5)), ImVec2(p1.x + 3, p1.y - (p1.y > p0.y ? 5 : -5)), p1,
-                            IM_COL32(255, 255, 255, 140));
+      dl->AddLine(p0, p1, IM_COL32(255, 255, 255, 60), 1.0f);
+      dl->AddTriangleFilled(ImVec2(p1.x - 2, p1.y - (p1.y > p0.y ? 4 : -4)), ImVec2(p1.x + 2, p1.y - (p1.y > p0.y ? 4 : -4)), p1,
+                            IM_COL32(255, 255, 255, 110));
     }
   }
 
@@ -463,14 +490,8 @@ class App {
       // Compared traces are A, B, ... in the tables.
       const std::string name = traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) : std::string();
       ImGui::Text("%s%s%s", name.c_str(), name.empty() ? "" : ": ", fs::path(t.path).filename().c_str());
-      if (t.data.other.contains("config") && t.data.other["config"].is_object()) {
-        const auto& c = t.data.other["config"];
-        ImGui::SameLine();
-        ImGui::TextDisabled("s=%s h=%s H=%s P=%zu %s", c.value("s", nlohmann::json()).dump().c_str(),
-                            c.value("h", nlohmann::json()).dump().c_str(), c.value("H", nlohmann::json()).dump().c_str(),
-                            t.metrics.empty() ? size_t(0) : t.metrics[0].ranks.size(),
-                            t.data.other.value("modeled", false) ? "(modeled)" : "(measured)");
-      }
+      ImGui::SameLine();
+      ImGui::TextDisabled("%s", t.summary.c_str());
       stats.emplace_back(name, t.metrics);
       if (selection_) {
         // The selection is relative to each group's zero: shift it per strategy.
@@ -486,9 +507,10 @@ class App {
       ImGui::Text("selection: %s to %s", human_time(double(selection_->begin)).c_str(), human_time(double(selection_->end)).c_str());
       stats_table(selected, "selection");
     }
-    for (const Loaded& t : traces_)
-      for (const Group& g : t.layout.groups)
-        if (auto m = tile_map(t.data, g.strategy)) draw_tile_map(t, *m, g.zero_ns);
+    for (size_t ti = 0; ti < traces_.size(); ++ti)
+      for (const Group& g : traces_[ti].layout.groups)
+        if (auto m = tile_map(traces_[ti].data, g.strategy))
+          draw_tile_map(traces_[ti], *m, g.zero_ns, traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + ": " : std::string());
     ImGui::Separator();
     if (pinned_) {
       const Loaded& t = traces_[pinned_->first];
@@ -506,9 +528,17 @@ class App {
       ImGui::SameLine();
       ImGui::TextUnformatted(k);
     }
-    ImGui::ColorButton("exposed", ImGui::ColorConvertU32ToFloat4(kExposedColor), ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
-    ImGui::SameLine();
-    ImGui::TextUnformatted("exposed comm (green: hidden under compute)");
+    auto swatch = [](const char* id, Color c, const char* text) {
+      ImGui::ColorButton(id, ImGui::ColorConvertU32ToFloat4(c), ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
+      ImGui::SameLine();
+      ImGui::TextUnformatted(text);
+    };
+    swatch("exposed", kExposedColor, "exposed comm (strip under the comm lane)");
+    swatch("hidden", kHiddenColor, "comm hidden under compute");
+    swatch("phase", color_of_kind("phase"), "phase, sublayer (grey), ring step (blue)");
+    ImGui::TextDisabled("memory (stacked)");
+    const char* cats[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm buffers"};
+    for (int c = 0; c < kNumMemCategories; ++c) swatch(("mem" + std::to_string(c)).c_str(), memory_color(c), cats[c]);
   }
 
   // One table for every trace: compared traces side by side, row for row.
@@ -536,7 +566,7 @@ class App {
           ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.exposed_comm_ns)).c_str());
           ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.idle_ns)).c_str());
           ImGui::TableNextColumn();
-          if (r.peak_memory_bytes == peak) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s max", human_bytes(double(r.peak_memory_bytes)).c_str());
+          if (peak > 0 && r.peak_memory_bytes == peak) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s max", human_bytes(double(r.peak_memory_bytes)).c_str());
           else ImGui::TextUnformatted(human_bytes(double(r.peak_memory_bytes)).c_str());
         }
         lead();
@@ -552,12 +582,17 @@ class App {
     for (const auto& [name, ms] : all)
       for (const auto& s : ms)
         if (!s.steps.empty())
-          ImGui::TextDisabled("%s%s%s: %zu ring steps per pass (F0.. forward, B0.. backward in the group header)",
-                              several ? name.c_str() : "", several ? " " : "", s.strategy.c_str(), s.steps.size() / 2);
+          ImGui::TextDisabled("%s%s%s: %zu ring step%s per pass (F0.. forward, B0.. backward in the group header)",
+                              several ? name.c_str() : "", several ? " " : "", s.strategy.c_str(), s.steps.size() / 2,
+                              s.steps.size() / 2 == 1 ? "" : "s");
   }
 
-  void draw_tile_map(const Loaded& t, const TileMap& m, int64_t zero) {
-    ImGui::Text("%s attention tiles (%s, %dx%d): colour = GPU, label = ring step", m.strategy.c_str(), m.layout.c_str(), m.blocks, m.blocks);
+  void draw_tile_map(const Loaded& t, const TileMap& m, int64_t zero, const std::string& prefix) {
+    if (m.strategy == "ulysses")
+      ImGui::Text("%sulysses attention tiles (%dx%d): every GPU computes every tile, for its H/P heads", prefix.c_str(), m.blocks, m.blocks);
+    else
+      ImGui::Text("%s%s attention tiles (%s, %dx%d): colour = GPU, label = ring step", prefix.c_str(), m.strategy.c_str(), m.layout.c_str(),
+                  m.blocks, m.blocks);
     const std::vector<bool> done = tiles_done(t.data, m, reveal_ ? replay_.head_ns + zero : INT64_MAX);
     const float cell = std::min(28.0f, 220.0f / float(m.blocks));
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -578,7 +613,18 @@ class App {
           dl->AddText(ImVec2(a.x + 2, b.y - 13), IM_COL32(0, 0, 0, 255), std::to_string(tile.step).c_str());
       }
     ImGui::Dummy(ImVec2(cell * float(m.blocks), cell * float(m.blocks)));
-    ImGui::TextDisabled("rows: query blocks, columns: key blocks; dark: masked");
+    ImGui::TextDisabled("rows: query blocks, columns: key blocks; dark: masked; faint: not yet computed");
+    if (m.strategy != "ulysses") {
+      int P = 0;
+      for (const Tile& tile : m.tiles) P = std::max(P, tile.rank + 1);
+      for (int r = 0; r < std::min(P, 16); ++r) {
+        ImGui::ColorButton(("gpu" + std::to_string(r)).c_str(), ImGui::ColorConvertU32ToFloat4(rank_color(r)), ImGuiColorEditFlags_NoTooltip,
+                           ImVec2(10, 10));
+        ImGui::SameLine();
+        ImGui::Text("GPU %d", r);
+        if (r % 8 != 7 && r + 1 < std::min(P, 16)) ImGui::SameLine();
+      }
+    }
   }
 
   void file_dialog() {
@@ -652,14 +698,20 @@ void on_drop(GLFWwindow*, int count, const char** paths) {
 
 int run(Options o) {
   int w = 1600, h = 1000;
-  if (std::sscanf(o.size.c_str(), "%dx%d", &w, &h) != 2 || w < 200 || h < 150 || w > 8192 || h > 8192)
+  char extra = 0;
+  if (std::sscanf(o.size.c_str(), "%dx%d%c", &w, &h, &extra) != 2 || w < 200 || h < 150 || w > 8192 || h > 8192)
     throw std::runtime_error("--size " + o.size + ": expected WxH, each between 200 and 8192 pixels");
-  const bool headless = !o.screenshot.empty();
+  const bool headless = o.screenshot_given;
+  if (headless && o.screenshot.empty()) throw std::runtime_error("--screenshot needs a file name");
+  if (o.at_s && o.step) throw std::runtime_error("--at and --step both place the play head: give one");
+  if (!o.layout_json.empty() && !headless) throw std::runtime_error("--layout-json goes with --screenshot");
   App app(o);
   // A file that cannot be read: headless runs fail with the message; windows show it.
   if (headless && (!app.errors().empty() || !app.any_trace())) {
     for (const std::string& e : app.errors()) std::fprintf(stderr, "ringside-viewer: %s\n", e.c_str());
-    if (app.errors().empty()) std::fprintf(stderr, "ringside-viewer: --screenshot needs a trace file\n");
+    if (app.errors().empty())
+      std::fprintf(stderr, "ringside-viewer: %s\n",
+                   o.live.empty() ? "--screenshot needs a trace file" : ("--live " + o.live + ": no such file yet").c_str());
     return 1;
   }
   glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "ringside-viewer: GLFW error %d: %s\n", code, what); });
@@ -713,7 +765,11 @@ int run(Options o) {
         std::fprintf(stderr, "ringside-viewer: cannot write %s\n", o.screenshot.c_str());
         status = 1;
       }
-      if (!o.layout_json.empty()) std::ofstream(o.layout_json) << app.layout_json().dump(2) << '\n';
+      if (!o.layout_json.empty()) {
+        std::ofstream f(o.layout_json);
+        f << app.layout_json().dump(2) << '\n';
+        if (!f.good()) std::fprintf(stderr, "ringside-viewer: cannot write %s\n", o.layout_json.c_str()), status = 1;
+      }
       break;
     }
     glfwSwapBuffers(window);
@@ -734,10 +790,16 @@ int main(int argc, char** argv) {
   CLI::App cli{"ringside-viewer: replay ringside traces (lanes per GPU, ring steps, overlap, memory per GPU)"};
   cli.add_option("files", o.files, "trace files (ringside compare/run --trace); two or more are compared side by side");
   cli.add_option("--live", o.live, "show this trace and reload it whenever it changes (while a run writes it)")->option_text("FILE");
-  cli.add_option("--screenshot", o.screenshot, "render once to this PNG and exit (headless: under xvfb-run)")->option_text("PNG");
+  cli.add_option("--screenshot", o.screenshot, "render once to this PNG and exit (headless: under xvfb-run)")
+      ->option_text("PNG")
+      ->each([&o](const std::string&) { o.screenshot_given = true; });
   cli.add_option("--size", o.size, "window or screenshot size")->capture_default_str()->option_text("WxH");
   cli.add_option("--at", o.at_s, "replay: show the run up to this many seconds after each strategy's start")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check([](const std::string& v) {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        return v.empty() || *end || !std::isfinite(x) || x < 0 || x > 1e6 ? std::string("must be a number of seconds in [0, 1e6]") : std::string();
+      })
       ->option_text("SECONDS");
   cli.add_option("--step", o.step, "replay: show the run up to the start of ring step N (0: the first)")->option_text("N");
   cli.add_option("--layout-json", o.layout_json, "with --screenshot: also write where the lanes were drawn (tests)")->option_text("FILE");
