@@ -310,15 +310,16 @@ std::optional<Hit> hit_test(const TraceData& t, const TimelineLayout& l, const T
   return std::nullopt;
 }
 
-namespace {
 std::string human_time(double ns) {
   char b[32];
-  if (ns < 1e3) std::snprintf(b, sizeof b, "%.0f ns", ns);
-  else if (ns < 1e6) std::snprintf(b, sizeof b, "%.1f us", ns / 1e3);
-  else if (ns < 1e9) std::snprintf(b, sizeof b, "%.2f ms", ns / 1e6);
+  const double a = std::fabs(ns);
+  if (a < 1e3) std::snprintf(b, sizeof b, "%.0f ns", ns);
+  else if (a < 1e6) std::snprintf(b, sizeof b, "%.1f us", ns / 1e3);
+  else if (a < 1e9) std::snprintf(b, sizeof b, "%.2f ms", ns / 1e6);
   else std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
   return b;
 }
+
 std::string human_bytes(double b) {
   const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int i = 0;
@@ -327,7 +328,6 @@ std::string human_bytes(double b) {
   std::snprintf(s, sizeof s, i ? "%.2f %s" : "%.0f %s", b, u[i]);
   return s;
 }
-}  // namespace
 
 std::vector<std::string> describe_event(const Event& e) {
   std::vector<std::string> out;

@@ -147,6 +147,11 @@ struct Hit {
 std::optional<Hit> hit_test(const trace::TraceData& t, const TimelineLayout& l, const TimeAxis& axis, float x, float y,
                             float lane_top);
 
+/// 1234567 -> "1.23 ms"; 512 -> "512 ns" (the viewer's units).
+std::string human_time(double ns);
+/// 1536 -> "1.50 KiB".
+std::string human_bytes(double bytes);
+
 /// One line of a hovered event's details: "attention_forward  forward/attention step 2
 /// 1.23 ms  4.30 GFLOP  3.49 GFLOP/s" and the like, as shown in the tooltip.
 std::vector<std::string> describe_event(const trace::Event& e);

@@ -35,23 +35,6 @@ namespace fs = std::filesystem;
 using trace::Event;
 using trace::RankTrace;
 
-std::string human_time(double ns) {
-  char b[32];
-  const double a = std::fabs(ns);
-  if (a < 1e3) std::snprintf(b, sizeof b, "%.0f ns", ns);
-  else if (a < 1e6) std::snprintf(b, sizeof b, "%.1f us", ns / 1e3);
-  else if (a < 1e9) std::snprintf(b, sizeof b, "%.2f ms", ns / 1e6);
-  else std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
-  return b;
-}
-std::string human_bytes(double v) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (v >= 1024 && i < 4) v /= 1024, ++i;
-  char s[32];
-  std::snprintf(s, sizeof s, i ? "%.2f %s" : "%.0f %s", v, u[i]);
-  return s;
-}
 std::string pct(double p) {
   if (std::isnan(p)) return "-";
   char b[16];
