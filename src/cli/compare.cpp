@@ -599,8 +599,7 @@ int compare_command(CompareOptions& o) {
   std::printf("\n  timeline per rank (forward + backward; compute and comm are unions of intervals):\n");
   print_timeline(timeline, true);
   if (!o.trace.empty())
-    std::printf("\n  trace: %s (Perfetto: ui.perfetto.dev; per ring step: ringside trace-stats %s)\n", o.trace.c_str(),
-                o.trace.c_str());
+    std::printf("\n  trace: %s (ringside-viewer %s, or Perfetto: ui.perfetto.dev)\n", o.trace.c_str(), o.trace.c_str());
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << js.dump(2) << '\n';
@@ -652,7 +651,7 @@ int run_command(CompareOptions& o) {
   }
   std::printf("\n  timeline per rank (forward + backward; compute and comm are unions of intervals):\n");
   print_timeline(timeline, true);
-  if (!o.trace.empty()) std::printf("\n  trace: %s (opens in Perfetto, ui.perfetto.dev)\n", o.trace.c_str());
+  if (!o.trace.empty()) std::printf("\n  trace: %s (ringside-viewer %s, or Perfetto: ui.perfetto.dev)\n", o.trace.c_str(), o.trace.c_str());
   if (o.dump) {
     write_dump(*o.dump, cfg, run.result.out, run.result.dx, run.result.grads, st.name);
     std::printf("\n  dump: %s/manifest.json and the tensors, gathered, with reference's names\n", o.dump->c_str());
