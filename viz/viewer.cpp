@@ -129,6 +129,12 @@ class App {
 
   const std::vector<std::string>& errors() const { return errors_; }
   bool any_trace() const { return !traces_.empty(); }
+  bool any_event() const {
+    for (const Loaded& t : traces_)
+      for (const RankTrace& r : t.data.ranks)
+        if (!r.events.empty()) return true;
+    return false;
+  }
 
   void open(const std::string& path) {
     try {
@@ -690,6 +696,10 @@ int run(Options o) {
   if (!o.layout_json.empty() && !headless) throw std::runtime_error("--layout-json goes with --screenshot");
   App app(o);
   // A file that cannot be read: headless runs fail with the message; windows show it.
+  if (headless && app.errors().empty() && app.any_trace() && !app.any_event()) {
+    std::fprintf(stderr, "ringside-viewer: the trace holds no events to draw\n");
+    return 1;
+  }
   if (headless && (!app.errors().empty() || !app.any_trace())) {
     for (const std::string& e : app.errors()) std::fprintf(stderr, "ringside-viewer: %s\n", e.c_str());
     if (app.errors().empty())
