@@ -363,21 +363,16 @@ std::vector<std::string> describe_event(const Event& e) {
 }
 
 MemorySeries memory_series(const RankTrace& r) {
-  // The peak over the rank's forward + backward, as the metrics count it: what was live when
-  // the forward began, then every sample until the backward ended.
-  int64_t lo = INT64_MIN, hi = INT64_MAX;
-  for (const Event& e : r.events)
-    if (e.cat == "phase") lo = lo == INT64_MIN ? e.ts_ns : std::min(lo, e.ts_ns), hi = hi == INT64_MAX ? e.end_ns() : std::max(hi, e.end_ns());
   MemorySeries s;
-  for (size_t i = 0; i < r.memory.size(); ++i) {
-    const trace::MemorySample& m = r.memory[i];
+  for (const trace::MemorySample& m : r.memory) {
     s.ts.push_back(m.ts_ns);
     s.total.push_back(m.total());
     for (int c = 0; c < kNumMemCategories; ++c) s.by_category[c].push_back(m.bytes[c]);
-    const bool live_at_start = m.ts_ns < lo && (i + 1 == r.memory.size() || r.memory[i + 1].ts_ns >= lo);
-    if ((live_at_start || (m.ts_ns >= lo && m.ts_ns <= hi)) && m.total() > s.peak)
-      s.peak = m.total(), s.peak_ts = std::max(m.ts_ns, lo);
   }
+  // The peak as the metrics count it: over the rank's forward + backward, else the whole trace.
+  const auto w = trace::phase_window(r).value_or(Interval{INT64_MIN, INT64_MAX});
+  const trace::MemoryPeak peak = trace::memory_peak(r, w.begin, w.end);
+  s.peak = peak.bytes, s.peak_ts = peak.ts_ns;
   return s;
 }
 

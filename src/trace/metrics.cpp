@@ -100,6 +100,36 @@ double max_over_mean(const std::vector<double>& v) {
 
 }  // namespace
 
+std::optional<Interval> phase_window(const RankTrace& r) {
+  std::optional<Interval> w;
+  for (const Event& e : r.events)
+    if (e.cat == "phase") {
+      if (!w) w = Interval{e.ts_ns, e.end_ns()};
+      w->begin = std::min(w->begin, e.ts_ns), w->end = std::max(w->end, e.end_ns());
+    }
+  return w;
+}
+
+MemoryPeak memory_peak(const RankTrace& r, int64_t begin, int64_t end) {
+  MemoryPeak p;
+  const MemorySample* carried = nullptr;  // live when the window opens
+  for (const MemorySample& m : r.memory) {
+    if (m.ts_ns < begin) {
+      carried = &m;
+      continue;
+    }
+    if (m.ts_ns > end) break;
+    if (carried) {  // first, at the window's start: a later sample must exceed it
+      p.bytes = carried->total(), p.ts_ns = begin, p.by_category = carried->bytes;
+      carried = nullptr;
+    }
+    if (m.total() > p.bytes) p.bytes = m.total(), p.ts_ns = m.ts_ns;
+    for (int c = 0; c < kNumMemCategories; ++c) p.by_category[c] = std::max(p.by_category[c], m.bytes[c]);
+  }
+  if (carried) p.bytes = carried->total(), p.ts_ns = begin, p.by_category = carried->bytes;  // nothing inside
+  return p;
+}
+
 std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<Interval> window) {
   std::vector<StrategyMetrics> out;
   std::map<std::string, size_t> index;
@@ -142,32 +172,15 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
       // Memory, bytes and FLOPs over this rank's own forward + backward (ranks start and end
       // at different times; what a rank holds while it sets up is not the layer's).
       int64_t rlo = lo, rhi = hi;
-      if (!window) {
-        int64_t plo = std::numeric_limits<int64_t>::max(), phi = std::numeric_limits<int64_t>::min();
-        for (const Event* e : evs)
-          if (e->cat == "phase") plo = std::min(plo, e->ts_ns), phi = std::max(phi, e->end_ns());
-        if (plo <= phi) rlo = plo, rhi = phi;
-      }
+      if (!window)
+        if (const auto own = phase_window(*r)) rlo = own->begin, rhi = own->end;
       for (const Event* e : evs) {
         if (e->ts_ns < rlo || e->ts_ns >= rhi) continue;
         if (e->stream == Stream::comm && e->direction == "send") add_to(rm.bytes_sent, e->bytes);
         if (is_compute(*e)) rm.flops += e->flops;
       }
-      // Memory: the sample live at the window's start, then every sample inside it.
-      const MemorySample* carried = nullptr;
-      for (const MemorySample& m : r->memory) {
-        if (m.ts_ns < rlo) {
-          carried = &m;
-          continue;
-        }
-        if (m.ts_ns > rhi) break;
-        if (m.total() > rm.peak_memory_bytes) rm.peak_memory_bytes = m.total(), rm.peak_memory_ts_ns = m.ts_ns;
-        for (int c = 0; c < kNumMemCategories; ++c) rm.peak_by_category[c] = std::max(rm.peak_by_category[c], m.bytes[c]);
-      }
-      if (carried) {
-        if (carried->total() >= rm.peak_memory_bytes) rm.peak_memory_bytes = carried->total(), rm.peak_memory_ts_ns = rlo;
-        for (int c = 0; c < kNumMemCategories; ++c) rm.peak_by_category[c] = std::max(rm.peak_by_category[c], carried->bytes[c]);
-      }
+      const MemoryPeak peak = memory_peak(*r, rlo, rhi);
+      rm.peak_memory_bytes = peak.bytes, rm.peak_memory_ts_ns = peak.ts_ns, rm.peak_by_category = peak.by_category;
       // Ring steps: each rank's step span, and what ran and moved in it.
       std::vector<Interval> compute_all;
       for (const Event* e : evs)

@@ -77,6 +77,18 @@ struct StrategyMetrics {
   std::vector<std::pair<std::string, Breakdown>> comm_by_sublayer;
 };
 
+/// A rank's own forward + backward: from the start of its first `phase` event to the end of
+/// its last; nullopt for a trace without phases.
+std::optional<Interval> phase_window(const RankTrace& r);
+
+/// The peak of a rank's memory over [begin, end] ns: the sample live when the window opens
+/// (counted at `begin`), then every sample up to `end`. Each category's own highest beside it.
+struct MemoryPeak {
+  int64_t bytes = 0, ts_ns = 0;
+  std::array<int64_t, kNumMemCategories> by_category{};
+};
+MemoryPeak memory_peak(const RankTrace& r, int64_t begin, int64_t end);
+
 /// The metrics of every strategy in the trace, in file order. With `window` [begin, end) ns,
 /// every interval is clipped to it (a selection) instead of each strategy's phases.
 std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<Interval> window = std::nullopt);
