@@ -2,6 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <optional>
 #include <tuple>
 #include <string>
@@ -12,6 +13,11 @@
 #include "trace/metrics.h"
 
 namespace ringside::cli {
+
+/// A CLI11 validator refusing an empty value with `message` ("--json needs a file name").
+inline std::function<std::string(const std::string&)> non_empty(std::string message) {
+  return [message](const std::string& v) { return v.empty() ? message : std::string(); };
+}
 
 /// The layer flags every subcommand shares: --batch --seq --hidden --heads --kv-heads --ffn
 /// --causal/--no-causal --rope/--no-rope --dropout --seed, bound to cfg (defaults from LayerConfig).

@@ -80,7 +80,7 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
         });
     c->add_option("--trace", o.trace, "write the timeline of every rank (Chrome trace JSON; opens in Perfetto)")
         ->option_text("FILE")
-        ->check([](const std::string& v) { return v.empty() ? std::string("--trace needs a file name") : std::string(); });
+        ->check(non_empty("--trace needs a file name"));
     // Bounds keep every delay finite and shorter than the longest --timeout.
     auto number_in = [](double lo, double hi, const char* zero_note) {
       return [=](const std::string& v) {
@@ -103,10 +103,10 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
   CLI::App* cmp = app.add_subcommand("compare", "Run every strategy on the same input and compare them with the references");
   common(cmp);
   cmp->add_option("--strategies", o.strategies, "comma-separated list (default: all of " + names + ")")
-      ->check([](const std::string& v) { return v.empty() ? std::string("--strategies needs a name") : std::string(); });
+      ->check(non_empty("--strategies needs a name"));
   cmp->add_option("--json", o.json, "also write the comparison, per tensor and per rank, as JSON")
       ->option_text("FILE")
-      ->check([](const std::string& v) { return v.empty() ? std::string("--json needs a file name") : std::string(); });
+      ->check(non_empty("--json needs a file name"));
   cmp->footer(
       "Examples:\n"
       "  ringside compare                                   # default layer, P = 4 local ranks\n"

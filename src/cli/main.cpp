@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   ref->add_option("--dtype", dtype, "compute type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   ref->add_flag("--check", check, "also run fp64 and print each tensor's relative error (exit 1 above 1e-5)");
   ref->add_option("--dump", dump_dir, "write every tensor as fp32 .npy and DIR/manifest.json")->option_text("DIR")->check(
-      [](const std::string& v) { return v.empty() ? std::string("--dump needs a directory name") : std::string(); });
+      cli::non_empty("--dump needs a directory name"));
   ref->footer(
       "Examples:\n"
       "  ringside reference --check                       # default layer, fp32 checked against fp64\n"

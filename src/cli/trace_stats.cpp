@@ -128,7 +128,7 @@ CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
       ->required();
   c->add_option("--json", o.json, "also write the metrics as JSON")
       ->option_text("FILE")
-      ->check([](const std::string& v) { return v.empty() ? std::string("--json needs a file name") : std::string(); });
+      ->check(non_empty("--json needs a file name"));
   c->footer(
       "Definitions (Holistic Trace Analysis): compute and comm are unions of intervals; overlap = time\n"
       "computing while communicating / time communicating; exposed = comm not overlapped; idle = the\n"
