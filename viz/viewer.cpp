@@ -139,6 +139,7 @@ class App {
   void open(const std::string& path) {
     try {
       traces_.push_back(load(path));
+      ++generation_;
     } catch (const std::exception& e) {
       errors_.push_back(e.what());
     }
@@ -162,6 +163,7 @@ class App {
       if (t.path == opt_.live && t.mtime != m) {
         try {
           t = load(opt_.live);
+          ++generation_;
           fit();
           live_note_.clear();
         } catch (const std::exception& e) {
@@ -173,6 +175,7 @@ class App {
     if (!have && fs::exists(opt_.live, ec)) {
       try {
         traces_.push_back(load(opt_.live));
+        ++generation_;
         fit();
         live_note_.clear();
       } catch (const std::exception& e) {
@@ -482,7 +485,7 @@ class App {
       ImGui::SameLine();
       ImGui::TextDisabled("%s", t.summary.c_str());
       stats.emplace_back(name, t.metrics);
-      if (selection_) {
+      if (selection_ && !selection_cached()) {
         // The selection is relative to each group's zero: shift it per strategy.
         std::vector<trace::StrategyMetrics> sel;
         for (const Group& g : t.layout.groups)
@@ -493,8 +496,10 @@ class App {
     }
     stats_table(stats, "stats");
     if (selection_) {
+      // Metrics over the selection: computed when it (or a trace) changes, not every frame.
+      if (!selection_cached()) selected_cache_ = std::move(selected), cached_for_ = std::make_pair(*selection_, generation_);
       ImGui::Text("selection: %s to %s", human_time(double(selection_->begin)).c_str(), human_time(double(selection_->end)).c_str());
-      stats_table(selected, "selection");
+      stats_table(selected_cache_, "selection");
     }
     for (size_t ti = 0; ti < traces_.size(); ++ti)
       for (const Group& g : traces_[ti].layout.groups)
@@ -531,6 +536,11 @@ class App {
   }
 
   // One table for every trace: compared traces side by side, row for row.
+  bool selection_cached() const {
+    return cached_for_ && cached_for_->first.begin == selection_->begin && cached_for_->first.end == selection_->end &&
+           cached_for_->second == generation_;
+  }
+
   void stats_table(const std::vector<std::pair<std::string, std::vector<trace::StrategyMetrics>>>& all, const char* id) {
     const bool several = all.size() > 1;
     if (!ImGui::BeginTable(id, several ? 9 : 8, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) return;
@@ -671,6 +681,9 @@ class App {
   int64_t end_ns_ = 1;
   double last_time_ = 0;
   std::optional<trace::Interval> selection_;
+  uint64_t generation_ = 0;  // bumped whenever the set of traces or their contents change
+  std::optional<std::pair<trace::Interval, uint64_t>> cached_for_;
+  std::vector<std::pair<std::string, std::vector<trace::StrategyMetrics>>> selected_cache_;
   std::optional<double> drag_start_;
   std::optional<std::pair<size_t, Hit>> pinned_;
   bool dialog_open_ = false;

@@ -489,6 +489,7 @@ int compare_command(CompareOptions& o) {
     double max_saved = 0, max_saved_formula = 0, max_sent = 0, max_sent_formula = 0, max_time = 0;
     bool memory_ok = true, bytes_ok = true, trace_ok = int(tm.ranks.size()) == s.P;
     nlohmann::json jr = nlohmann::json::array();
+    nlohmann::json timeline_json = metrics_json(tm);  // once: each rank's row goes beside its counters
     for (int r = 0; r < s.P; ++r) {
       const RankNumbers& n = run.ranks[r];
       const double saved_f = double(st.saved_bytes(cfg, s.P, r, DType::f32));
@@ -504,7 +505,7 @@ int compare_command(CompareOptions& o) {
       // with the bytes the communicator counted.
       const trace::RankMetrics& rm = tm.ranks.at(r);
       trace_ok &= double(rm.peak_memory_bytes) == n.peak_bytes && double(rm.bytes_sent) == n.fwd_sent + n.bwd_sent;
-      nlohmann::json tj = metrics_json(tm)["ranks"][r];
+      nlohmann::json tj = timeline_json["ranks"][r];
       jr.push_back({{"rank", r},
                     {"peak_saved_bytes", int64_t(n.peak_saved)},
                     {"formula_saved_bytes", int64_t(saved_f)},
@@ -546,8 +547,8 @@ int compare_command(CompareOptions& o) {
     j["worst"] = {{"tensor", w.first}, {"error", w.second}};
     j["ratio_to_fp32_reference"] = ratio;
     j["ok"] = accurate && memory_ok && bytes_ok && trace_ok;
-    j["timeline"] = metrics_json(tm);
-    j["timeline"].erase("ranks");  // per rank above, beside the counters
+    timeline_json.erase("ranks");  // per rank above, beside the counters
+    j["timeline"] = std::move(timeline_json);
     j["verdict"] = verdict;
     j["per_rank"] = jr;
     js["strategies"].push_back(j);
