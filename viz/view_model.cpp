@@ -210,7 +210,11 @@ std::optional<int64_t> step_after(const std::vector<StepMark>& marks, int64_t t,
 }
 
 std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy) {
-  if (strategy != "ring" && strategy != "ulysses") return std::nullopt;
+  // A strategy's label is its name, or its name and a variant ("ring zigzag" in lesson 4, where
+  // one trace holds a run per layout): a variant that names a layout overrides otherData's.
+  const std::string base = strategy.substr(0, strategy.find(' '));
+  const std::string variant = base.size() < strategy.size() ? strategy.substr(base.size() + 1) : "";
+  if (base != "ring" && base != "ulysses") return std::nullopt;
   const auto cfg = t.other.find("config");
   if (cfg == t.other.end() || !cfg->is_object()) return std::nullopt;
   int P = 0;
@@ -222,9 +226,10 @@ std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy)
   const bool causal = c == cfg->end() || !c->is_boolean() || c->get<bool>();
   const auto lay = t.other.find("layout");
   std::string layout = lay != t.other.end() && lay->is_string() ? lay->get<std::string>() : (causal ? "zigzag" : "contiguous");
+  if (variant == "contiguous" || variant == "zigzag" || variant == "striped") layout = variant;
   TileMap m;
   m.strategy = strategy;
-  if (strategy == "ulysses") {
+  if (base == "ulysses") {
     m.layout = "contiguous";
     m.blocks = P;
     for (int q = 0; q < P; ++q)

@@ -125,7 +125,8 @@ struct TileMap {
   const Tile& at(int q, int k) const { return tiles[size_t(q) * blocks + k]; }
 };
 /// From the trace's otherData (config, layout) and its strategies; nullopt for a strategy
-/// that is not ring or ulysses, or a trace without a config.
+/// that is not ring or ulysses, or a trace without a config. A label "ring zigzag" (a strategy
+/// and a layout, as lesson 4 names its runs) takes its layout from the label.
 std::optional<TileMap> tile_map(const trace::TraceData& t, const std::string& strategy);
 /// Which tiles have been computed by time t (ns): those whose ring step has ended by then on
 /// the computing rank (all of a step's tiles light up together).

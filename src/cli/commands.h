@@ -118,4 +118,18 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& metrics, bool wit
 /// One strategy's metrics as JSON (microseconds; overlap_pct null without communication).
 nlohmann::json metrics_json(const trace::StrategyMetrics& s);
 
+struct LessonOptions {
+  std::optional<int> number;  ///< none: list the lessons
+  bool no_pause = false;
+  std::string trace;  ///< "": lessons::default_trace_path
+  std::string json;   ///< the numbers the lesson states, and its steps
+};
+
+/// `ringside lesson`: adds the subcommand; returns it.
+CLI::App* add_lesson(CLI::App& app, LessonOptions& o);
+/// Lists the lessons (no number), or runs lesson N's scenario, writes its trace (and --json),
+/// and presents its steps, pausing unless --no-pause. `viewer` is how to call the viewer, for
+/// the closing hint. Throws ConfigError for an unknown lesson or an unwritable output.
+int lesson_command(const LessonOptions& o, const std::string& viewer);
+
 }  // namespace ringside::cli

@@ -42,6 +42,9 @@ struct RankResult {
   CommStats forward, backward;  ///< bytes this rank moved in each phase
   double forward_s = 0, backward_s = 0;
   LayerWeights local_grads;  ///< this rank's own gradient shards, before any gathering
+  /// TP+SP only: the sequence-parallel parameters' gradients (LayerNorms, o.bias, fc2.bias)
+  /// before their all-reduce, i.e. over this rank's s/P tokens alone. Empty otherwise.
+  LayerWeights partial_grads;
 };
 
 struct Strategy {

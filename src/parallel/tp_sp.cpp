@@ -128,6 +128,7 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   trace::sublayer("attention");
   Tensor a = be.empty({b, s, Hl, d}, dt, act), lse = be.empty({b, Hl, s}, dt, act);
   be.attention_forward(ap, q, k, v, a, lse);
+  res.attention_flops = kernels::cpu::attention_forward_flops(ap);
 
   // Row-parallel W_o: a partial sum over our heads. g-bar: reduce-scatter it along the
   // sequence, so each rank gets the complete sum for its own s/P tokens.
@@ -252,6 +253,10 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   // tokens: their gradients are partial sums. All-reduce them over the TP group, or every
   // rank updates them differently (the classic SP bug). One buffer, one all-reduce.
   trace::sublayer("grad_sync");
+  for (auto [dst, src] : {std::pair{&res.partial_grads.ln1_gamma, &gw.ln1_gamma}, {&res.partial_grads.ln1_beta, &gw.ln1_beta},
+                          {&res.partial_grads.ln2_gamma, &gw.ln2_gamma}, {&res.partial_grads.ln2_beta, &gw.ln2_beta},
+                          {&res.partial_grads.o_bias, &gw.o_bias}, {&res.partial_grads.fc2_bias, &gw.fc2_bias}})
+    *dst = src->clone(ws);  // kept for lesson 2, which shows what forgetting the all-reduce gives
   all_reduce_packed(comm, {&gw.ln1_gamma, &gw.ln1_beta, &gw.ln2_gamma, &gw.ln2_beta, &gw.o_bias, &gw.fc2_bias},
                     {r, MemCategory::comm, &tracker});
 

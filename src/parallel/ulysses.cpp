@@ -179,6 +179,7 @@ RankResult ulysses_run(const LayerConfig& cfg, Communicator& comm, Backend& be, 
   // Attention over the whole sequence for our H/P heads.
   Tensor a_heads = be.empty({b, s, H / P, d}, dt, act), lse = be.empty({b, H / P, s}, dt, act);
   be.attention_forward(ap, q, k, v, a_heads, lse);
+  res.attention_flops = kernels::cpu::attention_forward_flops(ap);
 
   // All-to-all back: our tokens, all heads. Then everything is token-wise again.
   const Tensor a = heads_to_seq(comm, a_heads, act);

@@ -1,0 +1,165 @@
+// Lesson 2: Megatron sequence parallelism. Tensor parallelism splits the GEMMs; sequence
+// parallelism splits what lies between them by tokens, and the all-reduces of TP become an
+// all-gather in and a reduce-scatter out, for the same bytes.
+#include <map>
+
+#include "layer/reference.h"
+#include "lessons/lesson.h"
+#include "parallel/tp_sp.h"
+
+namespace ringside::lessons {
+
+namespace {
+
+// Megatron's names for the two conjugate operators (Korthikanti et al. 2022, figure 5).
+const char* megatron_name(const std::string& op, const std::string& phase) {
+  if (op == "all_gather") return phase == "forward" ? "g (enters a TP block)" : "re-gather for dW";
+  if (op == "reduce_scatter") return phase == "forward" ? "g-bar (leaves a TP block)" : "g (backward)";
+  return "";
+}
+
+}  // namespace
+
+void megatron_sp(Script& L) {
+  LayerConfig cfg;
+  cfg.b = 1, cfg.s = 256, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
+  const int P = 4;
+  const int64_t b = cfg.b, s = cfg.s, h = cfg.h, d = cfg.d(), N = cfg.tokens();
+  const std::vector<RankResult> rr = L.run(tp_sp_strategy(), cfg, P, "tp-sp");
+  const trace::RankTrace* r0 = nullptr;
+  for (const trace::RankTrace& t : L.trace.ranks)
+    if (t.strategy == "tp-sp" && t.rank == 0) r0 = &t;
+
+  // ---- 1. who holds what -------------------------------------------------------------------
+  L.step("Who holds what: heads and f by rank, tokens by rank in between", L.phase("tp-sp"));
+  L.say("TP+SP on P = %d ranks; the layer: %s.", P, cfg.summary().c_str());
+  L.say("Inside the attention and MLP blocks each rank owns a slice of the weights (TP): query");
+  L.say("heads and their K/V heads (W_qkv's columns, W_o's rows) and a slice of f (W_1's columns,");
+  L.say("W_2's rows). Between the blocks (LayerNorm, dropout, residual) each rank holds s/P tokens");
+  L.say("of the whole hidden state (SP): [b, s/P, h] instead of TP's replicated [b, s, h].");
+  L.blank();
+  Table t1({"rank", "tokens (between blocks)", "q heads", "kv heads", "f columns", "W_qkv shard", "W_1 shard"});
+  const int64_t Hl = cfg.H / P, Hkvl = cfg.Hkv / P, fl = cfg.f / P, sl = s / P;
+  for (int r = 0; r < P; ++r)
+    t1.row({std::to_string(r), fmt("[%lld, %lld)", (long long)(r * sl), (long long)((r + 1) * sl)),
+            fmt("%lld-%lld", (long long)(r * Hl), (long long)((r + 1) * Hl - 1)),
+            Hkvl == 1 ? std::to_string(r * Hkvl) : fmt("%lld-%lld", (long long)(r * Hkvl), (long long)((r + 1) * Hkvl - 1)),
+            fmt("[%lld, %lld)", (long long)(r * fl), (long long)((r + 1) * fl)),
+            fmt("[%lld, %lld]", (long long)h, (long long)((Hl + 2 * Hkvl) * d)), fmt("[%lld, %lld]", (long long)h, (long long)fl)});
+  L.table(t1);
+  L.blank();
+  L.say("Every rank validated H %% P, Hkv %% P, f %% P and s %% P before any communication: TP+SP");
+  L.say("cannot use more ranks than it has K/V heads (here %lld).", (long long)cfg.Hkv);
+
+  // ---- 2. the forward's collectives, from the trace ----------------------------------------
+  // The collective spans of rank 0, outermost only (an all-reduce nests its two halves).
+  auto collectives = [&](const std::string& phase) {
+    std::map<int64_t, const trace::Event*> by_call;  // call number -> its outermost span
+    for (const trace::Event& e : r0->events)
+      if (e.cat == "collective" && e.phase == phase) {
+        const trace::Event*& o = by_call[e.collective];
+        if (!o || e.dur_ns > o->dur_ns) o = &e;
+      }
+    std::vector<const trace::Event*> out;
+    for (const auto& [call, e] : by_call) out.push_back(e);
+    return out;
+  };
+  const double e4 = 4;  // fp32 bytes
+  L.step("Forward: all-gather in, reduce-scatter out", L.phase("tp-sp", "forward"));
+  L.say("The forward, as rank 0's trace recorded it. Before each column-parallel GEMM (QKV, W_1)");
+  L.say("the ranks need every token: an all-gather along the sequence, [b, s/P, h] -> [b, s, h].");
+  L.say("After each row-parallel GEMM (W_o, W_2) every rank holds a partial sum over its heads or");
+  L.say("f slice for all tokens: a reduce-scatter sums them and leaves each rank its s/P tokens.");
+  L.blank();
+  Table t2({"#", "collective", "Megatron", "sublayer", "in -> out", "bytes sent by rank 0"});
+  int64_t fwd_sent = 0;
+  for (const trace::Event* e : collectives("forward")) {
+    const bool ag = e->name == "all_gather";
+    t2.row({std::to_string(e->collective), e->name, megatron_name(e->name, "forward"), e->sublayer,
+            ag ? fmt("[%lld, %lld, %lld] -> [%lld, %lld, %lld]", (long long)b, (long long)sl, (long long)h, (long long)b,
+                     (long long)s, (long long)h)
+               : fmt("[%lld, %lld, %lld] -> [%lld, %lld, %lld]", (long long)b, (long long)s, (long long)h, (long long)b,
+                     (long long)sl, (long long)h),
+            grouped(e->bytes)});
+    fwd_sent += e->bytes;
+  }
+  L.table(t2);
+  L.record("forward_collectives", double(collectives("forward").size()));
+  L.blank();
+  L.say("Each moves N h (P-1)/P elements per rank: %s bytes in fp32.", grouped(int64_t(N * h * (P - 1) / P * e4)).c_str());
+
+  // ---- 3. the same volume as TP ------------------------------------------------------------
+  L.step("The same bytes as tensor parallelism's all-reduces", L.phase("tp-sp", "forward"));
+  L.say("Plain TP ends each block with an all-reduce of [b, s, h]. A ring all-reduce IS a");
+  L.say("reduce-scatter followed by an all-gather: 2 N h (P-1)/P elements per rank. SP just moves");
+  L.say("the all-gather half to the start of the next block and runs LayerNorm and dropout on the");
+  L.say("scattered tokens in between, so the bytes are the same and the activations shrink by P.");
+  L.blank();
+  const double formula = L.record("forward_bytes_formula", 4.0 * N * h * (P - 1) / P * e4);
+  const double tp = L.record("tp_all_reduce_bytes", 2 * (2.0 * N * h * (P - 1) / P) * e4);
+  Table t3({"rank", "forward bytes sent (measured)", "2 AG + 2 RS: 4 N h (P-1)/P", "TP: 2 all-reduces"});
+  for (int r = 0; r < P; ++r) {
+    L.record(fmt("forward_bytes_rank%d", r), double(rr[size_t(r)].forward.bytes_sent));
+    t3.row({std::to_string(r), grouped(rr[size_t(r)].forward.bytes_sent), grouped(int64_t(formula)), grouped(int64_t(tp))});
+  }
+  L.table(t3);
+  L.record("forward_bytes_trace_rank0", double(fwd_sent));
+
+  // ---- 4. backward ---------------------------------------------------------------------------
+  L.step("Backward: the two swap, and the LayerNorm gradients", L.phase("tp-sp", "backward"));
+  L.say("In the backward an all-gather's conjugate is a reduce-scatter and vice versa. Megatron");
+  L.say("also keeps the LayerNorm outputs sharded and all-gathers them again for the weight");
+  L.say("gradients of W_qkv and W_1. Rank 0's backward, in order:");
+  L.blank();
+  Table t4({"#", "collective", "sublayer", "bytes sent by rank 0"});
+  for (const trace::Event* e : collectives("backward"))
+    t4.row({std::to_string(e->collective), e->name, e->sublayer, grouped(e->bytes)});
+  L.table(t4);
+  L.blank();
+  L.say("The last one, in grad_sync, is an all-reduce of %lld floats: the gradients of the", (long long)(6 * h));
+  L.say("parameters that live in the sequence-parallel region (both LayerNorms' gamma and beta,");
+  L.say("o.bias, fc2.bias). Each rank saw only s/P tokens, so each holds a partial sum.");
+
+  // ---- 5. the LayerNorm gradient bug -----------------------------------------------------------
+  L.step("Forgetting that all-reduce: the classic SP bug", L.window("tp-sp", [](const trace::Event& e) {
+           return e.cat == "sublayer" && e.name == "grad_sync";
+         }));
+  const Script::Reference ref = L.reference(cfg, DType::f64);
+  L.say("ln1.gamma's gradient against the fp64 reference (relative Frobenius error):");
+  L.blank();
+  Table t5({"rank", "partial (its s/P tokens only)", "after the all-reduce"});
+  double worst_partial = 1e300, best_partial = 0, worst_full = 0;
+  for (int r = 0; r < P; ++r) {
+    const double partial = relative_error(rr[size_t(r)].partial_grads.ln1_gamma, ref.grads.ln1_gamma);
+    const double full = relative_error(rr[size_t(r)].local_grads.ln1_gamma, ref.grads.ln1_gamma);
+    worst_partial = std::min(worst_partial, partial), best_partial = std::max(best_partial, partial), worst_full = std::max(worst_full, full);
+    t5.row({std::to_string(r), fmt("%.3f", partial), fmt("%.1e", full)});
+  }
+  L.table(t5);
+  L.record("ln1_gamma_error_partial_min", worst_partial);
+  L.record("ln1_gamma_error_allreduced_max", worst_full);
+  L.blank();
+  L.say("Without the all-reduce each rank would step its LayerNorm with the gradient of its own");
+  L.say("s/P tokens: %.0f%% to %.0f%% wrong here, not a rounding error, and the ranks' copies of gamma", 100 * worst_partial,
+        100 * best_partial);
+  L.say("would drift apart.");
+  L.say("Nothing crashes: the loss just trains worse. Megatron all-reduces these over the TP group.");
+
+  // ---- 6. memory ----------------------------------------------------------------------------
+  L.step("What SP saves: the activations, split by P", L.phase("tp-sp"));
+  const double ref_saved = double(saved_activation_bytes(cfg, DType::f32));
+  Table t6({"rank", "saved activations (measured)", "reference / P"});
+  for (int r = 0; r < P; ++r) {
+    L.record(fmt("saved_rank%d", r), double(rr[size_t(r)].peak_saved));
+    t6.row({std::to_string(r), grouped(rr[size_t(r)].peak_saved), grouped(int64_t(ref_saved / P))});
+  }
+  L.say("Every saved tensor is split by P: by heads or f inside the blocks, by tokens between them.");
+  L.blank();
+  L.table(t6);
+  L.blank();
+  L.say("Korthikanti et al.'s (s b h / t)(34 + 5 a s / h) in lesson 1, measured. The communication");
+  L.say("is on the critical path, though: each block waits for its all-gather (the trace's red");
+  L.say("strips). That is why TP+SP stays inside a node, on NVLink.");
+}
+
+}  // namespace ringside::lessons

@@ -1,0 +1,153 @@
+// Lesson 4: causal load balance. With a causal mask, query token t sees only keys <= t; split
+// the sequence in contiguous blocks and the last rank works P times as hard as the first. Zigzag
+// and striped layouts give every rank the same share of the triangle.
+#include <algorithm>
+#include <numeric>
+
+#include "lessons/lesson.h"
+#include "parallel/ring_attention.h"
+#include "viz/view_model.h"
+
+namespace ringside::lessons {
+
+namespace {
+
+// The tile map as text: tile (q, k) is "r<rank>.<step>", where step is the ring step at which
+// the rank computes it; "  .  " is wholly masked; a trailing '/' marks a partly masked tile.
+std::string tile_text(const viz::TileMap& m) {
+  std::string out = "      k:";
+  for (int k = 0; k < m.blocks; ++k) out += fmt("%5d ", k);
+  out += '\n';
+  for (int q = 0; q < m.blocks; ++q) {
+    out += fmt("   q %2d ", q);
+    for (int k = 0; k < m.blocks; ++k) {
+      const viz::Tile& t = m.tiles[size_t(q * m.blocks + k)];
+      out += t.masked ? "    . " : fmt(" r%d.%d%s", t.rank, t.step, t.diagonal ? "/" : " ");
+    }
+    while (out.back() == ' ') out.pop_back();
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace
+
+void load_balance(Script& L) {
+  LayerConfig cfg;
+  cfg.b = 1, cfg.s = 512, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
+  cfg.causal = true;
+  const int P = 4;
+  const Strategy ring = ring_strategy();
+
+  struct Run {
+    Layout layout;
+    std::string label;
+    std::vector<RankResult> ranks;
+  };
+  std::vector<Run> runs;
+  for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
+    LayerConfig c = cfg;
+    c.layout = l;
+    runs.push_back({l, std::string("ring ") + to_string(l), {}});
+    runs.back().ranks = L.run(ring, c, P, runs.back().label);
+  }
+  L.trace.other["layout"] = "zigzag";  // the label of each run names its own
+
+  // The per-rank work table of one layout: measured FLOPs against ring_attention_flops.
+  auto work = [&](const Run& run, const char* key) {
+    LayerConfig c = cfg;
+    c.layout = run.layout;
+    Table t({"rank", "tokens", "attention MFLOP (measured)", "formula", "share of the mean", "forward attention time"});
+    double sum = 0, max = 0;
+    for (const RankResult& r : run.ranks) sum += r.attention_flops, max = std::max(max, r.attention_flops);
+    const double mean = sum / P;
+    for (int r = 0; r < P; ++r) {
+      const RankResult& rr = run.ranks[size_t(r)];
+      double secs = 0;
+      for (const StepRecord& s : rr.steps)
+        if (s.phase == "forward") secs += s.compute_s;
+      const std::vector<int64_t> pos = layout_positions(run.layout, cfg.s, P, r);
+      std::string tokens;
+      if (run.layout == Layout::striped) tokens = fmt("%d, %d, %d, ...", r, r + P, r + 2 * P);
+      else if (run.layout == Layout::zigzag)
+        tokens = fmt("[%lld, %lld) + [%lld, %lld)", (long long)pos.front(), (long long)(pos.front() + cfg.s / (2 * P)),
+                     (long long)pos[pos.size() / 2], (long long)(pos.back() + 1));
+      else tokens = fmt("[%lld, %lld)", (long long)pos.front(), (long long)(pos.back() + 1));
+      L.record(fmt("%s_flops_rank%d", key, r), rr.attention_flops);
+      t.row({std::to_string(r), tokens, fmt("%.2f", rr.attention_flops / 1e6), fmt("%.2f", ring_attention_flops(c, P, r) / 1e6),
+             fmt("%.3f", rr.attention_flops / mean), fmt("%.1f ms", secs * 1e3)});
+    }
+    L.table(t);
+    return L.record(fmt("%s_imbalance", key), max / mean);
+  };
+  auto map_of = [&](const Run& run) {
+    const std::optional<viz::TileMap> m = viz::tile_map(L.trace, run.label);
+    RS_CHECK(m.has_value(), "lesson 4: no tile map for ", run.label);
+    return tile_text(*m);
+  };
+
+  // ---- 1. contiguous ------------------------------------------------------------------------
+  L.step("The causal triangle, split in contiguous blocks", L.phase(runs[0].label, "forward"));
+  L.say("Causal attention on P = %d ranks, %s.", P, cfg.summary().c_str());
+  L.say("Query token t sees keys 0..t: the score matrix is a triangle. Cut the sequence into P");
+  L.say("contiguous blocks and rank r's queries see r full blocks plus the diagonal one. The tile");
+  L.say("map: rows are query blocks, columns key blocks; r2.1 means rank 2 computes the tile at ring");
+  L.say("step 1; '.' is masked, never computed; '/' is the diagonal, half masked.");
+  L.blank();
+  L.steps.back().text += map_of(runs[0]);
+  L.blank();
+  const double contiguous = work(runs[0], "contiguous");
+  L.blank();
+  L.say("Rank %d does %.2fx the mean work; every ring step waits for the slowest rank, so the", P - 1, contiguous);
+  L.say("others idle. With c = s/P tokens a block, rank r has r c^2 + c(c+1)/2 visible pairs: the");
+  L.say("imbalance tends to (2P - 1)/P = %.2f as blocks grow.", (2.0 * P - 1) / P);
+
+  // ---- 2. zigzag ------------------------------------------------------------------------------
+  L.step("Zigzag: chunks r and 2P-1-r", L.phase(runs[1].label, "forward"));
+  L.say("Cut the sequence into 2P chunks and give rank r chunk r (early, little work) and chunk");
+  L.say("2P-1-r (late, much work). Every rank now holds the same area of the triangle. At ring step");
+  L.say("i > 0 a rank computes either its whole Q against the first half of the arriving K/V, or the");
+  L.say("second half of its Q against the whole K/V (ring-flash-attention's zigzag): equal work.");
+  L.blank();
+  L.steps.back().text += map_of(runs[1]);
+  L.blank();
+  const double zigzag = work(runs[1], "zigzag");
+  L.blank();
+  L.say("Imbalance %.3f: exactly balanced. ringside uses zigzag by default when the mask is causal.", zigzag);
+
+  // ---- 3. striped ---------------------------------------------------------------------------
+  L.step("Striped: token t on rank t mod P", L.phase(runs[2].label, "forward"));
+  L.say("Brandon et al. 2023 (Striped Attention) deal tokens round-robin. Every block of keys is");
+  L.say("then partly visible to every block of queries, so every tile is computed and every tile");
+  L.say("is a little triangle. Rank r's query t = r + P j sees t + 1 keys:");
+  L.blank();
+  L.steps.back().text += map_of(runs[2]);
+  L.blank();
+  const double striped = work(runs[2], "striped");
+  L.blank();
+  L.say("Imbalance %.3f: rank P-1 has c more pairs than rank 0 out of about s^2/(2P), near 1.", striped);
+
+  // ---- 4. same answer ---------------------------------------------------------------------------
+  L.step("Three layouts, one answer");
+  double diff = 0;
+  for (size_t i = 1; i < runs.size(); ++i)
+    diff = std::max({diff, relative_error(runs[i].ranks[0].out, runs[0].ranks[0].out),
+                     relative_error(runs[i].ranks[0].dx, runs[0].ranks[0].dx)});
+  L.record("max_layout_difference", diff);
+  L.say("The layouts change who computes what, not the result: out and dx of zigzag and striped");
+  L.say("differ from contiguous by at most %.1e (relative), fp32 summing in another order.", diff);
+  L.say("RoPE, dropout and the mask all use each token's global position, so a token's math does");
+  L.say("not depend on which rank holds it.");
+  L.blank();
+  Table t({"layout", "imbalance (max / mean work)", "forward time, slowest rank"});
+  for (const Run& run : runs) {
+    double slowest = 0;
+    for (const RankResult& r : run.ranks) slowest = std::max(slowest, r.forward_s);
+    t.row({to_string(run.layout), fmt("%.3f", run.layout == Layout::contiguous ? contiguous : run.layout == Layout::zigzag ? zigzag : striped),
+           fmt("%.1f ms", slowest * 1e3)});
+  }
+  L.table(t);
+  L.say("(Times are wall clock on a shared CPU: the work column is the reliable one.)");
+}
+
+}  // namespace ringside::lessons

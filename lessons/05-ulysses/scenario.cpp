@@ -1,0 +1,143 @@
+// Lesson 5: DeepSpeed-Ulysses (Jacobs et al. 2023). Attention needs whole sequences, but each
+// head is independent: an all-to-all turns "my tokens, all heads" into "all tokens, my heads",
+// attention runs locally, and a second all-to-all turns it back.
+#include "core/error.h"
+#include "lessons/lesson.h"
+#include "parallel/ring_attention.h"
+#include "parallel/ulysses.h"
+
+namespace ringside::lessons {
+
+void ulysses(Script& L) {
+  LayerConfig cfg;
+  cfg.b = 1, cfg.s = 256, cfg.h = 128, cfg.H = 8, cfg.Hkv = 2, cfg.f = 512;  // GQA: 4 query heads per K/V head
+  const int P = 4;
+  const int64_t b = cfg.b, s = cfg.s, H = cfg.H, d = cfg.d(), sl = s / P, e = 4;
+  const int64_t Hkv_rep = ulysses_kv_heads(cfg, P), R = Hkv_rep / cfg.Hkv;
+  const std::vector<RankResult> rr = L.run(ulysses_strategy(), cfg, P, "ulysses");
+  const std::vector<RankResult> ring = L.run(ring_strategy(), cfg, P, "ring");
+  auto a2a_window = [&](int nth) {
+    // The nth forward all-to-all call (the same call number on every rank).
+    int64_t call = -1;
+    int k = 0;
+    for (const trace::RankTrace& t : L.trace.ranks)
+      if (t.strategy == "ulysses" && t.rank == 0)
+        for (const trace::Event& ev : t.events)
+          if (ev.cat == "collective" && ev.name == "all_to_all" && ev.phase == "forward" && k++ == nth) call = ev.collective;
+    return L.window("ulysses", [call](const trace::Event& ev) { return ev.cat == "collective" && ev.collective == call; });
+  };
+
+  // ---- 1. before ------------------------------------------------------------------------------
+  L.step("Before attention: tokens split, all heads", L.phase("ulysses", "forward"));
+  L.say("Ulysses on P = %d ranks, %s.", P, cfg.summary().c_str());
+  L.say("Outside attention Ulysses is like the ring: rank r holds s/P tokens and every weight.");
+  L.say("LayerNorm, the QKV projection and RoPE run on those tokens, giving all heads of them:");
+  L.blank();
+  Table t1({"rank", "tokens", "q", "k, v"});
+  for (int r = 0; r < P; ++r)
+    t1.row({std::to_string(r), fmt("[%lld, %lld)", (long long)(r * sl), (long long)((r + 1) * sl)),
+            fmt("[%lld, %lld, %lld, %lld]", (long long)b, (long long)sl, (long long)H, (long long)d),
+            fmt("[%lld, %lld, %lld, %lld]", (long long)b, (long long)sl, (long long)cfg.Hkv, (long long)d)});
+  L.table(t1);
+
+  // ---- 2. the all-to-all -------------------------------------------------------------------------
+  L.step("All-to-all: from sequence to heads", a2a_window(0));
+  L.say("Attention needs every token of a head, and heads are independent. So each rank cuts its");
+  L.say("[s/P, H, d] into P pieces by heads and sends piece j to rank j: an all-to-all. Rank r");
+  L.say("receives its H/P heads from every rank, [s, H/P, d]: the whole sequence, %lld heads.", (long long)(H / P));
+  L.blank();
+  Table t2({"rank", "q heads", "q after", "k, v after", "bytes sent per all-to-all of q"});
+  const int64_t q_bytes = b * sl * H * d * e * (P - 1) / P;
+  for (int r = 0; r < P; ++r)
+    t2.row({std::to_string(r), fmt("%lld-%lld", (long long)(r * H / P), (long long)((r + 1) * H / P - 1)),
+            fmt("[%lld, %lld, %lld, %lld]", (long long)b, (long long)s, (long long)(H / P), (long long)d),
+            fmt("[%lld, %lld, %lld, %lld]", (long long)b, (long long)s, (long long)(Hkv_rep / P), (long long)d), grouped(q_bytes)});
+  L.table(t2);
+  L.blank();
+  L.say("An all-to-all of a message M over P ranks sends M (P-1)/P from each rank, M/P per link:");
+  L.say("%s of q's %s per rank stay home.", bytes(double(b * sl * H * d * e / P)).c_str(), bytes(double(b * sl * H * d * e)).c_str());
+  L.record("q_all_to_all_bytes", double(q_bytes));
+
+  // ---- 3. GQA ----------------------------------------------------------------------------------------
+  L.step("GQA: fewer K/V heads than ranks", a2a_window(1));
+  L.say("This layer has Hkv = %lld K/V heads for H = %lld query heads (query head i reads K/V head", (long long)cfg.Hkv,
+        (long long)H);
+  L.say("i / %lld). With P = %d > Hkv the K/V heads cannot be split among the ranks: each is", (long long)(H / cfg.Hkv), P);
+  L.say("replicated R = P / Hkv = %lld times before the all-to-all, so that every rank receives the", (long long)R);
+  L.say("one its query heads read:");
+  L.blank();
+  Table t3({"rank", "q heads", "read K/V head", "receives replica"});
+  for (int r = 0; r < P; ++r)
+    t3.row({std::to_string(r), fmt("%lld-%lld", (long long)(r * H / P), (long long)((r + 1) * H / P - 1)),
+            std::to_string(r * (H / P) / (H / cfg.Hkv)), fmt("%d of head %lld", int(r % R), (long long)(r / R))});
+  L.table(t3);
+  L.record("kv_heads_replicated", double(Hkv_rep));
+  L.blank();
+  L.say("Replication costs bytes: K and V move as if there were %lld heads. In the backward the", (long long)Hkv_rep);
+  L.say("gradients of the R replicas are summed back into one head.");
+
+  // ---- 4. attention and back ---------------------------------------------------------------------
+  L.step("Attention on whole sequences, then back", L.window("ulysses", [](const trace::Event& ev) {
+           return ev.phase == "forward" && ev.cat == "attention";
+         }));
+  L.say("Each rank runs ordinary attention over all s = %lld tokens for its heads: no ring, no", (long long)s);
+  L.say("merge, and the causal triangle is whole on every rank, so the work is equal:");
+  L.blank();
+  Table t4({"rank", "attention MFLOP"});
+  for (int r = 0; r < P; ++r) {
+    t4.row({std::to_string(r), fmt("%.2f", rr[size_t(r)].attention_flops / 1e6)});
+    L.record(fmt("attention_flops_rank%d", r), rr[size_t(r)].attention_flops);
+  }
+  L.table(t4);
+  L.blank();
+  L.say("A second all-to-all turns the output [s, H/P, d] back into [s/P, H, d], and the rest of");
+  L.say("the layer is token-wise again. The backward does the same four all-to-alls in reverse.");
+
+  // ---- 5. the head-count limit -------------------------------------------------------------------
+  L.step("The head-count limit");
+  std::string refused;
+  try {
+    validate_ulysses(cfg, 16);
+  } catch (const ConfigError& ex) {
+    refused = ex.what();
+  }
+  L.say("Heads are the unit Ulysses distributes, so P cannot exceed H: with H = %lld, P = 16 is", (long long)H);
+  L.say("refused on every rank before any communication:");
+  L.blank();
+  L.say("  %s", refused.c_str());
+  L.blank();
+  L.say("Llama-3 70B has 64 query heads and 8 K/V heads: Ulysses alone stops at 64 GPUs, and past");
+  L.say("8 it replicates K/V. The ring has no such limit; the two combine (USP, Fang and Zhao 2024).");
+  L.record("max_ranks", double(H));
+  L.record("p16_refused", refused.empty() ? 0.0 : 1.0);
+
+  // ---- 6. volume --------------------------------------------------------------------------------
+  L.step("Volume against the ring", L.phase("ulysses", "forward"));
+  const double uly_fwd = double(rr[0].forward.bytes_sent), ring_fwd = double(ring[0].forward.bytes_sent);
+  L.record("ulysses_forward_bytes", uly_fwd);
+  L.record("ulysses_forward_formula", double(ulysses_comm_bytes(cfg, P, 0, DType::f32).forward));
+  L.record("ring_forward_bytes", ring_fwd);
+  L.record("ring_forward_formula", double(ring_comm_bytes(cfg, P, 0, DType::f32).forward));
+  L.say("Forward bytes sent per rank, measured at P = %d: Ulysses %s (q, k, v and out), the ring %s", P,
+        grouped(int64_t(uly_fwd)).c_str(), grouped(int64_t(ring_fwd)).c_str());
+  L.say("(K and V, P-1 hops). The formulas, per rank, N = b s tokens, e bytes per element:");
+  L.say("  Ulysses  (2 + 2 Hkv'/H) N h (P-1)/P^2 e   (4Nh/P per link with Hkv' = H, the paper's)");
+  L.say("  ring     2 (Hkv/H) N h (P-1)/P e");
+  L.blank();
+  Table t5({"P", "Ulysses, this GQA layer", "ring, this GQA layer", "Ulysses, MHA", "ring, MHA"});
+  LayerConfig mha = cfg;
+  mha.Hkv = cfg.H;
+  for (int p : {2, 4, 8}) {
+    t5.row({std::to_string(p), grouped(ulysses_comm_bytes(cfg, p, 0, DType::f32).forward),
+            grouped(ring_comm_bytes(cfg, p, 0, DType::f32).forward), grouped(ulysses_comm_bytes(mha, p, 0, DType::f32).forward),
+            grouped(ring_comm_bytes(mha, p, 0, DType::f32).forward)});
+  }
+  L.table(t5);
+  L.blank();
+  L.say("Ulysses' bytes per rank fall about as 1/P; the ring's grow towards 2 (Hkv/H) N h. At P = 8");
+  L.say("this GQA layer replicates K/V to 8 heads and Ulysses moves as much as with MHA. Ulysses moves");
+  L.say("less at large P, but all-to-all needs every pair of ranks connected at full speed (inside");
+  L.say("a node), and its transfers sit on the critical path, while the ring's hide behind compute.");
+}
+
+}  // namespace ringside::lessons

@@ -1,0 +1,145 @@
+// Lesson 6: choosing. The three strategies on one run, side by side (memory, volume, overlap),
+// and where each belongs: which limits it has and which links it needs.
+#include <cmath>
+
+#include "layer/reference.h"
+#include "lessons/lesson.h"
+#include "trace/metrics.h"
+
+namespace ringside::lessons {
+
+namespace {
+
+// The worst relative error over out, dx and every parameter gradient.
+double worst_error(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const Script::Reference& ref) {
+  double worst = std::max(relative_error(out, ref.out), relative_error(dx, ref.dx));
+  const auto mine = grads.named(), theirs = ref.grads.named();
+  for (size_t i = 0; i < mine.size(); ++i) worst = std::max(worst, relative_error(*mine[i].second, *theirs[i].second));
+  return worst;
+}
+
+}  // namespace
+
+void choosing(Script& L) {
+  LayerConfig cfg;
+  cfg.b = 1, cfg.s = 2048, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
+  const int P = 4;
+  const char* names[] = {"tp-sp", "ring", "ulysses"};
+  std::vector<std::vector<RankResult>> runs;
+  for (const char* n : names) runs.push_back(L.run(find_strategy(n), cfg, P, n));
+  const Script::Reference ref64 = L.reference(cfg, DType::f64), ref32 = L.reference(cfg, DType::f32);
+  const std::vector<trace::StrategyMetrics> metrics = trace::compute_metrics(L.trace);
+
+  // ---- 1. one answer ------------------------------------------------------------------------------
+  L.step("Three strategies, one answer");
+  L.say("The same layer (%s) on P = %d ranks, three ways.", cfg.summary().c_str(), P);
+  L.say("Each result (out, dx and all 12 parameter gradients) against the fp64 reference; the");
+  L.say("worst relative error of each, beside the single-device fp32 reference's own:");
+  L.blank();
+  const double e32 = L.record("error_reference_f32", worst_error(ref32.out, ref32.dx, ref32.grads, ref64));
+  Table t1({"run", "worst error vs fp64", "ratio to the fp32 reference"});
+  t1.row({"reference fp32", fmt("%.2e", e32), "1.0"});
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RankResult& r = runs[i][0];
+    const double e = L.record(fmt("error_%s", names[i]), worst_error(r.out, r.dx, r.grads, ref64));
+    t1.row({names[i], fmt("%.2e", e), fmt("%.2f", e / e32)});
+  }
+  L.table(t1);
+  L.blank();
+  L.say("All three are as accurate as one device: the splits change the order of fp32 sums, not");
+  L.say("the math. (Dropout masks match bit for bit: Philox keyed by global token and feature.)");
+
+  // ---- 2. memory ----------------------------------------------------------------------------------
+  L.step("Memory per rank", L.phase("tp-sp"));
+  L.say("Per rank, measured by the memory tracker: saved activations, and the peak of everything");
+  L.say("(weights, gradients, activations, workspace, communication buffers):");
+  L.blank();
+  Table t2({"run", "saved activations", "peak memory", "weights held"});
+  int64_t params = 0;
+  for (auto& [name, shape] : weight_shapes(cfg)) params += numel(shape);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    int64_t saved = 0, peak = 0;
+    for (const RankResult& r : runs[i]) saved = std::max(saved, r.peak_saved), peak = std::max(peak, r.peak_bytes);
+    L.record(fmt("saved_%s", names[i]), double(saved));
+    L.record(fmt("peak_%s", names[i]), double(peak));
+    t2.row({names[i], grouped(saved), bytes(double(peak)), i == 0 ? "1/P of them" : "all of them"});
+  }
+  L.table(t2);
+  L.blank();
+  L.say("Saved activations: all three keep 1/P of the reference's %s bytes (Ulysses a little more:", grouped(saved_activation_bytes(cfg, DType::f32)).c_str());
+  L.say("its attention keeps K/V for whole sequences). Only TP+SP also splits the weights, which");
+  L.say("is why it is used with the others in practice (Megatron: TP inside, CP across).");
+
+  // ---- 3. volume ----------------------------------------------------------------------------------
+  L.step("Bytes on the wire", L.phase("ring"));
+  L.say("Bytes sent per rank, measured (each equals its strategy's formula):");
+  L.blank();
+  Table t3({"run", "forward", "formula", "backward", "formula"});
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Strategy& st = find_strategy(names[i]);
+    const CommBytes f = st.comm_bytes(cfg, P, 0, DType::f32);
+    const RankResult& r = runs[i][0];
+    L.record(fmt("forward_bytes_%s", names[i]), double(r.forward.bytes_sent));
+    L.record(fmt("forward_formula_%s", names[i]), double(f.forward));
+    L.record(fmt("backward_bytes_%s", names[i]), double(r.backward.bytes_sent));
+    L.record(fmt("backward_formula_%s", names[i]), double(f.backward));
+    t3.row({names[i], grouped(r.forward.bytes_sent), grouped(f.forward), grouped(r.backward.bytes_sent), grouped(f.backward)});
+  }
+  L.table(t3);
+  L.blank();
+  L.say("The backward of ring and Ulysses is dominated by the all-reduce of the weight gradients");
+  L.say("(data-parallel style: each rank saw s/P tokens), which TP+SP does not need.");
+
+  // ---- 4. overlap ---------------------------------------------------------------------------------
+  L.step("Overlap: whose communication hides", L.phase("ring", "forward"));
+  L.say("From the trace: time communicating, the share of it during compute (overlap), and what");
+  L.say("stays exposed, summed over the ranks, forward and backward:");
+  L.blank();
+  Table t4({"run", "comm", "overlap", "exposed", "attention comm hidden"});
+  for (const trace::StrategyMetrics& m : metrics) {
+    std::string attention = "-";
+    for (const auto& [sub, b] : m.comm_by_sublayer)
+      if (sub == "attention" && !std::isnan(b.overlap_pct())) attention = fmt("%.0f%%", b.overlap_pct());
+    const double pct = m.total.overlap_pct();
+    L.record(fmt("overlap_pct_%s", m.strategy.c_str()), std::isnan(pct) ? 0.0 : pct);
+    t4.row({m.strategy, fmt("%.2f ms", m.total.comm_ns / 1e6), std::isnan(pct) ? "-" : fmt("%.0f%%", pct),
+            fmt("%.2f ms", m.total.exposed_comm_ns / 1e6), attention});
+  }
+  L.table(t4);
+  L.blank();
+  L.say("TP+SP and Ulysses wait for each collective: the next op needs its result. The ring posts");
+  L.say("the next block's transfer before computing on the current one, so its K/V traffic hides");
+  L.say("(times are wall clock on a shared CPU; the lesson 3 threshold decides on real hardware).");
+
+  // ---- 5. where each sits -----------------------------------------------------------------------------
+  L.step("Where each sits");
+  // Liu et al. 2023: the ring hides its transfer when a block has c >= F/B tokens (bf16, MHA).
+  struct Link {
+    const char* name;
+    double flops, bandwidth;
+  };
+  const Link links[] = {{"A100, NVLink 3 (312 TFLOP/s, 300 GB/s)", 312e12, 300e9},
+                        {"H100 SXM, NVLink 4 (989 TFLOP/s, 450 GB/s)", 989e12, 450e9},
+                        {"H100, InfiniBand NDR (989 TFLOP/s, 50 GB/s)", 989e12, 50e9}};
+  L.say("The ring's transfer hides when each block has c >= F/B tokens (lesson 3, bf16, MHA):");
+  L.blank();
+  Table t5({"GPU and link", "c >= F/B tokens per GPU"});
+  const char* keys[] = {"threshold_a100_nvlink", "threshold_h100_nvlink", "threshold_h100_ib"};
+  for (size_t i = 0; i < 3; ++i)
+    t5.row({links[i].name, fmt("%.0f", L.record(keys[i], links[i].flops / links[i].bandwidth))});
+  L.table(t5);
+  L.blank();
+  L.say("So, for long sequences:");
+  L.say("  TP+SP    splits weights too, but every collective is exposed and P <= Hkv (here %lld):", (long long)cfg.Hkv);
+  L.say("           inside a node, on NVLink, at P = 2 to 8.");
+  L.say("  Ulysses  fewest bytes at large P (4Nh/P per link), all-to-all needs full bisection");
+  L.say("           bandwidth and P <= H (here %lld), K/V replicated past Hkv: inside a node.", (long long)cfg.H);
+  L.say("  ring     no head limit, P up to s/2 (zigzag); hides its transfer when c >= F/B: a few");
+  L.say("           thousand tokens per GPU inside NVLink, ~20K per GPU across InfiniBand.");
+  L.say("Real long-context training combines them: TP (or Ulysses) inside a node, the ring (CP)");
+  L.say("across nodes, as Megatron's CP and USP (Fang and Zhao 2024) do.");
+  L.record("max_ranks_tp_sp", double(cfg.Hkv));
+  L.record("max_ranks_ulysses", double(cfg.H));
+}
+
+}  // namespace ringside::lessons

@@ -1,0 +1,288 @@
+// The lessons' common parts: the script builder, traced runs, the trace's otherData.lesson,
+// and the terminal presenter. The scenarios themselves are lessons/NN-name/scenario.cpp.
+#include "lessons/lesson.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <istream>
+#include <memory>
+#include <ostream>
+
+#include "core/error.h"
+#include "device/backend.h"
+#include "kernels/philox.h"
+#include "layer/reference.h"
+#include "layer/weights.h"
+
+namespace ringside::lessons {
+
+// The six scenarios (lessons/NN-name/scenario.cpp).
+void memory_wall(Script& s);
+void megatron_sp(Script& s);
+void ring_attention(Script& s);
+void load_balance(Script& s);
+void ulysses(Script& s);
+void choosing(Script& s);
+
+const std::vector<Lesson>& all_lessons() {
+  static const std::vector<Lesson> lessons = {
+      {1, "01-memory-wall", "The activation memory wall", memory_wall},
+      {2, "02-megatron-sp", "Megatron sequence parallelism", megatron_sp},
+      {3, "03-ring-attention", "Ring attention", ring_attention},
+      {4, "04-load-balance", "Causal load balance", load_balance},
+      {5, "05-ulysses", "DeepSpeed-Ulysses", ulysses},
+      {6, "06-choosing", "Choosing a strategy", choosing},
+  };
+  return lessons;
+}
+
+const Lesson& find_lesson(int n) {
+  for (const Lesson& l : all_lessons())
+    if (l.number == n) return l;
+  throw ConfigError(detail::concat("there is no lesson ", n, ": the lessons are 1 to ", all_lessons().size(),
+                                   " (ringside lesson lists them)"));
+}
+
+std::string default_trace_path(int n) { return "out/lessons/" + std::string(find_lesson(n).slug) + ".trace.json"; }
+std::string readme_path(int n) { return "lessons/" + std::string(find_lesson(n).slug) + "/README.md"; }
+
+// ---- text ------------------------------------------------------------------------------
+
+std::string fmt(const char* format, ...) {
+  va_list a, b;
+  va_start(a, format);
+  va_copy(b, a);
+  const int n = std::vsnprintf(nullptr, 0, format, a);
+  va_end(a);
+  std::string out(size_t(std::max(n, 0)), '\0');
+  std::vsnprintf(out.data(), out.size() + 1, format, b);
+  va_end(b);
+  return out;
+}
+
+std::string bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 5) b /= 1024.0, ++u;
+  return u == 0 ? fmt("%.0f B", b) : fmt("%.2f %s", b, units[u]);
+}
+
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+Table::Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+
+Table& Table::row(std::vector<std::string> cells) {
+  rows_.push_back(std::move(cells));
+  return *this;
+}
+
+std::string Table::str() const {
+  std::vector<size_t> width;
+  for (const auto& r : rows_)
+    for (size_t c = 0; c < r.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], r[c].size());
+    }
+  std::string out;
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    std::string line = " ";
+    for (size_t c = 0; c < rows_[i].size(); ++c) {
+      const std::string& cell = rows_[i][c];
+      const std::string pad(width[c] - cell.size(), ' ');
+      line += "  " + (c == 0 ? cell + pad : pad + cell);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + '\n';
+    if (i == 0) {
+      size_t total = 0;
+      for (size_t w : width) total += w + 2;
+      out += " " + std::string(total, '-') + '\n';
+    }
+  }
+  return out;
+}
+
+// ---- the script ------------------------------------------------------------------------
+
+Step& Script::step(const std::string& title, std::optional<Focus> focus) {
+  steps.push_back(Step{title, "", std::move(focus)});
+  return steps.back();
+}
+
+void Script::say(const char* format, ...) {
+  RS_CHECK(!steps.empty(), "lesson ", number, ": say() before the first step");
+  va_list a, b;
+  va_start(a, format);
+  va_copy(b, a);
+  const int n = std::vsnprintf(nullptr, 0, format, a);
+  va_end(a);
+  std::string line(size_t(std::max(n, 0)), '\0');
+  std::vsnprintf(line.data(), line.size() + 1, format, b);
+  va_end(b);
+  steps.back().text += line + '\n';
+}
+
+void Script::table(const Table& t) {
+  RS_CHECK(!steps.empty(), "lesson ", number, ": table() before the first step");
+  steps.back().text += t.str();
+}
+
+void Script::blank() {
+  RS_CHECK(!steps.empty(), "lesson ", number, ": blank() before the first step");
+  steps.back().text += '\n';
+}
+
+double Script::record(const std::string& key, double value) {
+  numbers[key] = value;
+  return value;
+}
+
+std::vector<RankResult> Script::run(const Strategy& st, const LayerConfig& cfg, int P, const std::string& label,
+                                    const LocalOptions& local) {
+  for (const trace::RankTrace& r : trace.ranks)
+    RS_CHECK(r.strategy != label, "lesson ", number, ": two runs labelled ", label);
+  if (trace.ranks.empty()) {
+    // The first run describes the trace (the viewer's header and tile map read these).
+    trace.other["producer"] = "ringside lesson " + std::to_string(number);
+    trace.other["config"] = cfg.to_json();
+    trace.other["layout"] = to_string(cfg.cp_layout());
+    trace.other["ranks"] = P;
+    trace.other["backend"] = "local";
+    trace.other["dtype"] = "float32";
+    trace.other["device"] = "cpu";
+    trace.other["clock"] = "steady_clock, one process";
+  }
+  static const int64_t origin = trace::Clock::steady_now_ns();
+  trace::Clock clock;
+  clock.origin_ns = origin;
+  const size_t first = trace.ranks.size();
+  TraceSink sink{clock, &trace.ranks};
+  trackers.push_back(std::make_shared<MemoryTracker>());  // outlives the results' tensors
+  std::vector<RankResult> out = run_strategy_local(st, cfg, P, DType::f32, *trackers.back(), local, &sink);
+  for (size_t i = first; i < trace.ranks.size(); ++i) trace.ranks[i].strategy = label;
+  return out;
+}
+
+Script::Reference Script::reference(const LayerConfig& cfg, DType dt) {
+  trackers.push_back(std::make_shared<MemoryTracker>());
+  const AllocTag tag{0, MemCategory::workspace, trackers.back().get()};
+  auto be = make_cpu_backend();
+  const LayerWeights w = init_weights(cfg, dt, tag);
+  const Tensor x = random_input(cfg, static_cast<uint32_t>(RngSite::input_x), dt, tag);
+  const Tensor dout = random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), dt, tag);
+  Reference r;
+  ForwardResult fwd = dt == DType::f64 ? reference_forward<double>(cfg, w, x, *be, tag) : reference_forward<float>(cfg, w, x, *be, tag);
+  r.peak_saved = trackers.back()->peak(0, MemCategory::activations);
+  Gradients g = dt == DType::f64 ? reference_backward<double>(cfg, w, fwd.saved, dout, *be, tag)
+                                 : reference_backward<float>(cfg, w, fwd.saved, dout, *be, tag);
+  r.out = std::move(fwd.out), r.dx = std::move(g.dx), r.grads = std::move(g.grads);
+  return r;
+}
+
+std::optional<Focus> Script::window(const std::string& label, const std::function<bool(const trace::Event&)>& pred) const {
+  std::optional<Focus> f;
+  for (const trace::RankTrace& r : trace.ranks) {
+    if (r.strategy != label) continue;
+    for (const trace::Event& e : r.events)
+      if (pred(e)) {
+        if (!f) f = Focus{label, e.ts_ns, e.end_ns()};
+        f->begin_ns = std::min(f->begin_ns, e.ts_ns);
+        f->end_ns = std::max(f->end_ns, e.end_ns());
+      }
+  }
+  return f;
+}
+
+std::optional<Focus> Script::phase(const std::string& label, const std::string& name) const {
+  return window(label, [&](const trace::Event& e) { return e.cat == "phase" && (name.empty() || e.name == name); });
+}
+
+Script build_lesson(int n) {
+  const Lesson& l = find_lesson(n);
+  Script s;
+  s.number = l.number, s.slug = l.slug, s.title = l.title;
+  l.build(s);
+  s.trace.other["lesson"] = lesson_json(s);
+  return s;
+}
+
+// ---- otherData.lesson ----------------------------------------------------------------------
+
+nlohmann::json lesson_json(const Script& s) {
+  nlohmann::json j;
+  j["number"] = s.number, j["slug"] = s.slug, j["title"] = s.title, j["readme"] = readme_path(s.number);
+  j["steps"] = nlohmann::json::array();
+  for (const Step& st : s.steps) {
+    nlohmann::json o{{"title", st.title}, {"text", st.text}};
+    if (st.focus) o["focus"] = {{"strategy", st.focus->strategy}, {"begin_ns", st.focus->begin_ns}, {"end_ns", st.focus->end_ns}};
+    j["steps"].push_back(std::move(o));
+  }
+  return j;
+}
+
+std::vector<Step> steps_of(const nlohmann::json& other) {
+  std::vector<Step> out;
+  const auto l = other.find("lesson");
+  if (l == other.end()) return out;
+  auto bad = [](const std::string& what) { return Error("otherData.lesson: " + what); };
+  if (!l->is_object()) throw bad("not an object");
+  const auto steps = l->find("steps");
+  if (steps == l->end() || !steps->is_array()) throw bad("no steps array");
+  for (size_t i = 0; i < steps->size(); ++i) {
+    const nlohmann::json& j = (*steps)[i];
+    const std::string where = "steps[" + std::to_string(i) + "]";
+    if (!j.is_object()) throw bad(where + " is not an object");
+    const auto title = j.find("title"), text = j.find("text");
+    if (title == j.end() || !title->is_string() || text == j.end() || !text->is_string())
+      throw bad(where + " needs the strings title and text");
+    Step s{title->get<std::string>(), text->get<std::string>(), std::nullopt};
+    if (const auto f = j.find("focus"); f != j.end()) {
+      const auto st = f->is_object() ? f->find("strategy") : j.end();
+      const auto b = f->is_object() ? f->find("begin_ns") : j.end();
+      const auto e = f->is_object() ? f->find("end_ns") : j.end();
+      if (!f->is_object() || st == f->end() || !st->is_string() || b == f->end() || !b->is_number_integer() ||
+          e == f->end() || !e->is_number_integer() || e->get<int64_t>() < b->get<int64_t>())
+        throw bad(where + ".focus needs strategy, and integers begin_ns <= end_ns");
+      s.focus = Focus{st->get<std::string>(), b->get<int64_t>(), e->get<int64_t>()};
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// ---- the terminal ----------------------------------------------------------------------------
+
+size_t present(const Script& s, std::istream& in, std::ostream& out, bool pause) {
+  const size_t n = s.steps.size();
+  out << "Lesson " << s.number << ": " << s.title << " (" << n << " steps; the chapter is " << readme_path(s.number)
+      << ")\n";
+  if (pause) out << "Enter goes to the next step, q quits.\n";
+  for (size_t i = 0; i < n; ++i) {
+    const Step& st = s.steps[i];
+    const std::string head = fmt("Step %zu/%zu: %s ", i + 1, n, st.title.c_str());
+    out << "\n== " << head << std::string(head.size() < 94 ? 94 - head.size() : 2, '=') << "\n\n" << st.text;
+    out.flush();
+    if (pause && i + 1 < n) {
+      out << "\n[Enter: next step, q: quit] " << std::flush;
+      std::string line;
+      if (!std::getline(in, line)) {
+        pause = false;  // the end of the input: go straight through
+        out << '\n';
+      } else if (line == "q" || line == "Q") {
+        out << "Stopped at step " << i + 1 << " of " << n << ".\n";
+        return i + 1;
+      }
+    }
+  }
+  return n;
+}
+
+}  // namespace ringside::lessons
