@@ -112,6 +112,24 @@ TEST_CASE("ulysses forward volume is (2 + 2 Hkv/H) N h (P-1)/P^2 per rank", "[st
   }
 }
 
+// A bug fixed with the lessons: tp-sp and ulysses reported 0 attention FLOPs.
+TEST_CASE("every strategy reports its attention FLOPs: over the ranks, the layer's", "[strategies]") {
+  LayerConfig c = base();
+  for (bool causal : {true, false}) {
+    c.causal = causal;
+    // 4 d per visible (query, key) pair per head (FlashAttention's count).
+    const double pairs = causal ? double(c.s) * double(c.s + 1) / 2 : double(c.s) * double(c.s);
+    const double layer = 4.0 * double(c.d()) * double(c.H) * double(c.b) * pairs;
+    for (const char* name : {"tp-sp", "ring", "ulysses"}) {
+      INFO(name << (causal ? " causal" : " full"));
+      MemoryTracker tracker;
+      const auto res = run_strategy_local(find_strategy(name), c, 2, DType::f32, tracker);
+      REQUIRE(res[0].attention_flops + res[1].attention_flops == Approx(layer).epsilon(1e-12));
+      if (std::string(name) != "ring" || !causal) REQUIRE(res[0].attention_flops == res[1].attention_flops);
+    }
+  }
+}
+
 TEST_CASE("after backward the LayerNorm gradients are identical on every tp-sp rank", "[strategies]") {
   const LayerConfig c = base();
   MemoryTracker tracker;

@@ -26,6 +26,7 @@
 #include "imgui_impl_glfw.h"
 #include "imgui_impl_opengl3.h"
 #include "stb_image_write.h"
+#include "lessons/lesson.h"
 #include "viz/view_model.h"
 
 namespace ringside::viz {
@@ -102,6 +103,8 @@ struct Options {
   std::optional<double> at_s;
   std::optional<int> step;
   std::string layout_json;  // tests: where the lanes were drawn
+  std::optional<int> lesson;       // --lesson N: the lesson's steps beside the timeline
+  std::optional<int> lesson_step;  // --lesson-step K: open at step K (1-based)
 };
 
 class App {
@@ -125,6 +128,7 @@ class App {
       else
         replay_.head_ns = marks[size_t(*opt_.step)] + 1, reveal_ = true;
     }
+    if (opt_.lesson) open_lesson();
   }
 
   const std::vector<std::string>& errors() const { return errors_; }
@@ -143,6 +147,73 @@ class App {
     } catch (const std::exception& e) {
       errors_.push_back(e.what());
     }
+  }
+
+  // --lesson: the steps come from the trace's otherData.lesson (written by `ringside lesson`).
+  void open_lesson() {
+    if (traces_.empty()) return;  // the load error is already in errors_
+    const Loaded& t = traces_.front();
+    try {
+      lesson_steps_ = lessons::steps_of(t.data.other);
+    } catch (const std::exception& e) {
+      errors_.push_back(t.path + ": " + e.what());
+      return;
+    }
+    const auto l = t.data.other.find("lesson");
+    const auto n = l != t.data.other.end() ? l->find("number") : t.data.other.end();
+    if (lesson_steps_.empty() || n == l->end() || !n->is_number_integer() || n->get<int>() != *opt_.lesson) {
+      errors_.push_back(t.path + " is not the trace of lesson " + std::to_string(*opt_.lesson) + " (run: ringside lesson " +
+                        std::to_string(*opt_.lesson) + ")");
+      lesson_steps_.clear();
+      return;
+    }
+    const auto title = l->find("title");
+    lesson_title_ = "Lesson " + std::to_string(*opt_.lesson) + (title != l->end() && title->is_string() ? ": " + title->get<std::string>() : "");
+    const int k = opt_.lesson_step.value_or(1);
+    if (k < 1 || size_t(k) > lesson_steps_.size()) {
+      errors_.push_back("--lesson-step " + std::to_string(k) + ": lesson " + std::to_string(*opt_.lesson) + " has steps 1 to " +
+                        std::to_string(lesson_steps_.size()));
+      return;
+    }
+    go_to_lesson_step(size_t(k - 1));
+  }
+
+  // Shows a lesson step: zoom to its focus (in its strategy's group time) with the play head
+  // at its end, so that the timeline shows the run up to the end of what the step is about.
+  void go_to_lesson_step(size_t i) {
+    if (i >= lesson_steps_.size()) return;
+    lesson_step_ = i;
+    replay_.playing = false;
+    const std::optional<lessons::Focus>& f = lesson_steps_[i].focus;
+    const Group* g = nullptr;
+    if (f && !traces_.empty())
+      for (const Group& gr : traces_.front().layout.groups)
+        if (gr.strategy == f->strategy) g = &gr;
+    if (!g) {
+      fit();
+      reveal_ = false;
+      return;
+    }
+    scroll_to_ = g->y;  // bring the step's strategy into view (the timeline applies it)
+    const double b = double(f->begin_ns - g->zero_ns), e = double(f->end_ns - g->zero_ns);
+    axis_.fit(b, std::max(e, b + 1.0));
+    replay_.head_ns = f->end_ns - g->zero_ns;
+    reveal_ = true;
+  }
+
+  void lesson_panel(float height) {
+    ImGui::BeginChild("lesson", ImVec2(0, height), true, ImGuiWindowFlags_HorizontalScrollbar);
+    ImGui::TextColored(ImVec4(1, 0.85f, 0.4f, 1), "%s", lesson_title_.c_str());
+    if (ImGui::Button("< prev (Left)")) go_to_lesson_step(lesson_step_ - (lesson_step_ > 0));
+    ImGui::SameLine();
+    if (ImGui::Button("next (Right) >")) go_to_lesson_step(lesson_step_ + 1);
+    ImGui::SameLine();
+    ImGui::Text("step %zu of %zu", lesson_step_ + 1, lesson_steps_.size());
+    const lessons::Step& st = lesson_steps_[lesson_step_];
+    ImGui::TextColored(ImVec4(0.6f, 0.85f, 1, 1), "%s", st.title.c_str());
+    ImGui::Separator();
+    ImGui::TextUnformatted(st.text.c_str());
+    ImGui::EndChild();
   }
 
   void fit() {
@@ -193,12 +264,14 @@ class App {
                  ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove |
                      ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoBringToFrontOnFocus);
     toolbar();
-    const float side = std::min(640.0f, width * 0.40f);
+    // A lesson's text is tables of up to ~110 columns: give the side panel room for them.
+    const float side = lesson_steps_.empty() ? std::min(640.0f, width * 0.40f) : std::min(820.0f, width * 0.48f);
     ImGui::BeginChild("timeline", ImVec2(width - side - 24, 0), true, ImGuiWindowFlags_NoMove);
     timeline();
     ImGui::EndChild();
     ImGui::SameLine();
     ImGui::BeginChild("side", ImVec2(0, 0), true);
+    if (!lesson_steps_.empty()) lesson_panel(std::max(200.0f, height * 0.55f));
     side_panel();
     ImGui::EndChild();
     ImGui::End();
@@ -243,8 +316,9 @@ class App {
     if (!ImGui::GetIO().WantTextInput) {
       if (ImGui::IsKeyPressed(GLFW_KEY_SPACE)) toggle_play();
       if (ImGui::IsKeyPressed(GLFW_KEY_F)) fit();
-      if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT)) step(+1);
-      if (ImGui::IsKeyPressed(GLFW_KEY_LEFT)) step(-1);
+      // In a lesson Left/Right step through the lesson; the buttons still step the ring.
+      if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT)) lesson_steps_.empty() ? step(+1) : go_to_lesson_step(lesson_step_ + 1);
+      if (ImGui::IsKeyPressed(GLFW_KEY_LEFT)) lesson_steps_.empty() ? step(-1) : go_to_lesson_step(lesson_step_ - (lesson_step_ > 0));
       const float mid = 0.5f * (axis_.x0 + axis_.x1);
       if (ImGui::IsKeyDown(GLFW_KEY_W)) axis_.zoom(1.04, mid);
       if (ImGui::IsKeyDown(GLFW_KEY_S)) axis_.zoom(1 / 1.04, mid);
@@ -268,6 +342,7 @@ class App {
   }
 
   void timeline() {
+    if (scroll_to_) ImGui::SetScrollY(*scroll_to_), scroll_to_.reset();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const ImVec2 origin = ImGui::GetCursorScreenPos();
     const float label_w = 150, width = ImGui::GetContentRegionAvail().x;
@@ -406,15 +481,16 @@ class App {
       // Under the first comm lane: exposed (red) and hidden (green) communication.
       if (lane.kind == Lane::comm && lane.comm_lane == 0) {
         const float sy = ly + lane.height - 5;
+        // A strip for [b, e] ns of group time, clipped to the view and to the play head.
+        auto strip = [&](int64_t b, int64_t e, Color c) {
+          float x0 = axis_.x_of(double(b - zero)), x1 = axis_.x_of(double(e - zero)) + 1;
+          if (reveal_) x1 = std::min(x1, axis_.x_of(double(replay_.head_ns)));
+          x0 = std::max(x0, axis_.x0), x1 = std::min(x1, axis_.x1);
+          if (x1 > x0) dl->AddRectFilled(ImVec2(x0, sy), ImVec2(x1, sy + 5), c);
+        };
         for (const Event& e : r.events)
-          if (e.stream == trace::Stream::comm && revealed(e, zero))
-            dl->AddRectFilled(ImVec2(std::max(axis_.x0, axis_.x_of(double(e.ts_ns - zero))), sy),
-                              ImVec2(std::min(axis_.x1, axis_.x_of(double(e.end_ns() - zero)) + 1), sy + 5), kHiddenColor);
-        for (const trace::Interval& iv : t.exposed[lane.process]) {
-          if (reveal_ && iv.begin - zero > replay_.head_ns) continue;
-          dl->AddRectFilled(ImVec2(std::max(axis_.x0, axis_.x_of(double(iv.begin - zero))), sy),
-                            ImVec2(std::min(axis_.x1, axis_.x_of(double(iv.end - zero)) + 1), sy + 5), kExposedColor);
-        }
+          if (e.stream == trace::Stream::comm && revealed(e, zero)) strip(e.ts_ns, e.end_ns(), kHiddenColor);
+        for (const trace::Interval& iv : t.exposed[lane.process]) strip(iv.begin, iv.end, kExposedColor);
       }
     }
     dl->PopClipRect();
@@ -675,6 +751,10 @@ class App {
   Options opt_;
   std::vector<Loaded> traces_;
   std::vector<std::string> errors_;
+  std::vector<lessons::Step> lesson_steps_;  // empty unless --lesson
+  size_t lesson_step_ = 0;
+  std::optional<float> scroll_to_;  // the timeline's next scroll position (pixels), once
+  std::string lesson_title_;
   TimeAxis axis_;
   Replay replay_;
   bool reveal_ = false, arrows_ = true;
@@ -707,6 +787,18 @@ int run(Options o) {
   if (headless && o.screenshot.empty()) throw std::runtime_error("--screenshot needs a file name");
   if (o.at_s && o.step) throw std::runtime_error("--at and --step both place the play head: give one");
   if (!o.layout_json.empty() && !headless) throw std::runtime_error("--layout-json goes with --screenshot");
+  if (o.lesson_step && !o.lesson) throw std::runtime_error("--lesson-step goes with --lesson");
+  if (o.lesson) {
+    if (o.files.size() > 1 || !o.live.empty()) throw std::runtime_error("--lesson shows one trace: give at most one file and no --live");
+    lessons::find_lesson(*o.lesson);  // "there is no lesson 9: the lessons are 1 to 6"
+    if (o.files.empty()) {
+      const std::string path = lessons::default_trace_path(*o.lesson);
+      if (!fs::exists(path))
+        throw std::runtime_error("no trace for lesson " + std::to_string(*o.lesson) + " at " + path +
+                                 ": run `ringside lesson " + std::to_string(*o.lesson) + "` first (in this directory)");
+      o.files.push_back(path);
+    }
+  }
   App app(o);
   // A file that cannot be read: headless runs fail with the message; windows show it.
   if (headless && app.errors().empty() && app.any_trace() && !app.any_event()) {
@@ -808,6 +900,10 @@ int main(int argc, char** argv) {
       })
       ->option_text("SECONDS");
   cli.add_option("--step", o.step, "replay: show the run up to the start of ring step N (0: the first)")->option_text("N");
+  cli.add_option("--lesson", o.lesson, "step through lesson N beside its timeline (the trace `ringside lesson N` wrote, "
+                 "out/lessons/NN-name.trace.json, unless a file is given)")
+      ->option_text("N");
+  cli.add_option("--lesson-step", o.lesson_step, "with --lesson: open at step K (1: the first)")->option_text("K");
   cli.add_option("--layout-json", o.layout_json, "with --screenshot: also write where the lanes were drawn (tests)")->option_text("FILE");
   try {
     cli.parse(argc, argv);

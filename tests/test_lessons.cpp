@@ -1,0 +1,213 @@
+// The lessons: every number a lesson states, against its formula or its paper, computed here
+// independently; the steps' round trip through the trace; the presenter's pausing.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+#include "lessons/lesson.h"
+#include "viz/view_model.h"
+
+using namespace ringside;
+using namespace ringside::lessons;
+
+namespace {
+
+double num(const Script& s, const std::string& key) {
+  INFO("lesson " << s.number << " number " << key);
+  REQUIRE(s.numbers.contains(key));
+  return s.numbers[key].get<double>();
+}
+
+// Bytes the reference keeps for backward, fp32: 4 N (6h + 2 Hkv d + 2f + 4 + H).
+double saved(double N, double h, double H, double Hkv, double f) { return 4 * N * (6 * h + 2 * Hkv * (h / H) + 2 * f + 4 + H); }
+
+// Every lesson's steps have text, and each focus names a run of its trace and lies within it.
+void check_steps(const Script& s) {
+  REQUIRE(s.steps.size() >= 4);
+  for (const Step& st : s.steps) {
+    INFO("lesson " << s.number << " step " << st.title);
+    REQUIRE(!st.title.empty());
+    REQUIRE(st.text.size() > 100);
+    if (!st.focus) continue;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (const trace::RankTrace& r : s.trace.ranks)
+      if (r.strategy == st.focus->strategy)
+        for (const trace::Event& e : r.events) lo = std::min(lo, e.ts_ns), hi = std::max(hi, e.end_ns());
+    REQUIRE(lo <= st.focus->begin_ns);
+    REQUIRE(st.focus->begin_ns <= st.focus->end_ns);
+    REQUIRE(st.focus->end_ns <= hi);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lesson 1: saved bytes measured equal the formula; Korthikanti's GPT-3 numbers", "[lessons]") {
+  const Script s = build_lesson(1);
+  check_steps(s);
+  for (double sl : {128.0, 256.0, 512.0}) {
+    INFO("s = " << sl);
+    REQUIRE(num(s, "saved_s" + std::to_string(int(sl))) == saved(sl, 128, 8, 4, 512));
+    REQUIRE(num(s, "formula_s" + std::to_string(int(sl))) == saved(sl, 128, 8, 4, 512));
+  }
+  // Korthikanti et al. 2022, section 4.1 (GPT-3 175B, s = 2048, t = 8).
+  REQUIRE(num(s, "tp_t8_bytes") == 578813952.0);
+  REQUIRE(num(s, "tp_sp_t8_bytes") == 358612992.0);
+  REQUIRE(num(s, "tp_floor_bytes") == 10.0 * 2048 * 12288);
+  REQUIRE(num(s, "korthikanti_none_s2048") == 2048.0 * 12288 * (34 + 5.0 * 96 * 2048 / 12288));
+  REQUIRE(num(s, "gpt3_s1m_layer_bytes") == 34.0 * 1048576 * 12288);
+  for (int P : {1, 2, 4}) {
+    INFO("P = " << P);
+    REQUIRE(num(s, "ring_saved_p" + std::to_string(P)) == saved(512, 128, 8, 4, 512) / P);
+    REQUIRE(num(s, "ring_saved_formula_p" + std::to_string(P)) == saved(512, 128, 8, 4, 512) / P);
+  }
+}
+
+TEST_CASE("lesson 2: SP sends TP's bytes, and the LayerNorm gradient needs its all-reduce", "[lessons]") {
+  const Script s = build_lesson(2);
+  check_steps(s);
+  const double N = 256, h = 128, P = 4;
+  const double bytes = 4 * N * h * (P - 1) / P * 4;  // 2 all-gathers + 2 reduce-scatters, fp32
+  REQUIRE(num(s, "forward_collectives") == 4);
+  REQUIRE(num(s, "forward_bytes_formula") == bytes);
+  REQUIRE(num(s, "tp_all_reduce_bytes") == 2 * 2 * N * h * (P - 1) / P * 4);
+  REQUIRE(num(s, "forward_bytes_trace_rank0") == bytes);
+  for (int r = 0; r < 4; ++r) {
+    REQUIRE(num(s, "forward_bytes_rank" + std::to_string(r)) == bytes);
+    REQUIRE(num(s, "saved_rank" + std::to_string(r)) == saved(N, h, 8, 4, 512) / P);
+  }
+  REQUIRE(num(s, "ln1_gamma_error_partial_min") > 0.1);     // a partial sum is badly wrong
+  REQUIRE(num(s, "ln1_gamma_error_allreduced_max") < 1e-5);  // the all-reduced one is right
+}
+
+TEST_CASE("lesson 3: the LSE merge is exact; the ring's steps move the right blocks and bytes", "[lessons]") {
+  const Script s = build_lesson(3);
+  check_steps(s);
+  REQUIRE(num(s, "merge_max_abs_error") < 1e-12);
+  REQUIRE(num(s, "merge_lse_q0") == Approx(4 + std::log1p(std::exp(-3.0))).epsilon(1e-14));
+  REQUIRE(num(s, "merge_out_q0_0") == Approx((std::exp(1.0) * 1 + std::exp(4.0) * 3) / (std::exp(1.0) + std::exp(4.0))).epsilon(1e-14));
+  const int P = 4;
+  const double kv = 2.0 * (1024 / P) * 4 * 16 * 4;  // K and V of one block: 2 b (s/P) Hkv d, fp32
+  REQUIRE(num(s, "kv_block_bytes") == kv);
+  for (int i = 0; i < P; ++i)
+    for (int r = 0; r < P; ++r) {
+      INFO("step " << i << " rank " << r);
+      REQUIRE(num(s, "forward_step" + std::to_string(i) + "_rank" + std::to_string(r) + "_bytes") == (i < P - 1 ? kv : 0));
+      REQUIRE(num(s, "forward_step" + std::to_string(i) + "_rank" + std::to_string(r) + "_block_of") == (r - i + P) % P);
+    }
+  // Backward: K/V (P-1 hops) and dK/dV (P hops).
+  for (int i = 0; i < P; ++i) REQUIRE(num(s, "backward_step" + std::to_string(i) + "_rank0_bytes") == (i < P - 1 ? 2 * kv : kv));
+  REQUIRE(num(s, "forward_bytes_rank0") == (P - 1) * kv);
+  REQUIRE(num(s, "forward_bytes_formula") == (P - 1) * kv);
+  REQUIRE(num(s, "a100_threshold_tokens") == Approx(1040));  // Liu et al. 2023: F/B for an A100
+  const double c = num(s, "block_tokens");
+  REQUIRE(c == 512);
+  REQUIRE(num(s, "slow_threshold_tokens") == Approx(3 * c));
+  REQUIRE(num(s, "fast_threshold_tokens") == Approx(c / 3));
+}
+
+TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly", "[lessons]") {
+  const Script s = build_lesson(4);
+  check_steps(s);
+  const double P = 4, sl = 512, d = 16, H = 8, c = sl / P, per_pair = 4 * d * H;
+  double sum = 0, max = 0;
+  for (int r = 0; r < 4; ++r) {
+    const double contiguous = per_pair * (c * c * r + c * (c + 1) / 2);          // r full blocks + the diagonal
+    const double striped = per_pair * (c * (r + 1) + P * c * (c - 1) / 2);     // query r + P j sees r + P j + 1 keys
+    REQUIRE(num(s, "contiguous_flops_rank" + std::to_string(r)) == contiguous);
+    REQUIRE(num(s, "striped_flops_rank" + std::to_string(r)) == striped);
+    REQUIRE(num(s, "zigzag_flops_rank" + std::to_string(r)) == per_pair * sl * (sl + 1) / 2 / P);
+    sum += contiguous, max = std::max(max, contiguous);
+  }
+  REQUIRE(num(s, "contiguous_imbalance") == Approx(max / (sum / P)).epsilon(1e-12));
+  REQUIRE(num(s, "zigzag_imbalance") == 1.0);
+  REQUIRE(num(s, "striped_imbalance") < 1.01);
+  REQUIRE(num(s, "max_layout_difference") < 1e-5);
+  // The tile map of a "ring zigzag" run is zigzag's, whatever otherData says.
+  const auto m = viz::tile_map(s.trace, "ring striped");
+  REQUIRE(m.has_value());
+  REQUIRE(m->layout == "striped");
+  REQUIRE(viz::tile_map(s.trace, "ring contiguous")->tiles[1].masked);
+}
+
+TEST_CASE("lesson 5: Ulysses' all-to-all bytes, GQA replication and the head limit", "[lessons]") {
+  const Script s = build_lesson(5);
+  check_steps(s);
+  const double N = 256, h = 128, H = 8, P = 4, d = 16;
+  REQUIRE(num(s, "q_all_to_all_bytes") == (N / P) * H * d * 4 * (P - 1) / P);
+  REQUIRE(num(s, "kv_heads_replicated") == 4);
+  for (int r = 0; r < 4; ++r)  // H/P heads over the whole causal sequence, on every rank
+    REQUIRE(num(s, "attention_flops_rank" + std::to_string(r)) == 4 * d * (H / P) * N * (N + 1) / 2);
+  REQUIRE(num(s, "max_ranks") == 8);
+  REQUIRE(num(s, "p16_refused") == 1);
+  // (2 + 2 Hkv'/H) N h (P-1)/P^2 with Hkv' = 4; the ring 2 (Hkv/H) N h (P-1)/P with Hkv = 2.
+  REQUIRE(num(s, "ulysses_forward_bytes") == (2 + 2 * 4 / H) * N * h * (P - 1) / (P * P) * 4);
+  REQUIRE(num(s, "ulysses_forward_formula") == num(s, "ulysses_forward_bytes"));
+  REQUIRE(num(s, "ring_forward_bytes") == 2 * (2 / H) * N * h * (P - 1) / P * 4);
+  REQUIRE(num(s, "ring_forward_formula") == num(s, "ring_forward_bytes"));
+}
+
+TEST_CASE("lesson 6: three strategies, one answer, their bytes and the overlap thresholds", "[lessons]") {
+  const Script s = build_lesson(6);
+  check_steps(s);
+  const double e32 = num(s, "error_reference_f32");
+  REQUIRE(e32 < 1e-5);
+  for (const char* n : {"tp-sp", "ring", "ulysses"}) {
+    INFO(n);
+    REQUIRE(num(s, std::string("error_") + n) < 1e-5);
+    REQUIRE(num(s, std::string("error_") + n) < 10 * e32);
+    REQUIRE(num(s, std::string("forward_bytes_") + n) == num(s, std::string("forward_formula_") + n));
+    REQUIRE(num(s, std::string("backward_bytes_") + n) == num(s, std::string("backward_formula_") + n));
+    REQUIRE(num(s, std::string("saved_") + n) >= saved(2048, 128, 8, 4, 512) / 4);
+    const double o = num(s, std::string("overlap_pct_") + n);
+    REQUIRE((o >= 0 && o <= 100));
+  }
+  REQUIRE(num(s, "saved_tp-sp") == saved(2048, 128, 8, 4, 512) / 4);
+  REQUIRE(num(s, "forward_bytes_tp-sp") == 4 * 2048.0 * 128 * 3 / 4 * 4);
+  REQUIRE(num(s, "threshold_a100_nvlink") == Approx(1040));
+  REQUIRE(num(s, "threshold_h100_nvlink") == Approx(989.0 / 0.45));
+  REQUIRE(num(s, "threshold_h100_ib") == Approx(19780));
+  REQUIRE(num(s, "max_ranks_tp_sp") == 4);
+  REQUIRE(num(s, "max_ranks_ulysses") == 8);
+}
+
+TEST_CASE("a lesson's steps survive the trace file and the presenter pauses and quits", "[lessons]") {
+  const Script s = build_lesson(2);
+  const trace::TraceData back = trace::parse_trace(trace::to_chrome_json(s.trace).dump(), "lesson 2");
+  const std::vector<Step> steps = steps_of(back.other);
+  REQUIRE(steps.size() == s.steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    REQUIRE(steps[i].title == s.steps[i].title);
+    REQUIRE(steps[i].text == s.steps[i].text);
+    REQUIRE(steps[i].focus.has_value() == s.steps[i].focus.has_value());
+    if (steps[i].focus) REQUIRE(steps[i].focus->begin_ns == s.steps[i].focus->begin_ns);
+  }
+  REQUIRE(back.other["lesson"]["readme"] == "lessons/02-megatron-sp/README.md");
+
+  // Enter, then q: two steps shown.
+  std::istringstream in("\nq\n");
+  std::ostringstream out;
+  REQUIRE(present(s, in, out, true) == 2);
+  REQUIRE_THAT(out.str(), Catch::Contains("Stopped at step 2 of 6"));
+  REQUIRE_THAT(out.str(), !Catch::Contains("Step 3/6"));
+  // The end of the input goes straight through; so does --no-pause.
+  std::istringstream eof("");
+  std::ostringstream all;
+  REQUIRE(present(s, eof, all, true) == s.steps.size());
+  std::istringstream none("q\n");
+  REQUIRE(present(s, none, all, false) == s.steps.size());
+}
+
+TEST_CASE("malformed lesson steps in a trace are an error; other traces have none", "[lessons]") {
+  REQUIRE(steps_of(nlohmann::json::object()).empty());
+  auto bad = [](const char* text) { return steps_of(nlohmann::json::parse(text)); };
+  REQUIRE_THROWS_WITH(bad(R"({"lesson": 3})"), Catch::Contains("not an object"));
+  REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": {}}})"), Catch::Contains("no steps array"));
+  REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": [{"title": 1, "text": "x"}]}})"), Catch::Contains("steps[0] needs"));
+  REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": [{"title": "a", "text": "x", "focus": {"strategy": "ring", "begin_ns": 5, "end_ns": 1}}]}})"),
+                      Catch::Contains("begin_ns <= end_ns"));
+  REQUIRE_THROWS_AS(find_lesson(7), ConfigError);
+  REQUIRE_THROWS_WITH(find_lesson(0), Catch::Contains("the lessons are 1 to 6"));
+  REQUIRE(default_trace_path(3) == "out/lessons/03-ring-attention.trace.json");
+}
