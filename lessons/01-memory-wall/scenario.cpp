@@ -124,9 +124,9 @@ void memory_wall(Script& L) {
   L.say("This layer keeps %.0f bytes per token (fp32). At 1M tokens one layer would keep %s;", per_token,
         bytes(per_token * 1048576).c_str());
   L.say("GPT-3's keeps %s. No GPU holds that, so the tokens themselves must be split:", bytes(wall).c_str());
-  L.say("  lesson 2  Megatron SP: TP plus the 10 s b h split by sequence (P <= heads)");
+  L.say("  lesson 2  Megatron SP: TP plus the 10 s b h split by sequence (P must divide Hkv)");
   L.say("  lesson 3  ring attention: every tensor split by sequence, K/V passed around a ring");
-  L.say("  lesson 5  Ulysses: split by sequence, and by heads inside attention (P <= heads)");
+  L.say("  lesson 5  Ulysses: split by sequence, and by heads inside attention (P must divide H)");
   L.say("The trace of this lesson holds the P = 1, 2, 4 runs: compare their memory lanes.");
   L.steps.back().focus = L.phase("P=1");
 }

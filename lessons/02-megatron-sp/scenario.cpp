@@ -13,8 +13,8 @@ namespace {
 
 // Megatron's names for the two conjugate operators (Korthikanti et al. 2022, figure 5).
 const char* megatron_name(const std::string& op, const std::string& phase) {
-  if (op == "all_gather") return phase == "forward" ? "g (enters a TP block)" : "re-gather for dW";
-  if (op == "reduce_scatter") return phase == "forward" ? "g-bar (leaves a TP block)" : "g (backward)";
+  if (op == "all_gather") return phase == "forward" ? "g" : "re-gather for dW";
+  if (op == "reduce_scatter") return phase == "forward" ? "g-bar" : "g (backward)";
   return "";
 }
 
@@ -70,8 +70,9 @@ void megatron_sp(Script& L) {
   L.say("the ranks need every token: an all-gather along the sequence, [b, s/P, h] -> [b, s, h].");
   L.say("After each row-parallel GEMM (W_o, W_2) every rank holds a partial sum over its heads or");
   L.say("f slice for all tokens: a reduce-scatter sums them and leaves each rank its s/P tokens.");
+  L.say("Megatron calls the two operators g (entering a TP block) and g-bar (leaving it).");
   L.blank();
-  Table t2({"#", "collective", "Megatron", "sublayer", "in -> out", "bytes sent by rank 0"});
+  Table t2({"#", "collective", "Megatron", "sublayer", "in -> out", "bytes sent"});
   int64_t fwd_sent = 0;
   for (const trace::Event* e : collectives("forward")) {
     const bool ag = e->name == "all_gather";
@@ -128,20 +129,20 @@ void megatron_sp(Script& L) {
   L.say("ln1.gamma's gradient against the fp64 reference (relative Frobenius error):");
   L.blank();
   Table t5({"rank", "partial (its s/P tokens only)", "after the all-reduce"});
-  double worst_partial = 1e300, best_partial = 0, worst_full = 0;
+  double min_partial = 1e300, max_partial = 0, worst_full = 0;
   for (int r = 0; r < P; ++r) {
     const double partial = relative_error(rr[size_t(r)].partial_grads.ln1_gamma, ref.grads.ln1_gamma);
     const double full = relative_error(rr[size_t(r)].local_grads.ln1_gamma, ref.grads.ln1_gamma);
-    worst_partial = std::min(worst_partial, partial), best_partial = std::max(best_partial, partial), worst_full = std::max(worst_full, full);
+    min_partial = std::min(min_partial, partial), max_partial = std::max(max_partial, partial), worst_full = std::max(worst_full, full);
     t5.row({std::to_string(r), fmt("%.3f", partial), fmt("%.1e", full)});
   }
   L.table(t5);
-  L.record("ln1_gamma_error_partial_min", worst_partial);
+  L.record("ln1_gamma_error_partial_min", min_partial);
   L.record("ln1_gamma_error_allreduced_max", worst_full);
   L.blank();
   L.say("Without the all-reduce each rank would step its LayerNorm with the gradient of its own");
-  L.say("s/P tokens: %.0f%% to %.0f%% wrong here, not a rounding error, and the ranks' copies of gamma", 100 * worst_partial,
-        100 * best_partial);
+  L.say("s/P tokens: %.0f%% to %.0f%% wrong here, not a rounding error, and the ranks' copies of gamma", 100 * min_partial,
+        100 * max_partial);
   L.say("would drift apart.");
   L.say("Nothing crashes: the loss just trains worse. Megatron all-reduces these over the TP group.");
 

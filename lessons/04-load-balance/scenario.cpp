@@ -125,7 +125,7 @@ void load_balance(Script& L) {
   L.blank();
   const double striped = work(runs[2], "striped");
   L.blank();
-  L.say("Imbalance %.3f: rank P-1 has c more pairs than rank 0 out of about s^2/(2P), near 1.", striped);
+  L.say("Imbalance %.3f: rank P-1 has (P-1) c more pairs than rank 0, out of about s^2/(2P) each.", striped);
 
   // ---- 4. same answer ---------------------------------------------------------------------------
   L.step("Three layouts, one answer");

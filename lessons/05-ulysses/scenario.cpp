@@ -54,8 +54,10 @@ void ulysses(Script& L) {
             fmt("[%lld, %lld, %lld, %lld]", (long long)b, (long long)s, (long long)(Hkv_rep / P), (long long)d), grouped(q_bytes)});
   L.table(t2);
   L.blank();
-  L.say("An all-to-all of a message M over P ranks sends M (P-1)/P from each rank, M/P per link:");
-  L.say("%s of q's %s per rank stay home.", bytes(double(b * sl * H * d * e / P)).c_str(), bytes(double(b * sl * H * d * e)).c_str());
+  L.say("Each rank keeps 1/P of its part and sends the rest, one piece to each other rank: of q's");
+  L.say("%s per rank, %s stay home. (The DeepSpeed-Ulysses paper counts an all-to-all of an", bytes(double(b * sl * H * d * e)).c_str(),
+        bytes(double(b * sl * H * d * e / P)).c_str());
+  L.say("aggregate message M over P GPUs as M/P per link.)");
   L.record("q_all_to_all_bytes", double(q_bytes));
 
   // ---- 3. GQA ----------------------------------------------------------------------------------------
@@ -121,7 +123,8 @@ void ulysses(Script& L) {
   L.say("Forward bytes sent per rank, measured at P = %d: Ulysses %s (q, k, v and out), the ring %s", P,
         grouped(int64_t(uly_fwd)).c_str(), grouped(int64_t(ring_fwd)).c_str());
   L.say("(K and V, P-1 hops). The formulas, per rank, N = b s tokens, e bytes per element:");
-  L.say("  Ulysses  (2 + 2 Hkv'/H) N h (P-1)/P^2 e   (4Nh/P per link with Hkv' = H, the paper's)");
+  L.say("  Ulysses  (2 + 2 Hkv'/H) N h (P-1)/P^2 e   (with Hkv' = H, 4 N h (P-1)/P^2, about 4Nh/P:");
+  L.say("           the paper's 4Nh/P per link)");
   L.say("  ring     2 (Hkv/H) N h (P-1)/P e");
   L.blank();
   Table t5({"P", "Ulysses, this GQA layer", "ring, this GQA layer", "Ulysses, MHA", "ring, MHA"});

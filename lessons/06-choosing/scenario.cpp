@@ -66,8 +66,8 @@ void choosing(Script& L) {
   }
   L.table(t2);
   L.blank();
-  L.say("Saved activations: all three keep 1/P of the reference's %s bytes (Ulysses a little more:", grouped(saved_activation_bytes(cfg, DType::f32)).c_str());
-  L.say("its attention keeps K/V for whole sequences). Only TP+SP also splits the weights, which");
+  L.say("Saved activations: all three keep 1/P of the reference's %s bytes; Ulysses a little more,", grouped(saved_activation_bytes(cfg, DType::f32)).c_str());
+  L.say("as it keeps the attention output in both layouts. Only TP+SP also splits the weights, which");
   L.say("is why it is used with the others in practice (Megatron: TP inside, CP across).");
 
   // ---- 3. volume ----------------------------------------------------------------------------------
@@ -87,8 +87,9 @@ void choosing(Script& L) {
   }
   L.table(t3);
   L.blank();
-  L.say("The backward of ring and Ulysses is dominated by the all-reduce of the weight gradients");
-  L.say("(data-parallel style: each rank saw s/P tokens), which TP+SP does not need.");
+  L.say("Ring and Ulysses replicate the weights, so their backward all-reduces every weight gradient");
+  L.say("(data-parallel style: each rank saw s/P tokens); TP+SP's ranks own disjoint shards and need");
+  L.say("not. The ring's backward also sends K/V again and the dK/dV that travel home.");
 
   // ---- 4. overlap ---------------------------------------------------------------------------------
   L.step("Overlap: whose communication hides", L.phase("ring", "forward"));
