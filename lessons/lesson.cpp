@@ -49,15 +49,23 @@ std::string readme_path(int n) { return "lessons/" + std::string(find_lesson(n).
 
 // ---- text ------------------------------------------------------------------------------
 
-std::string fmt(const char* format, ...) {
-  va_list a, b;
-  va_start(a, format);
-  va_copy(b, a);
-  const int n = std::vsnprintf(nullptr, 0, format, a);
-  va_end(a);
+namespace {
+std::string vformat(const char* format, va_list args) {
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
   std::string out(size_t(std::max(n, 0)), '\0');
-  std::vsnprintf(out.data(), out.size() + 1, format, b);
-  va_end(b);
+  std::vsnprintf(out.data(), out.size() + 1, format, again);
+  va_end(again);
+  return out;
+}
+}  // namespace
+
+std::string fmt(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::string out = vformat(format, args);
+  va_end(args);
   return out;
 }
 
@@ -119,15 +127,10 @@ Step& Script::step(const std::string& title, std::optional<Focus> focus) {
 
 void Script::say(const char* format, ...) {
   RS_CHECK(!steps.empty(), "lesson ", number, ": say() before the first step");
-  va_list a, b;
-  va_start(a, format);
-  va_copy(b, a);
-  const int n = std::vsnprintf(nullptr, 0, format, a);
-  va_end(a);
-  std::string line(size_t(std::max(n, 0)), '\0');
-  std::vsnprintf(line.data(), line.size() + 1, format, b);
-  va_end(b);
-  steps.back().text += line + '\n';
+  va_list args;
+  va_start(args, format);
+  steps.back().text += vformat(format, args) + '\n';
+  va_end(args);
 }
 
 void Script::table(const Table& t) {

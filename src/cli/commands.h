@@ -34,6 +34,10 @@ double reference_peak_bytes(const LayerConfig& cfg, DType dt);
 /// <smaller>" when `need` bytes exceed 90% of physical memory: refuse before any work.
 void require_memory(double need, const std::string& what, const std::string& smaller);
 
+/// Proves that `path` can be written (creating nothing that was not there), before any work;
+/// throws ringside::Error "<option>: cannot write <path>: <reason>" otherwise.
+void check_writable(const std::string& path, const char* option);
+
 /// Creates DIR and proves it writable, before any compute; throws ringside::Error otherwise.
 void prepare_dump_dir(const std::string& dir);
 /// Writes a run's tensors as fp32 .npy in C order with DIR/manifest.json (config, producer,

@@ -30,24 +30,6 @@ CLI::App* add_lesson(CLI::App& app, LessonOptions& o) {
   return sub;
 }
 
-namespace {
-
-// Creates the file's directory and proves the file writable before the scenario runs.
-void prepare_output(const std::string& path, const char* option) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
-  const bool existed = fs::exists(path, ec);
-  {
-    std::ofstream f(path, std::ios::app);
-    RS_CHECK(f.good(), option, ": cannot write ", path, ": ", std::strerror(errno));
-  }
-  if (!existed) fs::remove(path, ec);
-}
-
-}  // namespace
-
 int lesson_command(const LessonOptions& o, const std::string& viewer) {
   if (!o.number) {
     std::printf("The lessons (run one with: ringside lesson N):\n");
@@ -60,8 +42,10 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
   const std::string trace_path = o.trace.empty() ? lessons::default_trace_path(n) : o.trace;
   if (!o.json.empty() && std::filesystem::weakly_canonical(o.json) == std::filesystem::weakly_canonical(trace_path))
     throw ConfigError("--trace and --json name the same file (" + o.json + "): give each its own");
-  prepare_output(trace_path, "--trace");
-  if (!o.json.empty()) prepare_output(o.json, "--json");
+  // The default trace goes to out/lessons/: create it; a path the user gave must exist.
+  if (o.trace.empty()) std::filesystem::create_directories(std::filesystem::path(trace_path).parent_path());
+  check_writable(trace_path, "--trace");
+  if (!o.json.empty()) check_writable(o.json, "--json");
 
   std::printf("Running lesson %d's scenario (a few seconds)...\n", n);
   std::fflush(stdout);
