@@ -69,6 +69,21 @@ std::string fmt(const char* format, ...) {
   return out;
 }
 
+std::string wrap(const std::string& text, size_t width, const std::string& indent) {
+  std::string out, line;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && indent.size() + line.size() + 1 + word.size() > width) out += indent + line + '\n', line.clear();
+    line += (line.empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  if (!line.empty()) out += indent + line + '\n';
+  return out;
+}
+
 std::string bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   int u = 0;
@@ -265,13 +280,13 @@ std::vector<Step> steps_of(const nlohmann::json& other) {
 
 size_t present(const Script& s, std::istream& in, std::ostream& out, bool pause) {
   const size_t n = s.steps.size();
-  out << "Lesson " << s.number << ": " << s.title << " (" << n << " steps; the chapter is " << readme_path(s.number)
-      << ")\n";
+  out << "Lesson " << s.number << ": " << s.title << ", " << n << " steps\n"
+      << "The chapter: " << readme_path(s.number) << "\n";
   if (pause) out << "Enter goes to the next step, q quits.\n";
   for (size_t i = 0; i < n; ++i) {
     const Step& st = s.steps[i];
     const std::string head = fmt("Step %zu/%zu: %s ", i + 1, n, st.title.c_str());
-    out << "\n== " << head << std::string(head.size() < 94 ? 94 - head.size() : 2, '=') << "\n\n" << st.text;
+    out << "\n== " << head << std::string(head.size() < 86 ? 86 - head.size() : 2, '=') << "\n\n" << st.text;
     out.flush();
     if (pause && i + 1 < n) {
       out << "\n[Enter: next step, q: quit] " << std::flush;

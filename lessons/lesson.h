@@ -49,6 +49,9 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+/// `text` broken at spaces into lines of at most `width` characters, each starting with
+/// `indent` and ending in '\n' (a word longer than the width gets a line of its own).
+std::string wrap(const std::string& text, size_t width, const std::string& indent = "");
 /// printf into a std::string.
 std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 /// 1536 -> "1.50 KiB" (binary units; exact byte counts are printed beside where they matter).

@@ -30,6 +30,12 @@ void check_steps(const Script& s) {
     INFO("lesson " << s.number << " step " << st.title);
     REQUIRE(!st.title.empty());
     REQUIRE(st.text.size() > 100);
+    // Every line fits the viewer's side panel and a 100-column terminal.
+    std::istringstream lines(st.text);
+    for (std::string line; std::getline(lines, line);) {
+      INFO(line);
+      REQUIRE(line.size() <= 92);
+    }
     if (!st.focus) continue;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (const trace::RankTrace& r : s.trace.ranks)
@@ -210,4 +216,6 @@ TEST_CASE("malformed lesson steps in a trace are an error; other traces have non
   REQUIRE_THROWS_AS(find_lesson(7), ConfigError);
   REQUIRE_THROWS_WITH(find_lesson(0), Catch::Contains("the lessons are 1 to 6"));
   REQUIRE(default_trace_path(3) == "out/lessons/03-ring-attention.trace.json");
+  REQUIRE(wrap("aa bb cc", 5, "> ") == "> aa\n> bb\n> cc\n");
+  REQUIRE(wrap("a b c", 80) == "a b c\n");
 }

@@ -52,6 +52,7 @@ struct Loaded {
   std::vector<StepMark> steps;                   // relative to their group's start
   std::vector<std::vector<trace::Interval>> exposed;  // per process
   std::vector<MemorySeries> memory;              // per process
+  int64_t memory_scale = 1;                      // the highest total of any process: one scale for all
   std::vector<int64_t> group_begin;              // per process: its group's start (the zero)
   std::string summary;                           // "s=4096 h=512 H=8 P=4 (measured)"
   fs::file_time_type mtime{};
@@ -76,6 +77,7 @@ Loaded load(const std::string& path) {
   for (const RankTrace& r : l.data.ranks) {
     l.exposed.push_back(exposed_intervals(r));
     l.memory.push_back(memory_series(r));
+    for (int64_t v : l.memory.back().total) l.memory_scale = std::max(l.memory_scale, v);
   }
   // The run's description, read defensively: otherData is free-form in foreign files.
   const nlohmann::json& o = l.data.other;
@@ -499,10 +501,9 @@ class App {
   void draw_memory(ImDrawList* dl, const Loaded& t, size_t process, const Group& g, const Lane& lane, float ly) {
     const MemorySeries& m = t.memory[process];
     if (m.ts.empty()) return;
-    // One scale per group: GPUs compare at a glance; the peak GPU fills its plot.
-    int64_t scale = 1;
-    for (size_t p : g.processes)
-      for (int64_t v : t.memory[p].total) scale = std::max(scale, v);
+    // One scale for the whole trace: GPUs and strategies compare at a glance (a strategy that
+    // needs half the memory draws half as high); the peak GPU fills its plot.
+    const int64_t scale = t.memory_scale;
     const float h = lane.height - 4, base = ly + lane.height - 2;
     for (size_t i = 0; i < m.ts.size(); ++i) {
       if (reveal_ && m.ts[i] - g.zero_ns > replay_.head_ns) break;
@@ -551,7 +552,16 @@ class App {
     }
   }
 
+  void tile_maps() {
+    for (size_t ti = 0; ti < traces_.size(); ++ti)
+      for (const Group& g : traces_[ti].layout.groups)
+        if (auto m = tile_map(traces_[ti].data, g.strategy))
+          draw_tile_map(traces_[ti], *m, g.zero_ns, traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + ": " : std::string());
+  }
+
   void side_panel() {
+    // In a lesson the tile maps come first: lessons 3 to 5 are about them.
+    if (!lesson_steps_.empty()) tile_maps();
     std::vector<std::pair<std::string, std::vector<trace::StrategyMetrics>>> stats, selected;
     for (size_t ti = 0; ti < traces_.size(); ++ti) {
       const Loaded& t = traces_[ti];
@@ -577,10 +587,7 @@ class App {
       ImGui::Text("selection: %s to %s", human_time(double(selection_->begin)).c_str(), human_time(double(selection_->end)).c_str());
       stats_table(selected_cache_, "selection");
     }
-    for (size_t ti = 0; ti < traces_.size(); ++ti)
-      for (const Group& g : traces_[ti].layout.groups)
-        if (auto m = tile_map(traces_[ti].data, g.strategy))
-          draw_tile_map(traces_[ti], *m, g.zero_ns, traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + ": " : std::string());
+    if (lesson_steps_.empty()) tile_maps();
     ImGui::Separator();
     if (pinned_) {
       const Loaded& t = traces_[pinned_->first];

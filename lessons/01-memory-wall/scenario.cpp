@@ -87,10 +87,11 @@ void memory_wall(Script& L) {
   const double sp8 = L.record("tp_sp_t8_bytes", korthikanti_tp_sp(2048, b, h, a, 8));
   const double floor = L.record("tp_floor_bytes", 10 * 2048 * b * h);
   L.blank();
-  L.say("At t = 8: TP %s bytes, TP+SP %s bytes, the paper's numbers. However large t gets,", grouped(int64_t(tp8)).c_str(),
+  L.say("At t = 8: TP %s bytes, TP+SP %s bytes, the paper's numbers.", grouped(int64_t(tp8)).c_str(),
         grouped(int64_t(sp8)).c_str());
-  L.say("TP alone never goes below 10 s b h = %s bytes per rank. Sequence parallelism splits those", grouped(int64_t(floor)).c_str());
-  L.say("10 s b h by sequence too (lesson 2); context parallelism splits everything (lesson 3).");
+  L.say("However large t gets, TP alone never goes below 10 s b h = %s bytes per rank.", grouped(int64_t(floor)).c_str());
+  L.say("Sequence parallelism splits those 10 s b h by sequence too (lesson 2); context");
+  L.say("parallelism splits everything (lesson 3).");
 
   // ---- 4. measured: split the sequence -------------------------------------------------------
   L.step("Measured: splitting the sequence divides the saved bytes by P");
@@ -114,8 +115,8 @@ void memory_wall(Script& L) {
   L.table(t4);
   L.blank();
   L.say("Saved activations fall exactly as 1/P. The weights and their gradients do not: every ring");
-  L.say("rank holds all of them (ZeRO or FSDP would shard them; that is another lesson). The trace");
-  L.say("shows the three runs' memory lanes: the activations' band halves each time.");
+  L.say("rank holds all of them (ZeRO or FSDP would shard them; that is another lesson). In the");
+  L.say("viewer the memory lanes of the three runs share one scale: each halving is visible.");
   L.steps.back().focus = L.phase("P=4");
 
   // ---- 5. the wall -------------------------------------------------------------------------
@@ -128,7 +129,7 @@ void memory_wall(Script& L) {
   L.say("  lesson 3  ring attention: every tensor split by sequence, K/V passed around a ring");
   L.say("  lesson 5  Ulysses: split by sequence, and by heads inside attention (P must divide H)");
   L.say("The trace of this lesson holds the P = 1, 2, 4 runs: compare their memory lanes.");
-  L.steps.back().focus = L.phase("P=1");
+  L.steps.front().focus = L.phase("P=1");  // step 1 is about one device's layer
 }
 
 }  // namespace ringside::lessons

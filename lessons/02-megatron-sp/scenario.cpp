@@ -32,7 +32,8 @@ void megatron_sp(Script& L) {
 
   // ---- 1. who holds what -------------------------------------------------------------------
   L.step("Who holds what: heads and f by rank, tokens by rank in between", L.phase("tp-sp"));
-  L.say("TP+SP on P = %d ranks; the layer: %s.", P, cfg.summary().c_str());
+  L.say("TP+SP on P = %d ranks; the layer:", P);
+  L.say("  %s", cfg.summary().c_str());
   L.say("Inside the attention and MLP blocks each rank owns a slice of the weights (TP): query");
   L.say("heads and their K/V heads (W_qkv's columns, W_o's rows) and a slice of f (W_1's columns,");
   L.say("W_2's rows). Between the blocks (LayerNorm, dropout, residual) each rank holds s/P tokens");
@@ -66,7 +67,9 @@ void megatron_sp(Script& L) {
   };
   const double e4 = 4;  // fp32 bytes
   L.step("Forward: all-gather in, reduce-scatter out", L.phase("tp-sp", "forward"));
-  L.say("The forward, as rank 0's trace recorded it. Before each column-parallel GEMM (QKV, W_1)");
+  L.say("The forward, as rank 0's trace recorded it. (The ranks start together at a barrier; an");
+  L.say("all-gather still waits for the slowest rank to arrive, so its span includes that wait.)");
+  L.say("Before each column-parallel GEMM (QKV, W_1)");
   L.say("the ranks need every token: an all-gather along the sequence, [b, s/P, h] -> [b, s, h].");
   L.say("After each row-parallel GEMM (W_o, W_2) every rank holds a partial sum over its heads or");
   L.say("f slice for all tokens: a reduce-scatter sums them and leaves each rank its s/P tokens.");
@@ -154,11 +157,13 @@ void megatron_sp(Script& L) {
     L.record(fmt("saved_rank%d", r), double(rr[size_t(r)].peak_saved));
     t6.row({std::to_string(r), grouped(rr[size_t(r)].peak_saved), grouped(int64_t(ref_saved / P))});
   }
-  L.say("Every saved tensor is split by P: by heads or f inside the blocks, by tokens between them.");
+  L.say("Every saved tensor is split by P: by heads or f inside the blocks, by tokens between");
+  L.say("them; each rank keeps exactly 1/P of the reference's bytes:");
   L.blank();
   L.table(t6);
   L.blank();
-  L.say("Korthikanti et al.'s (s b h / t)(34 + 5 a s / h) in lesson 1, measured. The communication");
+  L.say("This is the counterpart, for this layer, of Korthikanti et al.'s (s b h / t)(34 + 5 a s / h)");
+  L.say("of lesson 1 (attention here keeps lse, not the s x s scores). The communication");
   L.say("is on the critical path, though: each block waits for its all-gather (the trace's red");
   L.say("strips). That is why TP+SP stays inside a node, on NVLink.");
 }

@@ -40,7 +40,7 @@ void merge_by_hand(Script& L) {
   L.say("             = %.6f (1, 2) + %.6f (3, 4) = (%.6f, %.6f)", std::exp(lse_a[0] - lse[0]), std::exp(lse_b[0] - lse[0]),
         out[0], out[1]);
   L.blank();
-  Table t({"row", "lse_A", "lse_B", "merged lse", "full lse", "merged out", "full softmax(q k^T) v"});
+  Table t({"row", "lse_A", "lse_B", "merged lse", "full lse", "merged out", "full attention"});
   double err = 0;
   for (int i = 0; i < 2; ++i) {
     t.row({fmt("q%d", i), fmt("%.6f", lse_a[i]), fmt("%.6f", lse_b[i]), fmt("%.6f", lse[i]), fmt("%.6f", lse_full[i]),
@@ -76,10 +76,12 @@ void ring_attention(Script& L) {
   auto block = [&](int r) { return fmt("[%lld, %lld)", (long long)(r * c), (long long)((r + 1) * c)); };
 
   L.step("Who holds what", L.phase("ring", "forward"));
-  L.say("Ring attention on P = %d ranks, %s.", P, cfg.summary().c_str());
+  L.say("Ring attention on P = %d ranks; the layer:", P);
+  L.say("  %s", cfg.summary().c_str());
   L.say("Every rank keeps its own s/P = %lld query tokens for the whole layer. Its K/V block (the", (long long)c);
-  L.say("keys and values of those tokens) is what travels: %s bytes per block (2 x b x s/P x Hkv x", grouped(kv_block).c_str());
-  L.say("d x 4). Each step, rank r sends the block it holds to rank r+1 and receives from r-1.");
+  L.say("keys and values of those tokens) is what travels: %s bytes per block", grouped(kv_block).c_str());
+  L.say("(2 x b x s/P x Hkv x d x 4). Each step, rank r sends the block it holds to rank r+1 and");
+  L.say("receives from rank r-1.");
   L.blank();
   Table t1({"rank", "query tokens", "q", "k, v", "K/V block bytes"});
   for (int r = 0; r < P; ++r)
@@ -96,19 +98,21 @@ void ring_attention(Script& L) {
     if (i == 0) {
       L.say("Step 0: every rank computes its queries against its own K/V block, and at the same");
       L.say("time (posted first) sends that block right and receives the left neighbour's.");
+      L.say("'waited' is the time after the compute until this step's transfers were done: zero");
+      L.say("when the transfer hid behind the compute. (Times: threads sharing 2 cores, they vary.)");
     } else if (i < P - 1) {
       L.say("Step %d: the block that arrived during step %d is computed on and merged into the", i, i - 1);
       L.say("running (out, lse), while it travels on to the right.");
     } else {
       L.say("Step %d, the last: the final block arrives; nothing is sent. Every query has now seen", i);
-      L.say("every key, in %d steps of P - 1 = %d transfers each.", P, P - 1);
+      L.say("every key: P = %d compute steps, and P - 1 = %d transfers per rank.", P, P - 1);
     }
     L.blank();
-    Table t({"rank", "holds K/V of", "computes (global tokens)", "MFLOP", "sends to", "bytes sent", "compute", "waited"});
+    Table t({"rank", "K/V of rank", "computes q x k (tokens)", "MFLOP", "to", "sent", "compute", "waited"});
     for (int r = 0; r < P; ++r) {
       const StepRecord& s = rr[size_t(r)].steps[size_t(i)];
-      t.row({std::to_string(r), fmt("rank %d %s", s.block_of, block(s.block_of).c_str()), s.computed, fmt("%.2f", s.flops / 1e6),
-             i < P - 1 ? fmt("rank %d", (r + 1) % P) : "-", grouped(s.bytes_sent), fmt("%.2f ms", s.compute_s * 1e3),
+      t.row({std::to_string(r), fmt("%d %s", s.block_of, block(s.block_of).c_str()), s.computed, fmt("%.2f", s.flops / 1e6),
+             i < P - 1 ? std::to_string((r + 1) % P) : "-", grouped(s.bytes_sent), fmt("%.2f ms", s.compute_s * 1e3),
              fmt("%.2f ms", s.wait_s * 1e3)});
       L.record(fmt("forward_step%d_rank%d_bytes", i, r), double(s.bytes_sent));
       L.record(fmt("forward_step%d_rank%d_block_of", i, r), double(s.block_of));
@@ -180,7 +184,7 @@ void ring_attention(Script& L) {
   L.say("F = %.2f GFLOP/s. The scenario ran the ring twice more, on P = 2 ranks (c = %lld tokens per", F / 1e9, (long long)c2);
   L.say("block) with an artificial link: one slow enough that c* = 3c, one fast enough that c* = c/3:");
   L.blank();
-  Table t({"run", "link", "threshold c*", "at most hidden: c / c*", "measured hidden (forward K/V)"});
+  Table t({"run", "link", "threshold c*", "c / c*: at most hidden", "hidden (measured)"});
   L.record("block_tokens", double(c2));
   for (const auto& [label, B] : {std::pair{slow, B_slow}, std::pair{fast, B_fast}}) {
     std::string per_step;

@@ -57,7 +57,7 @@ void load_balance(Script& L) {
   auto work = [&](const Run& run, const char* key) {
     LayerConfig c = cfg;
     c.layout = run.layout;
-    Table t({"rank", "tokens", "attention MFLOP (measured)", "formula", "share of the mean", "forward attention time"});
+    Table t({"rank", "tokens", "attention MFLOP", "formula", "/ mean", "forward attention time"});
     double sum = 0, max = 0;
     for (const RankResult& r : run.ranks) sum += r.attention_flops, max = std::max(max, r.attention_flops);
     const double mean = sum / P;
@@ -88,7 +88,8 @@ void load_balance(Script& L) {
 
   // ---- 1. contiguous ------------------------------------------------------------------------
   L.step("The causal triangle, split in contiguous blocks", L.phase(runs[0].label, "forward"));
-  L.say("Causal attention on P = %d ranks, %s.", P, cfg.summary().c_str());
+  L.say("Causal attention on P = %d ranks; the layer:", P);
+  L.say("  %s", cfg.summary().c_str());
   L.say("Query token t sees keys 0..t: the score matrix is a triangle. Cut the sequence into P");
   L.say("contiguous blocks and rank r's queries see r full blocks plus the diagonal one. The tile");
   L.say("map: rows are query blocks, columns key blocks; r2.1 means rank 2 computes the tile at ring");
@@ -98,6 +99,7 @@ void load_balance(Script& L) {
   L.blank();
   const double contiguous = work(runs[0], "contiguous");
   L.blank();
+  L.say("(MFLOP: measured, as the ranks counted them; formula: ring_attention_flops.)");
   L.say("Rank %d does %.2fx the mean work; every ring step waits for the slowest rank, so the", P - 1, contiguous);
   L.say("others idle. With c = s/P tokens a block, rank r has r c^2 + c(c+1)/2 visible pairs: the");
   L.say("imbalance tends to (2P - 1)/P = %.2f as blocks grow.", (2.0 * P - 1) / P);
@@ -147,7 +149,8 @@ void load_balance(Script& L) {
            fmt("%.1f ms", slowest * 1e3)});
   }
   L.table(t);
-  L.say("(Times are wall clock on a shared CPU: the work column is the reliable one.)");
+  L.say("(Times are wall clock on a shared CPU: the work column is the reliable one. The viewer's");
+  L.say("stats panel shows another imbalance: all compute time of the layer, not attention work.)");
 }
 
 }  // namespace ringside::lessons

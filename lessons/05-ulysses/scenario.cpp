@@ -29,7 +29,8 @@ void ulysses(Script& L) {
 
   // ---- 1. before ------------------------------------------------------------------------------
   L.step("Before attention: tokens split, all heads", L.phase("ulysses", "forward"));
-  L.say("Ulysses on P = %d ranks, %s.", P, cfg.summary().c_str());
+  L.say("Ulysses on P = %d ranks; the layer:", P);
+  L.say("  %s", cfg.summary().c_str());
   L.say("Outside attention Ulysses is like the ring: rank r holds s/P tokens and every weight.");
   L.say("LayerNorm, the QKV projection and RoPE run on those tokens, giving all heads of them:");
   L.blank();
@@ -54,10 +55,10 @@ void ulysses(Script& L) {
             fmt("[%lld, %lld, %lld, %lld]", (long long)b, (long long)s, (long long)(Hkv_rep / P), (long long)d), grouped(q_bytes)});
   L.table(t2);
   L.blank();
-  L.say("Each rank keeps 1/P of its part and sends the rest, one piece to each other rank: of q's");
-  L.say("%s per rank, %s stay home. (The DeepSpeed-Ulysses paper counts an all-to-all of an", bytes(double(b * sl * H * d * e)).c_str(),
+  L.say("Each rank keeps 1/P of its part and sends the rest, one piece to each other rank: of");
+  L.say("q's %s per rank, %s stay home. (The DeepSpeed-Ulysses paper counts an", bytes(double(b * sl * H * d * e)).c_str(),
         bytes(double(b * sl * H * d * e / P)).c_str());
-  L.say("aggregate message M over P GPUs as M/P per link.)");
+  L.say("all-to-all of an aggregate message M over P GPUs as M/P per link.)");
   L.record("q_all_to_all_bytes", double(q_bytes));
 
   // ---- 3. GQA ----------------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ void ulysses(Script& L) {
   L.say("Heads are the unit Ulysses distributes, so P cannot exceed H: with H = %lld, P = 16 is", (long long)H);
   L.say("refused on every rank before any communication:");
   L.blank();
-  L.say("  %s", refused.c_str());
+  L.steps.back().text += wrap(refused, 88, "  ");
   L.blank();
   L.say("Llama-3 70B has 64 query heads and 8 K/V heads: Ulysses alone stops at 64 GPUs, and past");
   L.say("8 it replicates K/V. The ring has no such limit; the two combine (USP, Fang and Zhao 2024).");
@@ -120,9 +121,10 @@ void ulysses(Script& L) {
   L.record("ulysses_forward_formula", double(ulysses_comm_bytes(cfg, P, 0, DType::f32).forward));
   L.record("ring_forward_bytes", ring_fwd);
   L.record("ring_forward_formula", double(ring_comm_bytes(cfg, P, 0, DType::f32).forward));
-  L.say("Forward bytes sent per rank, measured at P = %d: Ulysses %s (q, k, v and out), the ring %s", P,
-        grouped(int64_t(uly_fwd)).c_str(), grouped(int64_t(ring_fwd)).c_str());
-  L.say("(K and V, P-1 hops). The formulas, per rank, N = b s tokens, e bytes per element:");
+  L.say("Forward bytes sent per rank, measured at P = %d: Ulysses %s (q, k, v and out),", P,
+        grouped(int64_t(uly_fwd)).c_str());
+  L.say("the ring %s (K and V, P-1 hops). The formulas, per rank, N = b s tokens, e bytes per", grouped(int64_t(ring_fwd)).c_str());
+  L.say("element:");
   L.say("  Ulysses  (2 + 2 Hkv'/H) N h (P-1)/P^2 e   (with Hkv' = H, 4 N h (P-1)/P^2, about 4Nh/P:");
   L.say("           the paper's 4Nh/P per link)");
   L.say("  ring     2 (Hkv/H) N h (P-1)/P e");
@@ -137,10 +139,11 @@ void ulysses(Script& L) {
   }
   L.table(t5);
   L.blank();
-  L.say("Ulysses' bytes per rank fall about as 1/P; the ring's grow towards 2 (Hkv/H) N h. At P = 8");
-  L.say("this GQA layer replicates K/V to 8 heads and Ulysses moves as much as with MHA. Ulysses moves");
-  L.say("less at large P, but all-to-all needs every pair of ranks connected at full speed (inside");
-  L.say("a node), and its transfers sit on the critical path, while the ring's hide behind compute.");
+  L.say("Ulysses' bytes per rank fall with P, as (P-1)/P^2; the ring's grow towards 2 (Hkv/H) N h e.");
+  L.say("At P = 8 this GQA layer replicates K/V to 8 heads and Ulysses moves as much as with MHA.");
+  L.say("Ulysses moves less at large P, but all-to-all needs every pair of ranks connected at full");
+  L.say("speed (inside a node), and its transfers sit on the critical path, while the ring's hide");
+  L.say("behind compute.");
 }
 
 }  // namespace ringside::lessons

@@ -32,7 +32,8 @@ void choosing(Script& L) {
 
   // ---- 1. one answer ------------------------------------------------------------------------------
   L.step("Three strategies, one answer");
-  L.say("The same layer (%s) on P = %d ranks, three ways.", cfg.summary().c_str(), P);
+  L.say("The same layer on P = %d ranks, three ways:", P);
+  L.say("  %s", cfg.summary().c_str());
   L.say("Each result (out, dx and all 12 parameter gradients) against the fp64 reference; the");
   L.say("worst relative error of each, beside the single-device fp32 reference's own:");
   L.blank();
@@ -66,9 +67,12 @@ void choosing(Script& L) {
   }
   L.table(t2);
   L.blank();
-  L.say("Saved activations: all three keep 1/P of the reference's %s bytes; Ulysses a little more,", grouped(saved_activation_bytes(cfg, DType::f32)).c_str());
-  L.say("as it keeps the attention output in both layouts. Only TP+SP also splits the weights, which");
-  L.say("is why it is used with the others in practice (Megatron: TP inside, CP across).");
+  L.say("Saved activations: TP+SP and the ring keep exactly 1/P of the reference's %s bytes;",
+        grouped(saved_activation_bytes(cfg, DType::f32)).c_str());
+  L.say("Ulysses a little more, as it keeps the attention output in both layouts. Only TP+SP also");
+  L.say("splits the weights, which is why it is used with the others in practice (Megatron: TP");
+  L.say("inside a node, CP across). In this small layer (h = %lld) the weights are a small part of the", (long long)cfg.h);
+  L.say("peak, and TP+SP's all-gathered [b, s, h] buffers make its peak the highest.");
 
   // ---- 3. volume ----------------------------------------------------------------------------------
   L.step("Bytes on the wire", L.phase("ring"));
@@ -131,10 +135,12 @@ void choosing(Script& L) {
   L.table(t5);
   L.blank();
   L.say("So, for long sequences:");
-  L.say("  TP+SP    splits weights too, but every collective is exposed and P <= Hkv (here %lld):", (long long)cfg.Hkv);
+  L.say("  TP+SP    splits weights too, but every collective is exposed, and P must divide H,");
+  L.say("           Hkv and f (here P <= %lld):", (long long)cfg.Hkv);
   L.say("           inside a node, on NVLink, at P = 2 to 8.");
   L.say("  Ulysses  fewest bytes at large P (4Nh/P per link), all-to-all needs full bisection");
-  L.say("           bandwidth and P <= H (here %lld), K/V replicated past Hkv: inside a node.", (long long)cfg.H);
+  L.say("           bandwidth, P must divide H (here P <= %lld), K/V replicated past Hkv: inside", (long long)cfg.H);
+  L.say("           a node.");
   L.say("  ring     no head limit, P up to s/2 (zigzag); hides its transfer when c >= F/B: a few");
   L.say("           thousand tokens per GPU inside NVLink, ~20K per GPU across InfiniBand.");
   L.say("Real long-context training combines them: TP (or Ulysses) inside a node, the ring (CP)");

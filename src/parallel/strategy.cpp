@@ -223,8 +223,17 @@ void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, 
   for (Tensor* t : tensors) std::memcpy(t->raw_data(), p, static_cast<size_t>(t->nbytes())), p += t->nbytes();
 }
 
+// The ranks reach their forward at different times: each draws its inputs and weights, and
+// threads share the cores. A barrier first lines them up, as the synchronising all-reduce of
+// the previous training step would, so that times and the timeline show the layer, not the
+// setup's skew. Its bytes fall before the forward's snapshot and are not the layer's.
+static CommStats after_barrier(Communicator& comm) {
+  comm.barrier();
+  return comm.stats();
+}
+
 PhaseMeter::PhaseMeter(Communicator& comm, MemoryTracker& tracker)
-    : comm_(comm), tracker_(tracker), s0_(comm.stats()), t0_(std::chrono::steady_clock::now()) {
+    : comm_(comm), tracker_(tracker), s0_(after_barrier(comm)), t0_(std::chrono::steady_clock::now()) {
   tracker.reset_peaks(comm.rank());
   if (trace::Tracer* t = trace::current_tracer()) {
     t->phase = "forward";

@@ -121,7 +121,8 @@ Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, 
 /// (one message stream, not one per tensor). The staging buffer is tagged `tag` (comm).
 void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, AllocTag tag);
 
-/// Measures a strategy's two phases: construct it where the forward starts, call
+/// Measures a strategy's two phases: construct it where the forward starts (it first waits at
+/// a barrier for every rank, so that the ranks start the layer together), call
 /// forward_done() and backward_done() at their ends; fill() writes the bytes, seconds, the
 /// peak of saved activations and the peak of all memory into a RankResult. The memory peaks
 /// are this rank's from construction on. When tracing, the phases are `phase` events on the
