@@ -78,6 +78,7 @@ std::unique_ptr<trace::Event> comm_event(trace::Tracer& t, bool send, int64_t by
   e->bytes = bytes;
   e->tag = tag;
   e->seq = t.next_seq(peer, tag, send);
+  e->order = e->end_order = t.tick();  // posted here, in the rank's program order
   return e;
 }
 
@@ -106,13 +107,18 @@ RequestPtr Communicator::irecv(void* buf, int64_t bytes, int peer, int tag, cons
 
 void Communicator::wait(const RequestPtr& r) {
   trace::Tracer* t = trace::current_tracer();
-  // A wait that blocks is idle time on the compute stream: show what it waited for.
+  // Every wait is on the compute stream, those that do not block too (0 long): the schedule
+  // says the rank needs this transfer here, which the what-if model replays. A wait that
+  // blocks is idle time; the event shows what it waited for.
   std::optional<trace::Span> blocked;
-  if (t && !r->done()) {
+  if (t) {
     blocked.emplace("wait", "wait");
     if (trace::Event* e = blocked->event()) {
       e->detail = r->what;
-      if (r->trace_event) e->name = "wait " + r->trace_event->name, e->peer = r->trace_event->peer;
+      if (const trace::Event* c = r->trace_event.get()) {
+        e->name = "wait " + c->name, e->peer = c->peer;
+        e->direction = c->direction, e->tag = c->tag, e->seq = c->seq;
+      }
     }
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(

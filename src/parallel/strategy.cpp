@@ -238,10 +238,11 @@ PhaseMeter::PhaseMeter(Communicator& comm, MemoryTracker& tracker)
   if (trace::Tracer* t = trace::current_tracer()) {
     t->phase = "forward";
     trace_t0_ = t->clock().now();
+    order0_ = t->tick();
   }
 }
 
-void PhaseMeter::end_phase(const char* name, int64_t start_ns, const char* next) {
+void PhaseMeter::end_phase(const char* name, int64_t start_ns, int64_t start_order, const char* next) {
   trace::Tracer* t = trace::current_tracer();
   if (!t) return;
   t->begin_sublayer(nullptr);  // the phase's last sublayer ends with it
@@ -250,19 +251,21 @@ void PhaseMeter::end_phase(const char* name, int64_t start_ns, const char* next)
   const int64_t end_ns = t->clock().now();
   e.ts_ns = start_ns;
   e.dur_ns = end_ns - start_ns;
+  e.order = start_order, e.end_order = t->tick();
   t->record(std::move(e));
   t->phase = next;
   trace_t1_ = end_ns;
+  order1_ = t->tick();  // the next phase begins
 }
 
 void PhaseMeter::forward_done() {
   s1_ = comm_.stats(), t1_ = std::chrono::steady_clock::now();
-  end_phase("forward", trace_t0_, "backward");
+  end_phase("forward", trace_t0_, order0_, "backward");
 }
 
 void PhaseMeter::backward_done() {
   s2_ = comm_.stats(), t2_ = std::chrono::steady_clock::now();
-  end_phase("backward", trace_t1_, "");
+  end_phase("backward", trace_t1_, order1_, "");
   if (trace::Tracer* t = trace::current_tracer()) t->stop();
 }
 

@@ -135,12 +135,13 @@ class PhaseMeter {
   void fill(RankResult& r) const;
 
  private:
-  void end_phase(const char* name, int64_t start_ns, const char* next);
+  void end_phase(const char* name, int64_t start_ns, int64_t start_order, const char* next);
   Communicator& comm_;
   MemoryTracker& tracker_;
   CommStats s0_, s1_, s2_;
   std::chrono::steady_clock::time_point t0_, t1_, t2_;
   int64_t trace_t0_ = 0, trace_t1_ = 0;
+  int64_t order0_ = -1, order1_ = -1;  // the phases' starts in the rank's program order
 };
 
 /// Tokens [s0, s0 + n) of every batch row of t [b, s, ...] -> [b, n, ...], tagged `tag`.

@@ -45,10 +45,12 @@ void Tracer::begin_sublayer(const char* name) {
     Event e;
     e.name = sublayer, e.cat = "sublayer", e.sublayer = sublayer;
     e.ts_ns = sublayer_start_, e.dur_ns = now - sublayer_start_;
+    e.order = sublayer_order_, e.end_order = tick();
     record(std::move(e));
   }
   sublayer = name ? name : "";
   sublayer_start_ = now;
+  sublayer_order_ = tick();
 }
 
 void Tracer::memory(const std::array<int64_t, kNumMemCategories>& live) {
@@ -82,6 +84,7 @@ Span::Span(const char* name, const char* cat, Opens opens, int step) : t_(curren
   e_->name = name;
   e_->cat = cat;
   e_->ts_ns = t_->clock().now();
+  e_->order = t_->tick();
   if (opens == Opens::step) {
     e_->name += " " + std::to_string(step);
     saved_step_ = t_->step;
@@ -93,6 +96,7 @@ Span::Span(const char* name, const char* cat, Opens opens, int step) : t_(curren
 Span::~Span() {
   if (!t_) return;
   e_->dur_ns = t_->clock().now() - e_->ts_ns;
+  e_->end_order = t_->tick();
   if (opens_ == Opens::step) t_->step = saved_step_;
   t_->record(std::move(*e_));
 }
@@ -158,7 +162,7 @@ nlohmann::json to_json(const RankTrace& t) {
   auto& ev = j["events"] = nlohmann::json::array();
   for (const Event& e : t.events)
     ev.push_back({e.name, e.cat, e.ts_ns, e.dur_ns, int(e.stream), e.phase, e.step, e.peer, e.bytes, e.flops,
-                  e.collective, e.direction, e.tag, e.seq, e.detail, e.sublayer});
+                  e.collective, e.direction, e.tag, e.seq, e.detail, e.sublayer, e.order, e.end_order});
   auto& mem = j["memory"] = nlohmann::json::array();
   for (const MemorySample& m : t.memory) mem.push_back({m.ts_ns, m.bytes});
   return j;
@@ -173,6 +177,7 @@ RankTrace from_json(const nlohmann::json& j) {
     e.name = a[0], e.cat = a[1], e.ts_ns = a[2], e.dur_ns = a[3], e.stream = Stream(a[4].get<int>());
     e.phase = a[5], e.step = a[6], e.peer = a[7], e.bytes = a[8], e.flops = a[9];
     e.collective = a[10], e.direction = a[11], e.tag = a[12], e.seq = a[13], e.detail = a[14], e.sublayer = a[15];
+    e.order = a[16], e.end_order = a[17];
     t.events.push_back(std::move(e));
   }
   for (const auto& a : j.at("memory")) t.memory.push_back(MemorySample{a[0], a[1]});

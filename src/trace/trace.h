@@ -54,6 +54,10 @@ struct Event {
   int tag = -1;             ///< comm: message tag
   int64_t seq = -1;         ///< comm: index among messages of (sender, receiver, tag): pairs a send with its receive
   std::string detail;       ///< free text: shapes, what a wait was for
+  /// Program order on the rank (the schedule the what-if model replays): a counter taken when
+  /// the event begins and when it ends. A transfer's order is when it was posted (end_order
+  /// equal); a wait names its transfer by direction, peer, tag and seq. -1: not recorded.
+  int64_t order = -1, end_order = -1;
   int64_t end_ns() const { return ts_ns + dur_ns; }
 };
 
@@ -124,6 +128,8 @@ class Tracer {
   int64_t next_collective = 0;  ///< collective calls so far on this rank
   /// Messages posted so far per (peer, tag, direction): the `seq` that pairs sends and receives.
   int64_t next_seq(int peer, int tag, bool send);
+  /// The rank's program counter: each call returns the next position (Event::order).
+  int64_t tick() { return pc_++; }
 
   /// The recorded trace, moved out (the tracer is empty afterwards).
   RankTrace take();
@@ -135,7 +141,8 @@ class Tracer {
   mutable std::mutex mu_;  // guards trace_ against snapshot()
   RankTrace trace_;
   bool recording_ = true;
-  int64_t sublayer_start_ = 0;
+  int64_t sublayer_start_ = 0, sublayer_order_ = -1;
+  int64_t pc_ = 0;
   std::vector<std::array<int64_t, 4>> seqs_;  // (peer, tag, send, count), few entries: linear search
 };
 

@@ -40,6 +40,8 @@ nlohmann::json args_of(const Event& e) {
   if (!e.direction.empty()) a["direction"] = e.direction;
   if (e.tag >= 0) a["tag"] = e.tag;
   if (e.seq >= 0) a["seq"] = e.seq;
+  if (e.order >= 0) a["order"] = e.order;
+  if (e.end_order >= 0) a["end_order"] = e.end_order;
   if (!e.detail.empty()) a["detail"] = e.detail;
   return a;
 }
@@ -347,6 +349,8 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
       e.direction = rd.str_in(a, "direction", false, "args.");
       e.tag = int(rd.integer_in(a, "tag", false, 0, INT32_MAX, -1, "args."));
       e.seq = rd.integer_in(a, "seq", false, 0, INT64_MAX / 4, -1, "args.");
+      e.order = rd.integer_in(a, "order", false, 0, INT64_MAX / 4, -1, "args.");
+      e.end_order = rd.integer_in(a, "end_order", false, 0, INT64_MAX / 4, -1, "args.");
       e.detail = rd.str_in(a, "detail", false, "args.");
       process(pid);
       xs.push_back(std::move(p));
