@@ -206,7 +206,8 @@ void Communicator::all_gather(const void* send, void* recv, const std::vector<in
   const int64_t es = dtype_size(dt);
   const auto off = offsets_of(counts);
   auto* out = static_cast<char*>(recv);
-  if (out + off[r] * es != send) std::memmove(out + off[r] * es, send, counts[r] * es);
+  // (A dry run, for the what-if model, moves no data: its buffers have none.)
+  if (out + off[r] * es != send && !dry_run_active()) std::memmove(out + off[r] * es, send, counts[r] * es);
   // Ring: at step k, pass on the chunk received at step k-1 (first our own) to the right and
   // take the next one from the left. After P-1 steps every rank holds every chunk.
   const int right = (r + 1) % P, left = (r + P - 1) % P;
@@ -226,7 +227,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, const std::vecto
   const int64_t es = dtype_size(dt);
   const auto off = offsets_of(counts);
   if (P == 1) {
-    std::memmove(recv, send, counts[0] * es);
+    if (!dry_run_active()) std::memmove(recv, send, counts[0] * es);
     return;
   }
   // Ring: chunk c starts as a partial sum on rank c+1 and gains one rank's contribution per
@@ -248,7 +249,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, const std::vecto
     void* dst = k == P - 2 ? recv : sums[k % 2].raw_data();
     {
       trace::Span sum("reduce_scatter add", "elementwise", 0, 3 * counts[g] * es);
-      add(dst, incoming.raw_data(), in + off[g] * es, counts[g], dt);
+      if (!dry_run_active()) add(dst, incoming.raw_data(), in + off[g] * es, counts[g], dt);
     }
     wait(sr);
     outgoing = static_cast<const char*>(dst);
@@ -277,7 +278,7 @@ void Communicator::all_to_all(const void* send, const std::vector<int64_t>& send
   auto* out = static_cast<char*>(recv);
   RS_CHECK(send_counts[r] == recv_counts[r], "all_to_all: rank ", r, " sends itself ", send_counts[r],
            " elements but expects ", recv_counts[r]);
-  std::memcpy(out + roff[r] * es, in + soff[r] * es, send_counts[r] * es);
+  if (!dry_run_active()) std::memcpy(out + roff[r] * es, in + soff[r] * es, send_counts[r] * es);
   // Pairwise exchange: at step k send to rank r+k and receive from rank r-k, so that each step
   // is a permutation and no link carries two messages at once.
   for (int k = 1; k < P; ++k) {

@@ -176,6 +176,9 @@ struct LocalOptions {
   /// thread (0 = as fast as memcpy). For showing overlap on one machine.
   double latency_us = 0.0;
   double bandwidth_gbps = 0.0;  ///< GB/s; 0 = unlimited
+  /// The dry run of the what-if model: transfers complete without moving data (the ranks'
+  /// buffers hold none; see DryRun in core/tensor.h).
+  bool dry_run = false;
 };
 
 /// Runs fn(comm) on P threads, one rank each, with a comm thread per rank that moves the data

@@ -206,7 +206,7 @@ class LocalWorld {
       }
       t->copying = true;
       lock.unlock();
-      if (t->bytes) std::memcpy(t->to, t->from, static_cast<size_t>(t->bytes));
+      if (t->bytes && !opts_.dry_run) std::memcpy(t->to, t->from, static_cast<size_t>(t->bytes));
       lock.lock();
       t->copying = false;
       t->recv_req->complete();

@@ -37,6 +37,10 @@ struct Tensor::Storage {
   Storage(int64_t nbytes, Device dev, AllocTag t) : bytes(nbytes), device(dev), tag(t) {
     RS_CHECK(dev == Device::cpu, "Tensor: device ", to_string(dev),
              " storage needs the CUDA backend, which this build does not have");
+    if (dry_run_active()) {  // counted, not allocated
+      tag.tracker->on_alloc(tag.rank, tag.category, bytes);
+      return;
+    }
     // 64-byte alignment: a cache line, and what AVX-512 loads like.
     const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
     ptr = std::aligned_alloc(64, rounded ? rounded : 64);
@@ -51,6 +55,15 @@ struct Tensor::Storage {
   Storage& operator=(const Storage&) = delete;
 };
 
+namespace {
+thread_local int g_dry_run = 0;
+}
+DryRun::DryRun() { ++g_dry_run; }
+DryRun::~DryRun() { --g_dry_run; }
+bool dry_run_active() { return g_dry_run > 0; }
+
+bool Tensor::is_dry() const { return defined() && storage_->ptr == nullptr; }
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, AllocTag tag, Device device) {
   for (int64_t d : shape) RS_CHECK(d >= 0, "Tensor: negative dimension in shape ", to_string(shape));
   Tensor t;
@@ -62,7 +75,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, AllocTag tag, Device devic
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, AllocTag tag, Device device) {
   Tensor t = empty(shape, dtype, tag, device);
-  std::memset(t.raw_data(), 0, static_cast<size_t>(t.nbytes()));
+  if (!t.is_dry()) std::memset(t.raw_data(), 0, static_cast<size_t>(t.nbytes()));
   return t;
 }
 
@@ -115,13 +128,14 @@ Tensor Tensor::reshape(const Shape& shape) const {
 
 Tensor Tensor::clone(AllocTag tag) const {
   Tensor t = empty(shape_, dtype_, tag, device());
-  std::memcpy(t.raw_data(), raw_data(), static_cast<size_t>(nbytes()));
+  if (!t.is_dry() && !is_dry()) std::memcpy(t.raw_data(), raw_data(), static_cast<size_t>(nbytes()));
   return t;
 }
 
 Tensor Tensor::to(DType dtype, AllocTag tag) const {
   if (dtype == dtype_) return clone(tag);
   Tensor t = empty(shape_, dtype, tag, device());
+  if (t.is_dry() || is_dry()) return t;
   const int64_t n = numel();
   if (dtype_ == DType::f32) {
     const float* src = data<float>();

@@ -53,6 +53,8 @@ class Tensor {
   static Tensor zeros(const Shape& shape, DType dtype, AllocTag tag, Device device = Device::cpu);
 
   bool defined() const { return storage_ != nullptr; }
+  /// Allocated during a dry run: counted by its tracker, but holding no memory (data is null).
+  bool is_dry() const;
   const Shape& shape() const { return shape_; }
   int ndim() const { return static_cast<int>(shape_.size()); }
   /// Size of dimension i; negative i counts from the end.
@@ -82,6 +84,20 @@ class Tensor {
   Shape shape_;
   DType dtype_ = DType::f32;
 };
+
+/// The dry run of the what-if model: while a DryRun lives on a thread, the tensors that thread
+/// allocates are counted (rank, category, bytes) but hold no memory, and code that moves data
+/// skips it; a dry backend does no math. The strategies run unchanged and their schedule (ops,
+/// FLOPs, bytes, transfers, memory) comes out at any size. Scopes nest.
+class DryRun {
+ public:
+  DryRun();
+  ~DryRun();
+  DryRun(const DryRun&) = delete;
+  DryRun& operator=(const DryRun&) = delete;
+};
+/// True on a thread inside a DryRun.
+bool dry_run_active();
 
 /// ||t - ref||_F / ||ref||_F, accumulated in double (t and ref may differ in dtype; CPU only).
 /// Returns ||t||_F when ref is all zeros, so that 0 vs 0 is 0. Throws on a shape mismatch.

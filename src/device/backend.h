@@ -82,6 +82,9 @@ class Backend {
 
 /// The CPU backend: OpenBLAS GEMM, run single-threaded per call since ranks run concurrently.
 std::unique_ptr<Backend> make_cpu_backend();
+/// The dry run's backend (what-if model): every op does nothing; wrapped in a traced backend it
+/// records each op's FLOPs and bytes. Use with tensors allocated inside a DryRun.
+std::unique_ptr<Backend> make_dry_backend();
 
 /// Number of CUDA devices visible (0 in a build without CUDA or on a machine without a GPU).
 int cuda_device_count();

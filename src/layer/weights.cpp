@@ -39,6 +39,7 @@ namespace {
 // Fills t with float-rounded values v(i) for element i.
 template <class F>
 void fill(Tensor& t, F&& v) {
+  if (t.is_dry()) return;  // a dry run (what-if model) draws nothing
   const int64_t n = t.numel();
   if (t.dtype() == DType::f32) {
     float* p = t.data<float>();

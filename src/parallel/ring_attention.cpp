@@ -175,7 +175,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     q_runs.push_back(run_of(q, a, ws));
     out_runs.push_back(be.zeros({b, a.len, H, d}, dt, ws));
     Tensor l = be.empty({b, H, a.len}, dt, ws);
-    for (int64_t i = 0; i < l.numel(); ++i) {
+    for (int64_t i = 0; i < l.numel() && !l.is_dry(); ++i) {  // (a dry run moves no data)
       if (dt == DType::f32) l.data<float>()[i] = -std::numeric_limits<float>::infinity();
       else l.data<double>()[i] = -std::numeric_limits<double>::infinity();
     }
@@ -228,7 +228,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     put_seq(a, out_runs[ai], my_runs[ai].start);
     // lse [b, H, len] rows into [b, H, s/P] columns.
     const int64_t es = dtype_size(dt), len = my_runs[ai].len;
-    for (int64_t bh = 0; bh < b * H; ++bh)
+    for (int64_t bh = 0; bh < b * H && !lse.is_dry(); ++bh)
       std::memcpy(static_cast<char*>(lse.raw_data()) + (bh * sl + my_runs[ai].start) * es,
                   static_cast<const char*>(lse_runs[ai].raw_data()) + bh * len * es, static_cast<size_t>(len * es));
   }
@@ -254,7 +254,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     da_runs.push_back(run_of(da, ar, ws));
     Tensor l = be.empty({b, H, ar.len}, dt, ws);
     const int64_t es = dtype_size(dt);
-    for (int64_t bh = 0; bh < b * H; ++bh)
+    for (int64_t bh = 0; bh < b * H && !l.is_dry(); ++bh)
       std::memcpy(static_cast<char*>(l.raw_data()) + bh * ar.len * es,
                   static_cast<const char*>(lse.raw_data()) + (bh * sl + ar.start) * es, static_cast<size_t>(ar.len * es));
     lse_runs_b.push_back(l);

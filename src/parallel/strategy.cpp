@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <cstring>
 #include <sstream>
@@ -33,7 +34,7 @@ std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig
   st.validate(cfg, P);  // one clear error before any thread starts
   std::vector<RankResult> results(P);
   std::vector<trace::RankTrace> traces(P);
-  auto be = make_cpu_backend();
+  auto be = opts.dry_run ? make_dry_backend() : make_cpu_backend();
   if (sink) be = trace::make_traced_backend(std::move(be));
   // Live flushing: a thread that snapshots the ranks' tracers while they run.
   std::mutex live_mu;
@@ -68,6 +69,8 @@ std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig
     run_local(
         P,
         [&](Communicator& comm) {
+          std::optional<DryRun> dry;  // tensors without memory, data moved nowhere
+          if (opts.dry_run) dry.emplace();
           if (!sink) {
             results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt);
             return;
@@ -215,10 +218,12 @@ void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, 
   auto* p = static_cast<char*>(packed.raw_data());
   {
     trace::Span copy("all_reduce pack", "memory", 0, 2 * packed.nbytes());
-    for (const Tensor* t : tensors) std::memcpy(p, t->raw_data(), static_cast<size_t>(t->nbytes())), p += t->nbytes();
+    if (!packed.is_dry())  // a dry run (what-if model) records the copy but moves nothing
+      for (const Tensor* t : tensors) std::memcpy(p, t->raw_data(), static_cast<size_t>(t->nbytes())), p += t->nbytes();
   }
   comm.all_reduce(packed);
   trace::Span copy("all_reduce unpack", "memory", 0, 2 * packed.nbytes());
+  if (packed.is_dry()) return;
   p = static_cast<char*>(packed.raw_data());
   for (Tensor* t : tensors) std::memcpy(t->raw_data(), p, static_cast<size_t>(t->nbytes())), p += t->nbytes();
 }
@@ -289,6 +294,7 @@ Tensor slice_seq(const Tensor& t, int64_t s0, int64_t n, AllocTag tag) {
   shape[1] = n;
   Tensor out = Tensor::empty(shape, t.dtype(), tag);
   trace::Span copy("slice_seq", "memory", 0, 2 * out.nbytes());
+  if (out.is_dry()) return out;
   const int64_t row = t.numel() / (t.dim(0) * t.dim(1)) * dtype_size(t.dtype());  // bytes per token
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -305,6 +311,7 @@ Tensor gather_seq(Communicator& comm, const Tensor& shard, AllocTag tag) {
   shape[1] = n * P;
   Tensor out = Tensor::empty(shape, shard.dtype(), tag);
   trace::Span copy("gather_seq reorder", "memory", 0, 2 * out.nbytes());
+  if (out.is_dry()) return out;
   const int64_t row = shard.numel() / (b * n) * dtype_size(shard.dtype());
   const auto* src = static_cast<const char*>(all.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -328,7 +335,7 @@ Tensor reduce_scatter_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* dst = static_cast<char*>(packed.raw_data());
   {
     trace::Span copy("reduce_scatter_seq pack", "memory", 0, 2 * packed.nbytes());
-    for (int r = 0; r < P; ++r)
+    for (int r = 0; r < P && !packed.is_dry(); ++r)
       for (int64_t bi = 0; bi < b; ++bi)
         std::memcpy(dst + (r * b + bi) * n * row, src + (bi * s + r * n) * row, static_cast<size_t>(n * row));
   }
@@ -342,6 +349,7 @@ Tensor take_tokens(const Tensor& t, const std::vector<int64_t>& pos, AllocTag ta
   shape[1] = static_cast<int64_t>(pos.size());
   Tensor out = Tensor::empty(shape, t.dtype(), tag);
   trace::Span copy("take_tokens", "memory", 0, 2 * out.nbytes());
+  if (out.is_dry()) return out;
   const int64_t row = t.numel() / (t.dim(0) * t.dim(1)) * dtype_size(t.dtype());
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -360,6 +368,7 @@ Tensor gather_tokens(Communicator& comm, const Tensor& shard, const std::functio
   shape[1] = s;
   Tensor out = Tensor::empty(shape, shard.dtype(), tag);
   trace::Span copy("gather_tokens reorder", "memory", 0, 2 * out.nbytes());
+  if (out.is_dry()) return out;
   const int64_t row = shard.numel() / (b * n) * dtype_size(shard.dtype());
   const auto* src = static_cast<const char*>(all.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -374,6 +383,7 @@ Tensor gather_tokens(Communicator& comm, const Tensor& shard, const std::functio
 
 void put_seq(Tensor& dst, const Tensor& src, int64_t s0) {
   trace::Span copy("put_seq", "memory", 0, 2 * src.nbytes());
+  if (dst.is_dry()) return;
   const int64_t b = src.dim(0), n = src.dim(1), row = src.numel() / (b * n) * dtype_size(src.dtype());
   for (int64_t bi = 0; bi < b; ++bi)
     std::memcpy(static_cast<char*>(dst.raw_data()) + (bi * dst.dim(1) + s0) * row,
@@ -386,6 +396,7 @@ Tensor slice_cols(const Tensor& m, const std::vector<std::pair<int64_t, int64_t>
   for (auto [a, e] : segments) width += e - a;
   Tensor out = Tensor::empty(m.ndim() == 1 ? Shape{width} : Shape{rows, width}, m.dtype(), tag);
   trace::Span copy("slice_cols", "memory", 0, 2 * out.nbytes());
+  if (out.is_dry()) return out;
   const auto* src = static_cast<const char*>(m.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int64_t r = 0; r < rows; ++r) {
@@ -405,6 +416,7 @@ Tensor gather_cols(Communicator& comm, const Tensor& local, int64_t cols,
   const Tensor all = comm.all_gather(local, tag);  // [P][rows][width]
   Tensor out = Tensor::empty(local.ndim() == 1 ? Shape{cols} : Shape{rows, cols}, local.dtype(), tag);
   trace::Span copy("gather_cols reorder", "memory", 0, 2 * out.nbytes());
+  if (out.is_dry()) return out;
   const auto* src = static_cast<const char*>(all.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int r = 0; r < P; ++r)
@@ -423,6 +435,7 @@ Tensor slice_rows(const Tensor& m, int64_t r0, int64_t n, AllocTag tag) {
   const int64_t cols = m.ndim() == 1 ? 1 : m.dim(1), es = dtype_size(m.dtype());
   Tensor out = Tensor::empty(m.ndim() == 1 ? Shape{n} : Shape{n, cols}, m.dtype(), tag);
   trace::Span copy("slice_rows", "memory", 0, 2 * out.nbytes());
+  if (out.is_dry()) return out;
   std::memcpy(out.raw_data(), static_cast<const char*>(m.raw_data()) + r0 * cols * es, static_cast<size_t>(n * cols * es));
   return out;
 }

@@ -80,7 +80,9 @@ struct TraceSink {
 /// Runs `st` forward and backward on P local ranks (threads, the local communicator), with
 /// every rank's allocations counted in `tracker`. Returns every rank's result, in rank order.
 /// With a sink, every rank is traced (ops, transfers, waits, memory) from its start to the end
-/// of its backward. A failing rank fails the whole run (ringside::Error naming the rank).
+/// of its backward. With opts.dry_run, a dry run: no math and no memory, only the schedule
+/// (the trace) and the memory tracker's counts; the results' tensors hold no data.
+/// A failing rank fails the whole run (ringside::Error naming the rank).
 std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig& cfg, int P, DType dt,
                                            MemoryTracker& tracker, const LocalOptions& opts = {},
                                            const TraceSink* sink = nullptr);

@@ -62,7 +62,7 @@ Tensor seq_to_heads(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* sp = static_cast<char*>(send.raw_data());
   {
     trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
-    for (int j = 0; j < P; ++j)  // block j: heads [j X/P, (j+1) X/P) of our tokens
+    for (int j = 0; j < P && !send.is_dry(); ++j)  // (a dry run moves no data)  // block j: heads [j X/P, (j+1) X/P) of our tokens
       for (int64_t bt = 0; bt < b * n; ++bt)
         std::memcpy(sp + ((j * b * n + bt) * xp * d) * es, src + (bt * X + j * xp) * d * es, xp * d * es);
   }
@@ -70,6 +70,7 @@ Tensor seq_to_heads(Communicator& comm, const Tensor& t, AllocTag tag) {
                   t.dtype());
   Tensor out = Tensor::empty({b, n * P, xp, d}, t.dtype(), tag);
   trace::Span copy("all_to_all unpack", "memory", 0, 2 * out.nbytes());
+  if (out.is_dry()) return out;
   const auto* rp = static_cast<const char*>(recv.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int j = 0; j < P; ++j)  // from rank j: its tokens [j n, (j+1) n), our heads
@@ -88,7 +89,7 @@ Tensor heads_to_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* sp = static_cast<char*>(send.raw_data());
   {
     trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
-    for (int j = 0; j < P; ++j)  // block j: rank j's tokens, our heads
+    for (int j = 0; j < P && !send.is_dry(); ++j)  // (a dry run moves no data)  // block j: rank j's tokens, our heads
       for (int64_t bi = 0; bi < b; ++bi)
         std::memcpy(sp + ((j * b + bi) * n * xp * d) * es, src + ((bi * n * P + j * n) * xp * d) * es, n * xp * d * es);
   }
@@ -96,6 +97,7 @@ Tensor heads_to_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
                   t.dtype());
   Tensor out = Tensor::empty({b, n, X, d}, t.dtype(), tag);
   trace::Span copy("all_to_all unpack", "memory", 0, 2 * out.nbytes());
+  if (out.is_dry()) return out;
   const auto* rp = static_cast<const char*>(recv.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int j = 0; j < P; ++j)  // from rank j: heads [j X/P, (j+1) X/P) of our tokens
@@ -111,6 +113,7 @@ Tensor replicate_heads(const Tensor& t, int64_t R, AllocTag tag) {
   const int64_t bn = t.dim(0) * t.dim(1), Hkv = t.dim(2), d = t.dim(3), es = dtype_size(t.dtype());
   Tensor out = Tensor::empty({t.dim(0), t.dim(1), Hkv * R, d}, t.dtype(), tag);
   trace::Span copy("replicate kv heads", "memory", 0, t.nbytes() + out.nbytes());
+  if (out.is_dry()) return out;
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int64_t i = 0; i < bn; ++i)
@@ -128,6 +131,7 @@ void sum_copies(const T* rep, T* out, int64_t bn, int64_t Hkv, int64_t R, int64_
 
 void sum_replicas(const Tensor& rep, Tensor& out, int64_t R) {
   trace::Span sum("sum kv head replicas", "elementwise", 0, rep.nbytes() + 2 * out.nbytes());
+  if (out.is_dry()) return;
   if (R == 1) {
     std::memcpy(out.raw_data(), rep.raw_data(), static_cast<size_t>(rep.nbytes()));
     return;
