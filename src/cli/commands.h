@@ -122,6 +122,24 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& metrics, bool wit
 /// One strategy's metrics as JSON (microseconds; overlap_pct null without communication).
 nlohmann::json metrics_json(const trace::StrategyMetrics& s);
 
+struct ModelCommandOptions {
+  LayerConfig cfg;
+  std::string strategy;  ///< a dry run of this strategy, or
+  std::string from;      ///< a recorded trace to model
+  int ranks = 4;
+  std::string hw = "h100-nvlink";
+  std::string dtype = "bf16";
+  std::string trace;
+};
+
+/// `ringside model`: adds the subcommand; returns it.
+CLI::App* add_model(CLI::App& app, ModelCommandOptions& o);
+/// Dry-runs the strategy (or reads --from), models it on --hw, prints per rank the time,
+/// compute, comm, overlap, exposed comm and peak memory with an out-of-memory verdict against
+/// the profile (exit 0 either way), and writes the modeled trace with --trace. Throws
+/// ConfigError for a bad configuration, profile or option pair.
+int model_command(const ModelCommandOptions& o);
+
 struct LessonOptions {
   std::optional<int> number;  ///< none: list the lessons
   bool no_pause = false;

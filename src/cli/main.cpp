@@ -1,4 +1,4 @@
-// The `ringside` command. Subcommands: reference, compare, run, bench, trace-stats, lesson. Each has --help.
+// The `ringside` command. Subcommands: reference, compare, run, bench, trace-stats, model, lesson. Each has --help.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -188,6 +188,9 @@ int main(int argc, char** argv) {
   cli::TraceStatsOptions stats_opts;
   CLI::App* stats_app = cli::add_trace_stats(app, stats_opts);
 
+  cli::ModelCommandOptions model_opts;
+  CLI::App* model_app = cli::add_model(app, model_opts);
+
   cli::LessonOptions lesson_opts;
   CLI::App* lesson_app = cli::add_lesson(app, lesson_opts);
 
@@ -216,6 +219,7 @@ int main(int argc, char** argv) {
     if (bench_comm->parsed()) rc = cli::bench_comm(bench_comm_opts);
     if (bench_trace->parsed()) rc = cli::bench_trace(bench_trace_opts);
     if (stats_app->parsed()) rc = cli::trace_stats_command(stats_opts);
+    if (model_app->parsed()) rc = cli::model_command(model_opts);
     if (lesson_app->parsed()) {
       // The viewer is built beside this command; say how to call it from here.
       const std::filesystem::path viewer = std::filesystem::path(argv[0]).parent_path() / "ringside-viewer";

@@ -1,0 +1,152 @@
+// `ringside model`: a dry run of a strategy at any size, replayed on named hardware.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "core/error.h"
+#include "model/model.h"
+#include "parallel/strategy.h"
+#include "trace/metrics.h"
+
+namespace ringside::cli {
+
+CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
+  std::string names, hw;
+  for (const Strategy& s : strategies()) names += (names.empty() ? "" : ", ") + s.name;
+  for (const std::string& n : model::hardware_names()) hw += (hw.empty() ? "" : ", ") + n;
+  CLI::App* m = app.add_subcommand(
+      "model", "What if: a dry run of one strategy at any size, replayed on named hardware (time, overlap, memory)");
+  add_config_flags(*m, o.cfg);
+  m->add_option("--strategy", o.strategy, "one of: " + names)->check(non_empty("--strategy needs a name"));
+  m->add_option("--ranks", o.ranks, "number of ranks P (the dry run's threads)")->capture_default_str()->check(CLI::Range(1, 1024));
+  m->add_option("--hw", o.hw, "hardware: " + hw + ", or a profile JSON file")->capture_default_str()->check(
+      non_empty("--hw needs a profile"));
+  m->add_option("--dtype", o.dtype, "the element type modeled: bf16 (bytes halved, bf16 peak) or fp32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp32"}));
+  m->add_option("--trace", o.trace, "write the modeled timeline (Chrome trace JSON; ringside-viewer marks it modeled)")
+      ->option_text("FILE")
+      ->check(non_empty("--trace needs a file name"));
+  m->add_option("--from", o.from, "model this recorded trace (ringside run/compare --trace) instead of a dry run")
+      ->option_text("FILE")
+      ->check(non_empty("--from needs a file name"));
+  m->footer(
+      "Examples:\n"
+      "  ringside model --seq 1048576 --ranks 64 --strategy ring --hw h100-nvlink --trace out/1m.json\n"
+      "  ringside model --strategy ulysses --ranks 8 --seq 262144 --hw a100-nvlink\n"
+      "  ringside run --strategy ring --trace out/r.json && ringside model --from out/r.json --hw h200");
+  return m;
+}
+
+namespace {
+
+std::string seconds(double ns) { return format_seconds(ns / 1e9); }
+
+}  // namespace
+
+int model_command(const ModelCommandOptions& o) {
+  using clock = std::chrono::steady_clock;
+  if (o.from.empty() && o.strategy.empty()) throw ConfigError("model: give --strategy (a dry run) or --from FILE (a recorded trace)");
+  if (!o.from.empty() && !o.strategy.empty()) throw ConfigError("model: --strategy runs a dry run and --from reads a trace: give one");
+  if (!o.trace.empty() && !o.from.empty() && std::filesystem::weakly_canonical(o.trace) == std::filesystem::weakly_canonical(o.from))
+    throw ConfigError("--trace and --from name the same file (" + o.trace + "): the modeled trace would replace the recorded one");
+  const model::Hardware hw = model::load_hardware(o.hw);
+  if (!o.trace.empty()) check_writable(o.trace, "--trace");
+
+  trace::TraceData schedule;
+  const Strategy* st = nullptr;
+  MemoryTracker tracker;  // outlives the results' (dry) tensors
+  std::vector<RankResult> results;
+  auto t0 = clock::now();
+  if (o.from.empty()) {
+    o.cfg.validate();
+    st = &find_strategy(o.strategy);
+    st->validate(o.cfg, o.ranks);
+    std::printf("ringside model: %s on P = %d ranks, %s\n", st->name.c_str(), o.ranks, o.cfg.summary().c_str());
+    std::fflush(stdout);
+    // The dry run: the strategy's own code, with tensors that hold no memory and no math.
+    trace::Clock c;
+    c.origin_ns = trace::Clock::steady_now_ns();
+    TraceSink sink{c, &schedule.ranks};
+    LocalOptions lo;
+    lo.dry_run = true;
+    lo.timeout_s = 600;
+    results = run_strategy_local(*st, o.cfg, o.ranks, DType::f32, tracker, lo, &sink);
+    schedule.other = {{"producer", "ringside model (dry run)"}, {"config", o.cfg.to_json()},
+                      {"layout", to_string(o.cfg.cp_layout())}, {"ranks", o.ranks}, {"backend", "dry run"},
+                      {"dtype", "float32"}, {"clock", "modeled"}};
+  } else {
+    schedule = trace::read_trace(o.from);
+    std::printf("ringside model: the schedule recorded in %s\n", o.from.c_str());
+  }
+  const double dry_s = std::chrono::duration<double>(clock::now() - t0).count();
+  t0 = clock::now();
+  model::ModelOptions mo;
+  mo.dtype = o.dtype;
+  const trace::TraceData modeled = model::model_trace(schedule, hw, mo);
+  const double model_s = std::chrono::duration<double>(clock::now() - t0).count();
+  size_t events = 0;
+  for (const trace::RankTrace& r : modeled.ranks) events += r.events.size();
+
+  std::printf("  hardware   %s: %s\n", hw.name.c_str(), hw.description.c_str());
+  std::printf("             %.0f TFLOP/s %s, %.0f GB/s memory, %.0f GB; %d GPUs per node: %.0f GB/s %.1f us inside, "
+              "%.0f GB/s %.1f us across\n",
+              (o.dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32) / 1e12, o.dtype.c_str(), hw.memory_bandwidth / 1e9,
+              hw.memory_bytes / 1e9, hw.gpus_per_node, hw.intra_bandwidth / 1e9, hw.intra_latency_s * 1e6,
+              hw.inter_bandwidth / 1e9, hw.inter_latency_s * 1e6);
+  std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s (%s; %s bytes)\n", events, modeled.ranks.size(),
+              o.from.empty() ? "dry run" : "read", dry_s, model_s,
+              "op time = max(FLOPs / peak, bytes / memory bandwidth); transfer = latency + bytes / link",
+              o.dtype == "bf16" ? "bf16: half the fp32 run's" : "fp32");
+
+  for (const trace::StrategyMetrics& m : trace::compute_metrics(modeled)) {
+    std::printf("\n  %s (modeled)\n", m.strategy.c_str());
+    std::printf("  %5s %11s %11s %11s %8s %11s %13s\n", "rank", "time", "compute", "comm", "overlap", "exposed", "peak memory");
+    const size_t n = m.ranks.size();
+    int64_t peak = 0, span = 0;
+    int worst = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const trace::RankMetrics& r = m.ranks[i];
+      if (r.peak_memory_bytes > peak) peak = r.peak_memory_bytes, worst = r.rank;
+      span = std::max(span, r.time.window_ns);
+      if (n > 12 && i >= 4 && i + 4 < n) {
+        if (i == 4) std::printf("  %5s\n", "...");
+        continue;
+      }
+      const double ov = r.time.overlap_pct();
+      std::printf("  %5d %11s %11s %11s %7s%% %11s %13s\n", r.rank, seconds(double(r.time.window_ns)).c_str(),
+                  seconds(double(r.time.compute_ns)).c_str(), seconds(double(r.time.comm_ns)).c_str(),
+                  std::isnan(ov) ? "-" : std::to_string(int(std::lround(ov))).c_str(), seconds(double(r.time.exposed_comm_ns)).c_str(),
+                  format_bytes(double(r.peak_memory_bytes)).c_str());
+    }
+    const double ov = m.total.overlap_pct();
+    std::printf("  %5s %11s %11s %11s %7s%% %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
+                seconds(double(m.total.comm_ns)).c_str(), std::isnan(ov) ? "-" : std::to_string(int(std::lround(ov))).c_str(),
+                seconds(double(m.total.exposed_comm_ns)).c_str(), m.compute_imbalance);
+    std::printf("  layer      forward + backward %s on the slowest rank\n", seconds(double(span)).c_str());
+    if (st) {
+      const double scale = o.dtype == "bf16" ? 0.5 : 1.0;
+      int64_t saved = 0;
+      for (const RankResult& r : results) saved = std::max(saved, r.peak_saved);
+      std::printf("  saved      activations per rank %s (formula %s)\n", format_bytes(scale * double(saved)).c_str(),
+                  format_bytes(scale * double(st->saved_bytes(o.cfg, o.ranks, 0, DType::f32))).c_str());
+    }
+    if (double(peak) > hw.memory_bytes) {
+      // A what-if that does not fit is an answer, not a failure: the exit status stays 0.
+      std::printf("  memory     OUT OF MEMORY: rank %d needs %s at its peak; a %s has %.0f GB\n", worst,
+                  format_bytes(double(peak)).c_str(), hw.name.c_str(), hw.memory_bytes / 1e9);
+    } else {
+      std::printf("  memory     fits: the largest peak, rank %d's %s, is %.0f%% of %.0f GB\n", worst, format_bytes(double(peak)).c_str(),
+                  100.0 * double(peak) / hw.memory_bytes, hw.memory_bytes / 1e9);
+    }
+  }
+  if (!o.trace.empty()) {
+    trace::write_trace(o.trace, modeled);
+    std::printf("\n  trace: %s (modeled; ringside-viewer %s)\n", o.trace.c_str(), o.trace.c_str());
+  }
+  return 0;
+}
+
+}  // namespace ringside::cli

@@ -1,0 +1,379 @@
+// The what-if model: hardware profiles and the discrete-event replay of a schedule.
+#include "model/model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include <unistd.h>
+
+#include "comm/communicator.h"
+#include "core/error.h"
+#include "kernels/cpu/blas.h"
+
+namespace ringside::model {
+
+// The built-in profiles, embedded from src/model/hardware/*.json by CMake.
+extern const std::vector<std::pair<std::string, std::string>> kBuiltinProfiles;
+
+// ---- profiles ------------------------------------------------------------------------------
+
+namespace {
+
+double positive(const nlohmann::json& j, const std::string& key, const std::string& source, const std::string& where = "") {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
+    throw ConfigError(source + ": " + where + key + " must be a positive number");
+  return it->get<double>();
+}
+
+const nlohmann::json& object(const nlohmann::json& j, const std::string& key, const std::string& source) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) throw ConfigError(source + ": " + key + " must be an object");
+  return *it;
+}
+
+}  // namespace
+
+nlohmann::json Hardware::to_json() const {
+  return {{"name", name},
+          {"description", description},
+          {"peak_flops", {{"bf16", peak_flops_bf16}, {"fp32", peak_flops_fp32}}},
+          {"memory_bandwidth_GBps", memory_bandwidth / 1e9},
+          {"memory_GB", memory_bytes / 1e9},
+          {"gpus_per_node", gpus_per_node},
+          {"intra_node", {{"bandwidth_GBps", intra_bandwidth / 1e9}, {"latency_us", intra_latency_s * 1e6}}},
+          {"inter_node", {{"bandwidth_GBps", inter_bandwidth / 1e9}, {"latency_us", inter_latency_s * 1e6}}},
+          {"source", source}};
+}
+
+Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) throw ConfigError(source + ": a hardware profile is a JSON object");
+  Hardware h;
+  auto str = [&](const char* k) {
+    const auto it = j.find(k);
+    if (it == j.end() || !it->is_string()) throw ConfigError(source + ": " + k + " must be a string");
+    return it->get<std::string>();
+  };
+  h.name = str("name");
+  h.description = j.contains("description") ? str("description") : "";
+  h.source = j.contains("source") ? str("source") : "";
+  const nlohmann::json& peak = object(j, "peak_flops", source);
+  h.peak_flops_bf16 = positive(peak, "bf16", source, "peak_flops.");
+  h.peak_flops_fp32 = positive(peak, "fp32", source, "peak_flops.");
+  h.memory_bandwidth = positive(j, "memory_bandwidth_GBps", source) * 1e9;
+  h.memory_bytes = positive(j, "memory_GB", source) * 1e9;
+  const double gpn = positive(j, "gpus_per_node", source);
+  if (gpn != std::floor(gpn) || gpn > 1e6) throw ConfigError(source + ": gpus_per_node must be a whole number");
+  h.gpus_per_node = int(gpn);
+  const nlohmann::json& in = object(j, "intra_node", source);
+  const nlohmann::json& out = object(j, "inter_node", source);
+  h.intra_bandwidth = positive(in, "bandwidth_GBps", source, "intra_node.") * 1e9;
+  h.inter_bandwidth = positive(out, "bandwidth_GBps", source, "inter_node.") * 1e9;
+  // Latency may be 0 (an ideal link), not negative.
+  for (auto [obj, where, dst] : {std::tuple{&in, "intra_node.", &h.intra_latency_s}, {&out, "inter_node.", &h.inter_latency_s}}) {
+    const auto it = obj->find("latency_us");
+    if (it == obj->end() || !it->is_number() || !(it->get<double>() >= 0) || !std::isfinite(it->get<double>()))
+      throw ConfigError(source + ": " + where + "latency_us must be a number >= 0");
+    *dst = it->get<double>() * 1e-6;
+  }
+  return h;
+}
+
+std::vector<std::string> hardware_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : kBuiltinProfiles) names.push_back(name);
+  names.push_back("this-machine");
+  return names;
+}
+
+Hardware load_hardware(const std::string& name_or_path) {
+  for (const auto& [name, text] : kBuiltinProfiles)
+    if (name == name_or_path) return parse_hardware(nlohmann::json::parse(text), name);
+  if (name_or_path == "this-machine") return measure_this_machine();
+  if (std::filesystem::is_regular_file(name_or_path)) {
+    std::ifstream f(name_or_path);
+    nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+    if (j.is_discarded()) throw ConfigError(name_or_path + ": not valid JSON");
+    return parse_hardware(j, name_or_path);
+  }
+  std::string names;
+  for (const std::string& n : hardware_names()) names += (names.empty() ? "" : ", ") + n;
+  throw ConfigError("--hw " + name_or_path + ": not a profile (" + names + ") nor a JSON file");
+}
+
+Hardware measure_this_machine() {
+  using clock = std::chrono::steady_clock;
+  auto best_of = [](int reps, auto&& fn) {
+    double best = 1e300;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = clock::now();
+      fn();
+      best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count());
+    }
+    return std::max(best, 1e-9);
+  };
+  Hardware h;
+  h.name = "this-machine";
+  h.description = "this machine, measured now: one core's sgemm, memcpy as memory and link, a local ping-pong";
+  h.source = "measured by ringside (sgemm n = 1024 best of 3; memcpy 64 MiB best of 3; 200 round trips)";
+  kernels::cpu::set_blas_single_threaded();
+  const int64_t n = 1024;
+  std::vector<float> a(size_t(n * n), 0.5f), b(a), c(a.size());
+  const double gemm_s = best_of(3, [&] { kernels::cpu::gemm(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n); });
+  h.peak_flops_fp32 = h.peak_flops_bf16 = 2.0 * double(n * n * n) / gemm_s;  // no bf16 units: the same
+  const size_t bytes = 64u << 20;
+  std::vector<char> src(bytes, 1), dst(bytes);
+  const double copy_s = best_of(3, [&] { std::memcpy(dst.data(), src.data(), bytes); });
+  h.memory_bandwidth = h.intra_bandwidth = h.inter_bandwidth = double(bytes) / copy_s;
+  // Latency: half a round trip of an 8-byte message between two local ranks.
+  double rtt = 0;
+  run_local(2, [&](Communicator& comm) {
+    int64_t v = 0;
+    const auto t0 = clock::now();
+    for (int i = 0; i < 200; ++i) {
+      if (comm.rank() == 0) comm.send(&v, 8, 1, 7), comm.recv(&v, 8, 1, 7);
+      else comm.recv(&v, 8, 0, 7), comm.send(&v, 8, 0, 7);
+    }
+    if (comm.rank() == 0) rtt = std::chrono::duration<double>(clock::now() - t0).count() / 200;
+  });
+  h.intra_latency_s = h.inter_latency_s = rtt / 2;
+  h.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  h.gpus_per_node = 1 << 20;  // one process: every rank in one "node"
+  return h;
+}
+
+// ---- the replay ------------------------------------------------------------------------------
+
+namespace {
+
+bool is_container(const std::string& cat) {
+  return cat == "phase" || cat == "sublayer" || cat == "ring_step" || cat == "collective";
+}
+
+// A transfer, named by its sender, receiver, tag and seq (the same on both ends).
+using Key = std::tuple<int, int, int, int64_t>;
+
+struct Transfer {
+  std::optional<int64_t> send_post, recv_post;  // modeled ns
+  int64_t bytes = 0;                            // modeled (scaled) bytes
+  std::optional<int64_t> start, end;
+};
+
+// One point of a rank's program: an event begins or ends, or a transfer is posted.
+struct Point {
+  int64_t order = 0;
+  enum Kind { begin, end, post } kind = begin;
+  size_t event = 0;
+};
+
+// One strategy's ranks, replayed together.
+class Replay {
+ public:
+  Replay(trace::TraceData& out, std::vector<size_t> procs, const Hardware& hw, double bytes_scale, double peak)
+      : out_(out), procs_(std::move(procs)), hw_(hw), scale_(bytes_scale), peak_(peak) {
+    for (size_t p : procs_) rank_of_.push_back(out_.ranks[p].rank);
+    ranks_.resize(procs_.size());
+    for (size_t i = 0; i < procs_.size(); ++i) build(i);
+  }
+
+  void run() {
+    for (;;) {
+      bool progress = false, done = true;
+      for (size_t i = 0; i < ranks_.size(); ++i) {
+        progress |= advance(i);
+        done &= ranks_[i].next == ranks_[i].points.size();
+      }
+      progress |= resolve();
+      if (done) break;
+      if (!progress) stuck();
+    }
+    finish();
+  }
+
+ private:
+  struct RankState {
+    std::vector<Point> points;
+    size_t next = 0;
+    int64_t t = 0;
+    std::vector<int64_t> start, stop;  // per event: modeled begin and end
+    std::vector<std::pair<int64_t, int64_t>> anchors;  // (measured ns, modeled ns), for memory
+  };
+
+  trace::RankTrace& trace_of(size_t i) { return out_.ranks[procs_[i]]; }
+
+  void build(size_t i) {
+    trace::RankTrace& r = trace_of(i);
+    RankState& s = ranks_[i];
+    s.start.assign(r.events.size(), -1), s.stop.assign(r.events.size(), -1);
+    for (size_t e = 0; e < r.events.size(); ++e) {
+      const trace::Event& ev = r.events[e];
+      if (ev.order < 0 || ev.end_order < ev.order)
+        throw Error(detail::concat("the trace has no program order (event '", ev.name, "' of ", r.strategy, " rank ", r.rank,
+                                   "): record it again with this ringside to model it"));
+      if (ev.stream == trace::Stream::comm) {
+        s.points.push_back({ev.order, Point::post, e});
+        const bool send = ev.direction == "send";
+        Transfer& t = transfers_[key(r.rank, ev)];
+        t.bytes = int64_t(std::llround(double(ev.bytes) * scale_));
+        if (send) senders_[r.rank].push_back(key(r.rank, ev));
+      } else {
+        s.points.push_back({ev.order, Point::begin, e});
+        s.points.push_back({ev.end_order, Point::end, e});
+      }
+    }
+    std::stable_sort(s.points.begin(), s.points.end(), [](const Point& a, const Point& b) { return a.order < b.order; });
+    // Sends leave a rank's link in the order the rank posted them.
+    auto& q = senders_[r.rank];
+    std::stable_sort(q.begin(), q.end(), [&](const Key& a, const Key& b) { return post_order_[a] < post_order_[b]; });
+  }
+
+  Key key(int rank, const trace::Event& ev) {
+    const bool send = ev.direction == "send";
+    const Key k{send ? rank : ev.peer, send ? ev.peer : rank, ev.tag, ev.seq};
+    if (send) post_order_[k] = ev.order;
+    return k;
+  }
+
+  // Runs rank i until it must wait for a transfer not yet modeled; returns whether it moved.
+  bool advance(size_t i) {
+    RankState& s = ranks_[i];
+    trace::RankTrace& r = trace_of(i);
+    bool moved = false;
+    while (s.next < s.points.size()) {
+      const Point& p = s.points[s.next];
+      const trace::Event& ev = r.events[p.event];
+      if (p.kind == Point::post) {
+        Transfer& t = transfers_[key(r.rank, ev)];
+        (ev.direction == "send" ? t.send_post : t.recv_post) = s.t;
+        s.start[p.event] = s.t;
+      } else if (p.kind == Point::begin) {
+        s.start[p.event] = s.t;
+        s.anchors.push_back({ev.ts_ns, s.t});
+      } else {
+        if (ev.cat == "wait") {
+          const auto it = ev.seq >= 0 ? transfers_.find(key(r.rank, ev)) : transfers_.end();
+          if (it != transfers_.end()) {
+            if (!it->second.end) return moved;  // blocked: its transfer is not modeled yet
+            s.t = std::max(s.t, *it->second.end);
+          }
+        } else if (!is_container(ev.cat)) {
+          // A compute op: the roofline of its FLOPs and its bytes.
+          const double sec = std::max(ev.flops / peak_, double(ev.bytes) * scale_ / hw_.memory_bandwidth);
+          s.t = std::max(s.t, s.start[p.event] + int64_t(std::llround(sec * 1e9)));
+        }
+        s.stop[p.event] = s.t;
+        s.anchors.push_back({ev.end_ns(), s.t});
+      }
+      ++s.next;
+      moved = true;
+    }
+    return moved;
+  }
+
+  // Models every transfer whose two ends are posted and whose sender's link is free.
+  bool resolve() {
+    bool any = false;
+    for (auto& [sender, q] : senders_) {
+      while (!q.empty()) {
+        Transfer& t = transfers_[q.front()];
+        if (!t.send_post || !t.recv_post) break;  // FIFO: later sends wait behind this one
+        const int receiver = std::get<1>(q.front());
+        const bool same_node = sender / hw_.gpus_per_node == receiver / hw_.gpus_per_node;
+        const double bw = same_node ? hw_.intra_bandwidth : hw_.inter_bandwidth;
+        const double lat = same_node ? hw_.intra_latency_s : hw_.inter_latency_s;
+        const int64_t start = std::max({*t.send_post, *t.recv_post, link_free_[sender]});
+        t.start = start;
+        t.end = start + int64_t(std::llround((lat + double(t.bytes) / bw) * 1e9));
+        link_free_[sender] = *t.end;
+        q.pop_front();
+        any = true;
+      }
+    }
+    return any;
+  }
+
+  [[noreturn]] void stuck() {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      const RankState& s = ranks_[i];
+      if (s.next == s.points.size()) continue;
+      const trace::Event& ev = trace_of(i).events[s.points[s.next].event];
+      throw Error(detail::concat("the schedule cannot finish: ", trace_of(i).strategy, " rank ", rank_of_[i], " waits for '",
+                                 ev.name, "' (peer ", ev.peer, ", tag ", ev.tag, ", seq ", ev.seq,
+                                 "), which its peer never posts (a trace cut short by a failure?)"));
+    }
+    throw Error("the schedule cannot finish");
+  }
+
+  // Writes the modeled times into the events and the memory samples.
+  void finish() {
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      RankState& s = ranks_[i];
+      trace::RankTrace& r = trace_of(i);
+      for (size_t e = 0; e < r.events.size(); ++e) {
+        trace::Event& ev = r.events[e];
+        if (ev.stream == trace::Stream::comm) {
+          const Transfer& t = transfers_[key(r.rank, ev)];
+          ev.ts_ns = t.start.value_or(s.start[e]);
+          ev.dur_ns = t.end ? *t.end - ev.ts_ns : 0;
+        } else {
+          ev.ts_ns = s.start[e];
+          ev.dur_ns = std::max<int64_t>(0, s.stop[e] - s.start[e]);
+        }
+        ev.bytes = int64_t(std::llround(double(ev.bytes) * scale_));
+      }
+      // Each memory sample moves to the modeled time of the last point measured before it.
+      std::stable_sort(s.anchors.begin(), s.anchors.end());
+      int64_t last = 0;
+      for (trace::MemorySample& m : r.memory) {
+        auto it = std::upper_bound(s.anchors.begin(), s.anchors.end(), std::make_pair(m.ts_ns, INT64_MAX));
+        const int64_t t = it == s.anchors.begin() ? 0 : std::prev(it)->second;
+        m.ts_ns = last = std::max(last, t);
+        for (int64_t& b : m.bytes) b = int64_t(std::llround(double(b) * scale_));
+      }
+    }
+  }
+
+  trace::TraceData& out_;
+  std::vector<size_t> procs_;
+  std::vector<int> rank_of_;
+  const Hardware& hw_;
+  double scale_, peak_;
+  std::vector<RankState> ranks_;
+  std::map<Key, Transfer> transfers_;
+  std::map<Key, int64_t> post_order_;
+  std::map<int, std::deque<Key>> senders_;
+  std::map<int, int64_t> link_free_;
+};
+
+}  // namespace
+
+trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o) {
+  if (o.dtype != "bf16" && o.dtype != "fp32") throw ConfigError("--dtype " + o.dtype + ": bf16 or fp32");
+  // Traces record fp32 runs (otherData.dtype); bf16 halves every byte.
+  const auto dt = schedule.other.find("dtype");
+  const bool f64 = dt != schedule.other.end() && dt->is_string() && dt->get<std::string>() == "float64";
+  const double recorded = f64 ? 8 : 4, modeled = o.dtype == "bf16" ? 2 : 4;
+  trace::TraceData out = schedule;
+  out.flows.clear();
+  std::map<std::string, std::vector<size_t>> groups;
+  for (size_t p = 0; p < out.ranks.size(); ++p) groups[out.ranks[p].strategy].push_back(p);
+  for (auto& [strategy, procs] : groups)
+    Replay(out, procs, hw, modeled / recorded, o.dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32).run();
+  out.other["modeled"] = true;
+  out.other["hardware"] = hw.to_json();
+  out.other["model_dtype"] = o.dtype;
+  out.other["dtype"] = o.dtype == "bf16" ? "bfloat16" : "float32";
+  out.other["device"] = hw.name + " (modeled)";
+  return out;
+}
+
+}  // namespace ringside::model

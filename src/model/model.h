@@ -1,0 +1,63 @@
+// The what-if model: a recorded schedule (a dry run's trace, or a real one) replayed on named
+// hardware, as a discrete-event simulation of every rank's compute and comm streams.
+//
+//   compute op   max(FLOPs / peak FLOP/s, bytes / memory bandwidth)       (a roofline)
+//   transfer     latency + bytes / link bandwidth, inside or across nodes, starting when both
+//                ends have posted it and the sender's link is free (one message at a time)
+//   wait         until its transfer has arrived: a step waits for its receive
+//
+// The schedule is the trace's program order (Event::order): ops, posts and waits in the order
+// each rank issued them. The modeled trace holds the same events in the same order with the
+// modeled times, and otherData.modeled = true; the viewer shows it like a measured one.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trace/trace_file.h"
+
+namespace ringside::model {
+
+/// A machine, per GPU: what a profile JSON file holds (src/model/hardware/*.json).
+struct Hardware {
+  std::string name, description, source;
+  double peak_flops_bf16 = 0, peak_flops_fp32 = 0;  ///< FLOP/s
+  double memory_bandwidth = 0;                       ///< bytes/s
+  double memory_bytes = 0;                           ///< capacity per GPU
+  int gpus_per_node = 1;
+  double intra_bandwidth = 0, intra_latency_s = 0;  ///< bytes/s and seconds, inside a node
+  double inter_bandwidth = 0, inter_latency_s = 0;  ///< across nodes
+
+  /// The profile as JSON, in the file format (GB/s, us, GB).
+  nlohmann::json to_json() const;
+};
+
+/// Parses a profile (fields as in src/model/hardware/*.json); throws ConfigError naming the
+/// field that is missing, of the wrong type, or not positive.
+Hardware parse_hardware(const nlohmann::json& j, const std::string& source);
+/// The built-in profiles' names: a100-nvlink, h100-ib, h100-nvlink, h200 (and this-machine).
+std::vector<std::string> hardware_names();
+/// A built-in profile by name, "this-machine" (measured now, see measure_this_machine), or a
+/// JSON file's path. Throws ConfigError listing the names for anything else.
+Hardware load_hardware(const std::string& name_or_path);
+/// This machine as `ringside bench` measures it, in about a second: one core's OpenBLAS sgemm
+/// (n = 1024, best of 3) as its peak, memcpy of 64 MiB as its memory and link bandwidth, a
+/// local ping-pong as its link latency, physical memory as its capacity; every rank one node.
+Hardware measure_this_machine();
+
+struct ModelOptions {
+  /// The element type to model: "bf16" halves the bytes of an fp32 trace (ops, transfers and
+  /// memory) and uses the bf16 peak; "fp32" keeps them and uses the fp32 peak.
+  std::string dtype = "bf16";
+};
+
+/// Replays every strategy of `schedule` on `hw` and returns the modeled trace: the same events,
+/// in the same order, with modeled times (each strategy's ranks start at 0), memory samples
+/// scaled and moved to their modeled times, and otherData {..., modeled: true, hardware,
+/// model_dtype}. Throws ringside::Error for a trace without program order (recorded before
+/// ringside 0.7 or by another tool) or a schedule that cannot finish (a wait whose transfer is
+/// never posted), naming the rank and the transfer.
+trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o = {});
+
+}  // namespace ringside::model
