@@ -2,7 +2,15 @@
 // closed forms (ring overlap at c = F/B, Ulysses' volume, memory per rank).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "parallel/ring_attention.h"
 #include "parallel/strategy.h"
+#include "parallel/tp_sp.h"
+#include "parallel/ulysses.h"
+#include "trace/metrics.h"
 #include "trace/trace.h"
 
 using namespace ringside;
@@ -68,4 +76,197 @@ TEST_CASE("a dry run records the real run's schedule: the same events in the sam
         REQUIRE(dry_r[p].out.is_dry());
       }
     }
+}
+
+namespace {
+
+// An ideal machine but for compute and its links: memory bandwidth so high that only FLOPs
+// count, no latency, one node. F and B as given.
+model::Hardware ideal(double F, double B) {
+  model::Hardware h;
+  h.name = "test";
+  h.peak_flops_bf16 = h.peak_flops_fp32 = F;
+  h.memory_bandwidth = 1e30;
+  h.memory_bytes = 1e30;
+  h.gpus_per_node = 1 << 20;
+  h.intra_bandwidth = h.inter_bandwidth = B;
+  return h;
+}
+
+trace::TraceData dry_schedule(const Strategy& st, const LayerConfig& c, int P, std::vector<RankResult>* results = nullptr,
+                              MemoryTracker* tracker = nullptr) {
+  MemoryTracker local;
+  trace::TraceData t;
+  t.other["dtype"] = "float32";
+  t.ranks = traced(st, c, P, true, tracker ? *tracker : local, results);
+  return t;
+}
+
+// The exposed communication of forward ring step `step`, summed over the ranks (ns).
+int64_t exposed_at_step(const trace::TraceData& modeled, int step) {
+  for (const trace::StrategyMetrics& m : trace::compute_metrics(modeled))
+    for (const trace::StepMetrics& s : m.steps)
+      if (s.phase == "forward" && s.step == step) return s.total.exposed_comm_ns;
+  FAIL("no forward ring step " << step);
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("the model flips the ring from exposed to hidden at c = F/B tokens (Liu et al. 2023)", "[model]") {
+  // A100: 312 TFLOP/s bf16, 300 GB/s NVLink: F/B = 1040 tokens per block, for MHA in bf16.
+  const model::Hardware a100 = ideal(312e12, 300e9);
+  REQUIRE(a100.peak_flops_bf16 / a100.intra_bandwidth == Approx(1040));
+  for (int64_t c : {800, 1000, 1100, 1300}) {
+    INFO("c = " << c << " tokens per block");
+    LayerConfig cfg;
+    cfg.b = 1, cfg.s = 2 * c, cfg.h = 512, cfg.H = 8, cfg.Hkv = 8, cfg.f = 64;  // MHA, d = 64
+    cfg.causal = false, cfg.layout = Layout::contiguous, cfg.dropout = 0;
+    const trace::TraceData modeled = model::model_trace(dry_schedule(ring_strategy(), cfg, 2), a100);
+    // Step 0 computes on the local block while the neighbour's K and V arrive.
+    const int64_t exposed = exposed_at_step(modeled, 0);
+    if (c < 1040) REQUIRE(exposed > 0);
+    else REQUIRE(exposed == 0);
+  }
+}
+
+TEST_CASE("a transfer takes latency + bytes / bandwidth, an op max(FLOPs / peak, bytes / memory bandwidth)", "[model]") {
+  // Two ranks by hand: rank 0 computes, then sends 1 MB; rank 1 posts its receive and waits.
+  trace::TraceData t;
+  t.other["dtype"] = "float32";
+  for (int r = 0; r < 2; ++r) {
+    trace::RankTrace rt;
+    rt.strategy = "hand", rt.rank = r;
+    int64_t pc = 0;
+    if (r == 0) {
+      trace::Event op;
+      op.name = "matmul", op.cat = "gemm", op.flops = 2e9, op.bytes = 4'000'000, op.order = pc++, op.end_order = pc++;
+      rt.events.push_back(op);
+    }
+    trace::Event post;
+    post.name = r == 0 ? "send x" : "recv x", post.cat = "p2p", post.stream = trace::Stream::comm;
+    post.direction = r == 0 ? "send" : "recv", post.peer = 1 - r, post.tag = 5, post.seq = 0, post.bytes = 1'000'000;
+    post.order = post.end_order = pc++;
+    trace::Event wait;
+    wait.name = "wait", wait.cat = "wait", wait.direction = post.direction, wait.peer = post.peer, wait.tag = 5, wait.seq = 0;
+    wait.order = pc++, wait.end_order = pc++;
+    rt.events.push_back(post), rt.events.push_back(wait);
+    t.ranks.push_back(rt);
+  }
+  model::Hardware hw = ideal(1e12, 1e9);
+  hw.memory_bandwidth = 1e9;  // the op: max(2e9 / 1e12, 2e6 / 1e9) = 2 ms (bf16 halves its bytes)
+  hw.intra_latency_s = 10e-6;
+  const trace::TraceData m = model::model_trace(t, hw);
+  const trace::Event& op = m.ranks[0].events[0];
+  REQUIRE(op.ts_ns == 0);
+  REQUIRE(op.dur_ns == 2'000'000);
+  const trace::Event& send = m.ranks[0].events[1];
+  REQUIRE(send.ts_ns == 2'000'000);                // posted after the op; the receive was posted at 0
+  REQUIRE(send.dur_ns == 10'000 + 500'000);         // 10 us + 0.5 MB (bf16) / 1 GB/s
+  REQUIRE(m.ranks[1].events[1].end_ns() == 2'510'000);  // the receiver waits until it arrives
+  REQUIRE(m.other["modeled"] == true);
+  REQUIRE(m.other["hardware"]["name"] == "test");
+
+  // A wait whose transfer is never posted: an error naming it, not a hang.
+  trace::TraceData cut = t;
+  cut.ranks[0].events.erase(cut.ranks[0].events.begin() + 1);
+  REQUIRE_THROWS_WITH(model::model_trace(cut, hw), Catch::Contains("cannot finish: hand rank 0 waits for 'wait' (a send to rank 1, tag 5, seq 0)") &&
+                                                     Catch::Contains("not posted on both ends"));
+  // A foreign trace without program order.
+  trace::TraceData foreign = t;
+  foreign.ranks[0].events[0].order = -1;
+  REQUIRE_THROWS_WITH(model::model_trace(foreign, hw), Catch::Contains("no program order"));
+}
+
+TEST_CASE("the modeled trace of a run holds the measured trace's events, in order, retimed consistently", "[model]") {
+  for (const char* name : {"tp-sp", "ring", "ulysses"}) {
+    INFO(name);
+    MemoryTracker tracker;
+    trace::TraceData measured;
+    measured.other["dtype"] = "float32";
+    measured.ranks = traced(find_strategy(name), small(), 4, false, tracker);
+    const trace::TraceData m = model::model_trace(measured, model::load_hardware("h100-nvlink"));
+    REQUIRE(m.ranks.size() == measured.ranks.size());
+    for (size_t p = 0; p < m.ranks.size(); ++p) {
+      const auto& a = measured.ranks[p].events;
+      const auto& b = m.ranks[p].events;
+      REQUIRE(a.size() == b.size());
+      std::map<std::tuple<int, int, int, int64_t>, const trace::Event*> sends;
+      for (size_t i = 0; i < a.size(); ++i) {
+        REQUIRE(a[i].name == b[i].name);
+        REQUIRE(a[i].order == b[i].order);
+        REQUIRE(b[i].ts_ns >= 0);
+        REQUIRE(b[i].dur_ns >= 0);
+        REQUIRE(b[i].bytes == (a[i].bytes + 1) / 2);  // bf16: half of fp32 (rounded)
+      }
+      // In program order, every compute-stream event begins no earlier than the one before.
+      std::vector<const trace::Event*> seq;
+      for (const auto& e : b)
+        if (e.stream == trace::Stream::compute) seq.push_back(&e);
+      std::sort(seq.begin(), seq.end(), [](auto* x, auto* y) { return x->order < y->order; });
+      for (size_t i = 1; i < seq.size(); ++i) REQUIRE(seq[i]->ts_ns >= seq[i - 1]->ts_ns);
+      REQUIRE(m.ranks[p].memory.size() == measured.ranks[p].memory.size());
+    }
+  }
+}
+
+TEST_CASE("at 1M tokens the dry run's memory per rank equals each strategy's formula", "[model]") {
+  struct Case {
+    const char* name;
+    int P;
+    int64_t H, Hkv;
+  };
+  for (const Case& k : {Case{"ring", 64, 8, 4}, Case{"ulysses", 8, 8, 4}, Case{"tp-sp", 8, 8, 8}}) {
+    INFO(k.name << " P = " << k.P);
+    LayerConfig c;
+    c.s = 1 << 20, c.H = k.H, c.Hkv = k.Hkv;
+    MemoryTracker tracker;  // outlives the results' tensors
+    std::vector<RankResult> res;
+    dry_schedule(find_strategy(k.name), c, k.P, &res, &tracker);
+    for (int r = 0; r < k.P; ++r) REQUIRE(res[size_t(r)].peak_saved == find_strategy(k.name).saved_bytes(c, k.P, r, DType::f32));
+  }
+}
+
+TEST_CASE("Ulysses moves 4Nh/P per link: N h / P^2 per message, four all-to-alls (Jacobs et al. 2023)", "[model]") {
+  LayerConfig c;
+  c.b = 1, c.s = 4096, c.h = 512, c.H = 8, c.Hkv = 8, c.f = 64;  // MHA: Hkv' = H
+  const int P = 8;
+  const trace::TraceData m = model::model_trace(dry_schedule(ulysses_strategy(), c, P), model::load_hardware("h100-nvlink"));
+  const double N = double(c.tokens()), h = double(c.h), e = 2;  // bf16
+  for (const trace::RankTrace& r : m.ranks) {
+    double sent = 0;
+    for (const trace::Event& ev : r.events)
+      if (ev.stream == trace::Stream::comm && ev.direction == "send" && ev.phase == "forward") {
+        REQUIRE(ev.cat == "all_to_all");
+        REQUIRE(double(ev.bytes) == N * h / (P * P) * e);  // one link's share of one tensor
+        sent += double(ev.bytes);
+      }
+    // Per rank: 4 tensors x (P-1) links: 4 N h (P-1)/P^2, the paper's 4Nh/P per link in aggregate.
+    REQUIRE(sent == 4 * N * h * (P - 1) / (P * P) * e);
+  }
+}
+
+TEST_CASE("hardware profiles: the built-in ones parse; a bad one is refused by name", "[model]") {
+  for (const std::string& n : model::hardware_names()) {
+    if (n == "this-machine") continue;
+    const model::Hardware h = model::load_hardware(n);
+    REQUIRE(h.name == n);
+    REQUIRE(h.peak_flops_bf16 >= h.peak_flops_fp32);
+    REQUIRE(h.memory_bytes >= 80e9);
+  }
+  REQUIRE(model::load_hardware("a100-nvlink").peak_flops_bf16 / model::load_hardware("a100-nvlink").intra_bandwidth == Approx(1040));
+  REQUIRE(model::load_hardware("h100-ib").gpus_per_node == 1);
+  auto bad = [](const char* text) { return model::parse_hardware(nlohmann::json::parse(text), "x.json"); };
+  nlohmann::json good = model::load_hardware("h200").to_json();
+  REQUIRE(model::parse_hardware(good, "round trip").memory_bandwidth == Approx(4.8e12));
+  REQUIRE_THROWS_WITH(bad("[]"), Catch::Contains("a JSON object"));
+  good["memory_GB"] = -1;
+  REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("x.json: memory_GB must be a positive number"));
+  good = model::load_hardware("h200").to_json();
+  good["inter_node"].erase("latency_us");
+  REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("inter_node.latency_us"));
+  REQUIRE_THROWS_AS(model::load_hardware("tpu-v9"), ConfigError);
+  const model::Hardware me = model::measure_this_machine();
+  REQUIRE(me.peak_flops_fp32 > 1e8);
+  REQUIRE(me.memory_bandwidth > 1e8);
 }

@@ -90,7 +90,11 @@ Loaded load(const std::string& path) {
   size_t P = 0;
   for (const auto& m : l.metrics) P = std::max(P, m.ranks.size());
   const auto modeled = o.find("modeled");
-  l.summary += "P=" + std::to_string(P) + (modeled != o.end() && modeled->is_boolean() && modeled->get<bool>() ? " (modeled)" : " (measured)");
+  const bool is_modeled = modeled != o.end() && modeled->is_boolean() && modeled->get<bool>();
+  std::string hw;
+  if (const auto h = o.find("hardware"); is_modeled && h != o.end() && h->is_object())
+    if (const auto n = h->find("name"); n != h->end() && n->is_string()) hw = " on " + n->get<std::string>();
+  l.summary += "P=" + std::to_string(P) + (is_modeled ? " (MODELED" + hw + ")" : " (measured)");
   std::error_code ec;
   l.mtime = fs::last_write_time(path, ec);
   return l;

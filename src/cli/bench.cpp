@@ -21,6 +21,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/philox.h"
+#include "model/model.h"
 #include "parallel/strategy.h"
 #include <thread>
 
@@ -28,8 +29,8 @@ namespace ringside::cli {
 
 namespace kc = kernels::cpu;
 
-std::tuple<CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o, BenchCommOptions& co,
-                                                      BenchTraceOptions& to) {
+std::tuple<CLI::App*, CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o, BenchCommOptions& co,
+                                                                 BenchTraceOptions& to, BenchModelOptions& mo) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks, reported as ratios to a reference measured in the same run");
   bench->require_subcommand(1);
   CLI::App* k = bench->add_subcommand("kernels", "Attention forward/backward GFLOP/s against OpenBLAS sgemm, one thread");
@@ -63,7 +64,48 @@ std::tuple<CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernel
   t->add_option("--strategy", to.strategy, "the strategy to run")->capture_default_str();
   t->add_option("--ranks", to.ranks, "local ranks P")->capture_default_str()->check(CLI::Range(1, 64));
   t->add_option("--repetitions", to.repetitions, "runs each way; the best counts")->capture_default_str()->check(CLI::Range(1, 50));
-  return {k, c, t};
+  CLI::App* m = bench->add_subcommand("model", "The what-if model's speed: dry run + model of every strategy at 1M tokens on 64 ranks");
+  add_config_flags(*m, mo.cfg);
+  m->add_option("--ranks", mo.ranks, "ranks P")->capture_default_str()->check(CLI::Range(1, 1024));
+  m->add_option("--hw", mo.hw, "hardware profile")->capture_default_str();
+  return {k, c, t, m};
+}
+
+int bench_model(const BenchModelOptions& o) {
+  using clock = std::chrono::steady_clock;
+  const model::Hardware hw = model::load_hardware(o.hw);
+  std::printf("ringside bench model: dry run + model of each strategy, P = %d, %s, on %s (target: under %.0f s each)\n",
+              o.ranks, o.cfg.summary().c_str(), hw.name.c_str(), o.target_s);
+  std::printf("  %-8s %9s %8s %8s %9s  %s\n", "strategy", "events", "dry run", "model", "total", "verdict");
+  for (const Strategy& st : strategies()) {
+    try {
+      st.validate(o.cfg, o.ranks);
+    } catch (const ConfigError& e) {
+      std::printf("  %-8s skipped: %s\n", st.name.c_str(), e.what());
+      continue;
+    }
+    const auto t0 = clock::now();
+    MemoryTracker tracker;
+    trace::TraceData schedule;
+    schedule.other["dtype"] = "float32";
+    trace::Clock c;
+    c.origin_ns = trace::Clock::steady_now_ns();
+    TraceSink sink{c, &schedule.ranks};
+    LocalOptions lo;
+    lo.dry_run = true;
+    lo.timeout_s = 600;
+    run_strategy_local(st, o.cfg, o.ranks, DType::f32, tracker, lo, &sink);
+    const auto t1 = clock::now();
+    const trace::TraceData m = model::model_trace(schedule, hw);
+    const auto t2 = clock::now();
+    size_t events = 0;
+    for (const trace::RankTrace& r : m.ranks) events += r.events.size();
+    const double dry = std::chrono::duration<double>(t1 - t0).count(), mod = std::chrono::duration<double>(t2 - t1).count();
+    std::printf("  %-8s %9zu %7.2fs %7.2fs %8.2fs  %s\n", st.name.c_str(), events, dry, mod, dry + mod,
+                dry + mod < o.target_s ? "OK" : "SLOW");
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 namespace {

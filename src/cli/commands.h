@@ -87,9 +87,25 @@ struct BenchTraceOptions {
   int repetitions = 3;
 };
 
-/// Adds `ringside bench` and its subcommands `kernels`, `comm` and `trace`; returns them.
-std::tuple<CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o, BenchCommOptions& c,
-                                                      BenchTraceOptions& t);
+struct BenchModelOptions {
+  /// A layer every strategy can split 64 ways: 64 heads (d = 64), MHA, at 1M tokens.
+  LayerConfig cfg = [] {
+    LayerConfig c;
+    c.s = 1 << 20, c.h = 4096, c.H = 64, c.Hkv = 64, c.f = 16384;
+    return c;
+  }();
+  int ranks = 64;
+  std::string hw = "h100-nvlink";
+  double target_s = 30;  ///< issue 8: a dry run plus model under 30 s on the 2-core machine
+};
+
+/// Adds `ringside bench` and its subcommands `kernels`, `comm`, `trace` and `model`; returns them.
+std::tuple<CLI::App*, CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, BenchKernelsOptions& o, BenchCommOptions& c,
+                                                                 BenchTraceOptions& t, BenchModelOptions& m);
+
+/// `ringside bench model`: the seconds of a dry run plus model of each strategy (that can split
+/// the layer P ways), against the 30 s target. Returns 0.
+int bench_model(const BenchModelOptions& o);
 
 /// `ringside bench trace`: the cost of one tracing hook when off (Google Benchmark) times the
 /// hooks a run passes, as a fraction of the untraced run (target < 2%); and traced against

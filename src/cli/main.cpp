@@ -183,7 +183,9 @@ int main(int argc, char** argv) {
   cli::BenchCommOptions bench_comm_opts;
   cli::BenchTraceOptions bench_trace_opts;
   bench_trace_opts.cfg.s = 1024;  // a run of a few seconds on 2 cores
-  auto [bench_kernels, bench_comm, bench_trace] = cli::add_bench(app, bench_opts, bench_comm_opts, bench_trace_opts);
+  cli::BenchModelOptions bench_model_opts;
+  auto [bench_kernels, bench_comm, bench_trace, bench_model] =
+      cli::add_bench(app, bench_opts, bench_comm_opts, bench_trace_opts, bench_model_opts);
 
   cli::TraceStatsOptions stats_opts;
   CLI::App* stats_app = cli::add_trace_stats(app, stats_opts);
@@ -218,6 +220,7 @@ int main(int argc, char** argv) {
     if (bench_kernels->parsed()) rc = cli::bench_kernels(bench_opts);
     if (bench_comm->parsed()) rc = cli::bench_comm(bench_comm_opts);
     if (bench_trace->parsed()) rc = cli::bench_trace(bench_trace_opts);
+    if (bench_model->parsed()) rc = cli::bench_model(bench_model_opts);
     if (stats_app->parsed()) rc = cli::trace_stats_command(stats_opts);
     if (model_app->parsed()) rc = cli::model_command(model_opts);
     if (lesson_app->parsed()) {

@@ -307,8 +307,9 @@ class Replay {
       if (s.next == s.points.size()) continue;
       const trace::Event& ev = trace_of(i).events[s.points[s.next].event];
       throw Error(detail::concat("the schedule cannot finish: ", trace_of(i).strategy, " rank ", rank_of_[i], " waits for '",
-                                 ev.name, "' (peer ", ev.peer, ", tag ", ev.tag, ", seq ", ev.seq,
-                                 "), which its peer never posts (a trace cut short by a failure?)"));
+                                 ev.name, "' (a ", ev.direction, ev.direction == "send" ? " to" : " from", " rank ", ev.peer,
+                                 ", tag ", ev.tag, ", seq ", ev.seq,
+                                 ") that is not posted on both ends (a trace cut short by a failure?)"));
     }
     throw Error("the schedule cannot finish");
   }
