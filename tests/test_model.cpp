@@ -96,10 +96,7 @@ model::Hardware ideal(double F, double B) {
 trace::TraceData dry_schedule(const Strategy& st, const LayerConfig& c, int P, std::vector<RankResult>* results = nullptr,
                               MemoryTracker* tracker = nullptr) {
   MemoryTracker local;
-  trace::TraceData t;
-  t.other["dtype"] = "float32";
-  t.ranks = traced(st, c, P, true, tracker ? *tracker : local, results);
-  return t;
+  return model::dry_run(st, c, P, tracker ? *tracker : local, results);
 }
 
 // The exposed communication of forward ring step `step`, summed over the ranks (ns).

@@ -86,15 +86,7 @@ int bench_model(const BenchModelOptions& o) {
     }
     const auto t0 = clock::now();
     MemoryTracker tracker;
-    trace::TraceData schedule;
-    schedule.other["dtype"] = "float32";
-    trace::Clock c;
-    c.origin_ns = trace::Clock::steady_now_ns();
-    TraceSink sink{c, &schedule.ranks};
-    LocalOptions lo;
-    lo.dry_run = true;
-    lo.timeout_s = 600;
-    run_strategy_local(st, o.cfg, o.ranks, DType::f32, tracker, lo, &sink);
+    const trace::TraceData schedule = model::dry_run(st, o.cfg, o.ranks, tracker);
     const auto t1 = clock::now();
     const trace::TraceData m = model::model_trace(schedule, hw);
     const auto t2 = clock::now();

@@ -67,16 +67,7 @@ int model_command(const ModelCommandOptions& o) {
     std::printf("ringside model: %s on P = %d ranks, %s\n", st->name.c_str(), o.ranks, o.cfg.summary().c_str());
     std::fflush(stdout);
     // The dry run: the strategy's own code, with tensors that hold no memory and no math.
-    trace::Clock c;
-    c.origin_ns = trace::Clock::steady_now_ns();
-    TraceSink sink{c, &schedule.ranks};
-    LocalOptions lo;
-    lo.dry_run = true;
-    lo.timeout_s = 600;
-    results = run_strategy_local(*st, o.cfg, o.ranks, DType::f32, tracker, lo, &sink);
-    schedule.other = {{"producer", "ringside model (dry run)"}, {"config", o.cfg.to_json()},
-                      {"layout", to_string(o.cfg.cp_layout())}, {"ranks", o.ranks}, {"backend", "dry run"},
-                      {"dtype", "float32"}, {"clock", "modeled"}};
+    schedule = model::dry_run(*st, o.cfg, o.ranks, tracker, &results);
   } else {
     schedule = trace::read_trace(o.from);
     std::printf("ringside model: the schedule recorded in %s\n", o.from.c_str());

@@ -151,6 +151,24 @@ Hardware measure_this_machine() {
   return h;
 }
 
+// ---- the dry run ------------------------------------------------------------------------------
+
+trace::TraceData dry_run(const Strategy& st, const LayerConfig& cfg, int P, MemoryTracker& tracker,
+                         std::vector<RankResult>* results) {
+  trace::TraceData t;
+  trace::Clock clock;
+  clock.origin_ns = trace::Clock::steady_now_ns();
+  TraceSink sink{clock, &t.ranks};
+  LocalOptions lo;
+  lo.dry_run = true;
+  lo.timeout_s = 600;  // 2P threads on a few cores: a dry run is quick, but waits may be long
+  std::vector<RankResult> r = run_strategy_local(st, cfg, P, DType::f32, tracker, lo, &sink);
+  if (results) *results = std::move(r);
+  t.other = {{"producer", "ringside model (dry run)"}, {"config", cfg.to_json()}, {"layout", to_string(cfg.cp_layout())},
+             {"ranks", P}, {"backend", "dry run"}, {"dtype", "float32"}, {"clock", "dry run: program order only"}};
+  return t;
+}
+
 // ---- the replay ------------------------------------------------------------------------------
 
 namespace {

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parallel/strategy.h"
 #include "trace/trace_file.h"
 
 namespace ringside::model {
@@ -45,6 +46,13 @@ Hardware load_hardware(const std::string& name_or_path);
 /// (n = 1024, best of 3) as its peak, memcpy of 64 MiB as its memory and link bandwidth, a
 /// local ping-pong as its link latency, physical memory as its capacity; every rank one node.
 Hardware measure_this_machine();
+
+/// The dry run: `st` on P local ranks with tensors that hold no memory, a backend without math
+/// and transfers that move nothing; returns its schedule (every rank's trace; otherData names the
+/// run). Allocations are counted in `tracker`, which must outlive `results` (every rank's
+/// result, whose tensors hold no data). Throws ConfigError for a configuration st refuses.
+trace::TraceData dry_run(const Strategy& st, const LayerConfig& cfg, int P, MemoryTracker& tracker,
+                         std::vector<RankResult>* results = nullptr);
 
 struct ModelOptions {
   /// The element type to model: "bf16" halves the bytes of an fp32 trace (ops, transfers and
