@@ -147,7 +147,8 @@ void choosing(Script& L) {
   L.say("across nodes, as Megatron's CP and USP (Fang and Zhao 2024) do.");
   L.blank();
   L.say("See it at scale with the what-if model, a dry run of the same code on modeled hardware:");
-  L.say("  ringside model --seq 1048576 --ranks 64 --strategy ring --hw h100-nvlink --trace out/1m.json");
+  L.say("  ringside model --seq 1048576 --ranks 64 --strategy ring --hw h100-nvlink \\");
+  L.say("      --trace out/1m.json");
   L.say("  ringside model --seq 1048576 --ranks 64 --strategy ring --hw h100-ib");
   L.record("max_ranks_tp_sp", double(cfg.Hkv));
   L.record("max_ranks_ulysses", double(cfg.H));
