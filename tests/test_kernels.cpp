@@ -205,6 +205,21 @@ TEST_CASE("the causal FLOP count is exact over visible pairs", "[kernels][attent
   p.causal = true;
   p.q_offset = 8;  // queries 8..15 see all 8 keys
   REQUIRE(kc::attention_forward_flops(p) == 4.0 * 16 * 64 * 2 * 3);
+  // The closed form for equal strides against counting pair by pair, over offsets before,
+  // across and after the keys, and strides 1 and 3 (striped).
+  for (int64_t t : {1, 3})
+    for (int64_t qo = 0; qo < 40; qo += 3)
+      for (int64_t ko = 0; ko < 40; ko += 5)
+        for (int64_t sq : {1, 5, 9})
+          for (int64_t sk : {1, 4, 11}) {
+            auto q = params(1, sq, sk, 1, 1, 4, true);
+            q.q_offset = qo, q.k_offset = ko, q.q_stride = q.k_stride = t;
+            double pairs = 0;
+            for (int64_t i = 0; i < sq; ++i)
+              for (int64_t j = 0; j < sk; ++j) pairs += ko + j * t <= qo + i * t;
+            INFO("t " << t << " qo " << qo << " ko " << ko << " sq " << sq << " sk " << sk);
+            REQUIRE(kc::attention_forward_flops(q) == 4.0 * 4 * pairs);
+          }
 }
 
 TEST_CASE("LSE merge of two key halves equals attention over all keys", "[kernels][attention]") {

@@ -169,6 +169,13 @@ TEST_CASE("a transfer takes latency + bytes / bandwidth, an op max(FLOPs / peak,
   cut.ranks[0].events.erase(cut.ranks[0].events.begin() + 1);
   REQUIRE_THROWS_WITH(model::model_trace(cut, hw), Catch::Contains("cannot finish: hand rank 0 waits for 'wait' (a send to rank 1, tag 5, seq 0)") &&
                                                      Catch::Contains("not posted on both ends"));
+  // A wait whose transfer neither end posted (both removed): an error, not a free transfer.
+  trace::TraceData gone = t;
+  gone.ranks[0].events.erase(gone.ranks[0].events.begin() + 1);
+  gone.ranks[1].events.erase(gone.ranks[1].events.begin());
+  REQUIRE_THROWS_WITH(model::model_trace(gone, hw), Catch::Contains("incomplete") && Catch::Contains("neither end posted"));
+  // A modeled trace is not modeled again (its bytes are the model's already).
+  REQUIRE_THROWS_WITH(model::model_trace(m, hw), Catch::Contains("already modeled"));
   // A foreign trace without program order.
   trace::TraceData foreign = t;
   foreign.ranks[0].events[0].order = -1;
@@ -258,10 +265,17 @@ TEST_CASE("hardware profiles: the built-in ones parse; a bad one is refused by n
   REQUIRE(model::parse_hardware(good, "round trip").memory_bandwidth == Approx(4.8e12));
   REQUIRE_THROWS_WITH(bad("[]"), Catch::Contains("a JSON object"));
   good["memory_GB"] = -1;
-  REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("x.json: memory_GB must be a positive number"));
+  REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("x.json: memory_GB must be a number in [0.001, 1e+06]"));
   good = model::load_hardware("h200").to_json();
   good["inter_node"].erase("latency_us");
   REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("inter_node.latency_us"));
+  // A unit slip (TFLOP/s written as FLOP/s) is out of range, not a 1e12 times slower GPU.
+  good = model::load_hardware("h200").to_json();
+  good["peak_flops"]["bf16"] = 989;
+  REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("peak_flops.bf16 must be a number in [1e+06, 1e+18]"));
+  good["peak_flops"]["bf16"] = 989e12;
+  good["intra_node"]["latency_us"] = 1e300;
+  REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("intra_node.latency_us must be a number in"));
   REQUIRE_THROWS_AS(model::load_hardware("tpu-v9"), ConfigError);
   const model::Hardware me = model::measure_this_machine();
   REQUIRE(me.peak_flops_fp32 > 1e8);

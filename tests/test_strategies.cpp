@@ -318,6 +318,16 @@ TEST_CASE("overlap is real: the ring forward takes less than its compute plus it
   CHECK(best >= 0.5);
 }
 
+TEST_CASE("ring: the O(1) runs of each layout equal those found by scanning its positions", "[strategies][ring]") {
+  for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped})
+    for (int P : {1, 2, 3, 4, 8})
+      for (int64_t s : {int64_t(2 * P), int64_t(4 * P), int64_t(6 * P), int64_t(64 * P)})
+        for (int r = 0; r < P; ++r) {
+          INFO(to_string(l) << " s = " << s << " P = " << P << " rank " << r);
+          REQUIRE(layout_run_list(l, s, P, r) == layout_run_list(l, s, P, r, true));
+        }
+}
+
 TEST_CASE("ring: bad layouts for the sequence fail with a clear error", "[strategies][ring]") {
   LayerConfig c = base();
   c.s = 24;

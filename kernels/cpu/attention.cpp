@@ -213,6 +213,18 @@ double attention_forward_flops(const AttentionParams& p) {
   double pairs = 0;
   if (!p.causal) {
     pairs = double(p.sq) * double(p.sk);
+  } else if (p.q_stride == p.k_stride) {
+    // Equal strides (every layout's blocks): query i sees clamp(i + delta, 0, sk) keys, a
+    // clamped ramp, summed in closed form so that the count costs the same at any length.
+    const int64_t t = p.k_stride, D = p.q_offset - p.k_offset;
+    const int64_t delta = (D >= 0 ? D / t : -((-D + t - 1) / t)) + 1;  // floor(D / t) + 1
+    auto ramp = [&](int64_t n) -> double {  // sum of clamp(x, 0, sk) over x < n
+      const int64_t m = n - 1;
+      if (m <= 0) return 0;
+      if (m <= p.sk) return double(m) * double(m + 1) / 2;
+      return double(p.sk) * double(p.sk + 1) / 2 + double(m - p.sk) * double(p.sk);
+    };
+    pairs = ramp(delta + p.sq) - ramp(delta);
   } else {
     for (int64_t i = 0; i < p.sq; ++i) {
       const int64_t qp = p.q_offset + i * p.q_stride;

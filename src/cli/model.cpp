@@ -20,7 +20,9 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
       "model", "What if: a dry run of one strategy at any size, replayed on named hardware (time, overlap, memory)");
   add_config_flags(*m, o.cfg);
   m->add_option("--strategy", o.strategy, "one of: " + names)->check(non_empty("--strategy needs a name"));
-  m->add_option("--ranks", o.ranks, "number of ranks P (the dry run's threads)")->capture_default_str()->check(CLI::Range(1, 1024));
+  // The ring's schedule grows as P^2 events (P steps on each of P ranks): 256 ranks are about
+  // 4 million events, a minute and a few GB here.
+  m->add_option("--ranks", o.ranks, "number of ranks P (the dry run's threads), up to 256")->capture_default_str()->check(CLI::Range(1, 256));
   m->add_option("--hw", o.hw, "hardware: " + hw + ", or a profile JSON file")->capture_default_str()->check(
       non_empty("--hw needs a profile"));
   m->add_option("--dtype", o.dtype, "the element type modeled: bf16 (bytes halved, bf16 peak) or fp32")
@@ -43,6 +45,13 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
 namespace {
 
 std::string seconds(double ns) { return format_seconds(ns / 1e9); }
+// Decimal GB, as the profiles give memory: the verdict compares like with like.
+std::string gb(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, bytes >= 1e9 ? "%.2f GB" : "%.1f MB", bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6);
+  return b;
+}
+std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std::lround(p))) + "%"; }
 
 }  // namespace
 
@@ -64,6 +73,9 @@ int model_command(const ModelCommandOptions& o) {
     o.cfg.validate();
     st = &find_strategy(o.strategy);
     st->validate(o.cfg, o.ranks);
+    // Tensors cost nothing in a dry run, but each rank lists its tokens' global positions
+    // (RoPE, dropout, the layout): 8 bytes a token, a few lists at once.
+    require_memory(32.0 * double(o.cfg.tokens()), "the dry run's token positions (8 bytes a token, a few lists)", "--seq or --batch");
     std::printf("ringside model: %s on P = %d ranks, %s\n", st->name.c_str(), o.ranks, o.cfg.summary().c_str());
     std::fflush(stdout);
     // The dry run: the strategy's own code, with tensors that hold no memory and no math.
@@ -82,39 +94,38 @@ int model_command(const ModelCommandOptions& o) {
   for (const trace::RankTrace& r : modeled.ranks) events += r.events.size();
 
   std::printf("  hardware   %s: %s\n", hw.name.c_str(), hw.description.c_str());
-  std::printf("             %.0f TFLOP/s %s, %.0f GB/s memory, %.0f GB; %d GPUs per node: %.0f GB/s %.1f us inside, "
-              "%.0f GB/s %.1f us across\n",
+  std::printf("             %.4g TFLOP/s %s, %.4g GB/s memory, %.4g GB; %d GPUs per node: %.4g GB/s %.1f us inside, "
+              "%.4g GB/s %.1f us across\n",
               (o.dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32) / 1e12, o.dtype.c_str(), hw.memory_bandwidth / 1e9,
               hw.memory_bytes / 1e9, hw.gpus_per_node, hw.intra_bandwidth / 1e9, hw.intra_latency_s * 1e6,
               hw.inter_bandwidth / 1e9, hw.inter_latency_s * 1e6);
-  std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s (%s; %s bytes)\n", events, modeled.ranks.size(),
-              o.from.empty() ? "dry run" : "read", dry_s, model_s,
-              "op time = max(FLOPs / peak, bytes / memory bandwidth); transfer = latency + bytes / link",
-              o.dtype == "bf16" ? "bf16: half the fp32 run's" : "fp32");
+  std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s\n", events, modeled.ranks.size(),
+              o.from.empty() ? "dry run" : "read", dry_s, model_s);
+  std::printf("  model      op = max(FLOPs / peak, bytes / memory bandwidth); transfer = latency + bytes / link; %s\n",
+              o.dtype == "bf16" ? "bf16: half the fp32 run's bytes" : "fp32 bytes");
 
   for (const trace::StrategyMetrics& m : trace::compute_metrics(modeled)) {
     std::printf("\n  %s (modeled)\n", m.strategy.c_str());
     std::printf("  %5s %11s %11s %11s %8s %11s %13s\n", "rank", "time", "compute", "comm", "overlap", "exposed", "peak memory");
     const size_t n = m.ranks.size();
-    int64_t peak = 0, span = 0;
+    int64_t peak = 0, span = 0, total_peak = 0;
     int worst = 0;
     for (size_t i = 0; i < n; ++i) {
       const trace::RankMetrics& r = m.ranks[i];
       if (r.peak_memory_bytes > peak) peak = r.peak_memory_bytes, worst = r.rank;
+      total_peak += r.peak_memory_bytes;
       span = std::max(span, r.time.window_ns);
       if (n > 12 && i >= 4 && i + 4 < n) {
         if (i == 4) std::printf("  %5s\n", "...");
         continue;
       }
-      const double ov = r.time.overlap_pct();
-      std::printf("  %5d %11s %11s %11s %7s%% %11s %13s\n", r.rank, seconds(double(r.time.window_ns)).c_str(),
+      std::printf("  %5d %11s %11s %11s %8s %11s %13s\n", r.rank, seconds(double(r.time.window_ns)).c_str(),
                   seconds(double(r.time.compute_ns)).c_str(), seconds(double(r.time.comm_ns)).c_str(),
-                  std::isnan(ov) ? "-" : std::to_string(int(std::lround(ov))).c_str(), seconds(double(r.time.exposed_comm_ns)).c_str(),
-                  format_bytes(double(r.peak_memory_bytes)).c_str());
+                  pct(r.time.overlap_pct()).c_str(), seconds(double(r.time.exposed_comm_ns)).c_str(),
+                  gb(double(r.peak_memory_bytes)).c_str());
     }
-    const double ov = m.total.overlap_pct();
-    std::printf("  %5s %11s %11s %11s %7s%% %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
-                seconds(double(m.total.comm_ns)).c_str(), std::isnan(ov) ? "-" : std::to_string(int(std::lround(ov))).c_str(),
+    std::printf("  %5s %11s %11s %11s %8s %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
+                seconds(double(m.total.comm_ns)).c_str(), pct(m.total.overlap_pct()).c_str(),
                 seconds(double(m.total.exposed_comm_ns)).c_str(), m.compute_imbalance);
     std::printf("  layer      forward + backward %s on the slowest rank\n", seconds(double(span)).c_str());
     if (st) {
@@ -124,13 +135,17 @@ int model_command(const ModelCommandOptions& o) {
       std::printf("  saved      activations per rank %s (formula %s)\n", format_bytes(scale * double(saved)).c_str(),
                   format_bytes(scale * double(st->saved_bytes(o.cfg, o.ranks, 0, DType::f32))).c_str());
     }
-    if (double(peak) > hw.memory_bytes) {
-      // A what-if that does not fit is an answer, not a failure: the exit status stays 0.
-      std::printf("  memory     OUT OF MEMORY: rank %d needs %s at its peak; a %s has %.0f GB\n", worst,
-                  format_bytes(double(peak)).c_str(), hw.name.c_str(), hw.memory_bytes / 1e9);
+    // A what-if that does not fit is an answer, not a failure: the exit status stays 0.
+    if (hw.memory_shared) {  // this machine: the ranks share one memory
+      std::printf("  memory     %s: the ranks' peaks add up to %s of this machine's %s\n",
+                  double(total_peak) > hw.memory_bytes ? "OUT OF MEMORY" : "fits", gb(double(total_peak)).c_str(),
+                  gb(hw.memory_bytes).c_str());
+    } else if (double(peak) > hw.memory_bytes) {
+      std::printf("  memory     OUT OF MEMORY: rank %d needs %s at its peak; a %s has %s\n", worst, gb(double(peak)).c_str(),
+                  hw.name.c_str(), gb(hw.memory_bytes).c_str());
     } else {
-      std::printf("  memory     fits: the largest peak, rank %d's %s, is %.0f%% of %.0f GB\n", worst, format_bytes(double(peak)).c_str(),
-                  100.0 * double(peak) / hw.memory_bytes, hw.memory_bytes / 1e9);
+      std::printf("  memory     fits: the largest peak, rank %d's %s, is %.0f%% of %s\n", worst, gb(double(peak)).c_str(),
+                  100.0 * double(peak) / hw.memory_bytes, gb(hw.memory_bytes).c_str());
     }
   }
   if (!o.trace.empty()) {

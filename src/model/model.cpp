@@ -28,10 +28,13 @@ extern const std::vector<std::pair<std::string, std::string>> kBuiltinProfiles;
 
 namespace {
 
-double positive(const nlohmann::json& j, const std::string& key, const std::string& source, const std::string& where = "") {
+// A number in [lo, hi]: the ranges keep every modeled time finite and catch unit slips (a
+// peak of 989 meant as TFLOP/s is 989 FLOP/s).
+double in_range(const nlohmann::json& j, const std::string& key, const std::string& source, const std::string& where,
+                double lo, double hi) {
   const auto it = j.find(key);
-  if (it == j.end() || !it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
-    throw ConfigError(source + ": " + where + key + " must be a positive number");
+  if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < lo || it->get<double>() > hi)
+    throw ConfigError(detail::concat(source, ": ", where, key, " must be a number in [", lo, ", ", hi, "]"));
   return it->get<double>();
 }
 
@@ -67,24 +70,19 @@ Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
   h.description = j.contains("description") ? str("description") : "";
   h.source = j.contains("source") ? str("source") : "";
   const nlohmann::json& peak = object(j, "peak_flops", source);
-  h.peak_flops_bf16 = positive(peak, "bf16", source, "peak_flops.");
-  h.peak_flops_fp32 = positive(peak, "fp32", source, "peak_flops.");
-  h.memory_bandwidth = positive(j, "memory_bandwidth_GBps", source) * 1e9;
-  h.memory_bytes = positive(j, "memory_GB", source) * 1e9;
-  const double gpn = positive(j, "gpus_per_node", source);
-  if (gpn != std::floor(gpn) || gpn > 1e6) throw ConfigError(source + ": gpus_per_node must be a whole number");
+  h.peak_flops_bf16 = in_range(peak, "bf16", source, "peak_flops.", 1e6, 1e18);  // FLOP/s
+  h.peak_flops_fp32 = in_range(peak, "fp32", source, "peak_flops.", 1e6, 1e18);
+  h.memory_bandwidth = in_range(j, "memory_bandwidth_GBps", source, "", 1e-3, 1e6) * 1e9;
+  h.memory_bytes = in_range(j, "memory_GB", source, "", 1e-3, 1e6) * 1e9;
+  const double gpn = in_range(j, "gpus_per_node", source, "", 1, 1 << 20);
+  if (gpn != std::floor(gpn)) throw ConfigError(source + ": gpus_per_node must be a whole number");
   h.gpus_per_node = int(gpn);
   const nlohmann::json& in = object(j, "intra_node", source);
   const nlohmann::json& out = object(j, "inter_node", source);
-  h.intra_bandwidth = positive(in, "bandwidth_GBps", source, "intra_node.") * 1e9;
-  h.inter_bandwidth = positive(out, "bandwidth_GBps", source, "inter_node.") * 1e9;
-  // Latency may be 0 (an ideal link), not negative.
-  for (auto [obj, where, dst] : {std::tuple{&in, "intra_node.", &h.intra_latency_s}, {&out, "inter_node.", &h.inter_latency_s}}) {
-    const auto it = obj->find("latency_us");
-    if (it == obj->end() || !it->is_number() || !(it->get<double>() >= 0) || !std::isfinite(it->get<double>()))
-      throw ConfigError(source + ": " + where + "latency_us must be a number >= 0");
-    *dst = it->get<double>() * 1e-6;
-  }
+  h.intra_bandwidth = in_range(in, "bandwidth_GBps", source, "intra_node.", 1e-3, 1e6) * 1e9;
+  h.inter_bandwidth = in_range(out, "bandwidth_GBps", source, "inter_node.", 1e-3, 1e6) * 1e9;
+  h.intra_latency_s = in_range(in, "latency_us", source, "intra_node.", 0, 1e6) * 1e-6;  // 0: an ideal link
+  h.inter_latency_s = in_range(out, "latency_us", source, "inter_node.", 0, 1e6) * 1e-6;
   return h;
 }
 
@@ -148,6 +146,7 @@ Hardware measure_this_machine() {
   h.intra_latency_s = h.inter_latency_s = rtt / 2;
   h.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   h.gpus_per_node = 1 << 20;  // one process: every rank in one "node"
+  h.memory_shared = true;     // and one memory for all of them
   return h;
 }
 
@@ -278,8 +277,12 @@ class Replay {
         s.anchors.push_back({ev.ts_ns, s.t});
       } else {
         if (ev.cat == "wait") {
-          const auto it = ev.seq >= 0 ? transfers_.find(key(r.rank, ev)) : transfers_.end();
-          if (it != transfers_.end()) {
+          if (ev.seq >= 0) {
+            const auto it = transfers_.find(key(r.rank, ev));
+            if (it == transfers_.end())
+              throw Error(detail::concat("the trace is incomplete: ", r.strategy, " rank ", r.rank, " waits for '", ev.name,
+                                         "' (a ", ev.direction, ev.direction == "send" ? " to" : " from", " rank ", ev.peer,
+                                         ", tag ", ev.tag, ", seq ", ev.seq, ") that neither end posted"));
             if (!it->second.end) return moved;  // blocked: its transfer is not modeled yet
             s.t = std::max(s.t, *it->second.end);
           }
@@ -377,6 +380,9 @@ class Replay {
 
 trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o) {
   if (o.dtype != "bf16" && o.dtype != "fp32") throw ConfigError("--dtype " + o.dtype + ": bf16 or fp32");
+  // A modeled trace's times and bytes are the model's already: model the recorded one.
+  if (const auto m = schedule.other.find("modeled"); m != schedule.other.end() && m->is_boolean() && m->get<bool>())
+    throw ConfigError("this trace is already modeled (otherData.modeled): model the trace the run recorded, or a dry run");
   // Traces record fp32 runs (otherData.dtype); bf16 halves every byte.
   const auto dt = schedule.other.find("dtype");
   const bool f64 = dt != schedule.other.end() && dt->is_string() && dt->get<std::string>() == "float64";

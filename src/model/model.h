@@ -29,13 +29,16 @@ struct Hardware {
   int gpus_per_node = 1;
   double intra_bandwidth = 0, intra_latency_s = 0;  ///< bytes/s and seconds, inside a node
   double inter_bandwidth = 0, inter_latency_s = 0;  ///< across nodes
+  bool memory_shared = false;  ///< this-machine: all ranks share one memory (the verdict sums them)
 
   /// The profile as JSON, in the file format (GB/s, us, GB).
   nlohmann::json to_json() const;
 };
 
 /// Parses a profile (fields as in src/model/hardware/*.json); throws ConfigError naming the
-/// field that is missing, of the wrong type, or not positive.
+/// field that is missing, of the wrong type, or outside its range (peaks 1e6 to 1e18 FLOP/s,
+/// bandwidths 1e-3 to 1e6 GB/s, latency 0 to 1e6 us, memory 1e-3 to 1e6 GB, 1 to 2^20 GPUs
+/// per node), which keeps every modeled time finite and catches unit slips.
 Hardware parse_hardware(const nlohmann::json& j, const std::string& source);
 /// The built-in profiles' names: a100-nvlink, h100-ib, h100-nvlink, h200 (and this-machine).
 std::vector<std::string> hardware_names();
@@ -60,7 +63,8 @@ struct ModelOptions {
   std::string dtype = "bf16";
 };
 
-/// Replays every strategy of `schedule` on `hw` and returns the modeled trace: the same events,
+/// Replays every strategy of `schedule` on `hw` and returns the modeled trace (a trace that is
+/// already modeled is refused: ConfigError): the same events,
 /// in the same order, with modeled times (each strategy's ranks start at 0), memory samples
 /// scaled and moved to their modeled times, and otherData {..., modeled: true, hardware,
 /// model_dtype}. Throws ringside::Error for a trace without program order (recorded before

@@ -91,6 +91,25 @@ std::vector<Run> runs_of(const std::vector<int64_t>& pos) {
   return runs;
 }
 
+// runs_of(layout_positions(layout, s, P, rank)) without listing the positions: O(1), so that a
+// ring step costs the same at any s (a dry run of a million tokens takes the same steps as one of
+// a thousand). A test checks the two agree for every layout, rank and small size.
+std::vector<Run> layout_runs(Layout layout, int64_t s, int P, int rank) {
+  const int64_t n = s / P;
+  switch (layout) {
+    case Layout::striped:  // r, r + P, ...: one run of stride P (one token: stride 1)
+      return {Run{0, n, rank, n > 1 ? P : 1}};
+    case Layout::zigzag: {
+      const int64_t c = s / (2 * P), a = rank * c, z = (2 * int64_t(P) - 1 - rank) * c;
+      if (c == 1) return {Run{0, 2, a, z - a}};     // two tokens: one run of stride z - a
+      if (a + c == z) return {Run{0, 2 * c, a, 1}};  // chunks r and 2P-1-r adjacent (r = P - 1)
+      return {Run{0, c, a, 1}, Run{c, c, z, 1}};
+    }
+    default:
+      return {Run{0, n, rank * n, 1}};
+  }
+}
+
 std::string describe(const Run& q, const Run& k) {
   std::ostringstream os;
   auto one = [&](const char* n, const Run& r) {
@@ -127,12 +146,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+std::vector<std::array<int64_t, 4>> layout_run_list(Layout layout, int64_t s, int P, int rank, bool by_scanning) {
+  std::vector<std::array<int64_t, 4>> out;
+  for (const Run& r : by_scanning ? runs_of(layout_positions(layout, s, P, rank)) : layout_runs(layout, s, P, rank))
+    out.push_back({r.start, r.len, r.first, r.stride});
+  return out;
+}
+
 double ring_attention_flops(const LayerConfig& cfg, int P, int rank) {
   const Layout l = cfg.cp_layout();
   double flops = 0;
-  for (const Run& a : runs_of(layout_positions(l, cfg.s, P, rank)))
+  for (const Run& a : layout_runs(l, cfg.s, P, rank))
     for (int src = 0; src < P; ++src)
-      for (const Run& c : runs_of(layout_positions(l, cfg.s, P, src)))
+      for (const Run& c : layout_runs(l, cfg.s, P, src))
         if (!hidden(cfg, a, c)) flops += kernels::cpu::attention_forward_flops(pair_params(cfg, a, c));
   return flops;
 }
@@ -152,7 +178,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
   // use these global positions: nothing below uses a local index as a position.
   auto positions_of = [&](int rank) { return layout_positions(layout, s, P, rank); };
   const std::vector<int64_t> my_pos = positions_of(r);
-  const std::vector<Run> my_runs = runs_of(my_pos);
+  const std::vector<Run> my_runs = layout_runs(layout, s, P, r);
 
   const LayerWeights w = init_weights(cfg, dt, wt);
   const Tensor x = take_tokens(random_input(cfg, static_cast<uint32_t>(RngSite::input_x), dt, ws), my_pos, act);
@@ -200,7 +226,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
       reqs.push_back(comm.isend(cur_v.raw_data(), v.nbytes(), right, 2 * i + 1, "v"));
     }
     const auto tc = clock::now();
-    const std::vector<Run> src_runs = runs_of(positions_of(src));
+    const std::vector<Run> src_runs = layout_runs(layout, s, P, src);
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
       for (const Run& c : src_runs) {
         if (hidden(cfg, my_runs[ai], c)) continue;  // wholly masked: no work at all
@@ -289,7 +315,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     Tensor dk_part = i == 0 ? acc_k[0] : be.zeros(k.shape(), dt, ws);
     Tensor dv_part = i == 0 ? acc_v[0] : be.zeros(v.shape(), dt, ws);
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
-      for (const Run& c : runs_of(positions_of(src))) {
+      for (const Run& c : layout_runs(layout, s, P, src)) {
         if (hidden(cfg, my_runs[ai], c)) continue;
         const AttentionParams p = pair_params(cfg, my_runs[ai], c);
         Tensor dk_run = run_of(dk_part, c, ws), dv_run = run_of(dv_part, c, ws);

@@ -1,5 +1,6 @@
 // Ring attention context parallelism (Liu et al. 2023), with causal load balancing.
 #pragma once
+#include <array>
 #include "parallel/strategy.h"
 
 namespace ringside {
@@ -14,6 +15,11 @@ Strategy ring_strategy();
 ///   striped     r, r + P, r + 2P, ... (Brandon et al. 2023, "Striped Attention")
 std::vector<int64_t> layout_positions(Layout layout, int64_t s, int P, int rank);
 
+/// The arithmetic runs of rank's tokens under `layout` (resolved): {local start, length, first
+/// global position, stride} each; contiguous and striped give one, zigzag two (one where its
+/// chunks touch). Computed in O(1), as each ring step does; by_scanning finds them by scanning
+/// layout_positions instead (O(s/P)), which the tests compare it with.
+std::vector<std::array<int64_t, 4>> layout_run_list(Layout layout, int64_t s, int P, int rank, bool by_scanning = false);
 /// Throws ConfigError unless s % P == 0 (s % 2P for zigzag).
 void validate_ring(const LayerConfig& cfg, int P);
 
