@@ -55,7 +55,7 @@ struct Loaded {
   int64_t memory_scale = 1;                      // the highest total of any process: one scale for all
   std::vector<int64_t> group_begin;              // per process: its group's start (the zero)
   std::string summary;                           // "s=4096 h=512 H=8 P=4 (measured)"
-  std::string modeled_on;                        // "h100-nvlink" for a modeled trace, else empty
+  std::string modeled_tag;                       // "MODELED on h100-nvlink" for a modeled trace, else empty
   fs::file_time_type mtime{};
 };
 
@@ -91,12 +91,12 @@ Loaded load(const std::string& path) {
   size_t P = 0;
   for (const auto& m : l.metrics) P = std::max(P, m.ranks.size());
   const auto modeled = o.find("modeled");
-  const bool is_modeled = modeled != o.end() && modeled->is_boolean() && modeled->get<bool>();
-  std::string hw;
-  if (const auto h = o.find("hardware"); is_modeled && h != o.end() && h->is_object())
-    if (const auto n = h->find("name"); n != h->end() && n->is_string()) hw = " on " + n->get<std::string>();
-  l.summary += "P=" + std::to_string(P) + (is_modeled ? " (MODELED" + hw + ")" : " (measured)");
-  if (is_modeled) l.modeled_on = hw.empty() ? std::string(" ") : hw;
+  if (modeled != o.end() && modeled->is_boolean() && modeled->get<bool>()) {
+    l.modeled_tag = "MODELED";
+    if (const auto h = o.find("hardware"); h != o.end() && h->is_object())
+      if (const auto n = h->find("name"); n != h->end() && n->is_string()) l.modeled_tag += " on " + n->get<std::string>();
+  }
+  l.summary += "P=" + std::to_string(P) + (l.modeled_tag.empty() ? " (measured)" : " (" + l.modeled_tag + ")");
   std::error_code ec;
   l.mtime = fs::last_write_time(path, ec);
   return l;
@@ -445,14 +445,15 @@ class App {
     const std::string title = (g.strategy.empty() ? std::string("(unnamed)") : g.strategy) + "   " + std::to_string(g.processes.size()) + " GPUs, " +
                               human_time(double(g.end_ns - g.zero_ns));
     dl->AddText(ImVec2(left + 4, gy + 3), IM_COL32(255, 255, 255, 255), title.c_str());
-    if (!t.modeled_on.empty()) {  // a modeled timeline must not pass for a measured one
-      const std::string tag = "MODELED" + t.modeled_on;
-      const float x = left + 12 + ImGui::CalcTextSize(title.c_str()).x;
-      dl->AddRectFilled(ImVec2(x - 3, gy + 2), ImVec2(x + ImGui::CalcTextSize(tag.c_str()).x + 3, gy + 18), IM_COL32(200, 120, 20, 255));
-      dl->AddText(ImVec2(x, gy + 3), IM_COL32(0, 0, 0, 255), tag.c_str());
+    // Ring step labels start right of the title (and of the MODELED tag), never over them.
+    float last_label = left + ImGui::CalcTextSize(title.c_str()).x - 20;
+    if (!t.modeled_tag.empty()) {  // a modeled timeline must not pass for a measured one
+      const float x = left + 12 + ImGui::CalcTextSize(title.c_str()).x, x1 = x + ImGui::CalcTextSize(t.modeled_tag.c_str()).x + 3;
+      dl->AddRectFilled(ImVec2(x - 3, gy + 2), ImVec2(x1, gy + 18), IM_COL32(200, 120, 20, 255));
+      dl->AddText(ImVec2(x, gy + 3), IM_COL32(0, 0, 0, 255), t.modeled_tag.c_str());
+      last_label = x1 - 24;
     }
     // Ring step starts: ticks and labels in the group header.
-    float last_label = -1e9f;
     for (const StepMark& m : t.steps)
       if (m.strategy == g.strategy) {
         const float x = axis_.x_of(double(m.ts_ns));
