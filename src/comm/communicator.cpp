@@ -110,10 +110,10 @@ void Communicator::wait(const RequestPtr& r) {
   // Every wait is on the compute stream, those that do not block too (0 long): the schedule
   // says the rank needs this transfer here, which the what-if model replays. A wait that
   // blocks is idle time; the event shows what it waited for.
-  std::optional<trace::Span> blocked;
+  std::optional<trace::Span> span;
   if (t) {
-    blocked.emplace("wait", "wait");
-    if (trace::Event* e = blocked->event()) {
+    span.emplace("wait", "wait");
+    if (trace::Event* e = span->event()) {
       e->detail = r->what;
       if (const trace::Event* c = r->trace_event.get()) {
         e->name = "wait " + c->name, e->peer = c->peer;
@@ -126,7 +126,7 @@ void Communicator::wait(const RequestPtr& r) {
   if (!r->wait_until(deadline))
     throw CommError(detail::concat("rank ", rank(), ": ", r->what, " did not complete within ", timeout_s,
                                    " s (is a peer stuck or did the ranks call different ops?)"));
-  blocked.reset();
+  span.reset();
   if (t && r->trace_event) {
     // The transfer itself, on the comm stream: from when its data began to move (the local
     // backend's comm thread says; under MPI, from posting) to completion.

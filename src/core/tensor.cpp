@@ -37,14 +37,12 @@ struct Tensor::Storage {
   Storage(int64_t nbytes, Device dev, AllocTag t) : bytes(nbytes), device(dev), tag(t) {
     RS_CHECK(dev == Device::cpu, "Tensor: device ", to_string(dev),
              " storage needs the CUDA backend, which this build does not have");
-    if (dry_run_active()) {  // counted, not allocated
-      tag.tracker->on_alloc(tag.rank, tag.category, bytes);
-      return;
+    if (!dry_run_active()) {  // a dry run counts the bytes but allocates nothing
+      // 64-byte alignment: a cache line, and what AVX-512 loads like.
+      const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+      ptr = std::aligned_alloc(64, rounded ? rounded : 64);
+      RS_CHECK(ptr != nullptr, "Tensor: out of host memory allocating ", bytes, " bytes");
     }
-    // 64-byte alignment: a cache line, and what AVX-512 loads like.
-    const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-    ptr = std::aligned_alloc(64, rounded ? rounded : 64);
-    RS_CHECK(ptr != nullptr, "Tensor: out of host memory allocating ", bytes, " bytes");
     tag.tracker->on_alloc(tag.rank, tag.category, bytes);
   }
   ~Storage() {

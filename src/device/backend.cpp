@@ -8,9 +8,6 @@ namespace ringside {
 int cuda_device_count() { return 0; }
 #endif
 
-}  // namespace ringside
-
-namespace ringside {
 namespace {
 
 // The dry run's backend: every op is accepted and does nothing. A traced backend around it

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <set>
 #include <tuple>
 
 #include <unistd.h>
@@ -185,6 +184,12 @@ struct Transfer {
   std::optional<int64_t> start, end;
 };
 
+// "a send to rank 1, tag 5, seq 0": the transfer an event posts or waits for, for errors.
+std::string transfer_of(const trace::Event& ev) {
+  return detail::concat("a ", ev.direction, ev.direction == "send" ? " to" : " from", " rank ", ev.peer, ", tag ", ev.tag,
+                        ", seq ", ev.seq);
+}
+
 // One point of a rank's program: an event begins or ends, or a transfer is posted.
 struct Point {
   int64_t order = 0;
@@ -231,6 +236,7 @@ class Replay {
     trace::RankTrace& r = trace_of(i);
     RankState& s = ranks_[i];
     s.start.assign(r.events.size(), -1), s.stop.assign(r.events.size(), -1);
+    std::vector<std::pair<int64_t, Key>> sends;  // (post order, transfer)
     for (size_t e = 0; e < r.events.size(); ++e) {
       const trace::Event& ev = r.events[e];
       if (ev.order < 0 || ev.end_order < ev.order)
@@ -238,10 +244,9 @@ class Replay {
                                    "): record it again with this ringside to model it"));
       if (ev.stream == trace::Stream::comm) {
         s.points.push_back({ev.order, Point::post, e});
-        const bool send = ev.direction == "send";
-        Transfer& t = transfers_[key(r.rank, ev)];
-        t.bytes = int64_t(std::llround(double(ev.bytes) * scale_));
-        if (send) senders_[r.rank].push_back(key(r.rank, ev));
+        const Key k = key(r.rank, ev);
+        transfers_[k].bytes = int64_t(std::llround(double(ev.bytes) * scale_));
+        if (ev.direction == "send") sends.push_back({ev.order, k});
       } else {
         s.points.push_back({ev.order, Point::begin, e});
         s.points.push_back({ev.end_order, Point::end, e});
@@ -249,15 +254,13 @@ class Replay {
     }
     std::stable_sort(s.points.begin(), s.points.end(), [](const Point& a, const Point& b) { return a.order < b.order; });
     // Sends leave a rank's link in the order the rank posted them.
-    auto& q = senders_[r.rank];
-    std::stable_sort(q.begin(), q.end(), [&](const Key& a, const Key& b) { return post_order_[a] < post_order_[b]; });
+    std::stable_sort(sends.begin(), sends.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [order, k] : sends) senders_[r.rank].push_back(k);
   }
 
-  Key key(int rank, const trace::Event& ev) {
+  static Key key(int rank, const trace::Event& ev) {
     const bool send = ev.direction == "send";
-    const Key k{send ? rank : ev.peer, send ? ev.peer : rank, ev.tag, ev.seq};
-    if (send) post_order_[k] = ev.order;
-    return k;
+    return {send ? rank : ev.peer, send ? ev.peer : rank, ev.tag, ev.seq};
   }
 
   // Runs rank i until it must wait for a transfer not yet modeled; returns whether it moved.
@@ -281,8 +284,7 @@ class Replay {
             const auto it = transfers_.find(key(r.rank, ev));
             if (it == transfers_.end())
               throw Error(detail::concat("the trace is incomplete: ", r.strategy, " rank ", r.rank, " waits for '", ev.name,
-                                         "' (a ", ev.direction, ev.direction == "send" ? " to" : " from", " rank ", ev.peer,
-                                         ", tag ", ev.tag, ", seq ", ev.seq, ") that neither end posted"));
+                                         "' (", transfer_of(ev), ") that neither end posted"));
             if (!it->second.end) return moved;  // blocked: its transfer is not modeled yet
             s.t = std::max(s.t, *it->second.end);
           }
@@ -328,9 +330,7 @@ class Replay {
       if (s.next == s.points.size()) continue;
       const trace::Event& ev = trace_of(i).events[s.points[s.next].event];
       throw Error(detail::concat("the schedule cannot finish: ", trace_of(i).strategy, " rank ", rank_of_[i], " waits for '",
-                                 ev.name, "' (a ", ev.direction, ev.direction == "send" ? " to" : " from", " rank ", ev.peer,
-                                 ", tag ", ev.tag, ", seq ", ev.seq,
-                                 ") that is not posted on both ends (a trace cut short by a failure?)"));
+                                 ev.name, "' (", transfer_of(ev), ") that is not posted on both ends (a trace cut short by a failure?)"));
     }
     throw Error("the schedule cannot finish");
   }
@@ -371,7 +371,6 @@ class Replay {
   double scale_, peak_;
   std::vector<RankState> ranks_;
   std::map<Key, Transfer> transfers_;
-  std::map<Key, int64_t> post_order_;
   std::map<int, std::deque<Key>> senders_;
   std::map<int, int64_t> link_free_;
 };

@@ -58,6 +58,12 @@ std::vector<std::pair<int64_t, int64_t>> ffn_columns(const LayerConfig& c, int P
   return {{r * (c.f / P), (r + 1) * (c.f / P)}};
 }
 
+// The parameters that live in the sequence-parallel region (both LayerNorms, o.bias,
+// fc2.bias): whole on every rank, their gradients partial sums over its s/P tokens.
+std::vector<Tensor*> sequence_parallel_params(LayerWeights& w) {
+  return {&w.ln1_gamma, &w.ln1_beta, &w.ln2_gamma, &w.ln2_beta, &w.o_bias, &w.fc2_bias};
+}
+
 }  // namespace
 
 RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, MemoryTracker& tracker, DType dt) {
@@ -253,12 +259,11 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   // tokens: their gradients are partial sums. All-reduce them over the TP group, or every
   // rank updates them differently (the classic SP bug). One buffer, one all-reduce.
   trace::sublayer("grad_sync");
-  for (auto [dst, src] : {std::pair{&res.partial_grads.ln1_gamma, &gw.ln1_gamma}, {&res.partial_grads.ln1_beta, &gw.ln1_beta},
-                          {&res.partial_grads.ln2_gamma, &gw.ln2_gamma}, {&res.partial_grads.ln2_beta, &gw.ln2_beta},
-                          {&res.partial_grads.o_bias, &gw.o_bias}, {&res.partial_grads.fc2_bias, &gw.fc2_bias}})
-    *dst = src->clone(ws);  // kept for lesson 2, which shows what forgetting the all-reduce gives
-  all_reduce_packed(comm, {&gw.ln1_gamma, &gw.ln1_beta, &gw.ln2_gamma, &gw.ln2_beta, &gw.o_bias, &gw.fc2_bias},
-                    {r, MemCategory::comm, &tracker});
+  const std::vector<Tensor*> sp_grads = sequence_parallel_params(gw);
+  const std::vector<Tensor*> partial = sequence_parallel_params(res.partial_grads);
+  for (size_t i = 0; i < sp_grads.size(); ++i)
+    *partial[i] = sp_grads[i]->clone(ws);  // kept for lesson 2, which shows what forgetting the all-reduce gives
+  all_reduce_packed(comm, sp_grads, {r, MemCategory::comm, &tracker});
 
   meter.backward_done();
   meter.fill(res);
@@ -267,8 +272,8 @@ RankResult tp_sp_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Me
   res.out = gather_seq(comm, out, ws);
   res.dx = gather_seq(comm, dx, ws);
   LayerWeights& G = res.grads;
-  G.ln1_gamma = gw.ln1_gamma, G.ln1_beta = gw.ln1_beta, G.ln2_gamma = gw.ln2_gamma, G.ln2_beta = gw.ln2_beta;
-  G.o_bias = gw.o_bias, G.fc2_bias = gw.fc2_bias;
+  const std::vector<Tensor*> full = sequence_parallel_params(G);
+  for (size_t i = 0; i < full.size(); ++i) *full[i] = *sp_grads[i];  // all-reduced: whole on every rank
   const int64_t W = cfg.qkv_width();
   G.qkv_weight = gather_cols(comm, gw.qkv_weight, W, [&](int rr) { return qkv_columns(cfg, P, rr); }, ws);
   G.qkv_bias = gather_cols(comm, gw.qkv_bias, W, [&](int rr) { return qkv_columns(cfg, P, rr); }, ws);

@@ -62,7 +62,7 @@ Tensor seq_to_heads(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* sp = static_cast<char*>(send.raw_data());
   {
     trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
-    for (int j = 0; j < P && !send.is_dry(); ++j)  // (a dry run moves no data)  // block j: heads [j X/P, (j+1) X/P) of our tokens
+    for (int j = 0; j < P && !send.is_dry(); ++j)  // block j: heads [j X/P, (j+1) X/P) of our tokens (dry: none)
       for (int64_t bt = 0; bt < b * n; ++bt)
         std::memcpy(sp + ((j * b * n + bt) * xp * d) * es, src + (bt * X + j * xp) * d * es, xp * d * es);
   }
@@ -89,7 +89,7 @@ Tensor heads_to_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* sp = static_cast<char*>(send.raw_data());
   {
     trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
-    for (int j = 0; j < P && !send.is_dry(); ++j)  // (a dry run moves no data)  // block j: rank j's tokens, our heads
+    for (int j = 0; j < P && !send.is_dry(); ++j)  // block j: rank j's tokens, our heads (dry: none)
       for (int64_t bi = 0; bi < b; ++bi)
         std::memcpy(sp + ((j * b + bi) * n * xp * d) * es, src + ((bi * n * P + j * n) * xp * d) * es, n * xp * d * es);
   }
