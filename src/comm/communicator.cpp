@@ -1,11 +1,20 @@
 #include "comm/communicator.h"
 
+#include "device/gpu.h"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <optional>
 
 namespace ringside {
+
+#ifndef RINGSIDE_HAVE_NCCL
+static const char* kNoNccl = "--backend nccl: this build has no NCCL (it needs CUDA and NCCL at configure time)";
+bool nccl_available() { return false; }
+void run_nccl(int, const std::function<void(Communicator&)>&, const LocalOptions&) { throw Error(kNoNccl); }
+Communicator& nccl_world() { throw Error(kNoNccl); }
+#endif
 
 std::vector<int64_t> even_counts(int64_t n, int P) {
   std::vector<int64_t> c(P, n / P);
@@ -33,8 +42,8 @@ bool CompletionRequest::done() const {
   return done_;
 }
 
-void CompletionRequest::complete() {
-  completed_ns = trace::Clock::steady_now_ns();
+void CompletionRequest::complete(int64_t at_ns) {
+  completed_ns = at_ns ? at_ns : trace::Clock::steady_now_ns();
   {
     std::lock_guard lock(mu_);
     done_ = true;
@@ -158,39 +167,13 @@ std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
 template <class T> void add_n(T* dst, const T* a, const T* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
 }
-void add(void* dst, const void* a, const void* b, int64_t n, DType dt) {
-  if (dt == DType::f32) add_n(static_cast<float*>(dst), static_cast<const float*>(a), static_cast<const float*>(b), n);
+void add(void* dst, const void* a, const void* b, int64_t n, DType dt, Device where) {
+  if (where == Device::cuda) {  // a GPU rank's buffers: the add runs on its compute stream
+    RS_CHECK(dt == DType::f32, "reduce_scatter: GPU buffers are f32");
+    gpu::add(static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(dst), n);
+  } else if (dt == DType::f32) add_n(static_cast<float*>(dst), static_cast<const float*>(a), static_cast<const float*>(b), n);
   else add_n(static_cast<double*>(dst), static_cast<const double*>(a), static_cast<const double*>(b), n);
 }
-
-// A collective call on the compute stream, with the bytes this rank sent in it. Transfers
-// posted inside carry its kind and call number. A collective inside another (all_reduce is a
-// reduce_scatter then an all_gather) shows as a nested span and keeps the outer identity.
-class CollectiveSpan {
- public:
-  CollectiveSpan(Communicator& c, const char* kind) : comm_(c), span_(kind, "collective"), t_(trace::current_tracer()) {
-    if (!t_) return;
-    sent0_ = c.stats().bytes_sent;
-    nested_ = !t_->collective_kind.empty();
-    if (!nested_) {
-      t_->collective_kind = kind;
-      t_->collective_id = t_->next_collective++;
-    }
-    span_.event()->collective = t_->collective_id;
-  }
-  ~CollectiveSpan() {
-    if (!t_) return;
-    span_.event()->bytes = comm_.stats().bytes_sent - sent0_;
-    if (!nested_) t_->collective_kind.clear(), t_->collective_id = -1;
-  }
-
- private:
-  Communicator& comm_;
-  trace::Span span_;
-  trace::Tracer* t_;
-  int64_t sent0_ = 0;
-  bool nested_ = false;
-};
 
 void check_counts(const std::vector<int64_t>& counts, int P, const char* op) {
   RS_CHECK(static_cast<int>(counts.size()) == P, op, ": ", counts.size(), " counts for ", P, " ranks");
@@ -198,6 +181,24 @@ void check_counts(const std::vector<int64_t>& counts, int P, const char* op) {
 }
 
 }  // namespace
+
+CollectiveSpan::CollectiveSpan(Communicator& c, const char* kind)
+    : comm_(c), span_(kind, "collective"), t_(trace::current_tracer()) {
+  if (!t_) return;
+  sent0_ = c.stats().bytes_sent;
+  nested_ = !t_->collective_kind.empty();
+  if (!nested_) {
+    t_->collective_kind = kind;
+    t_->collective_id = t_->next_collective++;
+  }
+  span_.event()->collective = t_->collective_id;
+}
+
+CollectiveSpan::~CollectiveSpan() {
+  if (!t_) return;
+  span_.event()->bytes = comm_.stats().bytes_sent - sent0_;
+  if (!nested_) t_->collective_kind.clear(), t_->collective_id = -1;
+}
 
 void Communicator::all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) {
   CollectiveSpan span(*this, "all_gather");
@@ -207,7 +208,7 @@ void Communicator::all_gather(const void* send, void* recv, const std::vector<in
   const auto off = offsets_of(counts);
   auto* out = static_cast<char*>(recv);
   // (A dry run, for the what-if model, moves no data: its buffers have none.)
-  if (out + off[r] * es != send && !dry_run_active()) std::memmove(out + off[r] * es, send, counts[r] * es);
+  if (out + off[r] * es != send) copy_bytes(out + off[r] * es, send, counts[r] * es);
   // Ring: at step k, pass on the chunk received at step k-1 (first our own) to the right and
   // take the next one from the left. After P-1 steps every rank holds every chunk.
   const int right = (r + 1) % P, left = (r + P - 1) % P;
@@ -227,7 +228,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, const std::vecto
   const int64_t es = dtype_size(dt);
   const auto off = offsets_of(counts);
   if (P == 1) {
-    if (!dry_run_active()) std::memmove(recv, send, counts[0] * es);
+    if (recv != send) copy_bytes(recv, send, counts[0] * es);
     return;
   }
   // Ring: chunk c starts as a partial sum on rank c+1 and gains one rank's contribution per
@@ -235,7 +236,10 @@ void Communicator::reduce_scatter(const void* send, void* recv, const std::vecto
   // flight: the one it received and added (sent on at the next step) and the next incoming.
   const AllocTag tag{rank(), MemCategory::comm, tracker};  // communication buffers, tracked
   const int64_t most = *std::max_element(counts.begin(), counts.end());
-  Tensor incoming = Tensor::empty({most}, dt, tag), sums[2] = {Tensor::empty({most}, dt, tag), Tensor::empty({most}, dt, tag)};
+  // On a GPU rank the buffers are where the data is (the strategies' are on the GPU).
+  const Device where = gpu::bound() && gpu::is_device_pointer(send) ? Device::cuda : Device::cpu;
+  Tensor incoming = Tensor::empty({most}, dt, tag, where),
+         sums[2] = {Tensor::empty({most}, dt, tag, where), Tensor::empty({most}, dt, tag, where)};
   const auto* in = static_cast<const char*>(send);
   const char* outgoing = nullptr;
   const int right = (r + 1) % P, left = (r + P - 1) % P;
@@ -249,7 +253,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, const std::vecto
     void* dst = k == P - 2 ? recv : sums[k % 2].raw_data();
     {
       trace::Span sum("reduce_scatter add", "elementwise", 0, 3 * counts[g] * es);
-      if (!dry_run_active()) add(dst, incoming.raw_data(), in + off[g] * es, counts[g], dt);
+      if (!dry_run_active()) add(dst, incoming.raw_data(), in + off[g] * es, counts[g], dt, where);
     }
     wait(sr);
     outgoing = static_cast<const char*>(dst);
@@ -278,7 +282,7 @@ void Communicator::all_to_all(const void* send, const std::vector<int64_t>& send
   auto* out = static_cast<char*>(recv);
   RS_CHECK(send_counts[r] == recv_counts[r], "all_to_all: rank ", r, " sends itself ", send_counts[r],
            " elements but expects ", recv_counts[r]);
-  if (!dry_run_active()) std::memcpy(out + roff[r] * es, in + soff[r] * es, send_counts[r] * es);
+  copy_bytes(out + roff[r] * es, in + soff[r] * es, send_counts[r] * es);
   // Pairwise exchange: at step k send to rank r+k and receive from rank r-k, so that each step
   // is a permutation and no link carries two messages at once.
   for (int k = 1; k < P; ++k) {

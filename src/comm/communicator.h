@@ -69,7 +69,8 @@ class CompletionRequest : public Request {
   /// with the failure message if the request failed.
   bool wait_until(std::chrono::steady_clock::time_point deadline) override;
   bool done() const override;
-  void complete();
+  /// Completes it; at_ns is when the transfer finished (steady ns), if not now (0).
+  void complete(int64_t at_ns = 0);
   /// Completes with an error: the wait throws CommError, or AbortedError when `echo` (the
   /// transfer ended because its peer failed).
   void fail(std::string message, bool echo = false);
@@ -107,6 +108,12 @@ class Communicator {
   RequestPtr isend(const void* buf, int64_t bytes, int peer, int tag, const char* label = nullptr);
   /// Starts receiving exactly `bytes` bytes from `peer` into `buf`.
   RequestPtr irecv(void* buf, int64_t bytes, int peer, int tag, const char* label = nullptr);
+  /// Starts the transfers posted so far. The local and MPI backends start each one as it is
+  /// posted (this is a no-op there); NCCL must issue a rank's sends and receives together, as
+  /// one group, or two ranks that both send first would wait on each other. Strategies call
+  /// it after posting a step's transfers, before computing under them (ring-flash-attention's
+  /// commit); wait() starts whatever is still pending.
+  virtual void start() {}
   /// Blocks until every rank of this communicator has entered the barrier.
   virtual void barrier() = 0;
   /// A sub-communicator of the ranks that pass the same color, ordered by key (then rank),
@@ -126,18 +133,20 @@ class Communicator {
   // order with matching arguments). counts[i] is rank i's share in elements; uneven shares
   // are allowed. Element type: f32 or f64.
 
+  // (Virtual: NCCL runs its own kernels for them. The versions here are the ring algorithms.)
+
   /// recv = concatenation of every rank's `send` (rank order); send holds counts[rank()]
   /// elements, recv sum(counts).
-  void all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt);
+  virtual void all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt);
   /// recv (counts[rank()] elements) = sum over ranks of their `send` chunk `rank()`, where
   /// send holds sum(counts) elements split by counts.
-  void reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt);
+  virtual void reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt);
   /// buf (n elements) = sum over ranks, in place, by reduce_scatter + all_gather.
-  void all_reduce(void* buf, int64_t n, DType dt);
+  virtual void all_reduce(void* buf, int64_t n, DType dt);
   /// Rank r's send holds P blocks, block j (send_counts[j] elements) going to rank j; recv
   /// receives block r of every rank j (recv_counts[j] elements), in rank order.
-  void all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
-                  const std::vector<int64_t>& recv_counts, DType dt);
+  virtual void all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                          const std::vector<int64_t>& recv_counts, DType dt);
 
   // Tensor conveniences with even shares: all_gather of t ([n] per rank -> [P n] flat),
   // reduce_scatter (numel divisible by P), all_reduce in place.
@@ -160,9 +169,33 @@ class Communicator {
   virtual RequestPtr post_recv(void* buf, int64_t bytes, int peer, int tag) = 0;
   /// Tags the collectives use: above every point-to-point tag a strategy uses.
   static constexpr int kCollectiveTag = 1 << 20;
+  /// For backends whose collectives bypass isend/irecv: counts the bytes they move.
+  void count_bytes(int64_t sent, int64_t received) {
+    bytes_sent_ += sent, bytes_received_ += received;
+    if (sent) ++messages_sent_;
+  }
 
  private:
   std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0};
+};
+
+/// A collective call on the compute stream's timeline, with the bytes this rank sent in it.
+/// Transfers posted inside carry its kind and call number. A collective inside another
+/// (all_reduce is a reduce_scatter then an all_gather) shows as a nested span and keeps the
+/// outer identity. No-op when tracing is off.
+class CollectiveSpan {
+ public:
+  CollectiveSpan(Communicator& c, const char* kind);
+  ~CollectiveSpan();
+  CollectiveSpan(const CollectiveSpan&) = delete;
+  CollectiveSpan& operator=(const CollectiveSpan&) = delete;
+
+ private:
+  Communicator& comm_;
+  trace::Span span_;
+  trace::Tracer* t_;
+  int64_t sent0_ = 0;
+  bool nested_ = false;
 };
 
 /// Rank r's chunk of n elements split into P nearly equal parts (the first n % P get one more).
@@ -172,6 +205,11 @@ std::vector<int64_t> even_counts(int64_t n, int P);
 
 struct LocalOptions {
   double timeout_s = 60.0;
+  /// Device::cuda: every rank thread is a GPU rank (device/gpu.h), all on GPU 0 (virtual ranks
+  /// sharing one GPU, each with its own compute and comm streams).
+  Device device = Device::cpu;
+  /// With Device::cuda: one GPU per rank through NCCL (run_nccl) instead of the local backend.
+  bool nccl = false;
   /// Artificial link: each transfer takes latency_us + bytes / bandwidth on the sender's comm
   /// thread (0 = as fast as memcpy). For showing overlap on one machine.
   double latency_us = 0.0;
@@ -186,6 +224,21 @@ struct LocalOptions {
 /// future waits fail at once ("aborted: rank R failed: ..."), all threads are joined, and the
 /// first failure is rethrown as ringside::Error naming the rank. Returns when all ranks return.
 void run_local(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts = {});
+
+// ---- the NCCL backend (in builds with CUDA and NCCL).
+
+/// Whether this build has the NCCL backend.
+bool nccl_available();
+/// Runs fn(comm) on P threads, one GPU each (rank r on GPU r), with an NCCL communicator:
+/// ncclSend/ncclRecv in groups for point-to-point, ncclAllGather, ncclReduceScatter and
+/// ncclAllReduce for the collectives, on each rank's comm stream. Failures as run_local (a
+/// failing rank aborts every NCCL communicator, so no rank hangs). opts.timeout_s bounds each
+/// wait. Throws ConfigError when P exceeds the GPUs visible, Error in a build without NCCL.
+void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts = {});
+/// Under mpirun, one process per GPU: binds this process to GPU (local rank % GPUs) and
+/// returns an NCCL communicator over the MPI world, MPI only exchanging the ncclUniqueId.
+/// Throws in a build without MPI or NCCL.
+Communicator& nccl_world();
 
 // ---- the MPI backend (in builds with MPI).
 

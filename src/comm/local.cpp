@@ -5,6 +5,12 @@
 // straight into the receiver's buffer, so a posted transfer runs while its rank computes,
 // the way a NIC or a copy engine would. An optional artificial link (latency + bytes /
 // bandwidth) makes transfers take the time a real link would.
+//
+// GPU ranks (device/gpu.h: virtual ranks sharing one GPU, each with compute and comm streams)
+// post device buffers. Posting records an event on the rank's compute stream; the sender's
+// comm thread then runs the copy as a device-to-device copy on the sender's comm stream,
+// after both sides' events (the data is written; the destination is no longer read), so the
+// copy engine moves it while the ranks' kernels run, as NVLink would.
 #include <condition_variable>
 #include <cstring>
 #include <algorithm>
@@ -12,9 +18,11 @@
 #include <map>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "comm/communicator.h"
+#include "device/gpu.h"
 
 namespace ringside {
 
@@ -47,6 +55,8 @@ struct Posted {
   void* buf;  // const for sends
   int64_t bytes;
   LocalRequest* req;
+  const gpu::RankStreams* streams = nullptr;  // the posting rank's, when it is a GPU rank
+  std::shared_ptr<gpu::Event> ready;          // its compute stream at posting (device buffers)
 };
 
 // A matched pair, for the sender's comm thread to carry out. A request released before the
@@ -57,6 +67,8 @@ struct Transfer {
   int64_t bytes;
   LocalRequest* send_req;
   LocalRequest* recv_req;
+  const gpu::RankStreams* streams;  // whose comm stream runs a device copy (the sender's)
+  std::shared_ptr<gpu::Event> send_ready, recv_ready;
   bool cancelled = false, copying = false;
 };
 
@@ -163,7 +175,8 @@ class LocalWorld {
       if (s.bytes != r.bytes)
         throw CommError(detail::concat("rank ", p.dst, ": recv from rank ", p.src, " (tag ", p.tag, ") expects ", r.bytes,
                                        " bytes but rank ", p.src, " sent ", s.bytes));
-      auto t = std::make_shared<Transfer>(Transfer{s.buf, r.buf, s.bytes, s.req, r.req});
+      auto t = std::make_shared<Transfer>(
+          Transfer{s.buf, r.buf, s.bytes, s.req, r.req, s.streams ? s.streams : r.streams, s.ready, r.ready});
       s.req->transfer = r.req->transfer = t;
       queues_[s.src].push_back(std::move(t));
       unmatched_.erase(it);
@@ -206,11 +219,31 @@ class LocalWorld {
       }
       t->copying = true;
       lock.unlock();
-      if (t->bytes && !opts_.dry_run) std::memcpy(t->to, t->from, static_cast<size_t>(t->bytes));
+      int64_t done_ns = 0;
+      std::string failure;
+      try {
+        if (t->bytes && !opts_.dry_run) {
+          if (t->send_ready || t->recv_ready) {  // device memory: a copy on the comm stream, timed by events
+            int64_t start_ns = 0;
+            gpu::transfer(*t->streams, t->to, t->from, t->bytes, {t->send_ready.get(), t->recv_ready.get()}, start_ns,
+                          done_ns);
+            t->send_req->started_ns = t->recv_req->started_ns = start_ns;
+          } else {
+            std::memcpy(t->to, t->from, static_cast<size_t>(t->bytes));
+          }
+        }
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
       lock.lock();
       t->copying = false;
-      t->recv_req->complete();
-      t->send_req->complete();
+      if (!failure.empty()) {  // a CUDA error: both sides' waits report it
+        t->recv_req->fail(detail::concat(t->recv_req->what, ": ", failure));
+        t->send_req->fail(detail::concat(t->send_req->what, ": ", failure));
+      } else {
+        t->recv_req->complete(done_ns);
+        t->send_req->complete(done_ns);
+      }
       cv_.notify_all();  // a release waiting for this copy
     }
   }
@@ -258,7 +291,8 @@ class LocalCommunicator final : public Communicator {
     check_peer(peer, "send");
     auto req = world_->make_request();
     req->what = detail::concat("send to rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
-    world_->post_send(Posted{group_[rank_], group_[peer], tag, context_, const_cast<void*>(buf), bytes, req.get()});
+    world_->post_send(Posted{group_[rank_], group_[peer], tag, context_, const_cast<void*>(buf), bytes, req.get(),
+                             gpu::bound(), ready_event(buf)});
     return req;
   }
 
@@ -266,7 +300,8 @@ class LocalCommunicator final : public Communicator {
     check_peer(peer, "recv");
     auto req = world_->make_request();
     req->what = detail::concat("recv from rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
-    world_->post_recv(Posted{group_[peer], group_[rank_], tag, context_, buf, bytes, req.get()});
+    world_->post_recv(Posted{group_[peer], group_[rank_], tag, context_, buf, bytes, req.get(), gpu::bound(),
+                             ready_event(buf)});
     return req;
   }
 
@@ -295,6 +330,11 @@ class LocalCommunicator final : public Communicator {
   }
 
  private:
+  // On a GPU rank posting device memory: an event at this point of its compute stream.
+  static std::shared_ptr<gpu::Event> ready_event(const void* buf) {
+    if (!gpu::bound() || dry_run_active() || !gpu::is_device_pointer(buf)) return nullptr;
+    return gpu::Event::record();
+  }
   void check_peer(int peer, const char* op) const {
     RS_CHECK(peer >= 0 && peer < size(), "rank ", rank_, ": ", op, " to rank ", peer, " of a communicator of size ", size());
   }
@@ -320,7 +360,10 @@ void run_local(int P, const std::function<void(Communicator&)>& fn, const LocalO
       LocalCommunicator comm(&world, everyone, r, 1);
       comm.timeout_s = opts.timeout_s;
       try {
+        std::optional<gpu::Bind> bind;  // virtual ranks: every rank on GPU 0, streams of its own
+        if (opts.device == Device::cuda) bind.emplace(0, r);
         fn(comm);
+        gpu::synchronize();  // a rank's queued work fails here, as its own, not later
       } catch (const std::exception& e) {
         // The job's cause is the first failure that is not an echo of another (an
         // AbortedError): a rank whose peer failed may notice before the peer reports.

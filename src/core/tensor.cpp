@@ -1,11 +1,13 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 
 #include "core/error.h"
+#include "device/gpu.h"
 
 namespace ringside {
 
@@ -27,31 +29,75 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
-// Storage owns the bytes and reports them to the tracker for as long as it lives.
+// Storage owns the bytes and reports them to the tracker for as long as it lives. Device
+// memory comes from the rank's stream-ordered pool (device/gpu.h) and goes back to it.
 struct Tensor::Storage {
   void* ptr = nullptr;
   int64_t bytes = 0;
   Device device = Device::cpu;
   AllocTag tag;
+  const gpu::RankStreams* streams = nullptr;  // the GPU rank that allocated it
 
   Storage(int64_t nbytes, Device dev, AllocTag t) : bytes(nbytes), device(dev), tag(t) {
-    RS_CHECK(dev == Device::cpu, "Tensor: device ", to_string(dev),
-             " storage needs the CUDA backend, which this build does not have");
+    if (dev == Device::cuda) {
+      RS_CHECK(gpu::built(), "Tensor: device cuda storage needs the CUDA backend, which this build does not have");
+      streams = gpu::bound();
+      RS_CHECK(streams != nullptr, "Tensor: CUDA storage is allocated by a GPU rank (a thread bound with gpu::Bind)");
+    }
     if (!dry_run_active()) {  // a dry run counts the bytes but allocates nothing
-      // 64-byte alignment: a cache line, and what AVX-512 loads like.
-      const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-      ptr = std::aligned_alloc(64, rounded ? rounded : 64);
-      RS_CHECK(ptr != nullptr, "Tensor: out of host memory allocating ", bytes, " bytes");
+      if (dev == Device::cuda) {
+        ptr = gpu::allocate(bytes, *streams);
+      } else {
+        // 64-byte alignment: a cache line, and what AVX-512 loads like.
+        const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+        ptr = std::aligned_alloc(64, rounded ? rounded : 64);
+        RS_CHECK(ptr != nullptr, "Tensor: out of host memory allocating ", bytes, " bytes");
+      }
     }
     tag.tracker->on_alloc(tag.rank, tag.category, bytes);
   }
   ~Storage() {
-    std::free(ptr);
+    if (device == Device::cuda) {
+      if (ptr) gpu::release(ptr, *streams);
+    } else {
+      std::free(ptr);
+    }
     tag.tracker->on_free(tag.rank, tag.category, bytes);
   }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 };
+
+Device default_device() { return gpu::bound() ? Device::cuda : Device::cpu; }
+
+void copy_bytes(void* dst, const void* src, int64_t bytes) {
+  if (dry_run_active() || bytes <= 0) return;
+  if (gpu::bound()) gpu::copy(dst, src, bytes);
+  else std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+
+void copy_rows(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width, int64_t rows) {
+  if (dry_run_active() || width <= 0 || rows <= 0) return;
+  if (gpu::bound()) {
+    gpu::copy_2d(dst, dst_pitch, src, src_pitch, width, rows);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
+                static_cast<size_t>(width));
+}
+
+void fill(Tensor& t, double value) {
+  if (t.is_dry()) return;
+  if (t.device() == Device::cuda) {
+    RS_CHECK(t.dtype() == DType::f32, "fill: CUDA tensors are f32");
+    gpu::fill(t.data<float>(), t.numel(), static_cast<float>(value));
+  } else if (t.dtype() == DType::f32) {
+    std::fill_n(t.data<float>(), t.numel(), static_cast<float>(value));
+  } else {
+    std::fill_n(t.data<double>(), t.numel(), value);
+  }
+}
 
 namespace {
 thread_local int g_dry_run = 0;
@@ -73,7 +119,9 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, AllocTag tag, Device devic
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, AllocTag tag, Device device) {
   Tensor t = empty(shape, dtype, tag, device);
-  if (!t.is_dry()) std::memset(t.raw_data(), 0, static_cast<size_t>(t.nbytes()));
+  if (t.is_dry()) return t;
+  if (device == Device::cuda) gpu::zero(t.raw_data(), t.nbytes());
+  else std::memset(t.raw_data(), 0, static_cast<size_t>(t.nbytes()));
   return t;
 }
 
@@ -124,14 +172,19 @@ Tensor Tensor::reshape(const Shape& shape) const {
   return t;
 }
 
-Tensor Tensor::clone(AllocTag tag) const {
-  Tensor t = empty(shape_, dtype_, tag, device());
-  if (!t.is_dry() && !is_dry()) std::memcpy(t.raw_data(), raw_data(), static_cast<size_t>(nbytes()));
+Tensor Tensor::clone(AllocTag tag) const { return copy_to(device(), tag); }
+
+Tensor Tensor::copy_to(Device device, AllocTag tag) const {
+  Tensor t = empty(shape_, dtype_, tag, device);
+  if (t.is_dry() || is_dry()) return t;
+  if (device == Device::cpu && this->device() == Device::cpu) std::memcpy(t.raw_data(), raw_data(), static_cast<size_t>(nbytes()));
+  else gpu::copy(t.raw_data(), raw_data(), nbytes());
   return t;
 }
 
 Tensor Tensor::to(DType dtype, AllocTag tag) const {
   if (dtype == dtype_) return clone(tag);
+  RS_CHECK(device() == Device::cpu, "Tensor: dtype conversion is for CPU tensors");
   Tensor t = empty(shape_, dtype, tag, device());
   if (t.is_dry() || is_dry()) return t;
   const int64_t n = numel();
@@ -154,6 +207,7 @@ double element(const Tensor& t, int64_t i) {
 }  // namespace
 
 double relative_error(const Tensor& t, const Tensor& ref) {
+  RS_CHECK(t.device() == Device::cpu && ref.device() == Device::cpu, "relative_error: compares CPU tensors (copy_to(Device::cpu) first)");
   RS_CHECK(t.shape() == ref.shape(), "relative_error: shape mismatch ", to_string(t.shape()), " vs ",
            to_string(ref.shape()));
   double num = 0, den = 0;

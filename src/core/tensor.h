@@ -41,16 +41,21 @@ struct AllocTag {
   MemoryTracker* tracker = &default_memory_tracker();
 };
 
+/// Where tensors go when no device is named: cuda on a GPU rank (a thread bound with
+/// gpu::Bind, device/gpu.h), else cpu. Strategies allocate without naming a device, so the
+/// same code runs on either.
+Device default_device();
+
 class Tensor {
  public:
   /// An undefined tensor (no storage). defined() is false.
   Tensor() = default;
 
-  /// Uninitialised storage for `shape`. Throws ringside::Error for a negative dimension or for
-  /// Device::cuda in a build without the CUDA backend.
-  static Tensor empty(const Shape& shape, DType dtype, AllocTag tag, Device device = Device::cpu);
+  /// Uninitialised storage for `shape`. Throws ringside::Error for a negative dimension, and for
+  /// Device::cuda in a build without the CUDA backend, off a GPU rank, or when the GPU is full.
+  static Tensor empty(const Shape& shape, DType dtype, AllocTag tag, Device device = default_device());
   /// Zero-filled storage for `shape`.
-  static Tensor zeros(const Shape& shape, DType dtype, AllocTag tag, Device device = Device::cpu);
+  static Tensor zeros(const Shape& shape, DType dtype, AllocTag tag, Device device = default_device());
 
   bool defined() const { return storage_ != nullptr; }
   /// Allocated during a dry run: counted by its tracker, but holding no memory (data is null).
@@ -73,8 +78,10 @@ class Tensor {
 
   /// The same storage seen with another shape of equal numel. Throws on a numel mismatch.
   Tensor reshape(const Shape& shape) const;
-  /// A deep copy in new storage tagged `tag` (CPU only for now).
+  /// A deep copy in new storage on the same device, tagged `tag`.
   Tensor clone(AllocTag tag) const;
+  /// A copy on `device` (host <-> GPU: on a GPU rank), tagged `tag`.
+  Tensor copy_to(Device device, AllocTag tag) const;
   /// A copy converted to `dtype` (f32 <-> f64; CPU only), tagged `tag`.
   Tensor to(DType dtype, AllocTag tag) const;
 
@@ -99,7 +106,17 @@ class DryRun {
 /// True on a thread inside a DryRun.
 bool dry_run_active();
 
-/// ||t - ref||_F / ||ref||_F, accumulated in double (t and ref may differ in dtype; CPU only).
+// Moving bytes inside a rank's memory, the same code on CPU and GPU ranks: memcpy on a CPU
+// rank; on a GPU rank a copy on its compute stream (device/gpu.h). Nothing in a dry run.
+
+/// Copies `bytes` bytes from src to dst.
+void copy_bytes(void* dst, const void* src, int64_t bytes);
+/// Copies `rows` rows of `width` bytes; rows are dst_pitch and src_pitch bytes apart.
+void copy_rows(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width, int64_t rows);
+/// Sets every element of t to `value` (CUDA tensors: f32).
+void fill(Tensor& t, double value);
+
+/// ||t - ref||_F / ||ref||_F, accumulated in double (t and ref may differ in dtype; CPU tensors).
 /// Returns ||t||_F when ref is all zeros, so that 0 vs 0 is 0. Throws on a shape mismatch.
 double relative_error(const Tensor& t, const Tensor& ref);
 

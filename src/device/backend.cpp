@@ -4,9 +4,9 @@
 
 namespace ringside {
 
-#ifndef RINGSIDE_HAVE_CUDA
-int cuda_device_count() { return 0; }
-#endif
+std::unique_ptr<Backend> make_backend(Device device) {
+  return device == Device::cuda ? make_cuda_backend() : make_cpu_backend();
+}
 
 namespace {
 

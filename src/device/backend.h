@@ -86,7 +86,10 @@ std::unique_ptr<Backend> make_cpu_backend();
 /// records each op's FLOPs and bytes. Use with tensors allocated inside a DryRun.
 std::unique_ptr<Backend> make_dry_backend();
 
-/// Number of CUDA devices visible (0 in a build without CUDA or on a machine without a GPU).
-int cuda_device_count();
+/// The CUDA backend: kernels/cuda and cuBLAS (fp32) on the calling GPU rank's compute stream
+/// (device/gpu.h); ops return once launched. Throws ringside::Error in a build without CUDA.
+std::unique_ptr<Backend> make_cuda_backend();
+/// The backend for `device`: make_cpu_backend() or make_cuda_backend().
+std::unique_ptr<Backend> make_backend(Device device);
 
 }  // namespace ringside

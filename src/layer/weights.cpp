@@ -40,6 +40,12 @@ namespace {
 template <class F>
 void fill(Tensor& t, F&& v) {
   if (t.is_dry()) return;  // a dry run (what-if model) draws nothing
+  if (t.device() == Device::cuda) {  // drawn on the host, by the same code, then copied over
+    Tensor host = Tensor::empty(t.shape(), t.dtype(), t.tag(), Device::cpu);
+    fill(host, v);
+    copy_bytes(t.raw_data(), host.raw_data(), t.nbytes());
+    return;
+  }
   const int64_t n = t.numel();
   if (t.dtype() == DType::f32) {
     float* p = t.data<float>();

@@ -15,6 +15,8 @@
 // only its own): the zigzag and striped layouts give every rank the same amount of work.
 #include "parallel/ring_attention.h"
 
+#include "device/gpu.h"
+
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -201,10 +203,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     q_runs.push_back(run_of(q, a, ws));
     out_runs.push_back(be.zeros({b, a.len, H, d}, dt, ws));
     Tensor l = be.empty({b, H, a.len}, dt, ws);
-    for (int64_t i = 0; i < l.numel() && !l.is_dry(); ++i) {  // (a dry run moves no data)
-      if (dt == DType::f32) l.data<float>()[i] = -std::numeric_limits<float>::infinity();
-      else l.data<double>()[i] = -std::numeric_limits<double>::infinity();
-    }
+    fill(l, -std::numeric_limits<double>::infinity());
     lse_runs.push_back(l);
   }
   // Two receive buffers in turn: the block we compute on is never the one being overwritten.
@@ -224,6 +223,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
       reqs.push_back(comm.irecv(vbuf[i % 2].raw_data(), v.nbytes(), left, 2 * i + 1, "v"));
       reqs.push_back(comm.isend(cur_k.raw_data(), k.nbytes(), right, 2 * i, "k"));
       reqs.push_back(comm.isend(cur_v.raw_data(), v.nbytes(), right, 2 * i + 1, "v"));
+      comm.start();
     }
     const auto tc = clock::now();
     const std::vector<Run> src_runs = layout_runs(layout, s, P, src);
@@ -239,6 +239,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
         rec.computed += (rec.computed.empty() ? "" : ", ") + describe(my_runs[ai], c);
       }
     if (rec.computed.empty()) rec.computed = "skipped (wholly masked)";
+    gpu::synchronize();  // on a GPU the kernels were only queued: time them, not their launch
     rec.compute_s = seconds_since(tc);
     const auto tw = clock::now();
     comm.wait_all(reqs);
@@ -254,9 +255,8 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     put_seq(a, out_runs[ai], my_runs[ai].start);
     // lse [b, H, len] rows into [b, H, s/P] columns.
     const int64_t es = dtype_size(dt), len = my_runs[ai].len;
-    for (int64_t bh = 0; bh < b * H && !lse.is_dry(); ++bh)
-      std::memcpy(static_cast<char*>(lse.raw_data()) + (bh * sl + my_runs[ai].start) * es,
-                  static_cast<const char*>(lse_runs[ai].raw_data()) + bh * len * es, static_cast<size_t>(len * es));
+    copy_rows(static_cast<char*>(lse.raw_data()) + my_runs[ai].start * es, sl * es, lse_runs[ai].raw_data(), len * es,
+              len * es, b * H);
   }
   out_runs.clear();
   lse_runs.clear();
@@ -280,9 +280,8 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     da_runs.push_back(run_of(da, ar, ws));
     Tensor l = be.empty({b, H, ar.len}, dt, ws);
     const int64_t es = dtype_size(dt);
-    for (int64_t bh = 0; bh < b * H && !l.is_dry(); ++bh)
-      std::memcpy(static_cast<char*>(l.raw_data()) + bh * ar.len * es,
-                  static_cast<const char*>(lse.raw_data()) + (bh * sl + ar.start) * es, static_cast<size_t>(ar.len * es));
+    copy_rows(l.raw_data(), ar.len * es, static_cast<const char*>(lse.raw_data()) + ar.start * es, sl * es, ar.len * es,
+              b * H);
     lse_runs_b.push_back(l);
     dq_runs.push_back(be.zeros({b, ar.len, H, d}, dt, ws));
   }
@@ -308,6 +307,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
       reqs.push_back(comm.irecv(vbuf[i % 2].raw_data(), v.nbytes(), left, 2 * i + 1, "v"));
       reqs.push_back(comm.isend(cur_k.raw_data(), k.nbytes(), right, 2 * i, "k"));
       reqs.push_back(comm.isend(cur_v.raw_data(), v.nbytes(), right, 2 * i + 1, "v"));
+      comm.start();
     }
     const auto tc = clock::now();
     const int a = i % 2;
@@ -329,6 +329,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
         rec.computed += (rec.computed.empty() ? "" : ", ") + describe(my_runs[ai], c);
       }
     if (rec.computed.empty()) rec.computed = "skipped (wholly masked)";
+    gpu::synchronize();  // on a GPU the kernels were only queued: time them, not their launch
     rec.compute_s = seconds_since(tc);
     const auto tw = clock::now();
     comm.wait_all(reqs);
@@ -343,6 +344,7 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
                   comm.isend(acc_v[a].raw_data(), v.nbytes(), right, 1000 + 2 * i + 1, "dv")};
       acc_recv = {comm.irecv(acc_k[1 - a].raw_data(), k.nbytes(), left, 1000 + 2 * i, "dk"),
                   comm.irecv(acc_v[1 - a].raw_data(), v.nbytes(), left, 1000 + 2 * i + 1, "dv")};
+      comm.start();
     }
     rec.wait_s = seconds_since(tw);
     rec.bytes_sent = comm.stats().bytes_sent - before.bytes_sent;

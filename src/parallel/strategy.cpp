@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "device/gpu.h"
 #include "kernels/philox.h"
 #include "parallel/ring_attention.h"
 #include "parallel/tp_sp.h"
@@ -29,12 +30,27 @@ const Strategy& find_strategy(const std::string& name) {
   throw ConfigError("unknown strategy '" + name + "' (this build has: " + names + ")");
 }
 
+// A GPU rank's result with every tensor copied to the host (same tags).
+static RankResult results_to_host(RankResult r) {
+  auto host = [](Tensor& t) {
+    if (t.defined() && t.device() == Device::cuda) t = t.copy_to(Device::cpu, t.tag());
+  };
+  host(r.out), host(r.dx);
+  for (LayerWeights* w : {&r.grads, &r.local_grads, &r.partial_grads})
+    for (auto& [name, t] : w->named()) host(*t);
+  return r;
+}
+
 std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig& cfg, int P, DType dt,
                                            MemoryTracker& tracker, const LocalOptions& opts, const TraceSink* sink) {
   st.validate(cfg, P);  // one clear error before any thread starts
   std::vector<RankResult> results(P);
   std::vector<trace::RankTrace> traces(P);
-  auto be = opts.dry_run ? make_dry_backend() : make_cpu_backend();
+  RS_CHECK(!(opts.dry_run && opts.device == Device::cuda), "a dry run runs on the CPU");
+  RS_CHECK(opts.device == Device::cuda || !opts.nccl, "--backend nccl needs --device cuda");
+  if (opts.device == Device::cuda && dt != DType::f32)
+    throw ConfigError("--device cuda computes in f32 (the reference in f64 checks it)");
+  auto be = opts.dry_run ? make_dry_backend() : make_backend(opts.device);
   if (sink) be = trace::make_traced_backend(std::move(be));
   // Live flushing: a thread that snapshots the ranks' tracers while they run.
   std::mutex live_mu;
@@ -65,17 +81,24 @@ std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig
     live_cv.notify_all();
     flusher.join();
   };
+  // On a GPU the results come back to the host, where the reference checks them.
+  auto run_rank = [&](Communicator& comm) {
+    RankResult res = st.run(cfg, comm, *be, tracker, dt);
+    if (opts.device == Device::cuda) res = results_to_host(std::move(res));
+    results[comm.rank()] = std::move(res);
+  };
   try {
-    run_local(
+    (opts.nccl ? run_nccl : run_local)(
         P,
         [&](Communicator& comm) {
           std::optional<DryRun> dry;  // tensors without memory, data moved nowhere
           if (opts.dry_run) dry.emplace();
           if (!sink) {
-            results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt);
+            run_rank(comm);
             return;
           }
           trace::Tracer tracer(st.name, comm.rank(), sink->clock);
+          if (opts.device == Device::cuda) tracer.set_device_clock(trace::make_gpu_clock());  // kernels' own times
           struct Registration {  // the flusher sees this rank's tracer only while it lives
             std::mutex& mu;
             const trace::Tracer*& slot;
@@ -89,7 +112,7 @@ std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig
             }
           } registration(live_mu, live[comm.rank()], &tracer);
           trace::TraceScope scope(&tracer);
-          results[comm.rank()] = st.run(cfg, comm, *be, tracker, dt);
+          run_rank(comm);
           traces[comm.rank()] = tracer.take();
         },
         opts);
@@ -214,18 +237,16 @@ Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, 
 void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, AllocTag tag) {
   int64_t n = 0;
   for (const Tensor* t : tensors) n += t->numel();
-  Tensor packed = Tensor::empty({n}, tensors.at(0)->dtype(), tag);
+  Tensor packed = Tensor::empty({n}, tensors.at(0)->dtype(), tag);  // (a dry run copies nothing below)
   auto* p = static_cast<char*>(packed.raw_data());
   {
     trace::Span copy("all_reduce pack", "memory", 0, 2 * packed.nbytes());
-    if (!packed.is_dry())  // a dry run (what-if model) records the copy but moves nothing
-      for (const Tensor* t : tensors) std::memcpy(p, t->raw_data(), static_cast<size_t>(t->nbytes())), p += t->nbytes();
+    for (const Tensor* t : tensors) copy_bytes(p, t->raw_data(), t->nbytes()), p += t->nbytes();
   }
   comm.all_reduce(packed);
   trace::Span copy("all_reduce unpack", "memory", 0, 2 * packed.nbytes());
-  if (packed.is_dry()) return;
   p = static_cast<char*>(packed.raw_data());
-  for (Tensor* t : tensors) std::memcpy(t->raw_data(), p, static_cast<size_t>(t->nbytes())), p += t->nbytes();
+  for (Tensor* t : tensors) copy_bytes(t->raw_data(), p, t->nbytes()), p += t->nbytes();
 }
 
 // The ranks reach their forward at different times: each draws its inputs and weights, and
@@ -233,10 +254,13 @@ void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, 
 // the previous training step would, so that times and the timeline show the layer, not the
 // setup's skew. Its bytes fall before the forward's snapshot and are not the layer's.
 static CommStats after_barrier(Communicator& comm) {
+  gpu::synchronize();
   comm.barrier();
   return comm.stats();
 }
 
+// On a GPU rank the host runs ahead of its stream: phase boundaries wait for the stream, so
+// that phase times are the GPU's and the timeline's phases enclose their kernels.
 PhaseMeter::PhaseMeter(Communicator& comm, MemoryTracker& tracker)
     : comm_(comm), tracker_(tracker), s0_(after_barrier(comm)), t0_(std::chrono::steady_clock::now()) {
   tracker.reset_peaks(comm.rank());
@@ -264,11 +288,13 @@ void PhaseMeter::end_phase(const char* name, int64_t start_ns, int64_t start_ord
 }
 
 void PhaseMeter::forward_done() {
+  gpu::synchronize();
   s1_ = comm_.stats(), t1_ = std::chrono::steady_clock::now();
   end_phase("forward", trace_t0_, order0_, "backward");
 }
 
 void PhaseMeter::backward_done() {
+  gpu::synchronize();
   s2_ = comm_.stats(), t2_ = std::chrono::steady_clock::now();
   end_phase("backward", trace_t1_, order1_, "");
   if (trace::Tracer* t = trace::current_tracer()) t->stop();
@@ -287,6 +313,20 @@ void PhaseMeter::fill(RankResult& r) const {
   r.peak_bytes = tracker.stats(comm_.rank()).peak_total;
 }
 
+// Calls f(i, len, stride) for the arithmetic runs of pos: pos[i + k] = pos[i] + k stride for
+// k < len. Every layout's positions are a few such runs (contiguous, zigzag: stride 1;
+// striped: stride P), so token copies are a few strided copies, not one per token.
+template <class F> static void for_each_stride_run(const std::vector<int64_t>& pos, F&& f) {
+  const int64_t n = static_cast<int64_t>(pos.size());
+  for (int64_t i = 0; i < n;) {
+    const int64_t stride = i + 1 < n && pos[i + 1] > pos[i] ? pos[i + 1] - pos[i] : 1;
+    int64_t len = 1;
+    while (i + len < n && pos[i + len] == pos[i] + len * stride) ++len;
+    f(i, len, stride);
+    i += len;
+  }
+}
+
 Tensor slice_seq(const Tensor& t, int64_t s0, int64_t n, AllocTag tag) {
   RS_CHECK(t.ndim() >= 2 && s0 >= 0 && s0 + n <= t.dim(1), "slice_seq: tokens [", s0, ", ", s0 + n, ") of ",
            to_string(t.shape()));
@@ -298,8 +338,7 @@ Tensor slice_seq(const Tensor& t, int64_t s0, int64_t n, AllocTag tag) {
   const int64_t row = t.numel() / (t.dim(0) * t.dim(1)) * dtype_size(t.dtype());  // bytes per token
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
-  for (int64_t b = 0; b < t.dim(0); ++b)
-    std::memcpy(dst + b * n * row, src + (b * t.dim(1) + s0) * row, static_cast<size_t>(n * row));
+  copy_rows(dst, n * row, src + s0 * row, t.dim(1) * row, n * row, t.dim(0));
   return out;
 }
 
@@ -315,9 +354,7 @@ Tensor gather_seq(Communicator& comm, const Tensor& shard, AllocTag tag) {
   const int64_t row = shard.numel() / (b * n) * dtype_size(shard.dtype());
   const auto* src = static_cast<const char*>(all.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
-  for (int r = 0; r < P; ++r)
-    for (int64_t bi = 0; bi < b; ++bi)
-      std::memcpy(dst + (bi * n * P + r * n) * row, src + (r * b + bi) * n * row, static_cast<size_t>(n * row));
+  for (int r = 0; r < P; ++r) copy_rows(dst + r * n * row, n * P * row, src + r * b * n * row, n * row, n * row, b);
   return out;
 }
 
@@ -335,9 +372,7 @@ Tensor reduce_scatter_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* dst = static_cast<char*>(packed.raw_data());
   {
     trace::Span copy("reduce_scatter_seq pack", "memory", 0, 2 * packed.nbytes());
-    for (int r = 0; r < P && !packed.is_dry(); ++r)
-      for (int64_t bi = 0; bi < b; ++bi)
-        std::memcpy(dst + (r * b + bi) * n * row, src + (bi * s + r * n) * row, static_cast<size_t>(n * row));
+    for (int r = 0; r < P; ++r) copy_rows(dst + r * b * n * row, n * row, src + r * n * row, s * row, n * row, b);
   }
   Shape out_shape = t.shape();
   out_shape[1] = n;
@@ -353,9 +388,10 @@ Tensor take_tokens(const Tensor& t, const std::vector<int64_t>& pos, AllocTag ta
   const int64_t row = t.numel() / (t.dim(0) * t.dim(1)) * dtype_size(t.dtype());
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
-  for (int64_t b = 0; b < t.dim(0); ++b)
-    for (size_t i = 0; i < pos.size(); ++i)
-      std::memcpy(dst + (b * shape[1] + int64_t(i)) * row, src + (b * t.dim(1) + pos[i]) * row, static_cast<size_t>(row));
+  for_each_stride_run(pos, [&](int64_t i, int64_t len, int64_t stride) {
+    for (int64_t b = 0; b < t.dim(0); ++b)
+      copy_rows(dst + (b * shape[1] + i) * row, row, src + (b * t.dim(1) + pos[i]) * row, stride * row, row, len);
+  });
   return out;
 }
 
@@ -374,9 +410,10 @@ Tensor gather_tokens(Communicator& comm, const Tensor& shard, const std::functio
   auto* dst = static_cast<char*>(out.raw_data());
   for (int r = 0; r < P; ++r) {
     const auto pos = positions_of(r);
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t i = 0; i < n; ++i)
-        std::memcpy(dst + (bi * s + pos[i]) * row, src + ((r * b + bi) * n + i) * row, static_cast<size_t>(row));
+    for_each_stride_run(pos, [&](int64_t i, int64_t len, int64_t stride) {
+      for (int64_t bi = 0; bi < b; ++bi)
+        copy_rows(dst + (bi * s + pos[i]) * row, stride * row, src + ((r * b + bi) * n + i) * row, row, row, len);
+    });
   }
   return out;
 }
@@ -385,9 +422,7 @@ void put_seq(Tensor& dst, const Tensor& src, int64_t s0) {
   trace::Span copy("put_seq", "memory", 0, 2 * src.nbytes());
   if (dst.is_dry()) return;
   const int64_t b = src.dim(0), n = src.dim(1), row = src.numel() / (b * n) * dtype_size(src.dtype());
-  for (int64_t bi = 0; bi < b; ++bi)
-    std::memcpy(static_cast<char*>(dst.raw_data()) + (bi * dst.dim(1) + s0) * row,
-                static_cast<const char*>(src.raw_data()) + bi * n * row, static_cast<size_t>(n * row));
+  copy_rows(static_cast<char*>(dst.raw_data()) + s0 * row, dst.dim(1) * row, src.raw_data(), n * row, n * row, b);
 }
 
 Tensor slice_cols(const Tensor& m, const std::vector<std::pair<int64_t, int64_t>>& segments, AllocTag tag) {
@@ -399,12 +434,10 @@ Tensor slice_cols(const Tensor& m, const std::vector<std::pair<int64_t, int64_t>
   if (out.is_dry()) return out;
   const auto* src = static_cast<const char*>(m.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t o = 0;
-    for (auto [a, e] : segments) {
-      std::memcpy(dst + (r * width + o) * es, src + (r * cols + a) * es, static_cast<size_t>((e - a) * es));
-      o += e - a;
-    }
+  int64_t o = 0;
+  for (auto [a, e] : segments) {
+    copy_rows(dst + o * es, width * es, src + a * es, cols * es, (e - a) * es, rows);
+    o += e - a;
   }
   return out;
 }
@@ -419,15 +452,13 @@ Tensor gather_cols(Communicator& comm, const Tensor& local, int64_t cols,
   if (out.is_dry()) return out;
   const auto* src = static_cast<const char*>(all.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
-  for (int r = 0; r < P; ++r)
-    for (int64_t row = 0; row < rows; ++row) {
-      int64_t o = 0;
-      for (auto [a, e] : segments_of(r)) {
-        std::memcpy(dst + (row * cols + a) * es, src + ((r * rows + row) * width + o) * es,
-                    static_cast<size_t>((e - a) * es));
-        o += e - a;
-      }
+  for (int r = 0; r < P; ++r) {
+    int64_t o = 0;
+    for (auto [a, e] : segments_of(r)) {
+      copy_rows(dst + a * es, cols * es, src + (r * rows * width + o) * es, width * es, (e - a) * es, rows);
+      o += e - a;
     }
+  }
   return out;
 }
 
@@ -436,7 +467,7 @@ Tensor slice_rows(const Tensor& m, int64_t r0, int64_t n, AllocTag tag) {
   Tensor out = Tensor::empty(m.ndim() == 1 ? Shape{n} : Shape{n, cols}, m.dtype(), tag);
   trace::Span copy("slice_rows", "memory", 0, 2 * out.nbytes());
   if (out.is_dry()) return out;
-  std::memcpy(out.raw_data(), static_cast<const char*>(m.raw_data()) + r0 * cols * es, static_cast<size_t>(n * cols * es));
+  copy_bytes(out.raw_data(), static_cast<const char*>(m.raw_data()) + r0 * cols * es, n * cols * es);
   return out;
 }
 

@@ -82,6 +82,9 @@ struct TraceSink {
 /// With a sink, every rank is traced (ops, transfers, waits, memory) from its start to the end
 /// of its backward. With opts.dry_run, a dry run: no math and no memory, only the schedule
 /// (the trace) and the memory tracker's counts; the results' tensors hold no data.
+/// With opts.device cuda, the ranks are GPU ranks (virtual ranks on GPU 0, or one GPU each
+/// with opts.nccl), on the CUDA backend, f32 only; their results come back to the host, and
+/// their traced ops and waits are timed by CUDA events on the ranks' streams.
 /// A failing rank fails the whole run (ringside::Error naming the rank).
 std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig& cfg, int P, DType dt,
                                            MemoryTracker& tracker, const LocalOptions& opts = {},

@@ -11,6 +11,8 @@
 // all-to-all, so every rank receives the one K/V head its query heads read.
 #include "parallel/ulysses.h"
 
+#include "device/gpu.h"
+
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -62,9 +64,8 @@ Tensor seq_to_heads(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* sp = static_cast<char*>(send.raw_data());
   {
     trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
-    for (int j = 0; j < P && !send.is_dry(); ++j)  // block j: heads [j X/P, (j+1) X/P) of our tokens (dry: none)
-      for (int64_t bt = 0; bt < b * n; ++bt)
-        std::memcpy(sp + ((j * b * n + bt) * xp * d) * es, src + (bt * X + j * xp) * d * es, xp * d * es);
+    for (int j = 0; j < P; ++j)  // block j: heads [j X/P, (j+1) X/P) of our tokens (dry: none)
+      copy_rows(sp + j * b * n * xp * d * es, xp * d * es, src + j * xp * d * es, X * d * es, xp * d * es, b * n);
   }
   comm.all_to_all(send.raw_data(), std::vector<int64_t>(P, blk), recv.raw_data(), std::vector<int64_t>(P, blk),
                   t.dtype());
@@ -74,8 +75,8 @@ Tensor seq_to_heads(Communicator& comm, const Tensor& t, AllocTag tag) {
   const auto* rp = static_cast<const char*>(recv.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int j = 0; j < P; ++j)  // from rank j: its tokens [j n, (j+1) n), our heads
-    for (int64_t bi = 0; bi < b; ++bi)
-      std::memcpy(dst + ((bi * n * P + j * n) * xp * d) * es, rp + ((j * b + bi) * n * xp * d) * es, n * xp * d * es);
+    copy_rows(dst + j * n * xp * d * es, n * P * xp * d * es, rp + j * b * n * xp * d * es, n * xp * d * es,
+              n * xp * d * es, b);
   return out;
 }
 
@@ -89,9 +90,9 @@ Tensor heads_to_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* sp = static_cast<char*>(send.raw_data());
   {
     trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
-    for (int j = 0; j < P && !send.is_dry(); ++j)  // block j: rank j's tokens, our heads (dry: none)
-      for (int64_t bi = 0; bi < b; ++bi)
-        std::memcpy(sp + ((j * b + bi) * n * xp * d) * es, src + ((bi * n * P + j * n) * xp * d) * es, n * xp * d * es);
+    for (int j = 0; j < P; ++j)  // block j: rank j's tokens, our heads (dry: none)
+      copy_rows(sp + j * b * n * xp * d * es, n * xp * d * es, src + j * n * xp * d * es, n * P * xp * d * es,
+                n * xp * d * es, b);
   }
   comm.all_to_all(send.raw_data(), std::vector<int64_t>(P, blk), recv.raw_data(), std::vector<int64_t>(P, blk),
                   t.dtype());
@@ -101,8 +102,7 @@ Tensor heads_to_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   const auto* rp = static_cast<const char*>(recv.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
   for (int j = 0; j < P; ++j)  // from rank j: heads [j X/P, (j+1) X/P) of our tokens
-    for (int64_t bt = 0; bt < b * n; ++bt)
-      std::memcpy(dst + (bt * X + j * xp) * d * es, rp + ((j * b * n + bt) * xp * d) * es, xp * d * es);
+    copy_rows(dst + j * xp * d * es, X * d * es, rp + j * b * n * xp * d * es, xp * d * es, xp * d * es, b * n);
   return out;
 }
 
@@ -116,8 +116,8 @@ Tensor replicate_heads(const Tensor& t, int64_t R, AllocTag tag) {
   if (out.is_dry()) return out;
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
-  for (int64_t i = 0; i < bn; ++i)
-    for (int64_t e = 0; e < Hkv * R; ++e) std::memcpy(dst + (i * Hkv * R + e) * d * es, src + (i * Hkv + e / R) * d * es, d * es);
+  for (int64_t e = 0; e < Hkv * R; ++e)
+    copy_rows(dst + e * d * es, Hkv * R * d * es, src + (e / R) * d * es, Hkv * d * es, d * es, bn);
   return out;
 }
 
@@ -133,10 +133,20 @@ void sum_replicas(const Tensor& rep, Tensor& out, int64_t R) {
   trace::Span sum("sum kv head replicas", "elementwise", 0, rep.nbytes() + 2 * out.nbytes());
   if (out.is_dry()) return;
   if (R == 1) {
-    std::memcpy(out.raw_data(), rep.raw_data(), static_cast<size_t>(rep.nbytes()));
+    copy_bytes(out.raw_data(), rep.raw_data(), rep.nbytes());
     return;
   }
   const int64_t bn = out.dim(0) * out.dim(1), Hkv = out.dim(2), d = out.dim(3);
+  if (out.device() == Device::cuda) {  // copy r of every head out of the interleaving, then add it
+    const int64_t es = dtype_size(out.dtype());
+    gpu::zero(out.raw_data(), out.nbytes());
+    Tensor copy = Tensor::empty(out.shape(), out.dtype(), out.tag());
+    for (int64_t r = 0; r < R; ++r) {
+      copy_rows(copy.raw_data(), d * es, static_cast<const char*>(rep.raw_data()) + r * d * es, R * d * es, d * es, bn * Hkv);
+      gpu::add(out.data<float>(), copy.data<float>(), out.data<float>(), out.numel());
+    }
+    return;
+  }
   std::memset(out.raw_data(), 0, static_cast<size_t>(out.nbytes()));
   if (out.dtype() == DType::f32) sum_copies(rep.data<float>(), out.data<float>(), bn, Hkv, R, d);
   else sum_copies(rep.data<double>(), out.data<double>(), bn, Hkv, R, d);

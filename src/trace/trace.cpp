@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
+#include "device/gpu.h"
 
 namespace ringside::trace {
 
@@ -46,11 +47,14 @@ void Tracer::begin_sublayer(const char* name) {
     e.name = sublayer, e.cat = "sublayer", e.sublayer = sublayer;
     e.ts_ns = sublayer_start_, e.dur_ns = now - sublayer_start_;
     e.order = sublayer_order_, e.end_order = tick();
+    const int64_t mark = device_clock_ ? device_clock_->mark() : -1;
+    e.mark_begin = sublayer_mark_, e.mark_end = mark;
     record(std::move(e));
   }
   sublayer = name ? name : "";
   sublayer_start_ = now;
   sublayer_order_ = tick();
+  sublayer_mark_ = device_clock_ && name ? device_clock_->mark() : -1;
 }
 
 void Tracer::memory(const std::array<int64_t, kNumMemCategories>& live) {
@@ -73,6 +77,14 @@ RankTrace Tracer::snapshot() const {
 
 RankTrace Tracer::take() {
   std::lock_guard lock(mu_);
+  if (device_clock_)
+    for (Event& e : trace_.events) {
+      if (e.mark_begin < 0 || e.mark_end < 0) continue;
+      const int64_t begin = device_clock_->steady_ns(e.mark_begin), end = device_clock_->steady_ns(e.mark_end);
+      e.ts_ns = clock_.to_shared(begin);
+      e.dur_ns = std::max<int64_t>(0, end - begin);
+      e.mark_begin = e.mark_end = -1;
+    }
   RankTrace out = std::move(trace_);
   trace_ = RankTrace{out.strategy, out.rank, {}, {}, out.clock_offset_ns, out.clock_uncertainty_ns};
   return out;
@@ -85,6 +97,7 @@ Span::Span(const char* name, const char* cat, Opens opens, int step) : t_(curren
   e_->cat = cat;
   e_->ts_ns = t_->clock().now();
   e_->order = t_->tick();
+  if (DeviceClock* dc = t_->device_clock()) e_->mark_begin = dc->mark();
   if (opens == Opens::step) {
     e_->name += " " + std::to_string(step);
     saved_step_ = t_->step;
@@ -97,9 +110,27 @@ Span::~Span() {
   if (!t_) return;
   e_->dur_ns = t_->clock().now() - e_->ts_ns;
   e_->end_order = t_->tick();
+  if (DeviceClock* dc = t_->device_clock()) e_->mark_end = dc->mark();
   if (opens_ == Opens::step) t_->step = saved_step_;
   t_->record(std::move(*e_));
 }
+
+namespace {
+class GpuClock final : public DeviceClock {
+ public:
+  GpuClock() { gpu::require_bound("the GPU trace clock"); }
+  int64_t mark() override {
+    marks_.push_back(gpu::Event::record());
+    return static_cast<int64_t>(marks_.size()) - 1;
+  }
+  int64_t steady_ns(int64_t id) override { return marks_.at(static_cast<size_t>(id))->steady_ns(); }
+
+ private:
+  std::vector<std::shared_ptr<gpu::Event>> marks_;
+};
+}  // namespace
+
+std::unique_ptr<DeviceClock> make_gpu_clock() { return std::make_unique<GpuClock>(); }
 
 Clock align_clocks(Communicator& comm, int rounds) {
   const int P = comm.size(), r = comm.rank();

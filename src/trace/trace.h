@@ -58,6 +58,9 @@ struct Event {
   /// the event begins and when it ends. A transfer's order is when it was posted (end_order
   /// equal); a wait names its transfer by direction, peer, tag and seq. -1: not recorded.
   int64_t order = -1, end_order = -1;
+  /// On a GPU rank: the DeviceClock marks at the event's start and end, resolved into ts_ns and
+  /// dur_ns when the trace is taken (-1: none; never in the file).
+  int64_t mark_begin = -1, mark_end = -1;
   int64_t end_ns() const { return ts_ns + dur_ns; }
 };
 
@@ -96,6 +99,21 @@ struct Clock {
   }
 };
 
+/// On a GPU rank ops run asynchronously on the rank's compute stream: the host's clock says when
+/// an op was launched, not when it ran. A DeviceClock marks points of that stream (CUDA events)
+/// and reads, later, when the stream reached them, in steady-clock ns.
+class DeviceClock {
+ public:
+  virtual ~DeviceClock() = default;
+  /// A mark at this point of the compute stream; returns its id.
+  virtual int64_t mark() = 0;
+  /// When the stream reached mark `id` (waits until it has), steady-clock ns.
+  virtual int64_t steady_ns(int64_t id) = 0;
+};
+/// The calling GPU rank's device clock (CUDA events on its compute stream). Throws
+/// ringside::Error off a GPU rank or in a build without CUDA.
+std::unique_ptr<DeviceClock> make_gpu_clock();
+
 /// One rank's recorder. Only the rank's thread writes to it; snapshot() may be called from
 /// another thread (a live flush), so appends take a lock nobody else holds in a normal run.
 class Tracer {
@@ -131,7 +149,12 @@ class Tracer {
   /// The rank's program counter: each call returns the next position (Event::order).
   int64_t tick() { return pc_++; }
 
-  /// The recorded trace, moved out (the tracer is empty afterwards).
+  /// Times events by `clock`'s marks instead of the host clock (a GPU rank's ops, waits and
+  /// sublayers: when its stream ran them).
+  void set_device_clock(std::unique_ptr<DeviceClock> clock) { device_clock_ = std::move(clock); }
+  DeviceClock* device_clock() const { return device_clock_.get(); }
+  /// The recorded trace, moved out (the tracer is empty afterwards). On a GPU rank it first
+  /// waits for the stream and resolves every mark into times.
   RankTrace take();
   /// A copy of what has been recorded so far, from any thread.
   RankTrace snapshot() const;
@@ -141,7 +164,8 @@ class Tracer {
   mutable std::mutex mu_;  // guards trace_ against snapshot()
   RankTrace trace_;
   bool recording_ = true;
-  int64_t sublayer_start_ = 0, sublayer_order_ = -1;
+  int64_t sublayer_start_ = 0, sublayer_order_ = -1, sublayer_mark_ = -1;
+  std::unique_ptr<DeviceClock> device_clock_;
   int64_t pc_ = 0;
   std::vector<std::array<int64_t, 4>> seqs_;  // (peer, tag, send, count), few entries: linear search
 };

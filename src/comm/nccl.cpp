@@ -1,0 +1,331 @@
+// The NCCL backend: GPU ranks (one per GPU) talking through NCCL, on each rank's comm stream.
+//
+// Point-to-point: isend/irecv queue the transfer; start() (or the first wait) issues the
+// rank's queued sends and receives as one ncclGroupStart/End group, after an event on the
+// compute stream (the data is written). NCCL has no tags: messages between two ranks match in
+// the order they are issued, which every strategy keeps (both sides post in the same order).
+// Collectives with equal shares are NCCL's own (ncclAllGather, ncclReduceScatter,
+// ncclAllReduce); all-to-all is one group of sends and receives; uneven shares fall back to
+// the ring algorithms of communicator.cpp over grouped send/recv.
+//
+// A wait polls the group's completion event and gives up at the deadline with CommError; a
+// failing rank aborts every communicator of the job (ncclCommAbort), so no rank hangs.
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <nccl.h>
+
+#include "comm/communicator.h"
+#include "device/gpu.h"
+
+namespace ringside {
+
+namespace {
+
+void check_nccl(ncclResult_t r, const char* call) {
+  if (r != ncclSuccess) throw CommError(detail::concat("NCCL: ", call, " failed: ", ncclGetErrorString(r)));
+}
+#define RS_NCCL(call) check_nccl((call), #call)
+
+ncclDataType_t nccl_type(DType dt) { return dt == DType::f32 ? ncclFloat32 : ncclFloat64; }
+
+// What the ranks of one job share, so that a failure ends it everywhere.
+struct Job {
+  std::atomic<bool> aborted{false};
+  std::mutex mu;
+  std::string message;
+  std::vector<ncclComm_t> comms;
+  void abort(const std::string& why) {
+    std::lock_guard lock(mu);
+    if (aborted) return;
+    message = why;
+    aborted = true;
+    for (ncclComm_t c : comms)
+      if (c) ncclCommAbort(c);
+  }
+};
+
+class NcclCommunicator;
+
+class NcclRequest final : public Request {
+ public:
+  NcclRequest(NcclCommunicator* owner, Job* job) : owner_(owner), job_(job) {}
+  bool wait_until(std::chrono::steady_clock::time_point deadline) override;
+  bool done() const override { return start_ && end_ && end_->done(); }
+  std::shared_ptr<gpu::Event> start_, end_;  // around its group on the comm stream, once issued
+
+ private:
+  NcclCommunicator* owner_;
+  Job* job_;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(ncclComm_t comm, int rank, int size, Job* job) : comm_(comm), rank_(rank), size_(size), job_(job) {}
+  ~NcclCommunicator() override {
+    if (!job_->aborted) ncclCommDestroy(comm_);
+  }
+  using Communicator::all_gather;
+  using Communicator::all_reduce;
+  using Communicator::reduce_scatter;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "nccl"; }
+
+  void start() override {
+    if (pending_.empty()) return;
+    std::vector<Pending> group = std::move(pending_);
+    pending_.clear();
+    run_group("ncclSend/ncclRecv group", [&](cudaStream_t st) {
+      for (const Pending& p : group) {
+        if (p.send) RS_NCCL(ncclSend(p.buf, static_cast<size_t>(p.bytes), ncclInt8, p.peer, comm_, st));
+        else RS_NCCL(ncclRecv(p.buf, static_cast<size_t>(p.bytes), ncclInt8, p.peer, comm_, st));
+      }
+    }, group);
+  }
+
+  void barrier() override {
+    // An all-reduce of one float on the device, waited for: every rank has arrived.
+    const gpu::RankStreams& s = gpu::require_bound("barrier");
+    void* one = gpu::allocate(sizeof(float), s);
+    struct Free {
+      void* p;
+      const gpu::RankStreams& s;
+      ~Free() { gpu::release(p, s); }
+    } release{one, s};
+    gpu::zero(one, sizeof(float));
+    native("barrier", 0, [&](cudaStream_t st) { RS_NCCL(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm_, st)); });
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    ncclComm_t sub = nullptr;
+    RS_NCCL(ncclCommSplit(comm_, color, key, &sub, nullptr));
+    int r = 0, n = 0;
+    RS_NCCL(ncclCommUserRank(sub, &r));
+    RS_NCCL(ncclCommCount(sub, &n));
+    auto c = std::make_unique<NcclCommunicator>(sub, r, n, job_);
+    c->timeout_s = timeout_s;
+    c->tracker = tracker;
+    return c;
+  }
+
+  void all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) override {
+    if (!equal(counts)) return Communicator::all_gather(send, recv, counts, dt);
+    CollectiveSpan span(*this, "all_gather");
+    const int64_t bytes = counts[0] * dtype_size(dt);
+    count_bytes((size_ - 1) * bytes, (size_ - 1) * bytes);  // the ring's volume: NCCL's busbw convention
+    native("all_gather", (size_ - 1) * bytes, [&](cudaStream_t st) {
+      RS_NCCL(ncclAllGather(send, recv, static_cast<size_t>(counts[0]), nccl_type(dt), comm_, st));
+    });
+  }
+
+  void reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) override {
+    if (!equal(counts)) return Communicator::reduce_scatter(send, recv, counts, dt);
+    CollectiveSpan span(*this, "reduce_scatter");
+    const int64_t bytes = counts[0] * dtype_size(dt);
+    count_bytes((size_ - 1) * bytes, (size_ - 1) * bytes);
+    native("reduce_scatter", (size_ - 1) * bytes, [&](cudaStream_t st) {
+      RS_NCCL(ncclReduceScatter(send, recv, static_cast<size_t>(counts[0]), nccl_type(dt), ncclSum, comm_, st));
+    });
+  }
+
+  void all_reduce(void* buf, int64_t n, DType dt) override {
+    CollectiveSpan span(*this, "all_reduce");
+    int64_t sent = 0;  // a ring all-reduce: reduce-scatter then all-gather of the even shares
+    const auto counts = even_counts(n, size_);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) sent += counts[r] * dtype_size(dt);
+    if (size_ > 1) sent += (n - counts[(rank_ + 1) % size_]) * dtype_size(dt);
+    count_bytes(sent, sent);
+    native("all_reduce", sent, [&](cudaStream_t st) {
+      RS_NCCL(ncclAllReduce(buf, buf, static_cast<size_t>(n), nccl_type(dt), ncclSum, comm_, st));
+    });
+  }
+
+  void all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                  const std::vector<int64_t>& recv_counts, DType dt) override {
+    CollectiveSpan span(*this, "all_to_all");
+    const int64_t es = dtype_size(dt);
+    int64_t sent = 0, received = 0;
+    for (int j = 0; j < size_; ++j)
+      if (j != rank_) sent += send_counts[j] * es, received += recv_counts[j] * es;
+    count_bytes(sent, received);
+    native("all_to_all", sent, [&](cudaStream_t st) {
+      int64_t so = 0, ro = 0;
+      for (int j = 0; j < size_; ++j) {  // one group: NCCL runs the P exchanges together
+        RS_NCCL(ncclSend(static_cast<const char*>(send) + so * es, static_cast<size_t>(send_counts[j] * es), ncclInt8, j,
+                         comm_, st));
+        RS_NCCL(ncclRecv(static_cast<char*>(recv) + ro * es, static_cast<size_t>(recv_counts[j] * es), ncclInt8, j,
+                         comm_, st));
+        so += send_counts[j], ro += recv_counts[j];
+      }
+    });
+  }
+
+ protected:
+  RequestPtr post_send(const void* buf, int64_t bytes, int peer, int tag) override {
+    return post(true, const_cast<void*>(buf), bytes, peer, tag);
+  }
+  RequestPtr post_recv(void* buf, int64_t bytes, int peer, int tag) override { return post(false, buf, bytes, peer, tag); }
+
+ private:
+  struct Pending {
+    bool send;
+    void* buf;
+    int64_t bytes;
+    int peer;
+    std::shared_ptr<NcclRequest> req;
+  };
+
+  static bool equal(const std::vector<int64_t>& c) {
+    for (int64_t x : c)
+      if (x != c.at(0)) return false;
+    return true;
+  }
+
+  RequestPtr post(bool send, void* buf, int64_t bytes, int peer, int tag) {
+    RS_CHECK(peer >= 0 && peer < size_, "rank ", rank_, ": ", send ? "send to" : "recv from", " rank ", peer,
+             " of a communicator of size ", size_);
+    if (job_->aborted) throw AbortedError("aborted: " + job_->message);
+    auto r = std::make_shared<NcclRequest>(this, job_);
+    r->what = detail::concat(send ? "send to" : "recv from", " rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
+    pending_.push_back({send, buf, bytes, peer, r});
+    return r;
+  }
+
+  // Issues NCCL calls on the comm stream, after the compute stream's work so far, between two
+  // events; the requests of `group` complete with them.
+  template <class F> void run_group(const char* what, F&& issue, const std::vector<Pending>& group) {
+    gpu::comm_wait(*gpu::Event::record());
+    auto start = gpu::Event::record(true);
+    RS_NCCL(ncclGroupStart());
+    try {
+      issue(static_cast<cudaStream_t>(gpu::require_bound(what).comm));
+    } catch (...) {
+      ncclGroupEnd();
+      throw;
+    }
+    RS_NCCL(ncclGroupEnd());
+    auto end = gpu::Event::record(true);
+    for (const Pending& p : group) p.req->start_ = start, p.req->end_ = end;
+  }
+
+  // A native collective: issued as a group, waited for like a transfer, and recorded on the
+  // comm stream of the timeline.
+  template <class F> void native(const char* kind, int64_t bytes, F&& issue) {
+    start();  // point-to-point posted before it goes first, in order
+    auto r = std::make_shared<NcclRequest>(this, job_);
+    r->what = detail::concat(kind, " (", bytes, " bytes sent)");
+    run_group(kind, issue, {Pending{true, nullptr, bytes, -1, r}});
+    if (trace::Tracer* t = trace::current_tracer()) {
+      auto e = std::make_unique<trace::Event>();
+      e->name = e->cat = kind;
+      e->stream = trace::Stream::comm;
+      e->direction = "send";
+      e->bytes = bytes;
+      e->collective = t->collective_id;
+      e->order = e->end_order = t->tick();
+      r->trace_event = std::move(e);
+    }
+    wait(r);
+  }
+
+  ncclComm_t comm_;
+  int rank_, size_;
+  Job* job_;
+  std::vector<Pending> pending_;
+  friend class NcclRequest;
+};
+
+bool NcclRequest::wait_until(std::chrono::steady_clock::time_point deadline) {
+  if (!end_) owner_->start();  // still queued: issue this rank's group now
+  while (!end_->done()) {
+    if (job_->aborted) throw AbortedError("aborted (" + what + "): " + job_->message);
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  started_ns = start_->steady_ns();
+  completed_ns = end_->steady_ns();
+  return true;
+}
+
+}  // namespace
+
+bool nccl_available() { return true; }
+
+void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts) {
+  RS_CHECK(P >= 1, "run_nccl: need at least one rank, got ", P);
+  const int gpus = gpu::device_count();
+  if (P > gpus)
+    throw ConfigError(detail::concat("--backend nccl runs one rank per GPU: ", P, " ranks but ", gpus,
+                                     " GPU", gpus == 1 ? "" : "s", " visible (use --backend local for virtual ranks)"));
+  ncclUniqueId id;
+  RS_NCCL(ncclGetUniqueId(&id));
+  Job job;
+  job.comms.assign(P, nullptr);
+  std::mutex err_mu;
+  std::string first_error, first_echo;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < P; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        gpu::Bind bind(r, 0);
+        ncclComm_t c = nullptr;
+        RS_NCCL(ncclCommInitRank(&c, P, id, r));
+        {
+          std::lock_guard lock(job.mu);
+          job.comms[r] = c;
+        }
+        NcclCommunicator comm(c, r, P, &job);
+        comm.timeout_s = opts.timeout_s;
+        fn(comm);
+        gpu::synchronize();
+      } catch (const std::exception& e) {
+        const bool echo = dynamic_cast<const AbortedError*>(&e) != nullptr;
+        const std::string msg = detail::concat("rank ", r, " failed: ", e.what());
+        {
+          std::lock_guard lock(err_mu);
+          std::string& slot = echo ? first_echo : first_error;
+          if (slot.empty()) slot = msg;
+        }
+        job.abort(msg);
+      }
+    });
+  for (auto& t : ranks) t.join();
+  if (!first_error.empty()) throw Error(first_error);
+  if (!first_echo.empty()) throw Error(first_echo);
+}
+
+Communicator& nccl_world() {
+#if RINGSIDE_HAVE_MPI
+  static Job job;
+  static std::unique_ptr<NcclCommunicator> world = [] {
+    Communicator& mpi = mpi_world();
+    const int gpus = gpu::device_count();
+    RS_CHECK(gpus > 0, "--backend nccl: rank ", mpi.rank(), " sees no GPU");
+    // One process per GPU: ranks on one node take GPUs in turn (rank % GPUs, as a node's local
+    // ranks are consecutive under mpirun's default mapping).
+    static gpu::Bind bind(mpi.rank() % gpus, 0);
+    ncclUniqueId id;
+    if (mpi.rank() == 0) RS_NCCL(ncclGetUniqueId(&id));
+    std::vector<double> words((sizeof id + sizeof(double) - 1) / sizeof(double));
+    if (mpi.rank() == 0) std::memcpy(words.data(), &id, sizeof id);
+    // The id to everyone: an all-gather where only rank 0's contribution is read.
+    std::vector<double> all(words.size() * mpi.size());
+    mpi.all_gather(words.data(), all.data(), std::vector<int64_t>(mpi.size(), int64_t(words.size())), DType::f64);
+    std::memcpy(&id, all.data(), sizeof id);
+    ncclComm_t c = nullptr;
+    RS_NCCL(ncclCommInitRank(&c, mpi.size(), id, mpi.rank()));
+    job.comms = {c};
+    return std::make_unique<NcclCommunicator>(c, mpi.rank(), mpi.size(), &job);
+  }();
+  return *world;
+#else
+  throw Error("--backend nccl under mpirun: this build has no MPI (it bootstraps NCCL); use one process with --ranks P");
+#endif
+}
+
+}  // namespace ringside

@@ -1,0 +1,299 @@
+// gpu.h on the CUDA runtime, or, in a build without CUDA, the answers "no GPU" and errors.
+#include "device/gpu.h"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "core/error.h"
+
+#if RINGSIDE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/kernels.h"
+#endif
+
+namespace ringside::gpu {
+
+namespace {
+thread_local const RankStreams* t_bound = nullptr;
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+const RankStreams* bound() { return t_bound; }
+
+const RankStreams& require_bound(const char* what) {
+  RS_CHECK(t_bound != nullptr, what, ": needs a GPU rank (a thread bound to a GPU, as --device cuda runs them)");
+  return *t_bound;
+}
+
+Bind::~Bind() { t_bound = previous_; }
+
+#if RINGSIDE_HAVE_CUDA
+
+namespace {
+
+void check(cudaError_t e, const char* call) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so that the next call does not report it again
+  throw Error(detail::concat("CUDA: ", call, " failed: ", cudaGetErrorString(e)));
+}
+#define RS_CUDA(call) check((call), #call)
+
+cudaStream_t stream_of(void* s) { return static_cast<cudaStream_t>(s); }
+
+// The per-device anchor that turns event times into steady-clock ns: an event recorded and
+// waited for at a known instant. cudaEventElapsedTime is float milliseconds, so it is renewed
+// when it is a second old (at the next binding): times within a run stay sub-microsecond.
+struct Anchor {
+  cudaEvent_t event = nullptr;
+  int64_t ns = 0;
+  ~Anchor() {
+    if (event) cudaEventDestroy(event);
+  }
+};
+
+std::mutex g_mu;
+std::map<std::pair<int, int>, std::unique_ptr<RankStreams>> g_streams;  // kept for the process's life
+std::map<int, std::shared_ptr<Anchor>> g_anchors;
+std::set<int> g_pools;  // devices whose memory pool is configured
+
+std::shared_ptr<Anchor> anchor_of(int device, bool renew) {
+  std::lock_guard lock(g_mu);
+  std::shared_ptr<Anchor>& a = g_anchors[device];
+  if (!a || (renew && steady_now_ns() - a->ns > 1'000'000'000)) {
+    auto fresh = std::make_shared<Anchor>();
+    RS_CUDA(cudaSetDevice(device));
+    RS_CUDA(cudaEventCreate(&fresh->event));
+    RS_CUDA(cudaEventRecord(fresh->event, nullptr));
+    RS_CUDA(cudaEventSynchronize(fresh->event));
+    fresh->ns = steady_now_ns();
+    a = std::move(fresh);
+  }
+  return a;
+}
+
+// steady-clock ns of a completed event.
+int64_t event_ns(cudaEvent_t e, const Anchor& a) {
+  RS_CUDA(cudaEventSynchronize(e));
+  float ms = 0;
+  RS_CUDA(cudaEventElapsedTime(&ms, a.event, e));
+  return a.ns + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+}
+
+const RankStreams& streams_for(int device, int slot) {
+  std::lock_guard lock(g_mu);
+  std::unique_ptr<RankStreams>& s = g_streams[{device, slot}];
+  if (!s) {
+    RS_CUDA(cudaSetDevice(device));
+    if (g_pools.insert(device).second) {
+      // The pool keeps freed memory for reuse instead of returning it at every synchronisation.
+      cudaMemPool_t pool;
+      RS_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
+      uint64_t keep = UINT64_MAX;
+      RS_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    }
+    auto fresh = std::make_unique<RankStreams>();
+    fresh->device = device, fresh->slot = slot;
+    cudaStream_t compute, comm;
+    // Non-blocking: neither waits for the legacy default stream, so ranks overlap freely.
+    RS_CUDA(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    RS_CUDA(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+    fresh->compute = compute, fresh->comm = comm;
+    s = std::move(fresh);
+  }
+  return *s;
+}
+
+bool touches_host(const void* a, const void* b) { return !is_device_pointer(a) || !is_device_pointer(b); }
+
+}  // namespace
+
+bool built() { return true; }
+
+int device_count() {
+  int n = 0;
+  // No driver or no device is not an error here: it means zero GPUs.
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::string describe(int device) {
+  cudaDeviceProp p{};
+  RS_CUDA(cudaGetDeviceProperties(&p, device));
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  char mem[32];
+  std::snprintf(mem, sizeof mem, "%.1f GiB", double(p.totalGlobalMem) / double(1ull << 30));
+  return detail::concat(p.name, ", sm_", p.major, p.minor, ", ", p.multiProcessorCount, " SMs, ", mem, ", driver ",
+                        driver / 1000, ".", (driver % 1000) / 10);
+}
+
+Bind::Bind(int device, int slot) : previous_(t_bound) {
+  const int n = device_count();
+  RS_CHECK(device >= 0 && device < n, "GPU ", device, " does not exist (", n, " CUDA device", n == 1 ? "" : "s",
+           " visible)");
+  const RankStreams& s = streams_for(device, slot);
+  RS_CUDA(cudaSetDevice(device));
+  anchor_of(device, true);
+  t_bound = &s;
+}
+
+void* allocate(int64_t bytes, const RankStreams& s) {
+  void* p = nullptr;
+  RS_CUDA(cudaSetDevice(s.device));
+  const cudaError_t e = cudaMallocAsync(&p, static_cast<size_t>(bytes > 0 ? bytes : 1), stream_of(s.compute));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total = 0;
+    cudaMemGetInfo(&free_b, &total);
+    throw Error(detail::concat("out of GPU memory: allocating ", bytes, " bytes on GPU ", s.device, " (", free_b >> 20,
+                               " MiB free of ", total >> 20, " MiB): ", cudaGetErrorString(e)));
+  }
+  return p;
+}
+
+void release(void* p, const RankStreams& s) {
+  // From a destructor, maybe at exit after the runtime is gone: errors are dropped, not thrown.
+  if (cudaSetDevice(s.device) != cudaSuccess || cudaFreeAsync(p, stream_of(s.compute)) != cudaSuccess)
+    cudaGetLastError();
+}
+
+void copy(void* dst, const void* src, int64_t bytes) {
+  if (bytes <= 0) return;
+  const RankStreams& s = require_bound("copy");
+  if (!is_device_pointer(dst) && !is_device_pointer(src)) {
+    std::memmove(dst, src, static_cast<size_t>(bytes));
+    return;
+  }
+  RS_CUDA(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, stream_of(s.compute)));
+  if (touches_host(dst, src)) RS_CUDA(cudaStreamSynchronize(stream_of(s.compute)));
+}
+
+void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width, int64_t rows) {
+  if (width <= 0 || rows <= 0) return;
+  const RankStreams& s = require_bound("copy_2d");
+  RS_CUDA(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_pitch), src, static_cast<size_t>(src_pitch),
+                            static_cast<size_t>(width), static_cast<size_t>(rows), cudaMemcpyDefault,
+                            stream_of(s.compute)));
+  if (touches_host(dst, src)) RS_CUDA(cudaStreamSynchronize(stream_of(s.compute)));
+}
+
+void zero(void* p, int64_t bytes) {
+  if (bytes > 0) RS_CUDA(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), stream_of(require_bound("zero").compute)));
+}
+
+void fill(float* p, int64_t n, float value) { kernels::cuda::fill(p, n, value, require_bound("fill").compute); }
+
+void add(const float* a, const float* b, float* out, int64_t n) {
+  kernels::cuda::add(a, b, out, n, require_bound("add").compute);
+}
+
+void synchronize() {
+  if (t_bound) RS_CUDA(cudaStreamSynchronize(stream_of(t_bound->compute)));
+}
+
+bool is_device_pointer(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+std::shared_ptr<Event> Event::record(bool comm) {
+  const RankStreams& s = require_bound("Event::record");
+  std::shared_ptr<Event> e(new Event);
+  cudaEvent_t ev;
+  RS_CUDA(cudaEventCreate(&ev));
+  e->event_ = ev, e->device_ = s.device, e->anchor_ = anchor_of(s.device, false);
+  RS_CUDA(cudaEventRecord(ev, stream_of(comm ? s.comm : s.compute)));
+  return e;
+}
+
+Event::~Event() {
+  if (event_ && cudaEventDestroy(static_cast<cudaEvent_t>(event_)) != cudaSuccess) cudaGetLastError();
+}
+
+int64_t Event::steady_ns() const {
+  RS_CUDA(cudaSetDevice(device_));
+  return event_ns(static_cast<cudaEvent_t>(event_), *static_cast<const Anchor*>(anchor_.get()));
+}
+
+bool Event::done() const {
+  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (e == cudaErrorNotReady) return false;
+  check(e, "cudaEventQuery");
+  return true;
+}
+
+void comm_wait(const Event& e) {
+  RS_CUDA(cudaStreamWaitEvent(stream_of(require_bound("comm_wait").comm), static_cast<cudaEvent_t>(e.handle()), 0));
+}
+
+void transfer(const RankStreams& sender, void* to, const void* from, int64_t bytes,
+              const std::vector<const Event*>& after, int64_t& start_ns, int64_t& end_ns) {
+  RS_CUDA(cudaSetDevice(sender.device));
+  const cudaStream_t comm = stream_of(sender.comm);
+  for (const Event* e : after)
+    if (e) RS_CUDA(cudaStreamWaitEvent(comm, static_cast<cudaEvent_t>(e->handle()), 0));
+  cudaEvent_t start, end;
+  RS_CUDA(cudaEventCreate(&start));
+  RS_CUDA(cudaEventCreate(&end));
+  struct Destroy {
+    cudaEvent_t a, b;
+    ~Destroy() { cudaEventDestroy(a), cudaEventDestroy(b); }
+  } destroy{start, end};
+  RS_CUDA(cudaEventRecord(start, comm));
+  if (bytes > 0) RS_CUDA(cudaMemcpyAsync(to, from, static_cast<size_t>(bytes), cudaMemcpyDefault, comm));
+  RS_CUDA(cudaEventRecord(end, comm));
+  const std::shared_ptr<Anchor> a = anchor_of(sender.device, false);
+  end_ns = event_ns(end, *a);
+  start_ns = event_ns(start, *a);
+}
+
+#else  // ---------------------------------------------------------------- no CUDA in this build
+
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  throw Error(detail::concat(what, ": this build has no CUDA backend (configure with nvcc present, RINGSIDE_CUDA=ON)"));
+}
+}  // namespace
+
+bool built() { return false; }
+int device_count() { return 0; }
+std::string describe(int) { no_cuda("gpu::describe"); }
+Bind::Bind(int, int) : previous_(t_bound) { no_cuda("--device cuda"); }
+void* allocate(int64_t, const RankStreams&) { no_cuda("GPU memory"); }
+void release(void*, const RankStreams&) {}
+void copy(void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+void copy_2d(void*, int64_t, const void*, int64_t, int64_t, int64_t) { no_cuda("gpu::copy_2d"); }
+void zero(void*, int64_t) { no_cuda("gpu::zero"); }
+void fill(float*, int64_t, float) { no_cuda("gpu::fill"); }
+void add(const float*, const float*, float*, int64_t) { no_cuda("gpu::add"); }
+void synchronize() {}
+bool is_device_pointer(const void*) { return false; }
+std::shared_ptr<Event> Event::record(bool) { no_cuda("gpu::Event"); }
+Event::~Event() = default;
+int64_t Event::steady_ns() const { no_cuda("gpu::Event"); }
+bool Event::done() const { no_cuda("gpu::Event"); }
+void comm_wait(const Event&) { no_cuda("gpu::comm_wait"); }
+void transfer(const RankStreams&, void*, const void*, int64_t, const std::vector<const Event*>&, int64_t&, int64_t&) {
+  no_cuda("gpu::transfer");
+}
+
+#endif
+
+}  // namespace ringside::gpu
