@@ -53,7 +53,8 @@ struct CompareOptions {
   std::string strategy;    ///< for run
   int ranks = 4;
   bool ranks_given = false;
-  std::string backend;  ///< "", "local" or "mpi"
+  std::string backend;  ///< "", "local", "mpi" or "nccl"
+  std::string device = "cpu";  ///< "cpu" or "cuda"
   std::string json;
   std::string trace;  ///< write the timeline here (Chrome trace JSON)
   std::optional<std::string> dump;
@@ -66,6 +67,25 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
 int compare_command(CompareOptions& o);
 int run_command(CompareOptions& o);
 
+struct BenchCudaOptions {
+  int64_t s = 4096, H = 16, d = 128;  ///< the attention kernels' shape (causal, b = 1)
+  int64_t gemm_n = 4096;              ///< the sgemm reference, n x n x n
+  LayerConfig ring = [] {              ///< the ring's layer: 4 virtual ranks of 4096 tokens
+    LayerConfig c;
+    c.b = 1, c.s = 16384, c.h = 2048, c.H = 16, c.Hkv = 16, c.f = 8192;
+    return c;
+  }();
+  int ranks = 4;
+  int repetitions = 3;
+};
+
+/// `ringside bench cuda` under `bench`.
+void add_bench_cuda(CLI::App& bench, BenchCudaOptions& o);
+/// `ringside bench cuda`: cuBLAS sgemm TFLOP/s, the CUDA attention kernels' TFLOP/s and their
+/// ratio to it, and the ring on virtual ranks: overlap % and exposed comm from its CUDA-event
+/// timeline. Throws ConfigError without a GPU or a CUDA build.
+int bench_cuda(const BenchCudaOptions& o);
+
 struct BenchKernelsOptions {
   int64_t s = 4096, H = 8, d = 64;
   bool causal = true;
@@ -74,7 +94,8 @@ struct BenchKernelsOptions {
 };
 
 struct BenchCommOptions {
-  std::string backend;  ///< "", "local" or "mpi"
+  std::string backend;  ///< "", "local", "mpi" or "nccl"
+  std::string device = "cpu";  ///< "cpu" or "cuda"
   int ranks = 4;
   bool ranks_given = false;
   int64_t min_bytes = 1024, max_bytes = 64 << 20;

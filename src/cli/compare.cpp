@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "comm/communicator.h"
+#include "device/gpu.h"
 #include "kernels/philox.h"
 #include "layer/reference.h"
 #include "parallel/ring_attention.h"
@@ -70,8 +71,13 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
         ->each([&](const std::string&) { o.ranks_given = true; });
     c->add_option("--backend", o.backend,
                   "local: P ranks as threads of this process (default); mpi: one process per rank under mpirun "
-                  "(the default when launched by mpirun)")
-        ->check(CLI::IsMember({"local", "mpi"}));
+                  "(the default when launched by mpirun); nccl: one GPU per rank (threads, or processes under mpirun)")
+        ->check(CLI::IsMember({"local", "mpi", "nccl"}));
+    c->add_option("--device", o.device,
+                  "cpu (default) or cuda: GPU ranks; on the local backend P virtual ranks share GPU 0, each with its "
+                  "own compute and comm streams")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"cpu", "cuda"}));
     c->add_option("--timeout", o.timeout_s, "seconds a communication may wait before it fails")
         ->capture_default_str()
         ->check(CLI::Range(0.1, 3600.0))
@@ -112,7 +118,9 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
       "  ringside compare                                   # default layer, P = 4 local ranks\n"
       "  ringside compare --seq 8192 --ranks 8 --strategies ulysses --json out/u.json\n"
       "  ringside compare --trace out/t.json && ringside trace-stats out/t.json   # the timeline\n"
-      "  mpirun -np 4 ringside compare --backend mpi        # one process per rank");
+      "  mpirun -np 4 ringside compare --backend mpi        # one process per rank\n"
+      "  ringside compare --device cuda --ranks 4           # 4 virtual ranks on one GPU\n"
+      "  ringside compare --device cuda --backend nccl --ranks 8   # one GPU per rank, NCCL");
   CLI::App* run = app.add_subcommand("run", "Run one strategy forward and backward and report each rank");
   common(run);
   run->add_option("--strategy", o.strategy, "one of: " + names)->required();
@@ -150,8 +158,11 @@ RankNumbers numbers_of(const RankResult& r) {
 }
 
 struct Setup {
-  bool mpi = false;
-  Communicator* world = nullptr;
+  bool mpi = false;                ///< one process per rank (mpirun)
+  Communicator* world = nullptr;   ///< under mpirun: MPI, for the job's own messages (host memory)
+  Communicator* run_world = nullptr;  ///< under mpirun: what the strategies run on (MPI, or NCCL)
+  Device device = Device::cpu;
+  std::string backend = "local";  ///< local, mpi or nccl
   int P = 1;
   bool root = true;
   trace::Clock clock;  ///< the timeline's shared clock
@@ -175,7 +186,16 @@ Setup setup(CompareOptions& o) {
   if (o.backend == "local" && launched_by_mpirun())
     std::fprintf(stderr, "ringside: note: started by mpirun but --backend local: each process runs its own %d-rank job\n",
                  o.ranks);
-  s.mpi = o.backend == "mpi" || (o.backend.empty() && launched_by_mpirun());
+  s.device = o.device == "cuda" ? Device::cuda : Device::cpu;
+  const bool nccl = o.backend == "nccl";
+  if (nccl && s.device != Device::cuda) throw ConfigError("--backend nccl needs --device cuda");
+  if (s.device == Device::cuda) {
+    if (!gpu::built()) throw ConfigError("--device cuda: this build has no CUDA backend (configure with nvcc present)");
+    if (gpu::device_count() == 0) throw ConfigError("--device cuda: no CUDA device is visible on this machine");
+    if (nccl && !nccl_available()) throw ConfigError("--backend nccl: this build has no NCCL");
+  }
+  s.mpi = o.backend == "mpi" || ((o.backend.empty() || nccl) && launched_by_mpirun());
+  s.backend = nccl ? "nccl" : s.mpi ? "mpi" : "local";
   if (s.mpi) {
     if (!launched_by_mpirun())
       throw ConfigError("--backend mpi: this process was not started by mpirun (use: mpirun -np P ringside ...)");
@@ -190,17 +210,33 @@ Setup setup(CompareOptions& o) {
     if (o.link_gbps > 0 || o.link_latency_us > 0)
       throw ConfigError("--link-bandwidth and --link-latency shape the local backend's transfers; under mpirun the link is real");
     s.clock = trace::align_clocks(*s.world);
+    if (s.device == Device::cuda && !nccl)
+      throw ConfigError("--device cuda under mpirun needs --backend nccl (MPI moves host memory here)");
+    s.run_world = nccl ? &nccl_world() : s.world;
+    s.run_world->timeout_s = o.timeout_s;
   } else {
     s.P = o.ranks;
     s.clock.origin_ns = trace::Clock::steady_now_ns();
     s.local.timeout_s = o.timeout_s;
     s.local.bandwidth_gbps = o.link_gbps;
     s.local.latency_us = o.link_latency_us;
+    s.local.device = s.device;
+    s.local.nccl = nccl;
+    if (nccl && (o.link_gbps > 0 || o.link_latency_us > 0))
+      throw ConfigError("--link-bandwidth and --link-latency shape the local backend's transfers; NCCL's link is real");
   }
   return s;
 }
 
 bool progress_on() { return isatty(STDERR_FILENO); }
+
+// What the ranks are, for the headers.
+const char* ranks_are(const Setup& s) {
+  if (s.mpi) return s.device == Device::cuda ? " (one process per GPU)" : " (one process per rank)";
+  if (s.backend == "nccl") return " (one thread per GPU)";
+  return s.device == Device::cuda ? " (virtual ranks on GPU 0: a compute and a comm stream each)"
+                                  : " (threads, one comm thread each)";
+}
 
 // The run's description in the trace's otherData.
 nlohmann::json trace_other(const char* producer, const LayerConfig& cfg, const Setup& s) {
@@ -209,9 +245,12 @@ nlohmann::json trace_other(const char* producer, const LayerConfig& cfg, const S
   o["config"] = cfg.to_json();
   o["layout"] = to_string(cfg.cp_layout());
   o["ranks"] = s.P;
-  o["backend"] = s.mpi ? "mpi" : "local";
+  o["backend"] = s.backend;
   o["dtype"] = "float32";
-  o["device"] = "cpu";
+  o["device"] = to_string(s.device);
+  if (s.device == Device::cuda) o["gpu"] = gpu::describe(0);
+  if (s.device == Device::cuda)
+    o["gpu_clock"] = "ops, waits and transfers timed by CUDA events on each rank's streams, anchored to steady_clock";
   o["clock"] = s.mpi ? "steady_clock per process, aligned to rank 0 by ping-pong (clock_offset_ns, clock_uncertainty_ns per process)"
                      : "steady_clock, one process";
   if (!s.mpi && (s.local.bandwidth_gbps > 0 || s.local.latency_us > 0))
@@ -244,11 +283,17 @@ StrategyRun run_one(const Strategy& st, const LayerConfig& cfg, const Setup& s, 
     out.result = std::move(all[0]);
     return out;
   }
-  auto be = trace::make_traced_backend(make_cpu_backend());
+  auto be = trace::make_traced_backend(make_backend(s.device));
   trace::Tracer tracer(st.name, s.world->rank(), s.clock);
+  std::optional<gpu::Bind> bind;  // one process per GPU: this process's (as nccl_world takes it)
+  if (s.device == Device::cuda) {
+    bind.emplace(s.world->rank() % gpu::device_count(), 0);
+    tracer.set_device_clock(trace::make_gpu_clock());
+  }
   {
     trace::TraceScope scope(&tracer);
-    out.result = st.run(cfg, *s.world, *be, tracker, DType::f32);
+    out.result = st.run(cfg, *s.run_world, *be, tracker, DType::f32);
+    if (s.device == Device::cuda) out.result = results_to_host(std::move(out.result));
   }
   for (trace::RankTrace& t : trace::gather_to_root(*s.world, tracer.take())) traces.push_back(std::move(t));
   out.steps.push_back(out.result.steps);
@@ -438,10 +483,9 @@ int compare_command(CompareOptions& o) {
   };
 
   std::printf("ringside compare: %s\n", cfg.summary().c_str());
-  std::printf("  backend    %s\n", make_cpu_backend()->describe().c_str());
+  std::printf("  backend    %s\n", make_backend(s.device)->describe().c_str());
   std::printf("  P = %d ranks on the %s backend%s; ring layout %s; fp32 runs, errors against the fp64 reference\n\n",
-              s.P, s.mpi ? "mpi" : "local", s.mpi ? " (one process per rank)" : " (threads, one comm thread each)",
-              to_string(cfg.cp_layout()));
+              s.P, s.backend.c_str(), ranks_are(s), to_string(cfg.cp_layout()));
   const char* hdr[] = {"strategy", "P", "worst error vs fp64", "x fp32", "saved/rank (formula)", "sent/rank (formula)",
                        "time", "overlap"};
   const size_t wid[] = {14, 2, 25, 6, 23, 23, 9, 7};
@@ -452,7 +496,8 @@ int compare_command(CompareOptions& o) {
   nlohmann::json js;
   js["config"] = cfg.to_json();
   js["ranks"] = s.P;
-  js["backend"] = s.mpi ? "mpi" : "local";
+  js["backend"] = s.backend;
+  js["device"] = to_string(s.device);
   js["dtype"] = "float32";
   int failures = 0;
   {
@@ -627,8 +672,8 @@ int run_command(CompareOptions& o) {
   if (!s.root) return 0;
   const std::vector<trace::StrategyMetrics> timeline = finish_trace(o, "ringside run", cfg, s, std::move(traces));
   std::printf("ringside run %s: %s\n", st.name.c_str(), cfg.summary().c_str());
-  std::printf("  %s; P = %d ranks on the %s backend\n", st.summary.c_str(), s.P, s.mpi ? "mpi" : "local");
-  std::printf("  backend    %s\n\n", make_cpu_backend()->describe().c_str());
+  std::printf("  %s; P = %d ranks on the %s backend%s\n", st.summary.c_str(), s.P, s.backend.c_str(), ranks_are(s));
+  std::printf("  backend    %s\n\n", make_backend(s.device)->describe().c_str());
   std::printf("  %4s  %-26s  %-44s  %s\n", "rank", "saved  measured | formula", "sent  forward + backward | formula", "time fwd + bwd");
   for (int r = 0; r < s.P; ++r) {
     const RankNumbers& n = run.ranks[r];

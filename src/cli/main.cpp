@@ -186,6 +186,8 @@ int main(int argc, char** argv) {
   cli::BenchModelOptions bench_model_opts;
   auto [bench_kernels, bench_comm, bench_trace, bench_model] =
       cli::add_bench(app, bench_opts, bench_comm_opts, bench_trace_opts, bench_model_opts);
+  cli::BenchCudaOptions bench_cuda_opts;
+  cli::add_bench_cuda(*app.get_subcommand("bench"), bench_cuda_opts);
 
   cli::TraceStatsOptions stats_opts;
   CLI::App* stats_app = cli::add_trace_stats(app, stats_opts);
@@ -221,6 +223,7 @@ int main(int argc, char** argv) {
     if (bench_comm->parsed()) rc = cli::bench_comm(bench_comm_opts);
     if (bench_trace->parsed()) rc = cli::bench_trace(bench_trace_opts);
     if (bench_model->parsed()) rc = cli::bench_model(bench_model_opts);
+    if (app.get_subcommand("bench")->get_subcommand("cuda")->parsed()) rc = cli::bench_cuda(bench_cuda_opts);
     if (stats_app->parsed()) rc = cli::trace_stats_command(stats_opts);
     if (model_app->parsed()) rc = cli::model_command(model_opts);
     if (lesson_app->parsed()) {

@@ -235,9 +235,9 @@ bool nccl_available();
 /// failing rank aborts every NCCL communicator, so no rank hangs). opts.timeout_s bounds each
 /// wait. Throws ConfigError when P exceeds the GPUs visible, Error in a build without NCCL.
 void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts = {});
-/// Under mpirun, one process per GPU: binds this process to GPU (local rank % GPUs) and
-/// returns an NCCL communicator over the MPI world, MPI only exchanging the ncclUniqueId.
-/// Throws in a build without MPI or NCCL.
+/// Under mpirun, one process per GPU: an NCCL communicator over the MPI world on GPU
+/// (MPI rank % GPUs), MPI only exchanging the ncclUniqueId. The threads that use it must be
+/// bound to that GPU (gpu::Bind). Throws in a build without MPI or NCCL.
 Communicator& nccl_world();
 
 // ---- the MPI backend (in builds with MPI).

@@ -308,7 +308,7 @@ Communicator& nccl_world() {
     RS_CHECK(gpus > 0, "--backend nccl: rank ", mpi.rank(), " sees no GPU");
     // One process per GPU: ranks on one node take GPUs in turn (rank % GPUs, as a node's local
     // ranks are consecutive under mpirun's default mapping).
-    static gpu::Bind bind(mpi.rank() % gpus, 0);
+    gpu::Bind bind(mpi.rank() % gpus, 0);  // for the setup; each run binds the same GPU again
     ncclUniqueId id;
     if (mpi.rank() == 0) RS_NCCL(ncclGetUniqueId(&id));
     std::vector<double> words((sizeof id + sizeof(double) - 1) / sizeof(double));

@@ -30,8 +30,7 @@ const Strategy& find_strategy(const std::string& name) {
   throw ConfigError("unknown strategy '" + name + "' (this build has: " + names + ")");
 }
 
-// A GPU rank's result with every tensor copied to the host (same tags).
-static RankResult results_to_host(RankResult r) {
+RankResult results_to_host(RankResult r) {
   auto host = [](Tensor& t) {
     if (t.defined() && t.device() == Device::cuda) t = t.copy_to(Device::cpu, t.tag());
   };

@@ -65,6 +65,9 @@ const std::vector<Strategy>& strategies();
 /// The strategy called `name`; throws ConfigError listing the names otherwise.
 const Strategy& find_strategy(const std::string& name);
 
+/// A GPU rank's result with every tensor copied to the host (same tags): call on the rank.
+RankResult results_to_host(RankResult r);
+
 /// Where a traced run puts its timeline: every rank records on `clock` and its trace is
 /// appended to `out` (rank order).
 struct TraceSink {

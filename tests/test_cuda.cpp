@@ -1,0 +1,226 @@
+// The CUDA backend on a GPU: every kernel against the CPU kernel, every strategy on GPU ranks
+// against the fp64 CPU reference, memory and bytes against the formulas, the CUDA-event
+// timeline, and NCCL. Without a GPU every test exits with CTest's skip code (77): it reports
+// SKIPPED, never a vacuous pass.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cuda_kernel_cases.h"
+#include "device/gpu.h"
+#include "parallel/ring_attention.h"
+#include "reference64.h"
+#include "trace/metrics.h"
+
+using namespace ringside;
+
+namespace {
+
+// Device memory for the kernel cases, freed at the end of the test.
+struct DeviceMem {
+  std::vector<void*> blocks;
+  const gpu::RankStreams& s = gpu::require_bound("DeviceMem");
+  ~DeviceMem() {
+    gpu::synchronize();
+    for (void* p : blocks) gpu::release(p, s);
+  }
+  template <class T> T* put(const std::vector<T>& v) {
+    void* p = gpu::allocate(static_cast<int64_t>((v.size() + 1) * sizeof(T)), s);
+    blocks.push_back(p);
+    gpu::copy(p, v.data(), static_cast<int64_t>(v.size() * sizeof(T)));
+    return static_cast<T*>(p);
+  }
+  float* put(const std::vector<float>& v) { return put<float>(v); }
+  int64_t* put(const std::vector<int64_t>& v) { return put<int64_t>(v); }
+  std::vector<float> get(const float* p, size_t n) {
+    std::vector<float> out(n);
+    gpu::copy(out.data(), p, static_cast<int64_t>(n * sizeof(float)));  // waits for the stream
+    return out;
+  }
+  void* stream() { return s.compute; }
+};
+
+LayerConfig small() {
+  LayerConfig c;
+  c.b = 2, c.s = 64, c.h = 64, c.H = 8, c.Hkv = 8, c.f = 128, c.seed = 5, c.dropout = 0.1;
+  return c;
+}
+
+LocalOptions on_gpu() {
+  LocalOptions o;
+  o.device = Device::cuda;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("cuda kernels: elementwise, bias, GeLU, fill", "[cuda]") {
+  gpu::Bind bind(0, 0);
+  DeviceMem m;
+  cuda_cases::elementwise(m);
+}
+TEST_CASE("cuda kernels: LayerNorm forward and backward", "[cuda]") {
+  gpu::Bind bind(0, 0);
+  DeviceMem m;
+  cuda_cases::layernorm(m);
+}
+TEST_CASE("cuda kernels: RoPE, dropout bit for bit, fused QKV", "[cuda]") {
+  gpu::Bind bind(0, 0);
+  DeviceMem m;
+  cuda_cases::rope_dropout_qkv(m);
+}
+TEST_CASE("cuda kernels: FlashAttention-2 forward and backward", "[cuda]") {
+  gpu::Bind bind(0, 0);
+  DeviceMem m;
+  cuda_cases::attention(m);
+}
+TEST_CASE("cuda kernels: LSE merge", "[cuda]") {
+  gpu::Bind bind(0, 0);
+  DeviceMem m;
+  cuda_cases::lse_merge(m);
+}
+
+TEST_CASE("cuda backend: dropout masks through the backend equal the CPU backend's", "[cuda]") {
+  gpu::Bind bind(0, 0);
+  MemoryTracker tracker;
+  const AllocTag tag{0, MemCategory::workspace, &tracker};
+  const std::vector<int64_t> pos = {0, 1, 2, 3, 32, 33, 34, 35, 60, 61, 62, 63};  // a zigzag shard
+  Tensor gmask = Tensor::empty({2, 12, 24}, DType::f32, tag, Device::cuda);
+  Tensor cmask = Tensor::empty({2, 12, 24}, DType::f32, tag, Device::cpu);
+  make_cuda_backend()->dropout_mask(gmask, pos, 64, 0.25, 1234, 2);
+  make_cpu_backend()->dropout_mask(cmask, pos, 64, 0.25, 1234, 2);
+  const Tensor back = gmask.copy_to(Device::cpu, tag);
+  REQUIRE(std::memcmp(back.raw_data(), cmask.raw_data(), static_cast<size_t>(cmask.nbytes())) == 0);
+  double kept = 0;
+  for (int64_t i = 0; i < cmask.numel(); ++i) kept += cmask.data<float>()[i];
+  CHECK(kept / double(cmask.numel()) == Approx(0.75).margin(0.06));
+}
+
+TEST_CASE("every strategy on P = 2, 4, 8 virtual GPU ranks matches the fp64 reference", "[cuda]") {
+  for (const char* layout : {"zigzag", "contiguous", "striped"}) {
+    LayerConfig c = small();
+    c.layout = parse_layout(layout);
+    const Reference ref = reference64(c);
+    for (const Strategy& st : strategies()) {
+      if (st.name != "ring" && std::string(layout) != "zigzag") continue;  // the layout is the ring's
+      for (int P : {2, 4, 8}) {
+        INFO(st.name << " P=" << P << " layout=" << layout);
+        st.validate(c, P);  // the matrix must run, not be skipped
+        MemoryTracker tracker;
+        const auto res = run_strategy_local(st, c, P, DType::f32, tracker, on_gpu());
+        REQUIRE(res[0].out.device() == Device::cpu);
+        const auto [err, which] = worst_error(res[0], ref);
+        INFO("worst " << which << " " << err);
+        CHECK(err < 1e-5);
+        for (int r = 0; r < P; ++r) {  // device memory is tracked as host memory is
+          CHECK(res[r].peak_saved == st.saved_bytes(c, P, r, DType::f32));
+          const CommBytes cb = st.comm_bytes(c, P, r, DType::f32);
+          CHECK(res[r].forward.bytes_sent == cb.forward);
+          CHECK(res[r].backward.bytes_sent == cb.backward);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("GQA and no dropout on GPU ranks: Ulysses replicates kv heads, the ring carries Hkv", "[cuda]") {
+  LayerConfig c = small();
+  c.Hkv = 2, c.dropout = 0, c.causal = false;
+  const Reference ref = reference64(c);
+  for (const char* name : {"ring", "ulysses", "tp-sp"}) {
+    const Strategy& st = find_strategy(name);
+    st.validate(c, 4);
+    MemoryTracker tracker;
+    const auto res = run_strategy_local(st, c, 4, DType::f32, tracker, on_gpu());
+    INFO(name);
+    CHECK(worst_error(res[0], ref).first < 1e-5);
+  }
+}
+
+TEST_CASE("the CUDA timeline: events timed on the streams, inside their phases, K/V bytes as the formula", "[cuda]") {
+  LayerConfig c = small();
+  c.s = 512;
+  const int P = 4;
+  MemoryTracker tracker;
+  std::vector<trace::RankTrace> traces;
+  trace::Clock clock;
+  clock.origin_ns = trace::Clock::steady_now_ns();
+  TraceSink sink{clock, &traces};
+  run_strategy_local(find_strategy("ring"), c, P, DType::f32, tracker, on_gpu(), &sink);
+  REQUIRE(traces.size() == size_t(P));
+  for (const trace::RankTrace& t : traces) {
+    int64_t begin = INT64_MAX, end = INT64_MIN, kv_bytes = 0;
+    int attention = 0;
+    for (const trace::Event& e : t.events)
+      if (e.cat == "phase") begin = std::min(begin, e.ts_ns), end = std::max(end, e.end_ns());
+    for (const trace::Event& e : t.events) {
+      CHECK(e.mark_begin == -1);  // every mark resolved into a time
+      if (e.cat == "attention") {
+        ++attention;
+        CHECK(e.ts_ns >= begin - 1000);  // within the phases (1 us: the anchor's resolution)
+        CHECK(e.end_ns() <= end + 1000);
+      }
+      if (e.stream == trace::Stream::comm && e.direction == "send" && (e.name == "send k" || e.name == "send v") &&
+          e.phase == "forward")
+        kv_bytes += e.bytes;
+    }
+    CHECK(attention > 0);
+    // Forward: P - 1 steps, each sending our current K and V blocks [b, s/P, Hkv, d] in f32.
+    CHECK(kv_bytes == (P - 1) * 2 * c.b * (c.s / P) * c.Hkv * c.d() * 4);
+  }
+  const auto m = trace::compute_metrics(trace::TraceData{{}, traces, {}});
+  REQUIRE(m.size() == 1);
+  CHECK(m[0].total.comm_ns > 0);
+  CHECK(m[0].total.compute_ns > 0);
+}
+
+TEST_CASE("a failing GPU rank takes the job down with its message", "[cuda]") {
+  setenv("RINGSIDE_INJECT_FAILURE", "1:backward", 1);
+  MemoryTracker tracker;
+  CHECK_THROWS_WITH(run_strategy_local(find_strategy("ring"), small(), 2, DType::f32, tracker, on_gpu()),
+                    Catch::Contains("rank 1") && Catch::Contains("injected failure"));
+  unsetenv("RINGSIDE_INJECT_FAILURE");
+  CHECK_THROWS_WITH(run_strategy_local(find_strategy("ring"), small(), 2, DType::f64, tracker, on_gpu()),
+                    Catch::Contains("f32"));
+}
+
+TEST_CASE("nccl: every strategy on one GPU per rank matches the fp64 reference", "[cuda][nccl]") {
+  const LayerConfig c = small();
+  const Reference ref = reference64(c);
+  LocalOptions o = on_gpu();
+  o.nccl = true;
+  const int P = std::min(gpu::device_count(), 4);
+  for (const Strategy& st : strategies()) {
+    INFO(st.name << " P=" << P);
+    MemoryTracker tracker;
+    const auto res = run_strategy_local(st, c, P, DType::f32, tracker, o);
+    CHECK(worst_error(res[0], ref).first < 1e-5);
+    for (int r = 0; r < P; ++r) CHECK(res[r].forward.bytes_sent == st.comm_bytes(c, P, r, DType::f32).forward);
+  }
+}
+
+// Skips (exit 77, CTest's SKIP_RETURN_CODE) when there is no GPU, or fewer than two for NCCL;
+// listing the tests works anywhere (CTest discovers them at build time).
+int main(int argc, char** argv) {
+  bool listing = false, nccl = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--list", 6) == 0) listing = true;
+    if (std::strstr(argv[i], "nccl")) nccl = true;
+  }
+  if (!listing) {
+    const int gpus = gpu::device_count();
+    if (gpus == 0) {
+      std::printf("SKIPPED: no CUDA device on this machine (the CUDA backend is built and linked)\n");
+      return 77;
+    }
+    if (nccl && (!nccl_available() || gpus < 2)) {
+      std::printf("SKIPPED: NCCL needs 2 or more GPUs and a build with NCCL (%d GPU%s)\n", gpus, gpus == 1 ? "" : "s");
+      return 77;
+    }
+  }
+  return Catch::Session().run(argc, argv);
+}
