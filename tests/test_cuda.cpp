@@ -161,8 +161,10 @@ TEST_CASE("the CUDA timeline: events timed on the streams, inside their phases, 
       CHECK(e.mark_begin == -1);  // every mark resolved into a time
       if (e.cat == "attention") {
         ++attention;
-        CHECK(e.ts_ns >= begin - 1000);  // within the phases (1 us: the anchor's resolution)
-        CHECK(e.end_ns() <= end + 1000);
+        // Within the phases, to the clocks' agreement: phases are host times read after a
+        // stream synchronisation, ops are event times anchored to the host clock.
+        CHECK(e.ts_ns >= begin - 20000);
+        CHECK(e.end_ns() <= end + 20000);
       }
       if (e.stream == trace::Stream::comm && e.direction == "send" && (e.name == "send k" || e.name == "send v") &&
           e.phase == "forward")

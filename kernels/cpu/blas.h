@@ -1,6 +1,12 @@
 // One GEMM entry point for float and double over OpenBLAS's cblas (row-major).
 #pragma once
+// OpenBLAS's cblas.h, or the reference BLAS's, which Debian names cblas-netlib.h (cblas.h is an
+// alternatives link that an unpacked package lacks).
+#if __has_include(<cblas.h>)
 #include <cblas.h>
+#else
+#include <cblas-netlib.h>
+#endif
 
 #include <cstdint>
 

@@ -8,11 +8,17 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/philox.h"
 
+#if RINGSIDE_OPENBLAS
 extern "C" void openblas_set_num_threads(int num_threads);
+#endif
 
 namespace ringside::kernels::cpu {
 
-void set_blas_single_threaded() { openblas_set_num_threads(1); }
+void set_blas_single_threaded() {
+#if RINGSIDE_OPENBLAS
+  openblas_set_num_threads(1);
+#endif  // the reference BLAS is single-threaded
+}
 
 template <class T>
 void layernorm_forward(const T* x, const T* gamma, const T* beta, int64_t n, int64_t h, double eps, T* y, T* mean,

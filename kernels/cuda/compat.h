@@ -13,8 +13,19 @@
 #if defined(__CUDACC__)
 
 #include <cuda_runtime.h>
-#define RS_LAUNCH(kernel, grid, block, smem, stream, ...) \
-  kernel<<<(grid), (block), (smem), static_cast<cudaStream_t>(stream)>>>(__VA_ARGS__)
+#include <stdexcept>
+#include <string>
+// A launch that cannot start (a bad configuration, too much shared memory) fails at once and
+// quietly: it is only reported by the next cudaGetLastError. Every launch asks at once.
+inline void rs_check_launch(const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA: launching ") + kernel + " failed: " + cudaGetErrorString(e));
+}
+#define RS_LAUNCH(kernel, grid, block, smem, stream, ...)                                  \
+  do {                                                                                     \
+    kernel<<<(grid), (block), (smem), static_cast<cudaStream_t>(stream)>>>(__VA_ARGS__);  \
+    rs_check_launch(#kernel);                                                              \
+  } while (0)
 #define RS_DYNAMIC_SMEM(T, name)               \
   extern __shared__ unsigned char rs_smem[];   \
   T* name = reinterpret_cast<T*>(rs_smem)

@@ -7,8 +7,10 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/ops.h"
 
+#if RINGSIDE_OPENBLAS
 extern "C" char* openblas_get_config(void);
 extern "C" char* openblas_get_corename(void);
+#endif
 
 namespace ringside {
 
@@ -35,6 +37,7 @@ class CpuBackend final : public Backend {
 
   Device device() const override { return Device::cpu; }
   std::string describe() const override {
+#if RINGSIDE_OPENBLAS
     // openblas_get_config() starts "OpenBLAS 0.3.21 DYNAMIC_ARCH ...": keep name and version.
     const std::string config = openblas_get_config();
     const std::string version = config.substr(0, config.find(' ', config.find(' ') + 1));
@@ -47,6 +50,9 @@ class CpuBackend final : public Backend {
            "OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX (AVX-512) is often 3-5x faster";
 #endif
     return d;
+#else
+    return "cpu, the reference BLAS (netlib; no OpenBLAS in this build), 1 thread per GEMM call";
+#endif
   }
   Tensor zeros(const Shape& shape, DType dtype, AllocTag tag) const override {
     return Tensor::zeros(shape, dtype, tag, Device::cpu);
