@@ -2,9 +2,9 @@
 // CPU emulation of the execution model under a C++ compiler, so that the kernels' indexing,
 // tiling and masking are tested against the CPU kernels on machines without a GPU (CI).
 //
-// The emulation runs a launch's blocks one after another, and a block's threads as real
-// threads that meet at __syncthreads() (a std::barrier). __shared__ variables become function
-// statics: one copy, which is right while one block runs at a time. It covers what the kernels
+// The emulation runs a launch's blocks one after another, and a block's threads as coroutines
+// (ucontext) that all reach each __syncthreads() before any passes it. __shared__ variables
+// become function statics: one copy, which is right while one block runs at a time. It covers what the kernels
 // use and no more: no warp intrinsics (the kernels reduce through shared memory), atomicAdd on
 // float, and the math functions below. It checks logic, not speed or races between blocks.
 #pragma once
@@ -36,13 +36,16 @@ inline void rs_check_launch(const char* kernel) {
 
 #else  // ---------------------------------------------------------------- CPU emulation
 
+#include <ucontext.h>
+
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <math.h>
-#include <thread>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 struct dim3 {
@@ -51,31 +54,76 @@ struct dim3 {
 };
 
 namespace rs_emu {
+
+// A block's threads are coroutines on the launching thread, run in rounds: each runs until its
+// next __syncthreads (or its end) before any goes past it, which is the barrier's meaning.
+struct Block {
+  ucontext_t scheduler;
+  std::vector<ucontext_t> threads;
+  std::vector<char> finished;
+  unsigned current = 0;
+  const std::function<void()>* body = nullptr;
+};
+inline thread_local Block* block = nullptr;
 inline thread_local dim3 thread_idx, block_idx, block_dim, grid_dim;
 inline thread_local unsigned char* dynamic_smem = nullptr;
-inline thread_local std::barrier<>* block_barrier = nullptr;
 
-// Runs kernel(args...) over grid x block, a block at a time, its threads concurrently.
+inline void sync() { swapcontext(&block->threads[block->current], &block->scheduler); }
+inline void run_thread() {
+  (*block->body)();
+  block->finished[block->current] = 1;  // uc_link returns to the scheduler
+}
+
+// Runs the block's n threads to their end from fresh contexts on `stacks`. (getcontext is
+// setjmp-like, so GCC fears for locals here; it returns once, so they are safe.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wclobbered"
+inline void run_block(Block& b, unsigned n, char* stacks, size_t stack_bytes) {
+  b.finished.assign(n, 0);
+  for (unsigned t = 0; t < n; ++t) {
+    getcontext(&b.threads[t]);
+    b.threads[t].uc_stack.ss_sp = stacks + t * stack_bytes;
+    b.threads[t].uc_stack.ss_size = stack_bytes;
+    b.threads[t].uc_link = &b.scheduler;
+    makecontext(&b.threads[t], run_thread, 0);
+  }
+  for (unsigned left = n; left > 0;) {
+    left = 0;
+    for (unsigned t = 0; t < n; ++t) {
+      if (b.finished[t]) continue;
+      b.current = t;
+      thread_idx = dim3(t % block_dim.x, (t / block_dim.x) % block_dim.y, t / (block_dim.x * block_dim.y));
+      swapcontext(&b.scheduler, &b.threads[t]);
+      left += !b.finished[t];
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
 template <class Kernel, class... Args>
-void launch(Kernel kernel, dim3 grid, dim3 block, size_t smem_bytes, const Args&... args) {
-  const unsigned nthreads = block.x * block.y * block.z;
+void launch(Kernel kernel, dim3 grid, dim3 blk, size_t smem_bytes, const Args&... args) {
+  // __shared__ variables are function statics, one copy: one launch at a time in the process.
+  static std::mutex one_at_a_time;
+  std::lock_guard lock(one_at_a_time);
+  constexpr size_t kStack = 64 * 1024;
+  const unsigned n = blk.x * blk.y * blk.z;
   std::vector<unsigned char> smem(smem_bytes + 16);
+  std::unique_ptr<char[]> stacks(new char[kStack * n]);
+  const std::function<void()> body = [&] { kernel(args...); };
+  Block b;
+  b.threads.resize(n);
+  b.body = &body;
+  Block* const outer = block;
+  block = &b;
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
-        std::barrier<> sync(static_cast<std::ptrdiff_t>(nthreads));
-        std::vector<std::thread> threads;
-        threads.reserve(nthreads);
-        for (unsigned t = 0; t < nthreads; ++t)
-          threads.emplace_back([&, t] {
-            thread_idx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
-            block_idx = dim3(bx, by, bz), block_dim = block, grid_dim = grid;
-            dynamic_smem = smem.data(), block_barrier = &sync;
-            kernel(args...);
-          });
-        for (auto& th : threads) th.join();
+        block_idx = dim3(bx, by, bz), block_dim = blk, grid_dim = grid, dynamic_smem = smem.data();
+        run_block(b, n, stacks.get(), kStack);
       }
+  block = outer;
 }
+
 }  // namespace rs_emu
 
 #define __global__
@@ -87,7 +135,7 @@ void launch(Kernel kernel, dim3 grid, dim3 block, size_t smem_bytes, const Args&
 #define blockIdx (::rs_emu::block_idx)
 #define blockDim (::rs_emu::block_dim)
 #define gridDim (::rs_emu::grid_dim)
-inline void __syncthreads() { ::rs_emu::block_barrier->arrive_and_wait(); }
+inline void __syncthreads() { ::rs_emu::sync(); }
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 // erff, exp2f, expf, fmaxf, fminf, log1pf, sqrtf: the C library's, from <math.h>.
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
