@@ -16,6 +16,21 @@ void run_nccl(int, const std::function<void(Communicator&)>&, const LocalOptions
 Communicator& nccl_world() { throw Error(kNoNccl); }
 #endif
 
+std::string RankFailures::record(int rank, const std::exception& e) {
+  const bool echo = dynamic_cast<const AbortedError*>(&e) != nullptr;
+  std::string msg = detail::concat("rank ", rank, " failed: ", e.what());
+  std::lock_guard lock(mu_);
+  std::string& slot = echo ? first_echo_ : first_error_;
+  if (slot.empty()) slot = msg;
+  return msg;
+}
+
+void RankFailures::rethrow() const {
+  std::lock_guard lock(mu_);
+  if (!first_error_.empty()) throw Error(first_error_);
+  if (!first_echo_.empty()) throw Error(first_echo_);
+}
+
 std::vector<int64_t> even_counts(int64_t n, int P) {
   std::vector<int64_t> c(P, n / P);
   for (int i = 0; i < n % P; ++i) ++c[i];

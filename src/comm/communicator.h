@@ -201,6 +201,21 @@ class CollectiveSpan {
 /// Rank r's chunk of n elements split into P nearly equal parts (the first n % P get one more).
 std::vector<int64_t> even_counts(int64_t n, int P);
 
+/// The failures of a job whose ranks are threads. Its cause is the first failure that is not an
+/// echo of another (an AbortedError): a rank whose peer failed may notice before the peer
+/// reports. Thread-safe.
+class RankFailures {
+ public:
+  /// Records rank r's exception; returns "rank r failed: <what>", to abort the job with.
+  std::string record(int rank, const std::exception& e);
+  /// Throws ringside::Error with the cause, if any rank failed.
+  void rethrow() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string first_error_, first_echo_;
+};
+
 // ---- the local backend: P ranks as threads of this process.
 
 struct LocalOptions {

@@ -352,8 +352,7 @@ void run_local(int P, const std::function<void(Communicator&)>& fn, const LocalO
   LocalWorld world(P, opts);
   std::vector<int> everyone(P);
   for (int r = 0; r < P; ++r) everyone[r] = r;
-  std::mutex err_mu;
-  std::string first_error, first_echo;
+  RankFailures failures;
   std::vector<std::thread> ranks;
   for (int r = 0; r < P; ++r)
     ranks.emplace_back([&, r] {
@@ -365,21 +364,11 @@ void run_local(int P, const std::function<void(Communicator&)>& fn, const LocalO
         fn(comm);
         gpu::synchronize();  // a rank's queued work fails here, as its own, not later
       } catch (const std::exception& e) {
-        // The job's cause is the first failure that is not an echo of another (an
-        // AbortedError): a rank whose peer failed may notice before the peer reports.
-        const bool echo = dynamic_cast<const AbortedError*>(&e) != nullptr;
-        const std::string msg = detail::concat("rank ", r, " failed: ", e.what());
-        {
-          std::lock_guard lock(err_mu);
-          std::string& slot = echo ? first_echo : first_error;
-          if (slot.empty()) slot = msg;
-        }
-        world.abort(msg);
+        world.abort(failures.record(r, e));
       }
     });
   for (auto& t : ranks) t.join();
-  if (!first_error.empty()) throw Error(first_error);
-  if (!first_echo.empty()) throw Error(first_echo);
+  failures.rethrow();
 }
 
 }  // namespace ringside

@@ -266,8 +266,7 @@ void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOp
   RS_NCCL(ncclGetUniqueId(&id));
   Job job;
   job.comms.assign(P, nullptr);
-  std::mutex err_mu;
-  std::string first_error, first_echo;
+  RankFailures failures;
   std::vector<std::thread> ranks;
   for (int r = 0; r < P; ++r)
     ranks.emplace_back([&, r] {
@@ -284,19 +283,11 @@ void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOp
         fn(comm);
         gpu::synchronize();
       } catch (const std::exception& e) {
-        const bool echo = dynamic_cast<const AbortedError*>(&e) != nullptr;
-        const std::string msg = detail::concat("rank ", r, " failed: ", e.what());
-        {
-          std::lock_guard lock(err_mu);
-          std::string& slot = echo ? first_echo : first_error;
-          if (slot.empty()) slot = msg;
-        }
-        job.abort(msg);
+        job.abort(failures.record(r, e));
       }
     });
   for (auto& t : ranks) t.join();
-  if (!first_error.empty()) throw Error(first_error);
-  if (!first_echo.empty()) throw Error(first_echo);
+  failures.rethrow();
 }
 
 Communicator& nccl_world() {

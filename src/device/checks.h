@@ -45,9 +45,26 @@ inline void positions(const Tensor& x, const std::vector<int64_t>& pos, const ch
            " positions for a tensor of shape ", to_string(x.shape()), " (need one per token of dim 1)");
 }
 
-inline void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const char* op) {
+inline void layernorm_sizes(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                            const char* op) {
   RS_CHECK(gamma.numel() == cols(x) && mean.numel() == rows(x) && rstd.numel() == rows(x), op,
            ": gamma/mean/rstd sizes do not fit x ", to_string(x.shape()));
+}
+inline void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                              const Tensor& mean, const Tensor& rstd, Device device) {
+  same_shape(x, y, "layernorm_forward", device);
+  same_shape(gamma, beta, "layernorm_forward", device);
+  same(x, gamma, "layernorm_forward", device);
+  layernorm_sizes(x, gamma, mean, rstd, "layernorm_forward");
+}
+inline void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                               const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+                               Device device) {
+  same_shape(dy, x, "layernorm_backward", device);
+  same_shape(dy, dx, "layernorm_backward", device);
+  same_shape(gamma, dgamma, "layernorm_backward", device);
+  same_shape(gamma, dbeta, "layernorm_backward", device);
+  layernorm_sizes(x, gamma, mean, rstd, "layernorm_backward");
 }
 
 /// Where q, k and v sit in each row of the fused qkv [b, s, (H + 2 Hkv) d], in bytes.

@@ -90,10 +90,7 @@ class CpuBackend final : public Backend {
 
   void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, Tensor& y,
                          Tensor& mean, Tensor& rstd) override {
-    same_shape(x, y, "layernorm_forward");
-    same_shape(gamma, beta, "layernorm_forward");
-    same(x, gamma, "layernorm_forward");
-    checks::layernorm(x, gamma, mean, rstd, "layernorm_forward");
+    checks::layernorm_forward(x, gamma, beta, y, mean, rstd, kCpu);
     dispatch(x, [&]<class T>() {
       kc::layernorm_forward(x.data<T>(), gamma.data<T>(), beta.data<T>(), rows(x), cols(x), eps, y.data<T>(),
                             mean.data<T>(), rstd.data<T>());
@@ -102,11 +99,7 @@ class CpuBackend final : public Backend {
 
   void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                           const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
-    same_shape(dy, x, "layernorm_backward");
-    same_shape(dy, dx, "layernorm_backward");
-    same_shape(gamma, dgamma, "layernorm_backward");
-    same_shape(gamma, dbeta, "layernorm_backward");
-    checks::layernorm(x, gamma, mean, rstd, "layernorm_backward");
+    checks::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, kCpu);
     dispatch(x, [&]<class T>() {
       kc::layernorm_backward(dy.data<T>(), x.data<T>(), gamma.data<T>(), mean.data<T>(), rstd.data<T>(), rows(x),
                              cols(x), dx.data<T>(), dgamma.data<T>(), dbeta.data<T>());

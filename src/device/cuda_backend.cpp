@@ -95,19 +95,14 @@ class CudaBackend final : public Backend {
 
   void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, Tensor& y, Tensor& mean,
                          Tensor& rstd) override {
-    same_shape(x, y, "layernorm_forward");
-    same_shape(gamma, beta, "layernorm_forward");
-    same(x, gamma, "layernorm_forward");
-    checks::layernorm(x, gamma, mean, rstd, "layernorm_forward");
+    checks::layernorm_forward(x, gamma, beta, y, mean, rstd, kCuda);
+    f32(x, "layernorm_forward");
     kg::layernorm_forward(fp(x), fp(gamma), fp(beta), rows(x), cols(x), eps, fp(y), fp(mean), fp(rstd), stream());
   }
   void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                           const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
-    same_shape(dy, x, "layernorm_backward");
-    same_shape(dy, dx, "layernorm_backward");
-    same_shape(gamma, dgamma, "layernorm_backward");
-    same_shape(gamma, dbeta, "layernorm_backward");
-    checks::layernorm(x, gamma, mean, rstd, "layernorm_backward");
+    checks::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, kCuda);
+    f32(x, "layernorm_backward");
     kg::layernorm_backward(fp(dy), fp(x), fp(gamma), fp(mean), fp(rstd), rows(x), cols(x), fp(dx), fp(dgamma),
                            fp(dbeta), stream());
   }
