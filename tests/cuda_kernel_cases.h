@@ -4,8 +4,8 @@
 // kernels run: float* put(vector<float>), int64_t* put(vector<int64_t>),
 // vector<float> get(const float*, size_t), void* stream(), void sync().
 //
-// Shapes cross the kernels' tile edges (64 query rows and 32 keys a forward block, 64 keys and
-// 16 query rows a backward block, 256 threads a row) and cover causal offsets and strides, GQA
+// Shapes cross the kernels' tile edges (64 query rows and 32 keys a forward block, 64 keys (32
+// past d = 128) and 16 query rows a backward block, 256 threads a row) and cover causal offsets and strides, GQA
 // and rows that see no key. Attention must match to 1e-5 (relative, fp32 against fp32, blocked
 // differently); dropout and the copies exactly.
 #pragma once
@@ -194,6 +194,10 @@ template <class Mem> void attention(Mem& m) {
   }
   SECTION("non-causal, query and key lengths differ") {
     p.b = 1, p.sq = 17, p.sk = 81, p.H = 2, p.Hkv = 2, p.d = 12, p.causal = false;
+    attention_case(m, p);
+  }
+  SECTION("head dim 160: the backward's 32-key blocks") {
+    p.b = 1, p.sq = 20, p.sk = 45, p.H = 2, p.Hkv = 1, p.d = 160, p.causal = true, p.q_offset = 25;
     attention_case(m, p);
   }
   SECTION("a ring step's block: global offsets, some rows see no key") {

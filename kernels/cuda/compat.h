@@ -23,6 +23,7 @@ inline void rs_check_launch(const char* kernel) {
 }
 #define RS_LAUNCH(kernel, grid, block, smem, stream, ...)                                  \
   do {                                                                                     \
+    cudaGetLastError(); /* drop a stale non-error, e.g. an event query's "not ready" */    \
     kernel<<<(grid), (block), (smem), static_cast<cudaStream_t>(stream)>>>(__VA_ARGS__);  \
     rs_check_launch(#kernel);                                                              \
   } while (0)

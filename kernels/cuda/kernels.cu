@@ -182,7 +182,9 @@ __global__ void split_qkv_kernel(const float* qkv, float* q, float* k, float* v,
 
 constexpr int kFwdRows = 64;  // query rows per forward block (a thread each)
 constexpr int kFwdKeys = 32;  // keys per shared-memory tile
-constexpr int kBwdKeys = 64;  // keys per backward block (a thread each)
+// Keys per backward block (a thread each): 64, or 32 past d = 128, where 64 keys' K, V, dK and
+// dV rows would not fit in shared memory.
+int bwd_keys(int64_t d) { return d > 128 ? 32 : 64; }
 constexpr int kBwdRows = 16;  // query rows per backward tile
 
 struct Pos {  // global positions of a block's rows and keys (kernels/cpu/attention.h)
@@ -286,26 +288,27 @@ __global__ void attention_backward_kernel(AttentionParams p, const float* q, con
                                           const float* dout, const float* lse, const float* D, float* dq, float* dk,
                                           float* dv) {
   RS_DYNAMIC_SMEM(float, smem);
-  const int64_t d = p.d, dp = d + 1, ldsds = kBwdKeys + 1;
-  float* s_k = smem;                      // [kBwdKeys][d + 1]: this block's keys, a row per thread
-  float* s_v = s_k + kBwdKeys * dp;       // [kBwdKeys][d + 1]
-  float* s_dk = s_v + kBwdKeys * dp;      // [kBwdKeys][d + 1]: dK and dV accumulators
-  float* s_dv = s_dk + kBwdKeys * dp;     // [kBwdKeys][d + 1]
-  float* s_q = s_dv + kBwdKeys * dp;      // [kBwdRows][d]
-  float* s_do = s_q + kBwdRows * d;       // [kBwdRows][d]
-  float* s_ds = s_do + kBwdRows * d;      // [kBwdRows][kBwdKeys + 1]: dS of the tile
+  const int64_t keys = blockDim.x;  // bwd_keys(d)
+  const int64_t d = p.d, dp = d + 1, ldsds = keys + 1;
+  float* s_k = smem;                  // [keys][d + 1]: this block's keys, a row per thread
+  float* s_v = s_k + keys * dp;       // [keys][d + 1]
+  float* s_dk = s_v + keys * dp;      // [keys][d + 1]: dK and dV accumulators
+  float* s_dv = s_dk + keys * dp;     // [keys][d + 1]
+  float* s_q = s_dv + keys * dp;      // [kBwdRows][d]
+  float* s_do = s_q + kBwdRows * d;   // [kBwdRows][d]
+  float* s_ds = s_do + kBwdRows * d;  // [kBwdRows][keys + 1]: dS of the tile
   float* s_lse2 = s_ds + kBwdRows * ldsds;  // [kBwdRows]
   float* s_D = s_lse2 + kBwdRows;           // [kBwdRows]
   const Pos pos{p.q_offset, p.q_stride, p.k_offset, p.k_stride};
   const int t = threadIdx.x;
-  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kBwdKeys, h = blockIdx.y, bi = blockIdx.z;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * keys, h = blockIdx.y, bi = blockIdx.z;
   const int64_t ldq = p.H * d, ldk = p.Hkv * d, kvh = h / (p.H / p.Hkv);
   const int64_t qbase = bi * p.sq * ldq + h * d, kbase = bi * p.sk * ldk + kvh * d;
-  const int64_t j = j0 + t, bk = p.sk - j0 < kBwdKeys ? p.sk - j0 : kBwdKeys;
+  const int64_t j = j0 + t, bk = p.sk - j0 < keys ? p.sk - j0 : keys;
   const bool active = j < p.sk;
   const float scale = static_cast<float>(p.softmax_scale), scale2 = static_cast<float>(p.softmax_scale * kLog2e);
 
-  for (int64_t e = t; e < kBwdKeys * d; e += blockDim.x) {
+  for (int64_t e = t; e < keys * d; e += blockDim.x) {
     const int64_t r = e / d, c = e % d;
     s_k[r * dp + c] = r < bk ? k[kbase + (j0 + r) * ldk + c] : 0.0f;
     s_v[r * dp + c] = r < bk ? v[kbase + (j0 + r) * ldk + c] : 0.0f;
@@ -454,7 +457,8 @@ void merge_qkv(const float* dq, const float* dk, const float* dv, float* dqkv, i
 }
 
 int64_t attention_smem_bytes(int64_t d, bool backward) {
-  const int64_t floats = backward ? 4 * kBwdKeys * (d + 1) + 2 * kBwdRows * d + kBwdRows * (kBwdKeys + 1) + 2 * kBwdRows
+  const int64_t keys = bwd_keys(d);
+  const int64_t floats = backward ? 4 * keys * (d + 1) + 2 * kBwdRows * d + kBwdRows * (keys + 1) + 2 * kBwdRows
                                   : 2 * kFwdRows * (d + 1) + 2 * kFwdKeys * d;
   return floats * static_cast<int64_t>(sizeof(float));
 }
@@ -473,10 +477,10 @@ void attention_backward(const AttentionParams& p, const float* q, const float* k
   RS_LAUNCH(attention_rowdot_kernel, blocks_for(p.b * p.H * p.sq), kThreads, 0, stream, p, out, dout, D);
   const int64_t smem = attention_smem_bytes(p.d, true);
   RS_ALLOW_SMEM(attention_backward_kernel, smem);
-  const dim3 grid(static_cast<unsigned>((p.sk + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(p.H),
-                  static_cast<unsigned>(p.b));
-  RS_LAUNCH(attention_backward_kernel, grid, kBwdKeys, static_cast<size_t>(smem), stream, p, q, k, v, dout, lse, D, dq,
-            dk, dv);
+  const int keys = bwd_keys(p.d);
+  const dim3 grid(static_cast<unsigned>((p.sk + keys - 1) / keys), static_cast<unsigned>(p.H), static_cast<unsigned>(p.b));
+  RS_LAUNCH(attention_backward_kernel, grid, keys, static_cast<size_t>(smem), stream, p, q, k, v, dout, lse, D, dq, dk,
+            dv);
 }
 
 void lse_merge(int64_t b, int64_t sq, int64_t H, int64_t d, float* out, float* lse, const float* out_b,

@@ -61,7 +61,7 @@ int64_t attention_smem_bytes(int64_t d, bool backward);
 void attention_forward(const AttentionParams& p, const float* q, const float* k, const float* v, float* out, float* lse,
                        Stream stream);
 /// FlashAttention-2 backward (Algorithm 2): D = rowsum(dout * out) into `D` ([b, H, sq]
-/// scratch), then a block per (64 keys, head, batch), a thread per key, holding dK and dV in
+/// scratch), then a block per (64 keys, or 32 when d > 128, head, batch), a thread per key, holding dK and dV in
 /// shared memory over the query tiles; dQ is added with atomics, and dK, dV at the end (GQA:
 /// the heads of a group add into one kv head). Accumulates into dq, dk, dv.
 void attention_backward(const AttentionParams& p, const float* q, const float* k, const float* v, const float* out,

@@ -225,8 +225,8 @@ class LocalWorld {
         if (t->bytes && !opts_.dry_run) {
           if (t->send_ready || t->recv_ready) {  // device memory: a copy on the comm stream, timed by events
             int64_t start_ns = 0;
-            gpu::transfer(*t->streams, t->to, t->from, t->bytes, {t->send_ready.get(), t->recv_ready.get()}, start_ns,
-                          done_ns);
+            gpu::transfer(*t->streams, t->to, t->from, t->bytes, {t->send_ready.get(), t->recv_ready.get()},
+                          opts_.timeout_s, start_ns, done_ns);
             t->send_req->started_ns = t->recv_req->started_ns = start_ns;
           } else {
             std::memcpy(t->to, t->from, static_cast<size_t>(t->bytes));

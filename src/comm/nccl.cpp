@@ -8,10 +8,13 @@
 // ncclAllReduce); all-to-all is one group of sends and receives; uneven shares fall back to
 // the ring algorithms of communicator.cpp over grouped send/recv.
 //
-// A wait polls the group's completion event and gives up at the deadline with CommError; a
-// failing rank aborts every communicator of the job (ncclCommAbort), so no rank hangs.
+// A wait polls the group's completion event and gives up at the deadline with CommError. A
+// failing rank marks the job aborted; every other rank's wait sees the mark and throws, and
+// each rank aborts its own communicator as it unwinds (ncclCommAbort: NCCL forbids touching
+// a communicator from two threads at once), so no rank hangs on a peer that is gone.
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -36,14 +39,15 @@ struct Job {
   std::atomic<bool> aborted{false};
   std::mutex mu;
   std::string message;
-  std::vector<ncclComm_t> comms;
   void abort(const std::string& why) {
     std::lock_guard lock(mu);
     if (aborted) return;
     message = why;
     aborted = true;
-    for (ncclComm_t c : comms)
-      if (c) ncclCommAbort(c);
+  }
+  std::string why() {
+    std::lock_guard lock(mu);
+    return message;
   }
 };
 
@@ -65,7 +69,9 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, int rank, int size, Job* job) : comm_(comm), rank_(rank), size_(size), job_(job) {}
   ~NcclCommunicator() override {
-    if (!job_->aborted) ncclCommDestroy(comm_);
+    // Destroy waits for issued operations, which a failed peer will never match: abort then.
+    if (job_->aborted || std::uncaught_exceptions() > 0) ncclCommAbort(comm_);
+    else ncclCommDestroy(comm_);
   }
   using Communicator::all_gather;
   using Communicator::all_reduce;
@@ -189,7 +195,7 @@ class NcclCommunicator final : public Communicator {
   RequestPtr post(bool send, void* buf, int64_t bytes, int peer, int tag) {
     RS_CHECK(peer >= 0 && peer < size_, "rank ", rank_, ": ", send ? "send to" : "recv from", " rank ", peer,
              " of a communicator of size ", size_);
-    if (job_->aborted) throw AbortedError("aborted: " + job_->message);
+    if (job_->aborted) throw AbortedError("aborted: " + job_->why());
     auto r = std::make_shared<NcclRequest>(this, job_);
     r->what = detail::concat(send ? "send to" : "recv from", " rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
     pending_.push_back({send, buf, bytes, peer, r});
@@ -204,11 +210,13 @@ class NcclCommunicator final : public Communicator {
     RS_NCCL(ncclGroupStart());
     try {
       issue(static_cast<cudaStream_t>(gpu::require_bound(what).comm));
-    } catch (...) {
-      ncclGroupEnd();
+      RS_NCCL(ncclGroupEnd());
+    } catch (const std::exception& e) {
+      // Ending a group with some of its calls would launch half a step and leave the ranks
+      // out of step: end the job instead (this communicator is aborted as the rank unwinds).
+      job_->abort(detail::concat("rank ", rank_, ": ", what, ": ", e.what()));
       throw;
     }
-    RS_NCCL(ncclGroupEnd());
     auto end = gpu::Event::record(true);
     for (const Pending& p : group) p.req->start_ = start, p.req->end_ = end;
   }
@@ -242,8 +250,9 @@ class NcclCommunicator final : public Communicator {
 
 bool NcclRequest::wait_until(std::chrono::steady_clock::time_point deadline) {
   if (!end_) owner_->start();  // still queued: issue this rank's group now
+  if (!end_) throw CommError("rank " + std::to_string(owner_->rank()) + ": " + what + " was never issued");
   while (!end_->done()) {
-    if (job_->aborted) throw AbortedError("aborted (" + what + "): " + job_->message);
+    if (job_->aborted) throw AbortedError("aborted (" + what + "): " + job_->why());
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
@@ -262,23 +271,20 @@ void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOp
   if (P > gpus)
     throw ConfigError(detail::concat("--backend nccl runs one rank per GPU: ", P, " ranks but ", gpus,
                                      " GPU", gpus == 1 ? "" : "s", " visible (use --backend local for virtual ranks)"));
-  ncclUniqueId id;
-  RS_NCCL(ncclGetUniqueId(&id));
+  // One process: every communicator at once, before any rank starts (ncclCommInitRank would
+  // leave the others blocked forever if one rank failed before joining).
+  std::vector<ncclComm_t> comms(P);
+  std::vector<int> devices(P);
+  for (int r = 0; r < P; ++r) devices[r] = r;
+  RS_NCCL(ncclCommInitAll(comms.data(), P, devices.data()));
   Job job;
-  job.comms.assign(P, nullptr);
   RankFailures failures;
   std::vector<std::thread> ranks;
   for (int r = 0; r < P; ++r)
     ranks.emplace_back([&, r] {
       try {
+        NcclCommunicator comm(comms[r], r, P, &job);  // owns comms[r] from here
         gpu::Bind bind(r, 0);
-        ncclComm_t c = nullptr;
-        RS_NCCL(ncclCommInitRank(&c, P, id, r));
-        {
-          std::lock_guard lock(job.mu);
-          job.comms[r] = c;
-        }
-        NcclCommunicator comm(c, r, P, &job);
         comm.timeout_s = opts.timeout_s;
         fn(comm);
         gpu::synchronize();
@@ -310,7 +316,6 @@ Communicator& nccl_world() {
     std::memcpy(&id, all.data(), sizeof id);
     ncclComm_t c = nullptr;
     RS_NCCL(ncclCommInitRank(&c, mpi.size(), id, mpi.rank()));
-    job.comms = {c};
     return std::make_unique<NcclCommunicator>(c, mpi.rank(), mpi.size(), &job);
   }();
   return *world;

@@ -46,7 +46,13 @@ void check_cublas(cublasStatus_t st, const char* call) {
 class CudaBackend final : public Backend {
  public:
   ~CudaBackend() override {
-    for (auto& [streams, h] : handles_) cublasDestroy(h);
+    for (auto& [streams, h] : handles_) {
+      int previous = 0;  // a handle is destroyed on its own device
+      cudaGetDevice(&previous);
+      cudaSetDevice(streams->device);
+      cublasDestroy(h);
+      cudaSetDevice(previous);
+    }
     for (auto& [streams, cache] : positions_)
       for (auto& entry : cache) gpu::release(entry.device, *streams);
   }
@@ -230,17 +236,22 @@ class CudaBackend final : public Backend {
   };
   const int64_t* device_positions(const std::vector<int64_t>& positions) {
     const gpu::RankStreams& s = gpu::require_bound("positions");
+    {
+      std::lock_guard lock(mu_);
+      for (const CachedPositions& c : positions_[&s])
+        if (c.host == positions) return static_cast<const int64_t*>(c.device);
+    }
+    // Uploaded outside the lock: the copy waits for this rank's stream, not the others'.
+    // (Only this rank's thread touches its own list, so nothing can slip in meanwhile.)
+    const int64_t bytes = static_cast<int64_t>(positions.size() * sizeof(int64_t));
+    void* dev = gpu::allocate(bytes, s);
+    gpu::copy(dev, positions.data(), bytes);
     std::lock_guard lock(mu_);
     auto& cache = positions_[&s];
-    for (const CachedPositions& c : cache)
-      if (c.host == positions) return static_cast<const int64_t*>(c.device);
     if (cache.size() >= 8) {
       gpu::release(cache.front().device, s);
       cache.erase(cache.begin());
     }
-    const int64_t bytes = static_cast<int64_t>(positions.size() * sizeof(int64_t));
-    void* dev = gpu::allocate(bytes, s);
-    gpu::copy(dev, positions.data(), bytes);
     cache.push_back({positions, dev});
     return static_cast<const int64_t*>(dev);
   }

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "core/error.h"
 
@@ -64,20 +65,44 @@ std::map<std::pair<int, int>, std::unique_ptr<RankStreams>> g_streams;  // kept 
 std::map<int, std::shared_ptr<Anchor>> g_anchors;
 std::set<int> g_pools;  // devices whose memory pool is configured
 
-std::shared_ptr<Anchor> anchor_of(int device, bool renew) {
+// Whether event e has happened, without waiting. cudaEventQuery's "not ready" is also left as
+// the thread's last error, which the next launch check would take for its own: clear it.
+bool query(cudaEvent_t e) {
+  const cudaError_t q = cudaEventQuery(e);
+  if (q == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  check(q, "cudaEventQuery");
+  return true;
+}
+
+// The calling thread's current device, restored when the scope ends: helpers that must act on
+// another device (a release from another thread, a transfer) leave the caller's as it was.
+struct OnDevice {
+  int previous = 0;
+  explicit OnDevice(int device) {
+    cudaGetDevice(&previous);
+    if (previous != device) check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~OnDevice() { cudaSetDevice(previous); }
+};
+
+// The device's anchor, renewed once it is a second old, so that the float milliseconds of
+// cudaEventElapsedTime stay sub-microsecond (events keep the anchor they were taken against).
+std::shared_ptr<Anchor> anchor_of(int device) {
   std::lock_guard lock(g_mu);
   std::shared_ptr<Anchor>& a = g_anchors[device];
-  if (!a || (renew && steady_now_ns() - a->ns > 1'000'000'000)) {
+  if (!a || steady_now_ns() - a->ns > 1'000'000'000) {
     auto fresh = std::make_shared<Anchor>();
-    RS_CUDA(cudaSetDevice(device));
+    OnDevice on(device);
     RS_CUDA(cudaEventCreate(&fresh->event));
     RS_CUDA(cudaEventRecord(fresh->event, nullptr));
     // Polled, not waited for: the host sees it complete within a microsecond or so, so the
     // anchor (and every time read against it) is as close to the host clock as it can be.
-    cudaError_t q;
-    while ((q = cudaEventQuery(fresh->event)) == cudaErrorNotReady) {
+    // (The legacy stream does not wait for the ranks' non-blocking streams: it is empty.)
+    while (!query(fresh->event)) {
     }
-    check(q, "cudaEventQuery");
     fresh->ns = steady_now_ns();
     a = std::move(fresh);
   }
@@ -103,6 +128,10 @@ const RankStreams& streams_for(int device, int slot) {
       RS_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
       uint64_t keep = UINT64_MAX;
       RS_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+      // Memory one rank freed is not handed to another by making the second wait for the
+      // first's stream: that hidden wait between virtual ranks would distort their overlap.
+      int no = 0;
+      RS_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no));
     }
     auto fresh = std::make_unique<RankStreams>();
     fresh->device = device, fresh->slot = slot;
@@ -149,14 +178,24 @@ Bind::Bind(int device, int slot) : previous_(t_bound) {
            " visible)");
   const RankStreams& s = streams_for(device, slot);
   RS_CUDA(cudaSetDevice(device));
-  anchor_of(device, true);
+  anchor_of(device);
   t_bound = &s;
 }
 
 void* allocate(int64_t bytes, const RankStreams& s) {
   void* p = nullptr;
-  RS_CUDA(cudaSetDevice(s.device));
-  const cudaError_t e = cudaMallocAsync(&p, static_cast<size_t>(bytes > 0 ? bytes : 1), stream_of(s.compute));
+  OnDevice on(s.device);
+  const size_t n = static_cast<size_t>(bytes > 0 ? bytes : 1);
+  cudaError_t e = cudaMallocAsync(&p, n, stream_of(s.compute));
+  if (e == cudaErrorMemoryAllocation) {
+    // The pool keeps what was freed; memory others need (NCCL, cuBLAS) may be in it. Give the
+    // unused part back to the device once, then try again.
+    cudaGetLastError();
+    cudaMemPool_t pool;
+    if (cudaDeviceSynchronize() == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, s.device) == cudaSuccess)
+      cudaMemPoolTrimTo(pool, 0);
+    e = cudaMallocAsync(&p, n, stream_of(s.compute));
+  }
   if (e != cudaSuccess) {
     cudaGetLastError();
     size_t free_b = 0, total = 0;
@@ -169,8 +208,11 @@ void* allocate(int64_t bytes, const RankStreams& s) {
 
 void release(void* p, const RankStreams& s) {
   // From a destructor, maybe at exit after the runtime is gone: errors are dropped, not thrown.
+  int previous = 0;
+  cudaGetDevice(&previous);
   if (cudaSetDevice(s.device) != cudaSuccess || cudaFreeAsync(p, stream_of(s.compute)) != cudaSuccess)
     cudaGetLastError();
+  cudaSetDevice(previous);
 }
 
 void copy(void* dst, const void* src, int64_t bytes) {
@@ -193,9 +235,22 @@ void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, i
                   static_cast<size_t>(width));
     return;
   }
-  RS_CUDA(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_pitch), src, static_cast<size_t>(src_pitch),
-                            static_cast<size_t>(width), static_cast<size_t>(rows), cudaMemcpyDefault,
-                            stream_of(s.compute)));
+  static const int64_t max_pitch = [] {  // cudaMemcpy2D refuses pitches above this
+    int dev = 0, v = 0;
+    cudaGetDevice(&dev);
+    return cudaDeviceGetAttribute(&v, cudaDevAttrMaxPitch, dev) == cudaSuccess ? int64_t(v) : int64_t(INT32_MAX);
+  }();
+  if (rows == 1 || (dst_pitch == width && src_pitch == width)) {  // contiguous: one plain copy
+    RS_CUDA(cudaMemcpyAsync(dst, src, static_cast<size_t>(width * rows), cudaMemcpyDefault, stream_of(s.compute)));
+  } else if (dst_pitch > max_pitch || src_pitch > max_pitch) {  // very long rows: a copy per row
+    for (int64_t r = 0; r < rows; ++r)
+      RS_CUDA(cudaMemcpyAsync(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
+                              static_cast<size_t>(width), cudaMemcpyDefault, stream_of(s.compute)));
+  } else {
+    RS_CUDA(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_pitch), src, static_cast<size_t>(src_pitch),
+                              static_cast<size_t>(width), static_cast<size_t>(rows), cudaMemcpyDefault,
+                              stream_of(s.compute)));
+  }
   if (touches_host(dst, src)) RS_CUDA(cudaStreamSynchronize(stream_of(s.compute)));
 }
 
@@ -227,7 +282,7 @@ std::shared_ptr<Event> Event::record(bool comm) {
   std::shared_ptr<Event> e(new Event);
   cudaEvent_t ev;
   RS_CUDA(cudaEventCreate(&ev));
-  e->event_ = ev, e->device_ = s.device, e->anchor_ = anchor_of(s.device, false);
+  e->event_ = ev, e->device_ = s.device, e->anchor_ = anchor_of(s.device);
   RS_CUDA(cudaEventRecord(ev, stream_of(comm ? s.comm : s.compute)));
   return e;
 }
@@ -237,24 +292,20 @@ Event::~Event() {
 }
 
 int64_t Event::steady_ns() const {
-  RS_CUDA(cudaSetDevice(device_));
+  OnDevice on(device_);
   return event_ns(static_cast<cudaEvent_t>(event_), *static_cast<const Anchor*>(anchor_.get()));
 }
 
-bool Event::done() const {
-  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event_));
-  if (e == cudaErrorNotReady) return false;
-  check(e, "cudaEventQuery");
-  return true;
-}
+bool Event::done() const { return query(static_cast<cudaEvent_t>(event_)); }
 
 void comm_wait(const Event& e) {
   RS_CUDA(cudaStreamWaitEvent(stream_of(require_bound("comm_wait").comm), static_cast<cudaEvent_t>(e.handle()), 0));
 }
 
 void transfer(const RankStreams& sender, void* to, const void* from, int64_t bytes,
-              const std::vector<const Event*>& after, int64_t& start_ns, int64_t& end_ns) {
-  RS_CUDA(cudaSetDevice(sender.device));
+              const std::vector<const Event*>& after, double timeout_s, int64_t& start_ns, int64_t& end_ns) {
+  OnDevice on(sender.device);
+  const std::shared_ptr<Anchor> a = anchor_of(sender.device);  // before the events read against it
   const cudaStream_t comm = stream_of(sender.comm);
   for (const Event* e : after)
     if (e) RS_CUDA(cudaStreamWaitEvent(comm, static_cast<cudaEvent_t>(e->handle()), 0));
@@ -268,7 +319,15 @@ void transfer(const RankStreams& sender, void* to, const void* from, int64_t byt
   RS_CUDA(cudaEventRecord(start, comm));
   if (bytes > 0) RS_CUDA(cudaMemcpyAsync(to, from, static_cast<size_t>(bytes), cudaMemcpyDefault, comm));
   RS_CUDA(cudaEventRecord(end, comm));
-  const std::shared_ptr<Anchor> a = anchor_of(sender.device, false);
+  // Polled against the deadline: a rank whose stream never reaches its event (a hung kernel)
+  // fails the transfer, which fails both sides' waits, instead of blocking this thread forever.
+  const int64_t deadline = steady_now_ns() + static_cast<int64_t>(timeout_s * 1e9);
+  while (!query(end)) {
+    if (steady_now_ns() > deadline)
+      throw Error(detail::concat("the device copy of ", bytes, " bytes did not finish within ", timeout_s,
+                                 " s (a rank's stream is stuck?)"));
+    std::this_thread::yield();
+  }
   end_ns = event_ns(end, *a);
   start_ns = event_ns(start, *a);
 }
@@ -301,7 +360,8 @@ Event::~Event() = default;
 int64_t Event::steady_ns() const { no_cuda("gpu::Event"); }
 bool Event::done() const { no_cuda("gpu::Event"); }
 void comm_wait(const Event&) { no_cuda("gpu::comm_wait"); }
-void transfer(const RankStreams&, void*, const void*, int64_t, const std::vector<const Event*>&, int64_t&, int64_t&) {
+void transfer(const RankStreams&, void*, const void*, int64_t, const std::vector<const Event*>&, double, int64_t&,
+              int64_t&) {
   no_cuda("gpu::transfer");
 }
 

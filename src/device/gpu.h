@@ -108,7 +108,8 @@ void comm_wait(const Event& e);
 /// `sender.comm`, after the `after` events (each side's compute stream at posting: the data is
 /// written, the destination no longer read), timed with events; returns when the copy has
 /// finished, with its start and end in steady-clock ns. Any of to/from may be host memory.
+/// Throws ringside::Error if it has not finished after timeout_s seconds.
 void transfer(const RankStreams& sender, void* to, const void* from, int64_t bytes,
-              const std::vector<const Event*>& after, int64_t& start_ns, int64_t& end_ns);
+              const std::vector<const Event*>& after, double timeout_s, int64_t& start_ns, int64_t& end_ns);
 
 }  // namespace ringside::gpu

@@ -4,7 +4,8 @@
 // kernels run by the CPU emulation of kernels/cuda/compat.h, a "GPU rank" computes the whole
 // layer through the same code paths as on a GPU.
 //
-// It is synchronous: every call has done its work when it returns, so it checks the glue's
+// It is synchronous: every call has done its work when it returns (an event is nonetheless
+// "not ready" at its first query, leaving that as the thread's last error, as CUDA does), so it checks the glue's
 // logic (which memory is the device's, what is copied where, cuBLAS's column-major operands, how
 // events become times), not the ordering of streams, which only a GPU can. "Device" memory is
 // host memory that the fake remembers handing out (for cudaPointerGetAttributes).
@@ -28,13 +29,14 @@ enum cudaError_t {
 struct CUstream_st {};
 struct CUevent_st {
   int64_t ns = 0;
+  bool queried = false;  // a real event is usually "not ready" when first queried: so is this one
 };
 struct CUmemPool_st {};
 typedef CUstream_st* cudaStream_t;
 typedef CUevent_st* cudaEvent_t;
 typedef CUmemPool_st* cudaMemPool_t;
 enum cudaMemcpyKind { cudaMemcpyDefault = 4 };
-enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4 };
+enum cudaMemPoolAttr { cudaMemPoolReuseAllowInternalDependencies = 3, cudaMemPoolAttrReleaseThreshold = 4 };
 enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2, cudaMemoryTypeManaged = 3 };
 struct cudaPointerAttributes {
   cudaMemoryType type;
@@ -47,7 +49,7 @@ struct cudaDeviceProp {
   int major, minor, multiProcessorCount;
   size_t totalGlobalMem;
 };
-enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr { cudaDevAttrMaxPitch = 11, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 #define cudaStreamNonBlocking 0x01
 
 namespace fake_cuda {
@@ -68,6 +70,13 @@ inline bool on_device(const void* p) {
   --it;
   return a < it->first + it->second;
 }
+// The thread's last error, as the runtime keeps it: set by calls that fail, and by a query's
+// "not ready"; cudaGetLastError returns and clears it.
+inline thread_local cudaError_t last_error = cudaSuccess;
+inline cudaError_t fail(cudaError_t e) {
+  if (e != cudaSuccess) last_error = e;
+  return e;
+}
 inline int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -75,12 +84,16 @@ inline int64_t now_ns() {
 }  // namespace fake_cuda
 
 inline const char* cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "fake CUDA error"; }
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetLastError() {
+  const cudaError_t e = fake_cuda::last_error;
+  fake_cuda::last_error = cudaSuccess;
+  return e;
+}
 inline cudaError_t cudaGetDeviceCount(int* n) {
   *n = 1;
   return cudaSuccess;
 }
-inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+inline cudaError_t cudaSetDevice(int d) { return fake_cuda::fail(d == 0 ? cudaSuccess : cudaErrorInvalidDevice); }
 inline cudaError_t cudaGetDevice(int* d) {
   *d = 0;
   return cudaSuccess;
@@ -94,10 +107,12 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
   p->major = 9, p->minor = 0, p->multiProcessorCount = 1, p->totalGlobalMem = size_t(16) << 30;
   return cudaSuccess;
 }
-inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
-  *v = 232448;  // an H100's opt-in shared memory per block
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+  *v = a == cudaDevAttrMaxPitch ? 2147483647 : 232448;  // an H100's max pitch and opt-in shared memory per block
   return cudaSuccess;
 }
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) { return cudaSuccess; }
 inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* p, int) {
   static CUmemPool_st pool;
   *p = &pool;
@@ -127,14 +142,20 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
   return cudaSuccess;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-inline cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+  if (!e->queried) {
+    e->queried = true;
+    return fake_cuda::fail(cudaErrorNotReady);
+  }
+  return cudaSuccess;
+}
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   *ms = static_cast<float>(double(b->ns - a->ns) * 1e-6);
   return cudaSuccess;
 }
 inline cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) {
   *p = std::malloc(bytes);
-  if (!*p) return cudaErrorMemoryAllocation;
+  if (!*p) return fake_cuda::fail(cudaErrorMemoryAllocation);
   fake_cuda::Registry& r = fake_cuda::registry();
   std::lock_guard lock(r.mu);
   r.blocks[reinterpret_cast<uintptr_t>(*p)] = bytes;
@@ -144,7 +165,7 @@ inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
   fake_cuda::Registry& r = fake_cuda::registry();
   {
     std::lock_guard lock(r.mu);
-    if (r.blocks.erase(reinterpret_cast<uintptr_t>(p)) == 0) return cudaErrorInvalidValue;
+    if (r.blocks.erase(reinterpret_cast<uintptr_t>(p)) == 0) return fake_cuda::fail(cudaErrorInvalidValue);
   }
   std::free(p);
   return cudaSuccess;
@@ -159,7 +180,7 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cud
 }
 inline cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                      size_t height, cudaMemcpyKind, cudaStream_t) {
-  if (dpitch < width || spitch < width) return cudaErrorInvalidValue;  // as CUDA checks
+  if (dpitch < width || spitch < width) return fake_cuda::fail(cudaErrorInvalidValue);  // as CUDA checks
   for (size_t r = 0; r < height; ++r)
     std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
   return cudaSuccess;
