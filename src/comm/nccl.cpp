@@ -299,7 +299,8 @@ void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOp
 Communicator& nccl_world() {
 #if RINGSIDE_HAVE_MPI
   static Job job;
-  static std::unique_ptr<NcclCommunicator> world = [] {
+  // Never destroyed: at exit the CUDA runtime may already be gone, and the process ends anyway.
+  static NcclCommunicator* world = [] {
     Communicator& mpi = mpi_world();
     const int gpus = gpu::device_count();
     RS_CHECK(gpus > 0, "--backend nccl: rank ", mpi.rank(), " sees no GPU");
@@ -316,7 +317,7 @@ Communicator& nccl_world() {
     std::memcpy(&id, all.data(), sizeof id);
     ncclComm_t c = nullptr;
     RS_NCCL(ncclCommInitRank(&c, mpi.size(), id, mpi.rank()));
-    return std::make_unique<NcclCommunicator>(c, mpi.rank(), mpi.size(), &job);
+    return new NcclCommunicator(c, mpi.rank(), mpi.size(), &job);
   }();
   return *world;
 #else
