@@ -255,8 +255,9 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     put_seq(a, out_runs[ai], my_runs[ai].start);
     // lse [b, H, len] rows into [b, H, s/P] columns.
     const int64_t es = dtype_size(dt), len = my_runs[ai].len;
-    copy_rows(static_cast<char*>(lse.raw_data()) + my_runs[ai].start * es, sl * es, lse_runs[ai].raw_data(), len * es,
-              len * es, b * H);
+    if (!lse.is_dry())  // (a dry run moves no data)
+      copy_rows(static_cast<char*>(lse.raw_data()) + my_runs[ai].start * es, sl * es, lse_runs[ai].raw_data(),
+                len * es, len * es, b * H);
   }
   out_runs.clear();
   lse_runs.clear();
@@ -280,8 +281,9 @@ RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, Mem
     da_runs.push_back(run_of(da, ar, ws));
     Tensor l = be.empty({b, H, ar.len}, dt, ws);
     const int64_t es = dtype_size(dt);
-    copy_rows(l.raw_data(), ar.len * es, static_cast<const char*>(lse.raw_data()) + ar.start * es, sl * es, ar.len * es,
-              b * H);
+    if (!l.is_dry())
+      copy_rows(l.raw_data(), ar.len * es, static_cast<const char*>(lse.raw_data()) + ar.start * es, sl * es,
+                ar.len * es, b * H);
     lse_runs_b.push_back(l);
     dq_runs.push_back(be.zeros({b, ar.len, H, d}, dt, ws));
   }

@@ -236,14 +236,16 @@ Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, 
 void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, AllocTag tag) {
   int64_t n = 0;
   for (const Tensor* t : tensors) n += t->numel();
-  Tensor packed = Tensor::empty({n}, tensors.at(0)->dtype(), tag);  // (a dry run copies nothing below)
+  Tensor packed = Tensor::empty({n}, tensors.at(0)->dtype(), tag);
   auto* p = static_cast<char*>(packed.raw_data());
   {
     trace::Span copy("all_reduce pack", "memory", 0, 2 * packed.nbytes());
-    for (const Tensor* t : tensors) copy_bytes(p, t->raw_data(), t->nbytes()), p += t->nbytes();
+    if (!packed.is_dry())  // a dry run (what-if model) records the copy but moves nothing
+      for (const Tensor* t : tensors) copy_bytes(p, t->raw_data(), t->nbytes()), p += t->nbytes();
   }
   comm.all_reduce(packed);
   trace::Span copy("all_reduce unpack", "memory", 0, 2 * packed.nbytes());
+  if (packed.is_dry()) return;
   p = static_cast<char*>(packed.raw_data());
   for (Tensor* t : tensors) copy_bytes(t->raw_data(), p, t->nbytes()), p += t->nbytes();
 }
@@ -371,7 +373,8 @@ Tensor reduce_scatter_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* dst = static_cast<char*>(packed.raw_data());
   {
     trace::Span copy("reduce_scatter_seq pack", "memory", 0, 2 * packed.nbytes());
-    for (int r = 0; r < P; ++r) copy_rows(dst + r * b * n * row, n * row, src + r * n * row, s * row, n * row, b);
+    for (int r = 0; r < P && !packed.is_dry(); ++r)  // (a dry run: no data, no copy)
+      copy_rows(dst + r * b * n * row, n * row, src + r * n * row, s * row, n * row, b);
   }
   Shape out_shape = t.shape();
   out_shape[1] = n;

@@ -64,7 +64,7 @@ Tensor seq_to_heads(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* sp = static_cast<char*>(send.raw_data());
   {
     trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
-    for (int j = 0; j < P; ++j)  // block j: heads [j X/P, (j+1) X/P) of our tokens (dry: none)
+    for (int j = 0; j < P && !send.is_dry(); ++j)  // block j: heads [j X/P, (j+1) X/P) of our tokens (dry: none)
       copy_rows(sp + j * b * n * xp * d * es, xp * d * es, src + j * xp * d * es, X * d * es, xp * d * es, b * n);
   }
   comm.all_to_all(send.raw_data(), std::vector<int64_t>(P, blk), recv.raw_data(), std::vector<int64_t>(P, blk),
@@ -90,7 +90,7 @@ Tensor heads_to_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   auto* sp = static_cast<char*>(send.raw_data());
   {
     trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
-    for (int j = 0; j < P; ++j)  // block j: rank j's tokens, our heads (dry: none)
+    for (int j = 0; j < P && !send.is_dry(); ++j)  // block j: rank j's tokens, our heads (dry: none)
       copy_rows(sp + j * b * n * xp * d * es, n * xp * d * es, src + j * n * xp * d * es, n * P * xp * d * es,
                 n * xp * d * es, b);
   }
