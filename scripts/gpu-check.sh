@@ -14,7 +14,11 @@ OUT=${1:-out/gpu-check}
 BUILD=${RINGSIDE_GPU_BUILD:-build-gpu}
 mkdir -p "$OUT"
 [[ -d $DEPS/usr ]] || { echo "gpu-check: no $DEPS: run scripts/pack-device-deps.sh first (on a machine with apt)" >&2; exit 1; }
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+# A GPU first: without one every check below would be skipped or fail, after minutes of build.
+if ! nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | grep .; then
+  echo "gpu-check: no NVIDIA GPU visible (nvidia-smi lists none): this script checks the CUDA backend on one" >&2
+  exit 2
+fi
 failed=0
 step() {  # step NAME COMMAND...: runs it, logs to $OUT/NAME.log, remembers a failure
   local name=$1
@@ -35,6 +39,11 @@ step build cmake --build "$BUILD" -j "$(nproc)" --target ringside ringside_cuda_
 # The GPU tests (kernels against the CPU, every strategy on P = 2, 4, 8 virtual ranks against
 # fp64, dropout masks, the CUDA timeline, NCCL when there are 2+ GPUs) and the emulated kernels.
 step ctest ctest --test-dir "$BUILD" --output-on-failure --timeout 300
+# CTest counts a skipped test as passed: on this GPU machine only NCCL may skip (one GPU).
+if grep "(Skipped)" "$OUT/ctest.log" | grep -v -i nccl; then
+  echo "gpu-check: GPU tests were SKIPPED on a machine with a GPU: the device was not usable" >&2
+  failed=1
+fi
 step compare "$BUILD/ringside" compare --device cuda --ranks 4 --seq 512 --hidden 256 --heads 8 --ffn 1024
 step ring "$BUILD/ringside" run --strategy ring --device cuda --ranks 4 --seq 16384 --hidden 2048 --heads 16 \
   --ffn 8192 --batch 1 --trace "$OUT/ring-cuda.trace.json"

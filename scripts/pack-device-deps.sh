@@ -4,7 +4,7 @@
 # here: `apt-get download` fetches the Debian packages and `dpkg -x` unpacks them, without
 # installing anything. The device run carries the folder (carry: [".device-deps"]) and
 # scripts/gpu-check.sh points CMake at it. Header-only packages and the reference BLAS (one
-# shared library needing only libc) keep it near 10 MiB, inside the 64 MiB a run may carry.
+# shared library needing only libc) keep it about 7 MiB, inside the 64 MiB a run may carry.
 #
 # Usage: scripts/pack-device-deps.sh            (re-run to refresh; it starts from scratch)
 set -euo pipefail

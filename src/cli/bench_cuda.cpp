@@ -57,7 +57,8 @@ Tensor random_device(const Shape& shape, AllocTag tag, unsigned seed) {
 
 int bench_cuda(const BenchCudaOptions& o) {
   if (!gpu::built()) throw ConfigError("bench cuda: this build has no CUDA backend (configure with nvcc present)");
-  if (gpu::device_count() == 0) throw ConfigError("bench cuda: no CUDA device is visible on this machine");
+  if (gpu::device_count() == 0)
+    throw ConfigError("bench cuda: no CUDA device is visible on this machine (nvidia-smi lists the GPUs)");
   std::printf("ringside bench cuda: %s\n", gpu::describe(0).c_str());
   MemoryTracker tracker;
   const AllocTag tag{0, MemCategory::workspace, &tracker};

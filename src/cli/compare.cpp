@@ -191,7 +191,11 @@ Setup setup(CompareOptions& o) {
   if (nccl && s.device != Device::cuda) throw ConfigError("--backend nccl needs --device cuda");
   if (s.device == Device::cuda) {
     if (!gpu::built()) throw ConfigError("--device cuda: this build has no CUDA backend (configure with nvcc present)");
-    if (gpu::device_count() == 0) throw ConfigError("--device cuda: no CUDA device is visible on this machine");
+    if (gpu::device_count() == 0)
+      throw ConfigError("--device cuda: no CUDA device is visible on this machine (nvidia-smi lists the GPUs; "
+                        "without --device cuda the ranks run on the CPU)");
+    if (o.link_gbps > 0 || o.link_latency_us > 0)
+      throw ConfigError("--link-bandwidth and --link-latency shape the CPU ranks' transfers; on a GPU the copy is real");
     if (nccl && !nccl_available()) throw ConfigError("--backend nccl: this build has no NCCL");
   }
   s.mpi = o.backend == "mpi" || ((o.backend.empty() || nccl) && launched_by_mpirun());
@@ -222,8 +226,6 @@ Setup setup(CompareOptions& o) {
     s.local.latency_us = o.link_latency_us;
     s.local.device = s.device;
     s.local.nccl = nccl;
-    if (nccl && (o.link_gbps > 0 || o.link_latency_us > 0))
-      throw ConfigError("--link-bandwidth and --link-latency shape the local backend's transfers; NCCL's link is real");
   }
   return s;
 }

@@ -25,8 +25,7 @@ using checks::cols;
 using checks::rows;
 
 void f32(const Tensor& t, const char* op) {
-  RS_CHECK(t.dtype() == DType::f32, op, ": the CUDA backend computes in f32 (got ", to_string(t.dtype()),
-           "); use --dtype f32");
+  RS_CHECK(t.dtype() == DType::f32, op, ": the CUDA backend computes in f32 (got ", to_string(t.dtype()), ")");
 }
 void same(const Tensor& a, const Tensor& b, const char* op) {
   checks::same(a, b, op, kCuda);
