@@ -143,7 +143,13 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 #ifndef INFINITY
 #define INFINITY (std::numeric_limits<float>::infinity())
 #endif
+#if defined(RS_EMU_STREAM_ENQUEUE)
+// A runtime with streams of its own (tests/fake_cuda) runs the launch when the stream gets there.
+#define RS_LAUNCH(kernel, grid, block, smem, stream, ...) \
+  RS_EMU_STREAM_ENQUEUE(stream, [=] { ::rs_emu::launch(kernel, grid, block, smem, __VA_ARGS__); })
+#else
 #define RS_LAUNCH(kernel, grid, block, smem, stream, ...) ::rs_emu::launch(kernel, grid, block, smem, __VA_ARGS__)
+#endif
 #define RS_DYNAMIC_SMEM(T, name) T* name = reinterpret_cast<T*>(::rs_emu::dynamic_smem)
 #define RS_ALLOW_SMEM(kernel, bytes) ((void)(bytes))
 #define RS_UNROLL

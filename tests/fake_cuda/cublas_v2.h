@@ -1,6 +1,6 @@
 // A fake cuBLAS for tests/fake_cuda: cublasSgemm as the column-major product cuBLAS defines
-// (through the CPU's cblas, CblasColMajor), so the CUDA backend's row-major-to-column-major
-// operand mapping is checked on machines without a GPU.
+// (through the CPU's cblas, CblasColMajor), queued on the handle's stream, so the CUDA
+// backend's row-major-to-column-major operand mapping is checked on machines without a GPU.
 #pragma once
 #include "cuda_runtime_api.h"
 #include "kernels/cpu/blas.h"
@@ -34,12 +34,15 @@ inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
 inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
 // C (m x n, column-major, ldc) = alpha op(A) op(B) + beta C, as cuBLAS documents it; the
 // leading dimensions are checked as cuBLAS checks them.
-inline cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+inline cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                   const float* alpha, const float* A, int lda, const float* B, int ldb,
                                   const float* beta, float* C, int ldc) {
   if (lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m) return CUBLAS_STATUS_INVALID_VALUE;
   if (!fake_cuda::on_device(A) || !fake_cuda::on_device(B) || !fake_cuda::on_device(C)) return CUBLAS_STATUS_INVALID_VALUE;
-  cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-              m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+  const float al = *alpha, be = *beta;  // host pointer mode: read at the call
+  fake_cuda::enqueue(h->stream, [=] {
+    cblas_sgemm(CblasColMajor, ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                m, n, k, al, A, lda, B, ldb, be, C, ldc);
+  });
   return CUBLAS_STATUS_SUCCESS;
 }
