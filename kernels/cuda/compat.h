@@ -19,7 +19,8 @@
 // quietly: it is only reported by the next cudaGetLastError. Every launch asks at once.
 inline void rs_check_launch(const char* kernel) {
   const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA: launching ") + kernel + " failed: " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("CUDA: launching ") + kernel + " failed: " + cudaGetErrorString(e));
 }
 #define RS_LAUNCH(kernel, grid, block, smem, stream, ...)                                  \
   do {                                                                                     \
