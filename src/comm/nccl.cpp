@@ -8,10 +8,14 @@
 // ncclAllReduce); all-to-all is one group of sends and receives; uneven shares fall back to
 // the ring algorithms of communicator.cpp over grouped send/recv.
 //
-// A wait polls the group's completion event and gives up at the deadline with CommError. A
-// failing rank marks the job aborted; every other rank's wait sees the mark and throws, and
-// each rank aborts its own communicator as it unwinds (ncclCommAbort: NCCL forbids touching
-// a communicator from two threads at once), so no rank hangs on a peer that is gone.
+// The communicators are non-blocking (ncclConfig_t.blocking = 0): every NCCL call returns at
+// once, and what is still in progress (connecting to a peer, which needs the peer to make its
+// matching call) is polled with ncclCommGetAsyncError, as NCCL's fault-tolerance guide
+// describes. So every wait (for a connection, or for a group's completion event) gives up at
+// its deadline with CommError. A failing rank marks the job aborted; every other rank's wait
+// sees the mark and throws, and each rank aborts its own communicator as it unwinds
+// (ncclCommAbort: NCCL forbids touching a communicator from two threads at once), so no rank
+// hangs on a peer that is gone.
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -33,6 +37,35 @@ void check_nccl(ncclResult_t r, const char* call) {
 #define RS_NCCL(call) check_nccl((call), #call)
 
 ncclDataType_t nccl_type(DType dt) { return dt == DType::f32 ? ncclFloat32 : ncclFloat64; }
+
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+// Waits until NCCL's work on `comm` issued so far on the host is done (a non-blocking call
+// returned ncclInProgress): polls its async error, giving up when `aborted` says the job is
+// over or at the deadline.
+template <class Aborted>
+void await_nccl(ncclComm_t comm, const char* what, std::chrono::steady_clock::time_point deadline, Aborted&& aborted) {
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    check_nccl(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError");
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) check_nccl(state, what);
+    aborted();
+    if (std::chrono::steady_clock::now() > deadline)
+      throw CommError(detail::concat("NCCL: ", what, " did not complete in time (is a peer gone?)"));
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+// A non-blocking call's result: in progress is fine (await_nccl finishes it).
+void check_started(ncclResult_t r, const char* call) {
+  if (r != ncclInProgress) check_nccl(r, call);
+}
+#define RS_NCCL_ISSUE(call) check_started((call), #call)
 
 // What the ranks of one job share, so that a failure ends it everywhere.
 struct Job {
@@ -87,8 +120,8 @@ class NcclCommunicator final : public Communicator {
     pending_.clear();
     run_group("ncclSend/ncclRecv group", [&](cudaStream_t st) {
       for (const Pending& p : group) {
-        if (p.send) RS_NCCL(ncclSend(p.buf, static_cast<size_t>(p.bytes), ncclInt8, p.peer, comm_, st));
-        else RS_NCCL(ncclRecv(p.buf, static_cast<size_t>(p.bytes), ncclInt8, p.peer, comm_, st));
+        if (p.send) RS_NCCL_ISSUE(ncclSend(p.buf, static_cast<size_t>(p.bytes), ncclInt8, p.peer, comm_, st));
+        else RS_NCCL_ISSUE(ncclRecv(p.buf, static_cast<size_t>(p.bytes), ncclInt8, p.peer, comm_, st));
       }
     }, group);
   }
@@ -103,12 +136,15 @@ class NcclCommunicator final : public Communicator {
       ~Free() { gpu::release(p, s); }
     } release{one, s};
     gpu::zero(one, sizeof(float));
-    native("barrier", 0, [&](cudaStream_t st) { RS_NCCL(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm_, st)); });
+    native("barrier", 0, [&](cudaStream_t st) { RS_NCCL_ISSUE(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm_, st)); });
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     ncclComm_t sub = nullptr;
-    RS_NCCL(ncclCommSplit(comm_, color, key, &sub, nullptr));
+    ncclConfig_t config = nonblocking_config();
+    check_started(ncclCommSplit(comm_, color, key, &sub, &config), "ncclCommSplit");
+    await(comm_, "ncclCommSplit");
+    await(sub, "ncclCommSplit");
     int r = 0, n = 0;
     RS_NCCL(ncclCommUserRank(sub, &r));
     RS_NCCL(ncclCommCount(sub, &n));
@@ -124,7 +160,7 @@ class NcclCommunicator final : public Communicator {
     const int64_t bytes = counts[0] * dtype_size(dt);
     count_bytes((size_ - 1) * bytes, (size_ - 1) * bytes);  // the ring's volume: NCCL's busbw convention
     native("all_gather", (size_ - 1) * bytes, [&](cudaStream_t st) {
-      RS_NCCL(ncclAllGather(send, recv, static_cast<size_t>(counts[0]), nccl_type(dt), comm_, st));
+      RS_NCCL_ISSUE(ncclAllGather(send, recv, static_cast<size_t>(counts[0]), nccl_type(dt), comm_, st));
     });
   }
 
@@ -134,7 +170,7 @@ class NcclCommunicator final : public Communicator {
     const int64_t bytes = counts[0] * dtype_size(dt);
     count_bytes((size_ - 1) * bytes, (size_ - 1) * bytes);
     native("reduce_scatter", (size_ - 1) * bytes, [&](cudaStream_t st) {
-      RS_NCCL(ncclReduceScatter(send, recv, static_cast<size_t>(counts[0]), nccl_type(dt), ncclSum, comm_, st));
+      RS_NCCL_ISSUE(ncclReduceScatter(send, recv, static_cast<size_t>(counts[0]), nccl_type(dt), ncclSum, comm_, st));
     });
   }
 
@@ -147,7 +183,7 @@ class NcclCommunicator final : public Communicator {
     if (size_ > 1) sent += (n - counts[(rank_ + 1) % size_]) * dtype_size(dt);
     count_bytes(sent, sent);
     native("all_reduce", sent, [&](cudaStream_t st) {
-      RS_NCCL(ncclAllReduce(buf, buf, static_cast<size_t>(n), nccl_type(dt), ncclSum, comm_, st));
+      RS_NCCL_ISSUE(ncclAllReduce(buf, buf, static_cast<size_t>(n), nccl_type(dt), ncclSum, comm_, st));
     });
   }
 
@@ -162,9 +198,9 @@ class NcclCommunicator final : public Communicator {
     native("all_to_all", sent, [&](cudaStream_t st) {
       int64_t so = 0, ro = 0;
       for (int j = 0; j < size_; ++j) {  // one group: NCCL runs the P exchanges together
-        RS_NCCL(ncclSend(static_cast<const char*>(send) + so * es, static_cast<size_t>(send_counts[j] * es), ncclInt8, j,
+        RS_NCCL_ISSUE(ncclSend(static_cast<const char*>(send) + so * es, static_cast<size_t>(send_counts[j] * es), ncclInt8, j,
                          comm_, st));
-        RS_NCCL(ncclRecv(static_cast<char*>(recv) + ro * es, static_cast<size_t>(recv_counts[j] * es), ncclInt8, j,
+        RS_NCCL_ISSUE(ncclRecv(static_cast<char*>(recv) + ro * es, static_cast<size_t>(recv_counts[j] * es), ncclInt8, j,
                          comm_, st));
         so += send_counts[j], ro += recv_counts[j];
       }
@@ -186,6 +222,15 @@ class NcclCommunicator final : public Communicator {
     std::shared_ptr<NcclRequest> req;
   };
 
+  // Waits for a non-blocking NCCL call on c, within this communicator's timeout.
+  void await(ncclComm_t c, const char* what) {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+    await_nccl(c, what, deadline, [&] {
+      if (job_->aborted) throw AbortedError("aborted (" + std::string(what) + "): " + job_->why());
+    });
+  }
+
   static bool equal(const std::vector<int64_t>& c) {
     for (int64_t x : c)
       if (x != c.at(0)) return false;
@@ -205,18 +250,22 @@ class NcclCommunicator final : public Communicator {
   // Issues NCCL calls on the comm stream, after the compute stream's work so far, between two
   // events; the requests of `group` complete with them.
   template <class F> void run_group(const char* what, F&& issue, const std::vector<Pending>& group) {
+    if (job_->aborted) throw AbortedError("aborted (" + std::string(what) + "): " + job_->why());
+    const cudaStream_t comm_stream = static_cast<cudaStream_t>(gpu::require_bound(what).comm);
     gpu::comm_wait(*gpu::Event::record());
     auto start = gpu::Event::record(true);
     RS_NCCL(ncclGroupStart());
     try {
-      issue(static_cast<cudaStream_t>(gpu::require_bound(what).comm));
-      RS_NCCL(ncclGroupEnd());
+      issue(comm_stream);
     } catch (const std::exception& e) {
-      // Ending a group with some of its calls would launch half a step and leave the ranks
-      // out of step: end the job instead (this communicator is aborted as the rank unwinds).
+      // A call that failed inside a group makes ncclGroupEnd launch nothing; the ranks are out
+      // of step all the same: end the job (this communicator is aborted as the rank unwinds).
+      ncclGroupEnd();
       job_->abort(detail::concat("rank ", rank_, ": ", what, ": ", e.what()));
       throw;
     }
+    check_started(ncclGroupEnd(), what);
+    await(comm_, what);  // the group is issued (peers connected); its kernels run on the stream
     auto end = gpu::Event::record(true);
     for (const Pending& p : group) p.req->start_ = start, p.req->end_ = end;
   }
@@ -250,7 +299,7 @@ class NcclCommunicator final : public Communicator {
 
 bool NcclRequest::wait_until(std::chrono::steady_clock::time_point deadline) {
   if (!end_) owner_->start();  // still queued: issue this rank's group now
-  if (!end_) throw CommError("rank " + std::to_string(owner_->rank()) + ": " + what + " was never issued");
+  if (!end_) throw AbortedError("aborted (" + what + "): it was never issued: " + job_->why());
   while (!end_->done()) {
     if (job_->aborted) throw AbortedError("aborted (" + what + "): " + job_->why());
     if (std::chrono::steady_clock::now() >= deadline) return false;
@@ -271,12 +320,33 @@ void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOp
   if (P > gpus)
     throw ConfigError(detail::concat("--backend nccl runs one rank per GPU: ", P, " ranks but ", gpus,
                                      " GPU", gpus == 1 ? "" : "s", " visible (use --backend local for virtual ranks)"));
-  // One process: every communicator at once, before any rank starts (ncclCommInitRank would
-  // leave the others blocked forever if one rank failed before joining).
-  std::vector<ncclComm_t> comms(P);
-  std::vector<int> devices(P);
-  for (int r = 0; r < P; ++r) devices[r] = r;
-  RS_NCCL(ncclCommInitAll(comms.data(), P, devices.data()));
+  // One process: every communicator at once, before any rank starts (so no rank can be left
+  // waiting for one that failed before joining), non-blocking, as ncclCommInitAll makes them
+  // but with a config.
+  std::vector<ncclComm_t> comms(P, nullptr);
+  {
+    ncclUniqueId id;
+    RS_NCCL(ncclGetUniqueId(&id));
+    ncclConfig_t config = nonblocking_config();
+    int previous = 0;
+    cudaGetDevice(&previous);
+    RS_NCCL(ncclGroupStart());
+    for (int r = 0; r < P; ++r) {
+      cudaSetDevice(r);
+      check_started(ncclCommInitRankConfig(&comms[r], P, id, r, &config), "ncclCommInitRankConfig");
+    }
+    check_started(ncclGroupEnd(), "ncclCommInitRankConfig");
+    cudaSetDevice(previous);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                 std::chrono::duration<double>(opts.timeout_s));
+    try {
+      for (ncclComm_t c : comms) await_nccl(c, "ncclCommInitRankConfig", deadline, [] {});
+    } catch (...) {
+      for (ncclComm_t c : comms)
+        if (c) ncclCommAbort(c);
+      throw;
+    }
+  }
   Job job;
   RankFailures failures;
   std::vector<std::thread> ranks;
@@ -316,7 +386,10 @@ Communicator& nccl_world() {
     mpi.all_gather(words.data(), all.data(), std::vector<int64_t>(mpi.size(), int64_t(words.size())), DType::f64);
     std::memcpy(&id, all.data(), sizeof id);
     ncclComm_t c = nullptr;
-    RS_NCCL(ncclCommInitRank(&c, mpi.size(), id, mpi.rank()));
+    ncclConfig_t config = nonblocking_config();
+    check_started(ncclCommInitRankConfig(&c, mpi.size(), id, mpi.rank(), &config), "ncclCommInitRankConfig");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(int(mpi.timeout_s));
+    await_nccl(c, "ncclCommInitRankConfig", deadline, [] {});
     return new NcclCommunicator(c, mpi.rank(), mpi.size(), &job);
   }();
   return *world;

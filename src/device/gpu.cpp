@@ -55,6 +55,7 @@ cudaStream_t stream_of(void* s) { return static_cast<cudaStream_t>(s); }
 struct Anchor {
   cudaEvent_t event = nullptr;
   int64_t ns = 0;
+  int64_t chain_start_ns = 0;  // when the host clock was last read for the chain it belongs to
   ~Anchor() {
     if (event) cudaEventDestroy(event);
   }
@@ -80,32 +81,46 @@ bool query(cudaEvent_t e) {
 // The calling thread's current device, restored when the scope ends: helpers that must act on
 // another device (a release from another thread, a transfer) leave the caller's as it was.
 struct OnDevice {
-  int previous = 0;
+  int previous = -1;  // -1: unknown, nothing to restore
   explicit OnDevice(int device) {
-    cudaGetDevice(&previous);
+    if (cudaGetDevice(&previous) != cudaSuccess) cudaGetLastError(), previous = -1;
     if (previous != device) check(cudaSetDevice(device), "cudaSetDevice");
   }
-  ~OnDevice() { cudaSetDevice(previous); }
+  ~OnDevice() {
+    int now = -1;
+    if (previous >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous) cudaSetDevice(previous);
+  }
 };
 
 // The device's anchor, renewed once it is a second old, so that the float milliseconds of
 // cudaEventElapsedTime stay sub-microsecond (events keep the anchor they were taken against).
+// A renewal is chained to the anchor it replaces (its time is the old one's plus the GPU's
+// elapsed time between them), so that two events read against neighbouring anchors agree; the
+// host clock is read afresh for the first anchor, and after a minute or a gap of 10 s, to
+// follow any drift between the clocks.
 std::shared_ptr<Anchor> anchor_of(int device) {
   std::lock_guard lock(g_mu);
   std::shared_ptr<Anchor>& a = g_anchors[device];
-  if (!a || steady_now_ns() - a->ns > 1'000'000'000) {
-    auto fresh = std::make_shared<Anchor>();
-    OnDevice on(device);
-    RS_CUDA(cudaEventCreate(&fresh->event));
-    RS_CUDA(cudaEventRecord(fresh->event, nullptr));
-    // Polled, not waited for: the host sees it complete within a microsecond or so, so the
-    // anchor (and every time read against it) is as close to the host clock as it can be.
-    // (The legacy stream does not wait for the ranks' non-blocking streams: it is empty.)
-    while (!query(fresh->event)) {
-    }
-    fresh->ns = steady_now_ns();
-    a = std::move(fresh);
+  const int64_t now = steady_now_ns();
+  if (a && now - a->ns <= 1'000'000'000) return a;
+  auto fresh = std::make_shared<Anchor>();
+  OnDevice on(device);
+  RS_CUDA(cudaEventCreate(&fresh->event));
+  RS_CUDA(cudaEventRecord(fresh->event, nullptr));
+  // Polled, not waited for: the host sees it complete within a microsecond or so. (The legacy
+  // stream does not wait for the ranks' non-blocking streams: it is empty.)
+  while (!query(fresh->event)) {
   }
+  float ms = 0;
+  if (a && now - a->ns < 10'000'000'000 && now - a->chain_start_ns < 60'000'000'000 &&
+      cudaEventElapsedTime(&ms, a->event, fresh->event) == cudaSuccess) {
+    fresh->ns = a->ns + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+    fresh->chain_start_ns = a->chain_start_ns;
+  } else {
+    cudaGetLastError();
+    fresh->ns = fresh->chain_start_ns = steady_now_ns();
+  }
+  a = std::move(fresh);
   return a;
 }
 
@@ -189,10 +204,12 @@ void* allocate(int64_t bytes, const RankStreams& s) {
   cudaError_t e = cudaMallocAsync(&p, n, stream_of(s.compute));
   if (e == cudaErrorMemoryAllocation) {
     // The pool keeps what was freed; memory others need (NCCL, cuBLAS) may be in it. Give the
-    // unused part back to the device once, then try again.
+    // unused part back to the device once, then try again. (This rank's stream only: waiting
+    // for the whole device would wait for every other rank.)
     cudaGetLastError();
     cudaMemPool_t pool;
-    if (cudaDeviceSynchronize() == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, s.device) == cudaSuccess)
+    if (cudaStreamSynchronize(stream_of(s.compute)) == cudaSuccess &&
+        cudaDeviceGetDefaultMemPool(&pool, s.device) == cudaSuccess)
       cudaMemPoolTrimTo(pool, 0);
     e = cudaMallocAsync(&p, n, stream_of(s.compute));
   }
@@ -307,8 +324,23 @@ void transfer(const RankStreams& sender, void* to, const void* from, int64_t byt
   OnDevice on(sender.device);
   const std::shared_ptr<Anchor> a = anchor_of(sender.device);  // before the events read against it
   const cudaStream_t comm = stream_of(sender.comm);
+  // Both sides' streams must reach their events before the copy may run. Waited for here,
+  // against the deadline, before the copy is queued: a stuck stream fails the transfer and
+  // leaves no copy behind to write into buffers its owners free.
+  const int64_t deadline = steady_now_ns() + static_cast<int64_t>(timeout_s * 1e9);
+  auto too_late = [&](const char* what) {
+    if (steady_now_ns() > deadline)
+      throw Error(detail::concat("the device copy of ", bytes, " bytes ", what, " within ", timeout_s,
+                                 " s (a rank's stream is stuck?)"));
+  };
   for (const Event* e : after)
-    if (e) RS_CUDA(cudaStreamWaitEvent(comm, static_cast<cudaEvent_t>(e->handle()), 0));
+    if (e) {
+      while (!query(static_cast<cudaEvent_t>(e->handle()))) {
+        too_late("could not start");
+        std::this_thread::yield();
+      }
+      RS_CUDA(cudaStreamWaitEvent(comm, static_cast<cudaEvent_t>(e->handle()), 0));
+    }
   cudaEvent_t start, end;
   RS_CUDA(cudaEventCreate(&start));
   RS_CUDA(cudaEventCreate(&end));
@@ -319,13 +351,8 @@ void transfer(const RankStreams& sender, void* to, const void* from, int64_t byt
   RS_CUDA(cudaEventRecord(start, comm));
   if (bytes > 0) RS_CUDA(cudaMemcpyAsync(to, from, static_cast<size_t>(bytes), cudaMemcpyDefault, comm));
   RS_CUDA(cudaEventRecord(end, comm));
-  // Polled against the deadline: a rank whose stream never reaches its event (a hung kernel)
-  // fails the transfer, which fails both sides' waits, instead of blocking this thread forever.
-  const int64_t deadline = steady_now_ns() + static_cast<int64_t>(timeout_s * 1e9);
   while (!query(end)) {
-    if (steady_now_ns() > deadline)
-      throw Error(detail::concat("the device copy of ", bytes, " bytes did not finish within ", timeout_s,
-                                 " s (a rank's stream is stuck?)"));
+    too_late("did not finish");
     std::this_thread::yield();
   }
   end_ns = event_ns(end, *a);

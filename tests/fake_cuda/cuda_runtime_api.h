@@ -43,7 +43,7 @@ struct CUstream_st {
 struct CUevent_st {
   CUstream_st* stream = nullptr;
   uint64_t at = 0;  // complete once `stream` has run this many items
-  int64_t ns = 0;   // when it ran
+  std::shared_ptr<int64_t> ns = std::make_shared<int64_t>(0);  // when it ran (shared with its queued record)
   bool queried = false;
 };
 struct CUmemPool_st {};
@@ -114,7 +114,10 @@ inline void run(CUstream_st* s, uint64_t upto) {
     ++s->executed;
   }
 }
-inline void run_all(CUstream_st* s) { run(s, s->enqueued); }
+inline void run_all(CUstream_st* s) {
+  std::lock_guard lock(engine().mu);
+  run(s, s->enqueued);
+}
 
 // The thread's last error, as the runtime keeps it: set by calls that fail, and by a query's
 // "not ready"; cudaGetLastError returns and clears it.
@@ -188,32 +191,33 @@ inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
   return cudaSuccess;
 }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  // As CUDA: destroying a pending event is allowed; its record still runs (and must not touch it).
-  fake_cuda::Engine& g = fake_cuda::engine();
-  std::lock_guard lock(g.mu);
-  if (e->stream && e->stream->executed < e->at) fake_cuda::run(e->stream, e->at);
+  // As CUDA: destroying a pending event is allowed; its queued record keeps only its time.
+  std::lock_guard lock(fake_cuda::engine().mu);
   delete e;
   return cudaSuccess;
 }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-  fake_cuda::Engine& g = fake_cuda::engine();
-  std::lock_guard lock(g.mu);
+  std::lock_guard lock(fake_cuda::engine().mu);
   s = fake_cuda::stream_or_legacy(s);
-  fake_cuda::enqueue(s, [e] { e->ns = fake_cuda::now_ns(); });
+  e->ns = std::make_shared<int64_t>(0);
+  fake_cuda::enqueue(s, [ns = e->ns] { *ns = fake_cuda::now_ns(); });
   e->stream = s, e->at = s->enqueued, e->queried = false;
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  std::lock_guard lock(fake_cuda::engine().mu);
   CUstream_st* const t = e->stream;
   const uint64_t at = e->at;  // the event as recorded now, as CUDA reads it
   if (t) fake_cuda::enqueue(s, [t, at] { fake_cuda::run(t, at); });
   return cudaSuccess;
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  std::lock_guard lock(fake_cuda::engine().mu);
   if (e->stream) fake_cuda::run(e->stream, e->at);
   return cudaSuccess;
 }
 inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+  std::lock_guard lock(fake_cuda::engine().mu);
   if (!e->queried) {  // a real event is usually still pending when first asked
     e->queried = true;
     return fake_cuda::fail(cudaErrorNotReady);
@@ -222,7 +226,7 @@ inline cudaError_t cudaEventQuery(cudaEvent_t e) {
 }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   cudaEventSynchronize(a), cudaEventSynchronize(b);
-  *ms = static_cast<float>(double(b->ns - a->ns) * 1e-6);
+  *ms = static_cast<float>(double(*b->ns - *a->ns) * 1e-6);
   return cudaSuccess;
 }
 inline cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) {
