@@ -60,31 +60,18 @@ LocalOptions on_gpu() {
 
 }  // namespace
 
-TEST_CASE("cuda kernels: elementwise, bias, GeLU, fill", "[cuda]") {
+// The kernel cases of cuda_kernel_cases.h, on device memory of GPU 0.
+template <class Case> void on_gpu(Case run_case) {
   gpu::Bind bind(0, 0);
   DeviceMem m;
-  cuda_cases::elementwise(m);
+  run_case(m);
 }
-TEST_CASE("cuda kernels: LayerNorm forward and backward", "[cuda]") {
-  gpu::Bind bind(0, 0);
-  DeviceMem m;
-  cuda_cases::layernorm(m);
-}
-TEST_CASE("cuda kernels: RoPE, dropout bit for bit, fused QKV", "[cuda]") {
-  gpu::Bind bind(0, 0);
-  DeviceMem m;
-  cuda_cases::rope_dropout_qkv(m);
-}
-TEST_CASE("cuda kernels: FlashAttention-2 forward and backward", "[cuda]") {
-  gpu::Bind bind(0, 0);
-  DeviceMem m;
-  cuda_cases::attention(m);
-}
-TEST_CASE("cuda kernels: LSE merge", "[cuda]") {
-  gpu::Bind bind(0, 0);
-  DeviceMem m;
-  cuda_cases::lse_merge(m);
-}
+
+TEST_CASE("cuda kernels: elementwise, bias, GeLU, fill", "[cuda]") { on_gpu(cuda_cases::elementwise<DeviceMem>); }
+TEST_CASE("cuda kernels: LayerNorm forward and backward", "[cuda]") { on_gpu(cuda_cases::layernorm<DeviceMem>); }
+TEST_CASE("cuda kernels: RoPE, dropout bit for bit, fused QKV", "[cuda]") { on_gpu(cuda_cases::rope_dropout_qkv<DeviceMem>); }
+TEST_CASE("cuda kernels: FlashAttention-2 forward and backward", "[cuda]") { on_gpu(cuda_cases::attention<DeviceMem>); }
+TEST_CASE("cuda kernels: LSE merge", "[cuda]") { on_gpu(cuda_cases::lse_merge<DeviceMem>); }
 
 TEST_CASE("cuda backend: dropout masks through the backend equal the CPU backend's", "[cuda]") {
   gpu::Bind bind(0, 0);

@@ -28,23 +28,22 @@ struct HostMem {
 
 }  // namespace
 
-TEST_CASE("cuda kernels (emulated): elementwise, bias, GeLU, fill", "[cuda-emulated]") {
+// The kernel cases of cuda_kernel_cases.h, on host memory.
+template <class Case> void on_host(Case run_case) {
   HostMem m;
-  cuda_cases::elementwise(m);
+  run_case(m);
+}
+
+TEST_CASE("cuda kernels (emulated): elementwise, bias, GeLU, fill", "[cuda-emulated]") {
+  on_host(cuda_cases::elementwise<HostMem>);
 }
 TEST_CASE("cuda kernels (emulated): LayerNorm forward and backward", "[cuda-emulated]") {
-  HostMem m;
-  cuda_cases::layernorm(m);
+  on_host(cuda_cases::layernorm<HostMem>);
 }
 TEST_CASE("cuda kernels (emulated): RoPE, dropout bit for bit, fused QKV", "[cuda-emulated]") {
-  HostMem m;
-  cuda_cases::rope_dropout_qkv(m);
+  on_host(cuda_cases::rope_dropout_qkv<HostMem>);
 }
 TEST_CASE("cuda kernels (emulated): FlashAttention-2 forward and backward", "[cuda-emulated]") {
-  HostMem m;
-  cuda_cases::attention(m);
+  on_host(cuda_cases::attention<HostMem>);
 }
-TEST_CASE("cuda kernels (emulated): LSE merge", "[cuda-emulated]") {
-  HostMem m;
-  cuda_cases::lse_merge(m);
-}
+TEST_CASE("cuda kernels (emulated): LSE merge", "[cuda-emulated]") { on_host(cuda_cases::lse_merge<HostMem>); }
