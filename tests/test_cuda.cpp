@@ -36,8 +36,6 @@ struct DeviceMem {
     gpu::copy(p, v.data(), static_cast<int64_t>(v.size() * sizeof(T)));
     return static_cast<T*>(p);
   }
-  float* put(const std::vector<float>& v) { return put<float>(v); }
-  int64_t* put(const std::vector<int64_t>& v) { return put<int64_t>(v); }
   std::vector<float> get(const float* p, size_t n) {
     std::vector<float> out(n);
     gpu::copy(out.data(), p, static_cast<int64_t>(n * sizeof(float)));  // waits for the stream

@@ -250,9 +250,10 @@ nlohmann::json trace_other(const char* producer, const LayerConfig& cfg, const S
   o["backend"] = s.backend;
   o["dtype"] = "float32";
   o["device"] = to_string(s.device);
-  if (s.device == Device::cuda) o["gpu"] = gpu::describe(0);
-  if (s.device == Device::cuda)
+  if (s.device == Device::cuda) {
+    o["gpu"] = gpu::describe(0);
     o["gpu_clock"] = "ops, waits and transfers timed by CUDA events on each rank's streams, anchored to steady_clock";
+  }
   o["clock"] = s.mpi ? "steady_clock per process, aligned to rank 0 by ping-pong (clock_offset_ns, clock_uncertainty_ns per process)"
                      : "steady_clock, one process";
   if (!s.mpi && (s.local.bandwidth_gbps > 0 || s.local.latency_us > 0))

@@ -38,6 +38,11 @@ void check_nccl(ncclResult_t r, const char* call) {
 
 ncclDataType_t nccl_type(DType dt) { return dt == DType::f32 ? ncclFloat32 : ncclFloat64; }
 
+std::chrono::steady_clock::time_point deadline_in(double seconds) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 ncclConfig_t nonblocking_config() {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -224,9 +229,7 @@ class NcclCommunicator final : public Communicator {
 
   // Waits for a non-blocking NCCL call on c, within this communicator's timeout.
   void await(ncclComm_t c, const char* what) {
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
-    await_nccl(c, what, deadline, [&] {
+    await_nccl(c, what, deadline_in(timeout_s), [&] {
       if (job_->aborted) throw AbortedError("aborted (" + std::string(what) + "): " + job_->why());
     });
   }
@@ -337,8 +340,7 @@ void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOp
     }
     check_started(ncclGroupEnd(), "ncclCommInitRankConfig");
     cudaSetDevice(previous);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                                 std::chrono::duration<double>(opts.timeout_s));
+    const auto deadline = deadline_in(opts.timeout_s);
     try {
       for (ncclComm_t c : comms) await_nccl(c, "ncclCommInitRankConfig", deadline, [] {});
     } catch (...) {
@@ -388,8 +390,7 @@ Communicator& nccl_world() {
     ncclComm_t c = nullptr;
     ncclConfig_t config = nonblocking_config();
     check_started(ncclCommInitRankConfig(&c, mpi.size(), id, mpi.rank(), &config), "ncclCommInitRankConfig");
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(int(mpi.timeout_s));
-    await_nccl(c, "ncclCommInitRankConfig", deadline, [] {});
+    await_nccl(c, "ncclCommInitRankConfig", deadline_in(mpi.timeout_s), [] {});
     return new NcclCommunicator(c, mpi.rank(), mpi.size(), &job);
   }();
   return *world;

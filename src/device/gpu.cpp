@@ -160,8 +160,6 @@ const RankStreams& streams_for(int device, int slot) {
   return *s;
 }
 
-bool touches_host(const void* a, const void* b) { return !is_device_pointer(a) || !is_device_pointer(b); }
-
 }  // namespace
 
 bool built() { return true; }
@@ -235,18 +233,20 @@ void release(void* p, const RankStreams& s) {
 void copy(void* dst, const void* src, int64_t bytes) {
   if (bytes <= 0) return;
   const RankStreams& s = require_bound("copy");
-  if (!is_device_pointer(dst) && !is_device_pointer(src)) {
+  const bool dst_device = is_device_pointer(dst), src_device = is_device_pointer(src);
+  if (!dst_device && !src_device) {
     std::memmove(dst, src, static_cast<size_t>(bytes));
     return;
   }
   RS_CUDA(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, stream_of(s.compute)));
-  if (touches_host(dst, src)) RS_CUDA(cudaStreamSynchronize(stream_of(s.compute)));
+  if (!dst_device || !src_device) RS_CUDA(cudaStreamSynchronize(stream_of(s.compute)));  // host memory: done now
 }
 
 void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width, int64_t rows) {
   if (width <= 0 || rows <= 0) return;
   const RankStreams& s = require_bound("copy_2d");
-  if (!is_device_pointer(dst) && !is_device_pointer(src)) {  // host memory of a GPU rank
+  const bool dst_device = is_device_pointer(dst), src_device = is_device_pointer(src);
+  if (!dst_device && !src_device) {  // host memory of a GPU rank
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch,
                   static_cast<size_t>(width));
@@ -268,7 +268,7 @@ void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, i
                               static_cast<size_t>(width), static_cast<size_t>(rows), cudaMemcpyDefault,
                               stream_of(s.compute)));
   }
-  if (touches_host(dst, src)) RS_CUDA(cudaStreamSynchronize(stream_of(s.compute)));
+  if (!dst_device || !src_device) RS_CUDA(cudaStreamSynchronize(stream_of(s.compute)));  // host memory: done now
 }
 
 void zero(void* p, int64_t bytes) {
