@@ -84,13 +84,6 @@ std::string wrap(const std::string& text, size_t width, const std::string& inden
   return out;
 }
 
-std::string bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (b >= 1024.0 && u < 5) b /= 1024.0, ++u;
-  return u == 0 ? fmt("%.0f B", b) : fmt("%.2f %s", b, units[u]);
-}
-
 std::string grouped(int64_t n) {
   std::string digits = std::to_string(n < 0 ? -n : n), out;
   for (size_t i = 0; i < digits.size(); ++i) {

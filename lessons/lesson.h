@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/communicator.h"
+#include "core/units.h"
 #include "layer/config.h"
 #include "parallel/strategy.h"
 #include "trace/trace_file.h"
@@ -54,8 +55,7 @@ class Table {
 std::string wrap(const std::string& text, size_t width, const std::string& indent = "");
 /// printf into a std::string.
 std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
-/// 1536 -> "1.50 KiB" (binary units; exact byte counts are printed beside where they matter).
-std::string bytes(double b);
+using ringside::format_bytes;  // 1536 -> "1.50 KiB" (core/units.h); exact counts are printed beside
 /// 1234567 -> "1,234,567".
 std::string grouped(int64_t n);
 

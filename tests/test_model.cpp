@@ -281,3 +281,77 @@ TEST_CASE("hardware profiles: the built-in ones parse; a bad one is refused by n
   REQUIRE(me.peak_flops_fp32 > 1e8);
   REQUIRE(me.memory_bandwidth > 1e8);
 }
+
+TEST_CASE("the model never overflows: past the trace's range it names the op; below, time grows with s", "[model]") {
+  // The slowest profile the ranges accept (issue 15: int64 ns wrapped, 4.1e9 s at 1M tokens,
+  // 9.2e9 s at 8M, then 4.4e9 s at 32M).
+  model::Hardware slow = ideal(1e6, 1e6);
+  slow.name = "slow";
+  slow.memory_bandwidth = 1e6;
+  slow.intra_latency_s = slow.inter_latency_s = 1.0;
+  LayerConfig cfg;
+  cfg.b = 1, cfg.h = 64, cfg.H = 4, cfg.Hkv = 4, cfg.f = 64, cfg.dropout = 0;
+  int64_t last = 0;
+  bool refused = false;
+  for (int64_t s : {64, 256, 1024, 4096, 16384, 65536, 262144, 1048576}) {
+    INFO("s = " << s);
+    cfg.s = s;
+    try {
+      const trace::TraceData m = model::model_trace(dry_schedule(ring_strategy(), cfg, 2), slow);
+      REQUIRE(!refused);  // once past the range, a longer sequence cannot come back into it
+      int64_t end = 0;
+      for (const trace::RankTrace& r : m.ranks)
+        for (const trace::Event& e : r.events) end = std::max(end, e.end_ns());
+      REQUIRE(end > last);
+      REQUIRE(end <= trace::kMaxTimeNs);
+      last = end;
+      // What the model writes, the reader reads.
+      REQUIRE_NOTHROW(trace::parse_trace(trace::to_chrome_json(m).dump(), "modeled"));
+    } catch (const Error& e) {
+      REQUIRE_THAT(e.what(), Catch::Contains("the modeled time passes 9e+06 s, the trace format's range") &&
+                                 Catch::Contains(" of ring rank ") && Catch::Contains("on slow"));
+      refused = true;
+    }
+  }
+  REQUIRE(refused);  // the profile is slow enough to reach the range within these sizes
+  REQUIRE(last > 0);
+}
+
+TEST_CASE("the trace writer refuses what the reader would refuse", "[model][trace]") {
+  trace::TraceData t;
+  trace::RankTrace r;
+  r.strategy = "s", r.rank = 0;
+  trace::Event e;
+  e.name = "op", e.cat = "gemm", e.ts_ns = trace::kMaxTimeNs, e.dur_ns = trace::kMaxTimeNs, e.order = 0, e.end_order = 1;
+  r.events.push_back(e);
+  t.ranks.push_back(r);
+  // At the edge of the range: written and read back exactly.
+  const trace::TraceData back = trace::parse_trace(trace::to_chrome_json(t).dump(), "edge");
+  REQUIRE(back.ranks.at(0).events.at(0).ts_ns == trace::kMaxTimeNs);
+  REQUIRE(back.ranks.at(0).events.at(0).dur_ns == trace::kMaxTimeNs);
+  // One nanosecond past it: the writer says which event, before a byte is written.
+  t.ranks[0].events[0].dur_ns = trace::kMaxTimeNs + 1;
+  REQUIRE_THROWS_WITH(trace::to_chrome_json(t), Catch::Contains("event 'op' of s rank 0") &&
+                                                    Catch::Contains("outside the trace format's range of 9e+12 us"));
+  t.ranks[0].events[0].dur_ns = 1;
+  t.ranks[0].events[0].bytes = int64_t(trace::kMaxBytes) + 2;
+  REQUIRE_THROWS_WITH(trace::to_chrome_json(t), Catch::Contains("outside the trace format's range"));
+  t.ranks[0].events[0].bytes = 0;
+  t.ranks[0].memory.push_back({-trace::kMaxTimeNs - 1, {}});
+  REQUIRE_THROWS_WITH(trace::to_chrome_json(t), Catch::Contains("a memory sample of s rank 0"));
+}
+
+TEST_CASE("every strategy's schedule stays within the bound the memory check counts", "[model]") {
+  // model::schedule_events_bound(P) sizes the memory check before a dry run: it must hold.
+  LayerConfig cfg;
+  cfg.b = 1, cfg.s = 512, cfg.h = 256, cfg.H = 16, cfg.Hkv = 16, cfg.f = 64;
+  for (const Strategy& st : strategies())
+    for (int P : {2, 4, 8, 16}) {
+      INFO(st.name << " P = " << P);
+      size_t events = 0;
+      for (const trace::RankTrace& r : dry_schedule(st, cfg, P).ranks) events += r.events.size();
+      REQUIRE(double(events) <= model::schedule_events_bound(P));
+      // And not by a wide margin where P^2 rules: a measure, not a refusal of every large run.
+      if (P == 16) REQUIRE(double(events) >= 0.5 * model::schedule_events_bound(P));
+    }
+}

@@ -325,15 +325,6 @@ std::string human_time(double ns) {
   return b;
 }
 
-std::string human_bytes(double b) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (b >= 1024 && i < 4) b /= 1024, ++i;
-  char s[32];
-  std::snprintf(s, sizeof s, i ? "%.2f %s" : "%.0f %s", b, u[i]);
-  return s;
-}
-
 std::vector<std::string> describe_event(const Event& e) {
   std::vector<std::string> out;
   out.push_back(e.name + "  [" + e.cat + "]");
@@ -344,7 +335,7 @@ std::vector<std::string> describe_event(const Event& e) {
   out.push_back("duration " + human_time(double(e.dur_ns)) + ", at " + human_time(double(e.ts_ns)));
   if (e.peer >= 0) out.push_back((e.direction == "recv" ? "from rank " : e.direction == "send" ? "to rank " : "peer rank ") + std::to_string(e.peer));
   if (e.bytes > 0) {
-    std::string line = human_bytes(double(e.bytes));
+    std::string line = format_bytes(double(e.bytes));
     if (e.dur_ns > 0) {
       char b[48];
       std::snprintf(b, sizeof b, ", %.2f GB/s", double(e.bytes) / double(e.dur_ns));

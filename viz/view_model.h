@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/units.h"
 #include "trace/metrics.h"
 #include "trace/trace_file.h"
 
@@ -150,8 +151,7 @@ std::optional<Hit> hit_test(const trace::TraceData& t, const TimelineLayout& l, 
 
 /// 1234567 -> "1.23 ms"; 512 -> "512 ns" (the viewer's units).
 std::string human_time(double ns);
-/// 1536 -> "1.50 KiB".
-std::string human_bytes(double bytes);
+using ringside::format_bytes;  // 1536 -> "1.50 KiB" (core/units.h)
 
 /// One line of a hovered event's details: "attention_forward  forward/attention step 2
 /// 1.23 ms  4.30 GFLOP  3.49 GFLOP/s" and the like, as shown in the tooltip.

@@ -26,6 +26,7 @@
 #include "imgui_impl_glfw.h"
 #include "imgui_impl_opengl3.h"
 #include "stb_image_write.h"
+#include "core/output.h"
 #include "lessons/lesson.h"
 #include "viz/view_model.h"
 
@@ -536,7 +537,7 @@ class App {
     if (!reveal_ || m.peak_ts - g.zero_ns <= replay_.head_ns) {
       const float px = axis_.x_of(double(m.peak_ts - g.zero_ns)), py = base - h * float(double(m.peak) / double(scale));
       dl->AddTriangleFilled(ImVec2(px - 4, py - 7), ImVec2(px + 4, py - 7), ImVec2(px, py - 1), IM_COL32(255, 255, 255, 255));
-      const std::string label = "peak " + human_bytes(double(m.peak)) + " (fwd+bwd)";
+      const std::string label = "peak " + format_bytes(double(m.peak)) + " (fwd+bwd)";
       const float tw = ImGui::CalcTextSize(label.c_str()).x;
       const float lx = px + 6 + tw <= axis_.x1 ? px + 6 : std::max(axis_.x0, px - 6 - tw);
       dl->AddRectFilled(ImVec2(lx - 1, ly), ImVec2(lx + tw + 1, ly + 13), IM_COL32(24, 24, 28, 200));
@@ -661,8 +662,8 @@ class App {
           ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.exposed_comm_ns)).c_str());
           ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.idle_ns)).c_str());
           ImGui::TableNextColumn();
-          if (peak > 0 && r.peak_memory_bytes == peak) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s max", human_bytes(double(r.peak_memory_bytes)).c_str());
-          else ImGui::TextUnformatted(human_bytes(double(r.peak_memory_bytes)).c_str());
+          if (peak > 0 && r.peak_memory_bytes == peak) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s max", format_bytes(double(r.peak_memory_bytes)).c_str());
+          else ImGui::TextUnformatted(format_bytes(double(r.peak_memory_bytes)).c_str());
         }
         lead();
         ImGui::TableNextColumn(), ImGui::TextUnformatted("sum");
@@ -808,6 +809,14 @@ int run(Options o) {
   if (o.at_s && o.step) throw std::runtime_error("--at and --step both place the play head: give one");
   if (!o.layout_json.empty() && !headless) throw std::runtime_error("--layout-json goes with --screenshot");
   if (o.lesson_step && !o.lesson) throw std::runtime_error("--lesson-step goes with --lesson");
+  if (headless) {
+    // The outputs, before any work: never an input, never each other, and writable.
+    std::vector<output::Named> inputs{{"--live", o.live}};
+    for (const std::string& f : o.files) inputs.push_back({"", f});
+    output::check_distinct({{"--screenshot", o.screenshot}, {"--layout-json", o.layout_json}}, inputs);
+    output::check(o.screenshot, "--screenshot");
+    if (!o.layout_json.empty()) output::check(o.layout_json, "--layout-json");
+  }
   if (o.lesson) {
     if (o.files.size() > 1 || !o.live.empty()) throw std::runtime_error("--lesson shows one trace: give at most one file and no --live");
     lessons::find_lesson(*o.lesson);  // "there is no lesson 9: the lessons are 1 to 6"
@@ -879,14 +888,17 @@ int run(Options o) {
       glReadPixels(0, 0, fw, fh, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
       for (int y = 0; y < fh; ++y)
         std::copy_n(px.data() + size_t(fh - 1 - y) * size_t(fw) * 4, size_t(fw) * 4, flipped.data() + size_t(y) * size_t(fw) * 4);
-      if (!stbi_write_png(o.screenshot.c_str(), fw, fh, 4, flipped.data(), fw * 4)) {
-        std::fprintf(stderr, "ringside-viewer: cannot write %s\n", o.screenshot.c_str());
+      // Encoded in memory, then written whole (core/output.h): never half a PNG.
+      std::string png;
+      const auto append = [](void* to, void* data, int size) { static_cast<std::string*>(to)->append(static_cast<char*>(data), size_t(size)); };
+      try {
+        if (!stbi_write_png_to_func(append, &png, fw, fh, 4, flipped.data(), fw * 4))
+          throw std::runtime_error("--screenshot: cannot encode the PNG");
+        output::write(o.screenshot, png, "--screenshot");
+        if (!o.layout_json.empty()) output::write(o.layout_json, app.layout_json().dump(2) + "\n", "--layout-json");
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "ringside-viewer: %s\n", e.what());
         status = 1;
-      }
-      if (!o.layout_json.empty()) {
-        std::ofstream f(o.layout_json);
-        f << app.layout_json().dump(2) << '\n';
-        if (!f.good()) std::fprintf(stderr, "ringside-viewer: cannot write %s\n", o.layout_json.c_str()), status = 1;
       }
       break;
     }

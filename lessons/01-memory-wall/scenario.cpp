@@ -61,14 +61,14 @@ void memory_wall(Script& L) {
   for (double s : {2048.0, 8192.0, 32768.0, 131072.0}) {
     const double linear = 34 * s * b * h, quad = 5 * a * s * s * b, total = korthikanti_none(s, b, h, a);
     L.record(fmt("korthikanti_none_s%.0f", s), total);
-    t2.row({fmt("%.0f", s), bytes(linear), bytes(quad), bytes(total), bytes(96 * total)});
+    t2.row({fmt("%.0f", s), format_bytes(linear), format_bytes(quad), format_bytes(total), format_bytes(96 * total)});
   }
   L.table(t2);
   L.blank();
   L.say("The s^2 term wins from s = 34 h / (5 a) = %.0f tokens on. FlashAttention removes it", 34 * h / (5 * a));
   L.say("(it recomputes the scores from lse), which leaves 34 s b h: linear, but at s = 1M a single");
   const double wall = L.record("gpt3_s1m_layer_bytes", 34 * 1048576 * b * h);
-  L.say("GPT-3 layer still keeps %s (%s bytes), and an H100 has 80 GB.", bytes(wall).c_str(), grouped(int64_t(wall)).c_str());
+  L.say("GPT-3 layer still keeps %s (%s bytes), and an H100 has 80 GB.", format_bytes(wall).c_str(), grouped(int64_t(wall)).c_str());
 
   // ---- 3. tensor parallelism alone -----------------------------------------------------------
   L.step("Why tensor parallelism alone leaves 10 s b h per rank");
@@ -110,7 +110,7 @@ void memory_wall(Script& L) {
     for (auto& [name, shape] : weight_shapes(cfg)) params += numel(shape);
     L.record(fmt("ring_saved_p%d", P), double(saved));
     L.record(fmt("ring_saved_formula_p%d", P), double(ring_saved_bytes(cfg, P, 0, DType::f32)));
-    t4.row({std::to_string(P), grouped(saved), grouped(ref_saved / P), bytes(double(peak)), bytes(8.0 * double(params))});
+    t4.row({std::to_string(P), grouped(saved), grouped(ref_saved / P), format_bytes(double(peak)), format_bytes(8.0 * double(params))});
   }
   L.table(t4);
   L.blank();
@@ -123,8 +123,8 @@ void memory_wall(Script& L) {
   L.step("The wall, and the three ways through it");
   const double per_token = double(saved_activation_bytes(cfg, DType::f32)) / double(cfg.tokens());
   L.say("This layer keeps %.0f bytes per token (fp32). At 1M tokens one layer would keep %s;", per_token,
-        bytes(per_token * 1048576).c_str());
-  L.say("GPT-3's keeps %s. No GPU holds that, so the tokens themselves must be split:", bytes(wall).c_str());
+        format_bytes(per_token * 1048576).c_str());
+  L.say("GPT-3's keeps %s. No GPU holds that, so the tokens themselves must be split:", format_bytes(wall).c_str());
   L.say("  lesson 2  Megatron SP: TP plus the 10 s b h split by sequence (P must divide Hkv)");
   L.say("  lesson 3  ring attention: every tensor split by sequence, K/V passed around a ring");
   L.say("  lesson 5  Ulysses: split by sequence, and by heads inside attention (P must divide H)");

@@ -56,8 +56,8 @@ void ulysses(Script& L) {
   L.table(t2);
   L.blank();
   L.say("Each rank keeps 1/P of its part and sends the rest, one piece to each other rank: of");
-  L.say("q's %s per rank, %s stay home. (The DeepSpeed-Ulysses paper counts an", bytes(double(b * sl * H * d * e)).c_str(),
-        bytes(double(b * sl * H * d * e / P)).c_str());
+  L.say("q's %s per rank, %s stay home. (The DeepSpeed-Ulysses paper counts an", format_bytes(double(b * sl * H * d * e)).c_str(),
+        format_bytes(double(b * sl * H * d * e / P)).c_str());
   L.say("all-to-all of an aggregate message M over P GPUs as M/P per link.)");
   L.record("q_all_to_all_bytes", double(q_bytes));
 

@@ -63,7 +63,7 @@ void choosing(Script& L) {
     for (const RankResult& r : runs[i]) saved = std::max(saved, r.peak_saved), peak = std::max(peak, r.peak_bytes);
     L.record(fmt("saved_%s", names[i]), double(saved));
     L.record(fmt("peak_%s", names[i]), double(peak));
-    t2.row({names[i], grouped(saved), bytes(double(peak)), i == 0 ? "1/P of them" : "all of them"});
+    t2.row({names[i], grouped(saved), format_bytes(double(peak)), i == 0 ? "1/P of them" : "all of them"});
   }
   L.table(t2);
   L.blank();

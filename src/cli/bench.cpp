@@ -38,8 +38,8 @@ std::tuple<CLI::App*, CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, 
   k->add_option("--seq", o.s, "sequence length s")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   k->add_option("--heads", o.H, "heads H (Hkv = H)")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{256}));
   k->add_option("--head-dim", o.d, "head dim d")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1024}));
-  k->add_flag_callback("--causal", [&o] { o.causal = true; }, "causal mask (the default)");
-  k->add_flag_callback("--no-causal", [&o] { o.causal = false; }, "full attention");
+  k->add_flag_callback("--causal", [&o] { o.causal = true; }, "causal mask (the default)")
+      ->excludes(k->add_flag_callback("--no-causal", [&o] { o.causal = false; }, "full attention"));
   k->add_option("--min-time", o.min_time, "seconds each repetition runs at least")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 60.0));
@@ -68,20 +68,37 @@ std::tuple<CLI::App*, CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, 
   add_config_flags(*m, mo.cfg);
   m->add_option("--ranks", mo.ranks, "ranks P")->capture_default_str()->check(CLI::Range(1, 1024));
   m->add_option("--hw", mo.hw, "hardware profile")->capture_default_str();
+  c->parse_complete_callback([&co, c] { co.given = given_options(*c); });
   return {k, c, t, m};
 }
 
 int bench_model(const BenchModelOptions& o) {
   using clock = std::chrono::steady_clock;
+  // A bad layer or profile is the command's error (exit 2), not a table of skipped strategies.
+  o.cfg.validate();
   const model::Hardware hw = model::load_hardware(o.hw);
-  std::printf("ringside bench model: dry run + model of each strategy, P = %d, %s, on %s (target: under %.0f s each)\n",
-              o.ranks, o.cfg.summary().c_str(), hw.name.c_str(), o.target_s);
-  std::printf("  %-8s %9s %8s %8s %9s  %s\n", "strategy", "events", "dry run", "model", "total", "verdict");
+  std::vector<std::pair<const Strategy*, std::string>> runs;  // (strategy, why it cannot run here)
   for (const Strategy& st : strategies()) {
     try {
       st.validate(o.cfg, o.ranks);
+      runs.emplace_back(&st, "");
     } catch (const ConfigError& e) {
-      std::printf("  %-8s skipped: %s\n", st.name.c_str(), e.what());
+      runs.emplace_back(&st, e.what());
+    }
+  }
+  if (std::all_of(runs.begin(), runs.end(), [](const auto& r) { return !r.second.empty(); }))
+    throw ConfigError(detail::concat("no strategy can split this layer ", o.ranks, " ways: ", runs[0].second, "; ",
+                                     runs[1].second, "; ", runs[2].second));
+  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks),
+                 detail::concat("the dry run on ", o.ranks, " ranks (its schedule and token positions)"),
+                 "--ranks, --seq or --batch", 0, 2 * o.ranks);
+  std::printf("ringside bench model: dry run + model of each strategy, P = %d, %s, on %s (target: under %.0f s each)\n",
+              o.ranks, o.cfg.summary().c_str(), hw.name.c_str(), o.target_s);
+  std::printf("  %-8s %9s %8s %8s %9s  %s\n", "strategy", "events", "dry run", "model", "total", "verdict");
+  for (const auto& [strategy, why] : runs) {
+    const Strategy& st = *strategy;
+    if (!why.empty()) {
+      std::printf("  %-8s skipped: %s\n", st.name.c_str(), why.c_str());
       continue;
     }
     const auto t0 = clock::now();
@@ -159,6 +176,9 @@ int bench_kernels(const BenchKernelsOptions& o) {
   const double gemm_flops = 2.0 * kGemm * kGemm * kGemm;
 
   const int64_t n = o.s * o.H * o.d;
+  // Nine [s, H, d] arrays and three 2048^2 matrices, in fp32: refuse what cannot be held.
+  require_memory(4.0 * (9.0 * double(n) + 3.0 * double(kGemm * kGemm)), "bench kernels at this size",
+                 "--seq, --heads or --head-dim");
   std::vector<float> q = random_floats(n, 1), k = random_floats(n, 2), v = random_floats(n, 3),
                      dout = random_floats(n, 4), out(n), lse(o.H * o.s), dq(n), dk(n), dv(n);
   std::vector<float> A = random_floats(kGemm * kGemm, 5), B = random_floats(kGemm * kGemm, 6), C(kGemm * kGemm);
@@ -272,16 +292,24 @@ std::vector<CommRow> bench_comm_rank(Communicator& c, const BenchCommOptions& o)
 }  // namespace
 
 int bench_comm(const BenchCommOptions& o) {
-  RS_CHECK(o.min_bytes <= o.max_bytes, "--min-bytes must not exceed --max-bytes");
   const bool mpi = o.backend == "mpi" || (o.backend.empty() && launched_by_mpirun());
   std::vector<CommRow> rows;
   int P = o.ranks;
-  if (mpi) {
-    if (!launched_by_mpirun()) throw ConfigError("--backend mpi: this process was not started by mpirun");
-    Communicator& w = mpi_world();
-    P = w.size();
-    if (o.ranks_given && o.ranks != P)
+  if (mpi && !launched_by_mpirun()) throw ConfigError("--backend mpi: this process was not started by mpirun");
+  Communicator* world = mpi ? &mpi_world() : nullptr;
+  if (world) {
+    P = world->size();
+    check_ranks_agree(*world, "bench comm", o.given);
+  }
+  checked_on_every_rank(world, [&] {
+    if (o.min_bytes > o.max_bytes) throw ConfigError("--min-bytes must not exceed --max-bytes");
+    if (world && o.ranks_given && o.ranks != P)
       throw ConfigError(detail::concat("--ranks ", o.ranks, " but mpirun started ", P, " processes (use -np ", o.ranks, ")"));
+    // Each rank holds a send and a receive buffer of the largest size, P times over for all_gather.
+    require_memory(double(o.max_bytes) * (P + 2) * (world ? 1 : P), "bench comm", "--max-bytes or --ranks");
+  });
+  if (mpi) {
+    Communicator& w = *world;
     rows = bench_comm_rank(w, o);
     if (w.rank() != 0) return 0;
   } else {

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "comm/communicator.h"
+#include "core/memory_limits.h"
 #include "layer/config.h"
 #include "layer/weights.h"
 #include "trace/metrics.h"
@@ -19,26 +21,58 @@ inline std::function<std::string(const std::string&)> non_empty(std::string mess
   return [message](const std::string& v) { return v.empty() ? message : std::string(); };
 }
 
+/// A CLI11 check: one integer in [lo, hi], digits only (an optional leading minus): no empty
+/// value, space, 1e3 or overflow.
+std::function<std::string(const std::string&)> integer_in(int64_t lo, int64_t hi);
+/// A CLI11 check: one finite number in [lo, hi], as strtod reads the whole value (no empty value,
+/// no leading space).
+std::function<std::string(const std::string&)> number_in(double lo, double hi);
+
 /// The layer flags every subcommand shares: --batch --seq --hidden --heads --kv-heads --ffn
-/// --causal/--no-causal --rope/--no-rope --dropout --seed, bound to cfg (defaults from LayerConfig).
+/// --causal/--no-causal --rope/--no-rope --dropout --seed --layout, bound to cfg (defaults from
+/// LayerConfig). Each value must be one number as written (a seed 0 to 2^64 - 1); a flag and
+/// its opposite together are an error.
 void add_config_flags(CLI::App& app, LayerConfig& cfg);
+/// Adds to every option of app and its subcommands that takes a value a check refusing an
+/// empty one (CLI11 would read "" as 0): call once every option is added.
+void refuse_empty_values(CLI::App& app);
+
+/// The options given on a command line, by name, with their values as given ("--seq", "4096").
+using GivenOptions = std::vector<std::pair<std::string, std::string>>;
+/// The options given to `app` (a parsed subcommand).
+GivenOptions given_options(const CLI::App& app);
+
+/// Under mpirun, the first communication of a job: every rank compares its subcommand and its
+/// options with rank 0's, so that ranks started with different options (an MPMD launch) fail
+/// at once with one line naming the first that differs and both values, instead of waiting out
+/// --timeout. Throws ConfigError on every rank.
+void check_ranks_agree(Communicator& world, const std::string& command, const GivenOptions& given);
+/// Runs `checks` and, under mpirun (world not null), agrees on the outcome before the job's
+/// other communication: if any rank throws a ConfigError, every rank throws one, and the lowest
+/// such rank says it ("rank 2: ..."; ConfigError::reporting_rank). Alone, it runs the checks.
+void checked_on_every_rank(Communicator* world, const std::function<void()>& checks);
 
 /// A run's result tensors by name, in the dump's order: out, grad.x, grad.<param>.
 std::vector<std::pair<std::string, const Tensor*>> named_results(const Tensor& out, const Tensor& dx,
                                                                  const LayerWeights& grads);
 
+/// "" or, when tensors of the fp64 reference are all zero, "nothing to compare: grad.X and N
+/// more tensors are all zero ...": an error of 0 against such a tensor is no evidence (a
+/// dropout near 1 can drop every element of a small layer), so a check over it is not OK.
+std::string nothing_to_compare_in(const std::vector<std::pair<std::string, const Tensor*>>& reference);
+
 /// Bytes the reference run holds at its peak, roughly (weights and grads, saved activations,
 /// the backward's workspace, inputs and outputs), in double so absurd sizes do not overflow.
 double reference_peak_bytes(const LayerConfig& cfg, DType dt);
-/// Throws ConfigError "<what> needs about X of memory and this machine has Y; use a smaller
-/// <smaller>" when `need` bytes exceed 90% of physical memory: refuse before any work.
-void require_memory(double need, const std::string& what, const std::string& smaller);
+/// require_memory for a strategy run on P ranks, `local_ranks` of them in this process (and a
+/// comm thread each), with the references beside it or not.
+void check_memory(const LayerConfig& c, int P, int local_ranks, bool with_references);
+/// The number of parameters of the layer, in double (numel's int64 product overflows for
+/// absurd shapes).
+double param_count(const LayerConfig& c);
 
-/// Proves that `path` can be written (creating nothing that was not there), before any work;
-/// throws ringside::Error "<option>: cannot write <path>: <reason>" otherwise.
-void check_writable(const std::string& path, const char* option);
-
-/// Creates DIR and proves it writable, before any compute; throws ringside::Error otherwise.
+/// Creates DIR and proves it writable, before any compute; throws ConfigError otherwise (also
+/// when DIR names something that is not a directory).
 void prepare_dump_dir(const std::string& dir);
 /// Writes a run's tensors as fp32 .npy in C order with DIR/manifest.json (config, producer,
 /// each tensor's file and shape): x, dout, the weights and the dropout masks (drawn from cfg's
@@ -60,6 +94,7 @@ struct CompareOptions {
   std::optional<std::string> dump;
   double timeout_s = 60;
   double link_gbps = 0, link_latency_us = 0;  ///< local backend: an artificial link (0: memcpy speed)
+  GivenOptions given;  ///< the command line, for check_ranks_agree
 };
 
 /// `ringside compare` and `ringside run`: add both subcommands; returns them.
@@ -99,6 +134,7 @@ struct BenchCommOptions {
   int ranks = 4;
   bool ranks_given = false;
   int64_t min_bytes = 1024, max_bytes = 64 << 20;
+  GivenOptions given;  ///< the command line, for check_ranks_agree
 };
 
 struct BenchTraceOptions {

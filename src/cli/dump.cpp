@@ -1,11 +1,11 @@
 // The --dump format shared by `reference` and `run`: .npy files and a manifest.
 #include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/output.h"
 #include "core/npy.h"
 #include "device/backend.h"
 #include "kernels/philox.h"
@@ -15,13 +15,12 @@ namespace ringside::cli {
 void prepare_dump_dir(const std::string& d) {
   const std::filesystem::path dir = d;
   std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    throw ConfigError("--dump: " + d + " is not a directory (it holds a manifest and a .npy file per tensor)");
   std::filesystem::create_directories(dir, ec);
-  RS_CHECK(!ec, "--dump: cannot create directory ", dir.string(), ": ", ec.message());
-  const auto probe = dir / ".ringside-write-test";
-  { std::ofstream(probe) << "ok"; }
-  const bool ok = std::filesystem::file_size(probe, ec) == 2 && !ec;
-  std::filesystem::remove(probe, ec);
-  RS_CHECK(ok, "--dump: directory ", dir.string(), " is not writable");
+  if (ec) throw ConfigError("--dump: cannot create directory " + d + ": " + ec.message());
+  // Each file is written through a temporary beside it (core/output.h): prove one can be made.
+  output::check((dir / "manifest.json").string(), "--dump");
 }
 
 void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out, const Tensor& dx,
@@ -53,10 +52,8 @@ void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out,
     write(name, mask);
   }
   for (auto& [name, t] : named_results(out, dx, grads)) write(name, *t);
-  std::ofstream mf(dir / "manifest.json");
-  mf << manifest.dump(2) << '\n';
-  mf.close();
-  RS_CHECK(mf.good(), "--dump: cannot write ", (dir / "manifest.json").string());
+  // Last, so that a manifest names only files written whole.
+  output::write((dir / "manifest.json").string(), manifest.dump(2) + "\n", "--dump");
 }
 
 }  // namespace ringside::cli

@@ -1,23 +1,12 @@
-// Human units for the CLI's tables: bytes in KiB/MiB/GiB, times in us/ms/s, rates.
+// Human units for the CLI's tables: bytes in KiB/MiB/GiB (core/units.h), times in us/ms/s, rates.
 #pragma once
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
-namespace ringside::cli {
+#include "core/units.h"  // format_bytes
 
-/// 1536 -> "1.50 KiB"; below 1 KiB, "512 B".
-inline std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (bytes >= 1024.0 && u < 4) {
-    bytes /= 1024.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
-  return buf;
-}
+namespace ringside::cli {
 
 /// Seconds -> "850 us", "12.3 ms", "1.25 s".
 inline std::string format_seconds(double s) {

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/output.h"
 #include "lessons/lesson.h"
 
 namespace ringside::cli {
@@ -41,12 +42,11 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
   const int n = *o.number;
   lessons::find_lesson(n);  // an unknown lesson is an error before anything else
   const std::string trace_path = o.trace.empty() ? lessons::default_trace_path(n) : o.trace;
-  if (!o.json.empty() && std::filesystem::weakly_canonical(o.json) == std::filesystem::weakly_canonical(trace_path))
-    throw ConfigError("--trace and --json name the same file (" + o.json + "): give each its own");
+  output::check_distinct({{"--trace", trace_path}, {"--json", o.json}});
   // The default trace goes to out/lessons/: create it; a path the user gave must exist.
   if (o.trace.empty()) std::filesystem::create_directories(std::filesystem::path(trace_path).parent_path());
-  check_writable(trace_path, "--trace");
-  if (!o.json.empty()) check_writable(o.json, "--json");
+  output::check(trace_path, "--trace");
+  if (!o.json.empty()) output::check(o.json, "--json");
 
   std::printf("Running lesson %d's scenario (a few seconds)...\n", n);
   std::fflush(stdout);
@@ -55,9 +55,7 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
   if (!o.json.empty()) {
     nlohmann::json j = lessons::lesson_json(s);
     j["numbers"] = s.numbers;
-    std::ofstream f(o.json);
-    f << j.dump(2) << '\n';
-    RS_CHECK(f.good(), "--json: cannot write ", o.json);
+    output::write(o.json, j.dump(2) + "\n", "--json");
   }
   const bool pause = !o.no_pause;
   const size_t shown = lessons::present(s, std::cin, std::cout, pause);

@@ -21,31 +21,6 @@
 
 namespace ringside::cli {
 
-void add_config_flags(CLI::App& app, LayerConfig& cfg) {
-  app.add_option("--batch", cfg.b, "batch size b")->capture_default_str()->group("Layer");
-  app.add_option("--seq", cfg.s, "sequence length s (tokens)")->capture_default_str()->group("Layer");
-  app.add_option("--hidden", cfg.h, "hidden size h")->capture_default_str()->group("Layer");
-  app.add_option("--heads", cfg.H, "query heads H (head dim d = h / H)")->capture_default_str()->group("Layer");
-  app.add_option("--kv-heads", cfg.Hkv, "key/value heads Hkv (GQA; H % Hkv == 0)")->capture_default_str()->group("Layer");
-  app.add_option("--ffn", cfg.f, "MLP width f")->capture_default_str()->group("Layer");
-  // Separate on/off flags: CLI11's "--x,!--no-x" form prints a confusing "{false}" in --help.
-  app.add_flag_callback("--causal", [&cfg] { cfg.causal = true; }, "causal mask (the default)")->group("Layer");
-  app.add_flag_callback("--no-causal", [&cfg] { cfg.causal = false; }, "full attention, no mask")->group("Layer");
-  app.add_flag_callback("--rope", [&cfg] { cfg.rope = true; }, "rotary position embedding on q and k (the default)")
-      ->group("Layer");
-  app.add_flag_callback("--no-rope", [&cfg] { cfg.rope = false; }, "no rotary position embedding")->group("Layer");
-  app.add_option("--dropout", cfg.dropout, "dropout probability p in [0, 1)")->capture_default_str()->group("Layer");
-  app.add_option_function<std::string>(
-         "--layout", [&cfg](const std::string& v) { cfg.layout = parse_layout(v); },
-         "ring: how tokens map to ranks: contiguous, zigzag, striped, auto (zigzag when causal)")
-      ->check(CLI::IsMember({"auto", "contiguous", "zigzag", "striped"}))
-      ->group("Layer");
-  app.add_option("--seed", cfg.seed, "seed of weights, inputs and dropout (Philox)")
-      ->capture_default_str()
-      ->check([](const std::string& v) { return v.starts_with('-') ? std::string("the seed must be >= 0") : std::string(); })
-      ->group("Layer");
-}
-
 namespace {
 
 struct ReferenceRun {
@@ -134,8 +109,10 @@ int reference_command(LayerConfig cfg, const std::string& dtype, bool check, con
       std::printf("    %-16s %.2e\n", mine[i].first.c_str(), e);
       if (!(e <= worst)) worst = e, worst_name = mine[i].first;
     }
-    const bool ok = worst < 1e-5;
-    std::printf("  verdict    %s: worst %s at %.2e (bound 1e-5)\n", ok ? "OK" : "FAIL", worst_name.c_str(), worst);
+    const std::string empty = nothing_to_compare_in(theirs);
+    const bool ok = worst < 1e-5 && empty.empty();
+    std::printf("  verdict    %s: worst %s at %.2e (bound 1e-5)%s\n", ok ? "OK" : "FAIL", worst_name.c_str(), worst,
+                empty.empty() ? "" : ("; " + empty).c_str());
     status = ok ? 0 : 1;
   }
   if (dump_dir) {
@@ -197,6 +174,7 @@ int main(int argc, char** argv) {
 
   cli::LessonOptions lesson_opts;
   CLI::App* lesson_app = cli::add_lesson(app, lesson_opts);
+  cli::refuse_empty_values(app);
 
   try {
     // CLI11 answers a misspelt subcommand with "A subcommand is required"; name it instead.
@@ -234,12 +212,19 @@ int main(int argc, char** argv) {
     mpi_finalize();
     return rc;
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; a flag the parser refuses is a usage error, exit 2.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const ConfigError& e) {
-    // Every rank rejects a bad configuration alike, before any communication: rank 0 says it.
-    if (!mpi_active() || mpi_world().rank() == 0) std::fprintf(stderr, "ringside: %s\n", e.what());
+    // Every rank rejects a bad configuration alike, before any communication (cli/agree.cpp):
+    // one rank says it, rank 0 unless another rank found it.
+    if (!mpi_active() || mpi_world().rank() == e.reporting_rank) std::fprintf(stderr, "ringside: %s\n", e.what());
     mpi_finalize();
     return 2;
+  } catch (const std::bad_alloc&) {
+    const char* what = "out of memory (the machine's, or a limit on this process: ulimit -v)";
+    if (mpi_active()) mpi_abort(what);
+    std::fprintf(stderr, "ringside: error: %s\n", what);
+    return 1;
   } catch (const std::exception& e) {
     // A rank failing mid-run under MPI brings the job down, naming itself.
     if (mpi_active()) mpi_abort(e.what());

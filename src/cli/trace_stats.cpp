@@ -2,11 +2,11 @@
 // per rank and per ring step. compare prints the same tables for the run it just traced.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "core/error.h"
+#include "core/output.h"
 #include "trace/metrics.h"
 
 namespace ringside::cli {
@@ -139,6 +139,10 @@ CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
 }
 
 int trace_stats_command(const TraceStatsOptions& o) {
+  if (!o.json.empty()) {
+    output::check_distinct({{"--json", o.json}}, {{"", o.file}});  // never the trace it reads
+    output::check(o.json, "--json");
+  }
   const trace::TraceData t = trace::read_trace(o.file);
   const auto metrics = trace::compute_metrics(t);
   std::printf("ringside trace-stats: %s\n", o.file.c_str());
@@ -159,18 +163,12 @@ int trace_stats_command(const TraceStatsOptions& o) {
   std::printf("\n  %zu process%s, %zu flow%s; clock alignment uncertainty %s\n\n", t.ranks.size(),
               t.ranks.size() == 1 ? "" : "es", t.flows.size(), t.flows.size() == 1 ? "" : "s",
               worst_clock ? ms(worst_clock).c_str() : "0 (one clock)");
-  if (metrics.empty()) {
-    std::printf("  no events\n");
-    return 0;
-  }
-  print_timeline(metrics, true);
+  if (metrics.empty()) std::printf("  no events\n");
+  else print_timeline(metrics, true);
   if (!o.json.empty()) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& s : metrics) j.push_back(metrics_json(s));
-    std::ofstream f(o.json);
-    f << j.dump(2) << '\n';
-    f.close();
-    RS_CHECK(f.good(), "--json: cannot write ", o.json);
+    output::write(o.json, j.dump(2) + "\n", "--json");
     std::printf("\n  json: %s\n", o.json.c_str());
   }
   return 0;

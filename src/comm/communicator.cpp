@@ -1,5 +1,8 @@
 #include "comm/communicator.h"
 
+#include <system_error>
+#include <thread>
+
 #include "device/gpu.h"
 
 #include <algorithm>
@@ -29,6 +32,21 @@ void RankFailures::rethrow() const {
   std::lock_guard lock(mu_);
   if (!first_error_.empty()) throw Error(first_error_);
   if (!first_echo_.empty()) throw Error(first_echo_);
+}
+
+void run_rank_threads(int P, const std::function<void(int)>& rank, const std::function<void(const std::string&)>& abort) {
+  std::vector<std::thread> threads;
+  std::string failure;
+  for (int r = 0; r < P && failure.empty(); ++r) {
+    try {
+      threads.emplace_back(rank, r);
+    } catch (const std::system_error& e) {
+      failure = detail::concat("could not start rank thread ", r, ": ", e.what());
+      abort(failure);
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  if (!failure.empty()) throw Error(failure + " (a limit on threads or address space: fewer ranks may fit)");
 }
 
 std::vector<int64_t> even_counts(int64_t n, int P) {
@@ -148,8 +166,9 @@ void Communicator::wait(const RequestPtr& r) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                std::chrono::duration<double>(timeout_s));
   if (!r->wait_until(deadline))
-    throw CommError(detail::concat("rank ", rank(), ": ", r->what, " did not complete within ", timeout_s,
-                                   " s (is a peer stuck or did the ranks call different ops?)"));
+    throw CommError(detail::concat("rank ", rank(), ": ", r->what, " did not complete within ", timeout_s, " s",
+                                   slow_link.empty() ? " (is a peer stuck or did the ranks call different ops?)"
+                                                     : " (" + slow_link + " may be too slow for it: raise --timeout)"));
   span.reset();
   if (t && r->trace_event) {
     // The transfer itself, on the comm stream: from when its data began to move (the local

@@ -160,6 +160,9 @@ class Communicator {
   }
   /// Seconds a wait may take before it fails (default 60).
   double timeout_s = 60.0;
+  /// A link slowed on purpose (the local backend's latency and bandwidth), named when a wait
+  /// times out: then the likely cause is the link, not a stuck peer. Empty: a real link.
+  std::string slow_link;
   /// Where the collectives' temporary buffers are counted (category comm, this rank).
   MemoryTracker* tracker = &default_memory_tracker();
 
@@ -234,10 +237,17 @@ struct LocalOptions {
   bool dry_run = false;
 };
 
+/// Runs rank(r) on a thread of its own for every r in [0, P) and joins them all. A thread that
+/// cannot be started (a limit on processes or address space) calls abort(message), so that the
+/// ranks already running fail their waits and return, and then throws ringside::Error "could
+/// not start rank thread r: <reason>" once they are joined: never std::terminate.
+void run_rank_threads(int P, const std::function<void(int)>& rank, const std::function<void(const std::string&)>& abort);
+
 /// Runs fn(comm) on P threads, one rank each, with a comm thread per rank that moves the data
 /// of posted sends while the rank computes. If any rank throws, every other rank's pending and
 /// future waits fail at once ("aborted: rank R failed: ..."), all threads are joined, and the
 /// first failure is rethrown as ringside::Error naming the rank. Returns when all ranks return.
+/// A thread that cannot start is an Error too (run_rank_threads).
 void run_local(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts = {});
 
 // ---- the NCCL backend (in builds with CUDA and NCCL).

@@ -75,15 +75,25 @@ struct Transfer {
 class LocalWorld {
  public:
   LocalWorld(int P, const LocalOptions& o) : P_(P), opts_(o), queues_(P) {
-    for (int r = 0; r < P; ++r) threads_.emplace_back([this, r] { comm_thread(r); });
+    try {
+      for (int r = 0; r < P; ++r) threads_.emplace_back([this, r] { comm_thread(r); });
+    } catch (const std::system_error& e) {
+      const size_t started = threads_.size();
+      stop();  // the comm threads that did start
+      throw Error(detail::concat("could not start comm thread ", started, ": ", e.what(),
+                                 " (a limit on threads or address space: fewer ranks may fit)"));
+    }
   }
-  ~LocalWorld() {
+  ~LocalWorld() { stop(); }
+
+  void stop() {
     {
       std::lock_guard lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
     for (auto& t : threads_) t.join();
+    threads_.clear();
   }
 
   void post_send(Posted s) { post(s, true); }
@@ -325,6 +335,7 @@ class LocalCommunicator final : public Communicator {
     const uint64_t ctx = (context_ * 1000003ULL + ++splits_) * 1000003ULL + static_cast<uint64_t>(color + 1);
     auto c = std::make_unique<LocalCommunicator>(world_, std::move(group), new_rank, ctx);
     c->timeout_s = timeout_s;
+    c->slow_link = slow_link;
     c->tracker = tracker;
     return c;
   }
@@ -353,21 +364,26 @@ void run_local(int P, const std::function<void(Communicator&)>& fn, const LocalO
   std::vector<int> everyone(P);
   for (int r = 0; r < P; ++r) everyone[r] = r;
   RankFailures failures;
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < P; ++r)
-    ranks.emplace_back([&, r] {
-      LocalCommunicator comm(&world, everyone, r, 1);
-      comm.timeout_s = opts.timeout_s;
-      try {
-        std::optional<gpu::Bind> bind;  // virtual ranks: every rank on GPU 0, streams of its own
-        if (opts.device == Device::cuda) bind.emplace(0, r);
-        fn(comm);
-        gpu::synchronize();  // a rank's queued work fails here, as its own, not later
-      } catch (const std::exception& e) {
-        world.abort(failures.record(r, e));
-      }
-    });
-  for (auto& t : ranks) t.join();
+  std::string slow_link;
+  if (opts.latency_us > 0 || opts.bandwidth_gbps > 0)
+    slow_link = detail::concat("the slowed link (latency ", opts.latency_us, " us, bandwidth ",
+                               opts.bandwidth_gbps > 0 ? detail::concat(opts.bandwidth_gbps, " GB/s") : "unlimited", ")");
+  run_rank_threads(
+      P,
+      [&](int r) {
+        LocalCommunicator comm(&world, everyone, r, 1);
+        comm.timeout_s = opts.timeout_s;
+        comm.slow_link = slow_link;
+        try {
+          std::optional<gpu::Bind> bind;  // virtual ranks: every rank on GPU 0, streams of its own
+          if (opts.device == Device::cuda) bind.emplace(0, r);
+          fn(comm);
+          gpu::synchronize();  // a rank's queued work fails here, as its own, not later
+        } catch (const std::exception& e) {
+          world.abort(failures.record(r, e));
+        }
+      },
+      [&](const std::string& why) { world.abort(why); });
   failures.rethrow();
 }
 

@@ -351,20 +351,20 @@ void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOp
   }
   Job job;
   RankFailures failures;
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < P; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        NcclCommunicator comm(comms[r], r, P, &job);  // owns comms[r] from here
-        gpu::Bind bind(r, 0);
-        comm.timeout_s = opts.timeout_s;
-        fn(comm);
-        gpu::synchronize();
-      } catch (const std::exception& e) {
-        job.abort(failures.record(r, e));
-      }
-    });
-  for (auto& t : ranks) t.join();
+  run_rank_threads(
+      P,
+      [&](int r) {
+        try {
+          NcclCommunicator comm(comms[r], r, P, &job);  // owns comms[r] from here
+          gpu::Bind bind(r, 0);
+          comm.timeout_s = opts.timeout_s;
+          fn(comm);
+          gpu::synchronize();
+        } catch (const std::exception& e) {
+          job.abort(failures.record(r, e));
+        }
+      },
+      [&](const std::string& why) { job.abort(why); });
   failures.rethrow();
 }
 

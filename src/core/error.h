@@ -17,6 +17,9 @@ class Error : public std::runtime_error {
 class ConfigError : public Error {
  public:
   using Error::Error;
+  /// Under mpirun every rank throws it and one says it: this one (cli: checked_on_every_rank).
+  ConfigError(const std::string& what, int reporting_rank) : Error(what), reporting_rank(reporting_rank) {}
+  int reporting_rank = 0;
 };
 
 namespace detail {

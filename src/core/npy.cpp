@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/output.h"
 
 namespace ringside {
 
@@ -32,21 +33,23 @@ void write_npy(const std::string& path, const Tensor& t) {
   header.append(total - prefix - header.size() - 1, ' ');
   header.push_back('\n');
 
-  std::ofstream f(path, std::ios::binary);
-  RS_CHECK(f, "write_npy: cannot open ", path, " for writing");
-  f.write(kMagic, kMagicLen);
-  const char version[2] = {static_cast<char>(v2 ? 2 : 1), 0};
-  f.write(version, 2);
-  const uint32_t len = static_cast<uint32_t>(header.size());
-  const unsigned char len_bytes[4] = {static_cast<unsigned char>(len & 0xff),
-                                      static_cast<unsigned char>((len >> 8) & 0xff),
-                                      static_cast<unsigned char>((len >> 16) & 0xff),
-                                      static_cast<unsigned char>((len >> 24) & 0xff)};
-  f.write(reinterpret_cast<const char*>(len_bytes), v2 ? 4 : 2);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(static_cast<const char*>(t.raw_data()), t.nbytes());
-  f.close();  // flushes: a full disk shows up here, not before
-  RS_CHECK(f.good(), "write_npy: error writing ", path);
+  // Whole or not at all (core/output.h): a temporary beside the file, renamed over it.
+  output::write_with(
+      path,
+      [&](std::ostream& f) {
+        f.write(kMagic, kMagicLen);
+        const char version[2] = {static_cast<char>(v2 ? 2 : 1), 0};
+        f.write(version, 2);
+        const uint32_t len = static_cast<uint32_t>(header.size());
+        const unsigned char len_bytes[4] = {static_cast<unsigned char>(len & 0xff),
+                                            static_cast<unsigned char>((len >> 8) & 0xff),
+                                            static_cast<unsigned char>((len >> 16) & 0xff),
+                                            static_cast<unsigned char>((len >> 24) & 0xff)};
+        f.write(reinterpret_cast<const char*>(len_bytes), v2 ? 4 : 2);
+        f.write(header.data(), static_cast<std::streamsize>(header.size()));
+        f.write(static_cast<const char*>(t.raw_data()), t.nbytes());
+      },
+      "write_npy");
 }
 
 Tensor read_npy(const std::string& path, AllocTag tag) {

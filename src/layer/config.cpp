@@ -29,6 +29,7 @@ double LayerConfig::softmax_scale() const { return 1.0 / std::sqrt(static_cast<d
 namespace {
 std::string num(double v) {
   std::ostringstream os;
+  os.precision(10);  // 0.99999997, not 1
   os << v;
   return os.str();
 }
@@ -58,9 +59,13 @@ void LayerConfig::validate() const {
   if (rope && d() % 2 != 0)
     fail("RoPE needs an even head dim d = h / H, got d = " + std::to_string(d()) + " (or pass --no-rope)");
   if (!(dropout >= 0 && dropout < 1)) fail("dropout p must be in [0, 1), got " + num(dropout));
-  // The keep test compares 24 random bits with round(p 2^24): p this close to 1 would drop all.
-  if (dropout * 16777216.0 + 0.5 >= 16777216.0)
-    fail("dropout p = " + num(dropout) + " rounds to 1 at the mask's 24-bit resolution (p < 1 - 2^-25)");
+  // The keep test compares 24 random bits with round(p 2^24), so the mask keeps 1 - p only to
+  // within 2^-25, while the survivors are scaled by exactly 1 / (1 - p). Near 1 that error is
+  // no longer small: at p = 0.99999997 the mask keeps twice what p says (and, on any layer
+  // this machine runs, drops every element). Past 1 - 2^-18 it would exceed 1% of 1 - p.
+  if (dropout > 1.0 - 0x1p-18)
+    fail("dropout p = " + num(dropout) + " is too near 1 for the mask's 24-bit resolution, which draws 1 - p only to " +
+         "within 2^-25 (p <= 1 - 2^-18 = 0.999996)");
   if (!(eps > 0)) fail("LayerNorm eps must be > 0");
   if (!(rope_theta > 0)) fail("RoPE theta must be > 0");
 }

@@ -46,7 +46,7 @@ struct LayerConfig {
 
   /// Throws ringside::ConfigError with a message naming the broken rule: any size < 1, b s or
   /// h or f past 2^31 - 1 (BLAS's int), h % H != 0, H % Hkv != 0, an odd d with RoPE, dropout
-  /// outside [0, 1) (or within 2^-25 of 1, where the 24-bit mask drops everything), eps <= 0.
+  /// outside [0, 1) (or above 1 - 2^-18, where the 24-bit mask misstates 1 - p by over 1%), eps <= 0.
   void validate() const;
 
   /// {"b":..,"s":..,"h":..,"H":..,"Hkv":..,"f":..,"causal":..,"rope":..,"dropout":..,"seed":..,"eps":..}

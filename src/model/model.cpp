@@ -8,14 +8,17 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <tuple>
 
 #include <unistd.h>
 
 #include "comm/communicator.h"
 #include "core/error.h"
+#include "core/json_input.h"
 #include "kernels/cpu/blas.h"
 
 namespace ringside::model {
@@ -97,10 +100,16 @@ Hardware load_hardware(const std::string& name_or_path) {
     if (name == name_or_path) return parse_hardware(nlohmann::json::parse(text), name);
   if (name_or_path == "this-machine") return measure_this_machine();
   if (std::filesystem::is_regular_file(name_or_path)) {
-    std::ifstream f(name_or_path);
-    nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-    if (j.is_discarded()) throw ConfigError(name_or_path + ": not valid JSON");
-    return parse_hardware(j, name_or_path);
+    std::ifstream f(name_or_path, std::ios::binary);
+    std::ostringstream text;
+    text << f.rdbuf();
+    try {
+      return parse_hardware(parse_json(text.str(), name_or_path), name_or_path);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ConfigError(e.what());  // a profile that is not JSON is a bad --hw, before any work
+    }
   }
   std::string names;
   for (const std::string& n : hardware_names()) names += (names.empty() ? "" : ", ") + n;
@@ -258,6 +267,18 @@ class Replay {
     for (const auto& [order, k] : sends) senders_[r.rank].push_back(k);
   }
 
+  // `from` plus `seconds`, in modeled ns. Past the trace format's range (about 104 days) the
+  // replay stops, naming the op or transfer that got there: int64 ns would overflow not much
+  // further on, and a timeline nobody can read back answers nothing.
+  int64_t after(int64_t from, double seconds, const std::function<std::string()>& what) const {
+    const double ns = double(from) + seconds * 1e9;
+    if (!(ns <= double(trace::kMaxTimeNs)))
+      throw Error(detail::concat("the modeled time passes ", trace::kMaxTimeUs / 1e6, " s, the trace format's range (about ",
+                                 "104 days), at ", what(), " on ", hw_.name,
+                                 ": the profile is too slow for this layer (check its units) or the layer too large"));
+    return from + int64_t(std::llround(seconds * 1e9));
+  }
+
   static Key key(int rank, const trace::Event& ev) {
     const bool send = ev.direction == "send";
     return {send ? rank : ev.peer, send ? ev.peer : rank, ev.tag, ev.seq};
@@ -291,7 +312,9 @@ class Replay {
         } else if (!is_container(ev.cat)) {
           // A compute op: the roofline of its FLOPs and its bytes.
           const double sec = std::max(ev.flops / peak_, double(ev.bytes) * scale_ / hw_.memory_bandwidth);
-          s.t = std::max(s.t, s.start[p.event] + int64_t(std::llround(sec * 1e9)));
+          s.t = std::max(s.t, after(s.start[p.event], sec, [&] {
+                               return detail::concat("op '", ev.name, "' of ", r.strategy, " rank ", r.rank);
+                             }));
         }
         s.stop[p.event] = s.t;
         s.anchors.push_back({ev.end_ns(), s.t});
@@ -315,7 +338,10 @@ class Replay {
         const double lat = same_node ? hw_.intra_latency_s : hw_.inter_latency_s;
         const int64_t start = std::max({*t.send_post, *t.recv_post, link_free_[sender]});
         t.start = start;
-        t.end = start + int64_t(std::llround((lat + double(t.bytes) / bw) * 1e9));
+        t.end = after(start, lat + double(t.bytes) / bw, [&] {
+          return detail::concat("the transfer from rank ", sender, " to rank ", receiver, " (tag ", std::get<2>(q.front()),
+                                ", seq ", std::get<3>(q.front()), ", ", t.bytes, " bytes)");
+        });
         link_free_[sender] = *t.end;
         q.pop_front();
         any = true;
@@ -376,6 +402,10 @@ class Replay {
 };
 
 }  // namespace
+
+double schedule_events_bound(int P) { return 64.0 * P * P + 256.0 * P; }
+
+double schedule_bytes(int P) { return 1024.0 * schedule_events_bound(P); }
 
 trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o) {
   if (o.dtype != "bf16" && o.dtype != "fp32") throw ConfigError("--dtype " + o.dtype + ": bf16 or fp32");

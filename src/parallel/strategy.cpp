@@ -43,6 +43,7 @@ RankResult results_to_host(RankResult r) {
 std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig& cfg, int P, DType dt,
                                            MemoryTracker& tracker, const LocalOptions& opts, const TraceSink* sink) {
   st.validate(cfg, P);  // one clear error before any thread starts
+  check_failure_injection(P);
   std::vector<RankResult> results(P);
   std::vector<trace::RankTrace> traces(P);
   RS_CHECK(!(opts.dry_run && opts.device == Device::cuda), "a dry run runs on the CPU");
@@ -487,17 +488,29 @@ int64_t ring_all_reduce_bytes(int64_t n, int P, int rank, DType dt) {
   return ring_reduce_scatter_bytes(n, P, rank, dt) + ring_all_gather_bytes(n, P, rank, dt);
 }
 
-void maybe_inject_failure(int rank, int P, const char* phase) {
+namespace {
+
+// RINGSIDE_INJECT_FAILURE as (rank, phase), or rank -1 when unset. A hook that silently never
+// fires would make a failure test pass for the wrong reason: a malformed spec is a ConfigError.
+std::pair<int, std::string> failure_injection(int P) {
   const char* spec = std::getenv("RINGSIDE_INJECT_FAILURE");
-  if (!spec) return;
-  // A hook that silently never fires would make a failure test pass for the wrong reason.
+  if (!spec) return {-1, ""};
   std::istringstream in(spec);
   int r = -1;
   char colon = 0;
   std::string p, rest;
   if (!(in >> r >> colon >> p) || colon != ':' || (p != "forward" && p != "backward") || (in >> rest) || r < 0 || r >= P)
-    throw Error(detail::concat("RINGSIDE_INJECT_FAILURE='", spec, "' must be RANK:forward or RANK:backward with 0 <= RANK < ",
-                               P));
+    throw ConfigError(detail::concat("RINGSIDE_INJECT_FAILURE='", spec,
+                                     "' must be RANK:forward or RANK:backward with 0 <= RANK < ", P));
+  return {r, p};
+}
+
+}  // namespace
+
+void check_failure_injection(int P) { failure_injection(P); }
+
+void maybe_inject_failure(int rank, int P, const char* phase) {
+  const auto [r, p] = failure_injection(P);
   if (r == rank && p == phase)
     throw Error(detail::concat("injected failure at the start of the ", phase, " (RINGSIDE_INJECT_FAILURE)"));
 }

@@ -186,8 +186,10 @@ int64_t ring_reduce_scatter_bytes(int64_t n, int P, int rank, DType dt);
 int64_t ring_all_reduce_bytes(int64_t n, int P, int rank, DType dt);
 
 /// Test hook: when RINGSIDE_INJECT_FAILURE is "RANK:PHASE" (PHASE forward or backward), that
-/// rank throws at the start of that phase, to show that a failure takes the job down. Any
-/// other value (malformed, or a rank outside [0, P)) is an error on every rank.
+/// rank throws at the start of that phase, to show that a failure takes the job down.
 void maybe_inject_failure(int rank, int P, const char* phase);
+/// Throws ConfigError, before any work, when RINGSIDE_INJECT_FAILURE is set but malformed (or
+/// names a rank outside [0, P)): a bad spec is the command's error, not a rank's failure.
+void check_failure_injection(int P);
 
 }  // namespace ringside

@@ -12,15 +12,15 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/json_input.h"
+#include "core/memory_limits.h"
+#include "core/output.h"
 
 namespace ringside::trace {
 
 namespace {
 
 constexpr int64_t kPidStride = 1000;  // pid = strategy index * 1000 + rank
-constexpr double kMaxTimeUs = 9e12;   // ns stay exact in int64 and double below this
-constexpr double kMaxBytes = 9007199254740992.0;  // 2^53 (8 PiB): exact in a double, and sums of a few stay in int64
-constexpr double kMaxFlops = 1e24;
 
 const char* kCategoryNames[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm"};
 
@@ -52,7 +52,29 @@ nlohmann::json meta(const char* name, int64_t pid, int tid, nlohmann::json args)
 
 }  // namespace
 
-nlohmann::json to_chrome_json(const TraceData& t) {
+namespace {
+
+// The reader's range, held by the writer too: a file ringside writes, ringside reads.
+void check_range(const Event& e, const RankTrace& r) {
+  auto where = [&] { return detail::concat("trace writer: event '", e.name, "' of ", r.strategy, " rank ", r.rank); };
+  if (e.ts_ns < -kMaxTimeNs || e.ts_ns > kMaxTimeNs || e.dur_ns < 0 || e.dur_ns > kMaxTimeNs)
+    throw Error(detail::concat(where(), " at ", e.ts_ns, " ns for ", e.dur_ns, " ns is outside the trace format's range of ",
+                               kMaxTimeUs, " us (about 104 days)"));
+  if (e.bytes < 0 || double(e.bytes) > kMaxBytes || !(e.flops >= 0 && e.flops <= kMaxFlops))
+    throw Error(detail::concat(where(), ": ", e.bytes, " bytes or ", e.flops, " FLOPs is outside the trace format's range"));
+}
+
+void check_range(const MemorySample& m, const RankTrace& r) {
+  bool ok = m.ts_ns >= -kMaxTimeNs && m.ts_ns <= kMaxTimeNs;
+  for (int64_t b : m.bytes) ok &= b >= 0 && double(b) <= kMaxBytes;
+  if (!ok)
+    throw Error(detail::concat("trace writer: a memory sample of ", r.strategy, " rank ", r.rank, " at ", m.ts_ns,
+                               " ns is outside the trace format's range"));
+}
+
+}  // namespace
+
+void write_chrome_json(std::ostream& os, const TraceData& t) {
   std::vector<std::string> strategies;
   for (const RankTrace& r : t.ranks)
     if (std::find(strategies.begin(), strategies.end(), r.strategy) == strategies.end()) strategies.push_back(r.strategy);
@@ -63,8 +85,25 @@ nlohmann::json to_chrome_json(const TraceData& t) {
     return int64_t(si) * kPidStride + r.rank;
   };
 
-  nlohmann::json events = nlohmann::json::array();
   nlohmann::json processes = nlohmann::json::array();
+  for (const RankTrace& r : t.ranks)
+    processes.push_back({{"pid", pid_of(r)},
+                         {"strategy", r.strategy},
+                         {"rank", r.rank},
+                         {"clock_offset_ns", r.clock_offset_ns},
+                         {"clock_uncertainty_ns", r.clock_uncertainty_ns}});
+  nlohmann::json other = t.other.is_object() ? t.other : nlohmann::json::object();
+  other["ringside_version"] = RINGSIDE_VERSION;
+  other["strategies"] = strategies;
+  other["processes"] = std::move(processes);
+  // The keys in nlohmann's (sorted) order; the events one at a time, never the whole list in memory.
+  os << R"({"displayTimeUnit":"ns","otherData":)" << other.dump() << R"(,"traceEvents":[)";
+  bool first = true;
+  auto emit = [&](const nlohmann::json& e) {
+    os << (first ? "" : ",") << e.dump();
+    first = false;
+  };
+
   // Per process: where each send and receive landed (pid, tid, ts), to draw the flows.
   struct End {
     int64_t pid;
@@ -77,15 +116,10 @@ nlohmann::json to_chrome_json(const TraceData& t) {
   for (const RankTrace& r : t.ranks) {
     const int64_t pid = pid_of(r);
     const std::string pname = (several ? r.strategy + ": " : std::string()) + "GPU " + std::to_string(r.rank);
-    events.push_back(meta("process_name", pid, 0, {{"name", pname}}));
-    events.push_back(meta("process_sort_index", pid, 0, {{"sort_index", pid}}));
-    events.push_back(meta("thread_name", pid, 0, {{"name", "compute"}}));
-    events.push_back(meta("thread_sort_index", pid, 0, {{"sort_index", 0}}));
-    processes.push_back({{"pid", pid},
-                         {"strategy", r.strategy},
-                         {"rank", r.rank},
-                         {"clock_offset_ns", r.clock_offset_ns},
-                         {"clock_uncertainty_ns", r.clock_uncertainty_ns}});
+    emit(meta("process_name", pid, 0, {{"name", pname}}));
+    emit(meta("process_sort_index", pid, 0, {{"sort_index", pid}}));
+    emit(meta("thread_name", pid, 0, {{"name", "compute"}}));
+    emit(meta("thread_sort_index", pid, 0, {{"sort_index", 0}}));
 
     std::vector<const Event*> evs;
     for (const Event& e : r.events) evs.push_back(&e);
@@ -97,6 +131,7 @@ nlohmann::json to_chrome_json(const TraceData& t) {
     // slices of one thread must nest, so each transfer takes the first lane free at its start.
     std::vector<int64_t> lane_end;
     for (const Event* e : evs) {
+      check_range(*e, r);
       int tid = 0;
       if (e->stream == Stream::comm) {
         size_t lane = 0;
@@ -104,8 +139,8 @@ nlohmann::json to_chrome_json(const TraceData& t) {
         if (lane == lane_end.size()) {
           lane_end.push_back(0);
           const int ntid = int(lane) + 1;
-          events.push_back(meta("thread_name", pid, ntid, {{"name", lane == 0 ? std::string("comm") : "comm " + std::to_string(ntid)}}));
-          events.push_back(meta("thread_sort_index", pid, ntid, {{"sort_index", ntid}}));
+          emit(meta("thread_name", pid, ntid, {{"name", lane == 0 ? std::string("comm") : "comm " + std::to_string(ntid)}}));
+          emit(meta("thread_sort_index", pid, ntid, {{"sort_index", ntid}}));
         }
         lane_end[lane] = e->end_ns();
         tid = int(lane) + 1;
@@ -117,23 +152,24 @@ nlohmann::json to_chrome_json(const TraceData& t) {
           (send ? sends : recvs)[k] = End{pid, tid, send || e->dur_ns == 0 ? e->ts_ns : e->end_ns() - 1};
         }
       }
-      events.push_back({{"name", e->name},
-                        {"cat", e->cat},
-                        {"ph", "X"},
-                        {"ts", us(e->ts_ns)},
-                        {"dur", us(e->dur_ns)},
-                        {"pid", pid},
-                        {"tid", tid},
-                        {"args", args_of(*e)}});
+      emit({{"name", e->name},
+            {"cat", e->cat},
+            {"ph", "X"},
+            {"ts", us(e->ts_ns)},
+            {"dur", us(e->dur_ns)},
+            {"pid", pid},
+            {"tid", tid},
+            {"args", args_of(*e)}});
     }
     // Memory: one counter track per process, samples in time order.
     std::vector<MemorySample> mem = r.memory;
     std::stable_sort(mem.begin(), mem.end(), [](const MemorySample& a, const MemorySample& b) { return a.ts_ns < b.ts_ns; });
     for (const MemorySample& m : mem) {
+      check_range(m, r);
       nlohmann::json a;
       for (int c = 0; c < kNumMemCategories; ++c) a[kCategoryNames[c]] = m.bytes[c];
       a["total"] = m.total();  // its own track in Perfetto
-      events.push_back({{"name", "memory"}, {"ph", "C"}, {"ts", us(m.ts_ns)}, {"pid", pid}, {"tid", 0}, {"args", a}});
+      emit({{"name", "memory"}, {"ph", "C"}, {"ts", us(m.ts_ns)}, {"pid", pid}, {"tid", 0}, {"args", a}});
     }
   }
   // Flows: a send and its receive, matched by (strategy, sender, receiver, tag, seq).
@@ -144,33 +180,23 @@ nlohmann::json to_chrome_json(const TraceData& t) {
     const End& f = it->second;
     ++id;
     const std::string name = "message";
-    events.push_back({{"ph", "s"}, {"id", id}, {"name", name}, {"cat", "flow"}, {"pid", s.pid}, {"tid", s.tid}, {"ts", us(s.ts_ns)}});
-    events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", id}, {"name", name}, {"cat", "flow"}, {"pid", f.pid}, {"tid", f.tid},
-                      {"ts", us(f.ts_ns)}});
+    emit({{"ph", "s"}, {"id", id}, {"name", name}, {"cat", "flow"}, {"pid", s.pid}, {"tid", s.tid}, {"ts", us(s.ts_ns)}});
+    emit({{"ph", "f"}, {"bp", "e"}, {"id", id}, {"name", name}, {"cat", "flow"}, {"pid", f.pid}, {"tid", f.tid},
+          {"ts", us(f.ts_ns)}});
   }
+  os << "]}\n";
+}
 
-  nlohmann::json other = t.other.is_object() ? t.other : nlohmann::json::object();
-  other["ringside_version"] = RINGSIDE_VERSION;
-  other["strategies"] = strategies;
-  other["processes"] = processes;
-  return {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ns"}, {"otherData", std::move(other)}};
+nlohmann::json to_chrome_json(const TraceData& t) {
+  std::ostringstream os;
+  write_chrome_json(os, t);
+  return nlohmann::json::parse(os.str());
 }
 
 void write_trace(const std::string& path, const TraceData& t) {
-  // Written beside, then renamed over: a reader (the viewer's live mode) sees the old file or
-  // the new one, never half of one.
-  const std::string text = to_chrome_json(t).dump(), partial = path + ".partial";
-  {
-    std::ofstream f(partial, std::ios::binary);
-    RS_CHECK(f.good(), "cannot write trace ", partial, ": ", std::strerror(errno));
-    f << text << '\n';
-    f.close();
-    RS_CHECK(f.good(), "cannot write trace ", partial, ": write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) std::filesystem::remove(partial);
-  RS_CHECK(!ec, "cannot write trace ", path, ": ", ec.message());
+  // Written beside, then renamed over (core/output.h): a reader (the viewer's live mode) sees
+  // the old file or the new one, never half of one.
+  output::write_with(path, [&](std::ostream& os) { write_chrome_json(os, t); }, "trace");
 }
 
 // ---------------------------------------------------------------------------- reader
@@ -263,15 +289,7 @@ bool is_comm_kind(const std::string& cat) {
 }  // namespace
 
 TraceData parse_trace(std::string_view text, const std::string& source) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::exception& e) {
-    // nlohmann says where: "parse error at line 1, column 812: syntax error ... unexpected end of input".
-    std::string what = e.what();
-    if (auto p = what.find("] "); what.starts_with("[json.exception") && p != std::string::npos) what = what.substr(p + 2);
-    throw Error(source + ": not valid JSON (truncated or corrupt?): " + what);
-  }
+  const nlohmann::json doc = parse_json(text, source);
   const nlohmann::json* list = &doc;
   TraceData out;
   if (doc.is_object()) {
@@ -460,6 +478,8 @@ TraceData read_trace(const std::string& path) {
   const auto size = std::filesystem::file_size(path, ec);
   RS_CHECK(!ec, "cannot read trace ", path, ": ", ec.message());
   RS_CHECK(size <= (uint64_t(4) << 30), "trace ", path, " is ", size >> 20, " MiB; ringside reads traces up to 4 GiB");
+  // The parsed JSON and the events take about 13 times the file (a 92 MB trace: 1.19 GB).
+  require_memory(14.0 * double(size), "reading trace " + path, "trace", 1);
   std::ifstream f(path, std::ios::binary);
   RS_CHECK(f.good(), "cannot read trace ", path, ": ", std::strerror(errno));
   try {

@@ -16,6 +16,7 @@
 //         clock, and `processes` [{pid, strategy, rank, clock_offset_ns, clock_uncertainty_ns}]
 #pragma once
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,15 @@
 #include "trace/trace.h"
 
 namespace ringside::trace {
+
+/// The range of values the reader accepts, which the writer holds to as well, so that ringside
+/// never writes a file it then refuses: times within +-9e12 us (about 104 days; ns stay exact in
+/// int64 and double), bytes up to 2^53 (8 PiB: exact in a double, sums of a few stay in int64),
+/// FLOPs up to 1e24.
+inline constexpr double kMaxTimeUs = 9e12;
+inline constexpr int64_t kMaxTimeNs = 9'000'000'000'000'000;
+inline constexpr double kMaxBytes = 9007199254740992.0;
+inline constexpr double kMaxFlops = 1e24;
 
 /// A send bound to its receive, by process index and time (ns), as the file's flow events say.
 struct Flow {
@@ -40,16 +50,22 @@ struct TraceData {
   std::vector<Flow> flows;                          ///< filled by the reader (the writer derives its own)
 };
 
-/// The Chrome trace JSON of `t`. Flows pair the k-th send from rank a to rank b with tag g
+/// Writes the Chrome trace JSON of `t` to `os`, one event at a time (a million-event trace is
+/// never one JSON tree in memory). Flows pair the k-th send from rank a to rank b with tag g
 /// with the k-th receive at b from a with tag g (MPI's non-overtaking order), per strategy.
+/// Throws ringside::Error naming the event and rank for a value outside the reader's range.
+void write_chrome_json(std::ostream& os, const TraceData& t);
+/// The same document as a JSON value (for tests and small traces).
 nlohmann::json to_chrome_json(const TraceData& t);
-/// Writes to_chrome_json(t) to `path`, atomically (PATH.partial, then a rename), so that a
-/// reader polling the file never sees half of it. Throws ringside::Error when it cannot.
+/// Writes the trace to `path` through core/output.h: a temporary of this writer's own, renamed
+/// over the file once whole, so that a reader polling it never sees half of one; a device or
+/// pipe is written through. Throws ringside::Error when it cannot.
 void write_trace(const std::string& path, const TraceData& t);
 
 /// Parses and validates Chrome trace JSON. Throws ringside::Error naming `source`, the event
 /// index and the problem for anything malformed: not JSON or truncated, wrong types, numbers
-/// out of range (times beyond 9e12 us, negative durations or bytes, ids beyond int32), unknown
+/// out of range (times beyond 9e12 us, negative durations or bytes, ids beyond int32), JSON
+/// nested more than 64 levels deep (core/json_input.h), unknown
 /// or unsupported phases (ringside reads X, C, M, s, f), flows without their other end.
 TraceData parse_trace(std::string_view text, const std::string& source = "trace");
 /// parse_trace of a file's contents; throws ringside::Error when it cannot be read.

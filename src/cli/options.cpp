@@ -1,0 +1,108 @@
+// What the command line may say: the layer flags every subcommand shares, values checked as
+// written (no empty value read as 0, no seed that saturates), flags that contradict each other
+// refused, and the options a rank was given, for comparing ranks under mpirun.
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace ringside::cli {
+
+namespace {
+
+// strtoll/strtoull/strtod accept leading spaces, a sign on unsigned numbers and stop early;
+// these accept exactly one number and nothing else.
+bool digits_only(const std::string& v, size_t from) {
+  return v.size() > from && v.find_first_not_of("0123456789", from) == std::string::npos;
+}
+
+}  // namespace
+
+std::function<std::string(const std::string&)> integer_in(int64_t lo, int64_t hi) {
+  return [lo, hi](const std::string& v) {
+    if (!digits_only(v, v.starts_with('-') ? 1 : 0)) return "must be an integer, got '" + v + "'";
+    errno = 0;
+    const long long x = std::strtoll(v.c_str(), nullptr, 10);
+    if (errno == ERANGE || x < lo || x > hi) return detail::concat("must be in [", lo, ", ", hi, "], got ", v);
+    return std::string();
+  };
+}
+
+std::function<std::string(const std::string&)> number_in(double lo, double hi) {
+  return [lo, hi](const std::string& v) {
+    char* end = nullptr;
+    const double x = v.empty() || std::isspace(static_cast<unsigned char>(v[0])) ? NAN : std::strtod(v.c_str(), &end);
+    if (!std::isfinite(x) || *end) return "must be a finite number, got '" + v + "'";
+    if (x < lo || x > hi) return detail::concat("must be in [", lo, ", ", hi, "], got ", v);
+    return std::string();
+  };
+}
+
+void add_config_flags(CLI::App& app, LayerConfig& cfg) {
+  // The sizes' own rules (>= 1, divisibility, BLAS's int) are LayerConfig::validate's, which
+  // names them; here only what the value is: one integer that fits.
+  const auto any_int64 = integer_in(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  auto size = [&](const char* flag, int64_t& value, const char* help) {
+    app.add_option(flag, value, help)->capture_default_str()->check(any_int64)->group("Layer");
+  };
+  size("--batch", cfg.b, "batch size b");
+  size("--seq", cfg.s, "sequence length s (tokens)");
+  size("--hidden", cfg.h, "hidden size h");
+  size("--heads", cfg.H, "query heads H (head dim d = h / H)");
+  size("--kv-heads", cfg.Hkv, "key/value heads Hkv (GQA; H % Hkv == 0)");
+  size("--ffn", cfg.f, "MLP width f");
+  // Separate on/off flags: CLI11's "--x,!--no-x" form prints a confusing "{false}" in --help.
+  // Given together they contradict each other: an error, not a silent winner.
+  CLI::Option* causal = app.add_flag_callback("--causal", [&cfg] { cfg.causal = true; }, "causal mask (the default)");
+  CLI::Option* no_causal = app.add_flag_callback("--no-causal", [&cfg] { cfg.causal = false; }, "full attention, no mask");
+  causal->excludes(no_causal)->group("Layer");
+  no_causal->group("Layer");
+  CLI::Option* rope =
+      app.add_flag_callback("--rope", [&cfg] { cfg.rope = true; }, "rotary position embedding on q and k (the default)");
+  CLI::Option* no_rope = app.add_flag_callback("--no-rope", [&cfg] { cfg.rope = false; }, "no rotary position embedding");
+  rope->excludes(no_rope)->group("Layer");
+  no_rope->group("Layer");
+  app.add_option("--dropout", cfg.dropout, "dropout probability p in [0, 1)")
+      ->capture_default_str()
+      ->check(number_in(-std::numeric_limits<double>::max(), std::numeric_limits<double>::max()))
+      ->group("Layer");
+  app.add_option_function<std::string>(
+         "--layout", [&cfg](const std::string& v) { cfg.layout = parse_layout(v); },
+         "ring: how tokens map to ranks: contiguous, zigzag, striped, auto (zigzag when causal)")
+      ->check(CLI::IsMember({"auto", "contiguous", "zigzag", "striped"}))
+      ->group("Layer");
+  app.add_option("--seed", cfg.seed, "seed of weights, inputs and dropout (Philox), 0 to 2^64 - 1")
+      ->capture_default_str()
+      ->check([](const std::string& v) {
+        errno = 0;
+        if (!digits_only(v, 0) || (std::strtoull(v.c_str(), nullptr, 10), errno == ERANGE))
+          return "must be an integer in [0, 2^64 - 1], got '" + v + "'";
+        return std::string();
+      })
+      ->group("Layer");
+}
+
+void refuse_empty_values(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options())
+    if (opt->get_type_size_max() > 0)  // takes a value (not a flag)
+      // First of the option's checks (transform puts it in front), so that its message wins.
+      opt->transform(CLI::Validator(
+          [](std::string& v) { return v.empty() ? std::string("needs a value, got an empty one") : std::string(); }, ""));
+  for (CLI::App* sub : app.get_subcommands({})) refuse_empty_values(*sub);
+}
+
+GivenOptions given_options(const CLI::App& app) {
+  GivenOptions given;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->count() == 0) continue;
+    std::string value;
+    for (const std::string& r : opt->results()) value += (value.empty() ? "" : " ") + r;
+    given.emplace_back(opt->get_name(), value);
+  }
+  return given;
+}
+
+}  // namespace ringside::cli

@@ -1,0 +1,90 @@
+// Memory before the work: what a job will need, against what this process may actually hold.
+//
+// Out of memory must be an error, never a spin. The limit is not only the machine's RAM: a
+// cgroup (a container's memory.max), `ulimit -v` (the address space) and `ulimit -d` (data)
+// bound a process too. Under an address-space limit the failure is not even clean: OpenBLAS
+// maps a 128 MiB buffer for each thread that calls it, and when the mapping fails it retries
+// for ever (blas_memory_alloc in its driver/others/memory.c). So the check counts what each
+// thread maps beside the tensors, and refuses the job up front.
+#include "core/memory_limits.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <tuple>
+
+#include "core/error.h"
+#include "core/units.h"
+
+namespace ringside {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+// Address space a thread maps beside the data: OpenBLAS's buffer (BUFFER_SIZE, 128 MiB in
+// Debian's build, seen as a 134217728-byte mmap) and a glibc malloc arena (64 MiB reserved).
+constexpr double kBlasBuffer = 128 * kMiB, kMallocArena = 64 * kMiB;
+
+double rlimit(int resource) {
+  struct rlimit l {};
+  if (getrlimit(resource, &l) != 0 || l.rlim_cur == RLIM_INFINITY) return kUnlimited;
+  return double(l.rlim_cur);
+}
+
+// A thread's stack: glibc sizes it by `ulimit -s` (8 MiB by default).
+double thread_stack() {
+  const double s = rlimit(RLIMIT_STACK);
+  return std::isinf(s) ? 8 * kMiB : s;
+}
+
+// A cgroup v2 (or v1) memory limit on this process, if any.
+double cgroup_limit() {
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream f(path);
+    double v = 0;
+    if (f >> v && v > 0 && v < 1e18) return v;  // "max" does not parse: no limit
+  }
+  return kUnlimited;
+}
+
+// This process's address space and data now (/proc/self/statm: pages).
+std::pair<double, double> mapped_now() {
+  std::ifstream f("/proc/self/statm");
+  double size = 0, resident = 0, shared = 0, text = 0, lib = 0, data = 0;
+  f >> size >> resident >> shared >> text >> lib >> data;
+  const double page = double(sysconf(_SC_PAGE_SIZE));
+  return {size * page, data * page};
+}
+
+}  // namespace
+
+void require_memory(double need, const std::string& what, const std::string& smaller, int blas_threads, int other_threads) {
+  // Resident memory: the machine's, or the cgroup's if that is less.
+  const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE)), cgroup = cgroup_limit();
+  const double have = std::min(ram, cgroup);
+  const std::string where = cgroup < ram ? "this cgroup allows (memory.max)" : "this machine has";
+  if (need > 0.9 * have)
+    throw ConfigError(what + " needs about " + format_bytes(need) + " of memory and " + where + " " + format_bytes(have) +
+                      "; use a smaller " + smaller);
+  // Address space and data: what is mapped now, the data, and each thread's stack and buffers.
+  const double threads = blas_threads * (thread_stack() + kBlasBuffer + kMallocArena) + other_threads * thread_stack();
+  const auto [size_now, data_now] = mapped_now();
+  for (const auto& [limit, flag, now] : {std::tuple{rlimit(RLIMIT_AS), "ulimit -v", size_now},
+                                         std::tuple{rlimit(RLIMIT_DATA), "ulimit -d", data_now}}) {
+    const double total = now + need + threads;
+    if (total > limit)
+      throw ConfigError(detail::concat(what, " needs about ", format_bytes(total), " of address space (", format_bytes(need),
+                                       " of data, ", format_bytes(threads), " for ", blas_threads + other_threads, " threads' stacks",
+                                       blas_threads ? " and BLAS buffers, " : ", ", format_bytes(now),
+                                       " mapped already) and ", flag, " allows ", format_bytes(limit),
+                                       ": raise the limit or use a smaller ", smaller));
+  }
+}
+
+}  // namespace ringside

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Flags mean what they say, and messages point the right way (issue 15): flags.sh RINGSIDE.
+#   - a flag and its opposite together, an empty value, a seed past 2^64 - 1 or with a space:
+#     errors, never a silent value; every configuration error exits 2;
+#   - a dropout too near 1 for the mask is refused; one that drops everything is not "OK";
+#   - a timeout that a slowed link causes names the link; a malformed failure-injection spec
+#     is the command's error, not a rank's failure; absurd benchmark sizes name the memory.
+source "$(dirname "$0")/lib.sh"
+
+# --- contradictions and empty or out-of-range values: exit 2, before any work.
+for sub in "reference" "compare" "run --strategy ring" "model --strategy ring"; do
+  read -ra cmd <<<"$sub"
+  expect 2 "--causal excludes --no-causal" "$RS" "${cmd[@]}" "${SMALL[@]}" --causal --no-causal
+  expect 2 "--rope excludes --no-rope" "$RS" "${cmd[@]}" "${SMALL[@]}" --no-rope --rope
+  expect 2 "--dropout: needs a value, got an empty one" "$RS" "${cmd[@]}" "${SMALL[@]}" --dropout ''
+  expect 2 "--dropout: must be a finite number, got ' 0.1'" "$RS" "${cmd[@]}" "${SMALL[@]}" --dropout ' 0.1'
+done
+expect 2 "--causal excludes --no-causal" "$RS" bench kernels --seq 64 --causal --no-causal
+for flag in --seq --batch --hidden --heads --kv-heads --ffn --seed --layout; do
+  expect 2 "$flag: needs a value, got an empty one" "$RS" reference "${SMALL[@]}" "$flag" ''
+  expect 2 "$flag: (must be an integer.*, got '4 '|.*not in)" "$RS" reference "${SMALL[@]}" "$flag" '4 '
+done
+for value in 18446744073709551616 99999999999999999999 ' -1' -1 1e3 ' 7'; do
+  expect 2 "--seed: must be an integer in \[0, 2\^64 - 1\], got '$value'" "$RS" reference "${SMALL[@]}" --seed "$value"
+done
+expect 0 "seed=18446744073709551615" "$RS" reference "${SMALL[@]}" --seed 18446744073709551615
+for option in --timeout --ranks --link-bandwidth --trace --json --strategies; do
+  expect 2 "$option: needs a value, got an empty one" "$RS" compare "${SMALL[@]}" "$option" ''
+done
+expect 2 "--hw: needs a value, got an empty one" "$RS" model --strategy ring --hw ''
+expect 2 "--ranks: Value 0 not in range" "$RS" compare "${SMALL[@]}" --ranks 0
+
+# --- dropout near 1.
+expect 2 "dropout p = 0.99999997 is too near 1 for the mask's 24-bit resolution" "$RS" compare "${SMALL[@]}" --dropout 0.99999997
+expect 2 "dropout p must be in \[0, 1\), got 1$" "$RS" reference "${SMALL[@]}" --dropout 1
+# Allowed, but on 48 tokens it drops everything: nothing is compared, so nothing is OK.
+expect 1 "FAIL: nothing to compare: grad.ln1.gamma and 11 more tensors are all zero in the fp64 reference" \
+  "$RS" compare "${SMALL[@]}" --dropout 0.999996
+expect 1 "verdict +FAIL: .*nothing to compare" "$RS" reference "${SMALL[@]}" --dropout 0.999996 --check
+
+# --- configuration errors are exit 2 everywhere, bench model included.
+expect 2 "sequence length s must be >= 1, got 0" "$RS" bench model --seq 0
+expect 2 "dropout p must be in \[0, 1\), got 2" "$RS" bench model --dropout 2
+expect 2 "no strategy can split this layer 3 ways" "$RS" bench model --ranks 3
+expect 2 "not a profile" "$RS" bench model --hw tpu-v9
+expect 2 "--min-bytes must not exceed --max-bytes" "$RS" bench comm --min-bytes 4096 --max-bytes 1024
+
+# --- messages that point the right way.
+expect 2 "^ringside: RINGSIDE_INJECT_FAILURE='7:forward' must be RANK:forward or RANK:backward with 0 <= RANK < 2$" \
+  env RINGSIDE_INJECT_FAILURE=7:forward "$RS" run --strategy ring "${SMALL[@]}" --ranks 2
+expect 2 "RINGSIDE_INJECT_FAILURE='soon' must be" env RINGSIDE_INJECT_FAILURE=soon "$RS" compare "${SMALL[@]}" --ranks 2
+expect 2 "--link-latency 1e\+08 us is at least --timeout 60 s: every transfer would time out" \
+  "$RS" run --strategy ring "${SMALL[@]}" --ranks 2 --link-latency 1e8
+# A link slow enough to outlast the timeout: 2 MiB K/V blocks at 1 MB/s, against 1 s.
+expect 1 "did not complete within 1 s \(the slowed link \(latency 0 us, bandwidth 0.001 GB/s\) may be too slow for it: raise --timeout\)" \
+  "$RS" run --strategy ring --seq 4096 --ranks 2 --link-bandwidth 0.001 --timeout 1
+expect 2 "bench kernels at this size needs about .* of memory and this (machine has|cgroup allows)" \
+  "$RS" bench kernels --seq 1048576 --heads 256 --head-dim 1024
+finish

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# No hang, no crash, whatever the input or the limits (issue 15): limits.sh RINGSIDE.
+#   - a thread that cannot start (a process limit) ends the job with the rank named, exit 1;
+#   - an address-space limit too small for the job is refused up front, exit 2, never a spin;
+#   - JSON nested a million deep is an error in every reader, never a stack overflow;
+#   - the model never overflows: past the trace format's range it names the op, and every
+#     trace it writes, its own reader reads.
+# Each command runs under `timeout`: a hang is a failure here (exit 124), not a stuck test.
+source "$(dirname "$0")/lib.sh"
+T="timeout 60"
+
+# --- thread creation under a process limit. Root is exempt from `ulimit -u`, so as root the
+# trial runs as nobody (setpriv); otherwise as this user.
+if [[ $(id -u) -eq 0 ]]; then as_limited=(setpriv --reuid=65534 --regid=65534 --clear-groups); else as_limited=(); fi
+chmod 777 "$WORK"
+for threads in 60 100; do
+  expect 1 "ring: could not start (rank|comm) thread [0-9]+: Resource temporarily unavailable" \
+    "${as_limited[@]}" bash -c "ulimit -u $threads; exec $T '$RS' compare --seq 128 --hidden 32 --heads 4 --ffn 64 --ranks 64 --strategies ring"
+done
+expect 1 "could not start (rank|comm) thread [0-9]+: Resource temporarily unavailable" \
+  "${as_limited[@]}" bash -c "ulimit -u 100; exec $T '$RS' model --strategy ring --ranks 256 --seq 4096"
+
+# --- address space: refused before any work, whatever the ranks would map; a job that fits runs.
+expect 2 "this job needs about .* of address space .* and ulimit -v allows" \
+  bash -c "ulimit -v 2500000; exec $T '$RS' compare --seq 64 --hidden 32 --heads 4 --ffn 64 --ranks 16 --strategies ring"
+expect 0 "ring +2 .* OK" bash -c "ulimit -v 2500000; exec $T '$RS' compare ${SMALL[*]} --ranks 2"
+expect 2 "the dry run on 256 ranks \(its schedule and token positions\) needs about .* and ulimit -v allows" \
+  bash -c "ulimit -v 3000000; exec $T '$RS' model --strategy ring --ranks 256 --seq 4096"
+expect 2 "reading trace .* needs about" bash -c "'$RS' run --strategy ring ${SMALL[*]} --ranks 2 --trace t.json > /dev/null;
+  ulimit -v 1100000; exec $T '$RS' trace-stats t.json"
+
+# --- JSON nested deep, in otherData and in a hardware profile.
+python3 - <<'PY'
+deep = "[" * 1000000 + "]" * 1000000
+open("deep.json", "w").write('{"traceEvents": [], "otherData": {"a": ' + deep + "}}")
+open("deep-args.json", "w").write('{"traceEvents": [{"ph": "X", "name": "a", "pid": 0, "tid": 0, "ts": 0, "dur": 1, "args": {"x": ' + deep + "}}]}")
+open("deep-hw.json", "w").write('{"name": ' + deep + "}")
+PY
+for f in deep.json deep-args.json; do
+  expect 1 "$f: JSON nested more than 64 levels deep \(at byte [0-9]+\)" $T "$RS" trace-stats "$f"
+  expect 1 "$f: JSON nested more than 64 levels deep" $T "$RS" model --from "$f"
+done
+expect 2 "deep-hw.json: JSON nested more than 64 levels deep" $T "$RS" model --strategy ring --ranks 2 "${SMALL[@]}" --hw deep-hw.json
+
+# --- the model on a slow but accepted profile: time grows with s until the trace's range,
+# then an error naming the op; never a wrapped (smaller) time.
+cat > slow.json <<'JSON'
+{"name": "slow", "description": "the slowest profile the ranges accept", "source": "issue 15",
+ "peak_flops": {"bf16": 1e6, "fp32": 1e6}, "memory_bandwidth_GBps": 1e-3, "memory_GB": 80, "gpus_per_node": 8,
+ "intra_node": {"bandwidth_GBps": 1e-3, "latency_us": 1e6}, "inter_node": {"bandwidth_GBps": 1e-3, "latency_us": 1e6}}
+JSON
+for seq in 1048576 8388608 33554432; do
+  expect 1 "the modeled time passes 9e\+06 s, the trace format's range \(about 104 days\), at (op '[a-z_0-9]+' of ring rank [0-9]+|the transfer from rank [0-9]+ to rank [0-9]+ .*) on slow" \
+    $T "$RS" model --strategy ring --ranks 4 --seq $seq --hw slow.json
+done
+expect 0 "trace: slow-small.json \(modeled" \
+  $T "$RS" model --strategy ring --ranks 4 --seq 64 --hidden 32 --heads 4 --kv-heads 2 --ffn 64 --hw slow.json --trace slow-small.json
+expect 0 "P = 4" $T "$RS" trace-stats slow-small.json
+finish
