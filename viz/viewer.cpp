@@ -27,6 +27,7 @@
 #include "imgui_impl_opengl3.h"
 #include "stb_image_write.h"
 #include "core/output.h"
+#include "kernels/cpu/blas.h"
 #include "lessons/lesson.h"
 #include "viz/view_model.h"
 
@@ -803,12 +804,12 @@ int run(Options o) {
   int w = 1600, h = 1000;
   char extra = 0;
   if (std::sscanf(o.size.c_str(), "%dx%d%c", &w, &h, &extra) != 2 || w < 200 || h < 150 || w > 8192 || h > 8192)
-    throw std::runtime_error("--size " + o.size + ": expected WxH, each between 200 and 8192 pixels");
+    throw ConfigError("--size " + o.size + ": expected WxH, each between 200 and 8192 pixels");
   const bool headless = o.screenshot_given;
-  if (headless && o.screenshot.empty()) throw std::runtime_error("--screenshot needs a file name");
-  if (o.at_s && o.step) throw std::runtime_error("--at and --step both place the play head: give one");
-  if (!o.layout_json.empty() && !headless) throw std::runtime_error("--layout-json goes with --screenshot");
-  if (o.lesson_step && !o.lesson) throw std::runtime_error("--lesson-step goes with --lesson");
+  if (headless && o.screenshot.empty()) throw ConfigError("--screenshot needs a file name");
+  if (o.at_s && o.step) throw ConfigError("--at and --step both place the play head: give one");
+  if (!o.layout_json.empty() && !headless) throw ConfigError("--layout-json goes with --screenshot");
+  if (o.lesson_step && !o.lesson) throw ConfigError("--lesson-step goes with --lesson");
   if (headless) {
     // The outputs, before any work: never an input, never each other, and writable.
     std::vector<output::Named> inputs{{"--live", o.live}};
@@ -818,7 +819,7 @@ int run(Options o) {
     if (!o.layout_json.empty()) output::check(o.layout_json, "--layout-json");
   }
   if (o.lesson) {
-    if (o.files.size() > 1 || !o.live.empty()) throw std::runtime_error("--lesson shows one trace: give at most one file and no --live");
+    if (o.files.size() > 1 || !o.live.empty()) throw ConfigError("--lesson shows one trace: give at most one file and no --live");
     lessons::find_lesson(*o.lesson);  // "there is no lesson 9: the lessons are 1 to 6"
     if (o.files.empty()) {
       const std::string path = lessons::default_trace_path(*o.lesson);
@@ -916,6 +917,7 @@ int run(Options o) {
 }  // namespace ringside::viz
 
 int main(int argc, char** argv) {
+  ringside::kernels::cpu::start_without_blas_pool(argv);  // OpenBLAS loads with the lessons' code
   ringside::viz::Options o;
   CLI::App cli{"ringside-viewer: replay ringside traces (lanes per GPU, ring steps, overlap, memory per GPU)"};
   cli.add_option("files", o.files, "trace files (ringside compare/run --trace); two or more are compared side by side");
@@ -940,10 +942,13 @@ int main(int argc, char** argv) {
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return cli.exit(e);
+    return cli.exit(e) == 0 ? 0 : 2;  // --help is 0; a flag the parser refuses is a usage error
   }
   try {
     return ringside::viz::run(o);
+  } catch (const ringside::ConfigError& e) {  // a bad option or output, before any work
+    std::fprintf(stderr, "ringside-viewer: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringside-viewer: %s\n", e.what());
     return 1;

@@ -1,6 +1,9 @@
 #include "kernels/cpu/ops.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <vector>
 
@@ -18,6 +21,16 @@ void set_blas_single_threaded() {
 #if RINGSIDE_OPENBLAS
   openblas_set_num_threads(1);
 #endif  // the reference BLAS is single-threaded
+}
+
+void start_without_blas_pool(char** argv) {
+#if RINGSIDE_OPENBLAS
+  if (std::getenv("OPENBLAS_NUM_THREADS")) return;  // set already: by the restart, or the user's choice
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  ::execv("/proc/self/exe", argv);  // returns only if it failed: then run on, pool and all
+#else
+  (void)argv;
+#endif
 }
 
 template <class T>

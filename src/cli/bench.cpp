@@ -42,7 +42,7 @@ std::tuple<CLI::App*, CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, 
       ->excludes(k->add_flag_callback("--no-causal", [&o] { o.causal = false; }, "full attention"));
   k->add_option("--min-time", o.min_time, "seconds each repetition runs at least")
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 60.0));
+      ->check(number_in(0.001, 60.0));  // CLI::Range lets NaN through
   k->add_option("--repetitions", o.repetitions, "repetitions per benchmark; the best is reported")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
@@ -341,8 +341,10 @@ int bench_comm(const BenchCommOptions& o) {
 namespace ringside::cli {
 
 int bench_trace(const BenchTraceOptions& o) {
+  o.cfg.validate();
   const Strategy& st = find_strategy(o.strategy);
   st.validate(o.cfg, o.ranks);
+  check_memory(o.cfg, o.ranks, o.ranks, false);
   // 1. One hook with tracing off: the thread-local check every instrumented site makes (a
   //    Span, as around every copy and collective; the communicator and the memory tracker make
   //    the same check). Google Benchmark, best of 3.

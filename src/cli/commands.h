@@ -33,9 +33,10 @@ std::function<std::string(const std::string&)> number_in(double lo, double hi);
 /// LayerConfig). Each value must be one number as written (a seed 0 to 2^64 - 1); a flag and
 /// its opposite together are an error.
 void add_config_flags(CLI::App& app, LayerConfig& cfg);
-/// Adds to every option of app and its subcommands that takes a value a check refusing an
-/// empty one (CLI11 would read "" as 0): call once every option is added.
-void refuse_empty_values(CLI::App& app);
+/// Makes every option of app and its subcommands mean what it says: an empty value is refused
+/// (CLI11 would read "" as 0) and a flag takes no value (--causal=false would run causal).
+/// Call once every option is added.
+void strict_values(CLI::App& app);
 
 /// The options given on a command line, by name, with their values as given ("--seq", "4096").
 using GivenOptions = std::vector<std::pair<std::string, std::string>>;
@@ -71,12 +72,15 @@ void check_memory(const LayerConfig& c, int P, int local_ranks, bool with_refere
 /// absurd shapes).
 double param_count(const LayerConfig& c);
 
-/// Creates DIR and proves it writable, before any compute; throws ConfigError otherwise (also
-/// when DIR names something that is not a directory).
-void prepare_dump_dir(const std::string& dir);
+/// Creates DIR and checks, before any compute, every file a dump of cfg will write there as
+/// any output is checked (core/output.h); throws ConfigError otherwise (also when DIR names
+/// something that is not a directory).
+void prepare_dump_dir(const std::string& dir, const LayerConfig& cfg);
 /// Writes a run's tensors as fp32 .npy in C order with DIR/manifest.json (config, producer,
 /// each tensor's file and shape): x, dout, the weights and the dropout masks (drawn from cfg's
-/// seed), and out, grad.x and grad.<param>. Throws ringside::Error on any write failure.
+/// seed), and out, grad.x and grad.<param>. Whole or not at all: written into a fresh
+/// directory inside DIR, then moved in under a lock on DIR, the manifest last. Throws
+/// ringside::Error on any write failure (DIR then as it was).
 void write_dump(const std::string& dir, const LayerConfig& cfg, const Tensor& out, const Tensor& dx,
                 const LayerWeights& grads, const std::string& producer);
 

@@ -353,7 +353,7 @@ void check_outputs(const CompareOptions& o, const Setup& s) {
   if (!s.root) return;
   if (!o.json.empty()) output::check(o.json, "--json");
   if (!o.trace.empty()) output::check(o.trace, "--trace");
-  if (o.dump) prepare_dump_dir(*o.dump);
+  if (o.dump) prepare_dump_dir(*o.dump, o.cfg);
 }
 
 // Where the running trace is rewritten every second and after each strategy (rank 0 of the
@@ -382,6 +382,8 @@ std::vector<const Strategy*> choose_strategies(const CompareOptions& o, int P,
   if (!listed) {
     for (const Strategy& s : strategies()) chosen.push_back(&s);
   } else {
+    if (o.strategies.ends_with(','))
+      throw ConfigError("--strategies: empty name in '" + o.strategies + "' (use e.g. tp-sp,ring)");
     std::stringstream in(o.strategies);
     for (std::string n; std::getline(in, n, ',');) {
       if (n.empty()) throw ConfigError("--strategies: empty name in '" + o.strategies + "' (use e.g. tp-sp,ring)");

@@ -1,4 +1,11 @@
 // The --dump format shared by `reference` and `run`: .npy files and a manifest.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -12,21 +19,51 @@
 
 namespace ringside::cli {
 
-void prepare_dump_dir(const std::string& d) {
+namespace {
+
+// Every file a dump writes, in writing order: the inputs, the weights and masks, the results,
+// and the manifest last.
+std::vector<std::string> dump_files(const LayerConfig& cfg) {
+  std::vector<std::string> files{"x.npy", "dout.npy"};
+  for (auto& [name, shape] : weight_shapes(cfg)) files.push_back(name + ".npy");
+  files.insert(files.end(), {"dropout1.mask.npy", "dropout2.mask.npy", "out.npy", "grad.x.npy"});
+  for (auto& [name, shape] : weight_shapes(cfg)) files.push_back("grad." + name + ".npy");
+  files.push_back("manifest.json");
+  return files;
+}
+
+}  // namespace
+
+void prepare_dump_dir(const std::string& d, const LayerConfig& cfg) {
   const std::filesystem::path dir = d;
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
     throw ConfigError("--dump: " + d + " is not a directory (it holds a manifest and a .npy file per tensor)");
   std::filesystem::create_directories(dir, ec);
   if (ec) throw ConfigError("--dump: cannot create directory " + d + ": " + ec.message());
-  // Each file is written through a temporary beside it (core/output.h): prove one can be made.
-  output::check((dir / "manifest.json").string(), "--dump");
+  // Every file the dump will replace, as any output is checked (core/output.h).
+  for (const std::string& f : dump_files(cfg)) output::check((dir / f).string(), "--dump");
 }
 
+// Whole dumps: the files are written into a fresh directory inside DIR, then moved into DIR,
+// the manifest last, under a lock on DIR. A dump that fails partway (a full disk) leaves DIR
+// as it was, and two dumps into one DIR never mix their files.
 void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out, const Tensor& dx,
                 const LayerWeights& grads, const std::string& producer) {
-  const std::filesystem::path dir = d;
-  std::filesystem::create_directories(dir);
+  namespace fs = std::filesystem;
+  const fs::path dir = d;
+  fs::create_directories(dir);
+  std::string staging_name = (dir / ".ringside-dump.XXXXXX").string();
+  RS_CHECK(::mkdtemp(staging_name.data()), "--dump: cannot create a directory in ", d, ": ", std::strerror(errno));
+  const fs::path staging = staging_name;
+  struct Staging {
+    fs::path path;
+    ~Staging() {
+      std::error_code ec;
+      fs::remove_all(path, ec);  // what is left of it: nothing after a whole dump
+    }
+  } cleanup{staging};
+
   nlohmann::json manifest;
   manifest["ringside_version"] = RINGSIDE_VERSION;
   manifest["producer"] = producer;
@@ -36,7 +73,7 @@ void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out,
   auto& files = manifest["tensors"];
   auto write = [&](const std::string& name, const Tensor& t) {
     const std::string file = name + ".npy";
-    write_npy((dir / file).string(), t.dtype() == DType::f32 ? t : t.to(DType::f32, {}));
+    write_npy((staging / file).string(), t.dtype() == DType::f32 ? t : t.to(DType::f32, {}));
     files[name] = {{"file", file}, {"shape", t.shape()}};
   };
   write("x", random_input(cfg, static_cast<uint32_t>(RngSite::input_x), DType::f32, {}));
@@ -52,8 +89,17 @@ void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out,
     write(name, mask);
   }
   for (auto& [name, t] : named_results(out, dx, grads)) write(name, *t);
-  // Last, so that a manifest names only files written whole.
-  output::write((dir / "manifest.json").string(), manifest.dump(2) + "\n", "--dump");
+  output::write((staging / "manifest.json").string(), manifest.dump(2) + "\n", "--dump");
+
+  // Into DIR, one rename a file, the manifest last; another dump waits for the lock.
+  const int lock = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  RS_CHECK(lock >= 0 && ::flock(lock, LOCK_EX) == 0, "--dump: cannot lock ", d, ": ", std::strerror(errno));
+  std::string failed;
+  for (const std::string& f : dump_files(cfg))
+    if (failed.empty() && ::rename((staging / f).c_str(), (dir / f).c_str()) != 0)
+      failed = detail::concat("--dump: cannot write ", (dir / f).string(), ": ", std::strerror(errno));
+  ::close(lock);  // and with it the lock
+  if (!failed.empty()) throw Error(failed);
 }
 
 }  // namespace ringside::cli

@@ -43,8 +43,17 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
   lessons::find_lesson(n);  // an unknown lesson is an error before anything else
   const std::string trace_path = o.trace.empty() ? lessons::default_trace_path(n) : o.trace;
   output::check_distinct({{"--trace", trace_path}, {"--json", o.json}});
+  // Each scenario runs small layers on up to 4 ranks (a comm thread each, and the main thread):
+  // at most 400 MB resident, measured, and the threads' stacks and BLAS buffers.
+  require_memory(512.0 * (1 << 20), "lesson " + std::to_string(n), "", 5, 4);
   // The default trace goes to out/lessons/: create it; a path the user gave must exist.
-  if (o.trace.empty()) std::filesystem::create_directories(std::filesystem::path(trace_path).parent_path());
+  if (o.trace.empty()) {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::path(trace_path).parent_path();
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw ConfigError("--trace: cannot create the directory " + dir.string() + " for the lesson's trace: " + ec.message() +
+                              " (give --trace FILE elsewhere)");
+  }
   output::check(trace_path, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");
 

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "device/backend.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/philox.h"
 #include "layer/reference.h"
 
@@ -68,7 +69,7 @@ int reference_command(LayerConfig cfg, const std::string& dtype, bool check, con
   const bool f64 = dtype == "f64";
   const DType dt = f64 ? DType::f64 : DType::f32;
   if (check && f64) throw ConfigError("--check compares the fp32 run with fp64; it needs --dtype f32");
-  if (dump_dir) prepare_dump_dir(*dump_dir);
+  if (dump_dir) prepare_dump_dir(*dump_dir, cfg);
   require_memory(reference_peak_bytes(cfg, dt) + (check ? reference_peak_bytes(cfg, DType::f64) : 0.0),
                  check ? "this layer (fp32 and fp64)" : "this layer", "--seq, --batch or --ffn");
 
@@ -127,6 +128,7 @@ int reference_command(LayerConfig cfg, const std::string& dtype, bool check, con
 
 int main(int argc, char** argv) {
   using namespace ringside;
+  kernels::cpu::start_without_blas_pool(argv);
   CLI::App app{"ringside: sequence parallelism for one transformer layer, checked and made visible"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ringside ") + RINGSIDE_VERSION +
@@ -174,7 +176,7 @@ int main(int argc, char** argv) {
 
   cli::LessonOptions lesson_opts;
   CLI::App* lesson_app = cli::add_lesson(app, lesson_opts);
-  cli::refuse_empty_values(app);
+  cli::strict_values(app);
 
   try {
     // CLI11 answers a misspelt subcommand with "A subcommand is required"; name it instead.

@@ -86,6 +86,9 @@ int model_command(const ModelCommandOptions& o) {
     schedule = model::dry_run(*st, o.cfg, o.ranks, tracker, &results);
   } else {
     schedule = trace::read_trace(o.from);
+    size_t recorded = 0;
+    for (const trace::RankTrace& r : schedule.ranks) recorded += r.events.size();
+    if (recorded == 0) throw ConfigError("--from " + o.from + ": the trace holds no events to model");
     std::printf("ringside model: the schedule recorded in %s\n", o.from.c_str());
   }
   const double dry_s = std::chrono::duration<double>(clock::now() - t0).count();

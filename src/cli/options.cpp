@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <regex>
 
 #include "cli/commands.h"
 #include "core/error.h"
@@ -33,9 +34,12 @@ std::function<std::string(const std::string&)> integer_in(int64_t lo, int64_t hi
 
 std::function<std::string(const std::string&)> number_in(double lo, double hi) {
   return [lo, hi](const std::string& v) {
-    char* end = nullptr;
-    const double x = v.empty() || std::isspace(static_cast<unsigned char>(v[0])) ? NAN : std::strtod(v.c_str(), &end);
-    if (!std::isfinite(x) || *end) return "must be a finite number, got '" + v + "'";
+    // Decimal only (strtod would also take 0x1p-2, inf and leading spaces).
+    static const std::regex decimal(R"([-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?)");
+    if (!std::regex_match(v, decimal)) return "must be a finite number, got '" + v + "'";
+    errno = 0;
+    const double x = std::strtod(v.c_str(), nullptr);
+    if (errno == ERANGE) return "is too large or too small for a double: " + v;  // 1e-400 is not 0
     if (x < lo || x > hi) return detail::concat("must be in [", lo, ", ", hi, "], got ", v);
     return std::string();
   };
@@ -85,13 +89,15 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
       ->group("Layer");
 }
 
-void refuse_empty_values(CLI::App& app) {
-  for (CLI::Option* opt : app.get_options())
-    if (opt->get_type_size_max() > 0)  // takes a value (not a flag)
-      // First of the option's checks (transform puts it in front), so that its message wins.
+void strict_values(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_expected_max() > 0)  // takes a value: first of its checks (transform goes in front)
       opt->transform(CLI::Validator(
           [](std::string& v) { return v.empty() ? std::string("needs a value, got an empty one") : std::string(); }, ""));
-  for (CLI::App* sub : app.get_subcommands({})) refuse_empty_values(*sub);
+    else  // a flag: --causal=false would be read as --causal
+      opt->disable_flag_override();
+  }
+  for (CLI::App* sub : app.get_subcommands({})) strict_values(*sub);
 }
 
 GivenOptions given_options(const CLI::App& app) {

@@ -1,5 +1,8 @@
 #include "comm/communicator.h"
 
+#include <pthread.h>
+
+#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -34,7 +37,21 @@ void RankFailures::rethrow() const {
   if (!first_echo_.empty()) throw Error(first_echo_);
 }
 
+void ensure_thread_stacks() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    constexpr size_t kStack = size_t(8) << 20;
+    pthread_attr_t attr;
+    if (pthread_getattr_default_np(&attr) != 0) return;
+    size_t size = 0;
+    if (pthread_attr_getstacksize(&attr, &size) == 0 && size < kStack && pthread_attr_setstacksize(&attr, kStack) == 0)
+      pthread_setattr_default_np(&attr);
+    pthread_attr_destroy(&attr);
+  });
+}
+
 void run_rank_threads(int P, const std::function<void(int)>& rank, const std::function<void(const std::string&)>& abort) {
+  ensure_thread_stacks();
   std::vector<std::thread> threads;
   std::string failure;
   for (int r = 0; r < P && failure.empty(); ++r) {

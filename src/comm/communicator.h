@@ -237,6 +237,11 @@ struct LocalOptions {
   bool dry_run = false;
 };
 
+/// Gives the threads this process starts from now on at least 8 MiB of stack (glibc's
+/// default), whatever `ulimit -s` says: glibc sizes new threads by it, and a 64 KiB stack
+/// overflows inside the kernels. Called before any rank or comm thread starts.
+void ensure_thread_stacks();
+
 /// Runs rank(r) on a thread of its own for every r in [0, P) and joins them all. A thread that
 /// cannot be started (a limit on processes or address space) calls abort(message), so that the
 /// ranks already running fail their waits and return, and then throws ringside::Error "could

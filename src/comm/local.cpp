@@ -75,6 +75,7 @@ struct Transfer {
 class LocalWorld {
  public:
   LocalWorld(int P, const LocalOptions& o) : P_(P), opts_(o), queues_(P) {
+    ensure_thread_stacks();
     try {
       for (int r = 0; r < P; ++r) threads_.emplace_back([this, r] { comm_thread(r); });
     } catch (const std::system_error& e) {

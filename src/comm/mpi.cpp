@@ -28,7 +28,7 @@ class MpiRequest final : public CompletionRequest {
 // Polls every outstanding MPI request; completes ours when MPI's completes.
 class Progress {
  public:
-  Progress() : thread_([this] { loop(); }) {}
+  Progress() : thread_((ensure_thread_stacks(), [this] { loop(); })) {}
   ~Progress() { stop(); }
   void stop() {
     {

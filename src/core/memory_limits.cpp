@@ -37,10 +37,11 @@ double rlimit(int resource) {
   return double(l.rlim_cur);
 }
 
-// A thread's stack: glibc sizes it by `ulimit -s` (8 MiB by default).
+// A thread's stack: glibc sizes it by `ulimit -s`, and ringside's threads take at least 8 MiB
+// (comm/communicator.h: ensure_thread_stacks).
 double thread_stack() {
   const double s = rlimit(RLIMIT_STACK);
-  return std::isinf(s) ? 8 * kMiB : s;
+  return std::isinf(s) ? 8 * kMiB : std::max(s, 8 * kMiB);
 }
 
 // A cgroup v2 (or v1) memory limit on this process, if any.
@@ -71,7 +72,7 @@ void require_memory(double need, const std::string& what, const std::string& sma
   const std::string where = cgroup < ram ? "this cgroup allows (memory.max)" : "this machine has";
   if (need > 0.9 * have)
     throw ConfigError(what + " needs about " + format_bytes(need) + " of memory and " + where + " " + format_bytes(have) +
-                      "; use a smaller " + smaller);
+                      (smaller.empty() ? std::string() : "; use a smaller " + smaller));
   // Address space and data: what is mapped now, the data, and each thread's stack and buffers.
   const double threads = blas_threads * (thread_stack() + kBlasBuffer + kMallocArena) + other_threads * thread_stack();
   const auto [size_now, data_now] = mapped_now();
@@ -83,7 +84,7 @@ void require_memory(double need, const std::string& what, const std::string& sma
                                        " of data, ", format_bytes(threads), " for ", blas_threads + other_threads, " threads' stacks",
                                        blas_threads ? " and BLAS buffers, " : ", ", format_bytes(now),
                                        " mapped already) and ", flag, " allows ", format_bytes(limit),
-                                       ": raise the limit or use a smaller ", smaller));
+                                       ": raise the limit", smaller.empty() ? "" : " or use a smaller " + smaller));
   }
 }
 

@@ -6,7 +6,7 @@
 namespace ringside {
 
 /// Refuses before any work (ConfigError "<what> needs about X of memory and this machine has
-/// Y; use a smaller <smaller>") a job whose `need` bytes exceed 90% of what this process may
+/// Y; use a smaller <smaller>", that last part without `smaller`) a job whose `need` bytes exceed 90% of what this process may
 /// hold: physical memory or its cgroup's memory.max, and, with the stacks of its threads
 /// (`blas_threads` calling OpenBLAS, which maps 128 MiB each and spins when it cannot;
 /// `other_threads` not), its address-space and data limits (ulimit -v, -d).

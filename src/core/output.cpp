@@ -1,10 +1,14 @@
 #include "core/output.h"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -30,48 +34,75 @@ enum class Kind { absent, regular, through, standard_output, refused };
 struct Target {
   Kind kind;
   std::string why;  // for refused
+  fs::path real;    // for regular and absent: the name a rename replaces
+  bool device = false;  // a character device (several outputs may share one: /dev/null)
 };
 
-bool names_standard_output(const std::string& path) {
-  const std::string p = fs::path(path).lexically_normal().string();
-  return p == "/dev/stdout" || p == "/dev/fd/1" || p == "/proc/self/fd/1";
+// An open file's name: /proc/PID/fd/N (or /proc/PID/task/TID/fd/N), as /dev/stdout,
+// /dev/stderr, /dev/fd/N and /proc/self/fd/N resolve. A handle, not a path: written through.
+// Returns the fd number, or -1; `own` says whether PID is this process.
+int open_file_fd(const fs::path& p, bool& own) {
+  static const std::regex fd_name(R"(/proc/([0-9]+)(/task/[0-9]+)?/fd/([0-9]+))");
+  std::smatch m;
+  const std::string s = p.string();
+  if (!std::regex_match(s, m, fd_name)) return -1;
+  own = std::stol(m[1]) == long(::getpid());
+  return std::stoi(m[3]);
 }
 
-// /dev/stderr, /dev/fd/3, /proc/self/fd/N: names of a process's open files, written through
-// even when they lead to a regular file (replacing that file would cut the shell's stream off).
-// Other regular files under /dev (/dev/shm/x.json) are files like any other.
-bool names_open_file(const std::string& path) {
+// The names a path reaches through its symlinks, one link at a time, each with its parent
+// resolved: `so` -> /dev/stdout gives [/tmp/so, /dev/stdout, /proc/1234/fd/1]. It stops at an
+// open file's name, or at a name that is not a symlink (which may not exist yet: a dangling
+// link's target is where its output goes, as a shell redirection would put it).
+std::vector<fs::path> link_chain(const std::string& path) {
+  std::vector<fs::path> chain;
   std::error_code ec;
-  const std::string p = fs::absolute(path, ec).lexically_normal().string();
-  static const std::regex open_file(R"(/dev/(stdin|stdout|stderr|fd/[0-9]+)|/proc/(self|thread-self|[0-9]+)/fd/[0-9]+)");
-  return !ec && std::regex_match(p, open_file);
+  fs::path p = fs::absolute(path, ec);
+  if (ec) return {fs::path(path)};
+  for (int hops = 0; hops < 40; ++hops) {
+    fs::path parent = fs::weakly_canonical(p.parent_path(), ec);
+    if (ec) parent = p.parent_path().lexically_normal();
+    const fs::path name = p.filename();
+    p = name.empty() || name == "." || name == ".." ? (parent / name).lexically_normal() : parent / name;
+    chain.push_back(p);
+    bool own = false;
+    struct stat st {};
+    if (open_file_fd(p, own) >= 0 || ::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) break;
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = target.is_absolute() ? target : parent / target;
+  }
+  return chain;
 }
+
+bool same_identity(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
 
 Target classify(const std::string& path) {
-  if (names_standard_output(path)) return {Kind::standard_output, ""};
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return {Kind::absent, ""};
-    return {Kind::refused, std::strerror(errno)};
+  const std::vector<fs::path> chain = link_chain(path);
+  bool own = false;
+  const int fd = open_file_fd(chain.back(), own);
+  struct stat st {}, out {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  const int stat_errno = errno;
+  // Standard output by any name (so -> /dev/stdout, /proc/self/fd/1), or the very file or
+  // pipe it is (not a device: `--json /dev/null > /dev/null` is not an output to stdout).
+  if ((own && fd == 1) || (exists && !S_ISCHR(st.st_mode) && ::fstat(STDOUT_FILENO, &out) == 0 && same_identity(st, out)))
+    return {Kind::standard_output, "", {}, exists && S_ISCHR(st.st_mode)};
+  if (!exists) {
+    if (stat_errno == ENOENT && fd < 0) return {Kind::absent, "", chain.back()};
+    return {Kind::refused, std::strerror(stat_errno), {}};
   }
-  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return {Kind::through, ""};
-  if (S_ISREG(st.st_mode)) return {names_open_file(path) ? Kind::through : Kind::regular, ""};
+  if (fd >= 0 || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return {Kind::through, "", {}, S_ISCHR(st.st_mode)};
+  if (S_ISREG(st.st_mode)) return {Kind::regular, "", chain.back()};
   const char* what = S_ISDIR(st.st_mode)    ? "it is a directory"
                      : S_ISSOCK(st.st_mode) ? "it is a socket"
                      : S_ISBLK(st.st_mode)  ? "it is a block device"
                                             : "it is not a regular file";
-  return {Kind::refused, std::string(what) + " (ringside writes regular files, and through character devices and pipes)"};
+  return {Kind::refused, std::string(what) + " (ringside writes regular files, and through character devices and pipes)", {}};
 }
 
-// The file a regular output replaces: symlinks followed (the link stays, its target is
-// replaced, as a shell redirection writes through it), `.` and `..` resolved.
-fs::path real_path(const std::string& path) {
-  std::error_code ec;
-  const fs::path p = fs::absolute(path, ec);
-  if (ec) return fs::path(path);
-  const fs::path c = fs::weakly_canonical(p, ec);
-  return ec ? p.lexically_normal() : c;
-}
+// The file a path names for comparing outputs and inputs: through its symlinks, `.` and `..`.
+fs::path real_path(const std::string& path) { return link_chain(path).back(); }
 
 size_t name_max(const fs::path& dir) {
   const long n = ::pathconf(dir.c_str(), _PC_NAME_MAX);
@@ -89,8 +120,6 @@ std::string temp_template(const fs::path& real) {
   return (real.parent_path() / (base + kTempSuffix)).string();
 }
 
-// A unique temporary from the template (mkostemps fills the X's); -1 and errno on failure.
-int make_temp(std::string& name) { return ::mkostemps(name.data(), kPartialLength, O_CLOEXEC); }
 
 mode_t process_umask() {
   static const mode_t mask = [] {
@@ -165,11 +194,83 @@ int fill_fd(int fd, const std::function<void(std::ostream&)>& fill) {
   return buf.error();
 }
 
-// A file-size limit (ulimit -f) fails the write with EFBIG, as a full disk does, rather than
-// killing the process with SIGXFSZ halfway through a file.
-void fail_writes_past_size_limit() {
+// The temporaries being written, so that SIGINT, SIGTERM or SIGHUP in the middle of a write
+// removes them before the process ends: fixed slots, read by the handler without locks.
+constexpr int kSlots = 32;
+char g_temp_names[kSlots][PATH_MAX];
+std::atomic<bool> g_temp_used[kSlots];
+struct sigaction g_previous[NSIG];
+
+void remove_temporaries_and_reraise(int sig) {
+  for (int i = 0; i < kSlots; ++i)
+    if (g_temp_used[i].load()) ::unlink(g_temp_names[i]);  // async-signal-safe
+  ::sigaction(sig, &g_previous[sig], nullptr);  // then what would have happened happens
+  ::raise(sig);
+}
+
+// Once: a file-size limit (ulimit -f) fails the write with EFBIG, as a full disk does, rather
+// than killing the process with SIGXFSZ halfway through; the signals that end a run remove the
+// temporaries first (where nobody else handles them).
+void prepare_signals() {
   static std::once_flag once;
-  std::call_once(once, [] { std::signal(SIGXFSZ, SIG_IGN); });
+  std::call_once(once, [] {
+    std::signal(SIGXFSZ, SIG_IGN);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction now {};
+      ::sigaction(sig, nullptr, &g_previous[sig]);
+      if (g_previous[sig].sa_handler != SIG_DFL || (g_previous[sig].sa_flags & SA_SIGINFO)) continue;
+      now.sa_handler = remove_temporaries_and_reraise;
+      sigemptyset(&now.sa_mask);
+      ::sigaction(sig, &now, nullptr);
+    }
+  });
+}
+
+// A temporary being written: created unique (mkostemps), registered for the signal handler,
+// removed unless kept (renamed over its target).
+class Temporary {
+ public:
+  explicit Temporary(std::string name) : name_(std::move(name)) {
+    fd_ = ::mkostemps(name_.data(), kPartialLength, O_CLOEXEC);
+    if (fd_ < 0 || name_.size() >= PATH_MAX) return;
+    for (slot_ = 0; slot_ < kSlots; ++slot_) {
+      bool free = false;
+      if (g_temp_used[slot_].load()) continue;
+      std::memcpy(g_temp_names[slot_], name_.c_str(), name_.size() + 1);
+      if (g_temp_used[slot_].compare_exchange_strong(free, true)) break;
+    }
+  }
+  ~Temporary() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!kept_) ::unlink(name_.c_str());
+    if (slot_ < kSlots) g_temp_used[slot_].store(false);
+  }
+  Temporary(const Temporary&) = delete;
+  Temporary& operator=(const Temporary&) = delete;
+  int fd() const { return fd_; }
+  const std::string& name() const { return name_; }
+  /// Closes the file; returns 0 or the error (a write the file system deferred shows here).
+  int close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+  void keep() { kept_ = true; }
+
+ private:
+  std::string name_;
+  int fd_ = -1, slot_ = kSlots;
+  bool kept_ = false;
+};
+
+// Linux's append-only or immutable flag on a directory: files there cannot be renamed over.
+bool directory_forbids_renames(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  int flags = 0;
+  const bool got = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  ::close(fd);
+  return got && (flags & (FS_APPEND_FL | FS_IMMUTABLE_FL));
 }
 
 }  // namespace
@@ -180,27 +281,44 @@ void check(const std::string& path, const std::string& option) {
   const Target t = classify(path);
   switch (t.kind) {
     case Kind::refused: throw refusal(t.why);
-    case Kind::standard_output: move_report_to_stderr(); return;
-    case Kind::through:
-      if (::access(path.c_str(), W_OK) != 0) throw refusal(std::strerror(errno));
+    case Kind::standard_output: {
+      struct stat out {};
+      if (::fstat(STDOUT_FILENO, &out) != 0) throw refusal("standard output is closed");
+      move_report_to_stderr();
       return;
+    }
+    case Kind::through: {
+      if (::access(path.c_str(), W_OK) != 0) throw refusal(std::strerror(errno));
+      // A device is opened as a redirection would open it (/dev/tty with no terminal fails
+      // here, not after the work); a FIFO is not: its reader would see an empty stream.
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0) throw refusal(std::strerror(errno));
+        ::close(fd);
+      }
+      return;
+    }
     case Kind::regular:
       if (::access(path.c_str(), W_OK) != 0) throw refusal(std::strerror(errno));
       [[fallthrough]];
     case Kind::absent: {
-      const fs::path real = real_path(path), dir = real.parent_path();
-      const std::string name = real.filename().string();
+      const fs::path dir = t.real.parent_path();
+      const std::string name = t.real.filename().string();
       if (name.empty() || name == "." || name == "..") throw refusal("not a file name");
-      struct stat st {};
+      struct stat st {}, target {};
       if (::stat(dir.c_str(), &st) != 0)
         throw refusal("the directory " + dir.string() + (errno == ENOENT ? " does not exist" : ": " + std::string(std::strerror(errno))));
       if (!S_ISDIR(st.st_mode)) throw refusal(dir.string() + " is not a directory");
+      // Where the rename over the file will not be allowed, say so now, not after the work.
+      if (directory_forbids_renames(dir)) throw refusal(dir.string() + " is append-only or immutable: no file there can be replaced");
+      const uid_t me = ::geteuid();
+      if (t.kind == Kind::regular && (st.st_mode & S_ISVTX) && me != 0 && st.st_uid != me &&
+          ::stat(t.real.c_str(), &target) == 0 && target.st_uid != me)
+        throw refusal("it belongs to another user in a sticky directory (like /tmp), where only its owner may replace it");
       // The temporary is the file actually written: prove it can be made, then remove it.
-      std::string temp = temp_template(real);
-      const int fd = make_temp(temp);
-      if (fd < 0) throw refusal("cannot create a file in " + dir.string() + ": " + std::strerror(errno));
-      ::close(fd);
-      ::unlink(temp.c_str());
+      Temporary probe(temp_template(t.real));
+      if (probe.fd() < 0) throw refusal("cannot create a file in " + dir.string() + ": " + std::strerror(errno));
       return;
     }
   }
@@ -212,7 +330,7 @@ bool written_through(const std::string& path) {
 }
 
 void write_with(const std::string& path, const std::function<void(std::ostream&)>& fill, const std::string& option) {
-  fail_writes_past_size_limit();
+  prepare_signals();
   auto failure = [&](const std::string& why) { return Error(option + ": cannot write " + path + ": " + why); };
   const Target t = classify(path);
   if (t.kind == Kind::refused) throw failure(t.why);
@@ -236,37 +354,24 @@ void write_with(const std::string& path, const std::function<void(std::ostream&)
     return;
   }
   // A regular file, or none yet: a temporary of our own, renamed over the name once whole.
-  const fs::path real = real_path(path);
-  std::string temp = temp_template(real);
-  struct Temporary {
-    std::string name;
-    int fd;
-    bool kept = false;
-    ~Temporary() {
-      if (fd >= 0) ::close(fd);
-      if (!kept) ::unlink(name.c_str());
-    }
-  };
-  const int fd = make_temp(temp);
-  if (fd < 0) throw failure("cannot create " + temp + ": " + std::strerror(errno));
-  Temporary tmp{temp, fd};
-  if (const int err = fill_fd(tmp.fd, fill)) throw failure(std::strerror(err));
+  prepare_signals();
+  Temporary tmp(temp_template(t.real));
+  if (tmp.fd() < 0) throw failure("cannot create " + tmp.name() + ": " + std::strerror(errno));
+  if (const int err = fill_fd(tmp.fd(), fill)) throw failure(std::strerror(err));
   // The replaced file's mode and owner carry over; a new file gets 0666 less the umask.
   struct stat old {};
-  if (t.kind == Kind::regular && ::stat(real.c_str(), &old) == 0) {
-    ::fchmod(tmp.fd, old.st_mode & 07777);
-    if (::fchown(tmp.fd, old.st_uid, old.st_gid) != 0) {
+  if (t.kind == Kind::regular && ::stat(t.real.c_str(), &old) == 0) {
+    ::fchmod(tmp.fd(), old.st_mode & 07777);
+    if (::fchown(tmp.fd(), old.st_uid, old.st_gid) != 0) {
       // Only root may give a file away; anyone else's copy is theirs, as a new file would be.
     }
   } else {
-    ::fchmod(tmp.fd, 0666 & ~process_umask());
+    ::fchmod(tmp.fd(), 0666 & ~process_umask());
   }
-  if (::fsync(tmp.fd) != 0) throw failure(std::strerror(errno));
-  const int closed = ::close(tmp.fd);
-  tmp.fd = -1;
-  if (closed != 0) throw failure(std::strerror(errno));
-  if (::rename(temp.c_str(), real.c_str()) != 0) throw failure(std::strerror(errno));
-  tmp.kept = true;
+  if (::fsync(tmp.fd()) != 0) throw failure(std::strerror(errno));
+  if (const int err = tmp.close()) throw failure(std::strerror(err));
+  if (::rename(tmp.name().c_str(), t.real.c_str()) != 0) throw failure(std::strerror(errno));
+  tmp.keep();
 }
 
 void write(const std::string& path, std::string_view text, const std::string& option) {
@@ -282,9 +387,12 @@ bool same_file(const std::string& a, const std::string& b) {
 }
 
 void check_distinct(const std::vector<Named>& outputs, const std::vector<Named>& inputs) {
+  // A character device takes any number of outputs (/dev/null twice); anything else, a pipe or
+  // standard output included, takes one, and never an input.
+  auto device = [](const std::string& p) { return classify(p).device; };
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Named& o = outputs[i];
-    if (o.path.empty() || written_through(o.path)) continue;
+    if (o.path.empty() || device(o.path)) continue;
     for (size_t j = i + 1; j < outputs.size(); ++j)
       if (!outputs[j].path.empty() && same_file(o.path, outputs[j].path))
         throw ConfigError(o.option + " " + o.path + " and " + outputs[j].option + " " + outputs[j].path +

@@ -53,6 +53,9 @@ void LayerConfig::validate() const {
   if (h > kMaxDim || f > kMaxDim) fail("h and f must be below 2^31 (BLAS's int)");
   if (double(b) * double(s) * double(std::max({h, f, 3 * h})) > 1e15)
     fail("b * s * max(h, f) = " + num(double(b) * double(s) * double(std::max(h, f))) + " elements is beyond any machine");
+  // The weights too: h (3h + 2f) parameters, whose bytes a memory tracker counts in int64.
+  if (double(h) * (3.0 * double(h) + 2.0 * double(f)) > 1e15)
+    fail("h (3h + 2f) = " + num(double(h) * (3.0 * double(h) + 2.0 * double(f))) + " parameters is beyond any machine");
   if (h % H != 0) fail("hidden h (" + std::to_string(h) + ") must be divisible by heads H (" + std::to_string(H) + ")");
   if (H % Hkv != 0)
     fail("heads H (" + std::to_string(H) + ") must be a multiple of kv heads Hkv (" + std::to_string(Hkv) + ")");

@@ -45,7 +45,7 @@ struct LayerConfig {
   double softmax_scale() const;
 
   /// Throws ringside::ConfigError with a message naming the broken rule: any size < 1, b s or
-  /// h or f past 2^31 - 1 (BLAS's int), h % H != 0, H % Hkv != 0, an odd d with RoPE, dropout
+  /// h or f past 2^31 - 1 (BLAS's int), over 1e15 activation elements or parameters, h % H != 0, H % Hkv != 0, an odd d with RoPE, dropout
   /// outside [0, 1) (or above 1 - 2^-18, where the 24-bit mask misstates 1 - p by over 1%), eps <= 0.
   void validate() const;
 

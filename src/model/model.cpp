@@ -100,6 +100,10 @@ Hardware load_hardware(const std::string& name_or_path) {
     if (name == name_or_path) return parse_hardware(nlohmann::json::parse(text), name);
   if (name_or_path == "this-machine") return measure_this_machine();
   if (std::filesystem::is_regular_file(name_or_path)) {
+    // A profile is a few hundred bytes: anything past 1 MiB is not one (and is not read whole).
+    std::error_code ec;
+    if (std::filesystem::file_size(name_or_path, ec) > (1u << 20) || ec)
+      throw ConfigError("--hw " + name_or_path + ": " + (ec ? ec.message() : "over 1 MiB, not a hardware profile"));
     std::ifstream f(name_or_path, std::ios::binary);
     std::ostringstream text;
     text << f.rdbuf();

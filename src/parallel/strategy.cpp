@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 #include <cstring>
+#include <regex>
 #include <sstream>
 
 #include "device/gpu.h"
@@ -495,14 +496,12 @@ namespace {
 std::pair<int, std::string> failure_injection(int P) {
   const char* spec = std::getenv("RINGSIDE_INJECT_FAILURE");
   if (!spec) return {-1, ""};
-  std::istringstream in(spec);
-  int r = -1;
-  char colon = 0;
-  std::string p, rest;
-  if (!(in >> r >> colon >> p) || colon != ':' || (p != "forward" && p != "backward") || (in >> rest) || r < 0 || r >= P)
+  static const std::regex form(R"(([0-9]{1,9}):(forward|backward))");
+  std::cmatch m;
+  if (!std::regex_match(spec, m, form) || std::stoi(m[1]) >= P)
     throw ConfigError(detail::concat("RINGSIDE_INJECT_FAILURE='", spec,
                                      "' must be RANK:forward or RANK:backward with 0 <= RANK < ", P));
-  return {r, p};
+  return {std::stoi(m[1]), m[2]};
 }
 
 }  // namespace

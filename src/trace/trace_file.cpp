@@ -65,7 +65,7 @@ void check_range(const Event& e, const RankTrace& r) {
 }
 
 void check_range(const MemorySample& m, const RankTrace& r) {
-  bool ok = m.ts_ns >= -kMaxTimeNs && m.ts_ns <= kMaxTimeNs;
+  bool ok = m.ts_ns >= -kMaxTimeNs && m.ts_ns <= kMaxTimeNs && double(m.total()) <= kMaxBytes;  // total: its own value
   for (int64_t b : m.bytes) ok &= b >= 0 && double(b) <= kMaxBytes;
   if (!ok)
     throw Error(detail::concat("trace writer: a memory sample of ", r.strategy, " rank ", r.rank, " at ", m.ts_ns,

@@ -24,6 +24,18 @@ for value in 18446744073709551616 99999999999999999999 ' -1' -1 1e3 ' 7'; do
   expect 2 "--seed: must be an integer in \[0, 2\^64 - 1\], got '$value'" "$RS" reference "${SMALL[@]}" --seed "$value"
 done
 expect 0 "seed=18446744073709551615" "$RS" reference "${SMALL[@]}" --seed 18446744073709551615
+# A flag takes no value: --causal=false would run causal.
+for flag in --causal=false --causal=0 --rope=false --no-causal=1; do
+  expect 2 "was given a disallowed flag override" "$RS" compare "${SMALL[@]}" "$flag"
+done
+expect 0 "causal rope" "$RS" reference "${SMALL[@]}" --causal=true
+expect 0 "causal no-rope" "$RS" reference "${SMALL[@]}" --no-rope=true  # what it says: no RoPE
+# Numbers as decimals: no hex, no infinity, nothing that underflows to 0.
+for value in 0x1p-2 inf 1e-400 .; do
+  expect 2 "--dropout: (must be a finite number|is too large or too small)" "$RS" reference "${SMALL[@]}" --dropout "$value"
+done
+expect 2 "--min-time: must be a finite number, got 'nan'" "$RS" bench kernels --seq 64 --min-time nan
+expect 2 "--strategies: empty name in 'ring,'" "$RS" compare "${SMALL[@]}" --strategies ring,
 for option in --timeout --ranks --link-bandwidth --trace --json --strategies; do
   expect 2 "$option: needs a value, got an empty one" "$RS" compare "${SMALL[@]}" "$option" ''
 done
@@ -48,7 +60,9 @@ expect 2 "--min-bytes must not exceed --max-bytes" "$RS" bench comm --min-bytes 
 # --- messages that point the right way.
 expect 2 "^ringside: RINGSIDE_INJECT_FAILURE='7:forward' must be RANK:forward or RANK:backward with 0 <= RANK < 2$" \
   env RINGSIDE_INJECT_FAILURE=7:forward "$RS" run --strategy ring "${SMALL[@]}" --ranks 2
-expect 2 "RINGSIDE_INJECT_FAILURE='soon' must be" env RINGSIDE_INJECT_FAILURE=soon "$RS" compare "${SMALL[@]}" --ranks 2
+for spec in soon ' 0:forward' '0:forward ' '1:Forward' '-1:forward'; do
+  expect 2 "RINGSIDE_INJECT_FAILURE='$spec' must be" env RINGSIDE_INJECT_FAILURE="$spec" "$RS" compare "${SMALL[@]}" --ranks 2
+done
 expect 2 "--link-latency 1e\+08 us is at least --timeout 60 s: every transfer would time out" \
   "$RS" run --strategy ring "${SMALL[@]}" --ranks 2 --link-latency 1e8
 # A link slow enough to outlast the timeout: 2 MiB K/V blocks at 1 MB/s, against 1 s.

@@ -29,18 +29,37 @@ expect 2 "the dry run on 256 ranks \(its schedule and token positions\) needs ab
 expect 2 "reading trace .* needs about" bash -c "'$RS' run --strategy ring ${SMALL[*]} --ranks 2 --trace t.json > /dev/null;
   ulimit -v 1100000; exec $T '$RS' trace-stats t.json"
 
+# Just above what the program maps at its start, OpenBLAS's own worker threads (started when
+# it loads) used to spin for ever on their 128 MiB buffers: ringside starts without them.
+expect 0 "^ringside [0-9.]+" bash -c "ulimit -v 1000000; exec $T '$RS' --version"
+expect 2 "needs about .* of address space" bash -c "ulimit -v 1000000; exec $T '$RS' compare ${SMALL[*]} --ranks 2"
+expect 2 "lesson 3 needs about .* of address space .* and ulimit -v allows" \
+  bash -c "ulimit -v 1500000; exec $T '$RS' lesson 3 --no-pause --trace /dev/null"
+expect 2 "this job needs about .* of memory" bash -c "ulimit -v 6000000; exec $T '$RS' bench trace --ranks 2 --repetitions 1 --seq 4194304"
+
+# --- a tiny stack limit (ulimit -s): the ranks' threads still get 8 MiB.
+expect 0 "ring +2 .* OK" bash -c "ulimit -s 64; exec $T '$RS' compare ${SMALL[*]} --ranks 2"
+expect 0 "memory +fits" bash -c "ulimit -s 64; exec $T '$RS' model --strategy ring --ranks 4 --seq 65536"
+
+# --- weights past int64 bytes: a configuration error, not a crash in the memory tracker.
+expect 2 "h \(3h \+ 2f\) = .* parameters is beyond any machine" \
+  $T "$RS" model --strategy ring --ranks 1 --seq 2 --hidden 2147483646 --heads 1 --kv-heads 1 --ffn 2147483647 --no-rope
+expect 2 "parameters is beyond any machine" $T "$RS" bench model --ranks 1 --seq 2 --hidden 1073741824 --heads 2 --kv-heads 2 --ffn 1073741824
+
 # --- JSON nested deep, in otherData and in a hardware profile.
 python3 - <<'PY'
 deep = "[" * 1000000 + "]" * 1000000
 open("deep.json", "w").write('{"traceEvents": [], "otherData": {"a": ' + deep + "}}")
 open("deep-args.json", "w").write('{"traceEvents": [{"ph": "X", "name": "a", "pid": 0, "tid": 0, "ts": 0, "dur": 1, "args": {"x": ' + deep + "}}]}")
-open("deep-hw.json", "w").write('{"name": ' + deep + "}")
+open("deep-hw.json", "w").write('{"name": ' + "[" * 100000 + "]" * 100000 + "}")  # a profile is read up to 1 MiB
+open("huge-hw.json", "w").write('{"name": "' + "x" * (2 << 20) + '"}')
 PY
 for f in deep.json deep-args.json; do
   expect 1 "$f: JSON nested more than 64 levels deep \(at byte [0-9]+\)" $T "$RS" trace-stats "$f"
   expect 1 "$f: JSON nested more than 64 levels deep" $T "$RS" model --from "$f"
 done
 expect 2 "deep-hw.json: JSON nested more than 64 levels deep" $T "$RS" model --strategy ring --ranks 2 "${SMALL[@]}" --hw deep-hw.json
+expect 2 "--hw huge-hw.json: over 1 MiB, not a hardware profile" $T "$RS" model --strategy ring --ranks 2 "${SMALL[@]}" --hw huge-hw.json
 
 # --- the model on a slow but accepted profile: time grows with s until the trace's range,
 # then an error naming the op; never a wrapped (smaller) time.
@@ -56,4 +75,17 @@ done
 expect 0 "trace: slow-small.json \(modeled" \
   $T "$RS" model --strategy ring --ranks 4 --seq 64 --hidden 32 --heads 4 --kv-heads 2 --ffn 64 --hw slow.json --trace slow-small.json
 expect 0 "P = 4" $T "$RS" trace-stats slow-small.json
+# The fastest accepted profile on a huge layer: its memory counter passes the format's 2^53
+# bytes. The writer refuses it, naming the rank, rather than write what no reader reads.
+cat > fast.json <<'JSON'
+{"name": "fast", "description": "the fastest profile the ranges accept", "source": "issue 15",
+ "peak_flops": {"bf16": 1e18, "fp32": 1e18}, "memory_bandwidth_GBps": 1e6, "memory_GB": 1e6, "gpus_per_node": 8,
+ "intra_node": {"bandwidth_GBps": 1e6, "latency_us": 0}, "inter_node": {"bandwidth_GBps": 1e6, "latency_us": 0}}
+JSON
+expect 1 "trace writer: a memory sample of ring rank 0 at .* is outside the trace format's range" \
+  $T "$RS" model --strategy ring --ranks 1 --seq 393216 --hidden 262144 --heads 1024 --kv-heads 1024 --ffn 1073741824 \
+  --hw fast.json --dtype fp32 --trace huge.json
+check "no trace, no temporary, was left" bash -c '! ls huge.json* 2>/dev/null'
+echo '{"traceEvents": []}' > empty.json
+expect 2 "--from empty.json: the trace holds no events to model" $T "$RS" model --from empty.json
 finish

@@ -55,6 +55,37 @@ check "the FIFO is still a FIFO" test -p pipe
 check "--json /dev/stdout is JSON alone" valid_json stdout.json
 check "the report went to stderr" grep -q "verdict" report.txt
 
+# --- standard output and error under other names: by identity, never replaced.
+ln -s /dev/stdout so
+ln -s /dev/stderr se
+"$RS" compare "${SMALL[@]}" --ranks 2 --json so 2> /dev/null > so.json
+check "a symlink to /dev/stdout carries the JSON alone" valid_json so.json
+(cd /dev && "$RS" compare "${SMALL[@]}" --ranks 2 --json stdout 2> /dev/null) > rel.json
+check "./stdout from /dev carries the JSON alone" valid_json rel.json
+"$RS" compare "${SMALL[@]}" --ranks 2 --json /proc/thread-self/fd/1 2> /dev/null > tself.json
+check "/proc/thread-self/fd/1 carries the JSON alone" valid_json tself.json
+echo keep > kept.txt
+{ "$RS" compare "${SMALL[@]}" --ranks 2 --json so 2> /dev/null; echo after; } >> kept.txt
+check "stdout appended to a file keeps what was there and what follows" bash -c 'head -1 kept.txt | grep -qx keep && tail -1 kept.txt | grep -qx after'
+echo keep > err.txt
+ino=$(stat -c %i err.txt)
+"$RS" compare "${SMALL[@]}" --ranks 2 --json se 2>> err.txt > /dev/null
+check "stderr through a symlink is appended to, not replaced" bash -c "test \$(stat -c %i err.txt) = $ino && head -1 err.txt | grep -qx keep"
+expect 2 "--trace /dev/stdout and --json /dev/stdout name the same file" bash -c "set -o pipefail; '$RS' compare ${SMALL[*]} --ranks 2 --trace /dev/stdout --json /dev/stdout | cat"
+expect 2 "--json: cannot write /dev/stdout: standard output is closed" bash -c "exec '$RS' compare ${SMALL[*]} --ranks 2 --json /dev/stdout >&-"
+if command -v setsid > /dev/null; then
+  expect 2 "--json: cannot write /dev/tty: No such device or address" setsid -w "$RS" compare "${SMALL[@]}" --ranks 2 --json /dev/tty
+fi
+
+# --- symlinks: a dangling one's output goes to its target, as a redirection's would.
+ln -s new.json dangling
+expect 2 "--trace dangling and --json new.json name the same file" "$RS" compare "${SMALL[@]}" --ranks 2 --trace dangling --json new.json
+expect 0 "trace: dangling" "$RS" compare "${SMALL[@]}" --ranks 2 --strategies ring --trace dangling
+check "the link stays a link, its target holds the trace" bash -c 'test -L dangling && python3 -c "import json; json.load(open(\"new.json\"))"'
+ln -s /nonexistent-dir/x.json nowhere
+expect 2 "--trace: cannot write nowhere: the directory /nonexistent-dir does not exist" "$RS" compare "${SMALL[@]}" --trace nowhere
+check "the dangling link is still a link" test -L nowhere
+
 # --- a write that fails partway: a file-size limit (ulimit -f, in 1 KiB blocks).
 cp good.json good.copy
 "$RS" compare "${SMALL[@]}" --ranks 2 --json good-json.json > /dev/null
@@ -94,8 +125,54 @@ expect 2 "--json link.json would replace the input good.json" "$RS" trace-stats 
 expect 2 "--json ./good.json would replace the input good.json" "$RS" trace-stats good.json --json ./good.json
 expect 2 "--trace sub/../good.json would replace the input --from good.json" "$RS" model --from good.json --trace sub/../good.json
 expect 2 "--trace l.json and --json ./l.json name the same file" "$RS" lesson 1 --no-pause --trace l.json --json ./l.json
+expect 2 "--json /dev/fd/3 would replace the input good.json" bash -c "exec '$RS' trace-stats good.json --json /dev/fd/3 3>> good.json"
 check "the inputs are untouched" cmp -s good.json good.copy
 expect 0 "json: " "$RS" compare "${SMALL[@]}" --ranks 2 --json /dev/null --trace /dev/null
+
+# --- a run ended by a signal while writing leaves no temporary, and the old file whole.
+"$RS" model --strategy ring --ranks 2 "${SMALL[@]}" --trace big.json > /dev/null
+cp big.json big.copy
+for sig in TERM HUP; do
+  "$RS" model --strategy ring --ranks 64 --seq 1048576 --trace big.json > /dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do compgen -G "big.json.*.partial" > /dev/null && break; sleep 0.05; done
+  kill -$sig $pid
+  wait $pid
+  check "SIG$sig during the write: no temporary left" no_partials .
+  check "SIG$sig during the write: the old file is whole" cmp -s big.json big.copy
+done
+
+# --- a dump is whole or not at all: a failed one leaves the old, two never mix.
+"$RS" reference "${SMALL[@]}" --seed 1 --dump d1 > /dev/null
+cp -r d1 d1.copy
+expect 1 "File too large" bash -c "ulimit -f 8; exec '$RS' reference ${SMALL[*]} --seed 2 --dump d1"
+check "the failed re-dump left the old dump as it was" diff -r d1 d1.copy
+"$RS" reference "${SMALL[@]}" --seed 2 --dump d2.ref > /dev/null
+for round in 1 2; do
+  "$RS" reference "${SMALL[@]}" --seed 1 --dump both > /dev/null &
+  "$RS" reference "${SMALL[@]}" --seed 2 --dump both > /dev/null &
+  wait
+  check "round $round: two dumps into one directory: one whole dump" bash -c '
+    seed=$(python3 -c "import json; print(json.load(open(\"both/manifest.json\"))[\"config\"][\"seed\"])")
+    ref=$([ "$seed" = 1 ] && echo d1.copy || echo d2.ref)
+    for f in both/*.npy; do cmp -s "$f" "$ref/${f#both/}" || exit 1; done'
+done
+mkdir -p dx/x.npy
+expect 2 "--dump: cannot write dx/x.npy: it is a directory" "$RS" run --strategy ring "${SMALL[@]}" --ranks 2 --dump dx
+
+# --- the lesson's default directory, where it cannot be made: exit 2, before the work.
+mkdir lessoncwd && touch lessoncwd/out
+expect 2 "--trace: cannot create the directory out/lessons for the lesson's trace" bash -c "cd lessoncwd && exec '$RS' lesson 2 --no-pause"
+
+# --- a file only its owner may replace (another user's, in a sticky directory like /tmp):
+# refused before the work, not after it. Root may replace anything, so the trial runs as nobody.
+if [[ $(id -u) -eq 0 ]]; then
+  chmod 755 "$WORK"
+  mkdir sticky && chmod 1777 sticky && echo '{}' > sticky/f.json && chmod 666 sticky/f.json
+  expect 2 "--json: cannot write $WORK/sticky/f.json: it belongs to another user in a sticky directory" \
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$RS" compare "${SMALL[@]}" --ranks 2 --json "$WORK/sticky/f.json"
+  check "the other user's file is as it was" grep -qx '{}' sticky/f.json
+fi
 
 # --- the name checked is the name written.
 long=$(printf 'n%.0s' $(seq 253))
