@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,9 @@
 #include "imgui_impl_glfw.h"
 #include "imgui_impl_opengl3.h"
 #include "stb_image_write.h"
+#include "cli/strict.h"
 #include "core/output.h"
-#include "kernels/cpu/blas.h"
+#include "core/memory_limits.h"
 #include "lessons/lesson.h"
 #include "viz/view_model.h"
 
@@ -803,7 +805,8 @@ void on_drop(GLFWwindow*, int count, const char** paths) {
 int run(Options o) {
   int w = 1600, h = 1000;
   char extra = 0;
-  if (std::sscanf(o.size.c_str(), "%dx%d%c", &w, &h, &extra) != 2 || w < 200 || h < 150 || w > 8192 || h > 8192)
+  if (!std::regex_match(o.size, std::regex("[0-9]{1,5}x[0-9]{1,5}")) || std::sscanf(o.size.c_str(), "%dx%d%c", &w, &h, &extra) != 2 ||
+      w < 200 || h < 150 || w > 8192 || h > 8192)
     throw ConfigError("--size " + o.size + ": expected WxH, each between 200 and 8192 pixels");
   const bool headless = o.screenshot_given;
   if (headless && o.screenshot.empty()) throw ConfigError("--screenshot needs a file name");
@@ -842,6 +845,9 @@ int run(Options o) {
                    o.live.empty() ? "--screenshot needs a trace file" : ("--live " + o.live + ": no such file yet").c_str());
     return 1;
   }
+  // The OpenGL driver maps much beside the traces (Mesa's software renderer: about 700 MiB of
+  // address space under Xvfb, measured) and crashes rather than fail when it cannot.
+  require_memory(768.0 * (1 << 20), "the viewer's window and OpenGL driver", "", 0, 0);
   glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "ringside-viewer: GLFW error %d: %s\n", code, what); });
   if (!glfwInit()) throw std::runtime_error("cannot initialise GLFW (is there a display? for headless use run under xvfb-run)");
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -917,7 +923,7 @@ int run(Options o) {
 }  // namespace ringside::viz
 
 int main(int argc, char** argv) {
-  ringside::kernels::cpu::start_without_blas_pool(argv);  // OpenBLAS loads with the lessons' code
+  ringside::restart_within_limits(argv);  // OpenBLAS loads with the lessons' code
   ringside::viz::Options o;
   CLI::App cli{"ringside-viewer: replay ringside traces (lanes per GPU, ring steps, overlap, memory per GPU)"};
   cli.add_option("files", o.files, "trace files (ringside compare/run --trace); two or more are compared side by side");
@@ -933,12 +939,18 @@ int main(int argc, char** argv) {
         return v.empty() || *end || !std::isfinite(x) || x < 0 || x > 1e6 ? std::string("must be a number of seconds in [0, 1e6]") : std::string();
       })
       ->option_text("SECONDS");
-  cli.add_option("--step", o.step, "replay: show the run up to the start of ring step N (0: the first)")->option_text("N");
+  cli.add_option("--step", o.step, "replay: show the run up to the start of ring step N (0: the first)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->option_text("N");
   cli.add_option("--lesson", o.lesson, "step through lesson N beside its timeline (the trace `ringside lesson N` wrote, "
                  "out/lessons/NN-name.trace.json, unless a file is given)")
+      ->check(CLI::Range(1, 1 << 30))
       ->option_text("N");
-  cli.add_option("--lesson-step", o.lesson_step, "with --lesson: open at step K (1: the first)")->option_text("K");
+  cli.add_option("--lesson-step", o.lesson_step, "with --lesson: open at step K (1: the first)")
+      ->check(CLI::Range(1, 1 << 30))
+      ->option_text("K");
   cli.add_option("--layout-json", o.layout_json, "with --screenshot: also write where the lanes were drawn (tests)")->option_text("FILE");
+  ringside::cli::strict_values(cli);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

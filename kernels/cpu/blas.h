@@ -29,12 +29,4 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, do
 /// threads, so a GEMM must not spawn its own pool (it would oversubscribe the cores).
 void set_blas_single_threaded();
 
-/// Called first thing in main: restarts the program (execv of itself, same arguments) with
-/// OPENBLAS_NUM_THREADS=1 unless that is set. OpenBLAS starts a pool of worker threads when it
-/// loads, before main, although ringside never uses it (above). Under tight limits that pool is
-/// what fails first: a worker whose 128 MiB buffer cannot be mapped retries for ever (an
-/// address-space limit), and the process cannot exit past it. Without the pool, OpenBLAS runs
-/// only the calls ringside makes, which the memory checks account for.
-void start_without_blas_pool(char** argv);
-
 }  // namespace ringside::kernels::cpu

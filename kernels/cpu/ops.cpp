@@ -1,9 +1,6 @@
 #include "kernels/cpu/ops.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 #include <vector>
 
@@ -23,15 +20,6 @@ void set_blas_single_threaded() {
 #endif  // the reference BLAS is single-threaded
 }
 
-void start_without_blas_pool(char** argv) {
-#if RINGSIDE_OPENBLAS
-  if (std::getenv("OPENBLAS_NUM_THREADS")) return;  // set already: by the restart, or the user's choice
-  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  ::execv("/proc/self/exe", argv);  // returns only if it failed: then run on, pool and all
-#else
-  (void)argv;
-#endif
-}
 
 template <class T>
 void layernorm_forward(const T* x, const T* gamma, const T* beta, int64_t n, int64_t h, double eps, T* y, T* mean,

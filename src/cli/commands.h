@@ -33,10 +33,6 @@ std::function<std::string(const std::string&)> number_in(double lo, double hi);
 /// LayerConfig). Each value must be one number as written (a seed 0 to 2^64 - 1); a flag and
 /// its opposite together are an error.
 void add_config_flags(CLI::App& app, LayerConfig& cfg);
-/// Makes every option of app and its subcommands mean what it says: an empty value is refused
-/// (CLI11 would read "" as 0) and a flag takes no value (--causal=false would run causal).
-/// Call once every option is added.
-void strict_values(CLI::App& app);
 
 /// The options given on a command line, by name, with their values as given ("--seq", "4096").
 using GivenOptions = std::vector<std::pair<std::string, std::string>>;

@@ -35,14 +35,24 @@ std::vector<std::string> dump_files(const LayerConfig& cfg) {
 }  // namespace
 
 void prepare_dump_dir(const std::string& d, const LayerConfig& cfg) {
-  const std::filesystem::path dir = d;
+  namespace fs = std::filesystem;
+  const fs::path dir = d;
   std::error_code ec;
-  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+  if (fs::is_symlink(dir, ec) && !fs::exists(dir, ec))
+    throw ConfigError("--dump: " + d + " is a symlink to nothing (" + fs::read_symlink(dir, ec).string() + ")");
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw ConfigError("--dump: " + d + " is not a directory (it holds a manifest and a .npy file per tensor)");
-  std::filesystem::create_directories(dir, ec);
+  fs::create_directories(dir, ec);
   if (ec) throw ConfigError("--dump: cannot create directory " + d + ": " + ec.message());
-  // Every file the dump will replace, as any output is checked (core/output.h).
-  for (const std::string& f : dump_files(cfg)) output::check((dir / f).string(), "--dump");
+  // Every file the dump will replace, as any output is checked (core/output.h); and only
+  // regular files: a dump is renamed into place, which would replace a pipe, a device or a link.
+  for (const std::string& f : dump_files(cfg)) {
+    const fs::path p = dir / f;
+    const fs::file_status st = fs::symlink_status(p, ec);
+    if (fs::exists(st) && !fs::is_regular_file(st))
+      throw ConfigError("--dump: cannot write " + p.string() + ": it is not a regular file (a dump holds only its own files)");
+    output::check(p.string(), "--dump");
+  }
 }
 
 // Whole dumps: the files are written into a fresh directory inside DIR, then moved into DIR,
@@ -53,16 +63,8 @@ void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out,
   namespace fs = std::filesystem;
   const fs::path dir = d;
   fs::create_directories(dir);
-  std::string staging_name = (dir / ".ringside-dump.XXXXXX").string();
-  RS_CHECK(::mkdtemp(staging_name.data()), "--dump: cannot create a directory in ", d, ": ", std::strerror(errno));
-  const fs::path staging = staging_name;
-  struct Staging {
-    fs::path path;
-    ~Staging() {
-      std::error_code ec;
-      fs::remove_all(path, ec);  // what is left of it: nothing after a whole dump
-    }
-  } cleanup{staging};
+  const output::StagingDirectory staging_dir(d);
+  const fs::path staging = staging_dir.path();
 
   nlohmann::json manifest;
   manifest["ringside_version"] = RINGSIDE_VERSION;
@@ -91,15 +93,22 @@ void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out,
   for (auto& [name, t] : named_results(out, dx, grads)) write(name, *t);
   output::write((staging / "manifest.json").string(), manifest.dump(2) + "\n", "--dump");
 
-  // Into DIR, one rename a file, the manifest last; another dump waits for the lock.
+  // Into DIR, one rename a file, the manifest last, under the lock (another dump waits for it,
+  // a minute at most) and with the signals that end a run held until the last rename.
   const int lock = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  RS_CHECK(lock >= 0 && ::flock(lock, LOCK_EX) == 0, "--dump: cannot lock ", d, ": ", std::strerror(errno));
-  std::string failed;
+  RS_CHECK(lock >= 0, "--dump: cannot open ", d, ": ", std::strerror(errno));
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }  // and with it the lock
+  } unlock{lock};
+  for (int waited = 0; ::flock(lock, LOCK_EX | LOCK_NB) != 0; ++waited) {
+    RS_CHECK(errno == EWOULDBLOCK && waited < 600, "--dump: ", d, " is locked by another dump (waited a minute)");
+    ::usleep(100000);
+  }
+  const output::SignalsHeld held;
   for (const std::string& f : dump_files(cfg))
-    if (failed.empty() && ::rename((staging / f).c_str(), (dir / f).c_str()) != 0)
-      failed = detail::concat("--dump: cannot write ", (dir / f).string(), ": ", std::strerror(errno));
-  ::close(lock);  // and with it the lock
-  if (!failed.empty()) throw Error(failed);
+    if (::rename((staging / f).c_str(), (dir / f).c_str()) != 0)
+      throw Error(detail::concat("--dump: cannot write ", (dir / f).string(), ": ", std::strerror(errno)));
 }
 
 }  // namespace ringside::cli

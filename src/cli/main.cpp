@@ -11,12 +11,13 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/strict.h"
 #include "cli/format.h"
 #include "comm/communicator.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "device/backend.h"
-#include "kernels/cpu/blas.h"
+#include "core/memory_limits.h"
 #include "kernels/philox.h"
 #include "layer/reference.h"
 
@@ -128,7 +129,7 @@ int reference_command(LayerConfig cfg, const std::string& dtype, bool check, con
 
 int main(int argc, char** argv) {
   using namespace ringside;
-  kernels::cpu::start_without_blas_pool(argv);
+  restart_within_limits(argv);
   CLI::App app{"ringside: sequence parallelism for one transformer layer, checked and made visible"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ringside ") + RINGSIDE_VERSION +

@@ -5,26 +5,17 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <regex>
 
 #include "cli/commands.h"
+#include "cli/strict.h"
 #include "core/error.h"
 
 namespace ringside::cli {
 
-namespace {
-
-// strtoll/strtoull/strtod accept leading spaces, a sign on unsigned numbers and stop early;
-// these accept exactly one number and nothing else.
-bool digits_only(const std::string& v, size_t from) {
-  return v.size() > from && v.find_first_not_of("0123456789", from) == std::string::npos;
-}
-
-}  // namespace
 
 std::function<std::string(const std::string&)> integer_in(int64_t lo, int64_t hi) {
   return [lo, hi](const std::string& v) {
-    if (!digits_only(v, v.starts_with('-') ? 1 : 0)) return "must be an integer, got '" + v + "'";
+    if (!is_decimal_integer(v, true)) return "must be an integer, got '" + v + "'";
     errno = 0;
     const long long x = std::strtoll(v.c_str(), nullptr, 10);
     if (errno == ERANGE || x < lo || x > hi) return detail::concat("must be in [", lo, ", ", hi, "], got ", v);
@@ -34,12 +25,8 @@ std::function<std::string(const std::string&)> integer_in(int64_t lo, int64_t hi
 
 std::function<std::string(const std::string&)> number_in(double lo, double hi) {
   return [lo, hi](const std::string& v) {
-    // Decimal only (strtod would also take 0x1p-2, inf and leading spaces).
-    static const std::regex decimal(R"([-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?)");
-    if (!std::regex_match(v, decimal)) return "must be a finite number, got '" + v + "'";
-    errno = 0;
+    if (!is_decimal_number(v)) return "must be a finite number, got '" + v + "'";
     const double x = std::strtod(v.c_str(), nullptr);
-    if (errno == ERANGE) return "is too large or too small for a double: " + v;  // 1e-400 is not 0
     if (x < lo || x > hi) return detail::concat("must be in [", lo, ", ", hi, "], got ", v);
     return std::string();
   };
@@ -82,22 +69,11 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
       ->capture_default_str()
       ->check([](const std::string& v) {
         errno = 0;
-        if (!digits_only(v, 0) || (std::strtoull(v.c_str(), nullptr, 10), errno == ERANGE))
+        if (!is_decimal_integer(v, false) || (std::strtoull(v.c_str(), nullptr, 10), errno == ERANGE))
           return "must be an integer in [0, 2^64 - 1], got '" + v + "'";
         return std::string();
       })
       ->group("Layer");
-}
-
-void strict_values(CLI::App& app) {
-  for (CLI::Option* opt : app.get_options()) {
-    if (opt->get_expected_max() > 0)  // takes a value: first of its checks (transform goes in front)
-      opt->transform(CLI::Validator(
-          [](std::string& v) { return v.empty() ? std::string("needs a value, got an empty one") : std::string(); }, ""));
-    else  // a flag: --causal=false would be read as --causal
-      opt->disable_flag_override();
-  }
-  for (CLI::App* sub : app.get_subcommands({})) strict_values(*sub);
 }
 
 GivenOptions given_options(const CLI::App& app) {

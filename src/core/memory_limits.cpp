@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <string>
 #include <tuple>
 
 #include "core/error.h"
@@ -79,13 +80,32 @@ void require_memory(double need, const std::string& what, const std::string& sma
   for (const auto& [limit, flag, now] : {std::tuple{rlimit(RLIMIT_AS), "ulimit -v", size_now},
                                          std::tuple{rlimit(RLIMIT_DATA), "ulimit -d", data_now}}) {
     const double total = now + need + threads;
-    if (total > limit)
-      throw ConfigError(detail::concat(what, " needs about ", format_bytes(total), " of address space (", format_bytes(need),
-                                       " of data, ", format_bytes(threads), " for ", blas_threads + other_threads, " threads' stacks",
-                                       blas_threads ? " and BLAS buffers, " : ", ", format_bytes(now),
-                                       " mapped already) and ", flag, " allows ", format_bytes(limit),
-                                       ": raise the limit", smaller.empty() ? "" : " or use a smaller " + smaller));
+    if (total > 0.9 * limit)  // the same headroom as for memory: the estimates are estimates
+      throw ConfigError(detail::concat(
+          what, " needs about ", format_bytes(total), " of address space (", format_bytes(need), " of data, ",
+          blas_threads + other_threads == 0 ? std::string()
+                                            : detail::concat(format_bytes(threads), " for ", blas_threads + other_threads,
+                                                             " threads' stacks", blas_threads ? " and BLAS buffers" : "", ", "),
+          format_bytes(now), " mapped already) and ", flag, " allows ", format_bytes(0.9 * limit), " of it with headroom",
+          ": raise the limit", smaller.empty() ? "" : " or use a smaller " + smaller));
   }
+}
+
+void restart_within_limits(char** argv) {
+  bool restart = false;
+  const char* threads = std::getenv("OPENBLAS_NUM_THREADS");
+  if (!threads || std::string(threads) != "1") {  // unset, or a pool ringside would not use
+    ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    restart = true;
+  }
+  struct rlimit stack {};
+  constexpr rlim_t kStack = rlim_t(8) << 20;
+  if (getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY && stack.rlim_cur < kStack &&
+      (stack.rlim_max == RLIM_INFINITY || stack.rlim_max >= kStack)) {
+    stack.rlim_cur = kStack;
+    restart |= setrlimit(RLIMIT_STACK, &stack) == 0;
+  }
+  if (restart) ::execv("/proc/self/exe", argv);  // returns only if it failed: then run on as we are
 }
 
 }  // namespace ringside

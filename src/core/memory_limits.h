@@ -13,4 +13,15 @@ namespace ringside {
 void require_memory(double need, const std::string& what, const std::string& smaller, int blas_threads = 1,
                     int other_threads = 0);
 
+/// Called first thing in main: restarts the program once (execv of itself, same arguments) to
+/// run within what its limits allow:
+///   - with OPENBLAS_NUM_THREADS=1. OpenBLAS starts a pool of worker threads when it loads,
+///     before main, although ringside never uses it (one thread per GEMM call, each rank a
+///     thread). Under an address-space limit a worker whose 128 MiB buffer cannot be mapped
+///     retries for ever, and the process cannot exit past it;
+///   - with a stack of at least 8 MiB for the main thread, where `ulimit -s` is smaller and
+///     the hard limit allows (the other threads get theirs: ensure_thread_stacks).
+/// Returns at once when there is nothing to change, or when the restart fails.
+void restart_within_limits(char** argv);
+
 }  // namespace ringside

@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <dirent.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -194,16 +197,59 @@ int fill_fd(int fd, const std::function<void(std::ostream&)>& fill) {
   return buf.error();
 }
 
-// The temporaries being written, so that SIGINT, SIGTERM or SIGHUP in the middle of a write
-// removes them before the process ends: fixed slots, read by the handler without locks.
+// The temporaries being written (files, and a dump's staging directory), so that SIGINT,
+// SIGTERM or SIGHUP in the middle of a write removes them before the process ends: fixed slots,
+// read by the handler without locks, cleared with async-signal-safe calls only.
 constexpr int kSlots = 32;
-char g_temp_names[kSlots][PATH_MAX];
-std::atomic<bool> g_temp_used[kSlots];
+struct Slot {
+  char name[PATH_MAX];
+  bool directory;
+  std::atomic<bool> claimed;  // by a writer
+  std::atomic<bool> ready;    // its name written: the handler may use it
+};
+Slot g_slots[kSlots];
 struct sigaction g_previous[NSIG];
 
+// Claims a slot for `name`; returns its index, or kSlots when none is free (or the name is
+// too long to keep): that temporary is then not cleared by a signal, as before.
+int claim_slot(const std::string& name, bool directory) {
+  if (name.size() >= PATH_MAX) return kSlots;
+  for (int i = 0; i < kSlots; ++i) {
+    bool free = false;
+    if (!g_slots[i].claimed.compare_exchange_strong(free, true)) continue;
+    std::memcpy(g_slots[i].name, name.c_str(), name.size() + 1);
+    g_slots[i].directory = directory;
+    g_slots[i].ready.store(true);
+    return i;
+  }
+  return kSlots;
+}
+
+void release_slot(int i) {
+  if (i >= kSlots) return;
+  g_slots[i].ready.store(false);
+  g_slots[i].claimed.store(false);
+}
+
+// Empties and removes a directory of plain files with system calls only (no malloc).
+void remove_directory_now(const char* dir) {
+  const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    alignas(8) static char buf[1 << 15];
+    for (long n; (n = ::syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0;)
+      for (long at = 0; at < n;) {
+        const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
+        if (std::strcmp(d->d_name, ".") != 0 && std::strcmp(d->d_name, "..") != 0) ::unlinkat(fd, d->d_name, 0);
+        at += d->d_reclen;
+      }
+    ::close(fd);
+  }
+  ::rmdir(dir);
+}
+
 void remove_temporaries_and_reraise(int sig) {
-  for (int i = 0; i < kSlots; ++i)
-    if (g_temp_used[i].load()) ::unlink(g_temp_names[i]);  // async-signal-safe
+  for (Slot& slot : g_slots)
+    if (slot.ready.load()) slot.directory ? remove_directory_now(slot.name) : (void)::unlink(slot.name);
   ::sigaction(sig, &g_previous[sig], nullptr);  // then what would have happened happens
   ::raise(sig);
 }
@@ -232,18 +278,12 @@ class Temporary {
  public:
   explicit Temporary(std::string name) : name_(std::move(name)) {
     fd_ = ::mkostemps(name_.data(), kPartialLength, O_CLOEXEC);
-    if (fd_ < 0 || name_.size() >= PATH_MAX) return;
-    for (slot_ = 0; slot_ < kSlots; ++slot_) {
-      bool free = false;
-      if (g_temp_used[slot_].load()) continue;
-      std::memcpy(g_temp_names[slot_], name_.c_str(), name_.size() + 1);
-      if (g_temp_used[slot_].compare_exchange_strong(free, true)) break;
-    }
+    if (fd_ >= 0) slot_ = claim_slot(name_, false);
   }
   ~Temporary() {
     if (fd_ >= 0) ::close(fd_);
     if (!kept_) ::unlink(name_.c_str());
-    if (slot_ < kSlots) g_temp_used[slot_].store(false);
+    release_slot(slot_);
   }
   Temporary(const Temporary&) = delete;
   Temporary& operator=(const Temporary&) = delete;
@@ -263,9 +303,10 @@ class Temporary {
   bool kept_ = false;
 };
 
-// Linux's append-only or immutable flag on a directory: files there cannot be renamed over.
-bool directory_forbids_renames(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+// Linux's append-only or immutable flag (chattr +a, +i) on a file or directory: a directory
+// with it takes no rename, a file with it cannot be renamed over.
+bool append_only_or_immutable(const fs::path& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) return false;
   int flags = 0;
   const bool got = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
@@ -274,6 +315,28 @@ bool directory_forbids_renames(const fs::path& dir) {
 }
 
 }  // namespace
+
+StagingDirectory::StagingDirectory(const std::string& dir) : path_((fs::path(dir) / ".ringside-staging.XXXXXX").string()) {
+  prepare_signals();
+  if (!::mkdtemp(path_.data()))
+    throw Error("cannot create a directory in " + dir + ": " + std::strerror(errno));
+  slot_ = claim_slot(path_, true);
+}
+
+StagingDirectory::~StagingDirectory() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+  release_slot(slot_);
+}
+
+SignalsHeld::SignalsHeld() {
+  sigset_t hold;
+  sigemptyset(&hold);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&hold, sig);
+  ::pthread_sigmask(SIG_BLOCK, &hold, &previous_);
+}
+
+SignalsHeld::~SignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
 
 void check(const std::string& path, const std::string& option) {
   auto refusal = [&](const std::string& why) { return ConfigError(option + ": cannot write " + path + ": " + why); };
@@ -284,6 +347,9 @@ void check(const std::string& path, const std::string& option) {
     case Kind::standard_output: {
       struct stat out {};
       if (::fstat(STDOUT_FILENO, &out) != 0) throw refusal("standard output is closed");
+      const int mode = ::fcntl(STDOUT_FILENO, F_GETFL);
+      if (S_ISDIR(out.st_mode) || mode < 0 || (mode & O_ACCMODE) == O_RDONLY)
+        throw refusal("standard output is open for reading only");
       move_report_to_stderr();
       return;
     }
@@ -311,7 +377,11 @@ void check(const std::string& path, const std::string& option) {
         throw refusal("the directory " + dir.string() + (errno == ENOENT ? " does not exist" : ": " + std::string(std::strerror(errno))));
       if (!S_ISDIR(st.st_mode)) throw refusal(dir.string() + " is not a directory");
       // Where the rename over the file will not be allowed, say so now, not after the work.
-      if (directory_forbids_renames(dir)) throw refusal(dir.string() + " is append-only or immutable: no file there can be replaced");
+      if (append_only_or_immutable(dir)) throw refusal(dir.string() + " is append-only or immutable: no file there can be replaced");
+      if (t.kind == Kind::regular && append_only_or_immutable(t.real))
+        throw refusal("it is append-only or immutable (chattr): it cannot be replaced");
+      if (t.kind == Kind::regular && ::stat(t.real.c_str(), &target) == 0 && target.st_dev != st.st_dev)
+        throw refusal("it is mounted over (a bind mount): it cannot be replaced");
       const uid_t me = ::geteuid();
       if (t.kind == Kind::regular && (st.st_mode & S_ISVTX) && me != 0 && st.st_uid != me &&
           ::stat(t.real.c_str(), &target) == 0 && target.st_uid != me)

@@ -18,6 +18,7 @@
 //   anything else                    refused before any work: a directory, a socket, a block
 //                                    device
 #pragma once
+#include <csignal>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -45,6 +46,35 @@ void write(const std::string& path, std::string_view text, const std::string& op
 /// write's streaming form, for outputs too large to hold as one string: `fill` writes the
 /// whole content into the stream it is given (a failed write shows when the stream is flushed).
 void write_with(const std::string& path, const std::function<void(std::ostream&)>& fill, const std::string& option);
+
+/// A fresh directory of temporaries inside `dir` (DIR/.ringside-staging.XXXXXX), for outputs
+/// of many files (a dump): removed with what it holds when the object goes, and also when
+/// SIGINT, SIGTERM or SIGHUP ends the process first. Throws ringside::Error if it cannot be made.
+class StagingDirectory {
+ public:
+  explicit StagingDirectory(const std::string& dir);
+  ~StagingDirectory();
+  StagingDirectory(const StagingDirectory&) = delete;
+  StagingDirectory& operator=(const StagingDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int slot_;
+};
+
+/// While it lives, SIGINT, SIGTERM and SIGHUP wait (blocked on this thread): a short sequence
+/// of renames (a dump moving in) is not cut in half. They arrive when it goes.
+class SignalsHeld {
+ public:
+  SignalsHeld();
+  ~SignalsHeld();
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+
+ private:
+  sigset_t previous_;
+};
 
 /// Whether `a` and `b` name the same file: by identity (device and inode) when both exist,
 /// else by their resolved absolute paths (symlinks followed, `.` and `..` removed), so that

@@ -13,7 +13,7 @@ for sub in "reference" "compare" "run --strategy ring" "model --strategy ring"; 
   expect 2 "--causal excludes --no-causal" "$RS" "${cmd[@]}" "${SMALL[@]}" --causal --no-causal
   expect 2 "--rope excludes --no-rope" "$RS" "${cmd[@]}" "${SMALL[@]}" --no-rope --rope
   expect 2 "--dropout: needs a value, got an empty one" "$RS" "${cmd[@]}" "${SMALL[@]}" --dropout ''
-  expect 2 "--dropout: must be a finite number, got ' 0.1'" "$RS" "${cmd[@]}" "${SMALL[@]}" --dropout ' 0.1'
+  expect 2 "--dropout: must be a finite decimal number, got ' 0.1'" "$RS" "${cmd[@]}" "${SMALL[@]}" --dropout ' 0.1'
 done
 expect 2 "--causal excludes --no-causal" "$RS" bench kernels --seq 64 --causal --no-causal
 for flag in --seq --batch --hidden --heads --kv-heads --ffn --seed --layout; do
@@ -21,7 +21,7 @@ for flag in --seq --batch --hidden --heads --kv-heads --ffn --seed --layout; do
   expect 2 "$flag: (must be an integer.*, got '4 '|.*not in)" "$RS" reference "${SMALL[@]}" "$flag" '4 '
 done
 for value in 18446744073709551616 99999999999999999999 ' -1' -1 1e3 ' 7'; do
-  expect 2 "--seed: must be an integer in \[0, 2\^64 - 1\], got '$value'" "$RS" reference "${SMALL[@]}" --seed "$value"
+  expect 2 "--seed: must be an integer (>= 0|in \[0, 2\^64 - 1\]), got '$value'" "$RS" reference "${SMALL[@]}" --seed "$value"
 done
 expect 0 "seed=18446744073709551615" "$RS" reference "${SMALL[@]}" --seed 18446744073709551615
 # A flag takes no value: --causal=false would run causal.
@@ -32,9 +32,15 @@ expect 0 "causal rope" "$RS" reference "${SMALL[@]}" --causal=true
 expect 0 "causal no-rope" "$RS" reference "${SMALL[@]}" --no-rope=true  # what it says: no RoPE
 # Numbers as decimals: no hex, no infinity, nothing that underflows to 0.
 for value in 0x1p-2 inf 1e-400 .; do
-  expect 2 "--dropout: (must be a finite number|is too large or too small)" "$RS" reference "${SMALL[@]}" --dropout "$value"
+  expect 2 "--dropout: must be a finite decimal number, got '$value'" "$RS" reference "${SMALL[@]}" --dropout "$value"
 done
-expect 2 "--min-time: must be a finite number, got 'nan'" "$RS" bench kernels --seq 64 --min-time nan
+expect 2 "--min-time: must be a finite (decimal )?number, got 'nan'" "$RS" bench kernels --seq 64 --min-time nan
+# Every number of every subcommand as one decimal number: no hex, sign or space.
+for option in "compare --ranks 0x2" "compare --ranks +2" "compare --ranks ' 2'" "compare --timeout 0x10" \
+    "compare --link-bandwidth 1e-400" "run --strategy ring --link-latency 0x0" "bench kernels --head-dim 0x10" \
+    "bench comm --min-bytes 0x400" "bench trace --repetitions 0x1" "model --strategy ring --ranks 0x4" "lesson 0x2"; do
+  eval "expect 2 'must be an integer|must be a finite' \"\$RS\" $option"
+done
 expect 2 "--strategies: empty name in 'ring,'" "$RS" compare "${SMALL[@]}" --strategies ring,
 for option in --timeout --ranks --link-bandwidth --trace --json --strategies; do
   expect 2 "$option: needs a value, got an empty one" "$RS" compare "${SMALL[@]}" "$option" ''

@@ -32,6 +32,9 @@ expect 2 "reading trace .* needs about" bash -c "'$RS' run --strategy ring ${SMA
 # Just above what the program maps at its start, OpenBLAS's own worker threads (started when
 # it loads) used to spin for ever on their 128 MiB buffers: ringside starts without them.
 expect 0 "^ringside [0-9.]+" bash -c "ulimit -v 1000000; exec $T '$RS' --version"
+for threads in 2 0 abc ''; do  # any value but 1 is a pool ringside would not use
+  expect 0 "^ringside [0-9.]+" bash -c "ulimit -v 1000000; exec $T env OPENBLAS_NUM_THREADS='$threads' '$RS' --version"
+done
 expect 2 "needs about .* of address space" bash -c "ulimit -v 1000000; exec $T '$RS' compare ${SMALL[*]} --ranks 2"
 expect 2 "lesson 3 needs about .* of address space .* and ulimit -v allows" \
   bash -c "ulimit -v 1500000; exec $T '$RS' lesson 3 --no-pause --trace /dev/null"
@@ -39,6 +42,9 @@ expect 2 "this job needs about .* of memory" bash -c "ulimit -v 6000000; exec $T
 
 # --- a tiny stack limit (ulimit -s): the ranks' threads still get 8 MiB.
 expect 0 "ring +2 .* OK" bash -c "ulimit -s 64; exec $T '$RS' compare ${SMALL[*]} --ranks 2"
+# The main thread's too, where the hard limit lets ringside raise it (a hard limit of 24 KiB
+# stops the process before anything of it can act).
+expect 0 "ring +2 .* OK" bash -c "ulimit -S -s 24; exec $T '$RS' compare ${SMALL[*]} --ranks 2"
 expect 0 "memory +fits" bash -c "ulimit -s 64; exec $T '$RS' model --strategy ring --ranks 4 --seq 65536"
 
 # --- weights past int64 bytes: a configuration error, not a crash in the memory tracker.

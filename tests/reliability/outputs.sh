@@ -73,6 +73,9 @@ ino=$(stat -c %i err.txt)
 check "stderr through a symlink is appended to, not replaced" bash -c "test \$(stat -c %i err.txt) = $ino && head -1 err.txt | grep -qx keep"
 expect 2 "--trace /dev/stdout and --json /dev/stdout name the same file" bash -c "set -o pipefail; '$RS' compare ${SMALL[*]} --ranks 2 --trace /dev/stdout --json /dev/stdout | cat"
 expect 2 "--json: cannot write /dev/stdout: standard output is closed" bash -c "exec '$RS' compare ${SMALL[*]} --ranks 2 --json /dev/stdout >&-"
+echo x > readonly.txt
+expect 2 "--json: cannot write /dev/stdout: standard output is open for reading only" \
+  bash -c "exec '$RS' compare ${SMALL[*]} --ranks 2 --json /dev/stdout 1< readonly.txt"
 if command -v setsid > /dev/null; then
   expect 2 "--json: cannot write /dev/tty: No such device or address" setsid -w "$RS" compare "${SMALL[@]}" --ranks 2 --json /dev/tty
 fi
@@ -158,7 +161,30 @@ for round in 1 2; do
     for f in both/*.npy; do cmp -s "$f" "$ref/${f#both/}" || exit 1; done'
 done
 mkdir -p dx/x.npy
-expect 2 "--dump: cannot write dx/x.npy: it is a directory" "$RS" run --strategy ring "${SMALL[@]}" --ranks 2 --dump dx
+expect 2 "--dump: cannot write dx/x.npy: it is not a regular file" "$RS" run --strategy ring "${SMALL[@]}" --ranks 2 --dump dx
+mkdir dp && mkfifo dp/out.npy && ln -s ../good.copy dp/x.npy
+expect 2 "--dump: cannot write dp/(out|x).npy: it is not a regular file" "$RS" reference "${SMALL[@]}" --dump dp
+check "the dump's FIFO and symlink are as they were" bash -c 'test -p dp/out.npy && test -L dp/x.npy'
+ln -s nothere dangling-dump
+expect 2 "--dump: dangling-dump is a symlink to nothing \(nothere\)" "$RS" reference "${SMALL[@]}" --dump dangling-dump
+# A signal while the dump is staged removes the staging directory; the old dump stays whole.
+for sig in TERM HUP; do
+  "$RS" reference --seq 4096 --dump d1 > /dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do compgen -G "d1/.ringside-staging.*" > /dev/null && break; sleep 0.02; done
+  kill -$sig $pid
+  wait $pid
+  check "SIG$sig during a dump: no staging directory left" bash -c '! compgen -G "d1/.ringside-staging.*" > /dev/null'
+  check "SIG$sig during a dump: the old dump, or the new one whole" bash -c '
+    seed=$(python3 -c "import json; print(json.load(open(\"d1/manifest.json\"))[\"config\"][\"s\"])")
+    [ "$seed" = 48 ] && diff -r d1 d1.copy > /dev/null || [ "$seed" = 4096 ]'
+done
+# An append-only or immutable file is refused before the work, where chattr works here.
+echo '{}' > appendonly.json
+if chattr +a appendonly.json 2> /dev/null; then
+  expect 2 "--json: cannot write appendonly.json: it is append-only or immutable" "$RS" trace-stats good.json --json appendonly.json
+  chattr -a appendonly.json
+fi
 
 # --- the lesson's default directory, where it cannot be made: exit 2, before the work.
 mkdir lessoncwd && touch lessoncwd/out
