@@ -20,7 +20,7 @@
 #include "comm/communicator.h"
 #include "core/units.h"
 #include "layer/config.h"
-#include "parallel/strategy.h"
+#include "parallel/harness.h"
 #include "trace/trace_file.h"
 
 namespace ringside::lessons {

@@ -6,7 +6,7 @@
 
 #include "kernels/philox.h"
 #include "layer/reference.h"
-#include "parallel/strategy.h"
+#include "parallel/harness.h"
 
 namespace ringside {
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "parallel/strategy.h"
+#include "parallel/harness.h"
 
 using namespace ringside;
 

@@ -14,7 +14,7 @@
 
 #include "cuda_kernel_cases.h"
 #include "device/gpu.h"
-#include "parallel/ring_attention.h"
+#include "parallel/parallel_layer.h"
 #include "reference64.h"
 #include "trace/metrics.h"
 

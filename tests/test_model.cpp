@@ -6,10 +6,10 @@
 
 #include "core/error.h"
 #include "model/model.h"
-#include "parallel/ring_attention.h"
-#include "parallel/strategy.h"
-#include "parallel/tp_sp.h"
-#include "parallel/ulysses.h"
+#include "parallel/parallel_layer.h"
+#include "parallel/harness.h"
+#include "parallel/parallel_layer.h"
+#include "parallel/parallel_layer.h"
 #include "trace/metrics.h"
 #include "trace/trace.h"
 
@@ -119,7 +119,7 @@ TEST_CASE("the model flips the ring from exposed to hidden at c = F/B tokens (Li
     LayerConfig cfg;
     cfg.b = 1, cfg.s = 2 * c, cfg.h = 512, cfg.H = 8, cfg.Hkv = 8, cfg.f = 64;  // MHA, d = 64
     cfg.causal = false, cfg.layout = Layout::contiguous, cfg.dropout = 0;
-    const trace::TraceData modeled = model::model_trace(dry_schedule(ring_strategy(), cfg, 2), a100);
+    const trace::TraceData modeled = model::model_trace(dry_schedule(find_strategy("ring"), cfg, 2), a100);
     // Step 0 computes on the local block while the neighbour's K and V arrive.
     const int64_t exposed = exposed_at_step(modeled, 0);
     if (c < 1040) REQUIRE(exposed > 0);
@@ -235,7 +235,7 @@ TEST_CASE("Ulysses moves 4Nh/P per link: N h / P^2 per message, four all-to-alls
   LayerConfig c;
   c.b = 1, c.s = 4096, c.h = 512, c.H = 8, c.Hkv = 8, c.f = 64;  // MHA: Hkv' = H
   const int P = 8;
-  const trace::TraceData m = model::model_trace(dry_schedule(ulysses_strategy(), c, P), model::load_hardware("h100-nvlink"));
+  const trace::TraceData m = model::model_trace(dry_schedule(find_strategy("ulysses"), c, P), model::load_hardware("h100-nvlink"));
   const double N = double(c.tokens()), h = double(c.h), e = 2;  // bf16
   for (const trace::RankTrace& r : m.ranks) {
     double sent = 0;
@@ -297,7 +297,7 @@ TEST_CASE("the model never overflows: past the trace's range it names the op; be
     INFO("s = " << s);
     cfg.s = s;
     try {
-      const trace::TraceData m = model::model_trace(dry_schedule(ring_strategy(), cfg, 2), slow);
+      const trace::TraceData m = model::model_trace(dry_schedule(find_strategy("ring"), cfg, 2), slow);
       REQUIRE(!refused);  // once past the range, a longer sequence cannot come back into it
       int64_t end = 0;
       for (const trace::RankTrace& r : m.ranks)
@@ -345,13 +345,16 @@ TEST_CASE("every strategy's schedule stays within the bound the memory check cou
   // model::schedule_events_bound(P) sizes the memory check before a dry run: it must hold.
   LayerConfig cfg;
   cfg.b = 1, cfg.s = 512, cfg.h = 256, cfg.H = 16, cfg.Hkv = 16, cfg.f = 64;
-  for (const Strategy& st : strategies())
-    for (int P : {2, 4, 8, 16}) {
+  for (int P : {2, 4, 8, 16}) {
+    size_t busiest = 0;
+    for (const Strategy& st : default_strategies(P)) {
       INFO(st.name << " P = " << P);
       size_t events = 0;
       for (const trace::RankTrace& r : dry_schedule(st, cfg, P).ranks) events += r.events.size();
       REQUIRE(double(events) <= model::schedule_events_bound(P));
-      // And not by a wide margin where P^2 rules: a measure, not a refusal of every large run.
-      if (P == 16) REQUIRE(double(events) >= 0.5 * model::schedule_events_bound(P));
+      busiest = std::max(busiest, events);
     }
+    // And not by a wide margin where P^2 rules: a measure, not a refusal of every large run.
+    if (P == 16) REQUIRE(double(busiest) >= 0.5 * model::schedule_events_bound(P));
+  }
 }

@@ -6,10 +6,11 @@
 #include <cmath>
 #include <map>
 
-#include "parallel/strategy.h"
+#include "comm/tensor_comm.h"
+#include "parallel/harness.h"
 #include "reference64.h"
-#include "parallel/tp_sp.h"
-#include "parallel/ulysses.h"
+#include "parallel/parallel_layer.h"
+#include "parallel/parallel_layer.h"
 
 using namespace ringside;
 
@@ -57,8 +58,9 @@ TEST_CASE("tp-sp and ulysses match the fp64 reference over P, causal, rope, drop
               ++runs;
             }
         }
-  // tp-sp: Hkv 12 -> P 1,2,3,4; 6 -> 1,2,3; 1 -> 1. ulysses: 12 -> 4; 6 -> 1,2,3; 1 -> 4.
-  REQUIRE(runs == 8 * (4 + 3 + 1 + 4 + 3 + 4));
+  // tp-sp: Hkv 12 -> P 1,2,3,4; 6 -> 1,2,3; 1 -> 1. ulysses: 12 -> 4; 6 -> 4 (P 4 shares kv heads
+  // 1 and 4 between two ranks each); 1 -> 4.
+  REQUIRE(runs == 8 * (4 + 3 + 1 + 4 + 4 + 4));
 }
 
 TEST_CASE("measured saved activations and bytes sent equal the analytic formulas", "[strategies][memory]") {
@@ -158,17 +160,29 @@ TEST_CASE("invalid configs fail with the same message on every rank before any c
     return std::string();
   };
   c.H = 12;
-  REQUIRE_THAT(message("tp-sp", 5), Catch::Contains("heads H = 12 must be divisible by P"));
+  REQUIRE_THAT(message("tp-sp", 5), Catch::Contains("heads H = 12 must be divisible by T = 5 (TP splits the heads)"));
+  REQUIRE_THAT(message("ulysses", 5), Catch::Contains("heads H = 12 must be divisible by U = 5"));
   c.s = 25;
-  REQUIRE_THAT(message("ulysses", 2), Catch::Contains("sequence length s = 25 must be divisible by P"));
-  c.s = 24, c.Hkv = 6;
-  REQUIRE_THAT(message("ulysses", 4), Catch::Contains("neither divide among P ranks nor replicate"));
+  REQUIRE_THAT(message("ulysses", 2), Catch::Contains("sequence length s = 25 must be divisible by C = 2"));
+  REQUIRE_THAT(message("tp2xring2", 4), Catch::Contains("sequence length s = 25 must be divisible by T x C = 4"));
+  c.s = 24;
+  REQUIRE_THAT(message("tp2xring2", 6), Catch::Contains("T x C must equal P, but T 2 x C 2 = 4 and P = 6"));
+  REQUIRE_THAT(message("ulysses4xring", 6), Catch::Contains("the all-to-all size U = 4 must divide C = 6"));
+  REQUIRE_THAT(message("tp2xulysses4xring1", 8), Catch::Contains("heads H = 12 must be divisible by T x U = 8"));
+  c.s = 16;
+  REQUIRE_THAT(message("ring", 16), Catch::Contains("sequence length s = 16 must be divisible by 2R = 32"));
+  REQUIRE_THAT(message("all-gather", 16), Catch::Contains("sequence length s = 16 must be divisible by 2C = 32"));
+  c.s = 18;
+  REQUIRE_THAT(message("ulysses3xring2", 6), Catch::Contains("sequence length s = 18 must be divisible by 2R = 4"));
+  c.s = 24;
+  c.Hkv = 6;
+  REQUIRE_THAT(message("tp-sp", 4), Catch::Contains("kv heads Hkv = 6 must be divisible by T = 4"));
   // Run on 4 ranks: each rank validates and throws before sending a byte; the error is one line.
   MemoryTracker tracker;
   std::vector<std::string> seen(4);
   run_local(4, [&](Communicator& comm) {
     try {
-      find_strategy("ulysses").run(c, comm, *make_cpu_backend(), tracker, DType::f32);
+      find_strategy("tp-sp").run(c, comm, *make_cpu_backend(), tracker, DType::f32);
     } catch (const ConfigError& e) {
       seen[comm.rank()] = e.what();
     }
@@ -188,7 +202,7 @@ TEST_CASE("a rank that fails mid-run takes the strategy down with its message", 
 
 // ---- ring attention ----------------------------------------------------------------------
 
-#include "parallel/ring_attention.h"
+#include "parallel/parallel_layer.h"
 
 TEST_CASE("ring matches the fp64 reference over P, layout, causal, rope, Hkv, dropout and b", "[strategies][ring]") {
   int runs = 0;
@@ -332,10 +346,10 @@ TEST_CASE("ring: bad layouts for the sequence fail with a clear error", "[strate
   LayerConfig c = base();
   c.s = 24;
   c.layout = Layout::zigzag;
-  REQUIRE_THROWS_WITH(validate_ring(c, 8), Catch::Contains("must be divisible by 2P = 16 (zigzag cuts the sequence into 2P chunks)"));
+  REQUIRE_THROWS_WITH(validate_ring(c, 8), Catch::Contains("must be divisible by 2R = 16 (zigzag cuts the sequence into two chunks per ring rank)"));
   c.layout = Layout::contiguous;
   c.s = 25;
-  REQUIRE_THROWS_WITH(validate_ring(c, 2), Catch::Contains("must be divisible by P = 2"));
+  REQUIRE_THROWS_WITH(validate_ring(c, 2), Catch::Contains("must be divisible by C = 2"));
   // Automatic: zigzag when causal, contiguous otherwise.
   c.layout = Layout::automatic;
   REQUIRE(c.cp_layout() == Layout::zigzag);

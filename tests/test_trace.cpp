@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "parallel/strategy.h"
+#include "parallel/harness.h"
 #include "trace/metrics.h"
 #include "trace/trace_file.h"
 

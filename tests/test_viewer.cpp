@@ -6,8 +6,8 @@
 #include <fstream>
 #include <set>
 
-#include "parallel/ring_attention.h"
-#include "parallel/strategy.h"
+#include "parallel/parallel_layer.h"
+#include "parallel/harness.h"
 #include "stb_image.h"
 #include "viz/view_model.h"
 

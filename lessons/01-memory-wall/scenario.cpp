@@ -1,7 +1,7 @@
 // Lesson 1: the activation memory wall. What one layer keeps for its backward grows with the
 // sequence; tensor parallelism alone cannot split all of it; splitting the sequence can.
 #include "lessons/lesson.h"
-#include "parallel/ring_attention.h"
+#include "parallel/parallel_layer.h"
 #include "layer/reference.h"
 #include "layer/weights.h"
 
@@ -100,7 +100,7 @@ void memory_wall(Script& L) {
   L.say("peak memory (weights, gradients, activations, workspace, buffers):");
   L.blank();
   Table t4({"P", "saved per rank", "reference / P", "peak per rank", "weights + grads"});
-  const Strategy ring = ring_strategy();
+  const Strategy ring = find_strategy("ring");
   const int64_t ref_saved = saved_activation_bytes(cfg, DType::f32);
   for (int P : {1, 2, 4}) {
     const std::vector<RankResult> rr = L.run(ring, cfg, P, fmt("P=%d", P));

@@ -5,7 +5,7 @@
 
 #include "layer/reference.h"
 #include "lessons/lesson.h"
-#include "parallel/tp_sp.h"
+#include "parallel/parallel_layer.h"
 
 namespace ringside::lessons {
 
@@ -25,7 +25,7 @@ void megatron_sp(Script& L) {
   cfg.b = 1, cfg.s = 256, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
   const int P = 4;
   const int64_t b = cfg.b, s = cfg.s, h = cfg.h, d = cfg.d(), N = cfg.tokens();
-  const std::vector<RankResult> rr = L.run(tp_sp_strategy(), cfg, P, "tp-sp");
+  const std::vector<RankResult> rr = L.run(find_strategy("tp-sp"), cfg, P, "tp-sp");
   const trace::RankTrace* r0 = nullptr;
   for (const trace::RankTrace& t : L.trace.ranks)
     if (t.strategy == "tp-sp" && t.rank == 0) r0 = &t;

@@ -6,7 +6,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "lessons/lesson.h"
-#include "parallel/ring_attention.h"
+#include "parallel/parallel_layer.h"
 #include "trace/metrics.h"
 
 namespace ringside::lessons {
@@ -67,7 +67,7 @@ void ring_attention(Script& L) {
   const int P = 4;
   const int64_t c = cfg.s / P, d = cfg.d(), e = 4;  // block tokens, head dim, fp32 bytes
   const int64_t kv_block = 2 * cfg.b * c * cfg.Hkv * d * e;  // K and V of one block
-  const Strategy ring = ring_strategy();
+  const Strategy ring = find_strategy("ring");
 
   L.step("The LSE merge by hand, on a 2 x 2 example");
   merge_by_hand(L);

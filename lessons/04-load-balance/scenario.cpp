@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "lessons/lesson.h"
-#include "parallel/ring_attention.h"
+#include "parallel/parallel_layer.h"
 #include "viz/view_model.h"
 
 namespace ringside::lessons {
@@ -37,7 +37,7 @@ void load_balance(Script& L) {
   cfg.b = 1, cfg.s = 512, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
   cfg.causal = true;
   const int P = 4;
-  const Strategy ring = ring_strategy();
+  const Strategy ring = find_strategy("ring");
 
   struct Run {
     Layout layout;

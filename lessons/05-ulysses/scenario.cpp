@@ -3,8 +3,8 @@
 // attention runs locally, and a second all-to-all turns it back.
 #include "core/error.h"
 #include "lessons/lesson.h"
-#include "parallel/ring_attention.h"
-#include "parallel/ulysses.h"
+#include "parallel/parallel_layer.h"
+#include "parallel/parallel_layer.h"
 
 namespace ringside::lessons {
 
@@ -14,8 +14,8 @@ void ulysses(Script& L) {
   const int P = 4;
   const int64_t b = cfg.b, s = cfg.s, H = cfg.H, d = cfg.d(), sl = s / P, e = 4;
   const int64_t Hkv_rep = ulysses_kv_heads(cfg, P), R = Hkv_rep / cfg.Hkv;
-  const std::vector<RankResult> rr = L.run(ulysses_strategy(), cfg, P, "ulysses");
-  const std::vector<RankResult> ring = L.run(ring_strategy(), cfg, P, "ring");
+  const std::vector<RankResult> rr = L.run(find_strategy("ulysses"), cfg, P, "ulysses");
+  const std::vector<RankResult> ring = L.run(find_strategy("ring"), cfg, P, "ring");
   auto a2a_window = [&](int nth) {
     // The nth forward all-to-all call (the same call number on every rank).
     int64_t call = -1;

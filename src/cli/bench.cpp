@@ -22,7 +22,7 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/philox.h"
 #include "model/model.h"
-#include "parallel/strategy.h"
+#include "parallel/harness.h"
 #include <thread>
 
 namespace ringside::cli {

@@ -13,7 +13,7 @@
 #include "cli/format.h"
 #include "device/backend.h"
 #include "device/gpu.h"
-#include "parallel/strategy.h"
+#include "parallel/harness.h"
 #include "trace/metrics.h"
 
 namespace ringside::cli {

@@ -22,8 +22,8 @@
 #include "device/gpu.h"
 #include "kernels/philox.h"
 #include "layer/reference.h"
-#include "parallel/ring_attention.h"
-#include "parallel/strategy.h"
+#include "parallel/parallel_layer.h"
+#include "parallel/harness.h"
 #include "trace/metrics.h"
 #include "trace/trace_file.h"
 
@@ -375,29 +375,30 @@ std::vector<trace::StrategyMetrics> finish_trace(const CompareOptions& o, const 
 
 // The strategies compare runs: --strategies (each must fit P), or all that fit P; the others
 // are listed in `skipped` with why.
-std::vector<const Strategy*> choose_strategies(const CompareOptions& o, int P,
-                                               std::vector<std::pair<std::string, std::string>>& skipped) {
-  std::vector<const Strategy*> chosen;
+std::vector<Strategy> choose_strategies(const CompareOptions& o, int P,
+                                        std::vector<std::pair<std::string, std::string>>& skipped) {
+  std::vector<Strategy> chosen;
   const bool listed = !o.strategies.empty();
   if (!listed) {
-    for (const Strategy& s : strategies()) chosen.push_back(&s);
+    chosen = default_strategies(P);
   } else {
     if (o.strategies.ends_with(','))
       throw ConfigError("--strategies: empty name in '" + o.strategies + "' (use e.g. tp-sp,ring)");
     std::stringstream in(o.strategies);
     for (std::string n; std::getline(in, n, ',');) {
       if (n.empty()) throw ConfigError("--strategies: empty name in '" + o.strategies + "' (use e.g. tp-sp,ring)");
-      const Strategy* st = &find_strategy(n);
-      if (std::find(chosen.begin(), chosen.end(), st) == chosen.end()) chosen.push_back(st);
+      Strategy st = find_strategy(n);
+      if (std::none_of(chosen.begin(), chosen.end(), [&](const Strategy& c) { return c.name == st.name; }))
+        chosen.push_back(std::move(st));
     }
   }
   for (auto it = chosen.begin(); it != chosen.end();) {
     try {
-      (*it)->validate(o.cfg, P);
+      it->validate(o.cfg, P);
       ++it;
     } catch (const ConfigError& e) {
       if (listed) throw;
-      skipped.emplace_back((*it)->name, e.what());
+      skipped.emplace_back(it->name, e.what());
       it = chosen.erase(it);
     }
   }
@@ -412,7 +413,7 @@ std::vector<const Strategy*> choose_strategies(const CompareOptions& o, int P,
 int compare_command(CompareOptions& o) {
   const LayerConfig& cfg = o.cfg;
   // Every rank checks everything before any communication: one clear error, no hang.
-  std::vector<const Strategy*> chosen;
+  std::vector<Strategy> chosen;
   std::vector<std::pair<std::string, std::string>> skipped;
   Setup s = setup(o, "compare", [&](const Setup& s) {
     cfg.validate();
@@ -428,12 +429,12 @@ int compare_command(CompareOptions& o) {
   std::vector<StrategyRun> runs;
   std::vector<trace::RankTrace> traces;
   const std::string* live = live_trace(o, s);
-  for (const Strategy* st : chosen) {
-    note(st->name + " on " + std::to_string(s.P) + " ranks ...");
+  for (const Strategy& st : chosen) {
+    note(st.name + " on " + std::to_string(s.P) + " ranks ...");
     try {
-      runs.push_back(run_one(*st, cfg, s, traces, live, trace_other("ringside compare", cfg, s)));
+      runs.push_back(run_one(st, cfg, s, traces, live, trace_other("ringside compare", cfg, s)));
       // Each strategy's timeline is in the file as soon as it has run (ringside-viewer --live).
-      if (live && st != chosen.back()) {
+      if (live && &st != &chosen.back()) {
         trace::TraceData partial;
         partial.other = trace_other("ringside compare", cfg, s);
         partial.ranks = traces;
@@ -442,7 +443,7 @@ int compare_command(CompareOptions& o) {
     } catch (const ConfigError&) {
       throw;
     } catch (const std::exception& e) {
-      throw Error(st->name + ": " + e.what());  // name the strategy that failed
+      throw Error(st.name + ": " + e.what());  // name the strategy that failed
     }
   }
   if (!s.root) return 0;  // rank 0 compares and prints; the others are done
@@ -648,10 +649,10 @@ int compare_command(CompareOptions& o) {
 
 int run_command(CompareOptions& o) {
   const LayerConfig& cfg = o.cfg;
-  const Strategy* chosen = nullptr;
+  std::optional<Strategy> chosen;
   Setup s = setup(o, "run", [&](const Setup& s) {
     cfg.validate();
-    chosen = &find_strategy(o.strategy);
+    chosen = find_strategy(o.strategy);
     chosen->validate(cfg, s.P);
     check_memory(cfg, s.P, s.mpi ? 1 : s.P, false);
     check_outputs(o, s);

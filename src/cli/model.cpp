@@ -1,4 +1,5 @@
 // `ringside model`: a dry run of a strategy at any size, replayed on named hardware.
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -8,7 +9,7 @@
 #include "core/error.h"
 #include "core/output.h"
 #include "model/model.h"
-#include "parallel/strategy.h"
+#include "parallel/harness.h"
 #include "trace/metrics.h"
 
 namespace ringside::cli {
@@ -66,13 +67,13 @@ int model_command(const ModelCommandOptions& o) {
   if (!o.trace.empty()) output::check(o.trace, "--trace");
 
   trace::TraceData schedule;
-  const Strategy* st = nullptr;
+  std::optional<Strategy> st;
   MemoryTracker tracker;  // outlives the results' (dry) tensors
   std::vector<RankResult> results;
   auto t0 = clock::now();
   if (o.from.empty()) {
     o.cfg.validate();
-    st = &find_strategy(o.strategy);
+    st = find_strategy(o.strategy);
     st->validate(o.cfg, o.ranks);
     // Tensors cost nothing in a dry run, but each rank lists its tokens' global positions
     // (RoPE, dropout, the layout): 8 bytes a token, a few lists at once. And the schedule

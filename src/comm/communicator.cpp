@@ -115,8 +115,7 @@ namespace {
 
 // The comm event of a transfer being posted, from the tracer's context: a collective's kind
 // and call number, or a point-to-point message with its label and ring step. The peer is a
-// rank of this communicator: the strategies trace on the world communicator, so it is the
-// world rank that the writer pairs sends and receives by.
+// world rank (a sub-communicator translates its own), which the writer pairs sends and receives by.
 std::unique_ptr<trace::Event> comm_event(trace::Tracer& t, bool send, int64_t bytes, int peer, int tag, const char* label) {
   auto e = std::make_unique<trace::Event>();
   const char* dir = send ? "send" : "recv";
@@ -148,9 +147,8 @@ RequestPtr Communicator::isend(const void* buf, int64_t bytes, int peer, int tag
   const int64_t posted = trace::Clock::steady_now_ns();
   RequestPtr r = post_send(buf, bytes, peer, tag);
   r->posted_ns = posted;
-  if (t) r->trace_event = comm_event(*t, true, bytes, peer, tag, label);
-  bytes_sent_ += bytes;
-  ++messages_sent_;
+  if (t) r->trace_event = comm_event(*t, true, bytes, world_rank(peer), tag, label);
+  for (Communicator* c = this; c; c = c->parent_) c->bytes_sent_ += bytes, ++c->messages_sent_;
   return r;
 }
 
@@ -159,8 +157,8 @@ RequestPtr Communicator::irecv(void* buf, int64_t bytes, int peer, int tag, cons
   const int64_t posted = trace::Clock::steady_now_ns();
   RequestPtr r = post_recv(buf, bytes, peer, tag);
   r->posted_ns = posted;
-  if (t) r->trace_event = comm_event(*t, false, bytes, peer, tag, label);
-  bytes_received_ += bytes;
+  if (t) r->trace_event = comm_event(*t, false, bytes, world_rank(peer), tag, label);
+  for (Communicator* c = this; c; c = c->parent_) c->bytes_received_ += bytes;
   return r;
 }
 
@@ -201,6 +199,19 @@ void Communicator::wait(const RequestPtr& r) {
 
 void Communicator::wait_all(const std::vector<RequestPtr>& rs) {
   for (const RequestPtr& r : rs) wait(r);
+}
+
+std::unique_ptr<Communicator> Communicator::split_by(const std::function<std::pair<int, int>(int)>& color_key) {
+  const auto [color, key] = color_key(rank());
+  std::unique_ptr<Communicator> sub = split(color, key);
+  std::vector<std::pair<std::pair<int, int>, int>> members;  // ((key, rank), rank), as MPI_Comm_split orders them
+  for (int r = 0; r < size(); ++r)
+    if (const auto [c, k] = color_key(r); c == color) members.push_back({{k, r}, r});
+  std::sort(members.begin(), members.end());
+  sub->parent_ = this;
+  sub->world_ranks_.clear();
+  for (const auto& m : members) sub->world_ranks_.push_back(world_rank(m.second));
+  return sub;
 }
 
 void Communicator::send(const void* buf, int64_t bytes, int peer, int tag) { wait(isend(buf, bytes, peer, tag)); }

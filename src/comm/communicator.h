@@ -119,6 +119,14 @@ class Communicator {
   /// A sub-communicator of the ranks that pass the same color, ordered by key (then rank),
   /// like MPI_Comm_split. Collective over this communicator.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  /// split, when every rank can say every member's (color, key): color_key(r) for each rank r
+  /// of this communicator. The local backend builds the group without a message (so that it
+  /// works in a dry run, whose transfers carry no data); the others call split. Either way the
+  /// new communicator knows its members' world ranks (world_rank).
+  virtual std::unique_ptr<Communicator> split_by(const std::function<std::pair<int, int>(int)>& color_key);
+  /// The world rank of this communicator's rank `peer`: what the timeline and the model name
+  /// peers by. The identity on a world communicator.
+  int world_rank(int peer) const { return world_ranks_.empty() ? peer : world_ranks_[size_t(peer)]; }
 
   /// Waits for a request; throws CommError "rank R: <what> did not complete within T s".
   /// When tracing, a wait that blocks is a `wait` event on the compute stream, and the
@@ -154,7 +162,8 @@ class Communicator {
   Tensor reduce_scatter(const Tensor& t, AllocTag tag);
   void all_reduce(Tensor& t);
 
-  /// Bytes this rank has sent and received so far.
+  /// Bytes this rank has sent and received so far, on this communicator and every group split
+  /// from it.
   CommStats stats() const {
     return {bytes_sent_.load(), bytes_received_.load(), messages_sent_.load()};
   }
@@ -172,11 +181,18 @@ class Communicator {
   virtual RequestPtr post_recv(void* buf, int64_t bytes, int peer, int tag) = 0;
   /// Tags the collectives use: above every point-to-point tag a strategy uses.
   static constexpr int kCollectiveTag = 1 << 20;
+  /// The world ranks of this communicator's ranks (empty: it is the world); set by split_by.
+  std::vector<int> world_ranks_;
   /// For backends whose collectives bypass isend/irecv: counts the bytes they move.
   void count_bytes(int64_t sent, int64_t received) {
-    bytes_sent_ += sent, bytes_received_ += received;
-    if (sent) ++messages_sent_;
+    for (Communicator* c = this; c; c = c->parent_) {  // a group's bytes are its parents' too
+      c->bytes_sent_ += sent, c->bytes_received_ += received;
+      if (sent) ++c->messages_sent_;
+    }
   }
+  /// The communicator this one was split from (split_by sets it): it counts our bytes too, so
+  /// that a rank's stats on the world include every group's traffic.
+  Communicator* parent_ = nullptr;
 
  private:
   std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0};

@@ -322,9 +322,15 @@ class LocalCommunicator final : public Communicator {
     // Everyone learns everyone's (color, key) with an all_gather, then builds its group.
     std::vector<double> mine = {double(color), double(key)}, all(2 * size());
     Communicator::all_gather(mine.data(), all.data(), std::vector<int64_t>(size(), 2), DType::f64);
+    return split_by([&](int r) { return std::pair{int(all[2 * r]), int(all[2 * r + 1])}; });
+  }
+
+  // Every member knows every (color, key): the group needs no message.
+  std::unique_ptr<Communicator> split_by(const std::function<std::pair<int, int>(int)>& color_key) override {
+    const int color = color_key(rank_).first;
     std::vector<std::pair<std::pair<int, int>, int>> members;  // ((key, parent rank), parent rank)
     for (int r = 0; r < size(); ++r)
-      if (int(all[2 * r]) == color) members.push_back({{int(all[2 * r + 1]), r}, r});
+      if (const auto [c, k] = color_key(r); c == color) members.push_back({{k, r}, r});
     std::sort(members.begin(), members.end());
     std::vector<int> group;
     int new_rank = -1;
@@ -334,7 +340,9 @@ class LocalCommunicator final : public Communicator {
     }
     // A context every member computes alike: parent context, split count and color.
     const uint64_t ctx = (context_ * 1000003ULL + ++splits_) * 1000003ULL + static_cast<uint64_t>(color + 1);
-    auto c = std::make_unique<LocalCommunicator>(world_, std::move(group), new_rank, ctx);
+    auto c = std::make_unique<LocalCommunicator>(world_, group, new_rank, ctx);
+    c->world_ranks_ = std::move(group);  // the local world's ranks are the world's
+    c->parent_ = this;
     c->timeout_s = timeout_s;
     c->slow_link = slow_link;
     c->tracker = tracker;

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "parallel/strategy.h"
+#include "parallel/harness.h"
 #include "trace/trace_file.h"
 
 namespace ringside::model {

@@ -1,43 +1,56 @@
-// Ring attention context parallelism (Liu et al. 2023), with causal load balancing.
+// Ring attention (Liu, Zaharia & Abbeel 2023), the attention-level algorithm: the K/V blocks
+// travel around a ring of R ranks while each rank computes its queries against the block it
+// holds; in the backward the dK/dV accumulators travel with their block.
 #pragma once
-#include <array>
-#include "parallel/strategy.h"
+#include "parallel/attention.h"
 
 namespace ringside {
 
-/// Ring attention as a Strategy: name "ring".
-Strategy ring_strategy();
+/// The ring's token layout: rank j of the ring holds layout_positions(layout, s, R, j), s the
+/// length of the sequence the ring spans.
+struct RingLayout {
+  Layout layout = Layout::contiguous;
+  int64_t s = 0;
+};
 
-/// The global positions rank `rank` of P holds, ascending, under `layout` (automatic must be
-/// resolved first, see LayerConfig::cp_layout):
-///   contiguous  [r s/P, (r+1) s/P)
-///   zigzag      chunks r and 2P-1-r of 2P chunks of s/(2P) (Brandon et al. 2023; ring-flash-attention)
-///   striped     r, r + P, r + 2P, ... (Brandon et al. 2023, "Striped Attention")
-std::vector<int64_t> layout_positions(Layout layout, int64_t s, int P, int rank);
+/// The forward ring over `ring` (R ranks): returns this rank's out [b, n, Hq, d] and lse
+/// [b, Hq, n] (allocated as ctx.act) over every key the mask lets it see, n = s / R.
+/// q [b, n, Hq, d], k, v [b, n, Hkv, d] are the rank's tokens in layout order. The next K/V
+/// block is posted before each step's compute (double buffering), so the transfer hides
+/// behind the compute when a block's compute outlasts it. Per step records go to `steps`
+/// (optional). Throws CommError when a transfer fails or times out.
+AttentionOut ring_attention_forward(Communicator& ring, const RingLayout& layout, const AttentionSpec& spec,
+                                    const RankContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    std::vector<StepRecord>* steps = nullptr);
 
-/// The arithmetic runs of rank's tokens under `layout` (resolved): {local start, length, first
-/// global position, stride} each; contiguous and striped give one, zigzag two (one where its
-/// chunks touch). Computed in O(1), as each ring step does; by_scanning finds them by scanning
-/// layout_positions instead (O(s/P)), which the tests compare it with.
-std::vector<std::array<int64_t, 4>> layout_run_list(Layout layout, int64_t s, int P, int rank, bool by_scanning = false);
-/// Throws ConfigError unless s % P == 0 (s % 2P for zigzag).
-void validate_ring(const LayerConfig& cfg, int P);
+/// The backward ring: recomputes each block's probabilities from the saved global lse; dQ
+/// accumulates at home while each block's dK/dV accumulators travel with it, one hop per step
+/// (moving during the next step's compute), and come home after R hops (ring-flash-attention's
+/// schedule). Returns dq [b, n, Hq, d], dk, dv [b, n, Hkv, d].
+AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& layout, const AttentionSpec& spec,
+                                       const RankContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const AttentionOut& fwd, const Tensor& dout,
+                                       std::vector<StepRecord>* steps = nullptr);
 
-/// Saved-activation bytes per rank: the reference's divided by P (every saved tensor, the
-/// attention's q, k, v, out and lse included, holds only the rank's s/P tokens).
-int64_t ring_saved_bytes(const LayerConfig& cfg, int P, int rank, DType dt);
+/// Forward attention FLOPs ring rank `rank` of R computes under `layout` (visible query-key
+/// pairs, 4 d per pair per head, as attention_forward_flops counts them) with b, Hq, Hkv, d.
+double ring_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int R, int rank, int64_t b,
+                            int64_t Hq, int64_t Hkv, int64_t d);
 
-/// Bytes rank `rank` sends, with kv = b (s/P) Hkv d elements (one of K or V of a block):
-/// forward, K and V pass P-1 hops: 2 kv (P-1), i.e. 2 (Hkv/H) N h (P-1)/P over all ranks
-/// (design.md). Backward: K and V again (P-1 hops) and their gradients all P hops home,
-/// 2 kv (2P - 1), plus a ring all-reduce of every weight gradient. Nothing when P = 1.
-CommBytes ring_comm_bytes(const LayerConfig& cfg, int P, int rank, DType dt);
+/// The ring as a SequenceAttention over `ring`.
+class RingAttention : public SequenceAttention {
+ public:
+  RingAttention(Communicator& ring, const RingLayout& layout, const AttentionSpec& spec, const RankContext& ctx)
+      : ring_(ring), layout_(layout), spec_(spec), ctx_(ctx) {}
+  AttentionOut forward(const Tensor& q, const Tensor& k, const Tensor& v) override;
+  AttentionGrads backward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOut& fwd,
+                          const Tensor& dout) override;
 
-/// Forward attention FLOPs rank `rank` computes (visible query-key pairs, 4 d per pair per
-/// head, as attention_forward_flops counts them) under cfg's layout: the per-rank work table.
-double ring_attention_flops(const LayerConfig& cfg, int P, int rank);
-
-/// One rank of ring attention, forward and backward (see strategy.h).
-RankResult ring_run(const LayerConfig& cfg, Communicator& comm, Backend& be, MemoryTracker& tracker, DType dt);
+ private:
+  Communicator& ring_;
+  RingLayout layout_;
+  AttentionSpec spec_;
+  RankContext ctx_;
+};
 
 }  // namespace ringside

@@ -1,0 +1,217 @@
+#include "layer/tokenwise.h"
+
+#include "comm/tensor_comm.h"
+#include "kernels/philox.h"
+#include "trace/trace.h"
+
+namespace ringside {
+
+namespace {
+
+constexpr uint32_t kSite1 = static_cast<uint32_t>(RngSite::dropout1), kSite2 = static_cast<uint32_t>(RngSite::dropout2);
+
+// Megatron's g and g-bar between the sequence-parallel region and the TP blocks: the group's
+// tokens from every rank's share, and the sum of partial outputs, split back by sequence.
+// With T = 1 there is nothing to gather or sum.
+Tensor all_gather_sp(Communicator& tp, const Tensor& t, AllocTag tag) { return tp.size() == 1 ? t : gather_seq(tp, t, tag); }
+Tensor reduce_scatter_sp(Communicator& tp, const Tensor& t, AllocTag tag) {
+  return tp.size() == 1 ? t : reduce_scatter_seq(tp, t, tag);
+}
+
+// The columns of W_qkv [h, (H + 2 Hkv) d] that TP rank t owns: its q heads, its k heads, its v heads.
+std::vector<std::pair<int64_t, int64_t>> qkv_columns(const LayerConfig& c, int T, int t) {
+  const int64_t d = c.d(), q = c.H / T * d, kv = c.Hkv / T * d;
+  return {{t * q, (t + 1) * q}, {c.H * d + t * kv, c.H * d + (t + 1) * kv},
+          {(c.H + c.Hkv) * d + t * kv, (c.H + c.Hkv) * d + (t + 1) * kv}};
+}
+
+std::vector<std::pair<int64_t, int64_t>> ffn_columns(const LayerConfig& c, int T, int t) {
+  return {{t * (c.f / T), (t + 1) * (c.f / T)}};
+}
+
+}  // namespace
+
+std::vector<Tensor*> sequence_parallel_params(LayerWeights& w) {
+  return {&w.ln1_gamma, &w.ln1_beta, &w.ln2_gamma, &w.ln2_beta, &w.o_bias, &w.fc2_bias};
+}
+
+LayerWeights tp_shard_weights(const LayerConfig& cfg, int T, int t, DType dt, AllocTag tag) {
+  if (T == 1) return init_weights(cfg, dt, tag);
+  const LayerWeights full = init_weights(cfg, dt, tag);
+  const int64_t Hd = cfg.H / T * cfg.d(), fl = cfg.f / T;
+  LayerWeights w;
+  w.ln1_gamma = full.ln1_gamma.clone(tag), w.ln1_beta = full.ln1_beta.clone(tag);
+  w.ln2_gamma = full.ln2_gamma.clone(tag), w.ln2_beta = full.ln2_beta.clone(tag);
+  w.qkv_weight = slice_cols(full.qkv_weight, qkv_columns(cfg, T, t), tag);
+  w.qkv_bias = slice_cols(full.qkv_bias, qkv_columns(cfg, T, t), tag);
+  w.o_weight = slice_rows(full.o_weight, t * Hd, Hd, tag);
+  w.o_bias = full.o_bias.clone(tag);
+  w.fc1_weight = slice_cols(full.fc1_weight, ffn_columns(cfg, T, t), tag);
+  w.fc1_bias = slice_cols(full.fc1_bias, ffn_columns(cfg, T, t), tag);
+  w.fc2_weight = slice_rows(full.fc2_weight, t * fl, fl, tag);
+  w.fc2_bias = full.fc2_bias.clone(tag);
+  return w;
+}
+
+LayerWeights gather_tp_grads(const LayerConfig& cfg, Communicator& tp, const LayerWeights& shard, AllocTag tag) {
+  const int T = tp.size();
+  if (T == 1) return shard;
+  LayerWeights G = shard;  // the sequence-parallel ones: whole, already summed
+  const int64_t W = cfg.qkv_width();
+  auto qkv = [&](int t) { return qkv_columns(cfg, T, t); };
+  auto ffn = [&](int t) { return ffn_columns(cfg, T, t); };
+  G.qkv_weight = gather_cols(tp, shard.qkv_weight, W, qkv, tag);
+  G.qkv_bias = gather_cols(tp, shard.qkv_bias, W, qkv, tag);
+  G.o_weight = tp.all_gather(shard.o_weight, tag).reshape({cfg.H * cfg.d(), cfg.h});
+  G.fc1_weight = gather_cols(tp, shard.fc1_weight, cfg.f, ffn, tag);
+  G.fc1_bias = gather_cols(tp, shard.fc1_bias, cfg.f, ffn, tag);
+  G.fc2_weight = tp.all_gather(shard.fc2_weight, tag).reshape({cfg.f, cfg.h});
+  return G;
+}
+
+void qkv_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp, const Tensor& x,
+                 const TokenPositions& pos, TokenwiseSaved& sv, Tensor& q, Tensor& k, Tensor& v, AllocTag act,
+                 AllocTag qkv_tag, AllocTag ws) {
+  const DType dt = x.dtype();
+  const int T = tp.size();
+  const int64_t b = x.dim(0), n = int64_t(pos.group.size()), N = b * x.dim(1), d = cfg.d();
+  trace::sublayer("ln1");
+  sv.x = x;
+  sv.mean1 = be.empty({N}, dt, act), sv.rstd1 = be.empty({N}, dt, act), sv.h1 = be.empty(x.shape(), dt, act);
+  be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, sv.h1, sv.mean1, sv.rstd1);
+  trace::sublayer("qkv");
+  q = be.empty({b, n, cfg.H / T, d}, dt, qkv_tag);
+  k = be.empty({b, n, cfg.Hkv / T, d}, dt, qkv_tag);
+  v = be.empty({b, n, cfg.Hkv / T, d}, dt, qkv_tag);
+  {
+    const Tensor h1 = all_gather_sp(tp, sv.h1, ws);  // g: the group's tokens
+    Tensor qkv = be.empty({b, n, (cfg.H + 2 * cfg.Hkv) / T * d}, dt, ws);
+    be.matmul(h1, false, w.qkv_weight, false, qkv);  // column-parallel: our heads
+    be.add_bias(qkv, w.qkv_bias);
+    be.split_qkv(qkv, q, k, v);
+  }
+  if (cfg.rope) {
+    be.rope_forward(q, pos.group, cfg.rope_theta);
+    be.rope_forward(k, pos.group, cfg.rope_theta);
+  }
+}
+
+Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp,
+                              const Tensor& a, const TokenPositions& pos, TokenwiseSaved& sv, AllocTag act, AllocTag ws) {
+  const DType dt = a.dtype();
+  const int T = tp.size();
+  const int64_t b = a.dim(0), n = a.dim(1), h = cfg.h, nl = int64_t(pos.own.size()), N = b * nl;
+  // Row-parallel W_o: a partial sum over our heads; g-bar sums it and splits it by sequence.
+  trace::sublayer("out_proj");
+  Tensor y;
+  {
+    Tensor y_partial = be.empty({b, n, h}, dt, ws);
+    be.matmul(a.reshape({b, n, a.dim(2) * a.dim(3)}), false, w.o_weight, false, y_partial);
+    y = reduce_scatter_sp(tp, y_partial, ws);
+  }
+  be.add_bias(y, w.o_bias);  // the bias once, after the sum
+  be.dropout_forward(y, y, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite1);
+  sv.x2 = be.empty({b, nl, h}, dt, act);
+  be.add(sv.x, y, sv.x2);
+  // LayerNorm 2 on our tokens; g; column-parallel W_1 on our f/T columns.
+  trace::sublayer("ln2");
+  sv.mean2 = be.empty({N}, dt, act), sv.rstd2 = be.empty({N}, dt, act), sv.h2 = be.empty({b, nl, h}, dt, act);
+  be.layernorm_forward(sv.x2, w.ln2_gamma, w.ln2_beta, cfg.eps, sv.h2, sv.mean2, sv.rstd2);
+  trace::sublayer("mlp");
+  sv.u = be.empty({b, n, cfg.f / T}, dt, act), sv.g = be.empty({b, n, cfg.f / T}, dt, act);
+  {
+    const Tensor h2 = all_gather_sp(tp, sv.h2, ws);
+    be.matmul(h2, false, w.fc1_weight, false, sv.u);
+  }
+  be.add_bias(sv.u, w.fc1_bias);
+  be.gelu_forward(sv.u, sv.g);
+  // Row-parallel W_2, g-bar again, then dropout and the residual on our tokens.
+  Tensor z;
+  {
+    Tensor z_partial = be.empty({b, n, h}, dt, ws);
+    be.matmul(sv.g, false, w.fc2_weight, false, z_partial);
+    z = reduce_scatter_sp(tp, z_partial, ws);
+  }
+  be.add_bias(z, w.fc2_bias);
+  be.dropout_forward(z, z, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite2);
+  Tensor out = be.empty({b, nl, h}, dt, ws);
+  be.add(sv.x2, z, out);
+  return out;
+}
+
+Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp,
+                               const Tensor& a, const Tensor& dout, const TokenPositions& pos, const TokenwiseSaved& sv,
+                               LayerWeights& gw, Tensor& dx2, AllocTag ws) {
+  const DType dt = dout.dtype();
+  const int64_t b = a.dim(0), n = a.dim(1), h = cfg.h, nl = dout.dim(1), Hd = a.dim(2) * a.dim(3);
+  // The MLP. The backward of a reduce-scatter is an all-gather, and vice versa.
+  trace::sublayer("mlp");
+  Tensor dz = be.empty({b, nl, h}, dt, ws);
+  be.dropout_forward(dout, dz, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite2);
+  be.bias_grad(dz, gw.fc2_bias);
+  Tensor du = be.empty({b, n, sv.u.dim(2)}, dt, ws);
+  {
+    const Tensor dz_group = all_gather_sp(tp, dz, ws);
+    be.matmul(sv.g, true, dz_group, false, gw.fc2_weight, 1, 1);  // dW2 += g^T dz
+    be.matmul(dz_group, false, w.fc2_weight, true, du);          // dg = dz W2^T
+  }
+  be.gelu_backward(du, sv.u, du);
+  Tensor dh2;
+  {
+    // W_1's gradient needs LayerNorm 2's output for the group's tokens: gather it again rather
+    // than keep it whole (Megatron does the same).
+    const Tensor h2 = all_gather_sp(tp, sv.h2, ws);
+    be.matmul(h2, true, du, false, gw.fc1_weight, 1, 1);  // dW1 += h2^T du
+    be.bias_grad(du, gw.fc1_bias);
+    Tensor dh2_partial = be.empty({b, n, h}, dt, ws);
+    be.matmul(du, false, w.fc1_weight, true, dh2_partial);
+    dh2 = reduce_scatter_sp(tp, dh2_partial, ws);
+  }
+  du = Tensor();
+  trace::sublayer("ln2");
+  dx2 = be.empty({b, nl, h}, dt, ws);
+  be.layernorm_backward(dh2, sv.x2, w.ln2_gamma, sv.mean2, sv.rstd2, dx2, gw.ln2_gamma, gw.ln2_beta);
+  be.add(dx2, dout, dx2);
+  // The output projection.
+  trace::sublayer("out_proj");
+  Tensor dy = dh2;
+  be.dropout_forward(dx2, dy, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite1);
+  be.bias_grad(dy, gw.o_bias);
+  Tensor da = be.empty({b, n, Hd}, dt, ws);
+  {
+    const Tensor dy_group = all_gather_sp(tp, dy, ws);
+    be.matmul(a.reshape({b, n, Hd}), true, dy_group, false, gw.o_weight, 1, 1);  // dWo += a^T dy
+    be.matmul(dy_group, false, w.o_weight, true, da);                            // da = dy Wo^T
+  }
+  return da.reshape(a.shape());
+}
+
+Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp, Tensor& dq, Tensor& dk,
+                    const Tensor& dv, const TokenPositions& pos, const TokenwiseSaved& sv, const Tensor& dx2,
+                    LayerWeights& gw, AllocTag ws) {
+  const DType dt = dq.dtype();
+  const int64_t b = dq.dim(0), n = dq.dim(1);
+  trace::sublayer("qkv");
+  if (cfg.rope) {
+    be.rope_backward(dq, pos.group, cfg.rope_theta);
+    be.rope_backward(dk, pos.group, cfg.rope_theta);
+  }
+  Tensor dh1;
+  {
+    Tensor dqkv = be.empty({b, n, dq.dim(2) * dq.dim(3) + 2 * dk.dim(2) * dk.dim(3)}, dt, ws);
+    be.merge_qkv(dq, dk, dv, dqkv);
+    const Tensor h1 = all_gather_sp(tp, sv.h1, ws);
+    be.matmul(h1, true, dqkv, false, gw.qkv_weight, 1, 1);  // dWqkv += h1^T dqkv
+    be.bias_grad(dqkv, gw.qkv_bias);
+    Tensor dh1_partial = be.empty({b, n, cfg.h}, dt, ws);
+    be.matmul(dqkv, false, w.qkv_weight, true, dh1_partial);
+    dh1 = reduce_scatter_sp(tp, dh1_partial, ws);
+  }
+  trace::sublayer("ln1");
+  Tensor dx = be.empty(sv.x.shape(), dt, ws);
+  be.layernorm_backward(dh1, sv.x, w.ln1_gamma, sv.mean1, sv.rstd1, dx, gw.ln1_gamma, gw.ln1_beta);
+  be.add(dx, dx2, dx);
+  return dx;
+}
+
+}  // namespace ringside

@@ -1,0 +1,69 @@
+// The token-wise parts of the layer, around attention, on one rank of a tensor-parallel group.
+//
+// With T = 1 (no TP) a rank holds whole tokens and every weight: every op outside attention is
+// token-wise and runs on the rank's tokens alone, exactly as the reference does on all of them.
+// With T > 1 (Megatron TP with sequence parallelism; Shoeybi et al. 2019, Korthikanti et al.
+// 2022; lesson 2) the two matrix blocks are split: W_qkv by heads and W_1 by columns of f
+// (column-parallel), W_o and W_2 by rows (row-parallel). The LayerNorm, dropout and residual
+// region is split by sequence: each TP rank holds 1/T of the group's tokens there. Entering a
+// column-parallel block an all-gather rebuilds the group's tokens (Megatron's g); leaving a
+// row-parallel block a reduce-scatter sums the partial outputs and splits them by sequence
+// again (g-bar). The backward of each is the other.
+//
+// Shapes: the TP group holds n tokens (a context-parallel shard, or the whole sequence), each TP
+// rank n/T of them between the blocks: x, dout, out, dx [b, n/T, h]; q [b, n, H/T, d]; k, v
+// [b, n, Hkv/T, d]; the attention output a [b, n, H/T, d].
+#pragma once
+#include <vector>
+
+#include "comm/communicator.h"
+#include "device/backend.h"
+#include "layer/config.h"
+#include "layer/weights.h"
+
+namespace ringside {
+
+/// The global positions of a rank's tokens: `own`, its n/T between the TP blocks (dropout),
+/// and `group`, the TP group's n, in local order (RoPE on q and k).
+struct TokenPositions {
+  std::vector<int64_t> own, group;
+};
+
+/// What the token-wise parts keep for backward (tagged as saved activations).
+struct TokenwiseSaved {
+  Tensor x, mean1, rstd1, h1, x2, mean2, rstd2, h2, u, g;
+};
+
+/// TP rank t of T's share of the reference's weights (drawn from cfg.seed as the reference
+/// draws them): the LayerNorms and the row-parallel biases whole, W_qkv and b_qkv by heads
+/// (its q, k and v heads), W_1 and b_1 by columns, W_o and W_2 by rows. T = 1: all of them.
+LayerWeights tp_shard_weights(const LayerConfig& cfg, int T, int t, DType dt, AllocTag tag);
+/// The whole gradients from every TP rank's shards (collective over `tp`): the inverse of
+/// tp_shard_weights. The sequence-parallel ones must already be summed over the group.
+LayerWeights gather_tp_grads(const LayerConfig& cfg, Communicator& tp, const LayerWeights& shard, AllocTag tag);
+/// The parameters of the sequence-parallel region (both LayerNorms, o.bias, fc2.bias): whole
+/// on every TP rank, their gradients partial sums over its tokens until all-reduced.
+std::vector<Tensor*> sequence_parallel_params(LayerWeights& w);
+
+/// LayerNorm 1 on the rank's tokens, all-gather over `tp`, the QKV projection for the rank's
+/// heads and RoPE: fills q, k, v (tagged qkv_tag). Saves x, mean1, rstd1, h1.
+void qkv_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp, const Tensor& x,
+                 const TokenPositions& pos, TokenwiseSaved& sv, Tensor& q, Tensor& k, Tensor& v, AllocTag act,
+                 AllocTag qkv_tag, AllocTag ws);
+/// From the attention output a to the layer's output [b, n/T, h]: W_o and a reduce-scatter,
+/// dropout 1, residual, LayerNorm 2, an all-gather and the MLP, a reduce-scatter, dropout 2,
+/// residual. Saves x2, mean2, rstd2, h2, u, g.
+Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp,
+                              const Tensor& a, const TokenPositions& pos, TokenwiseSaved& sv, AllocTag act, AllocTag ws);
+/// Its backward from dout: adds the o, ln2, fc1 and fc2 gradients into gw, sets dx2 (the
+/// gradient reaching the first residual) and returns da [b, n, H/T, d].
+Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp,
+                               const Tensor& a, const Tensor& dout, const TokenPositions& pos, const TokenwiseSaved& sv,
+                               LayerWeights& gw, Tensor& dx2, AllocTag ws);
+/// The backward of qkv_forward from dq, dk, dv (RoPE undone in place): adds the qkv and ln1
+/// gradients into gw and returns dx = LayerNorm 1's backward + dx2.
+Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp, Tensor& dq, Tensor& dk,
+                    const Tensor& dv, const TokenPositions& pos, const TokenwiseSaved& sv, const Tensor& dx2,
+                    LayerWeights& gw, AllocTag ws);
+
+}  // namespace ringside

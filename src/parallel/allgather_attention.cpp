@@ -1,0 +1,70 @@
+// All-gather context parallelism, read top to bottom: gather K/V, attend, reduce-scatter dK/dV.
+#include "parallel/allgather_attention.h"
+
+#include "comm/tensor_comm.h"
+#include "kernels/cpu/attention.h"
+
+namespace ringside {
+
+namespace {
+
+// The parameters of query run a against the whole sequence of s keys at positions 0, 1, ...
+AttentionParams run_params(const AttentionSpec& spec, const Tensor& q, const Tensor& k_full, const Run& a) {
+  AttentionParams p;
+  p.b = q.dim(0), p.sq = a.len, p.sk = k_full.dim(1), p.H = q.dim(2), p.Hkv = k_full.dim(2), p.d = q.dim(3);
+  p.causal = spec.causal, p.softmax_scale = spec.softmax_scale;
+  p.q_offset = a.first, p.q_stride = a.stride;
+  return p;
+}
+
+// K or V of every rank of the group, in sequence order: [b, s, Hkv, d].
+Tensor gather_kv(Communicator& group, const RingLayout& layout, const Tensor& t, AllocTag tag) {
+  return gather_tokens(group, t, [&](int j) { return layout_positions(layout.layout, layout.s, group.size(), j); },
+                       layout.s, tag);
+}
+
+}  // namespace
+
+AttentionOut allgather_attention_forward(Communicator& group, const RingLayout& layout, const AttentionSpec& spec,
+                                         const RankContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                                         double* flops) {
+  const Tensor k_full = gather_kv(group, layout, k, ctx.comm), v_full = gather_kv(group, layout, v, ctx.comm);
+  AttentionOut res{ctx.be.empty(q.shape(), ctx.dt, ctx.act), ctx.be.empty({q.dim(0), q.dim(2), q.dim(1)}, ctx.dt, ctx.act)};
+  for (const Run& a : layout_runs(layout.layout, layout.s, group.size(), group.rank())) {
+    const AttentionParams p = run_params(spec, q, k_full, a);
+    Tensor out = ctx.be.empty({q.dim(0), a.len, q.dim(2), q.dim(3)}, ctx.dt, ctx.ws);
+    Tensor lse = ctx.be.empty({q.dim(0), q.dim(2), a.len}, ctx.dt, ctx.ws);
+    ctx.be.attention_forward(p, run_of(q, a, ctx.ws), k_full, v_full, out, lse);
+    put_seq(res.out, out, a.start);
+    lse_columns(res.lse, a.start, lse, 0, a.len);
+    if (flops) *flops += kernels::cpu::attention_forward_flops(p);
+  }
+  return res;
+}
+
+AttentionGrads allgather_attention_backward(Communicator& group, const RingLayout& layout, const AttentionSpec& spec,
+                                            const RankContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const AttentionOut& fwd, const Tensor& dout) {
+  const Tensor k_full = gather_kv(group, layout, k, ctx.comm), v_full = gather_kv(group, layout, v, ctx.comm);
+  Tensor dk_full = ctx.be.zeros(k_full.shape(), ctx.dt, ctx.comm), dv_full = ctx.be.zeros(v_full.shape(), ctx.dt, ctx.comm);
+  AttentionGrads g{ctx.be.empty(q.shape(), ctx.dt, ctx.ws), Tensor(), Tensor()};
+  for (const Run& a : layout_runs(layout.layout, layout.s, group.size(), group.rank())) {
+    Tensor lse = ctx.be.empty({q.dim(0), q.dim(2), a.len}, ctx.dt, ctx.ws);
+    lse_columns(lse, 0, fwd.lse, a.start, a.len);
+    Tensor dq = ctx.be.zeros({q.dim(0), a.len, q.dim(2), q.dim(3)}, ctx.dt, ctx.ws);
+    ctx.be.attention_backward(run_params(spec, q, k_full, a), run_of(q, a, ctx.ws), k_full, v_full,
+                              run_of(fwd.out, a, ctx.ws), run_of(dout, a, ctx.ws), lse, dq, dk_full, dv_full);
+    put_seq(g.dq, dq, a.start);
+  }
+  // Every rank holds a partial dK/dV for the whole sequence: sum them, each rank keeping its tokens.
+  auto positions_of = [&](int j) { return layout_positions(layout.layout, layout.s, group.size(), j); };
+  g.dk = reduce_scatter_tokens(group, dk_full, positions_of, ctx.ws);
+  g.dv = reduce_scatter_tokens(group, dv_full, positions_of, ctx.ws);
+  return g;
+}
+
+int64_t allgather_kv_bytes(int64_t b, int64_t s, int64_t Hkv, int64_t d, DType dt) {
+  return 2 * b * s * Hkv * d * dtype_size(dt);
+}
+
+}  // namespace ringside

@@ -1,0 +1,114 @@
+// Attention over a sequence that is split across ranks: what the context-parallel algorithms
+// (the ring, the all-to-all, the all-gather) have in common, so that a layer, or another
+// algorithm (Ulysses around a ring), can call any of them.
+//
+// Shapes, on one rank holding n of the sequence's tokens:
+//   q, out, dq, dout  [b, n, Hq, d]      k, v, dk, dv  [b, n, Hkv, d]      lse [b, Hq, n]
+// (query head i reads kv head i / (Hq / Hkv); kernels/cpu/attention.h).
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "device/backend.h"
+#include "parallel/layout.h"
+
+namespace ringside {
+
+/// What a rank computes with: its backend, the element type, and where its allocations are
+/// counted (workspace, saved activations, communication buffers).
+struct RankContext {
+  Backend& be;
+  DType dt;
+  AllocTag ws, act, comm;
+};
+
+/// The attention every rank computes: causal or not, and the scale of the scores.
+struct AttentionSpec {
+  bool causal = true;
+  double softmax_scale = 1;
+};
+
+struct AttentionOut {
+  Tensor out, lse;
+};
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+};
+
+/// One step of a rank's ring: what it computed and what it sent.
+struct StepRecord {
+  std::string phase;     ///< "forward" or "backward"
+  int step = 0;          ///< ring step i: the K/V block of ring rank (r - i) mod R
+  int block_of = 0;      ///< the ring rank whose K/V block was computed on
+  std::string computed;  ///< "q[0:64] x k[128:192] ..." (global token ranges or strided sets), or "skipped"
+  double flops = 0;      ///< attention FLOPs of this step (forward convention: 4 d per visible pair per head)
+  int64_t bytes_sent = 0;
+  double compute_s = 0, wait_s = 0;  ///< time computing, and waiting for this step's transfers after it
+};
+
+/// Attention over this rank's share of a sequence split across ranks. forward returns the
+/// rank's out and lse; backward, given them and dout, returns dq, dk, dv of the rank's tokens.
+/// An algorithm that keeps its own copies for the backward (the all-to-all keeps the head
+/// layout) says so with keeps_inputs() false: then its forward's lse is empty, and its
+/// backward reads neither q, k, v nor out.
+class SequenceAttention {
+ public:
+  virtual ~SequenceAttention() = default;
+  virtual AttentionOut forward(const Tensor& q, const Tensor& k, const Tensor& v) = 0;
+  virtual AttentionGrads backward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOut& fwd,
+                                  const Tensor& dout) = 0;
+  /// Whether the backward reads the caller's q, k, v (which the caller then saves).
+  virtual bool keeps_inputs() const { return true; }
+  double flops = 0;                ///< forward attention FLOPs this rank computed
+  std::vector<StepRecord> steps;   ///< per ring step (algorithms with a ring)
+};
+
+/// Plain attention on one rank that holds the whole sequence, in order (no communication):
+/// TP's heads, or Ulysses's heads after the all-to-all.
+class LocalAttention : public SequenceAttention {
+ public:
+  LocalAttention(const AttentionSpec& spec, const RankContext& ctx) : spec_(spec), ctx_(ctx) {}
+  AttentionOut forward(const Tensor& q, const Tensor& k, const Tensor& v) override;
+  AttentionGrads backward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOut& fwd,
+                          const Tensor& dout) override;
+
+ private:
+  AttentionParams params(const Tensor& q, const Tensor& k) const;
+  AttentionSpec spec_;
+  RankContext ctx_;
+};
+
+/// The tokens of run r of t [b, n, ...]: t itself when the run is all of it, else a copy
+/// tagged `tag`.
+Tensor run_of(const Tensor& t, const Run& r, AllocTag tag);
+/// Copies `len` columns of lse: dst [b, H, n] columns [dst_at, dst_at + len) from src [b, H, m]
+/// columns [src_at, ...) (a dry run moves no data).
+void lse_columns(Tensor& dst, int64_t dst_at, const Tensor& src, int64_t src_at, int64_t len);
+
+/// Measures one ring step beside the algorithm (not inside it): opens the step's span on the
+/// timeline, and, given a record list, times the compute and the wait after it and counts the
+/// bytes sent.
+class StepProbe {
+ public:
+  StepProbe(Communicator& comm, std::vector<StepRecord>* records, const char* phase, int step, int block_of,
+            const std::string& detail);
+  ~StepProbe();
+  /// A (query run x key run) pair computed in this step.
+  void computed(const std::string& what, double flops);
+  /// The step's compute is queued: on a GPU wait for it, then time the wait that follows.
+  void compute_done();
+  double flops() const { return rec_.flops; }
+
+ private:
+  Communicator& comm_;
+  std::vector<StepRecord>* records_;
+  std::unique_ptr<trace::Span> span_;
+  StepRecord rec_;
+  CommStats before_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace ringside

@@ -1,0 +1,200 @@
+#include "parallel/groups.h"
+
+#include <regex>
+
+#include "core/error.h"
+#include "parallel/layout.h"
+
+namespace ringside {
+
+const char* to_string(CpComm c) {
+  switch (c) {
+    case CpComm::none: return "none";
+    case CpComm::p2p: return "p2p";
+    case CpComm::all_gather: return "all_gather";
+    case CpComm::a2a: return "a2a";
+    case CpComm::a2a_p2p: return "a2a+p2p";
+  }
+  return "?";
+}
+
+CpComm parse_cp_comm(const std::string& s) {
+  for (CpComm c : {CpComm::none, CpComm::p2p, CpComm::all_gather, CpComm::a2a, CpComm::a2a_p2p})
+    if (s == to_string(c)) return c;
+  throw ConfigError("unknown --cp-comm '" + s + "' (p2p, all_gather, a2a or a2a+p2p)");
+}
+
+const char* to_string(RankOrder o) { return o == RankOrder::tp_cp ? "tp-cp" : "cp-tp"; }
+
+RankOrder parse_rank_order(const std::string& s) {
+  if (s == "tp-cp") return RankOrder::tp_cp;
+  if (s == "cp-tp") return RankOrder::cp_tp;
+  throw ConfigError("unknown --order '" + s + "' (tp-cp: TP innermost, as Megatron; cp-tp: the reverse)");
+}
+
+ParallelConfig ParallelConfig::resolved(int P) const {
+  ParallelConfig r = *this;
+  if (P < 1) throw ConfigError(detail::concat("P = ", P, ": need at least one rank"));
+  auto rest = [&](int other, const char* which) {
+    if (other < 1 || P % other != 0)
+      throw ConfigError(detail::concat(name(), " on P = ", P, ": ", which, " = ", other, " does not divide P"));
+    return P / other;
+  };
+  if (r.tp == 0 && r.cp == 0) throw ConfigError(name() + ": give the TP or the CP degree");
+  if (r.tp == 0) r.tp = rest(r.cp, "the CP degree C");
+  if (r.cp == 0) r.cp = rest(r.tp, "the TP degree T");
+  if (r.cp_comm == CpComm::a2a) r.cp_a2a = r.cp;
+  if (r.cp_comm != CpComm::a2a && r.cp_comm != CpComm::a2a_p2p) r.cp_a2a = 1;
+  if (int64_t(r.tp) * r.cp != P)
+    throw ConfigError(detail::concat(name(), ": T x C must equal P, but T ", r.tp, " x C ", r.cp, " = ",
+                                     int64_t(r.tp) * r.cp, " and P = ", P));
+  if (r.cp_comm == CpComm::none && r.cp != 1)
+    throw ConfigError(detail::concat(name(), ": C = ", r.cp, " needs a --cp-comm (p2p, all_gather, a2a or a2a+p2p)"));
+  if (r.cp_a2a < 1 || r.cp % r.cp_a2a != 0)
+    throw ConfigError(detail::concat(name(), ": the all-to-all size U = ", r.cp_a2a, " must divide C = ", r.cp,
+                                     " (a2a+p2p runs the ring over C / U groups of U ranks)"));
+  return r;
+}
+
+std::string ParallelConfig::name() const {
+  auto deg = [](int v) { return v == 0 ? std::string() : std::to_string(v); };
+  if (cp_comm == CpComm::none) return tp == 0 ? "tp-sp" : "tp" + deg(tp);
+  std::string c;
+  switch (cp_comm) {
+    case CpComm::none: break;
+    case CpComm::p2p: c = "ring" + deg(cp); break;
+    case CpComm::all_gather: c = "all-gather" + deg(cp); break;
+    case CpComm::a2a: c = "ulysses" + deg(cp); break;
+    case CpComm::a2a_p2p: c = "ulysses" + deg(cp_a2a) + "xring" + (cp == 0 ? "" : deg(cp / cp_a2a)); break;
+  }
+  if (tp == 1) return c;
+  return order == RankOrder::tp_cp ? "tp" + deg(tp) + "x" + c : c + "xtp" + deg(tp);
+}
+
+ParallelConfig parse_parallel_config(const std::string& name) {
+  auto bad = [&](const std::string& why) -> ConfigError {
+    return ConfigError("strategy '" + name + "': " + why +
+                       " (names: tp-sp, ring, ulysses, all-gather, or degrees innermost first joined by x, e.g. "
+                       "tp2xring2, ulysses2xring2, tp2xall-gather2, ring2xtp2)");
+  };
+  if (name == "tp-sp") return ParallelConfig{0, 1, CpComm::none};
+  static const std::regex token(R"((tp|ring|ulysses|all-gather)([1-9][0-9]{0,4})?)");
+  std::vector<std::pair<std::string, int>> parts;
+  for (size_t at = 0; at <= name.size();) {
+    const size_t x = name.find('x', at);
+    const std::string t = name.substr(at, x == std::string::npos ? std::string::npos : x - at);
+    std::smatch m;
+    if (!std::regex_match(t, m, token)) throw bad("'" + t + "' is not a group");
+    parts.push_back({m[1], m[2].matched ? std::stoi(m[2]) : 0});
+    if (x == std::string::npos) break;
+    at = x + 1;
+  }
+  ParallelConfig par{1, 1};
+  size_t i = 0;
+  const bool tp_first = parts[0].first == "tp";
+  if (tp_first) par.tp = parts[i++].second;
+  bool have_cp = false;
+  if (i < parts.size() && parts[i].first != "tp") {
+    have_cp = true;
+    const auto [kind, degree] = parts[i++];
+    par.cp = degree;
+    if (kind == "ring") par.cp_comm = CpComm::p2p;
+    if (kind == "all-gather") par.cp_comm = CpComm::all_gather;
+    if (kind == "ulysses") {
+      par.cp_comm = CpComm::a2a;
+      if (i < parts.size() && parts[i].first == "ring") {
+        if (degree == 0) throw bad("ulysses inside a ring needs its degree, e.g. ulysses2xring");
+        par.cp_comm = CpComm::a2a_p2p, par.cp_a2a = degree;
+        par.cp = parts[i].second == 0 ? 0 : degree * parts[i].second;
+        ++i;
+      }
+    }
+  }
+  if (i < parts.size() && parts[i].first == "tp" && !tp_first && have_cp) {
+    par.tp = parts[i++].second;
+    par.order = RankOrder::cp_tp;
+  }
+  if (i != parts.size()) throw bad("groups out of order or repeated");
+  if (!have_cp && par.tp == 1) throw bad("no group");
+  if (!have_cp) par.cp = 1, par.cp_comm = CpComm::none;
+  if (par.tp == 0 && par.cp == 0) throw bad("give every degree but one");
+  return par;
+}
+
+void ParallelConfig::validate(const LayerConfig& cfg, int P) const {
+  cfg.validate();
+  const ParallelConfig r = resolved(P);
+  const int T = r.tp, C = r.cp, U = r.a2a_size();
+  // "v must be divisible by T x C = 8 (why)", naming only the degrees above 1.
+  auto need = [&](int64_t v, const char* what, std::vector<std::pair<const char*, int64_t>> by, const char* why) {
+    int64_t product = 1;
+    std::string names;
+    for (const auto& [n, degree] : by)
+      if (degree > 1 || by.size() == 1) product *= degree, names += (names.empty() ? "" : " x ") + std::string(n);
+    if (names.empty()) return;
+    if (v % product != 0)
+      throw ConfigError(detail::concat(name(), " with P = ", P, ": ", what, " = ", v, " must be divisible by ", names,
+                                       " = ", product, " (", why, ")"));
+  };
+  need(cfg.H, "heads H", {{"T", T}, {"U", U}},
+       U > 1 ? (T > 1 ? "TP splits the heads, and the all-to-all splits each TP rank's heads"
+                      : "the all-to-all gives each rank H/U heads")
+             : "TP splits the heads");
+  need(cfg.Hkv, "kv heads Hkv", {{"T", T}}, "each TP rank computes Hkv/T key/value heads");
+  need(cfg.f, "ffn width f", {{"T", T}}, "each TP rank holds f/T columns of the MLP");
+  need(cfg.s, "sequence length s", {{"T", T}, {"C", C}},
+       "each CP rank holds s/C tokens, and between the TP blocks each TP rank s/(T C) of them");
+  const Layout l = r.layout(cfg);
+  const bool gather = r.cp_comm == CpComm::all_gather;
+  const int64_t groups = gather ? C : r.ring_size();
+  if (l == Layout::zigzag && groups > 1)
+    need(cfg.s, "sequence length s", {{gather ? "2C" : "2R", 2 * groups}},
+         gather ? "zigzag cuts the sequence into two chunks per rank"
+                : "zigzag cuts the sequence into two chunks per ring rank");
+}
+
+Layout ParallelConfig::layout(const LayerConfig& cfg) const {
+  return cp_comm == CpComm::a2a || cp == 1 ? Layout::contiguous : cfg.cp_layout();
+}
+
+GroupCoords coords_of(const ParallelConfig& par, int rank) {
+  GroupCoords g;
+  if (par.order == RankOrder::tp_cp) g.t = rank % par.tp, g.c = rank / par.tp;
+  else g.c = rank % par.cp, g.t = rank / par.cp;
+  const int U = par.a2a_size();
+  g.u = g.c % U, g.r = g.c / U;
+  return g;
+}
+
+int world_rank_of(const ParallelConfig& par, int t, int c) {
+  return par.order == RankOrder::tp_cp ? t + par.tp * c : c + par.cp * t;
+}
+
+std::vector<int64_t> cp_positions(const ParallelConfig& par, const LayerConfig& cfg, int c) {
+  const int U = par.a2a_size(), R = par.ring_size();
+  const Layout l = par.layout(cfg);
+  if (par.cp_comm == CpComm::all_gather) return layout_positions(l, cfg.s, par.cp, c);
+  const std::vector<int64_t> ring_shard = layout_positions(l, cfg.s, R, c / U);
+  const int64_t n = int64_t(ring_shard.size()) / U, u = c % U;
+  return {ring_shard.begin() + u * n, ring_shard.begin() + (u + 1) * n};
+}
+
+std::vector<int64_t> rank_positions(const ParallelConfig& par, const LayerConfig& cfg, int rank) {
+  const GroupCoords g = coords_of(par, rank);
+  const std::vector<int64_t> shard = cp_positions(par, cfg, g.c);
+  const int64_t n = int64_t(shard.size()) / par.tp;
+  return {shard.begin() + g.t * n, shard.begin() + (g.t + 1) * n};
+}
+
+ProcessGroups::ProcessGroups(Communicator& w, const ParallelConfig& p)
+    : world(w), par(p.resolved(w.size())), at(coords_of(par, w.rank())) {
+  const ParallelConfig& q = par;
+  const int U = q.a2a_size();
+  tp = world.split_by([&](int rank) { const GroupCoords g = coords_of(q, rank); return std::pair{g.c, g.t}; });
+  cp = world.split_by([&](int rank) { const GroupCoords g = coords_of(q, rank); return std::pair{g.t, g.c}; });
+  // Inside the CP group (ranks c = u + U r): the a2a groups share r, the rings share u.
+  a2a = cp->split_by([&](int c) { return std::pair{c / U, c % U}; });
+  ring = cp->split_by([&](int c) { return std::pair{c % U, c / U}; });
+}
+
+}  // namespace ringside
