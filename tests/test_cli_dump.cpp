@@ -88,7 +88,7 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
   REQUIRE(j.at("backend") == "local");
   REQUIRE(j.at("config").at("s") == 48);
   REQUIRE(j.at("reference_fp32").at("errors").size() == 14);  // out, grad.x, 12 weights
-  REQUIRE(j.at("strategies").size() == 3);  // tp-sp, ring, ulysses
+  REQUIRE(j.at("strategies").size() == 6);  // tp-sp, ring, ulysses, all-gather, tp2xring2, ulysses2xring2
   // The ring's work table: the zigzag layout ran (causal) and is balanced; contiguous is not.
   const auto& work = j.at("ring_work_per_rank");
   REQUIRE(work.at("zigzag").at("measured") == true);
@@ -124,8 +124,11 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
     }
     const auto& tl = s.at("timeline");
     REQUIRE(tl.at("compute_imbalance").get<double>() >= 1.0);
-    // Ring steps: P per pass for the ring; none for the others.
-    REQUIRE(tl.contains("steps") == (s.at("name") == "ring"));
-    if (s.at("name") == "ring") REQUIRE(tl.at("steps").size() == 8);
+    // Ring steps: R per pass for the configurations with a ring (R = P for the ring, 2 for the
+    // hybrids at P 4); none for the others.
+    const std::string name = s.at("name");
+    REQUIRE(tl.contains("steps") == (name.find("ring") != std::string::npos));
+    if (name == "ring") REQUIRE(tl.at("steps").size() == 8);
+    if (name == "tp2xring2" || name == "ulysses2xring2") REQUIRE(tl.at("steps").size() == 4);
   }
 }

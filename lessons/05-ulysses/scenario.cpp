@@ -4,7 +4,7 @@
 #include "core/error.h"
 #include "lessons/lesson.h"
 #include "parallel/parallel_layer.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/ulysses_attention.h"
 
 namespace ringside::lessons {
 
@@ -13,7 +13,7 @@ void ulysses(Script& L) {
   cfg.b = 1, cfg.s = 256, cfg.h = 128, cfg.H = 8, cfg.Hkv = 2, cfg.f = 512;  // GQA: 4 query heads per K/V head
   const int P = 4;
   const int64_t b = cfg.b, s = cfg.s, H = cfg.H, d = cfg.d(), sl = s / P, e = 4;
-  const int64_t Hkv_rep = ulysses_kv_heads(cfg, P), R = Hkv_rep / cfg.Hkv;
+  const int64_t Hkv_rep = ulysses_kv_heads(cfg, P), R = Hkv_rep / cfg.Hkv;  // K/V heads received together; ranks per head
   const std::vector<RankResult> rr = L.run(find_strategy("ulysses"), cfg, P, "ulysses");
   const std::vector<RankResult> ring = L.run(find_strategy("ring"), cfg, P, "ring");
   auto a2a_window = [&](int nth) {
@@ -65,19 +65,25 @@ void ulysses(Script& L) {
   L.step("GQA: fewer K/V heads than ranks", a2a_window(1));
   L.say("This layer has Hkv = %lld K/V heads for H = %lld query heads (query head i reads K/V head", (long long)cfg.Hkv,
         (long long)H);
-  L.say("i / %lld). With P = %d > Hkv the K/V heads cannot be split among the ranks: each is", (long long)(H / cfg.Hkv), P);
-  L.say("replicated R = P / Hkv = %lld times before the all-to-all, so that every rank receives the", (long long)R);
-  L.say("one its query heads read:");
+  L.say("i / %lld). With P = %d > Hkv the K/V heads cannot be divided among the ranks. Instead each", (long long)(H / cfg.Hkv), P);
+  L.say("rank receives exactly the K/V heads its query heads read, so each K/V head goes to");
+  L.say("P / Hkv = %lld ranks:", (long long)R);
   L.blank();
-  Table t3({"rank", "q heads", "read K/V head", "receives replica"});
-  for (int r = 0; r < P; ++r)
-    t3.row({std::to_string(r), fmt("%lld-%lld", (long long)(r * H / P), (long long)((r + 1) * H / P - 1)),
-            std::to_string(r * (H / P) / (H / cfg.Hkv)), fmt("%d of head %lld", int(r % R), (long long)(r / R))});
+  Table t3({"rank", "q heads", "reads K/V head"});
+  int64_t received = 0;  // K/V heads the ranks receive together
+  for (int r = 0; r < P; ++r) {
+    const HeadShare share = ulysses_head_share(H, cfg.Hkv, P, r);
+    received += share.kv_count;
+    t3.row({std::to_string(r), fmt("%lld-%lld", (long long)share.q_first, (long long)(share.q_first + share.q_count - 1)),
+            share.kv_count == 1 ? std::to_string(share.kv_first)
+                                : fmt("%lld-%lld", (long long)share.kv_first, (long long)(share.kv_first + share.kv_count - 1))});
+  }
   L.table(t3);
-  L.record("kv_heads_replicated", double(Hkv_rep));
+  L.record("kv_heads_replicated", double(received));
   L.blank();
-  L.say("Replication costs bytes: K and V move as if there were %lld heads. In the backward the", (long long)Hkv_rep);
-  L.say("gradients of the R replicas are summed back into one head.");
+  L.say("Sending a head to several ranks costs bytes: K and V move as if there were %lld heads. In", (long long)received);
+  L.say("the backward a K/V head's gradient is the sum of what its readers computed. When one K/V");
+  L.say("head's query heads straddle two ranks (H 6, Hkv 3, P 2) it goes to both.");
 
   // ---- 4. attention and back ---------------------------------------------------------------------
   L.step("Attention on whole sequences, then back", L.window("ulysses", [](const trace::Event& ev) {
@@ -110,7 +116,8 @@ void ulysses(Script& L) {
   L.steps.back().text += wrap(refused, 88, "  ");
   L.blank();
   L.say("Llama-3 70B has 64 query heads and 8 K/V heads: Ulysses alone stops at 64 GPUs, and past");
-  L.say("8 it replicates K/V. The ring has no such limit; the two combine (USP, Fang and Zhao 2024).");
+  L.say("8 it sends each K/V head to several ranks. The ring has no such limit; the two combine (USP,");
+  L.say("Fang and Zhao 2024; lesson 7).");
   L.record("max_ranks", double(H));
   L.record("p16_refused", refused.empty() ? 0.0 : 1.0);
 

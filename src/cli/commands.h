@@ -34,6 +34,19 @@ std::function<std::string(const std::string&)> number_in(double lo, double hi);
 /// its opposite together are an error.
 void add_config_flags(CLI::App& app, LayerConfig& cfg);
 
+/// A parallel configuration given as degrees (--tp, --cp, --cp-comm, --cp-a2a, --order)
+/// instead of a --strategy name.
+struct ParallelFlags {
+  int tp = 0, cp = 0, cp_a2a = 0;  ///< 0: not given
+  std::string cp_comm, order;
+};
+/// Adds --tp, --cp, --cp-comm, --cp-a2a and --order (group "Parallel").
+void add_parallel_flags(CLI::App& app, ParallelFlags& p);
+/// The strategy's name: `strategy`, or the configuration the flags give (groups.h). Throws
+/// ConfigError when both or neither are given, or the flags contradict (a2a+p2p without
+/// --cp-a2a, --cp-a2a without a2a+p2p).
+std::string strategy_name(const std::string& strategy, const ParallelFlags& p);
+
 /// The options given on a command line, by name, with their values as given ("--seq", "4096").
 using GivenOptions = std::vector<std::pair<std::string, std::string>>;
 /// The options given to `app` (a parsed subcommand).
@@ -85,6 +98,7 @@ struct CompareOptions {
   LayerConfig cfg;
   std::string strategies;  ///< comma-separated; empty: all
   std::string strategy;    ///< for run
+  ParallelFlags parallel;  ///< for run: the configuration as degrees
   int ranks = 4;
   bool ranks_given = false;
   std::string backend;  ///< "", "local", "mpi" or "nccl"
@@ -197,7 +211,8 @@ nlohmann::json metrics_json(const trace::StrategyMetrics& s);
 
 struct ModelCommandOptions {
   LayerConfig cfg;
-  std::string strategy;  ///< a dry run of this strategy, or
+  std::string strategy;  ///< a dry run of this strategy (or of `parallel`), or
+  ParallelFlags parallel;
   std::string from;      ///< a recorded trace to model
   int ranks = 4;
   std::string hw = "h100-nvlink";

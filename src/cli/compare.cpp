@@ -99,7 +99,9 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
   };
   CLI::App* cmp = app.add_subcommand("compare", "Run every strategy on the same input and compare them with the references");
   common(cmp);
-  cmp->add_option("--strategies", o.strategies, "comma-separated list (default: all of " + names + ")")
+  cmp->add_option("--strategies", o.strategies,
+                  "comma-separated list of names or configurations such as tp2xring2, ulysses2xring2, tp2xall-gather2, "
+                  "ring2xtp2 (default: " + names + ", and TP 2 x ring and Ulysses 2 x ring when they fit P)")
       ->check(non_empty("--strategies needs a name"));
   cmp->add_option("--json", o.json, "also write the comparison, per tensor and per rank, as JSON")
       ->option_text("FILE")
@@ -114,12 +116,16 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
       "  ringside compare --device cuda --backend nccl --ranks 8   # one GPU per rank, NCCL");
   CLI::App* run = app.add_subcommand("run", "Run one strategy forward and backward and report each rank");
   common(run);
-  run->add_option("--strategy", o.strategy, "one of: " + names)->required();
+  run->add_option("--strategy", o.strategy, "one of: " + names + ", or a configuration such as tp2xring2 (or the degrees below)")
+      ->check(non_empty("--strategy needs a name"));
+  add_parallel_flags(*run, o.parallel);
   run->footer(
       "Examples:\n"
       "  ringside run --strategy ring --ranks 4 --seq 1024          # the ring's schedule, step by step\n"
       "  ringside run --strategy ring --link-bandwidth 1 --trace out/ring.json   # a 1 GB/s link, traced\n"
-      "  ringside run --strategy ulysses --ranks 8 --heads 16 --dump out/u      # tensors as .npy");
+      "  ringside run --strategy ulysses --ranks 8 --heads 16 --dump out/u      # tensors as .npy\n"
+      "  ringside run --tp 2 --cp 2 --cp-comm p2p --ranks 4                     # TP 2 x ring 2 (= --strategy tp2xring2)\n"
+      "  ringside run --cp 4 --cp-comm a2a+p2p --cp-a2a 2 --ranks 4             # Ulysses 2 x ring 2 (USP)");
   run->add_option("--dump", o.dump, "write the gathered tensors as fp32 .npy with DIR/manifest.json (reference's names)")
       ->option_text("DIR");
   return {cmp, run};
@@ -652,7 +658,7 @@ int run_command(CompareOptions& o) {
   std::optional<Strategy> chosen;
   Setup s = setup(o, "run", [&](const Setup& s) {
     cfg.validate();
-    chosen = find_strategy(o.strategy);
+    chosen = find_strategy(strategy_name(o.strategy, o.parallel));
     chosen->validate(cfg, s.P);
     check_memory(cfg, s.P, s.mpi ? 1 : s.P, false);
     check_outputs(o, s);

@@ -21,7 +21,9 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   CLI::App* m = app.add_subcommand(
       "model", "What if: a dry run of one strategy at any size, replayed on named hardware (time, overlap, memory)");
   add_config_flags(*m, o.cfg);
-  m->add_option("--strategy", o.strategy, "one of: " + names)->check(non_empty("--strategy needs a name"));
+  m->add_option("--strategy", o.strategy, "one of: " + names + ", or a configuration such as tp8xring8 (or the degrees below)")
+      ->check(non_empty("--strategy needs a name"));
+  add_parallel_flags(*m, o.parallel);
   // The schedule grows as P^2 events (O(P) steps on each of P ranks): 256 ranks of the ring
   // are 4.0 million events, about 85 s and 3.4 GB here (model::schedule_bytes).
   m->add_option("--ranks", o.ranks, "number of ranks P (the dry run's threads), up to 256")->capture_default_str()->check(CLI::Range(1, 256));
@@ -40,6 +42,7 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
       "Examples:\n"
       "  ringside model --seq 1048576 --ranks 64 --strategy ring --hw h100-nvlink --trace out/1m.json\n"
       "  ringside model --strategy ulysses --ranks 8 --seq 262144 --hw a100-nvlink\n"
+      "  ringside model --tp 8 --cp 8 --ranks 64 --seq 1048576 --heads 64 --kv-heads 8 --hidden 8192 --ffn 28672\n"
       "  ringside run --strategy ring --trace out/r.json && ringside model --from out/r.json --hw h200");
   return m;
 }
@@ -59,8 +62,9 @@ std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std:
 
 int model_command(const ModelCommandOptions& o) {
   using clock = std::chrono::steady_clock;
-  if (o.from.empty() && o.strategy.empty()) throw ConfigError("model: give --strategy (a dry run) or --from FILE (a recorded trace)");
-  if (!o.from.empty() && !o.strategy.empty()) throw ConfigError("model: --strategy runs a dry run and --from reads a trace: give one");
+  const bool dry = !o.strategy.empty() || o.parallel.tp || o.parallel.cp || !o.parallel.cp_comm.empty();
+  if (o.from.empty() && !dry) throw ConfigError("model: give --strategy (a dry run) or --from FILE (a recorded trace)");
+  if (!o.from.empty() && dry) throw ConfigError("model: --strategy runs a dry run and --from reads a trace: give one");
   // The inputs: the recorded trace, and a profile given as a file.
   output::check_distinct({{"--trace", o.trace}}, {{"--from", o.from}, {"--hw", std::filesystem::exists(o.hw) ? o.hw : ""}});
   const model::Hardware hw = model::load_hardware(o.hw);
@@ -73,7 +77,7 @@ int model_command(const ModelCommandOptions& o) {
   auto t0 = clock::now();
   if (o.from.empty()) {
     o.cfg.validate();
-    st = find_strategy(o.strategy);
+    st = find_strategy(strategy_name(o.strategy, o.parallel));
     st->validate(o.cfg, o.ranks);
     // Tensors cost nothing in a dry run, but each rank lists its tokens' global positions
     // (RoPE, dropout, the layout): 8 bytes a token, a few lists at once. And the schedule

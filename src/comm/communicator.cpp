@@ -296,7 +296,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, const std::vecto
   // Ring: chunk c starts as a partial sum on rank c+1 and gains one rank's contribution per
   // hop; after P-1 hops it arrives, complete, on rank c. A rank only ever holds the chunk in
   // flight: the one it received and added (sent on at the next step) and the next incoming.
-  const AllocTag tag{rank(), MemCategory::comm, tracker};  // communication buffers, tracked
+  const AllocTag tag{world_rank(rank()), MemCategory::comm, tracker};  // communication buffers, tracked
   const int64_t most = *std::max_element(counts.begin(), counts.end());
   // On a GPU rank the buffers are where the data is (the strategies' are on the GPU).
   const Device where = gpu::bound() && gpu::is_device_pointer(send) ? Device::cuda : Device::cpu;

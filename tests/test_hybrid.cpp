@@ -1,0 +1,186 @@
+// The hybrids (issue 16): every parallel configuration against the fp64 reference, its measured
+// bytes against the formulas, Ulysses with kv heads shared across ranks, USP's token reorder and
+// balance, and the all-gather's transient K/V.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+
+#include "parallel/allgather_attention.h"
+#include "parallel/harness.h"
+#include "parallel/parallel_layer.h"
+#include "parallel/ulysses_attention.h"
+#include "reference64.h"
+
+using namespace ringside;
+
+namespace {
+
+// Every configuration of (T, C) that the issue lists, with each cp_comm (and a2a size) that fits.
+std::vector<ParallelConfig> configurations() {
+  std::vector<ParallelConfig> all;
+  for (auto [T, C] : {std::pair{2, 2}, {1, 4}, {4, 1}, {2, 4}}) {
+    if (C == 1) {
+      all.push_back({T, 1, CpComm::none});
+      continue;
+    }
+    for (CpComm comm : {CpComm::p2p, CpComm::all_gather, CpComm::a2a}) all.push_back({T, C, comm});
+    for (int U = 2; U < C; ++U)
+      if (C % U == 0) all.push_back({T, C, CpComm::a2a_p2p, U});
+  }
+  return all;
+}
+
+bool has_layout(const ParallelConfig& p) { return p.cp_comm != CpComm::none && p.cp_comm != CpComm::a2a; }
+
+}  // namespace
+
+TEST_CASE("every configuration matches the fp64 reference, and its bytes and memory the formulas", "[hybrid]") {
+  int runs = 0;
+  std::map<std::string, int> names;
+  for (int64_t Hkv : {8, 4, 1})
+    for (int variant = 0; variant < 2; ++variant) {
+      LayerConfig c;
+      c.b = 2, c.s = 32, c.h = 64, c.H = 8, c.Hkv = Hkv, c.f = 64, c.seed = 7;
+      c.causal = variant == 0, c.rope = variant == 0, c.dropout = variant == 0 ? 0.1 : 0.0;
+      const Reference ref = reference64(c);
+      for (const ParallelConfig& par : configurations())
+        for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
+          if (!has_layout(par) && layout != Layout::contiguous) continue;
+          c.layout = layout;
+          const Strategy st = make_strategy(par);
+          const int P = par.tp * par.cp;
+          try {
+            st.validate(c, P);
+          } catch (const ConfigError& e) {
+            INFO(st.name << " Hkv=" << Hkv << ": " << e.what());
+            REQUIRE(Hkv % par.tp != 0);  // the only rule these shapes may break: TP splits the kv heads
+            continue;
+          }
+          INFO(st.name << " (" << to_string(par.cp_comm) << ") P=" << P << " " << to_string(layout) << " Hkv=" << Hkv
+                       << " causal=" << c.causal << " rope=" << c.rope << " p=" << c.dropout);
+          MemoryTracker tracker;
+          const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
+          const auto [err, which] = worst_error(res[0], ref);
+          INFO("worst " << which << " " << err);
+          CHECK(err < 1e-5);
+          double flops = 0;
+          for (int r = 0; r < P; ++r) {
+            INFO("rank " << r);
+            CHECK(res[r].peak_saved == st.saved_bytes(c, P, r, DType::f32));
+            const CommBytes cb = st.comm_bytes(c, P, r, DType::f32);
+            CHECK(res[r].forward.bytes_sent == cb.forward);
+            CHECK(res[r].backward.bytes_sent == cb.backward);
+            CHECK(res[r].attention_flops == parallel_attention_flops(par, c, P, r));
+            flops += res[r].attention_flops;
+          }
+          // Over the ranks, the whole layer's attention (a head split or a sequence split of it).
+          AttentionParams whole;
+          whole.b = c.b, whole.sq = whole.sk = c.s, whole.H = c.H, whole.Hkv = c.Hkv, whole.d = c.d(), whole.causal = c.causal;
+          CHECK(flops == Approx(kernels::cpu::attention_forward_flops(whole)).epsilon(1e-12));
+          ++runs, ++names[st.name];
+        }
+    }
+  // 12 configurations, 28 with their layouts, per layer; with Hkv 1 only the 10 without TP.
+  REQUIRE(names.size() == 12);
+  REQUIRE(runs == 2 * (28 + 28 + 10));
+}
+
+TEST_CASE("ulysses sends a kv head read on two ranks to both, and matches the reference", "[hybrid][ulysses]") {
+  // H 6, Hkv 3, P 2: rank 0's query heads 0-2 read kv heads 0, 0, 1; rank 1's 3-5 read 1, 2, 2.
+  const HeadShare r0 = ulysses_head_share(6, 3, 2, 0), r1 = ulysses_head_share(6, 3, 2, 1);
+  REQUIRE((r0.kv_first == 0 && r0.kv_count == 2 && r0.expand));
+  REQUIRE((r1.kv_first == 1 && r1.kv_count == 2 && r1.expand));
+  // H 12, Hkv 4, P 6: two query heads per rank; ranks 1 and 4 straddle two kv heads, whose
+  // kernel mapping (head i reads kv i / 1) is right as received.
+  const HeadShare s1 = ulysses_head_share(12, 4, 6, 1);
+  REQUIRE((s1.kv_first == 0 && s1.kv_count == 2 && !s1.expand));
+  for (auto [H, Hkv, P] : {std::tuple{6, 3, 2}, {12, 4, 6}, {12, 6, 4}})
+    for (bool causal : {true, false}) {
+      LayerConfig c;
+      c.b = 2, c.s = 24, c.h = 8 * H, c.H = H, c.Hkv = Hkv, c.f = 64, c.seed = 11, c.causal = causal;
+      INFO("H " << H << " Hkv " << Hkv << " P " << P << " causal " << causal);
+      const Strategy st = find_strategy("ulysses");
+      MemoryTracker tracker;
+      const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
+      const auto [err, which] = worst_error(res[0], reference64(c));
+      INFO("worst " << which << " " << err);
+      CHECK(err < 1e-5);
+      for (int r = 0; r < P; ++r) {
+        CHECK(res[r].peak_saved == st.saved_bytes(c, P, r, DType::f32));
+        CHECK(res[r].forward.bytes_sent == st.comm_bytes(c, P, r, DType::f32).forward);
+        CHECK(res[r].backward.bytes_sent == st.comm_bytes(c, P, r, DType::f32).backward);
+      }
+      // In fp64, to rounding: the shared heads' gradients are summed, not overwritten.
+      MemoryTracker t64;
+      const auto res64 = run_strategy_local(st, c, P, DType::f64, t64);
+      CHECK(worst_error(res64[0], reference64(c)).first < 1e-12);
+    }
+}
+
+TEST_CASE("USP reorders the tokens by both degrees, so the ring sees zigzag shards, balanced", "[hybrid][usp]") {
+  LayerConfig c;
+  c.b = 1, c.s = 64, c.h = 64, c.H = 8, c.Hkv = 8, c.f = 64, c.causal = true;  // auto layout: zigzag
+  for (auto [U, R] : {std::pair{2, 2}, {4, 2}}) {
+    INFO("U " << U << " x R " << R);
+    const ParallelConfig par = parse_parallel_config(detail::concat("ulysses", U, "xring", R)).resolved(U * R);
+    REQUIRE(par.cp_comm == CpComm::a2a_p2p);
+    // What the all-to-all gathers on a2a group r (the u shards in rank order) is ring rank r's
+    // zigzag shard. Zigzag over all C ranks, the input order a plain CP would use (the bug of
+    // long-context-attention's issue 53), is not.
+    for (int r = 0; r < R; ++r) {
+      std::vector<int64_t> gathered, naive;
+      for (int u = 0; u < U; ++u) {
+        const auto mine = cp_positions(par, c, u + U * r);
+        gathered.insert(gathered.end(), mine.begin(), mine.end());
+        const auto wrong = layout_positions(Layout::zigzag, c.s, U * R, u + U * r);
+        naive.insert(naive.end(), wrong.begin(), wrong.end());
+      }
+      CHECK(gathered == layout_positions(Layout::zigzag, c.s, R, r));
+      CHECK(naive != gathered);
+    }
+    // Correct against the reference, and each rank's attention work within 1.05 of every other's.
+    const Strategy st = make_strategy(par);
+    MemoryTracker tracker;
+    const auto res = run_strategy_local(st, c, U * R, DType::f32, tracker);
+    CHECK(worst_error(res[0], reference64(c)).first < 1e-5);
+    double lo = 1e300, hi = 0;
+    for (const RankResult& r : res) lo = std::min(lo, r.attention_flops), hi = std::max(hi, r.attention_flops);
+    INFO("attention FLOPs per rank: " << lo << " to " << hi);
+    CHECK(hi / lo <= 1.05);
+    REQUIRE(res[0].steps.size() == size_t(2 * R));  // the inner ring's steps, forward and backward
+  }
+}
+
+TEST_CASE("all-gather CP holds the whole sequence's K/V for a while: the tracker sees it", "[hybrid][all-gather]") {
+  LayerConfig c;
+  c.b = 2, c.s = 64, c.h = 64, c.H = 8, c.Hkv = 2, c.f = 64;
+  for (const char* name : {"all-gather", "tp2xall-gather2"}) {
+    const Strategy st = find_strategy(name);
+    MemoryTracker tracker;
+    const int P = 4;
+    run_strategy_local(st, c, P, DType::f32, tracker);
+    const int64_t kv = allgather_kv_bytes(c.b, c.s, c.Hkv / st.parallel.resolved(P).tp, c.d(), DType::f32);
+    for (int r = 0; r < P; ++r) {
+      INFO(name << " rank " << r);
+      CHECK(tracker.peak(r, MemCategory::comm) >= kv);
+    }
+  }
+}
+
+TEST_CASE("configuration names and flags describe the same thing", "[hybrid]") {
+  CHECK(find_strategy("tp-sp").parallel.cp_comm == CpComm::none);
+  CHECK(find_strategy("tp2xring2").parallel.resolved(4).tp == 2);
+  CHECK(find_strategy("ring2xtp2").parallel.order == RankOrder::cp_tp);
+  for (const char* name : {"tp-sp", "ring", "ulysses", "all-gather", "tp2xring2", "ulysses2xring2", "tp2xulysses2xring2",
+                           "ring2xtp2", "tp2xall-gather", "ulysses4xring"})
+    CHECK(find_strategy(name).name == name);
+  for (const char* bad : {"", "x", "tp2x", "ringxtp2xtp2", "ringxulysses2", "warp4", "ring0", "tp-sp2", "ulyssesxring2"})
+    CHECK_THROWS_AS(find_strategy(bad), ConfigError);
+  // Placement: tp-cp puts a TP group on neighbouring ranks, cp-tp a CP group.
+  const ParallelConfig tpcp = find_strategy("tp2xring4").parallel.resolved(8), cptp = find_strategy("ring4xtp2").parallel.resolved(8);
+  CHECK(world_rank_of(tpcp, 1, 0) == 1);
+  CHECK(world_rank_of(cptp, 0, 1) == 1);
+  CHECK(coords_of(cptp, 5).t == 1);
+  CHECK(coords_of(cptp, 5).c == 1);
+}
