@@ -1,5 +1,6 @@
 // The what-if model: the dry run records the real run's schedule; the model reproduces the
 // closed forms (ring overlap at c = F/B, Ulysses' volume, memory per rank).
+#include <map>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -357,4 +358,30 @@ TEST_CASE("every strategy's schedule stays within the bound the memory check cou
     // And not by a wide margin where P^2 rules: a measure, not a refusal of every large run.
     if (P == 16) REQUIRE(double(busiest) >= 0.5 * model::schedule_events_bound(P));
   }
+}
+
+TEST_CASE("TP inside a node and the ring across nodes beats the reverse placement (1M tokens, 64 H100s)", "[model][hybrid]") {
+  // The issue's layer: h 4096, 64 heads, 8 kv heads, f 16384, 1M tokens, 64 ranks of 8 per node.
+  LayerConfig cfg;
+  cfg.s = 1 << 20, cfg.h = 4096, cfg.H = 64, cfg.Hkv = 8, cfg.f = 16384;
+  const model::Hardware hw = model::load_hardware("h100-nvlink");
+  REQUIRE(hw.gpus_per_node == 8);
+  std::map<std::string, int64_t> layer_ns;
+  for (const char* name : {"tp8xring8", "ring8xtp8"}) {
+    const Strategy st = find_strategy(name);
+    const trace::TraceData schedule = dry_schedule(st, cfg, 64);
+    // Where the TP collectives go: inside the node in tp-cp order, across nodes in cp-tp.
+    int64_t tp_inside = 0, tp_across = 0;
+    for (const trace::RankTrace& r : schedule.ranks)
+      for (const trace::Event& e : r.events)
+        if (e.stream == trace::Stream::comm && e.direction == "send" && e.cat != "p2p" && e.sublayer != "grad_sync")
+          (r.rank / 8 == e.peer / 8 ? tp_inside : tp_across) += e.bytes;
+    INFO(name << ": TP bytes inside nodes " << tp_inside << ", across " << tp_across);
+    if (st.parallel.order == RankOrder::tp_cp) CHECK((tp_inside > 0 && tp_across == 0));
+    else CHECK((tp_across > 0 && tp_inside == 0));
+    for (const trace::StrategyMetrics& m : trace::compute_metrics(model::model_trace(schedule, hw)))
+      for (const trace::RankMetrics& r : m.ranks) layer_ns[name] = std::max(layer_ns[name], r.time.window_ns);
+  }
+  INFO("modeled layer: tp8xring8 " << layer_ns["tp8xring8"] / 1e6 << " ms, ring8xtp8 " << layer_ns["ring8xtp8"] / 1e6 << " ms");
+  CHECK(layer_ns["tp8xring8"] < 0.8 * layer_ns["ring8xtp8"]);
 }

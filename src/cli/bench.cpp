@@ -23,6 +23,7 @@
 #include "kernels/philox.h"
 #include "model/model.h"
 #include "parallel/harness.h"
+#include "trace/metrics.h"
 #include <thread>
 
 namespace ringside::cli {
@@ -77,28 +78,37 @@ int bench_model(const BenchModelOptions& o) {
   // A bad layer or profile is the command's error (exit 2), not a table of skipped strategies.
   o.cfg.validate();
   const model::Hardware hw = model::load_hardware(o.hw);
-  std::vector<std::pair<const Strategy*, std::string>> runs;  // (strategy, why it cannot run here)
-  for (const Strategy& st : strategies()) {
+  // The named strategies, then the hybrids with TP (or Ulysses) inside a node and the ring or
+  // all-gather across nodes, and the ring inside with TP across (the wrong placement).
+  std::vector<Strategy> chosen = strategies();
+  const int T = hw.gpus_per_node;
+  if (T > 1 && T < o.ranks && o.ranks % T == 0)
+    for (const std::string& name : {detail::concat("tp", T, "xring", o.ranks / T), detail::concat("ulysses", T, "xring", o.ranks / T),
+                                     detail::concat("tp", T, "xall-gather", o.ranks / T), detail::concat("ring", o.ranks / T, "xtp", T)})
+      chosen.push_back(find_strategy(name));
+  std::vector<std::pair<Strategy, std::string>> runs;  // (strategy, why it cannot run here)
+  std::string why_none;
+  for (const Strategy& st : chosen) {
     try {
       st.validate(o.cfg, o.ranks);
-      runs.emplace_back(&st, "");
+      runs.emplace_back(st, "");
     } catch (const ConfigError& e) {
-      runs.emplace_back(&st, e.what());
+      runs.emplace_back(st, e.what());
+      why_none += (why_none.empty() ? "" : "; ") + std::string(e.what());
     }
   }
   if (std::all_of(runs.begin(), runs.end(), [](const auto& r) { return !r.second.empty(); }))
-    throw ConfigError(detail::concat("no strategy can split this layer ", o.ranks, " ways: ", runs[0].second, "; ",
-                                     runs[1].second, "; ", runs[2].second));
+    throw ConfigError(detail::concat("no strategy can split this layer ", o.ranks, " ways: ", why_none));
   require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks),
                  detail::concat("the dry run on ", o.ranks, " ranks (its schedule and token positions)"),
                  "--ranks, --seq or --batch", 0, 2 * o.ranks);
   std::printf("ringside bench model: dry run + model of each strategy, P = %d, %s, on %s (target: under %.0f s each)\n",
               o.ranks, o.cfg.summary().c_str(), hw.name.c_str(), o.target_s);
-  std::printf("  %-8s %9s %8s %8s %9s  %s\n", "strategy", "events", "dry run", "model", "total", "verdict");
-  for (const auto& [strategy, why] : runs) {
-    const Strategy& st = *strategy;
+  std::printf("  %-16s %9s %8s %8s %9s %12s  %s\n", "strategy", "events", "dry run", "model", "total", "layer (mod.)",
+              "verdict");
+  for (const auto& [st, why] : runs) {
     if (!why.empty()) {
-      std::printf("  %-8s skipped: %s\n", st.name.c_str(), why.c_str());
+      std::printf("  %-16s skipped: %s\n", st.name.c_str(), why.c_str());
       continue;
     }
     const auto t0 = clock::now();
@@ -110,8 +120,11 @@ int bench_model(const BenchModelOptions& o) {
     size_t events = 0;
     for (const trace::RankTrace& r : m.ranks) events += r.events.size();
     const double dry = std::chrono::duration<double>(t1 - t0).count(), mod = std::chrono::duration<double>(t2 - t1).count();
-    std::printf("  %-8s %9zu %7.2fs %7.2fs %8.2fs  %s\n", st.name.c_str(), events, dry, mod, dry + mod,
-                dry + mod < o.target_s ? "OK" : "SLOW");
+    int64_t layer_ns = 0;  // the modeled layer: the slowest rank's forward + backward, as `model` says it
+    for (const trace::StrategyMetrics& sm : trace::compute_metrics(m))
+      for (const trace::RankMetrics& r : sm.ranks) layer_ns = std::max(layer_ns, r.time.window_ns);
+    std::printf("  %-16s %9zu %7.2fs %7.2fs %8.2fs %12s  %s\n", st.name.c_str(), events, dry, mod, dry + mod,
+                format_seconds(double(layer_ns) / 1e9).c_str(), dry + mod < o.target_s ? "OK" : "SLOW");
     std::fflush(stdout);
   }
   return 0;

@@ -159,10 +159,11 @@ struct BenchTraceOptions {
 };
 
 struct BenchModelOptions {
-  /// A layer every strategy can split 64 ways: 64 heads (d = 64), MHA, at 1M tokens.
+  /// The layer at 1M tokens: 64 heads (d = 64), 8 kv heads, f 16384. TP+SP alone cannot
+  /// split its 8 kv heads 64 ways (it says so); the rest, hybrids included, can.
   LayerConfig cfg = [] {
     LayerConfig c;
-    c.s = 1 << 20, c.h = 4096, c.H = 64, c.Hkv = 64, c.f = 16384;
+    c.s = 1 << 20, c.h = 4096, c.H = 64, c.Hkv = 8, c.f = 16384;
     return c;
   }();
   int ranks = 64;
