@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cuda_kernel_cases.h"
-#include "device/gpu.h"
+#include "core/gpu.h"
 #include "parallel/parallel_layer.h"
 #include "reference64.h"
 #include "trace/metrics.h"

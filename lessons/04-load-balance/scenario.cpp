@@ -6,7 +6,7 @@
 
 #include "lessons/lesson.h"
 #include "parallel/parallel_layer.h"
-#include "viz/view_model.h"
+#include "trace/tile_map.h"
 
 namespace ringside::lessons {
 
@@ -14,14 +14,14 @@ namespace {
 
 // The tile map as text: tile (q, k) is "r<rank>.<step>", where step is the ring step at which
 // the rank computes it; "  .  " is wholly masked; a trailing '/' marks a partly masked tile.
-std::string tile_text(const viz::TileMap& m) {
+std::string tile_text(const trace::TileMap& m) {
   std::string out = "      k:";
   for (int k = 0; k < m.blocks; ++k) out += fmt("%5d ", k);
   out += '\n';
   for (int q = 0; q < m.blocks; ++q) {
     out += fmt("   q %2d ", q);
     for (int k = 0; k < m.blocks; ++k) {
-      const viz::Tile& t = m.tiles[size_t(q * m.blocks + k)];
+      const trace::Tile& t = m.tiles[size_t(q * m.blocks + k)];
       out += t.masked ? "    . " : fmt(" r%d.%d%s", t.rank, t.step, t.diagonal ? "/" : " ");
     }
     while (out.back() == ' ') out.pop_back();
@@ -81,7 +81,7 @@ void load_balance(Script& L) {
     return L.record(fmt("%s_imbalance", key), max / mean);
   };
   auto map_of = [&](const Run& run) {
-    const std::optional<viz::TileMap> m = viz::tile_map(L.trace, run.label);
+    const std::optional<trace::TileMap> m = trace::tile_map(L.trace, run.label);
     RS_CHECK(m.has_value(), "lesson 4: no tile map for ", run.label);
     return tile_text(*m);
   };

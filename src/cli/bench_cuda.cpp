@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "device/backend.h"
-#include "device/gpu.h"
+#include "core/gpu.h"
 #include "parallel/harness.h"
 #include "trace/metrics.h"
 

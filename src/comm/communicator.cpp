@@ -6,7 +6,7 @@
 #include <system_error>
 #include <thread>
 
-#include "device/gpu.h"
+#include "core/gpu.h"
 
 #include <algorithm>
 #include <cstring>

@@ -239,7 +239,7 @@ class RankFailures {
 
 struct LocalOptions {
   double timeout_s = 60.0;
-  /// Device::cuda: every rank thread is a GPU rank (device/gpu.h), all on GPU 0 (virtual ranks
+  /// Device::cuda: every rank thread is a GPU rank (core/gpu.h), all on GPU 0 (virtual ranks
   /// sharing one GPU, each with its own compute and comm streams).
   Device device = Device::cpu;
   /// With Device::cuda: one GPU per rank through NCCL (run_nccl) instead of the local backend.

@@ -6,7 +6,7 @@
 // the way a NIC or a copy engine would. An optional artificial link (latency + bytes /
 // bandwidth) makes transfers take the time a real link would.
 //
-// GPU ranks (device/gpu.h: virtual ranks sharing one GPU, each with compute and comm streams)
+// GPU ranks (core/gpu.h: virtual ranks sharing one GPU, each with compute and comm streams)
 // post device buffers. Posting records an event on the rank's compute stream; the sender's
 // comm thread then runs the copy as a device-to-device copy on the sender's comm stream,
 // after both sides' events (the data is written; the destination is no longer read), so the
@@ -22,7 +22,7 @@
 #include <thread>
 
 #include "comm/communicator.h"
-#include "device/gpu.h"
+#include "core/gpu.h"
 
 namespace ringside {
 

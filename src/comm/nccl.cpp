@@ -25,7 +25,7 @@
 #include <nccl.h>
 
 #include "comm/communicator.h"
-#include "device/gpu.h"
+#include "core/gpu.h"
 
 namespace ringside {
 

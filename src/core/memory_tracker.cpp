@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "trace/trace.h"
 
 namespace ringside {
 
@@ -40,11 +39,20 @@ void MemoryTracker::on_free(int rank, MemCategory category, int64_t bytes) {
   notify(rank, r);
 }
 
+namespace {
+thread_local MemoryListener* t_listener = nullptr;
+}  // namespace
+
+MemoryListener* set_thread_memory_listener(MemoryListener* listener) {
+  MemoryListener* previous = t_listener;
+  t_listener = listener;
+  return previous;
+}
+
 void MemoryTracker::notify(int rank, const RankStats& r) {
   // The timeline's memory counter: a sample at every change, taken under the lock so that the
-  // samples are in the order of the changes. Only the rank's own thread records its samples.
-  trace::Tracer* t = trace::current_tracer();
-  if (t && t->rank() == rank) t->memory(r.live);
+  // samples are in the order of the changes.
+  if (t_listener) t_listener->memory_changed(rank, r.live);
 }
 
 int64_t MemoryTracker::live(int rank, MemCategory category) const {

@@ -58,4 +58,16 @@ class MemoryTracker {
 /// The tracker used when no other is given.
 MemoryTracker& default_memory_tracker();
 
+/// Hears of every change to a rank's live bytes made on the thread that installed it: the
+/// timeline's memory counter (trace::Tracer) listens so. Called under the tracker's lock, in the
+/// order of the changes.
+class MemoryListener {
+ public:
+  virtual ~MemoryListener() = default;
+  /// `live` is rank `rank`'s bytes per category after the change.
+  virtual void memory_changed(int rank, const std::array<int64_t, kNumMemCategories>& live) = 0;
+};
+/// Installs the calling thread's listener (nullptr: none); returns the previous one.
+MemoryListener* set_thread_memory_listener(MemoryListener* listener);
+
 }  // namespace ringside

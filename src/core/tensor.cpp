@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "device/gpu.h"
+#include "core/gpu.h"
 
 namespace ringside {
 
@@ -30,7 +30,7 @@ int64_t numel(const Shape& s) {
 }
 
 // Storage owns the bytes and reports them to the tracker for as long as it lives. Device
-// memory comes from the rank's stream-ordered pool (device/gpu.h) and goes back to it.
+// memory comes from the rank's stream-ordered pool (core/gpu.h) and goes back to it.
 struct Tensor::Storage {
   void* ptr = nullptr;
   int64_t bytes = 0;

@@ -42,7 +42,7 @@ struct AllocTag {
 };
 
 /// Where tensors go when no device is named: cuda on a GPU rank (a thread bound with
-/// gpu::Bind, device/gpu.h), else cpu. Strategies allocate without naming a device, so the
+/// gpu::Bind, core/gpu.h), else cpu. Strategies allocate without naming a device, so the
 /// same code runs on either.
 Device default_device();
 
@@ -107,7 +107,7 @@ class DryRun {
 bool dry_run_active();
 
 // Moving bytes inside a rank's memory, the same code on CPU and GPU ranks: memcpy on a CPU
-// rank; on a GPU rank a copy on its compute stream (device/gpu.h). Nothing in a dry run.
+// rank; on a GPU rank a copy on its compute stream (core/gpu.h). Nothing in a dry run.
 
 /// Copies `bytes` bytes from src to dst.
 void copy_bytes(void* dst, const void* src, int64_t bytes);

@@ -87,7 +87,7 @@ std::unique_ptr<Backend> make_cpu_backend();
 std::unique_ptr<Backend> make_dry_backend();
 
 /// The CUDA backend: kernels/cuda and cuBLAS (fp32) on the calling GPU rank's compute stream
-/// (device/gpu.h); ops return once launched. Throws ringside::Error in a build without CUDA.
+/// (core/gpu.h); ops return once launched. Throws ringside::Error in a build without CUDA.
 std::unique_ptr<Backend> make_cuda_backend();
 /// The backend for `device`: make_cpu_backend() or make_cuda_backend().
 std::unique_ptr<Backend> make_backend(Device device);

@@ -5,7 +5,7 @@
 
 #include "device/backend.h"
 #include "device/checks.h"
-#include "device/gpu.h"
+#include "core/gpu.h"
 
 #if RINGSIDE_HAVE_CUDA
 #include <cublas_v2.h>

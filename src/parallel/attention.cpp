@@ -3,7 +3,7 @@
 #include <exception>
 
 #include "comm/tensor_comm.h"
-#include "device/gpu.h"
+#include "core/gpu.h"
 #include "kernels/cpu/attention.h"
 
 namespace ringside {

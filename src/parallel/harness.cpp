@@ -9,7 +9,8 @@
 #include <regex>
 #include <sstream>
 
-#include "device/gpu.h"
+#include "core/gpu.h"
+#include "device/traced_backend.h"
 #include "kernels/philox.h"
 
 namespace ringside {

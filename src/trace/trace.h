@@ -99,6 +99,7 @@ struct Clock {
   }
 };
 
+
 /// On a GPU rank ops run asynchronously on the rank's compute stream: the host's clock says when
 /// an op was launched, not when it ran. A DeviceClock marks points of that stream (CUDA events)
 /// and reads, later, when the stream reached them, in steady-clock ns.
@@ -110,13 +111,10 @@ class DeviceClock {
   /// When the stream reached mark `id` (waits until it has), steady-clock ns.
   virtual int64_t steady_ns(int64_t id) = 0;
 };
-/// The calling GPU rank's device clock (CUDA events on its compute stream). Throws
-/// ringside::Error off a GPU rank or in a build without CUDA.
-std::unique_ptr<DeviceClock> make_gpu_clock();
 
 /// One rank's recorder. Only the rank's thread writes to it; snapshot() may be called from
 /// another thread (a live flush), so appends take a lock nobody else holds in a normal run.
-class Tracer {
+class Tracer : public MemoryListener {
  public:
   Tracer(std::string strategy, int rank, Clock clock);
 
@@ -132,6 +130,10 @@ class Tracer {
   void record(Event e);
   /// A memory sample of `live` now (called by MemoryTracker on every change for this rank).
   void memory(const std::array<int64_t, kNumMemCategories>& live);
+  /// MemoryListener: this rank's changes become samples (another rank's are not ours).
+  void memory_changed(int rank, const std::array<int64_t, kNumMemCategories>& live) override {
+    if (rank == this->rank()) memory(live);
+  }
 
   /// Ends the open sublayer span (if any) and opens `name` (nullptr: none). Strategies mark
   /// their sublayers in order with trace::sublayer(); a phase's end closes its last one.
@@ -189,6 +191,7 @@ class TraceScope {
 
  private:
   Tracer* previous_;
+  MemoryListener* previous_listener_;
 };
 
 /// An interval on the calling rank's compute stream, recorded when the scope ends: an op, a
@@ -218,20 +221,6 @@ class Span {
   Opens opens_ = Opens::nothing;
 };
 
-/// A backend that records every op of `inner` on the calling rank's tracer (name, kind, FLOPs
-/// as the op's formula gives them, bytes read and written), then runs it. Ops on a thread
-/// with no tracer run untouched.
-std::unique_ptr<Backend> make_traced_backend(std::unique_ptr<Backend> inner);
 
-/// Estimates how the caller's steady clock maps onto rank 0's (collective over comm), and
-/// fixes the shared timeline's zero at rank 0's clock now. On the local backend (one process,
-/// one clock) the offset is 0 exactly. Across processes, each rank r > 0 exchanges `rounds`
-/// ping-pongs with rank 0 (Cristian's algorithm): offset = t0 - (t_send + t_recv) / 2 from the
-/// round with the shortest round trip, uncertainty = half that round trip.
-Clock align_clocks(Communicator& comm, int rounds = 8);
-
-/// Every rank's trace, collected on rank 0 (in rank order); other ranks get an empty vector.
-/// Collective over comm.
-std::vector<RankTrace> gather_to_root(Communicator& comm, RankTrace mine);
 
 }  // namespace ringside::trace

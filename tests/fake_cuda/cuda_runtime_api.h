@@ -1,5 +1,5 @@
 // A fake CUDA runtime on the host: the subset of the runtime API that ringside's GPU code calls
-// (src/device/gpu.cpp, the CUDA backend, the local communicator's device path, the CUDA-event
+// (src/core/gpu.cpp, the CUDA backend, the local communicator's device path, the CUDA-event
 // timeline), so that code runs and is tested on machines without a GPU, CI among them. With the
 // kernels run by the CPU emulation of kernels/cuda/compat.h, a "GPU rank" computes the whole
 // layer through the same code paths as on a GPU.

@@ -1,5 +1,5 @@
 // gpu.h on the CUDA runtime, or, in a build without CUDA, the answers "no GPU" and errors.
-#include "device/gpu.h"
+#include "core/gpu.h"
 
 #include <chrono>
 #include <cstring>

@@ -4,8 +4,9 @@
 // Elementwise, norm and copy ops report bytes only: their FLOPs are not what limits them.
 #include <cstdio>
 
-#include "device/backend.h"
-#include "trace/trace.h"
+#include "device/traced_backend.h"
+
+#include "core/gpu.h"
 
 namespace ringside::trace {
 
@@ -132,5 +133,22 @@ class TracedBackend final : public Backend {
 std::unique_ptr<Backend> make_traced_backend(std::unique_ptr<Backend> inner) {
   return std::make_unique<TracedBackend>(std::move(inner));
 }
+
+namespace {
+class GpuClock final : public DeviceClock {
+ public:
+  GpuClock() { gpu::require_bound("the GPU trace clock"); }
+  int64_t mark() override {
+    marks_.push_back(gpu::Event::record());
+    return static_cast<int64_t>(marks_.size()) - 1;
+  }
+  int64_t steady_ns(int64_t id) override { return marks_.at(static_cast<size_t>(id))->steady_ns(); }
+
+ private:
+  std::vector<std::shared_ptr<gpu::Event>> marks_;
+};
+}  // namespace
+
+std::unique_ptr<DeviceClock> make_gpu_clock() { return std::make_unique<GpuClock>(); }
 
 }  // namespace ringside::trace
