@@ -155,15 +155,21 @@ TEST_CASE("USP reorders the tokens by both degrees, so the ring sees zigzag shar
 TEST_CASE("all-gather CP holds the whole sequence's K/V for a while: the tracker sees it", "[hybrid][all-gather]") {
   LayerConfig c;
   c.b = 2, c.s = 64, c.h = 64, c.H = 8, c.Hkv = 2, c.f = 64;
-  for (const char* name : {"all-gather", "tp2xall-gather2"}) {
+  const int P = 4;
+  for (const char* name : {"all-gather", "tp2xall-gather2", "ring"}) {
     const Strategy st = find_strategy(name);
     MemoryTracker tracker;
-    const int P = 4;
-    run_strategy_local(st, c, P, DType::f32, tracker);
-    const int64_t kv = allgather_kv_bytes(c.b, c.s, c.Hkv / st.parallel.resolved(P).tp, c.d(), DType::f32);
+    const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
+    const ParallelConfig par = st.parallel.resolved(P);
+    const int64_t kv = allgather_kv_bytes(c.b, c.s, c.Hkv / par.tp, c.d(), DType::f32);
     for (int r = 0; r < P; ++r) {
       INFO(name << " rank " << r);
-      CHECK(tracker.peak(r, MemCategory::comm) >= kv);
+      if (par.cp_comm == CpComm::all_gather) {
+        CHECK(res[r].peak_comm_forward >= kv);  // the gathered K and V, at once
+      } else {
+        // The ring's forward holds two blocks of K and two of V in flight: 4 b (s/C) Hkv d, half of it at C 4.
+        CHECK(res[r].peak_comm_forward == 2 * kv / par.cp);
+      }
     }
   }
 }

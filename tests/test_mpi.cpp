@@ -7,12 +7,15 @@ TEST_CASE("MPI collectives match the serial computation", "[mpi]") { comm_checks
 
 TEST_CASE("MPI point-to-point and split", "[mpi]") { comm_checks::p2p_and_split(ringside::mpi_world()); }
 
+#include <map>
+
 #include "reference64.h"
 
-TEST_CASE("MPI: tp-sp and ulysses match the fp64 reference", "[mpi]") {
+TEST_CASE("MPI: every strategy and hybrid matches the fp64 reference, with its formulas", "[mpi]") {
   using namespace ringside;
   Communicator& world = mpi_world();
   const int P = world.size();
+  std::map<std::string, int> ran;  // runs per strategy: every one of them must run
   for (int64_t Hkv : {8, 4, 1})
     for (int variant = 0; variant < 4; ++variant) {
       const bool causal = variant & 1, rope = variant & 2;
@@ -22,9 +25,13 @@ TEST_CASE("MPI: tp-sp and ulysses match the fp64 reference", "[mpi]") {
       // The fp64 reference, on every rank (no communication).
       auto be = make_cpu_backend();
       const Reference ref = reference64(c);
-      for (const Strategy& st : strategies())
+      std::vector<Strategy> all = default_strategies(P);  // at P 4: the hybrids tp2xring2, ulysses2xring2
+      if (P == 4)
+        for (const char* name : {"tp2xall-gather2", "tp2xulysses2", "ring2xtp2"}) all.push_back(find_strategy(name));
+      for (const Strategy& st : all)
         for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
-          if (st.name != "ring" && layout != Layout::contiguous) continue;  // only the ring has layouts
+          const CpComm comm = st.parallel.cp_comm;  // layouts are for the ring and the all-gather
+          if ((comm == CpComm::none || comm == CpComm::a2a) && layout != Layout::contiguous) continue;
           c.layout = layout;
           try {
             st.validate(c, P);
@@ -42,6 +49,8 @@ TEST_CASE("MPI: tp-sp and ulysses match the fp64 reference", "[mpi]") {
           const CommBytes cb = st.comm_bytes(c, P, world.rank(), DType::f32);
           CHECK(r.forward.bytes_sent == cb.forward);
           CHECK(r.backward.bytes_sent == cb.backward);
+          ++ran[st.name];
         }
     }
+  CHECK(ran.size() == (P == 4 ? 9u : 4u));  // P 2: tp-sp, ring, ulysses, all-gather; P 4: and 5 hybrids
 }

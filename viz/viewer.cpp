@@ -27,7 +27,7 @@
 #include "imgui_impl_glfw.h"
 #include "imgui_impl_opengl3.h"
 #include "stb_image_write.h"
-#include "cli/strict.h"
+#include "core/strict_flags.h"
 #include "core/output.h"
 #include "core/memory_limits.h"
 #include "lessons/lesson.h"

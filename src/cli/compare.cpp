@@ -25,6 +25,7 @@
 #include "parallel/parallel_layer.h"
 #include "comm/trace_exchange.h"
 #include "device/traced_backend.h"
+#include "parallel/allgather_attention.h"
 #include "parallel/harness.h"
 #include "trace/metrics.h"
 #include "trace/trace_file.h"
@@ -137,9 +138,9 @@ namespace {
 
 // What one rank measured, gathered to every rank.
 struct RankNumbers {
-  double peak_saved, fwd_sent, bwd_sent, fwd_recv, bwd_recv, fwd_s, bwd_s, attention_flops, peak_bytes;
+  double peak_saved, fwd_sent, bwd_sent, fwd_recv, bwd_recv, fwd_s, bwd_s, attention_flops, peak_bytes, peak_comm;
 };
-constexpr int64_t kRankNumbers = 9;  // doubles in RankNumbers, for the all_gather
+constexpr int64_t kRankNumbers = 10;  // doubles in RankNumbers, for the all_gather
 
 struct StrategyRun {
   const Strategy* st;
@@ -153,7 +154,7 @@ struct StrategyRun {
 RankNumbers numbers_of(const RankResult& r) {
   return {double(r.peak_saved),         double(r.forward.bytes_sent),    double(r.backward.bytes_sent),
           double(r.forward.bytes_received), double(r.backward.bytes_received), r.forward_s, r.backward_s,
-          r.attention_flops, double(r.peak_bytes)};
+          r.attention_flops, double(r.peak_bytes), double(r.peak_comm_forward)};
 }
 
 struct Setup {
@@ -636,6 +637,18 @@ int compare_command(CompareOptions& o) {
       std::printf("  %-22s%s   %7.2f\n", (std::string(to_string(l)) + (ran ? " (measured)" : " (formula)")).c_str(),
                   cells.c_str(), lo > 0 ? hi / lo : 0.0);
     }
+  }
+  for (const StrategyRun& run : runs) {
+    if (run.st->parallel.cp_comm != CpComm::all_gather) continue;
+    // The price of all_gather: every rank holds the whole sequence's K/V while it attends.
+    const int T = run.st->parallel.resolved(s.P).tp;
+    const int64_t kv = allgather_kv_bytes(cfg.b, cfg.s, cfg.Hkv / T, cfg.d(), DType::f32);
+    double lo = 1e300;
+    for (const RankNumbers& n : run.ranks) lo = std::min(lo, n.peak_comm);
+    std::printf("\n  %s: each rank holds the whole sequence's K/V while it attends, 2 b s (Hkv/T) d x 4 B = %s\n"
+                "  (formula); its forward's communication buffers peak at %s or more on every rank (measured).\n",
+                run.st->name.c_str(), format_bytes(double(kv)).c_str(), format_bytes(lo).c_str());
+    js["all_gather_kv_bytes"][run.st->name] = {{"formula", kv}, {"forward_comm_peak_min", int64_t(lo)}};
   }
   std::printf(
       "\n  worst error: the largest relative Frobenius error over out, dx and every weight gradient; x fp32:\n"

@@ -11,7 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
-#include "cli/strict.h"
+#include "core/strict_flags.h"
 #include "cli/format.h"
 #include "comm/communicator.h"
 #include "core/error.h"

@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 
 #include "parallel/groups.h"
-#include "cli/strict.h"
+#include "core/strict_flags.h"
 #include "core/error.h"
 
 namespace ringside::cli {

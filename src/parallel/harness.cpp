@@ -151,6 +151,7 @@ void PhaseMeter::end_phase(const char* name, int64_t start_ns, int64_t start_ord
 
 void PhaseMeter::forward_done() {
   gpu::synchronize();
+  peak_comm_forward_ = tracker_.peak(comm_.rank(), MemCategory::comm);
   s1_ = comm_.stats(), t1_ = std::chrono::steady_clock::now();
   end_phase("forward", trace_t0_, order0_, "backward");
 }
@@ -173,6 +174,7 @@ void PhaseMeter::fill(RankResult& r) const {
   r.backward_s = std::chrono::duration<double>(t2_ - t1_).count();
   r.peak_saved = tracker.peak(comm_.rank(), MemCategory::activations);
   r.peak_bytes = tracker.stats(comm_.rank()).peak_total;
+  r.peak_comm_forward = peak_comm_forward_;
 }
 
 namespace {

@@ -59,6 +59,7 @@ class PhaseMeter {
   std::chrono::steady_clock::time_point t0_, t1_, t2_;
   int64_t trace_t0_ = 0, trace_t1_ = 0;
   int64_t order0_ = -1, order1_ = -1;  // the phases' starts in the rank's program order
+  int64_t peak_comm_forward_ = 0;
 };
 
 /// Test hook: when RINGSIDE_INJECT_FAILURE is "RANK:PHASE" (PHASE forward or backward), that

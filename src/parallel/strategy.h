@@ -27,6 +27,8 @@ struct RankResult {
   LayerWeights grads;  ///< full shapes, as the reference's
   int64_t peak_saved = 0;  ///< peak bytes of MemCategory::activations on this rank
   int64_t peak_bytes = 0;  ///< peak bytes of all categories on this rank during forward + backward
+  int64_t peak_comm_forward = 0;  ///< peak bytes of MemCategory::comm in the forward (transfer buffers: the
+                                  ///< ring's blocks in flight, all_gather's whole K/V)
   CommStats forward, backward;  ///< bytes this rank moved in each phase
   double forward_s = 0, backward_s = 0;
   LayerWeights local_grads;  ///< this rank's own gradient shards, before any gathering
