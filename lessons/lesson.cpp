@@ -24,6 +24,7 @@ void ring_attention(Script& s);
 void load_balance(Script& s);
 void ulysses(Script& s);
 void choosing(Script& s);
+void combining(Script& s);
 
 const std::vector<Lesson>& all_lessons() {
   static const std::vector<Lesson> lessons = {
@@ -33,6 +34,7 @@ const std::vector<Lesson>& all_lessons() {
       {4, "04-load-balance", "Causal load balance", load_balance},
       {5, "05-ulysses", "DeepSpeed-Ulysses", ulysses},
       {6, "06-choosing", "Choosing a strategy", choosing},
+      {7, "07-combining", "Combining strategies", combining},
   };
   return lessons;
 }

@@ -103,7 +103,7 @@ struct Lesson {
   void (*build)(Script&) = nullptr;
 };
 
-/// Lessons 1 to 6, in order.
+/// Lessons 1 to 7, in order.
 const std::vector<Lesson>& all_lessons();
 /// Lesson n; throws ConfigError naming the lessons that exist otherwise.
 const Lesson& find_lesson(int n);

@@ -178,6 +178,28 @@ TEST_CASE("lesson 6: three strategies, one answer, their bytes and the overlap t
   REQUIRE(num(s, "max_ranks_ulysses") == 8);
 }
 
+TEST_CASE("lesson 7: the hybrids are correct, each group's bytes are its formula, and placement matters", "[lessons]") {
+  const Script s = build_lesson(7);
+  check_steps(s);
+  REQUIRE(num(s, "error_tp2xring2") < 1e-5);
+  REQUIRE(num(s, "error_ulysses2xring2") < 1e-5);
+  // b s h = 512 x 128 per CP shard of 256 tokens: TP sends 4 (N_c h / 2) fp32; the ring one hop
+  // of K and V, 256 tokens x 2 heads x 16.
+  REQUIRE(num(s, "tp_forward_bytes") == 4 * (256.0 * 128 / 2) * 4);
+  REQUIRE(num(s, "tp_forward_bytes") == num(s, "tp_forward_formula"));
+  REQUIRE(num(s, "cp_forward_bytes") == 2 * 256.0 * 2 * 16 * 4);
+  REQUIRE(num(s, "cp_forward_bytes") == num(s, "cp_forward_formula"));
+  REQUIRE(num(s, "usp_work_max_over_min") <= 1.05);
+  // Ulysses 2: q and out, (U-1) of 2 blocks of 128 tokens x 4 heads x 16; k and v 2 heads.
+  REQUIRE(num(s, "usp_a2a_forward_bytes") == (2 * 128.0 * 4 * 16 + 2 * 128.0 * 2 * 16) * 4);
+  REQUIRE(num(s, "usp_ring_forward_bytes") == 2 * 256.0 * 2 * 16 * 4);
+  // Placement (modeled, deterministic): TP inside the node beats TP across it, and the
+  // all-to-all inside with a short ring beats a short all-to-all with a long ring.
+  REQUIRE(num(s, "layer_ms_tp_inside") < 0.5 * num(s, "layer_ms_tp_across"));
+  REQUIRE(num(s, "layer_ms_a2a_inside") < num(s, "layer_ms_ring_across"));
+  REQUIRE(num(s, "across_bytes_tp_inside") < num(s, "across_bytes_tp_across"));
+}
+
 TEST_CASE("a lesson's steps survive the trace file and the presenter pauses and quits", "[lessons]") {
   const Script s = build_lesson(2);
   const trace::TraceData back = trace::parse_trace(trace::to_chrome_json(s.trace).dump(), "lesson 2");
@@ -213,8 +235,8 @@ TEST_CASE("malformed lesson steps in a trace are an error; other traces have non
   REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": [{"title": 1, "text": "x"}]}})"), Catch::Contains("steps[0] needs"));
   REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": [{"title": "a", "text": "x", "focus": {"strategy": "ring", "begin_ns": 5, "end_ns": 1}}]}})"),
                       Catch::Contains("begin_ns <= end_ns"));
-  REQUIRE_THROWS_AS(find_lesson(7), ConfigError);
-  REQUIRE_THROWS_WITH(find_lesson(0), Catch::Contains("the lessons are 1 to 6"));
+  REQUIRE_THROWS_AS(find_lesson(8), ConfigError);
+  REQUIRE_THROWS_WITH(find_lesson(0), Catch::Contains("the lessons are 1 to 7"));
   REQUIRE(default_trace_path(3) == "out/lessons/03-ring-attention.trace.json");
   REQUIRE(wrap("aa bb cc", 5, "> ") == "> aa\n> bb\n> cc\n");
   REQUIRE(wrap("a b c", 80) == "a b c\n");

@@ -1,0 +1,213 @@
+// Lesson 7: combining. Real long-context training never uses one strategy alone: TP x CP
+// (Megatron) and Ulysses x ring (USP) on one run, the traffic of each group, and where each
+// group should sit, NVLink or InfiniBand, shown with the what-if model.
+#include <algorithm>
+#include <map>
+
+#include "layer/reference.h"
+#include "lessons/lesson.h"
+#include "model/model.h"
+#include "parallel/parallel_layer.h"
+#include "trace/metrics.h"
+
+namespace ringside::lessons {
+
+namespace {
+
+std::string tokens_of(const std::vector<int64_t>& pos) {  // "[0, 64) [448, 512)": the runs of sorted positions
+  std::string out;
+  for (size_t i = 0; i < pos.size();) {
+    size_t j = i;
+    while (j + 1 < pos.size() && pos[j + 1] == pos[j] + 1) ++j;
+    out += (out.empty() ? "" : " ") + fmt("[%lld, %lld)", (long long)pos[i], (long long)(pos[j] + 1));
+    i = j + 1;
+  }
+  return out;
+}
+
+// Bytes rank `rank` sent in `phase` to peers in its own group of `par` (same c: TP; same t: CP;
+// for a2a+p2p, same r: the all-to-all; same u: the ring), from its trace.
+std::map<std::string, int64_t> bytes_by_group(const trace::TraceData& t, const std::string& label,
+                                              const ParallelConfig& par, int rank, const std::string& phase) {
+  std::map<std::string, int64_t> by;
+  const GroupCoords me = coords_of(par, rank);
+  for (const trace::RankTrace& r : t.ranks) {
+    if (r.strategy != label || r.rank != rank) continue;
+    for (const trace::Event& e : r.events) {
+      if (e.stream != trace::Stream::comm || e.direction != "send" || e.phase != phase) continue;
+      const GroupCoords peer = coords_of(par, e.peer);
+      std::string group = peer.c == me.c ? "TP" : peer.t == me.t ? "CP" : "?";
+      if (par.cp_comm == CpComm::a2a_p2p && group == "CP") group = peer.r == me.r ? "all-to-all" : "ring";
+      by[group] += e.bytes;
+    }
+  }
+  return by;
+}
+
+// The modeled layer (the slowest rank's forward + backward) and the bytes all ranks send inside
+// their node and across nodes, from a dry run of `name` on P ranks of `hw`.
+struct Placement {
+  double layer_ms = 0;
+  int64_t across_bytes = 0, inside_bytes = 0;
+};
+Placement model_placement(const std::string& name, const LayerConfig& cfg, int P, const model::Hardware& hw) {
+  MemoryTracker tracker;
+  const trace::TraceData schedule = model::dry_run(find_strategy(name), cfg, P, tracker);
+  Placement p;
+  for (const trace::RankTrace& r : schedule.ranks)
+    for (const trace::Event& e : r.events)
+      if (e.stream == trace::Stream::comm && e.direction == "send")
+        (e.peer / hw.gpus_per_node == r.rank / hw.gpus_per_node ? p.inside_bytes : p.across_bytes) += e.bytes;
+  for (const trace::StrategyMetrics& m : trace::compute_metrics(model::model_trace(schedule, hw)))
+    for (const trace::RankMetrics& r : m.ranks) p.layer_ms = std::max(p.layer_ms, r.time.window_ns / 1e6);
+  return p;
+}
+
+}  // namespace
+
+void combining(Script& L) {
+  LayerConfig cfg;
+  cfg.b = 1, cfg.s = 512, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
+  const int P = 4;
+  const std::vector<std::string> names = {"tp2xring2", "ulysses2xring2"};
+  std::vector<std::vector<RankResult>> runs;
+  for (const std::string& n : names) runs.push_back(L.run(find_strategy(n), cfg, P, n));
+  const Script::Reference ref = L.reference(cfg, DType::f64);
+  auto worst = [&](const RankResult& r) {
+    double w = std::max(relative_error(r.out, ref.out), relative_error(r.dx, ref.dx));
+    const auto mine = r.grads.named(), theirs = ref.grads.named();
+    for (size_t i = 0; i < mine.size(); ++i) w = std::max(w, relative_error(*mine[i].second, *theirs[i].second));
+    return w;
+  };
+
+  // ---- 1. TP x CP ------------------------------------------------------------------------------
+  const ParallelConfig tpcp = find_strategy("tp2xring2").parallel.resolved(P);
+  L.step("TP x CP: two groups, one layer", L.phase("tp2xring2"));
+  L.say("P = %d ranks as T = 2 (Megatron TP with SP) x C = 2 (the ring), on this layer:", P);
+  L.say("  %s", cfg.summary().c_str());
+  L.say("Ranks are numbered TP innermost (Megatron's tp-cp order): ranks 0 and 1 are a TP group,");
+  L.say("and share a CP shard of the sequence; ranks 0 and 2 are a ring. Each rank holds half the");
+  L.say("heads of its CP shard, and between the TP blocks half of the shard's tokens:");
+  L.blank();
+  Table t1({"rank", "t, c", "TP group", "ring", "CP shard (zigzag over 2)", "tokens between TP blocks", "q heads"});
+  for (int r = 0; r < P; ++r) {
+    const GroupCoords g = coords_of(tpcp, r);
+    t1.row({std::to_string(r), fmt("%d, %d", g.t, g.c), fmt("%d %d", world_rank_of(tpcp, 0, g.c), world_rank_of(tpcp, 1, g.c)),
+            fmt("%d %d", world_rank_of(tpcp, g.t, 0), world_rank_of(tpcp, g.t, 1)), tokens_of(cp_positions(tpcp, cfg, g.c)),
+            tokens_of(rank_positions(tpcp, cfg, r)), fmt("%d-%d", g.t * 4, g.t * 4 + 3)});
+  }
+  L.table(t1);
+  L.blank();
+  L.say("Inside a TP group the all-gather and reduce-scatter of lesson 2 run on the shard's 256");
+  L.say("tokens; across the ring the K/V of this rank's 4 heads travel as in lesson 3. Worst error");
+  L.say("against the fp64 reference, out, dx and every gradient: %.2e (below 1e-5: correct).",
+        L.record("error_tp2xring2", worst(runs[0][0])));
+
+  // ---- 2. per-group traffic --------------------------------------------------------------------
+  L.step("Who talks to whom", L.phase("tp2xring2", "forward"));
+  L.say("Bytes rank 0 sent in the forward, by group (from the trace), and the formulas:");
+  L.blank();
+  const std::map<std::string, int64_t> g0 = bytes_by_group(L.trace, "tp2xring2", tpcp, 0, "forward");
+  const int64_t Nh = cfg.b * (cfg.s / 2) * cfg.h;             // the CP shard's activations, elements
+  const int64_t kv = cfg.b * (cfg.s / 2) * (cfg.Hkv / 2) * cfg.d();  // one K block of this rank's heads
+  Table t2({"group", "measured", "formula", "what"});
+  t2.row({"TP", grouped(int64_t(L.record("tp_forward_bytes", double(g0.count("TP") ? g0.at("TP") : 0)))),
+          grouped(int64_t(L.record("tp_forward_formula", double(4 * (Nh / 2) * 4)))),
+          "2 all-gathers + 2 reduce-scatters of N_c h (T-1)/T"});
+  t2.row({"CP (ring)", grouped(int64_t(L.record("cp_forward_bytes", double(g0.count("CP") ? g0.at("CP") : 0)))),
+          grouped(int64_t(L.record("cp_forward_formula", double(2 * kv * 4 * (2 - 1))))), "K and V, R-1 hops"});
+  L.table(t2);
+  L.blank();
+  L.say("TP moves the activations, %.0fx the ring's K/V here. Its collectives are on the critical",
+        double(4 * (Nh / 2)) / double(2 * kv));
+  L.say("path (the next GEMM waits for them), while the ring's transfers hide behind attention:");
+  L.say("the chatty group belongs on the fast link.");
+
+  // ---- 3. Ulysses x ring ----------------------------------------------------------------------
+  const ParallelConfig usp = find_strategy("ulysses2xring2").parallel.resolved(P);
+  L.step("Ulysses x ring: reorder by both degrees", L.phase("ulysses2xring2"));
+  L.say("USP (Fang and Zhao 2024): an all-to-all over U = 2 ranks gives each the whole ring shard for");
+  L.say("half the heads, then the ring over R = 2 shards runs on those heads. For the ring to be");
+  L.say("balanced, what the all-to-all gathers must be a zigzag shard: so rank (u, r) holds the");
+  L.say("u-th half of ring shard r, not the zigzag shard of a 4-rank CP (forgetting this reorder is");
+  L.say("long-context-attention's issue 53):");
+  L.blank();
+  Table t3({"rank", "u, r", "tokens held", "after the all-to-all", "q heads", "attention MFLOP"});
+  double lo = 1e300, hi = 0;
+  for (int r = 0; r < P; ++r) {
+    const GroupCoords g = coords_of(usp, r);
+    const double f = runs[1][size_t(r)].attention_flops;
+    lo = std::min(lo, f), hi = std::max(hi, f);
+    t3.row({std::to_string(r), fmt("%d, %d", g.u, g.r), tokens_of(rank_positions(usp, cfg, r)),
+            tokens_of(layout_positions(Layout::zigzag, cfg.s, 2, g.r)), fmt("%d-%d", g.u * 4, g.u * 4 + 3),
+            fmt("%.2f", f / 1e6)});
+  }
+  L.table(t3);
+  L.blank();
+  L.say("Attention work per rank: max / min = %.3f. Worst error against fp64: %.2e.",
+        L.record("usp_work_max_over_min", hi / lo), L.record("error_ulysses2xring2", worst(runs[1][0])));
+  const std::map<std::string, int64_t> u0 = bytes_by_group(L.trace, "ulysses2xring2", usp, 0, "forward");
+  L.say("Rank 0's forward bytes: %s in the all-to-all group (q, k, v, out),",
+        grouped(int64_t(L.record("usp_a2a_forward_bytes", double(u0.count("all-to-all") ? u0.at("all-to-all") : 0)))).c_str());
+  L.say("%s around the ring.",
+        grouped(int64_t(L.record("usp_ring_forward_bytes", double(u0.count("ring") ? u0.at("ring") : 0)))).c_str());
+
+  // ---- 4. placement ----------------------------------------------------------------------------
+  L.step("Where each group should sit");
+  const model::Hardware hw = model::load_hardware("h100-nvlink");
+  LayerConfig big;
+  big.s = 65536, big.h = 4096, big.H = 32, big.Hkv = 8, big.f = 14336;
+  const int Q = 16;
+  L.say("The what-if model replays a dry run of the same code on 16 H100s, 8 per node (NVLink");
+  L.say("450 GB/s inside, InfiniBand 50 GB/s across), for a Llama-3-8B-like layer at 64K tokens:");
+  L.say("  %s", big.summary().c_str());
+  L.say("The same degrees, placed two ways: bytes all ranks send (forward + backward, as the fp32");
+  L.say("dry run records them) inside a node and across, and the modeled layer time (bf16):");
+  L.blank();
+  Table t4({"configuration", "inside a node", "across nodes", "bytes inside", "bytes across", "layer (modeled)"});
+  struct Row {
+    const char* name;
+    const char* inside;
+    const char* across;
+    const char* key;
+  };
+  const Row rows[] = {{"tp8xring2", "TP 8", "ring 2", "tp_inside"},
+                      {"ring2xtp8", "ring 2", "TP 8", "tp_across"},
+                      {"ulysses8xring2", "all-to-all 8", "ring 2", "a2a_inside"},
+                      {"ulysses2xring8", "all-to-all 2", "ring 8", "ring_across"}};
+  std::map<std::string, double> ms;
+  for (const Row& row : rows) {
+    const Placement p = model_placement(row.name, big, Q, hw);
+    ms[row.key] = L.record(fmt("layer_ms_%s", row.key), p.layer_ms);
+    L.record(fmt("across_bytes_%s", row.key), double(p.across_bytes));
+    t4.row({row.name, row.inside, row.across, format_bytes(double(p.inside_bytes)), format_bytes(double(p.across_bytes)),
+            fmt("%.1f ms", p.layer_ms)});
+  }
+  L.table(t4);
+  L.blank();
+  L.say("TP inside the node and the ring across it: %.1f ms; the reverse: %.1f ms, %.1fx slower.", ms["tp_inside"],
+        ms["tp_across"], ms["tp_across"] / ms["tp_inside"]);
+  L.say("TP's collectives move the activations and the next GEMM waits for them, so across");
+  L.say("InfiniBand they dominate; the ring's K/V hide behind attention when each GPU has enough");
+  L.say("tokens (lesson 3: c >= F/B, about 20K per GPU across InfiniBand; here %lld K).",
+        (long long)(big.s / 2 / 1024));
+  L.say("Ulysses x ring: the all-to-all of 8 inside the node and a ring of 2 across it, %.1f ms,", ms["a2a_inside"]);
+  L.say("against %.1f ms for an all-to-all of 2 and a ring of 8: a longer ring sends more, and", ms["ring_across"]);
+  L.say("only partly hides it at %lld K tokens per GPU.", (long long)(big.s / 8 / 1024));
+
+  // ---- 5. the rule ----------------------------------------------------------------------------
+  L.step("The rule");
+  L.say("Put the group that moves the most, and waits for it, on the fastest link:");
+  L.say("  TP (or Ulysses) inside a node, on NVLink: all-gathers, reduce-scatters, all-to-alls,");
+  L.say("      each on the critical path; TP also splits the weights.");
+  L.say("  the ring (CP) across nodes: point-to-point K/V that hide behind compute at long enough");
+  L.say("      sequences, and no limit from the head count.");
+  L.say("  all_gather CP (Llama 3) is the simple alternative: one gather of K/V, easy masking, at");
+  L.say("      the price of holding the whole sequence's K/V for a while.");
+  L.say("Try it at 1M tokens on 64 GPUs:");
+  L.say("  ringside model --strategy tp8xring8 --ranks 64 --seq 1048576 --heads 64 --kv-heads 8 \\");
+  L.say("      --hidden 4096 --ffn 16384 --hw h100-nvlink      (and ring8xtp8: the reverse order)");
+  L.say("  ringside bench model        (every strategy and hybrid, side by side)");
+}
+
+}  // namespace ringside::lessons
