@@ -40,13 +40,15 @@ nlohmann::json breakdown_json(const trace::Breakdown& b) {
 }  // namespace
 
 void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_steps) {
-  std::printf("  %-10s %4s  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", "strategy", "rank", "compute", "comm", "overlap",
+  int w = 10;  // the strategy column: as wide as the longest name (ulysses2xring2)
+  for (const trace::StrategyMetrics& s : all) w = std::max(w, int(name_of(s).size()));
+  std::printf("  %-*s %4s  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", w, "strategy", "rank", "compute", "comm", "overlap",
               "exposed", "idle", "peak memory", "sent");
   for (const trace::StrategyMetrics& s : all) {
     int64_t peak = -1;
     std::vector<int> at_peak;
     for (const trace::RankMetrics& r : s.ranks) {
-      std::printf("  %-10s %4d  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", name_of(s).c_str(), r.rank, ms(r.time.compute_ns).c_str(),
+      std::printf("  %-*s %4d  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", w, name_of(s).c_str(), r.rank, ms(r.time.compute_ns).c_str(),
                   ms(r.time.comm_ns).c_str(), pct(r.time.overlap_pct()).c_str(), ms(r.time.exposed_comm_ns).c_str(),
                   ms(r.time.idle_ns).c_str(), format_bytes(double(r.peak_memory_bytes)).c_str(),
                   format_bytes(double(r.bytes_sent)).c_str());
@@ -56,22 +58,22 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
     std::string who = at_peak.size() == s.ranks.size() && s.ranks.size() > 1 ? std::string("every rank") : "rank";
     if (who == "rank")
       for (size_t i = 0; i < at_peak.size(); ++i) who += (i ? ", " : " ") + std::to_string(at_peak[i]);
-    std::printf("  %-10s %4s  %9s  %9s  %7s  %9s  %9s  imbalance %.2f; peak memory: %s; window %s\n", name_of(s).c_str(), "sum",
+    std::printf("  %-*s %4s  %9s  %9s  %7s  %9s  %9s  imbalance %.2f; peak memory: %s; window %s\n", w, name_of(s).c_str(), "sum",
                 ms(s.total.compute_ns).c_str(), ms(s.total.comm_ns).c_str(), pct(s.total.overlap_pct()).c_str(),
                 ms(s.total.exposed_comm_ns).c_str(), ms(s.total.idle_ns).c_str(), s.compute_imbalance, who.c_str(),
                 ms(s.end_ns - s.begin_ns).c_str());
   }
   // Communication by sublayer: the ring's K/V hops apart from its gradient all-reduce.
   std::printf("\n  communication by sublayer (all ranks summed; overlap: the part under some compute):\n");
-  std::printf("  %-10s %-10s  %9s  %7s  %9s\n", "strategy", "sublayer", "comm", "overlap", "exposed");
+  std::printf("  %-*s %-10s  %9s  %7s  %9s\n", w, "strategy", "sublayer", "comm", "overlap", "exposed");
   for (const trace::StrategyMetrics& s : all)
     for (const auto& [name, b] : s.comm_by_sublayer)
-      std::printf("  %-10s %-10s  %9s  %7s  %9s\n", name_of(s).c_str(), name.empty() ? "-" : name.c_str(), ms(b.comm_ns).c_str(),
+      std::printf("  %-*s %-10s  %9s  %7s  %9s\n", w, name_of(s).c_str(), name.empty() ? "-" : name.c_str(), ms(b.comm_ns).c_str(),
                   pct(b.overlap_pct()).c_str(), ms(b.exposed_comm_ns).c_str());
   if (!with_steps) return;
   for (const trace::StrategyMetrics& s : all) {
     if (s.steps.empty()) continue;
-    std::printf("\n  %s, per ring step: P steps per pass, each computing on one K/V block while the next one moves\n"
+    std::printf("\n  %s, per ring step: one step per ring rank per pass, each computing on one K/V block while the next moves\n"
                 "  (the last step moves none; in the backward, dK/dV also hop, the last hop taking them home).\n"
                 "  time: the slowest rank's step; compute, comm, exposed: summed over ranks, each rank's step counted\n"
                 "  until its transfers end; imbalance: max / mean of the ranks' step times.\n",
