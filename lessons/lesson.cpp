@@ -184,6 +184,13 @@ std::vector<RankResult> Script::run(const Strategy& st, const LayerConfig& cfg, 
   return out;
 }
 
+double worst_error(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const Script::Reference& ref) {
+  double worst = std::max(relative_error(out, ref.out), relative_error(dx, ref.dx));
+  const auto mine = grads.named(), theirs = ref.grads.named();
+  for (size_t i = 0; i < mine.size(); ++i) worst = std::max(worst, relative_error(*mine[i].second, *theirs[i].second));
+  return worst;
+}
+
 Script::Reference Script::reference(const LayerConfig& cfg, DType dt) {
   trackers.push_back(std::make_shared<MemoryTracker>());
   const AllocTag tag{0, MemCategory::workspace, trackers.back().get()};

@@ -95,6 +95,9 @@ struct Script {
   std::optional<Focus> phase(const std::string& label, const std::string& phase = "") const;
 };
 
+/// The worst relative (Frobenius) error over out, dx and every parameter gradient against `ref`.
+double worst_error(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const Script::Reference& ref);
+
 /// A lesson: its number, folder name ("03-ring-attention"), title and scenario.
 struct Lesson {
   int number = 0;

@@ -8,18 +8,6 @@
 
 namespace ringside::lessons {
 
-namespace {
-
-// The worst relative error over out, dx and every parameter gradient.
-double worst_error(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const Script::Reference& ref) {
-  double worst = std::max(relative_error(out, ref.out), relative_error(dx, ref.dx));
-  const auto mine = grads.named(), theirs = ref.grads.named();
-  for (size_t i = 0; i < mine.size(); ++i) worst = std::max(worst, relative_error(*mine[i].second, *theirs[i].second));
-  return worst;
-}
-
-}  // namespace
-
 void choosing(Script& L) {
   LayerConfig cfg;
   cfg.b = 1, cfg.s = 2048, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;

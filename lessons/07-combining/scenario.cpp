@@ -73,12 +73,7 @@ void combining(Script& L) {
   std::vector<std::vector<RankResult>> runs;
   for (const std::string& n : names) runs.push_back(L.run(find_strategy(n), cfg, P, n));
   const Script::Reference ref = L.reference(cfg, DType::f64);
-  auto worst = [&](const RankResult& r) {
-    double w = std::max(relative_error(r.out, ref.out), relative_error(r.dx, ref.dx));
-    const auto mine = r.grads.named(), theirs = ref.grads.named();
-    for (size_t i = 0; i < mine.size(); ++i) w = std::max(w, relative_error(*mine[i].second, *theirs[i].second));
-    return w;
-  };
+  auto worst = [&](const RankResult& r) { return worst_error(r.out, r.dx, r.grads, ref); };
 
   // ---- 1. TP x CP ------------------------------------------------------------------------------
   const ParallelConfig tpcp = find_strategy("tp2xring2").parallel.resolved(P);
