@@ -126,19 +126,30 @@ TEST_CASE("USP reorders the tokens by both degrees, so the ring sees zigzag shar
     const ParallelConfig par = parse_parallel_config(detail::concat("ulysses", U, "xring", R)).resolved(U * R);
     REQUIRE(par.cp_comm == CpComm::a2a_p2p);
     // What the all-to-all gathers on a2a group r (the u shards in rank order) is ring rank r's
-    // zigzag shard. Zigzag over all C ranks, the input order a plain CP would use (the bug of
-    // long-context-attention's issue 53), is not.
+    // zigzag shard. Split in order instead (rank c holding the c-th of C pieces, the input
+    // long-context-attention's issue 53 fed its hybrid), it gathers a contiguous piece.
+    ParallelConfig in_order_par = par;
+    LayerConfig in_order = c;
+    in_order.layout = Layout::contiguous;
     for (int r = 0; r < R; ++r) {
       std::vector<int64_t> gathered, naive;
       for (int u = 0; u < U; ++u) {
         const auto mine = cp_positions(par, c, u + U * r);
         gathered.insert(gathered.end(), mine.begin(), mine.end());
-        const auto wrong = layout_positions(Layout::zigzag, c.s, U * R, u + U * r);
+        const auto wrong = cp_positions(in_order_par, in_order, u + U * r);
+        CHECK(wrong == layout_positions(Layout::contiguous, c.s, U * R, u + U * r));
         naive.insert(naive.end(), wrong.begin(), wrong.end());
       }
       CHECK(gathered == layout_positions(Layout::zigzag, c.s, R, r));
       CHECK(naive != gathered);
     }
+    // ... and the ring's causal work would be lopsided: about 3 times for R = 2.
+    double lo_in_order = 1e300, hi_in_order = 0;
+    for (int rank = 0; rank < U * R; ++rank) {
+      const double f = parallel_attention_flops(par, in_order, U * R, rank);
+      lo_in_order = std::min(lo_in_order, f), hi_in_order = std::max(hi_in_order, f);
+    }
+    CHECK(hi_in_order / lo_in_order > 2.5);
     // Correct against the reference, and each rank's attention work within 1.05 of every other's.
     const Strategy st = make_strategy(par);
     MemoryTracker tracker;

@@ -190,6 +190,7 @@ TEST_CASE("lesson 7: the hybrids are correct, each group's bytes are its formula
   REQUIRE(num(s, "cp_forward_bytes") == 2 * 256.0 * 2 * 16 * 4);
   REQUIRE(num(s, "cp_forward_bytes") == num(s, "cp_forward_formula"));
   REQUIRE(num(s, "usp_work_max_over_min") <= 1.05);
+  REQUIRE(num(s, "usp_in_order_max_over_min") > 2.5);  // R = 2, contiguous halves: about 3
   // Ulysses 2: q and out, (U-1) of 2 blocks of 128 tokens x 4 heads x 16; k and v 2 heads.
   REQUIRE(num(s, "usp_a2a_forward_bytes") == (2 * 128.0 * 4 * 16 + 2 * 128.0 * 2 * 16) * 4);
   REQUIRE(num(s, "usp_ring_forward_bytes") == 2 * 256.0 * 2 * 16 * 4);

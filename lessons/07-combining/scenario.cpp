@@ -80,9 +80,10 @@ void combining(Script& L) {
   L.step("TP x CP: two groups, one layer", L.phase("tp2xring2"));
   L.say("P = %d ranks as T = 2 (Megatron TP with SP) x C = 2 (the ring), on this layer:", P);
   L.say("  %s", cfg.summary().c_str());
-  L.say("Ranks are numbered TP innermost (Megatron's tp-cp order): ranks 0 and 1 are a TP group,");
-  L.say("and share a CP shard of the sequence; ranks 0 and 2 are a ring. Each rank holds half the");
-  L.say("heads of its CP shard, and between the TP blocks half of the shard's tokens:");
+  L.say("Ranks are numbered TP innermost (Megatron's tp-cp order): the TP rank changes fastest, so");
+  L.say("neighbouring ranks, which share a node, share a TP group. Ranks 0 and 1 are a TP group and");
+  L.say("share a CP shard of the sequence; ranks 0 and 2 are a ring. Each rank holds half the heads");
+  L.say("of its CP shard, and between the TP blocks half of the shard's tokens:");
   L.blank();
   Table t1({"rank", "t, c", "TP group", "ring", "CP shard (zigzag over 2)", "tokens between TP blocks", "q heads"});
   for (int r = 0; r < P; ++r) {
@@ -115,17 +116,17 @@ void combining(Script& L) {
   L.blank();
   L.say("TP moves the activations, %.0fx the ring's K/V here. Its collectives are on the critical",
         double(4 * (Nh / 2)) / double(2 * kv));
-  L.say("path (the next GEMM waits for them), while the ring's transfers hide behind attention:");
-  L.say("the chatty group belongs on the fast link.");
+  L.say("path (the next GEMM waits for them), while the ring's transfers can hide behind attention");
+  L.say("where each block has c >= F/B tokens (lesson 3; times on this CPU are the threads', not a");
+  L.say("GPU's). The chatty group belongs on the fast link.");
 
   // ---- 3. Ulysses x ring ----------------------------------------------------------------------
   const ParallelConfig usp = find_strategy("ulysses2xring2").parallel.resolved(P);
   L.step("Ulysses x ring: reorder by both degrees", L.phase("ulysses2xring2"));
   L.say("USP (Fang and Zhao 2024): an all-to-all over U = 2 ranks gives each the whole ring shard for");
   L.say("half the heads, then the ring over R = 2 shards runs on those heads. For the ring to be");
-  L.say("balanced, what the all-to-all gathers must be a zigzag shard: so rank (u, r) holds the");
-  L.say("u-th half of ring shard r, not the zigzag shard of a 4-rank CP (forgetting this reorder is");
-  L.say("long-context-attention's issue 53):");
+  L.say("balanced, what the all-to-all gathers must be a zigzag shard over the R rings, in order. So");
+  L.say("the input is reordered by both degrees: rank (u, r) holds the u-th half of ring shard r.");
   L.blank();
   Table t3({"rank", "u, r", "tokens held", "after the all-to-all", "q heads", "attention MFLOP"});
   double lo = 1e300, hi = 0;
@@ -139,8 +140,18 @@ void combining(Script& L) {
   }
   L.table(t3);
   L.blank();
-  L.say("Attention work per rank: max / min = %.3f. Worst error against fp64: %.2e.",
-        L.record("usp_work_max_over_min", hi / lo), L.record("error_ulysses2xring2", worst(runs[1][0])));
+  LayerConfig in_order = cfg;  // the input split in order, not reordered (long-context-attention issue 53)
+  in_order.layout = Layout::contiguous;
+  double lo_c = 1e300, hi_c = 0;
+  for (int r = 0; r < P; ++r) {
+    const double f = parallel_attention_flops(usp, in_order, P, r);
+    lo_c = std::min(lo_c, f), hi_c = std::max(hi_c, f);
+  }
+  L.say("Attention FLOPs per rank: max / min = %.3f. Split the input in order instead (rank c holding",
+        L.record("usp_work_max_over_min", hi / lo));
+  L.say("the c-th quarter; long-context-attention's issue 53) and the all-to-all gathers contiguous");
+  L.say("halves: max / min = %.3f. Worst error against fp64: %.2e.", L.record("usp_in_order_max_over_min", hi_c / lo_c),
+        L.record("error_ulysses2xring2", worst(runs[1][0])));
   const std::map<std::string, int64_t> u0 = bytes_by_group(L.trace, "ulysses2xring2", usp, 0, "forward");
   L.say("Rank 0's forward bytes: %s in the all-to-all group (q, k, v, out),",
         grouped(int64_t(L.record("usp_a2a_forward_bytes", double(u0.count("all-to-all") ? u0.at("all-to-all") : 0)))).c_str());
@@ -156,10 +167,12 @@ void combining(Script& L) {
   L.say("The what-if model replays a dry run of the same code on 16 H100s, 8 per node (NVLink");
   L.say("450 GB/s inside, InfiniBand 50 GB/s across), for a Llama-3-8B-like layer at 64K tokens:");
   L.say("  %s", big.summary().c_str());
-  L.say("The same degrees, placed two ways: bytes all ranks send (forward + backward, as the fp32");
-  L.say("dry run records them) inside a node and across, and the modeled layer time (bf16):");
+  L.say("The same degrees, placed two ways. The innermost group is 8 neighbouring ranks, one node;");
+  L.say("the outer group spans the nodes, a hop of it crossing InfiniBand where it meets a node's");
+  L.say("edge. Bytes all ranks send, forward + backward, inside a node and across (as the fp32 dry");
+  L.say("run records them; bf16 halves them), and the modeled layer time (bf16):");
   L.blank();
-  Table t4({"configuration", "inside a node", "across nodes", "bytes inside", "bytes across", "layer (modeled)"});
+  Table t4({"configuration", "innermost", "outer", "bytes inside", "bytes across", "layer (modeled)"});
   struct Row {
     const char* name;
     const char* inside;
@@ -180,15 +193,17 @@ void combining(Script& L) {
   }
   L.table(t4);
   L.blank();
-  L.say("TP inside the node and the ring across it: %.1f ms; the reverse: %.1f ms, %.1fx slower.", ms["tp_inside"],
-        ms["tp_across"], ms["tp_across"] / ms["tp_inside"]);
-  L.say("TP's collectives move the activations and the next GEMM waits for them, so across");
-  L.say("InfiniBand they dominate; the ring's K/V hide behind attention when each GPU has enough");
-  L.say("tokens (lesson 3: c >= F/B, about 20K per GPU across InfiniBand; here %lld K).",
-        (long long)(big.s / 2 / 1024));
+  L.say("TP inside the node and the ring across it: %.1f ms; the reverse: %.1f ms, %.1fx slower, for",
+        ms["tp_inside"], ms["tp_across"], ms["tp_across"] / ms["tp_inside"]);
+  L.say("the same bytes in total. In ring2xtp8 each TP group has 4 GPUs in each node: 2 of the 8");
+  L.say("hops of its all-gathers and reduce-scatters cross InfiniBand, and every GEMM waits for the");
+  L.say("slowest hop. The ring's K/V hide behind attention when each GPU has enough tokens (lesson");
+  L.say("3: c >= F/B, about 20K per GPU across InfiniBand; here %lld K).", (long long)(big.s / 2 / 1024));
   L.say("Ulysses x ring: the all-to-all of 8 inside the node and a ring of 2 across it, %.1f ms,", ms["a2a_inside"]);
   L.say("against %.1f ms for an all-to-all of 2 and a ring of 8: a longer ring sends more, and", ms["ring_across"]);
   L.say("only partly hides it at %lld K tokens per GPU.", (long long)(big.s / 8 / 1024));
+  L.say("(This step's timeline is the model's, not in this lesson's trace: `ringside model");
+  L.say("--strategy ring2xtp8 --ranks 16 ... --trace FILE` writes it.)");
 
   // ---- 5. the rule ----------------------------------------------------------------------------
   L.step("The rule");
@@ -199,7 +214,9 @@ void combining(Script& L) {
   L.say("      sequences, and no limit from the head count.");
   L.say("  all_gather CP (Llama 3) is the simple alternative: one gather of K/V, easy masking, at");
   L.say("      the price of holding the whole sequence's K/V for a while.");
-  L.say("Try it at 1M tokens on 64 GPUs:");
+  L.say("Placement is the point, not hybrids as such: at 1M tokens on 64 GPUs the modeled plain ring");
+  L.say("is as fast as TP 8 x ring 8 (both hide their traffic); TP 8 x ring 8 holds 1/8 of the weights.");
+  L.say("Try it:");
   L.say("  ringside model --strategy tp8xring8 --ranks 64 --seq 1048576 --heads 64 --kv-heads 8 \\");
   L.say("      --hidden 4096 --ffn 16384 --hw h100-nvlink      (and ring8xtp8: the reverse order)");
   L.say("  ringside bench model        (every strategy and hybrid, side by side)");

@@ -489,7 +489,10 @@ int compare_command(CompareOptions& o) {
               s.P, s.backend.c_str(), ranks_are(s), to_string(cfg.cp_layout()));
   const char* hdr[] = {"strategy", "P", "worst error vs fp64", "x fp32", "saved/rank (formula)", "sent/rank (formula)",
                        "time", "overlap"};
-  const size_t wid[] = {14, 2, 25, 6, 23, 23, 9, 7};
+  size_t name_width = 14;  // "reference fp32", or the longest configuration's name
+  for (const StrategyRun& run : runs) name_width = std::max(name_width, run.st->name.size());
+  for (const auto& [name, why] : skipped) name_width = std::max(name_width, name.size());
+  const size_t wid[] = {name_width, 2, 25, 6, 23, 23, 9, 7};
   std::string line;
   for (int i = 0; i < 8; ++i) line += pad(hdr[i], wid[i], i == 1) + "  ";
   std::printf("  %sverdict\n", line.c_str());

@@ -5,20 +5,31 @@ namespace ringside {
 namespace {
 
 std::string summary_of(const ParallelConfig& par) {
+  const char* alone = "";  // the context-parallel attention on its own, and as one group of two
+  const char* group = "";
   switch (par.cp_comm) {
     case CpComm::none: return "Megatron tensor + sequence parallelism: all-gather / reduce-scatter around the TP blocks";
     case CpComm::p2p:
-      return par.tp == 1 ? "ring attention context parallelism: K/V blocks around a ring, overlapped with compute"
-                         : "TP + SP inside, the K/V ring over the context-parallel group for this rank's heads";
+      alone = "ring attention context parallelism: K/V blocks around a ring, overlapped with compute";
+      group = "the K/V ring";
+      break;
     case CpComm::all_gather:
-      return par.tp == 1 ? "all-gather context parallelism (Llama 3): gather K/V, attend, reduce-scatter dK/dV"
-                         : "TP + SP inside, all-gather context parallelism over the CP group";
+      alone = "all-gather context parallelism (Llama 3): gather K/V, attend, reduce-scatter dK/dV";
+      group = "all-gather CP";
+      break;
     case CpComm::a2a:
-      return par.tp == 1 ? "DeepSpeed-Ulysses: all-to-all from sequence to heads around attention"
-                         : "TP + SP inside, Ulysses all-to-all over the CP group";
-    case CpComm::a2a_p2p: return "Ulysses x ring (USP): all-to-all inside groups, the K/V ring across them";
+      alone = "DeepSpeed-Ulysses: all-to-all from sequence to heads around attention";
+      group = "the Ulysses all-to-all";
+      break;
+    case CpComm::a2a_p2p:
+      alone = "Ulysses x ring (USP): the all-to-all inside groups, the K/V ring across them";
+      group = "Ulysses x ring";
+      break;
   }
-  return "";
+  if (par.tp == 1) return alone;
+  // The innermost group is on neighbouring ranks, which share a node.
+  return par.order == RankOrder::tp_cp ? std::string("TP + SP on neighbouring ranks, ") + group + " across the TP groups"
+                                       : std::string(group) + " on neighbouring ranks, TP + SP across them";
 }
 
 }  // namespace
