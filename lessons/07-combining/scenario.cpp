@@ -147,11 +147,11 @@ void combining(Script& L) {
     const double f = parallel_attention_flops(usp, in_order, P, r);
     lo_c = std::min(lo_c, f), hi_c = std::max(hi_c, f);
   }
-  L.say("Attention FLOPs per rank: max / min = %.3f. Split the input in order instead (rank c holding",
+  L.say("Attention FLOPs per rank: max / min = %.3f. Split the input in order instead (rank c",
         L.record("usp_work_max_over_min", hi / lo));
-  L.say("the c-th quarter; long-context-attention's issue 53) and the all-to-all gathers contiguous");
-  L.say("halves: max / min = %.3f. Worst error against fp64: %.2e.", L.record("usp_in_order_max_over_min", hi_c / lo_c),
-        L.record("error_ulysses2xring2", worst(runs[1][0])));
+  L.say("holding the c-th quarter; long-context-attention's issue 53) and the all-to-all gathers");
+  L.say("contiguous halves: max / min = %.3f. Worst error against fp64: %.2e.",
+        L.record("usp_in_order_max_over_min", hi_c / lo_c), L.record("error_ulysses2xring2", worst(runs[1][0])));
   const std::map<std::string, int64_t> u0 = bytes_by_group(L.trace, "ulysses2xring2", usp, 0, "forward");
   L.say("Rank 0's forward bytes: %s in the all-to-all group (q, k, v, out),",
         grouped(int64_t(L.record("usp_a2a_forward_bytes", double(u0.count("all-to-all") ? u0.at("all-to-all") : 0)))).c_str());
