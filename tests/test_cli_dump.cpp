@@ -11,6 +11,7 @@
 #include "core/npy.h"
 #include "kernels/philox.h"
 #include "layer/reference.h"
+#include "parallel/strategy.h"
 
 using namespace ringside;
 namespace fs = std::filesystem;
@@ -104,6 +105,14 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
     REQUIRE(s.at("worst").at("error").get<double>() == worst);
     REQUIRE(worst < 1e-5);
     REQUIRE(s.at("per_rank").size() == 4);
+    // The configuration, resolved: its degrees multiply to P and name it.
+    const auto& par = s.at("parallel");
+    const int T = par.at("tp_size"), C = par.at("cp_size"), U = par.at("a2a_size"), R = par.at("ring_size");
+    REQUIRE(T * C == 4);
+    const CpComm comm = parse_cp_comm(par.at("cp_comm_type"));
+    REQUIRE(U * R == (comm == CpComm::all_gather ? 1 : C));  // all_gather: neither an all-to-all nor a ring
+    const ParallelConfig named = find_strategy(s.at("name")).parallel.resolved(4);
+    REQUIRE((named.tp == T && named.cp == C && named.cp_comm == comm && named.a2a_size() == U && named.ring_size() == R));
     for (const auto& r : s.at("per_rank")) {
       REQUIRE(r.at("peak_saved_bytes") == r.at("formula_saved_bytes"));
       REQUIRE(r.at("bytes_sent").at("forward") == r.at("formula_bytes_sent").at("forward"));

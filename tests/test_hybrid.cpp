@@ -194,6 +194,17 @@ TEST_CASE("configuration names and flags describe the same thing", "[hybrid]") {
     CHECK(find_strategy(name).name == name);
   for (const char* bad : {"", "x", "tp2x", "ringxtp2xtp2", "ringxulysses2", "warp4", "ring0", "tp-sp2", "ulyssesxring2"})
     CHECK_THROWS_AS(find_strategy(bad), ConfigError);
+  // Tables print one name per configuration: the short name of one kind of context parallelism
+  // over every rank, the degrees otherwise.
+  CHECK(resolve_strategy(find_strategy("ring4"), 4).name == "ring");
+  CHECK(resolve_strategy(find_strategy("tp1xulysses"), 4).name == "ulysses");
+  CHECK(resolve_strategy(find_strategy("tp4"), 4).name == "tp-sp");
+  CHECK(resolve_strategy(find_strategy("tp2xring"), 4).name == "tp2xring2");
+  CHECK(resolve_strategy(find_strategy("ulysses2xring"), 8).name == "ulysses2xring4");
+  CHECK(resolve_strategy(find_strategy("ulysses2xring"), 8).parallel.cp == 8);
+  CHECK_THROWS_AS(resolve_strategy(find_strategy("tp2xring"), 3), ConfigError);
+  CHECK_THROWS_AS(find_strategy("ulysses2xring524289"), ConfigError);  // U x R above kMaxRanks, not wrapped
+  CHECK_THROWS_AS(find_strategy("ring2000000"), ConfigError);
   // Placement: tp-cp puts a TP group on neighbouring ranks, cp-tp a CP group.
   const ParallelConfig tpcp = find_strategy("tp2xring4").parallel.resolved(8), cptp = find_strategy("ring4xtp2").parallel.resolved(8);
   CHECK(world_rank_of(tpcp, 1, 0) == 1);

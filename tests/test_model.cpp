@@ -1,15 +1,17 @@
 // The what-if model: the dry run records the real run's schedule; the model reproduces the
 // closed forms (ring overlap at c = F/B, Ulysses' volume, memory per rank).
-#include <map>
 #include <catch2/catch.hpp>
+
+#include <cstring>
+#include <map>
 
 #include <cmath>
 
 #include "core/error.h"
 #include "model/model.h"
-#include "parallel/parallel_layer.h"
+#include "comm/tensor_comm.h"
+#include "layer/weights.h"
 #include "parallel/harness.h"
-#include "parallel/parallel_layer.h"
 #include "parallel/parallel_layer.h"
 #include "trace/metrics.h"
 #include "trace/trace.h"
@@ -384,4 +386,27 @@ TEST_CASE("TP inside a node and the ring across nodes beats the reverse placemen
   }
   INFO("modeled layer: tp8xring8 " << layer_ns["tp8xring8"] / 1e6 << " ms, ring8xtp8 " << layer_ns["ring8xtp8"] / 1e6 << " ms");
   CHECK(layer_ns["tp8xring8"] < 0.8 * layer_ns["ring8xtp8"]);
+}
+
+TEST_CASE("a rank's modeled peak falls as ranks are added: no rank draws the whole sequence's input", "[model]") {
+  // Before, every rank drew the whole [b, s, h] input and kept its tokens, so the peak held s h
+  // on every rank whatever P (model's OUT OF MEMORY for 10M tokens on 64 H100s that fit).
+  LayerConfig cfg;
+  cfg.s = 262144, cfg.h = 1024, cfg.H = 16, cfg.Hkv = 16, cfg.f = 1024;
+  std::map<int, int64_t> peak;
+  for (int P : {16, 32}) {
+    const trace::TraceData schedule = dry_schedule(find_strategy("ring"), cfg, P);
+    for (const trace::StrategyMetrics& m : trace::compute_metrics(schedule))
+      for (const trace::RankMetrics& r : m.ranks) peak[P] = std::max(peak[P], r.peak_memory_bytes);
+  }
+  INFO("peak per rank: P 16 " << peak[16] << ", P 32 " << peak[32]);
+  CHECK(peak[32] < 0.6 * peak[16]);
+  // And a rank's input tokens are the whole input's, bit for bit.
+  LayerConfig small;
+  small.b = 2, small.s = 16, small.h = 8, small.H = 2, small.Hkv = 2, small.f = 8;
+  const std::vector<int64_t> pos = layout_positions(Layout::zigzag, small.s, 4, 1);
+  const Tensor whole = random_input(small, 7, DType::f32, {});
+  const Tensor mine = random_input_tokens(small, 7, pos, DType::f32, {});
+  const Tensor taken = take_tokens(whole, pos, {});
+  REQUIRE(std::memcmp(mine.raw_data(), taken.raw_data(), size_t(mine.nbytes())) == 0);
 }

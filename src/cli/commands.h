@@ -11,6 +11,7 @@
 #include "comm/communicator.h"
 #include "core/memory_limits.h"
 #include "layer/config.h"
+#include "parallel/strategy.h"
 #include "layer/weights.h"
 #include "trace/metrics.h"
 
@@ -39,13 +40,14 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg);
 struct ParallelFlags {
   int tp = 0, cp = 0, cp_a2a = 0;  ///< 0: not given
   std::string cp_comm, order;
+  bool given() const;  ///< any of them
 };
 /// Adds --tp, --cp, --cp-comm, --cp-a2a and --order (group "Parallel").
 void add_parallel_flags(CLI::App& app, ParallelFlags& p);
-/// The strategy's name: `strategy`, or the configuration the flags give (groups.h). Throws
-/// ConfigError when both or neither are given, or the flags contradict (a2a+p2p without
-/// --cp-a2a, --cp-a2a without a2a+p2p).
-std::string strategy_name(const std::string& strategy, const ParallelFlags& p);
+/// The strategy named `strategy`, or the configuration the flags give (groups.h; a degree left
+/// out takes the rest of P). Throws ConfigError when both or neither are given, or the flags
+/// contradict (a2a+p2p without --cp-a2a, --cp-a2a without a2a+p2p or not dividing --cp).
+Strategy strategy_from(const std::string& strategy, const ParallelFlags& p);
 
 /// The options given on a command line, by name, with their values as given ("--seq", "4096").
 using GivenOptions = std::vector<std::pair<std::string, std::string>>;

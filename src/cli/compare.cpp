@@ -396,21 +396,24 @@ std::vector<Strategy> choose_strategies(const CompareOptions& o, int P,
     std::stringstream in(o.strategies);
     for (std::string n; std::getline(in, n, ',');) {
       if (n.empty()) throw ConfigError("--strategies: empty name in '" + o.strategies + "' (use e.g. tp-sp,ring)");
-      Strategy st = find_strategy(n);
-      if (std::none_of(chosen.begin(), chosen.end(), [&](const Strategy& c) { return c.name == st.name; }))
-        chosen.push_back(std::move(st));
+      chosen.push_back(find_strategy(n));
     }
   }
-  for (auto it = chosen.begin(); it != chosen.end();) {
+  // Each configuration once, under its canonical name for P ("tp2xring" and "tp2xring2" are one).
+  std::vector<Strategy> valid;
+  for (const Strategy& st : chosen) {
     try {
-      it->validate(o.cfg, P);
-      ++it;
+      st.validate(o.cfg, P);
     } catch (const ConfigError& e) {
       if (listed) throw;
-      skipped.emplace_back(it->name, e.what());
-      it = chosen.erase(it);
+      skipped.emplace_back(st.name, e.what());
+      continue;
     }
+    Strategy r = resolve_strategy(st, P);
+    if (std::none_of(valid.begin(), valid.end(), [&](const Strategy& v) { return v.name == r.name; }))
+      valid.push_back(std::move(r));
   }
+  chosen = std::move(valid);
   if (chosen.empty()) {
     std::string why;
     for (auto& [name, w] : skipped) why += (why.empty() ? "" : "; ") + w;
@@ -594,6 +597,9 @@ int compare_command(CompareOptions& o) {
     std::printf("  %s%s\n", row.c_str(), verdict.c_str());
     nlohmann::json j;
     j["name"] = st.name;
+    const ParallelConfig& par = st.parallel;  // resolved: every degree given
+    j["parallel"] = {{"tp_size", par.tp}, {"cp_size", par.cp}, {"cp_comm_type", to_string(par.cp_comm)},
+                     {"a2a_size", par.a2a_size()}, {"ring_size", par.ring_size()}, {"order", to_string(par.order)}};
     for (auto& [n, x] : e) j["errors"][n] = x;
     j["worst"] = {{"tensor", w.first}, {"error", w.second}};
     j["ratio_to_fp32_reference"] = ratio;
@@ -676,8 +682,9 @@ int run_command(CompareOptions& o) {
   std::optional<Strategy> chosen;
   Setup s = setup(o, "run", [&](const Setup& s) {
     cfg.validate();
-    chosen = find_strategy(strategy_name(o.strategy, o.parallel));
+    chosen = strategy_from(o.strategy, o.parallel);
     chosen->validate(cfg, s.P);
+    chosen = resolve_strategy(*chosen, s.P);
     check_memory(cfg, s.P, s.mpi ? 1 : s.P, false);
     check_outputs(o, s);
   });

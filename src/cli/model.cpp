@@ -62,9 +62,11 @@ std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std:
 
 int model_command(const ModelCommandOptions& o) {
   using clock = std::chrono::steady_clock;
-  const bool dry = !o.strategy.empty() || o.parallel.tp || o.parallel.cp || !o.parallel.cp_comm.empty();
-  if (o.from.empty() && !dry) throw ConfigError("model: give --strategy (a dry run) or --from FILE (a recorded trace)");
-  if (!o.from.empty() && dry) throw ConfigError("model: --strategy runs a dry run and --from reads a trace: give one");
+  const bool dry = !o.strategy.empty() || o.parallel.given();
+  if (o.from.empty() && !dry)
+    throw ConfigError("model: give --strategy or the degrees (a dry run), or --from FILE (a recorded trace)");
+  if (!o.from.empty() && dry)
+    throw ConfigError("model: --strategy and the degrees (--tp, --cp, ...) run a dry run, --from reads a trace: give one");
   // The inputs: the recorded trace, and a profile given as a file.
   output::check_distinct({{"--trace", o.trace}}, {{"--from", o.from}, {"--hw", std::filesystem::exists(o.hw) ? o.hw : ""}});
   const model::Hardware hw = model::load_hardware(o.hw);
@@ -77,8 +79,9 @@ int model_command(const ModelCommandOptions& o) {
   auto t0 = clock::now();
   if (o.from.empty()) {
     o.cfg.validate();
-    st = find_strategy(strategy_name(o.strategy, o.parallel));
+    st = strategy_from(o.strategy, o.parallel);
     st->validate(o.cfg, o.ranks);
+    st = resolve_strategy(*st, o.ranks);
     // Tensors cost nothing in a dry run, but each rank lists its tokens' global positions
     // (RoPE, dropout, the layout): 8 bytes a token, a few lists at once. And the schedule
     // itself: model_schedule_bytes.

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 
 #include "parallel/groups.h"
+#include "parallel/strategy.h"
 #include "core/strict_flags.h"
 #include "core/error.h"
 
@@ -79,40 +80,50 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
 }
 
 void add_parallel_flags(CLI::App& app, ParallelFlags& p) {
-  app.add_option("--tp", p.tp, "tensor-parallel degree T (Megatron TP with SP)")->check(integer_in(1, 1 << 20))->group("Parallel");
-  app.add_option("--cp", p.cp, "context-parallel degree C (T x C = P)")->check(integer_in(1, 1 << 20))->group("Parallel");
+  app.add_option("--tp", p.tp, "tensor-parallel degree T (Megatron TP with SP; left out: the rest of P)")
+      ->check(integer_in(1, kMaxRanks))
+      ->group("Parallel");
+  app.add_option("--cp", p.cp, "context-parallel degree C (T x C = P; left out: the rest of P)")
+      ->check(integer_in(1, kMaxRanks))
+      ->group("Parallel");
   app.add_option("--cp-comm", p.cp_comm, "context parallelism's attention: p2p (ring), all_gather, a2a (Ulysses), a2a+p2p")
-      ->check(CLI::IsMember({"p2p", "all_gather", "a2a", "a2a+p2p"}))
+      ->check(CLI::IsMember({"p2p", "all_gather", "all-gather", "a2a", "a2a+p2p"}))
       ->group("Parallel");
   app.add_option("--cp-a2a", p.cp_a2a, "a2a+p2p: the all-to-all degree U (U divides C; the ring spans C / U)")
-      ->check(integer_in(1, 1 << 20))
+      ->check(integer_in(1, kMaxRanks))
       ->group("Parallel");
   app.add_option("--order", p.order, "rank order: tp-cp (TP innermost, Megatron's; the default) or cp-tp")
       ->check(CLI::IsMember({"tp-cp", "cp-tp"}))
       ->group("Parallel");
 }
 
-std::string strategy_name(const std::string& strategy, const ParallelFlags& p) {
-  const bool flags = p.tp || p.cp || !p.cp_comm.empty() || p.cp_a2a || !p.order.empty();
-  if (!strategy.empty() && flags)
+bool ParallelFlags::given() const { return tp || cp || !cp_comm.empty() || cp_a2a || !order.empty(); }
+
+Strategy strategy_from(const std::string& strategy, const ParallelFlags& p) {
+  if (!strategy.empty() && p.given())
     throw ConfigError("give --strategy NAME or the degrees (--tp, --cp, --cp-comm, --cp-a2a, --order), not both");
-  if (!flags) {
+  if (!p.given()) {
     if (strategy.empty()) throw ConfigError("give --strategy NAME or the degrees (--tp T --cp C --cp-comm ...)");
-    return strategy;
+    return find_strategy(strategy);
   }
+  if (!p.tp && !p.cp && p.cp_comm.empty())
+    throw ConfigError("--cp-a2a and --order need the degrees: --tp T and/or --cp C (with --cp-comm)");
+  // A degree not given takes the rest of P; so does C when only --cp-comm says there is context
+  // parallelism (then T is 1 unless given). With no --cp-comm, C > 1 runs the ring (p2p, as
+  // TransformerEngine's default) and an unspecified C is 1 (TP alone).
   ParallelConfig par;
-  par.tp = p.tp ? p.tp : p.cp ? 1 : 0;
-  par.cp_comm = p.cp_comm.empty() ? (p.cp > 1 ? CpComm::p2p : CpComm::none) : parse_cp_comm(p.cp_comm);
+  par.cp_comm = !p.cp_comm.empty() ? parse_cp_comm(p.cp_comm) : p.cp > 1 ? CpComm::p2p : CpComm::none;
+  par.tp = p.tp ? p.tp : p.cp ? 0 : 1;
   par.cp = p.cp ? p.cp : par.cp_comm == CpComm::none ? 1 : 0;
-  if (par.cp_comm == CpComm::none && par.cp != 1)
-    throw ConfigError(detail::concat("--cp ", par.cp, " needs a --cp-comm"));
+  if (par.cp_comm == CpComm::none && par.cp != 1) throw ConfigError(detail::concat("--cp ", par.cp, " needs a --cp-comm"));
   if ((par.cp_comm == CpComm::a2a_p2p) != (p.cp_a2a != 0))
     throw ConfigError("--cp-a2a U goes with --cp-comm a2a+p2p, and a2a+p2p needs it");
-  par.cp_a2a = p.cp_a2a ? p.cp_a2a : 1;
+  if (p.cp_a2a && p.cp && p.cp % p.cp_a2a != 0)
+    throw ConfigError(detail::concat("--cp-a2a ", p.cp_a2a, " must divide --cp ", p.cp,
+                                     " (a2a+p2p runs the ring over C / U groups of U ranks)"));
+  if (p.cp_a2a) par.cp_a2a = p.cp_a2a;
   if (!p.order.empty()) par.order = parse_rank_order(p.order);
-  if (par.order == RankOrder::cp_tp && (par.tp == 1 || par.cp_comm == CpComm::none))
-    throw ConfigError("--order cp-tp places TP groups across CP groups: it needs both --tp and --cp above 1");
-  return par.name();
+  return make_strategy(par);
 }
 
 GivenOptions given_options(const CLI::App& app) {

@@ -100,13 +100,31 @@ LayerWeights zero_grads(const LayerConfig& cfg, DType dtype, AllocTag tag) {
   return g;
 }
 
+namespace {
+
+// Element i of the whole [b, s, h] input, standard normal: Box-Muller on the pair of uniforms
+// (2i, 2i + 1), z = sqrt(-2 ln u1) cos(2 pi u2).
+float input_element(const LayerConfig& cfg, uint32_t site, int64_t i) {
+  const double u1 = philox_uniform(cfg.seed, site, 2 * static_cast<uint64_t>(i));
+  const double u2 = philox_uniform(cfg.seed, site, 2 * static_cast<uint64_t>(i) + 1);
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+}
+
+}  // namespace
+
 Tensor random_input(const LayerConfig& cfg, uint32_t site, DType dtype, AllocTag tag) {
   Tensor t = Tensor::empty({cfg.b, cfg.s, cfg.h}, dtype, tag);
-  // Box-Muller on the pair of uniforms (2i, 2i + 1): z = sqrt(-2 ln u1) cos(2 pi u2).
-  fill(t, [&](int64_t i) {
-    const double u1 = philox_uniform(cfg.seed, site, 2 * static_cast<uint64_t>(i));
-    const double u2 = philox_uniform(cfg.seed, site, 2 * static_cast<uint64_t>(i) + 1);
-    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+  fill(t, [&](int64_t i) { return input_element(cfg, site, i); });
+  return t;
+}
+
+Tensor random_input_tokens(const LayerConfig& cfg, uint32_t site, const std::vector<int64_t>& positions, DType dtype,
+                           AllocTag tag) {
+  const int64_t n = static_cast<int64_t>(positions.size()), h = cfg.h;
+  Tensor t = Tensor::empty({cfg.b, n, h}, dtype, tag);
+  fill(t, [&](int64_t i) {  // element (batch, token j, feature) of ours is the whole input's (batch, positions[j], feature)
+    const int64_t batch = i / (n * h), j = i / h % n, feature = i % h;
+    return input_element(cfg, site, (batch * cfg.s + positions[size_t(j)]) * h + feature);
   });
   return t;
 }

@@ -39,5 +39,10 @@ LayerWeights zero_grads(const LayerConfig& cfg, DType dtype, AllocTag tag);
 /// A standard-normal tensor [b, s, h] from Philox(cfg.seed, site) by Box-Muller, rounded to
 /// float (so f32 and f64 copies are equal). Use RngSite::input_x for x, input_dout for dout.
 Tensor random_input(const LayerConfig& cfg, uint32_t site, DType dtype, AllocTag tag);
+/// The tokens at global `positions` of random_input, [b, n, h], bit for bit, drawn without the
+/// whole sequence: what a rank holding n of the s tokens needs (a dry run at 10M tokens must not
+/// count s h per rank).
+Tensor random_input_tokens(const LayerConfig& cfg, uint32_t site, const std::vector<int64_t>& positions, DType dtype,
+                           AllocTag tag);
 
 }  // namespace ringside

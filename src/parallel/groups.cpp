@@ -1,5 +1,6 @@
 #include "parallel/groups.h"
 
+#include <cctype>
 #include <regex>
 
 #include "core/error.h"
@@ -19,6 +20,7 @@ const char* to_string(CpComm c) {
 }
 
 CpComm parse_cp_comm(const std::string& s) {
+  if (s == "all-gather") return CpComm::all_gather;  // the strategy's spelling
   for (CpComm c : {CpComm::none, CpComm::p2p, CpComm::all_gather, CpComm::a2a, CpComm::a2a_p2p})
     if (s == to_string(c)) return c;
   throw ConfigError("unknown --cp-comm '" + s + "' (p2p, all_gather, a2a or a2a+p2p)");
@@ -50,6 +52,9 @@ ParallelConfig ParallelConfig::resolved(int P) const {
                                      int64_t(r.tp) * r.cp, " and P = ", P));
   if (r.cp_comm == CpComm::none && r.cp != 1)
     throw ConfigError(detail::concat(name(), ": C = ", r.cp, " needs a --cp-comm (p2p, all_gather, a2a or a2a+p2p)"));
+  if (r.order == RankOrder::cp_tp && (r.tp == 1 || r.cp == 1))
+    throw ConfigError(detail::concat(name(), ": the cp-tp order places context parallelism innermost and TP across it; it",
+                                     " needs both degrees above 1 (T ", r.tp, ", C ", r.cp, ")"));
   if (r.cp_a2a < 1 || r.cp % r.cp_a2a != 0)
     throw ConfigError(detail::concat(name(), ": the all-to-all size U = ", r.cp_a2a, " must divide C = ", r.cp,
                                      " (a2a+p2p runs the ring over C / U groups of U ranks)"));
@@ -71,52 +76,76 @@ std::string ParallelConfig::name() const {
   return order == RankOrder::tp_cp ? "tp" + deg(tp) + "x" + c : c + "xtp" + deg(tp);
 }
 
+namespace {
+
+// Text as typed, but one short printable line of it (an error message quotes user input).
+std::string printable(const std::string& text, size_t max) {
+  std::string out;
+  for (char ch : text.substr(0, max)) out += std::isprint(static_cast<unsigned char>(ch)) ? ch : '?';
+  return text.size() > max ? out + "..." : out;
+}
+
+}  // namespace
+
+std::string ParallelConfig::canonical_name() const {
+  if (tp == 1 && cp_comm != CpComm::none && cp_comm != CpComm::a2a_p2p) {
+    ParallelConfig whole = *this;  // pure context parallelism over every rank: its short name
+    whole.cp = 0;
+    return whole.name();
+  }
+  if (cp_comm == CpComm::none && cp == 1) return "tp-sp";
+  return name();
+}
+
 ParallelConfig parse_parallel_config(const std::string& name) {
+  const std::string shown = printable(name, 48);
   auto bad = [&](const std::string& why) -> ConfigError {
-    return ConfigError("strategy '" + name + "': " + why +
+    return ConfigError("strategy '" + shown + "': " + why +
                        " (names: tp-sp, ring, ulysses, all-gather, or degrees innermost first joined by x, e.g. "
                        "tp2xring2, ulysses2xring2, tp2xall-gather2, ring2xtp2)");
   };
   if (name == "tp-sp") return ParallelConfig{0, 1, CpComm::none};
-  static const std::regex token(R"((tp|ring|ulysses|all-gather)([1-9][0-9]{0,4})?)");
-  std::vector<std::pair<std::string, int>> parts;
+  static const std::regex token(R"((tp|ring|ulysses|all-gather)([1-9][0-9]{0,6})?)");
+  std::vector<std::pair<std::string, int64_t>> parts;
   for (size_t at = 0; at <= name.size();) {
     const size_t x = name.find('x', at);
     const std::string t = name.substr(at, x == std::string::npos ? std::string::npos : x - at);
     std::smatch m;
-    if (!std::regex_match(t, m, token)) throw bad("'" + t + "' is not a group");
-    parts.push_back({m[1], m[2].matched ? std::stoi(m[2]) : 0});
+    if (!std::regex_match(t, m, token)) throw bad("'" + printable(t, 24) + "' is not a group");
+    const int64_t degree = m[2].matched ? std::stoll(m[2]) : 0;
+    if (degree > kMaxRanks) throw bad(detail::concat("degree ", degree, " is above ", kMaxRanks, " ranks"));
+    parts.push_back({m[1], degree});
     if (x == std::string::npos) break;
     at = x + 1;
   }
   ParallelConfig par{1, 1};
   size_t i = 0;
   const bool tp_first = parts[0].first == "tp";
-  if (tp_first) par.tp = parts[i++].second;
+  if (tp_first) par.tp = int(parts[i++].second);
   bool have_cp = false;
   if (i < parts.size() && parts[i].first != "tp") {
     have_cp = true;
     const auto [kind, degree] = parts[i++];
-    par.cp = degree;
+    par.cp = int(degree);
     if (kind == "ring") par.cp_comm = CpComm::p2p;
     if (kind == "all-gather") par.cp_comm = CpComm::all_gather;
     if (kind == "ulysses") {
       par.cp_comm = CpComm::a2a;
       if (i < parts.size() && parts[i].first == "ring") {
         if (degree == 0) throw bad("ulysses inside a ring needs its degree, e.g. ulysses2xring");
-        par.cp_comm = CpComm::a2a_p2p, par.cp_a2a = degree;
-        par.cp = parts[i].second == 0 ? 0 : degree * parts[i].second;
+        const int64_t cp = degree * parts[i].second;  // 64 bits: no wrap
+        if (cp > kMaxRanks) throw bad(detail::concat("U x R = ", cp, " is above ", kMaxRanks, " ranks"));
+        par.cp_comm = CpComm::a2a_p2p, par.cp_a2a = int(degree), par.cp = int(cp);
         ++i;
       }
     }
   }
   if (i < parts.size() && parts[i].first == "tp" && !tp_first && have_cp) {
-    par.tp = parts[i++].second;
+    par.tp = int(parts[i++].second);
     par.order = RankOrder::cp_tp;
   }
   if (i != parts.size()) throw bad("groups out of order or repeated");
-  if (!have_cp && par.tp == 1) throw bad("no group");
-  if (!have_cp) par.cp = 1, par.cp_comm = CpComm::none;
+  if (!have_cp) par.cp = 1, par.cp_comm = CpComm::none;  // tpN: TP alone
   if (par.tp == 0 && par.cp == 0) throw bad("give every degree but one");
   return par;
 }

@@ -34,6 +34,9 @@ enum class RankOrder { tp_cp, cp_tp };
 const char* to_string(RankOrder o);
 RankOrder parse_rank_order(const std::string& s);
 
+/// The most ranks a configuration may name (degrees and their products).
+inline constexpr int64_t kMaxRanks = 1 << 20;
+
 struct ParallelConfig {
   int tp = 1;  ///< T; 0: the rest of P
   int cp = 1;  ///< C; 0: the rest of P
@@ -49,6 +52,10 @@ struct ParallelConfig {
   /// The name (see above); for the three pure strategies and all_gather, their short names
   /// ("tp-sp", "ring", "ulysses", "all-gather") when the degrees are left to P.
   std::string name() const;
+  /// The name of a resolved configuration as every table prints it: the short names for TP
+  /// alone and for one kind of context parallelism over every rank ("ring", not "ring4"), the
+  /// degrees otherwise ("tp2xring2", not "tp2xring").
+  std::string canonical_name() const;
   /// Throws ConfigError, with one message naming the broken rule, unless the layer splits this
   /// way on P ranks: T x C = P, U | C, H % (T U), Hkv % T, f % T, s % (T C), and s % 2R for a
   /// zigzag ring (s % 2C for a zigzag all_gather).

@@ -63,8 +63,8 @@ RankResult parallel_layer_run(const ParallelConfig& config, const LayerConfig& c
   auto own_positions = [&](int r) { return rank_positions(par, cfg, r); };
   const TokenPositions pos{own_positions(rank), cp_positions(par, cfg, groups.at.c)};
   const LayerWeights w = tp_shard_weights(cfg, par.tp, groups.at.t, dt, {rank, MemCategory::weights, &tracker});
-  const Tensor x = take_tokens(random_input(cfg, static_cast<uint32_t>(RngSite::input_x), dt, ctx.ws), pos.own, ctx.act);
-  const Tensor dout = take_tokens(random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), dt, ctx.ws), pos.own, ctx.ws);
+  const Tensor x = random_input_tokens(cfg, static_cast<uint32_t>(RngSite::input_x), pos.own, dt, ctx.act);
+  const Tensor dout = random_input_tokens(cfg, static_cast<uint32_t>(RngSite::input_dout), pos.own, dt, ctx.ws);
   const std::unique_ptr<SequenceAttention> attention = make_attention(groups, cfg, ctx);
 
   RankResult res;

@@ -38,6 +38,13 @@ Strategy make_strategy(const ParallelConfig& par) { return {par.name(), summary_
 
 Strategy find_strategy(const std::string& name) { return make_strategy(parse_parallel_config(name)); }
 
+Strategy resolve_strategy(const Strategy& st, int P) {
+  const ParallelConfig par = st.parallel.resolved(P);
+  Strategy r = make_strategy(par);
+  r.name = par.canonical_name();
+  return r;
+}
+
 const std::vector<Strategy>& strategies() {
   static const std::vector<Strategy> named = {find_strategy("tp-sp"), find_strategy("ring"), find_strategy("ulysses"),
                                               find_strategy("all-gather")};

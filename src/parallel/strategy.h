@@ -63,5 +63,8 @@ std::vector<Strategy> default_strategies(int P);
 Strategy find_strategy(const std::string& name);
 /// The strategy of a configuration.
 Strategy make_strategy(const ParallelConfig& par);
+/// `st` with its degrees resolved for P ranks and its canonical name ("tp2xring" on 4 ranks is
+/// "tp2xring2"; "ring4" is "ring"). Throws ConfigError as ParallelConfig::resolved does.
+Strategy resolve_strategy(const Strategy& st, int P);
 
 }  // namespace ringside

@@ -63,6 +63,24 @@ expect 2 "no strategy can split this layer 3 ways" "$RS" bench model --ranks 3
 expect 2 "not a profile" "$RS" bench model --hw tpu-v9
 expect 2 "--min-bytes must not exceed --max-bytes" "$RS" bench comm --min-bytes 4096 --max-bytes 1024
 
+# --- configurations (issue 16): the flags and names mean one configuration, printed by its
+# canonical name; a contradiction is refused before any rank starts.
+expect 0 "ringside run tp2xulysses2: " "$RS" run --ranks 4 "${SMALL[@]}" --tp 2 --cp-comm a2a
+expect 0 "ringside run ring: " "$RS" run --ranks 4 "${SMALL[@]}" --strategy ring4
+expect 0 "ringside run ring: " "$RS" run --ranks 4 "${SMALL[@]}" --cp 4
+expect 0 "ringside run tp2xall-gather2: " "$RS" run --ranks 4 "${SMALL[@]}" --tp 2 --cp-comm all-gather
+expect 0 "ringside run tp-sp: " "$RS" run --ranks 2 "${SMALL[@]}" --strategy tp
+expect 2 "T x C must equal P, but T 2 x C 1 = 2 and P = 4" "$RS" run --ranks 4 "${SMALL[@]}" --tp 2
+expect 2 "--cp-a2a 3 must divide --cp 4" "$RS" run --ranks 4 "${SMALL[@]}" --cp 4 --cp-comm a2a+p2p --cp-a2a 3
+expect 2 "--cp-a2a U goes with --cp-comm a2a\\+p2p" "$RS" run --ranks 4 "${SMALL[@]}" --cp 4 --cp-a2a 2
+expect 2 "--cp-a2a and --order need the degrees" "$RS" run --ranks 4 "${SMALL[@]}" --order cp-tp
+expect 2 "the cp-tp order .* needs both degrees above 1" "$RS" run --ranks 4 "${SMALL[@]}" --tp 4 --order cp-tp
+expect 2 "give --strategy NAME or the degrees .* not both" "$RS" run --ranks 4 "${SMALL[@]}" --strategy ring --cp 4
+expect 2 "degree 9999999 is above 1048576 ranks" "$RS" run --ranks 4 "${SMALL[@]}" --strategy ulysses2xring9999999
+expect 2 "U x R = 1048578 is above 1048576 ranks" "$RS" model --ranks 4 --strategy ulysses2xring524289
+expect 2 "strategy 'ring\\?': 'ring\\?' is not a group" "$RS" compare "${SMALL[@]}" --strategies "$(printf 'ring\x01')"
+expect 2 "--strategy and the degrees .* --from reads a trace" "$RS" model --cp 4 --from /dev/null
+
 # --- messages that point the right way.
 expect 2 "^ringside: RINGSIDE_INJECT_FAILURE='7:forward' must be RANK:forward or RANK:backward with 0 <= RANK < 2$" \
   env RINGSIDE_INJECT_FAILURE=7:forward "$RS" run --strategy ring "${SMALL[@]}" --ranks 2
