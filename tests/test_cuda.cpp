@@ -14,7 +14,7 @@
 
 #include "cuda_kernel_cases.h"
 #include "core/gpu.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/strategy.h"
 #include "reference64.h"
 #include "trace/metrics.h"
 

@@ -8,7 +8,7 @@
 
 #include "parallel/allgather_attention.h"
 #include "parallel/harness.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/formulas.h"
 #include "parallel/ulysses_attention.h"
 #include "reference64.h"
 
@@ -39,10 +39,10 @@ TEST_CASE("every configuration matches the fp64 reference, and its bytes and mem
   int runs = 0;
   std::map<std::string, int> names;
   for (int64_t Hkv : {8, 4, 1})
-    for (int variant = 0; variant < 2; ++variant) {
+    for (int variant = 0; variant < 3; ++variant) {  // causal, rope, dropout 0.1; full attention with both; neither
       LayerConfig c;
       c.b = 2, c.s = 32, c.h = 64, c.H = 8, c.Hkv = Hkv, c.f = 64, c.seed = 7;
-      c.causal = variant == 0, c.rope = variant == 0, c.dropout = variant == 0 ? 0.1 : 0.0;
+      c.causal = variant == 0, c.rope = variant < 2, c.dropout = variant < 2 ? 0.1 : 0.0;
       const Reference ref = reference64(c);
       for (const ParallelConfig& par : configurations())
         for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
@@ -72,6 +72,7 @@ TEST_CASE("every configuration matches the fp64 reference, and its bytes and mem
             CHECK(res[r].forward.bytes_sent == cb.forward);
             CHECK(res[r].backward.bytes_sent == cb.backward);
             CHECK(res[r].attention_flops == parallel_attention_flops(par, c, P, r));
+            CHECK(res[r].peak_comm_forward == parallel_forward_comm_peak(par, c, P, r, DType::f32));
             flops += res[r].attention_flops;
           }
           // Over the ranks, the whole layer's attention (a head split or a sequence split of it).
@@ -83,7 +84,7 @@ TEST_CASE("every configuration matches the fp64 reference, and its bytes and mem
     }
   // 12 configurations, 28 with their layouts, per layer; with Hkv 1 only the 10 without TP.
   REQUIRE(names.size() == 12);
-  REQUIRE(runs == 2 * (28 + 28 + 10));
+  REQUIRE(runs == 3 * (28 + 28 + 10));  // three variants each
 }
 
 TEST_CASE("ulysses sends a kv head read on two ranks to both, and matches the reference", "[hybrid][ulysses]") {
@@ -176,7 +177,10 @@ TEST_CASE("all-gather CP holds the whole sequence's K/V for a while: the tracker
     for (int r = 0; r < P; ++r) {
       INFO(name << " rank " << r);
       if (par.cp_comm == CpComm::all_gather) {
-        CHECK(res[r].peak_comm_forward >= kv);  // the gathered K and V, at once
+        // The gathered K and V at once, and V's gather buffer before it is put in sequence order
+        // (under TP 2 here, TP's reduce-scatter buffers, 3 b (s/P) h, are larger still).
+        CHECK(res[r].peak_comm_forward == (par.tp == 1 ? kv + kv / 2 : 3 * c.b * (c.s / P) * c.h * 4));
+        CHECK(res[r].peak_comm_forward == parallel_forward_comm_peak(par, c, P, r, DType::f32));
       } else {
         // The ring's forward holds two blocks of K and two of V in flight: 4 b (s/C) Hkv d, half of it at C 4.
         CHECK(res[r].peak_comm_forward == 2 * kv / par.cp);
@@ -205,10 +209,49 @@ TEST_CASE("configuration names and flags describe the same thing", "[hybrid]") {
   CHECK_THROWS_AS(resolve_strategy(find_strategy("tp2xring"), 3), ConfigError);
   CHECK_THROWS_AS(find_strategy("ulysses2xring524289"), ConfigError);  // U x R above kMaxRanks, not wrapped
   CHECK_THROWS_AS(find_strategy("ring2000000"), ConfigError);
+  CHECK_THROWS_WITH(find_strategy("ring99999999999999999999"), Catch::Contains("is above 1048576 ranks"));
+  CHECK_THROWS_WITH(find_strategy("ring4x"), Catch::Contains("cannot end with 'x'"));
+  // USP with a group of one is the other algorithm alone, run and named as it.
+  CHECK(resolve_strategy(find_strategy("ulysses1xring4"), 4).name == "ring");
+  CHECK(resolve_strategy(find_strategy("ulysses1xring4"), 4).parallel.cp_comm == CpComm::p2p);
+  CHECK(resolve_strategy(find_strategy("tp2xulysses2xring1"), 4).name == "tp2xulysses2");
+  CHECK(resolve_strategy(find_strategy("ulysses4xring1"), 4).parallel.cp_comm == CpComm::a2a);
+  // The groups by world rank, as run prints them.
+  CHECK(describe_groups(find_strategy("tp2xring2").parallel.resolved(4)) == "TP {0 1} {2 3}; ring {0 2} {1 3}");
+  CHECK(describe_groups(find_strategy("ring2xtp2").parallel.resolved(4)) == "TP {0 2} {1 3}; ring {0 1} {2 3}");
+  CHECK(describe_groups(find_strategy("ulysses2xring2").parallel.resolved(4)) == "all-to-all {0 1} {2 3}; ring {0 2} {1 3}");
+  CHECK(describe_groups(find_strategy("tp2xall-gather2").parallel.resolved(4)) == "TP {0 1} {2 3}; all-gather {0 2} {1 3}");
+  CHECK(describe_groups(find_strategy("tp8xring8").parallel.resolved(64), 2) ==
+        "TP {0 1 2 3 4 5 6 7} {8 9 10 11 12 13 14 15} ... (8 groups); ring {0 8 16 24 32 40 48 56} "
+        "{1 9 17 25 33 41 49 57} ... (8 groups)");
+  CHECK(describe_groups(find_strategy("tp-sp").parallel.resolved(1)).empty());
   // Placement: tp-cp puts a TP group on neighbouring ranks, cp-tp a CP group.
   const ParallelConfig tpcp = find_strategy("tp2xring4").parallel.resolved(8), cptp = find_strategy("ring4xtp2").parallel.resolved(8);
   CHECK(world_rank_of(tpcp, 1, 0) == 1);
   CHECK(world_rank_of(cptp, 0, 1) == 1);
   CHECK(coords_of(cptp, 5).t == 1);
   CHECK(coords_of(cptp, 5).c == 1);
+}
+
+TEST_CASE("a ring step names its K/V block by the world rank that owns it", "[hybrid]") {
+  // In tp2xring2 the rings are {0 2} and {1 3}: at step 1 rank 2 holds rank 0's block, not
+  // "ring rank 0"'s, which would read as world rank 0 only by chance (and as rank 1 for rank 3).
+  LayerConfig c;
+  c.b = 1, c.s = 32, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 32;
+  for (const char* name : {"tp2xring2", "ring2xtp2", "ulysses2xring2"}) {
+    const Strategy st = find_strategy(name);
+    const ParallelConfig par = st.parallel.resolved(4);
+    MemoryTracker tracker;
+    const auto res = run_strategy_local(st, c, 4, DType::f32, tracker);
+    for (int rank = 0; rank < 4; ++rank) {
+      const GroupCoords at = coords_of(par, rank);
+      const int R = par.ring_size(), U = par.a2a_size();
+      REQUIRE(res[rank].steps.size() == size_t(2 * R));
+      for (const StepRecord& step : res[rank].steps) {
+        INFO(name << " rank " << rank << " " << step.phase << " step " << step.step);
+        const int ring_rank = (at.r - step.step + R) % R;  // the block held at this step, by ring rank
+        CHECK(step.block_of == world_rank_of(par, at.t, at.u + U * ring_rank));
+      }
+    }
+  }
 }

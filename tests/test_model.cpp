@@ -2,17 +2,19 @@
 // closed forms (ring overlap at c = F/B, Ulysses' volume, memory per rank).
 #include <catch2/catch.hpp>
 
-#include <cstring>
-#include <map>
-
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <regex>
 
-#include "core/error.h"
-#include "model/model.h"
 #include "comm/tensor_comm.h"
+#include "core/error.h"
 #include "layer/weights.h"
+#include "model/model.h"
 #include "parallel/harness.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/strategy.h"
 #include "trace/metrics.h"
 #include "trace/trace.h"
 
@@ -369,7 +371,7 @@ TEST_CASE("TP inside a node and the ring across nodes beats the reverse placemen
   const model::Hardware hw = model::load_hardware("h100-nvlink");
   REQUIRE(hw.gpus_per_node == 8);
   std::map<std::string, int64_t> layer_ns;
-  for (const char* name : {"tp8xring8", "ring8xtp8"}) {
+  for (const char* name : {"tp8xring8", "ring8xtp8", "ring"}) {
     const Strategy st = find_strategy(name);
     const trace::TraceData schedule = dry_schedule(st, cfg, 64);
     // Where the TP collectives go: inside the node in tp-cp order, across nodes in cp-tp.
@@ -379,13 +381,32 @@ TEST_CASE("TP inside a node and the ring across nodes beats the reverse placemen
         if (e.stream == trace::Stream::comm && e.direction == "send" && e.cat != "p2p" && e.sublayer != "grad_sync")
           (r.rank / 8 == e.peer / 8 ? tp_inside : tp_across) += e.bytes;
     INFO(name << ": TP bytes inside nodes " << tp_inside << ", across " << tp_across);
-    if (st.parallel.order == RankOrder::tp_cp) CHECK((tp_inside > 0 && tp_across == 0));
+    if (st.parallel.tp == 1) CHECK((tp_inside == 0 && tp_across == 0));  // the plain ring: no TP
+    else if (st.parallel.order == RankOrder::tp_cp) CHECK((tp_inside > 0 && tp_across == 0));
     else CHECK((tp_across > 0 && tp_inside == 0));
     for (const trace::StrategyMetrics& m : trace::compute_metrics(model::model_trace(schedule, hw)))
       for (const trace::RankMetrics& r : m.ranks) layer_ns[name] = std::max(layer_ns[name], r.time.window_ns);
   }
   INFO("modeled layer: tp8xring8 " << layer_ns["tp8xring8"] / 1e6 << " ms, ring8xtp8 " << layer_ns["ring8xtp8"] / 1e6 << " ms");
   CHECK(layer_ns["tp8xring8"] < 0.8 * layer_ns["ring8xtp8"]);
+  // The README and lesson 7 quote them: modeled times are deterministic, so to the millisecond.
+  auto quoted = [](const char* file, const char* pattern) {
+    std::ifstream in(std::string(RINGSIDE_SOURCE_DIR "/") + file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::smatch m;
+    INFO(file << ": /" << pattern << "/");
+    REQUIRE(std::regex_search(text, m, std::regex(pattern)));
+    return std::stol(m[1]);
+  };
+  const long tpcp = std::lround(layer_ns["tp8xring8"] / 1e6), cptp = std::lround(layer_ns["ring8xtp8"] / 1e6),
+             ring = std::lround(layer_ns["ring"] / 1e6);
+  CHECK(quoted("README.md", R"(# (\d+) ms modeled; ring8xtp8)") == tpcp);
+  CHECK(quoted("README.md", R"(ms modeled; ring8xtp8: (\d+) ms)") == cptp);
+  CHECK(quoted("README.md", R"(`tp8xring8` (\d+) ms against \d+ ms for `ring8xtp8`)") == tpcp);
+  CHECK(quoted("README.md", R"(`tp8xring8` \d+ ms against (\d+) ms for `ring8xtp8`)") == cptp);
+  CHECK(quoted("lessons/07-combining/README.md", R"(# (\d+) ms \(modeled\))") == tpcp);
+  CHECK(quoted("lessons/07-combining/README.md", R"(# (\d+) ms: TP across nodes)") == cptp);
+  CHECK(quoted("lessons/07-combining/README.md", R"(modeled plain ring \((\d+) ms\))") == ring);
 }
 
 TEST_CASE("a rank's modeled peak falls as ranks are added: no rank draws the whole sequence's input", "[model]") {

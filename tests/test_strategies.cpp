@@ -9,8 +9,8 @@
 #include "comm/tensor_comm.h"
 #include "parallel/harness.h"
 #include "reference64.h"
-#include "parallel/parallel_layer.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/formulas.h"
+#include "parallel/formulas.h"
 
 using namespace ringside;
 
@@ -202,7 +202,7 @@ TEST_CASE("a rank that fails mid-run takes the strategy down with its message", 
 
 // ---- ring attention ----------------------------------------------------------------------
 
-#include "parallel/parallel_layer.h"
+#include "parallel/formulas.h"
 
 TEST_CASE("ring matches the fp64 reference over P, layout, causal, rope, Hkv, dropout and b", "[strategies][ring]") {
   int runs = 0;

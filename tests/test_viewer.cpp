@@ -6,7 +6,7 @@
 #include <fstream>
 #include <set>
 
-#include "parallel/parallel_layer.h"
+#include "parallel/strategy.h"
 #include "parallel/harness.h"
 #include "stb_image.h"
 #include "viz/view_model.h"

@@ -823,7 +823,7 @@ int run(Options o) {
   }
   if (o.lesson) {
     if (o.files.size() > 1 || !o.live.empty()) throw ConfigError("--lesson shows one trace: give at most one file and no --live");
-    lessons::find_lesson(*o.lesson);  // "there is no lesson 9: the lessons are 1 to 6"
+    lessons::find_lesson(*o.lesson);  // "there is no lesson 9: the lessons are 1 to 7"
     if (o.files.empty()) {
       const std::string path = lessons::default_trace_path(*o.lesson);
       if (!fs::exists(path))

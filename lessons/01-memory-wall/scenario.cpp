@@ -1,7 +1,7 @@
 // Lesson 1: the activation memory wall. What one layer keeps for its backward grows with the
 // sequence; tensor parallelism alone cannot split all of it; splitting the sequence can.
 #include "lessons/lesson.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/formulas.h"
 #include "layer/reference.h"
 #include "layer/weights.h"
 

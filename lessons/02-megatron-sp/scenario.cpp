@@ -5,7 +5,7 @@
 
 #include "layer/reference.h"
 #include "lessons/lesson.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/strategy.h"
 
 namespace ringside::lessons {
 

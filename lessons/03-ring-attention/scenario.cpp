@@ -6,7 +6,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "lessons/lesson.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/formulas.h"
 #include "trace/metrics.h"
 
 namespace ringside::lessons {

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "lessons/lesson.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/formulas.h"
 #include "trace/tile_map.h"
 
 namespace ringside::lessons {

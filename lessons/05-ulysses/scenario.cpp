@@ -3,7 +3,7 @@
 // attention runs locally, and a second all-to-all turns it back.
 #include "core/error.h"
 #include "lessons/lesson.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/formulas.h"
 #include "parallel/ulysses_attention.h"
 
 namespace ringside::lessons {

@@ -7,7 +7,7 @@
 #include "layer/reference.h"
 #include "lessons/lesson.h"
 #include "model/model.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/formulas.h"
 #include "trace/metrics.h"
 
 namespace ringside::lessons {
@@ -215,7 +215,9 @@ void combining(Script& L) {
   L.say("  all_gather CP (Llama 3) is the simple alternative: one gather of K/V, easy masking, at");
   L.say("      the price of holding the whole sequence's K/V for a while.");
   L.say("Placement is the point, not hybrids as such: at 1M tokens on 64 GPUs the modeled plain");
-  L.say("ring is as fast as TP 8 x ring 8 (both hide their traffic), which holds 1/8 of the weights.");
+  L.say("ring is as fast as TP 8 x ring 8 (both hide their traffic). TP 8 holds 1/8 of the weights,");
+  L.say("but its all-gathers put the whole CP shard on every TP rank: at this length its peak memory");
+  L.say("is the higher. TP's weight split pays where weights, not activations, fill the GPU.");
   L.say("Try it:");
   L.say("  ringside model --strategy tp8xring8 --ranks 64 --seq 1048576 --heads 64 --kv-heads 8 \\");
   L.say("      --hidden 4096 --ffn 16384 --hw h100-nvlink      (and ring8xtp8: the reverse order)");

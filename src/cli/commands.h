@@ -44,10 +44,11 @@ struct ParallelFlags {
 };
 /// Adds --tp, --cp, --cp-comm, --cp-a2a and --order (group "Parallel").
 void add_parallel_flags(CLI::App& app, ParallelFlags& p);
-/// The strategy named `strategy`, or the configuration the flags give (groups.h; a degree left
-/// out takes the rest of P). Throws ConfigError when both or neither are given, or the flags
-/// contradict (a2a+p2p without --cp-a2a, --cp-a2a without a2a+p2p or not dividing --cp).
-Strategy strategy_from(const std::string& strategy, const ParallelFlags& p);
+/// The strategy named `strategy`, or the configuration the flags give for P ranks (groups.h; a
+/// degree left out takes the rest of P, and with no --cp-comm a C above 1 is the ring). Throws
+/// ConfigError when both or neither are given, or the flags contradict (a2a+p2p without
+/// --cp-a2a, --cp-a2a without a2a+p2p or not dividing --cp, --tp not dividing P).
+Strategy strategy_from(const std::string& strategy, const ParallelFlags& p, int P);
 
 /// The options given on a command line, by name, with their values as given ("--seq", "4096").
 using GivenOptions = std::vector<std::pair<std::string, std::string>>;
@@ -100,7 +101,7 @@ struct CompareOptions {
   LayerConfig cfg;
   std::string strategies;  ///< comma-separated; empty: all
   std::string strategy;    ///< for run
-  ParallelFlags parallel;  ///< for run: the configuration as degrees
+  ParallelFlags parallel;  ///< the configuration as degrees (run: instead of --strategy; compare: of --strategies)
   int ranks = 4;
   bool ranks_given = false;
   std::string backend;  ///< "", "local", "mpi" or "nccl"

@@ -22,7 +22,7 @@
 #include "core/gpu.h"
 #include "kernels/philox.h"
 #include "layer/reference.h"
-#include "parallel/parallel_layer.h"
+#include "parallel/formulas.h"
 #include "comm/trace_exchange.h"
 #include "device/traced_backend.h"
 #include "parallel/allgather_attention.h"
@@ -106,6 +106,7 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
                   "comma-separated list of names or configurations such as tp2xring2, ulysses2xring2, tp2xall-gather2, "
                   "ring2xtp2 (default: " + names + ", and TP 2 x ring and Ulysses 2 x ring when they fit P)")
       ->check(non_empty("--strategies needs a name"));
+  add_parallel_flags(*cmp, o.parallel);
   cmp->add_option("--json", o.json, "also write the comparison, per tensor and per rank, as JSON")
       ->option_text("FILE")
       ->check(non_empty("--json needs a file name"));
@@ -113,6 +114,7 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
       "Examples:\n"
       "  ringside compare                                   # default layer, P = 4 local ranks\n"
       "  ringside compare --seq 8192 --ranks 8 --strategies ulysses --json out/u.json\n"
+      "  ringside compare --ranks 8 --tp 2 --cp-comm a2a+p2p --cp-a2a 2   # one configuration (TP 2 x USP 2 x 2)\n"
       "  ringside compare --trace out/t.json && ringside trace-stats out/t.json   # the timeline\n"
       "  mpirun -np 4 ringside compare --backend mpi        # one process per rank\n"
       "  ringside compare --device cuda --ranks 4           # 4 virtual ranks on one GPU\n"
@@ -382,13 +384,17 @@ std::vector<trace::StrategyMetrics> finish_trace(const CompareOptions& o, const 
   return trace::compute_metrics(td);
 }
 
-// The strategies compare runs: --strategies (each must fit P), or all that fit P; the others
-// are listed in `skipped` with why.
+// The strategies compare runs: --strategies, or the one configuration the degrees give (each must
+// fit P), or all that fit P; the others are listed in `skipped` with why.
 std::vector<Strategy> choose_strategies(const CompareOptions& o, int P,
                                         std::vector<std::pair<std::string, std::string>>& skipped) {
   std::vector<Strategy> chosen;
-  const bool listed = !o.strategies.empty();
-  if (!listed) {
+  const bool listed = !o.strategies.empty() || o.parallel.given();
+  if (o.parallel.given()) {  // the degrees name one configuration
+    if (!o.strategies.empty())
+      throw ConfigError("give --strategies NAMES or the degrees (--tp, --cp, --cp-comm, --cp-a2a, --order), not both");
+    chosen.push_back(strategy_from("", o.parallel, P));
+  } else if (!listed) {
     chosen = default_strategies(P);
   } else {
     if (o.strategies.ends_with(','))
@@ -652,12 +658,19 @@ int compare_command(CompareOptions& o) {
     // The price of all_gather: every rank holds the whole sequence's K/V while it attends.
     const int T = run.st->parallel.resolved(s.P).tp;
     const int64_t kv = allgather_kv_bytes(cfg.b, cfg.s, cfg.Hkv / T, cfg.d(), DType::f32);
-    double lo = 1e300;
-    for (const RankNumbers& n : run.ranks) lo = std::min(lo, n.peak_comm);
-    std::printf("\n  %s: each rank holds the whole sequence's K/V while it attends, 2 b s (Hkv/T) d x 4 B = %s\n"
-                "  (formula); its forward's communication buffers peak at %s or more on every rank (measured).\n",
-                run.st->name.c_str(), format_bytes(double(kv)).c_str(), format_bytes(lo).c_str());
-    js["all_gather_kv_bytes"][run.st->name] = {{"formula", kv}, {"forward_comm_peak_min", int64_t(lo)}};
+    const int64_t peak = parallel_forward_comm_peak(run.st->parallel, cfg, s.P, 0, DType::f32);  // alike on every rank
+    bool all_equal = true;
+    nlohmann::json measured = nlohmann::json::array();
+    for (size_t r = 0; r < run.ranks.size(); ++r) {
+      all_equal &= int64_t(run.ranks[r].peak_comm) == parallel_forward_comm_peak(run.st->parallel, cfg, s.P, int(r), DType::f32);
+      measured.push_back(int64_t(run.ranks[r].peak_comm));
+    }
+    std::printf("\n  %s: each rank holds the whole sequence's K/V while it attends, 2 b s (Hkv/T) d x 4 B = %s;\n"
+                "  with V's gather buffer its forward's communication buffers peak at %s (formula), %s (measured).\n",
+                run.st->name.c_str(), format_bytes(double(kv)).c_str(), format_bytes(double(peak)).c_str(),
+                all_equal ? "the same on every rank" : "NOT the formula on some rank");
+    js["all_gather_kv_bytes"][run.st->name] = {
+        {"formula", kv}, {"formula_forward_comm_peak", peak}, {"forward_comm_peak", measured}};
   }
   std::printf(
       "\n  worst error: the largest relative Frobenius error over out, dx and every weight gradient; x fp32:\n"
@@ -682,7 +695,7 @@ int run_command(CompareOptions& o) {
   std::optional<Strategy> chosen;
   Setup s = setup(o, "run", [&](const Setup& s) {
     cfg.validate();
-    chosen = strategy_from(o.strategy, o.parallel);
+    chosen = strategy_from(o.strategy, o.parallel, s.P);
     chosen->validate(cfg, s.P);
     chosen = resolve_strategy(*chosen, s.P);
     check_memory(cfg, s.P, s.mpi ? 1 : s.P, false);
@@ -695,6 +708,8 @@ int run_command(CompareOptions& o) {
   const std::vector<trace::StrategyMetrics> timeline = finish_trace(o, "ringside run", cfg, s, std::move(traces));
   std::printf("ringside run %s: %s\n", st.name.c_str(), cfg.summary().c_str());
   std::printf("  %s; P = %d ranks on the %s backend%s\n", st.summary.c_str(), s.P, s.backend.c_str(), ranks_are(s));
+  if (const std::string groups = describe_groups(st.parallel); !groups.empty())
+    std::printf("  groups     %s (world ranks)\n", groups.c_str());
   std::printf("  backend    %s\n\n", make_backend(s.device)->describe().c_str());
   std::printf("  %4s  %-26s  %-44s  %s\n", "rank", "saved  measured | formula", "sent  forward + backward | formula", "time fwd + bwd");
   for (int r = 0; r < s.P; ++r) {
@@ -709,12 +724,12 @@ int run_command(CompareOptions& o) {
   // The ring's schedule: what each rank computed at each step, and what it sent.
   for (size_t r = 0; r < run.steps.size(); ++r) {
     if (run.steps[r].empty()) continue;
-    std::printf("\n  rank %zu, ring steps (layout %s):\n  %-9s %4s %6s %10s %10s %10s %10s  %s\n", r,
-                to_string(cfg.cp_layout()), "phase", "step", "block", "GFLOP", "sent", "compute", "wait",
+    std::printf("\n  rank %zu, ring steps (layout %s):\n  %-9s %4s %12s %10s %10s %10s %10s  %s\n", r,
+                to_string(cfg.cp_layout()), "phase", "step", "K/V block of", "GFLOP", "sent", "compute", "wait",
                 "computed (global query x key positions)");
     for (const StepRecord& st : run.steps[r])
-      std::printf("  %-9s %4d %6s %10.3f %10s %10s %10s  %s\n", st.phase.c_str(), st.step,
-                  ("r" + std::to_string(st.block_of)).c_str(), st.flops / 1e9, format_bytes(double(st.bytes_sent)).c_str(),
+      std::printf("  %-9s %4d %12s %10.3f %10s %10s %10s  %s\n", st.phase.c_str(), st.step,
+                  ("rank " + std::to_string(st.block_of)).c_str(), st.flops / 1e9, format_bytes(double(st.bytes_sent)).c_str(),
                   format_seconds(st.compute_s).c_str(), format_seconds(st.wait_s).c_str(), st.computed.c_str());
   }
   std::printf("\n  timeline per rank (forward + backward; compute and comm are unions of intervals):\n");

@@ -18,7 +18,8 @@ namespace ringside::cli {
 CLI::App* add_lesson(CLI::App& app, LessonOptions& o) {
   CLI::App* sub = app.add_subcommand("lesson", "Step through a lesson: run its scenario, say what every rank holds and does");
   // No range check here: lessons::find_lesson names the lessons that exist.
-  sub->add_option("number", o.number, "the lesson, 1 to 6 (none: list them)");
+  sub->add_option("number", o.number,
+                  detail::concat("the lesson, 1 to ", lessons::all_lessons().size(), " (none: list them)"));
   sub->add_flag("--no-pause", o.no_pause, "run straight through, without waiting for Enter (scripts)");
   sub->add_option("--trace", o.trace, "write the lesson's trace here (default out/lessons/NN-name.trace.json)")
       ->option_text("FILE")

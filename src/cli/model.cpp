@@ -79,7 +79,7 @@ int model_command(const ModelCommandOptions& o) {
   auto t0 = clock::now();
   if (o.from.empty()) {
     o.cfg.validate();
-    st = strategy_from(o.strategy, o.parallel);
+    st = strategy_from(o.strategy, o.parallel, o.ranks);
     st->validate(o.cfg, o.ranks);
     st = resolve_strategy(*st, o.ranks);
     // Tensors cost nothing in a dry run, but each rank lists its tokens' global positions

@@ -65,7 +65,8 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
       ->group("Layer");
   app.add_option_function<std::string>(
          "--layout", [&cfg](const std::string& v) { cfg.layout = parse_layout(v); },
-         "ring: how tokens map to ranks: contiguous, zigzag, striped, auto (zigzag when causal)")
+         "how context parallelism (ring, all_gather, USP) maps tokens to ranks: contiguous, zigzag, striped, "
+         "auto (zigzag when causal)")
       ->check(CLI::IsMember({"auto", "contiguous", "zigzag", "striped"}))
       ->group("Layer");
   app.add_option("--seed", cfg.seed, "seed of weights, inputs and dropout (Philox), 0 to 2^64 - 1")
@@ -99,7 +100,7 @@ void add_parallel_flags(CLI::App& app, ParallelFlags& p) {
 
 bool ParallelFlags::given() const { return tp || cp || !cp_comm.empty() || cp_a2a || !order.empty(); }
 
-Strategy strategy_from(const std::string& strategy, const ParallelFlags& p) {
+Strategy strategy_from(const std::string& strategy, const ParallelFlags& p, int P) {
   if (!strategy.empty() && p.given())
     throw ConfigError("give --strategy NAME or the degrees (--tp, --cp, --cp-comm, --cp-a2a, --order), not both");
   if (!p.given()) {
@@ -108,16 +109,21 @@ Strategy strategy_from(const std::string& strategy, const ParallelFlags& p) {
   }
   if (!p.tp && !p.cp && p.cp_comm.empty())
     throw ConfigError("--cp-a2a and --order need the degrees: --tp T and/or --cp C (with --cp-comm)");
-  // A degree not given takes the rest of P; so does C when only --cp-comm says there is context
-  // parallelism (then T is 1 unless given). With no --cp-comm, C > 1 runs the ring (p2p, as
-  // TransformerEngine's default) and an unspecified C is 1 (TP alone).
+  // A degree not given takes the rest of P, and so does C when only --cp-comm says there is
+  // context parallelism (then T is 1 unless given). With no --cp-comm, a C above 1 runs the ring
+  // (p2p, TransformerEngine's default cp_comm_type); --tp P alone is TP alone.
+  if (p.tp && !p.cp && P % p.tp != 0)
+    throw ConfigError(detail::concat("--tp ", p.tp, " does not divide P = ", P, " (T x C = P; C takes the rest)"));
   ParallelConfig par;
-  par.cp_comm = !p.cp_comm.empty() ? parse_cp_comm(p.cp_comm) : p.cp > 1 ? CpComm::p2p : CpComm::none;
   par.tp = p.tp ? p.tp : p.cp ? 0 : 1;
-  par.cp = p.cp ? p.cp : par.cp_comm == CpComm::none ? 1 : 0;
+  par.cp = p.cp ? p.cp : p.tp && p.cp_comm.empty() ? P / p.tp : p.cp_comm.empty() ? 1 : 0;
+  par.cp_comm = !p.cp_comm.empty() ? parse_cp_comm(p.cp_comm) : par.cp > 1 || par.cp == 0 ? CpComm::p2p : CpComm::none;
   if (par.cp_comm == CpComm::none && par.cp != 1) throw ConfigError(detail::concat("--cp ", par.cp, " needs a --cp-comm"));
-  if ((par.cp_comm == CpComm::a2a_p2p) != (p.cp_a2a != 0))
-    throw ConfigError("--cp-a2a U goes with --cp-comm a2a+p2p, and a2a+p2p needs it");
+  if (par.cp_comm == CpComm::a2a_p2p && !p.cp_a2a)
+    throw ConfigError("--cp-comm a2a+p2p needs --cp-a2a U, the all-to-all degree (U divides C; the ring spans C / U)");
+  if (par.cp_comm != CpComm::a2a_p2p && p.cp_a2a)
+    throw ConfigError(detail::concat("--cp-a2a ", p.cp_a2a, " is the all-to-all degree of --cp-comm a2a+p2p, but --cp-comm is ",
+                                     p.cp_comm.empty() ? "not given" : p.cp_comm));
   if (p.cp_a2a && p.cp && p.cp % p.cp_a2a != 0)
     throw ConfigError(detail::concat("--cp-a2a ", p.cp_a2a, " must divide --cp ", p.cp,
                                      " (a2a+p2p runs the ring over C / U groups of U ranks)"));

@@ -9,12 +9,16 @@ namespace ringside {
 namespace {
 
 // The parameters of query run a against the whole sequence of s keys at positions 0, 1, ...
-AttentionParams run_params(const AttentionSpec& spec, const Tensor& q, const Tensor& k_full, const Run& a) {
+AttentionParams run_params(const AttentionSpec& spec, int64_t b, int64_t s, int64_t Hq, int64_t Hkv, int64_t d,
+                           const Run& a) {
   AttentionParams p;
-  p.b = q.dim(0), p.sq = a.len, p.sk = k_full.dim(1), p.H = q.dim(2), p.Hkv = k_full.dim(2), p.d = q.dim(3);
+  p.b = b, p.sq = a.len, p.sk = s, p.H = Hq, p.Hkv = Hkv, p.d = d;
   p.causal = spec.causal, p.softmax_scale = spec.softmax_scale;
   p.q_offset = a.first, p.q_stride = a.stride;
   return p;
+}
+AttentionParams run_params(const AttentionSpec& spec, const Tensor& q, const Tensor& k_full, const Run& a) {
+  return run_params(spec, q.dim(0), k_full.dim(1), q.dim(2), k_full.dim(2), q.dim(3), a);
 }
 
 // K or V of every rank of the group, in sequence order: [b, s, Hkv, d].
@@ -26,8 +30,7 @@ Tensor gather_kv(Communicator& group, const RingLayout& layout, const Tensor& t,
 }  // namespace
 
 AttentionOut allgather_attention_forward(Communicator& group, const RingLayout& layout, const AttentionSpec& spec,
-                                         const RankContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v,
-                                         double* flops) {
+                                         const RankContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v) {
   const Tensor k_full = gather_kv(group, layout, k, ctx.comm), v_full = gather_kv(group, layout, v, ctx.comm);
   AttentionOut res{ctx.be.empty(q.shape(), ctx.dt, ctx.act), ctx.be.empty({q.dim(0), q.dim(2), q.dim(1)}, ctx.dt, ctx.act)};
   for (const Run& a : layout_runs(layout.layout, layout.s, group.size(), group.rank())) {
@@ -37,7 +40,6 @@ AttentionOut allgather_attention_forward(Communicator& group, const RingLayout& 
     ctx.be.attention_forward(p, run_of(q, a, ctx.ws), k_full, v_full, out, lse);
     put_seq(res.out, out, a.start);
     lse_columns(res.lse, a.start, lse, 0, a.len);
-    if (flops) *flops += kernels::cpu::attention_forward_flops(p);
   }
   return res;
 }
@@ -61,6 +63,14 @@ AttentionGrads allgather_attention_backward(Communicator& group, const RingLayou
   g.dk = reduce_scatter_tokens(group, dk_full, positions_of, ctx.ws);
   g.dv = reduce_scatter_tokens(group, dv_full, positions_of, ctx.ws);
   return g;
+}
+
+double allgather_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int C, int rank, int64_t b,
+                                 int64_t Hq, int64_t Hkv, int64_t d) {
+  double flops = 0;
+  for (const Run& a : layout_runs(layout.layout, layout.s, C, rank))
+    flops += kernels::cpu::attention_forward_flops(run_params(spec, b, layout.s, Hq, Hkv, d, a));
+  return flops;
 }
 
 int64_t allgather_kv_bytes(int64_t b, int64_t s, int64_t Hkv, int64_t d, DType dt) {

@@ -43,10 +43,11 @@ AttentionGrads LocalAttention::backward(const Tensor& q, const Tensor& k, const 
 }
 
 StepProbe::StepProbe(Communicator& comm, std::vector<StepRecord>* records, const char* phase, int step, int block_of,
-                     const std::string& detail)
+                     const char* carried)
     : comm_(comm), records_(records), span_(new trace::Span(trace::Span::ring_step(step))),
-      rec_{phase, step, block_of, "", 0, 0, 0, 0}, before_(comm.stats()), t0_(std::chrono::steady_clock::now()) {
-  if (trace::Event* e = span_->event()) e->detail = detail;
+      rec_{phase, step, comm.world_rank(block_of), "", 0, 0, 0, 0}, before_(comm.stats()),
+      t0_(std::chrono::steady_clock::now()) {
+  if (trace::Event* e = span_->event()) e->detail = detail::concat("K/V block of rank ", rec_.block_of, carried);
 }
 
 void StepProbe::computed(const std::string& what, double flops) {

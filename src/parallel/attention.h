@@ -42,7 +42,7 @@ struct AttentionGrads {
 struct StepRecord {
   std::string phase;     ///< "forward" or "backward"
   int step = 0;          ///< ring step i: the K/V block of ring rank (r - i) mod R
-  int block_of = 0;      ///< the ring rank whose K/V block was computed on
+  int block_of = 0;      ///< the world rank whose K/V block was computed on (ring rank (r - i) mod R)
   std::string computed;  ///< "q[0:64] x k[128:192] ..." (global token ranges or strided sets), or "skipped"
   double flops = 0;      ///< attention FLOPs of this step (forward convention: 4 d per visible pair per head)
   int64_t bytes_sent = 0;
@@ -93,8 +93,11 @@ void lse_columns(Tensor& dst, int64_t dst_at, const Tensor& src, int64_t src_at,
 /// bytes sent.
 class StepProbe {
  public:
+  /// Step `step` of `phase` on the ring `comm`, computing on the K/V block of ring rank
+  /// `block_of` (recorded, and named in the trace, by its world rank); `carried` names what
+  /// travels with the block besides K/V ("" or " and its dK/dV").
   StepProbe(Communicator& comm, std::vector<StepRecord>* records, const char* phase, int step, int block_of,
-            const std::string& detail);
+            const char* carried = "");
   ~StepProbe();
   /// A (query run x key run) pair computed in this step.
   void computed(const std::string& what, double flops);

@@ -1,6 +1,8 @@
 #include "parallel/groups.h"
 
+#include <algorithm>
 #include <cctype>
+#include <map>
 #include <regex>
 
 #include "core/error.h"
@@ -58,6 +60,11 @@ ParallelConfig ParallelConfig::resolved(int P) const {
   if (r.cp_a2a < 1 || r.cp % r.cp_a2a != 0)
     throw ConfigError(detail::concat(name(), ": the all-to-all size U = ", r.cp_a2a, " must divide C = ", r.cp,
                                      " (a2a+p2p runs the ring over C / U groups of U ranks)"));
+  // USP with a group of one is the other algorithm alone: an all-to-all over one rank moves
+  // nothing (U 1: the ring), a ring of one rank passes nothing (R 1: Ulysses). Run, and name,
+  // that algorithm.
+  if (r.cp_comm == CpComm::a2a_p2p && r.cp_a2a == 1) r.cp_comm = CpComm::p2p;
+  if (r.cp_comm == CpComm::a2a_p2p && r.cp_a2a == r.cp) r.cp_comm = CpComm::a2a;
   return r;
 }
 
@@ -105,15 +112,17 @@ ParallelConfig parse_parallel_config(const std::string& name) {
                        "tp2xring2, ulysses2xring2, tp2xall-gather2, ring2xtp2)");
   };
   if (name == "tp-sp") return ParallelConfig{0, 1, CpComm::none};
-  static const std::regex token(R"((tp|ring|ulysses|all-gather)([1-9][0-9]{0,6})?)");
+  static const std::regex token(R"((tp|ring|ulysses|all-gather)([1-9][0-9]*)?)");
   std::vector<std::pair<std::string, int64_t>> parts;
   for (size_t at = 0; at <= name.size();) {
     const size_t x = name.find('x', at);
     const std::string t = name.substr(at, x == std::string::npos ? std::string::npos : x - at);
     std::smatch m;
+    if (t.empty()) throw bad(x == std::string::npos ? "a name cannot end with 'x'" : "an empty group between 'x's, or before one");
     if (!std::regex_match(t, m, token)) throw bad("'" + printable(t, 24) + "' is not a group");
-    const int64_t degree = m[2].matched ? std::stoll(m[2]) : 0;
-    if (degree > kMaxRanks) throw bad(detail::concat("degree ", degree, " is above ", kMaxRanks, " ranks"));
+    const std::string digits = m[2];  // at most 7 digits: no overflow, and a clear bound
+    const int64_t degree = digits.empty() ? 0 : digits.size() > 7 ? kMaxRanks + 1 : std::stoll(digits);
+    if (degree > kMaxRanks) throw bad(detail::concat("degree ", printable(digits, 24), " is above ", kMaxRanks, " ranks"));
     parts.push_back({m[1], degree});
     if (x == std::string::npos) break;
     at = x + 1;
@@ -193,6 +202,32 @@ GroupCoords coords_of(const ParallelConfig& par, int rank) {
   const int U = par.a2a_size();
   g.u = g.c % U, g.r = g.c / U;
   return g;
+}
+
+std::string describe_groups(const ParallelConfig& par, size_t shown) {
+  const int P = par.tp * par.cp, U = par.a2a_size();
+  std::string out;
+  // One kind of group: the world ranks that share `key`, in rank order.
+  auto kind = [&](const char* name, int size, auto key) {
+    if (size < 2) return;
+    std::map<std::pair<int, int>, std::vector<int>> groups;
+    for (int rank = 0; rank < P; ++rank) groups[key(coords_of(par, rank))].push_back(rank);
+    std::vector<std::vector<int>> ordered;
+    for (auto& [k, members] : groups) ordered.push_back(members);
+    std::sort(ordered.begin(), ordered.end());
+    out += (out.empty() ? "" : "; ") + std::string(name);
+    for (size_t i = 0; i < ordered.size() && i < shown; ++i) {
+      out += " {";
+      for (size_t j = 0; j < ordered[i].size(); ++j) out += (j ? " " : "") + std::to_string(ordered[i][j]);
+      out += "}";
+    }
+    if (ordered.size() > shown) out += detail::concat(" ... (", ordered.size(), " groups)");
+  };
+  kind("TP", par.tp, [](const GroupCoords& g) { return std::pair{g.c, 0}; });
+  if (par.cp_comm == CpComm::all_gather) kind("all-gather", par.cp, [](const GroupCoords& g) { return std::pair{g.t, 0}; });
+  kind("all-to-all", U, [&](const GroupCoords& g) { return std::pair{g.t, g.r}; });
+  kind("ring", par.ring_size(), [&](const GroupCoords& g) { return std::pair{g.t, g.u}; });
+  return out;
 }
 
 int world_rank_of(const ParallelConfig& par, int t, int c) {

@@ -44,8 +44,9 @@ struct ParallelConfig {
   int cp_a2a = 1;  ///< U, the all-to-all degree of a2a+p2p (a2a: C); the ring has R = C / U
   RankOrder order = RankOrder::tp_cp;
 
-  /// The degrees for P ranks (a degree of 0 takes the rest). Throws ConfigError naming the
-  /// rule: T x C != P, or U not dividing C.
+  /// The degrees for P ranks (a degree of 0 takes the rest); a2a+p2p with U = 1 or U = C is
+  /// the ring or Ulysses alone, and becomes it. Throws ConfigError naming the rule: T x C != P,
+  /// or U not dividing C.
   ParallelConfig resolved(int P) const;
   int a2a_size() const { return cp_comm == CpComm::a2a ? cp : cp_comm == CpComm::a2a_p2p ? cp_a2a : 1; }
   int ring_size() const { return cp_comm == CpComm::p2p ? cp : cp_comm == CpComm::a2a_p2p ? cp / cp_a2a : 1; }
@@ -72,6 +73,10 @@ ParallelConfig parse_parallel_config(const std::string& name);
 struct GroupCoords {
   int t = 0, c = 0, u = 0, r = 0;
 };
+/// The groups of a resolved configuration by their world ranks, for a reader: "TP {0 1} {2 3};
+/// ring {0 2} {1 3}" (groups of one rank left out; past `shown` groups of a kind, a count).
+std::string describe_groups(const ParallelConfig& par, size_t shown = 4);
+
 /// The coordinates of world rank `rank` under the configuration's order (resolved degrees).
 GroupCoords coords_of(const ParallelConfig& par, int rank);
 /// The world rank at coordinates (t, c): t + T c in tp-cp order, c + C t in cp-tp.

@@ -42,14 +42,16 @@ std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig
   std::condition_variable live_cv;
   bool finished = false;
   std::vector<const trace::Tracer*> live(P, nullptr);
+  std::vector<bool> done(P, false);  // the rank's whole trace is in traces[rank]
   std::thread flusher;
   if (sink && sink->flush)
     flusher = std::thread([&] {
       std::unique_lock lock(live_mu);
       while (!live_cv.wait_for(lock, std::chrono::duration<double>(sink->flush_every_s), [&] { return finished; })) {
-        std::vector<trace::RankTrace> now;
-        for (const trace::Tracer* t : live)
-          if (t) now.push_back(t->snapshot());
+        std::vector<trace::RankTrace> now;  // a rank that has finished stays in the copy, whole
+        for (int r = 0; r < P; ++r)
+          if (live[size_t(r)]) now.push_back(live[size_t(r)]->snapshot());
+          else if (done[size_t(r)]) now.push_back(traces[size_t(r)]);
         try {
           sink->flush(now);
         } catch (const std::exception&) {
@@ -98,7 +100,9 @@ std::vector<RankResult> run_strategy_local(const Strategy& st, const LayerConfig
           } registration(live_mu, live[comm.rank()], &tracer);
           trace::TraceScope scope(&tracer);
           run_rank(comm);
+          std::lock_guard lock(live_mu);  // from tracer to final trace at once: the live copy never shrinks
           traces[comm.rank()] = tracer.take();
+          live[comm.rank()] = nullptr, done[size_t(comm.rank())] = true;
         },
         opts);
   } catch (...) {

@@ -1,8 +1,8 @@
 // The layer split T x C ways: tensor parallelism with sequence parallelism over T ranks, and
 // context parallelism over C, by any of the attention algorithms (groups.h). Every strategy is
 // a configuration of it: tp-sp = T P, ring = C P p2p, ulysses = C P a2a, all-gather = C P
-// all_gather, and the hybrids (TP x CP, Ulysses x ring). Its formulas predict what a rank
-// saves and sends; the tests hold the measured values to them exactly.
+// all_gather, and the hybrids (TP x CP, Ulysses x ring). What a rank of it saves, sends and
+// computes is predicted by parallel/formulas.h; the tests hold the measured values to them.
 #pragma once
 #include "parallel/strategy.h"
 
@@ -12,52 +12,5 @@ namespace ringside {
 /// Strategy::run). Validates on every rank before any communication.
 RankResult parallel_layer_run(const ParallelConfig& par, const LayerConfig& cfg, Communicator& comm, Backend& be,
                               MemoryTracker& tracker, DType dt);
-
-/// Saved-activation bytes of world rank `rank`, with N_t = b s / (T C) tokens between the TP
-/// blocks, N_c = b s / C in its CP shard, H_t = H/T, Hkv_t = Hkv/T and f_t = f/T:
-///   token-wise   N_t (4 h + 4) + 2 N_c f_t          (x, h1, x2, h2, LayerNorm statistics; u, g)
-///   attention, when the algorithm keeps its inputs (none, p2p, all_gather):
-///                N_c (2 H_t d + 2 Hkv_t d + H_t)    (q, k, v, out, lse)
-///   attention, a2a and a2a+p2p, with U n = N_c U tokens after the all-to-all and this rank's
-///   heads (HeadShare): N_c H_t d (out, sequence layout) + U N_c (q_count (2 d + 1) + 2 kv d),
-///   kv = HeadShare::kv_attended() (q, k, v, out and lse in head layout).
-/// times sizeof(T). T = P gives Korthikanti et al. 2022's 1/P of the reference; the ring and
-/// Ulysses formulas of design.md are the cases C = P.
-int64_t parallel_saved_bytes(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank, DType dt);
-
-/// Bytes world rank `rank` sends in each phase (ring collectives' bytes from tensor_comm.h):
-///   TP, forward: 2 all-gathers + 2 reduce-scatters of N_c h over T (Korthikanti et al. 2022,
-///     4.2.2); backward: 4 all-gathers (two re-gather the LayerNorm outputs) + 2 reduce-scatters,
-///     and an all-reduce over T of the 6 h sequence-parallel parameter gradients.
-///   p2p (R = C, or C/U under a2a+p2p): K and V pass R-1 hops forward, 2 kv, and in the
-///     backward again plus dK/dV all R hops home, 2 kv (2R-1); kv = the block's K bytes.
-///   all_gather: 2 all-gathers of K/V over C forward; the same again and 2 reduce-scatters of
-///     the whole sequence's dK/dV backward.
-///   a2a: (U-1) blocks of q, k, v and out forward (k and v blocks sized by the heads each rank
-///     reads: Jacobs et al. 2023's 4 N h / P per link when Hkv = H); the same four backward.
-///   and an all-reduce over C of every gradient (weights are replicated over CP).
-CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank, DType dt);
-
-/// Forward attention FLOPs world rank `rank` computes (visible query-key pairs, 4 d per pair
-/// per head): the per-rank work table.
-double parallel_attention_flops(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank);
-
-// ---- the named strategies' formulas, as the lessons quote them --------------------------
-
-/// Throws ConfigError unless the ring splits the layer P ways (s % P; s % 2P for zigzag).
-void validate_ring(const LayerConfig& cfg, int P);
-/// Throws ConfigError unless Ulysses splits the layer P ways (s % P, H % P).
-void validate_ulysses(const LayerConfig& cfg, int P);
-/// The ring's saved bytes per rank: the reference's / P.
-int64_t ring_saved_bytes(const LayerConfig& cfg, int P, int rank, DType dt);
-/// The ring's bytes sent per rank (parallel_comm_bytes with C = P, p2p).
-CommBytes ring_comm_bytes(const LayerConfig& cfg, int P, int rank, DType dt);
-/// The ring's forward attention FLOPs of `rank` under cfg's layout.
-double ring_attention_flops(const LayerConfig& cfg, int P, int rank);
-/// Ulysses's bytes sent per rank (parallel_comm_bytes with C = P, a2a).
-CommBytes ulysses_comm_bytes(const LayerConfig& cfg, int P, int rank, DType dt);
-/// The kv heads Ulysses gives each of P ranks, times P: Hkv when P divides it, else P (when
-/// Hkv divides P each rank receives the one kv head its query heads read).
-int64_t ulysses_kv_heads(const LayerConfig& cfg, int P);
 
 }  // namespace ringside

@@ -157,7 +157,7 @@ AttentionOut ring_attention_forward(Communicator& ring, const RingLayout& layout
   KvRing kv(ring, k, v, ctx);
   for (int i = 0; i < R; ++i) {
     const int src = (r - i + R) % R;  // whose block we hold at step i
-    StepProbe step(ring, steps, "forward", i, src, detail::concat("K/V block of rank ", src));
+    StepProbe step(ring, steps, "forward", i, src);
     kv.pass_on(i);  // the next block moves while we compute on this one
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
       for (const Run& c : layout_runs(layout.layout, layout.s, R, src)) {
@@ -202,7 +202,7 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
   TravellingGrads acc(ring, k, v, ctx);
   for (int i = 0; i < R; ++i) {
     const int src = (r - i + R) % R;
-    StepProbe step(ring, steps, "backward", i, src, detail::concat("K/V block of rank ", src, " and its dK/dV"));
+    StepProbe step(ring, steps, "backward", i, src, " and its dK/dV");
     kv.pass_on(i);
     // This step's contribution to the block's dK/dV (step 0: straight into our own accumulators).
     Tensor dk_part = i == 0 ? acc.dk(0) : be.zeros(k.shape(), ctx.dt, ctx.ws);

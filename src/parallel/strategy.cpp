@@ -1,5 +1,8 @@
 #include "parallel/strategy.h"
 
+#include "parallel/formulas.h"
+#include "parallel/parallel_layer.h"
+
 namespace ringside {
 
 namespace {
@@ -44,6 +47,18 @@ Strategy resolve_strategy(const Strategy& st, int P) {
   r.name = par.canonical_name();
   return r;
 }
+
+RankResult Strategy::run(const LayerConfig& cfg, Communicator& comm, Backend& be, MemoryTracker& tracker,
+                         DType dt) const {
+  return parallel_layer_run(parallel, cfg, comm, be, tracker, dt);
+}
+int64_t Strategy::saved_bytes(const LayerConfig& cfg, int P, int rank, DType dt) const {
+  return parallel_saved_bytes(parallel, cfg, P, rank, dt);
+}
+CommBytes Strategy::comm_bytes(const LayerConfig& cfg, int P, int rank, DType dt) const {
+  return parallel_comm_bytes(parallel, cfg, P, rank, dt);
+}
+
 
 const std::vector<Strategy>& strategies() {
   static const std::vector<Strategy> named = {find_strategy("tp-sp"), find_strategy("ring"), find_strategy("ulysses"),

@@ -70,18 +70,29 @@ expect 0 "ringside run ring: " "$RS" run --ranks 4 "${SMALL[@]}" --strategy ring
 expect 0 "ringside run ring: " "$RS" run --ranks 4 "${SMALL[@]}" --cp 4
 expect 0 "ringside run tp2xall-gather2: " "$RS" run --ranks 4 "${SMALL[@]}" --tp 2 --cp-comm all-gather
 expect 0 "ringside run tp-sp: " "$RS" run --ranks 2 "${SMALL[@]}" --strategy tp
-expect 2 "T x C must equal P, but T 2 x C 1 = 2 and P = 4" "$RS" run --ranks 4 "${SMALL[@]}" --tp 2
+expect 0 "ringside run tp2xring2: " "$RS" run --ranks 4 "${SMALL[@]}" --tp 2   # C takes the rest: the ring
+expect 0 "groups     TP \\{0 1\\} \\{2 3\\}; ring \\{0 2\\} \\{1 3\\} \\(world ranks\\)" "$RS" run --ranks 4 "${SMALL[@]}" --tp 2
+expect 0 "ringside run tp2xulysses2: " "$RS" run --ranks 4 "${SMALL[@]}" --tp 2 --cp 2 --cp-comm a2a+p2p --cp-a2a 2
+expect 0 "ringside run ring: " "$RS" run --ranks 4 "${SMALL[@]}" --strategy ulysses1xring4
+expect 2 "--tp 3 does not divide P = 4" "$RS" run --ranks 4 "${SMALL[@]}" --tp 3
+expect 2 "T x C must equal P, but T 2 x C 1 = 2 and P = 4" "$RS" run --ranks 4 "${SMALL[@]}" --tp 2 --cp 1
 expect 2 "--cp-a2a 3 must divide --cp 4" "$RS" run --ranks 4 "${SMALL[@]}" --cp 4 --cp-comm a2a+p2p --cp-a2a 3
-expect 2 "--cp-a2a U goes with --cp-comm a2a\\+p2p" "$RS" run --ranks 4 "${SMALL[@]}" --cp 4 --cp-a2a 2
+expect 2 "--cp-a2a 2 is the all-to-all degree of --cp-comm a2a\\+p2p, but --cp-comm is not given" "$RS" run --ranks 4 "${SMALL[@]}" --cp 4 --cp-a2a 2
+expect 2 "--cp-comm a2a\\+p2p needs --cp-a2a U" "$RS" run --ranks 4 "${SMALL[@]}" --cp 4 --cp-comm a2a+p2p
+expect 2 "degree 99999999999999999999 is above 1048576 ranks" "$RS" run --ranks 4 "${SMALL[@]}" --strategy tp2xring99999999999999999999
+expect 2 "a name cannot end with 'x'" "$RS" run --ranks 4 "${SMALL[@]}" --strategy ring4x
 expect 2 "--cp-a2a and --order need the degrees" "$RS" run --ranks 4 "${SMALL[@]}" --order cp-tp
 expect 2 "the cp-tp order .* needs both degrees above 1" "$RS" run --ranks 4 "${SMALL[@]}" --tp 4 --order cp-tp
 expect 2 "give --strategy NAME or the degrees .* not both" "$RS" run --ranks 4 "${SMALL[@]}" --strategy ring --cp 4
 expect 2 "degree 9999999 is above 1048576 ranks" "$RS" run --ranks 4 "${SMALL[@]}" --strategy ulysses2xring9999999
 expect 2 "U x R = 1048578 is above 1048576 ranks" "$RS" model --ranks 4 --strategy ulysses2xring524289
 expect 2 "strategy 'ring\\?': 'ring\\?' is not a group" "$RS" compare "${SMALL[@]}" --strategies "$(printf 'ring\x01')"
+expect 0 "tp2xring2 +4 .* OK" "$RS" compare --ranks 4 "${SMALL[@]}" --tp 2 --cp 2
+expect 2 "give --strategies NAMES or the degrees .* not both" "$RS" compare --ranks 4 "${SMALL[@]}" --tp 2 --strategies ring
 expect 2 "--strategy and the degrees .* --from reads a trace" "$RS" model --cp 4 --from /dev/null
 
 # --- messages that point the right way.
+expect 0 "the lesson, 1 to 7 \\(none: list them\\)" "$RS" lesson --help
 expect 2 "^ringside: RINGSIDE_INJECT_FAILURE='7:forward' must be RANK:forward or RANK:backward with 0 <= RANK < 2$" \
   env RINGSIDE_INJECT_FAILURE=7:forward "$RS" run --strategy ring "${SMALL[@]}" --ranks 2
 for spec in soon ' 0:forward' '0:forward ' '1:Forward' '-1:forward'; do

@@ -1,0 +1,153 @@
+// The formulas of parallel/formulas.h, one function per quantity, from the shapes one rank of a
+// configuration holds.
+#include "parallel/formulas.h"
+
+#include <algorithm>
+
+#include "comm/tensor_comm.h"
+#include "kernels/cpu/attention.h"
+#include "parallel/allgather_attention.h"
+#include "parallel/ring_attention.h"
+#include "parallel/ulysses_attention.h"
+
+namespace ringside {
+
+namespace {
+
+int64_t param_count(const LayerConfig& c, int T) {
+  const int64_t d = c.d(), qkv = (c.H + 2 * c.Hkv) / T * d, Hd = c.H / T * d, fl = c.f / T;
+  return c.h * qkv + qkv + Hd * c.h + c.h + c.h * fl + fl + fl * c.h + c.h + 4 * c.h;
+}
+
+// The layer's shapes on one rank of a resolved configuration.
+struct Shares {
+  ParallelConfig par;
+  GroupCoords at;
+  int64_t b, n_c, n_t, H_t, Hkv_t, f_t, d;
+  HeadShare heads;  // a2a: this rank's heads of its TP share
+  Shares(const ParallelConfig& p, const LayerConfig& c, int P, int rank)
+      : par(p.resolved(P)), at(coords_of(par, rank)), b(c.b), n_c(c.s / par.cp), n_t(c.s / par.cp / par.tp),
+        H_t(c.H / par.tp), Hkv_t(c.Hkv / par.tp), f_t(c.f / par.tp), d(c.d()),
+        heads(ulysses_head_share(H_t, Hkv_t, par.a2a_size(), at.u)) {}
+  bool a2a() const { return par.cp_comm == CpComm::a2a || par.cp_comm == CpComm::a2a_p2p; }
+};
+
+}  // namespace
+
+int64_t parallel_saved_bytes(const ParallelConfig& par, const LayerConfig& c, int P, int rank, DType dt) {
+  const Shares mine(par, c, P, rank);
+  const int64_t U = mine.par.a2a_size();
+  int64_t elems = mine.b * mine.n_t * (4 * c.h + 4) + 2 * mine.b * mine.n_c * mine.f_t;
+  if (!mine.a2a())
+    elems += mine.b * mine.n_c * (2 * mine.H_t * mine.d + 2 * mine.Hkv_t * mine.d + mine.H_t);
+  else
+    elems += mine.b * mine.n_c * mine.H_t * mine.d +
+             U * mine.b * mine.n_c * (mine.heads.q_count * (2 * mine.d + 1) + 2 * mine.heads.kv_attended() * mine.d);
+  return elems * dtype_size(dt);
+}
+
+CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& c, int P, int rank, DType dt) {
+  const Shares mine(par, c, P, rank);
+  const int T = mine.par.tp, C = mine.par.cp, U = mine.par.a2a_size(), R = mine.par.ring_size();
+  const int64_t elem_bytes = dtype_size(dt);
+  CommBytes sent;
+  // TP: g and g-bar around both blocks.
+  const int64_t Nh = mine.b * mine.n_c * c.h;
+  const int64_t ag = ring_all_gather_bytes(Nh, T, mine.at.t, dt), rs = ring_reduce_scatter_bytes(Nh, T, mine.at.t, dt);
+  sent.forward += 2 * ag + 2 * rs;
+  sent.backward += 4 * ag + 2 * rs + ring_all_reduce_bytes(6 * c.h, T, mine.at.t, dt);
+  // The attention algorithm.
+  auto ring_hops = [&](int64_t kv_bytes) {
+    if (R == 1) return;
+    sent.forward += 2 * kv_bytes * (R - 1);
+    sent.backward += 2 * kv_bytes * (R - 1) + 2 * kv_bytes * R;
+  };
+  switch (mine.par.cp_comm) {
+    case CpComm::none: break;
+    case CpComm::p2p: ring_hops(mine.b * mine.n_c * mine.Hkv_t * mine.d * elem_bytes); break;
+    case CpComm::all_gather: {
+      const int64_t kv = mine.b * c.s * mine.Hkv_t * mine.d;  // the whole sequence's K (or V)
+      const int64_t kv_ag = ring_all_gather_bytes(kv, C, mine.at.c, dt), kv_rs = ring_reduce_scatter_bytes(kv, C, mine.at.c, dt);
+      sent.forward += 2 * kv_ag;
+      sent.backward += 2 * kv_ag + 2 * kv_rs;
+      break;
+    }
+    case CpComm::a2a:
+    case CpComm::a2a_p2p: {
+      const int64_t tok = mine.b * mine.n_c * mine.d * elem_bytes;  // one head of our tokens
+      int64_t kv_out = 0;                            // K heads we send: each rank reads its own
+      for (int j = 0; j < U; ++j)
+        if (j != mine.at.u) kv_out += ulysses_head_share(mine.H_t, mine.Hkv_t, U, j).kv_count * tok;
+      const int64_t q_blocks = (U - 1) * mine.heads.q_count * tok;
+      sent.forward += 2 * q_blocks + 2 * kv_out;                                    // q, k, v; out back
+      sent.backward += 2 * q_blocks + 2 * (U - 1) * mine.heads.kv_count * tok;        // dout; dq, dk, dv back
+      ring_hops(U * mine.b * mine.n_c * mine.heads.kv_attended() * mine.d * elem_bytes);          // a2a+p2p: the ring inside
+      break;
+    }
+  }
+  sent.backward += ring_all_reduce_bytes(param_count(c, T), C, mine.at.c, dt);  // gradients over CP
+  return sent;
+}
+
+int64_t parallel_forward_comm_peak(const ParallelConfig& par, const LayerConfig& c, int P, int rank, DType dt) {
+  const Shares mine(par, c, P, rank);
+  const int64_t elem_bytes = dtype_size(dt);
+  // TP's g-bar: the ring reduce-scatter's incoming chunk and two partial sums, N_t h each.
+  const int64_t tp = mine.par.tp > 1 ? 3 * mine.b * mine.n_t * c.h * elem_bytes : 0;
+  int64_t attention = 0;
+  switch (mine.par.cp_comm) {
+    case CpComm::none:
+    case CpComm::a2a: break;  // the all-to-all's buffers are the activations it produces
+    case CpComm::p2p: attention = 4 * mine.b * mine.n_c * mine.Hkv_t * mine.d * elem_bytes; break;
+    case CpComm::a2a_p2p:
+      attention = 4 * mine.par.a2a_size() * mine.b * mine.n_c * mine.heads.kv_attended() * mine.d * elem_bytes;
+      break;
+    case CpComm::all_gather:
+      attention = allgather_kv_bytes(c.b, c.s, mine.Hkv_t, mine.d, dt) * 3 / 2;  // K, V, and V's gather buffer
+      break;
+  }
+  return std::max(tp, attention);
+}
+
+double parallel_attention_flops(const ParallelConfig& par, const LayerConfig& c, int P, int rank) {
+  const Shares mine(par, c, P, rank);
+  const AttentionSpec spec{c.causal, c.softmax_scale()};
+  const Layout l = mine.par.layout(c);
+  switch (mine.par.cp_comm) {
+    case CpComm::p2p:
+      return ring_attention_flops({l, c.s}, spec, mine.par.cp, mine.at.c, c.b, mine.H_t, mine.Hkv_t, mine.d);
+    case CpComm::a2a_p2p:
+      return ring_attention_flops({l, c.s}, spec, mine.par.ring_size(), mine.at.r, c.b, mine.heads.q_count,
+                                  mine.heads.kv_attended(), mine.d);
+    case CpComm::all_gather:
+      return allgather_attention_flops({l, c.s}, spec, mine.par.cp, mine.at.c, c.b, mine.H_t, mine.Hkv_t, mine.d);
+    case CpComm::none:
+    case CpComm::a2a: {
+      AttentionParams p;  // whole sequences, our heads
+      p.b = c.b, p.sq = p.sk = c.s, p.H = mine.heads.q_count, p.Hkv = mine.heads.kv_attended(), p.d = mine.d;
+      p.causal = c.causal;
+      return kernels::cpu::attention_forward_flops(p);
+    }
+  }
+  return 0;
+}
+
+// ---- the named strategies' formulas
+
+void validate_ring(const LayerConfig& cfg, int P) { find_strategy("ring").validate(cfg, P); }
+void validate_ulysses(const LayerConfig& cfg, int P) { find_strategy("ulysses").validate(cfg, P); }
+int64_t ring_saved_bytes(const LayerConfig& cfg, int P, int rank, DType dt) {
+  return find_strategy("ring").saved_bytes(cfg, P, rank, dt);
+}
+CommBytes ring_comm_bytes(const LayerConfig& cfg, int P, int rank, DType dt) {
+  return find_strategy("ring").comm_bytes(cfg, P, rank, dt);
+}
+double ring_attention_flops(const LayerConfig& cfg, int P, int rank) {
+  return parallel_attention_flops(find_strategy("ring").parallel, cfg, P, rank);
+}
+CommBytes ulysses_comm_bytes(const LayerConfig& cfg, int P, int rank, DType dt) {
+  return find_strategy("ulysses").comm_bytes(cfg, P, rank, dt);
+}
+int64_t ulysses_kv_heads(const LayerConfig& cfg, int P) { return cfg.Hkv % P == 0 ? cfg.Hkv : P; }
+
+}  // namespace ringside
