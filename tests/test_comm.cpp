@@ -57,6 +57,24 @@ TEST_CASE("a wait that cannot complete fails with rank, op and peer", "[comm]") 
   REQUIRE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5);
 }
 
+TEST_CASE("in a group, a wait that cannot complete names world ranks and the collective", "[comm]") {
+  // Groups {0 2} and {1 3}: in its group world rank 2 is rank 1, and world rank 3 never joins
+  // the all-gather. Before, the message said "rank 0: recv from rank 0" (group ranks).
+  LocalOptions o;
+  o.timeout_s = 0.2;
+  REQUIRE_THROWS_WITH(run_local(
+                          4,
+                          [](Communicator& c) {
+                            auto group = c.split_by([](int r) { return std::pair{r % 2, r / 2}; });
+                            if (c.rank() == 3) return;
+                            float mine = 1, all[2];
+                            group->all_gather(&mine, all, {1, 1}, DType::f32);
+                          },
+                          o),
+                      Catch::Contains("rank 1 failed: rank 1: all_gather: ") &&
+                          Catch::Contains("from rank 3 (tag") && Catch::Contains("did not complete within 0.2 s"));
+}
+
 TEST_CASE("a rank that throws takes the job down without a hang", "[comm]") {
   const auto t0 = std::chrono::steady_clock::now();
   REQUIRE_THROWS_WITH(run_local(4,

@@ -181,7 +181,8 @@ void Communicator::wait(const RequestPtr& r) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                std::chrono::duration<double>(timeout_s));
   if (!r->wait_until(deadline))
-    throw CommError(detail::concat("rank ", rank(), ": ", r->what, " did not complete within ", timeout_s, " s",
+    throw CommError(detail::concat("rank ", world_rank(rank()), ": ", collective ? std::string(collective) + ": " : "",
+                                   r->what, " did not complete within ", timeout_s, " s",
                                    slow_link.empty() ? " (is a peer stuck or did the ranks call different ops?)"
                                                      : " (" + slow_link + " may be too slow for it: raise --timeout)"));
   span.reset();
@@ -246,6 +247,7 @@ void check_counts(const std::vector<int64_t>& counts, int P, const char* op) {
 
 CollectiveSpan::CollectiveSpan(Communicator& c, const char* kind)
     : comm_(c), span_(kind, "collective"), t_(trace::current_tracer()) {
+  if (!c.collective) c.collective = kind, names_it_ = true;
   if (!t_) return;
   sent0_ = c.stats().bytes_sent;
   nested_ = !t_->collective_kind.empty();
@@ -257,6 +259,7 @@ CollectiveSpan::CollectiveSpan(Communicator& c, const char* kind)
 }
 
 CollectiveSpan::~CollectiveSpan() {
+  if (names_it_) comm_.collective = nullptr;
   if (!t_) return;
   span_.event()->bytes = comm_.stats().bytes_sent - sent0_;
   if (!nested_) t_->collective_kind.clear(), t_->collective_id = -1;

@@ -128,7 +128,11 @@ class Communicator {
   /// peers by. The identity on a world communicator.
   int world_rank(int peer) const { return world_ranks_.empty() ? peer : world_ranks_[size_t(peer)]; }
 
-  /// Waits for a request; throws CommError "rank R: <what> did not complete within T s".
+  /// The collective in progress on this communicator, if any ("all_gather"): errors name it.
+  const char* collective = nullptr;
+
+  /// Waits for a request; throws CommError "rank R: [collective: ]<what> did not complete within
+  /// T s", R and the peer in <what> by world rank.
   /// When tracing, a wait that blocks is a `wait` event on the compute stream, and the
   /// completed transfer is recorded on the comm stream.
   void wait(const RequestPtr& r);
@@ -215,6 +219,7 @@ class CollectiveSpan {
   trace::Tracer* t_;
   int64_t sent0_ = 0;
   bool nested_ = false;
+  bool names_it_ = false;  // the outermost collective on comm_: its name goes in comm_'s errors
 };
 
 /// Rank r's chunk of n elements split into P nearly equal parts (the first n % P get one more).

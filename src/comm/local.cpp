@@ -301,7 +301,7 @@ class LocalCommunicator final : public Communicator {
   RequestPtr post_send(const void* buf, int64_t bytes, int peer, int tag) override {
     check_peer(peer, "send");
     auto req = world_->make_request();
-    req->what = detail::concat("send to rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
+    req->what = detail::concat("send to rank ", world_rank(peer), " (tag ", tag, ", ", bytes, " bytes)");
     world_->post_send(Posted{group_[rank_], group_[peer], tag, context_, const_cast<void*>(buf), bytes, req.get(),
                              gpu::bound(), ready_event(buf)});
     return req;
@@ -310,13 +310,13 @@ class LocalCommunicator final : public Communicator {
   RequestPtr post_recv(void* buf, int64_t bytes, int peer, int tag) override {
     check_peer(peer, "recv");
     auto req = world_->make_request();
-    req->what = detail::concat("recv from rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
+    req->what = detail::concat("recv from rank ", world_rank(peer), " (tag ", tag, ", ", bytes, " bytes)");
     world_->post_recv(Posted{group_[peer], group_[rank_], tag, context_, buf, bytes, req.get(), gpu::bound(),
                              ready_event(buf)});
     return req;
   }
 
-  void barrier() override { world_->barrier(context_, size(), timeout_s, rank_); }
+  void barrier() override { world_->barrier(context_, size(), timeout_s, world_rank(rank_)); }  // rank: for messages
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     // Everyone learns everyone's (color, key) with an all_gather, then builds its group.

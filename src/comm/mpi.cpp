@@ -113,18 +113,18 @@ class MpiCommunicator final : public Communicator {
   std::string backend() const override { return "mpi"; }
 
   RequestPtr post_send(const void* buf, int64_t bytes, int peer, int tag) override {
-    auto req = make(detail::concat("send to rank ", peer, " (tag ", tag, ", ", bytes, " bytes)"), bytes, peer);
+    auto req = make(detail::concat("send to rank ", world_rank(peer), " (tag ", tag, ", ", bytes, " bytes)"), bytes, peer);
     MPI_Request r;
-    check_mpi(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "MPI_Isend", rank_);
+    check_mpi(MPI_Isend(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "MPI_Isend", world_rank(rank_));
     g_progress->add(r, req);
     return req;
   }
 
   RequestPtr post_recv(void* buf, int64_t bytes, int peer, int tag) override {
-    auto req = make(detail::concat("recv from rank ", peer, " (tag ", tag, ", ", bytes, " bytes)"), bytes, peer);
+    auto req = make(detail::concat("recv from rank ", world_rank(peer), " (tag ", tag, ", ", bytes, " bytes)"), bytes, peer);
     req->expected_bytes = bytes;
     MPI_Request r;
-    check_mpi(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "MPI_Irecv", rank_);
+    check_mpi(MPI_Irecv(buf, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &r), "MPI_Irecv", world_rank(rank_));
     g_progress->add(r, req);
     return req;
   }
@@ -133,14 +133,14 @@ class MpiCommunicator final : public Communicator {
     auto req = std::make_shared<MpiRequest>();
     req->what = "barrier";
     MPI_Request r;
-    check_mpi(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier", rank_);
+    check_mpi(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier", world_rank(rank_));
     g_progress->add(r, req);
     wait(req);
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub;
-    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split", rank_);
+    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split", world_rank(rank_));
     auto c = std::make_unique<MpiCommunicator>(sub);
     c->timeout_s = timeout_s;
     c->tracker = tracker;
@@ -153,7 +153,7 @@ class MpiCommunicator final : public Communicator {
     RS_CHECK(bytes <= 2147483647, "rank ", rank_, ": MPI message of ", bytes, " bytes exceeds MPI's int count");
     auto req = std::make_shared<MpiRequest>();
     req->what = std::move(what);
-    req->owner = rank_;
+    req->owner = world_rank(rank_);
     return req;
   }
   MPI_Comm comm_;

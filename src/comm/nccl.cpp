@@ -245,7 +245,7 @@ class NcclCommunicator final : public Communicator {
              " of a communicator of size ", size_);
     if (job_->aborted) throw AbortedError("aborted: " + job_->why());
     auto r = std::make_shared<NcclRequest>(this, job_);
-    r->what = detail::concat(send ? "send to" : "recv from", " rank ", peer, " (tag ", tag, ", ", bytes, " bytes)");
+    r->what = detail::concat(send ? "send to" : "recv from", " rank ", world_rank(peer), " (tag ", tag, ", ", bytes, " bytes)");
     pending_.push_back({send, buf, bytes, peer, r});
     return r;
   }
@@ -264,7 +264,7 @@ class NcclCommunicator final : public Communicator {
       // A call that failed inside a group makes ncclGroupEnd launch nothing; the ranks are out
       // of step all the same: end the job (this communicator is aborted as the rank unwinds).
       ncclGroupEnd();
-      job_->abort(detail::concat("rank ", rank_, ": ", what, ": ", e.what()));
+      job_->abort(detail::concat("rank ", world_rank(rank_), ": ", what, ": ", e.what()));
       throw;
     }
     check_started(ncclGroupEnd(), what);

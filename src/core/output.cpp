@@ -48,7 +48,8 @@ int open_file_fd(const fs::path& p, bool& own) {
   static const std::regex fd_name(R"(/proc/([0-9]+)(/task/[0-9]+)?/fd/([0-9]+))");
   std::smatch m;
   const std::string s = p.string();
-  if (!std::regex_match(s, m, fd_name)) return -1;
+  // Such a name is short; a long one is not one (and std::regex recurses once per character).
+  if (s.size() > 64 || !std::regex_match(s, m, fd_name)) return -1;
   own = std::stol(m[1]) == long(::getpid());
   return std::stoi(m[3]);
 }

@@ -3,25 +3,49 @@
 // value that underflows to 0 (1e-400) is an error, never a silent reading (CLI11 and strtod take
 // all of these). Flags take no value (--causal=false would run causal).
 #pragma once
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
-#include <regex>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 namespace ringside::cli {
 
-/// An integer in decimal digits, with a leading minus if `negative` is allowed.
-inline bool is_decimal_integer(const std::string& v, bool negative) {
-  static const std::regex with_sign("-?[0-9]+"), without("[0-9]+");
-  return std::regex_match(v, negative ? with_sign : without);
+// The number of decimal digits at v[at...], moving `at` past them. (Hand-written, not
+// std::regex: its matcher recurses once per character, and a 30,000-digit value overflowed the
+// stack.)
+inline size_t skip_digits(const std::string& v, size_t& at) {
+  const size_t from = at;
+  while (at < v.size() && std::isdigit(static_cast<unsigned char>(v[at]))) ++at;
+  return at - from;
 }
 
-/// A finite decimal number (1, -2.5, .5, 3e-7) that a double holds without overflow or underflow.
+/// A value as an error message quotes it: whole when short, else its start and its length.
+inline std::string shown_value(const std::string& v) {
+  return v.size() <= 40 ? v : v.substr(0, 32) + "... (" + std::to_string(v.size()) + " characters)";
+}
+
+/// An integer in decimal digits, with a leading minus if `negative` is allowed.
+inline bool is_decimal_integer(const std::string& v, bool negative) {
+  size_t at = negative && !v.empty() && v[0] == '-' ? 1 : 0;
+  return skip_digits(v, at) > 0 && at == v.size();
+}
+
+/// A finite decimal number (1, -2.5, .5, 3e-7) that a double holds without overflow or underflow:
+/// [-+]? (digits [.] digits? | . digits) ([eE] [-+]? digits)?.
 inline bool is_decimal_number(const std::string& v) {
-  static const std::regex decimal(R"([-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?)");
-  if (!std::regex_match(v, decimal)) return false;
+  size_t at = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
+  size_t mantissa = skip_digits(v, at);
+  if (at < v.size() && v[at] == '.') ++at, mantissa += skip_digits(v, at);
+  if (mantissa == 0) return false;
+  if (at < v.size() && (v[at] == 'e' || v[at] == 'E')) {
+    ++at;
+    if (at < v.size() && (v[at] == '-' || v[at] == '+')) ++at;
+    if (skip_digits(v, at) == 0) return false;
+  }
+  if (at != v.size()) return false;
   errno = 0;
   (void)std::strtod(v.c_str(), nullptr);
   return errno != ERANGE;
@@ -42,9 +66,17 @@ inline void strict_values(CLI::App& app) {
     opt->transform(CLI::Validator(
         [type](std::string& v) -> std::string {
           if (v.empty()) return "needs a value, got an empty one";
-          if (type == "INT" && !is_decimal_integer(v, true)) return "must be an integer, got '" + v + "'";
-          if (type == "UINT" && !is_decimal_integer(v, false)) return "must be an integer >= 0, got '" + v + "'";
-          if (type == "FLOAT" && !is_decimal_number(v)) return "must be a finite decimal number, got '" + v + "'";
+          if (type == "INT" && !is_decimal_integer(v, true)) return "must be an integer, got '" + shown_value(v) + "'";
+          if (type == "UINT" && !is_decimal_integer(v, false)) return "must be an integer >= 0, got '" + shown_value(v) + "'";
+          if (type == "FLOAT" && !is_decimal_number(v)) return "must be a finite decimal number, got '" + shown_value(v) + "'";
+          // CLI11 reads a leading 0 as octal (--seq 064 was 52): decimal as written, so drop it.
+          if (type == "INT" || type == "UINT") {
+            const size_t sign = v[0] == '-' ? 1 : 0;
+            const size_t first = std::min(v.find_first_not_of('0', sign), v.size() - 1);
+            v.erase(sign, first - sign);
+            if (v == "-0") v = "0";
+            if (v.size() - sign > 20) return "must be an integer of 64 bits at most, got '" + shown_value(v) + "'";
+          }
           return "";
         },
         ""));

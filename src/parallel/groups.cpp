@@ -65,6 +65,8 @@ ParallelConfig ParallelConfig::resolved(int P) const {
   // that algorithm.
   if (r.cp_comm == CpComm::a2a_p2p && r.cp_a2a == 1) r.cp_comm = CpComm::p2p;
   if (r.cp_comm == CpComm::a2a_p2p && r.cp_a2a == r.cp) r.cp_comm = CpComm::a2a;
+  // Likewise context parallelism over one rank under TP: TP alone (tp4xring1 is tp-sp).
+  if (r.cp == 1 && r.tp > 1) r.cp_comm = CpComm::none, r.cp_a2a = 1;
   return r;
 }
 
@@ -79,8 +81,9 @@ std::string ParallelConfig::name() const {
     case CpComm::a2a: c = "ulysses" + deg(cp); break;
     case CpComm::a2a_p2p: c = "ulysses" + deg(cp_a2a) + "xring" + (cp == 0 ? "" : deg(cp / cp_a2a)); break;
   }
+  if (order == RankOrder::cp_tp) return c + "xtp" + deg(tp);  // as given, even T 1 (which validate refuses)
   if (tp == 1) return c;
-  return order == RankOrder::tp_cp ? "tp" + deg(tp) + "x" + c : c + "xtp" + deg(tp);
+  return "tp" + deg(tp) + "x" + c;
 }
 
 namespace {
@@ -112,6 +115,7 @@ ParallelConfig parse_parallel_config(const std::string& name) {
                        "tp2xring2, ulysses2xring2, tp2xall-gather2, ring2xtp2)");
   };
   if (name == "tp-sp") return ParallelConfig{0, 1, CpComm::none};
+  if (name.size() > 128) throw bad(detail::concat("a name of ", name.size(), " characters is not a configuration"));
   static const std::regex token(R"((tp|ring|ulysses|all-gather)([1-9][0-9]*)?)");
   std::vector<std::pair<std::string, int64_t>> parts;
   for (size_t at = 0; at <= name.size();) {

@@ -45,7 +45,7 @@ struct ParallelConfig {
   RankOrder order = RankOrder::tp_cp;
 
   /// The degrees for P ranks (a degree of 0 takes the rest); a2a+p2p with U = 1 or U = C is
-  /// the ring or Ulysses alone, and becomes it. Throws ConfigError naming the rule: T x C != P,
+  /// the ring or Ulysses alone, and becomes it, as C = 1 under TP becomes TP alone. Throws ConfigError naming the rule: T x C != P,
   /// or U not dividing C.
   ParallelConfig resolved(int P) const;
   int a2a_size() const { return cp_comm == CpComm::a2a ? cp : cp_comm == CpComm::a2a_p2p ? cp_a2a : 1; }

@@ -24,6 +24,15 @@ for value in 18446744073709551616 99999999999999999999 ' -1' -1 1e3 ' 7'; do
   expect 2 "--seed: must be an integer (>= 0|in \[0, 2\^64 - 1\]), got '$value'" "$RS" reference "${SMALL[@]}" --seed "$value"
 done
 expect 0 "seed=18446744073709551615" "$RS" reference "${SMALL[@]}" --seed 18446744073709551615
+# A leading zero is decimal, as written (CLI11 alone reads 064 as octal 52, 010 as 8).
+expect 0 "s=64 .* seed=10$" "$RS" reference --seq 064 --hidden 32 --heads 4 --kv-heads 2 --ffn 64 --seed 010
+expect 0 "s=64 " "$RS" reference --seq "$(printf '0%.0s' {1..40000})64" --hidden 32 --heads 4 --kv-heads 2 --ffn 64
+expect 0 "seed=0$" "$RS" reference "${SMALL[@]}" --seed 000
+# Long values are one clear error, never a crash (std::regex recursed once per character).
+expect 2 "--dropout: must be a finite decimal number, got '0\\.0+\\.\\.\\. \\(40004 characters\\)'" "$RS" reference "${SMALL[@]}" --dropout "0.$(printf '0%.0s' {1..40000})1x"
+expect 2 "a name of 30004 characters is not a configuration" "$RS" run "${SMALL[@]}" --strategy "ring$(printf '1%.0s' {1..30000})"
+expect 2 "--ranks: must be an integer of 64 bits at most, got '9+\\.\\.\\. \\(40000 characters\\)'" "$RS" compare "${SMALL[@]}" --ranks "$(printf '9%.0s' {1..40000})"
+expect 2 "cannot write /proc/1111" "$RS" run "${SMALL[@]}" --strategy ring --trace "/proc/$(printf '1%.0s' {1..40000})/fd/1"
 # A flag takes no value: --causal=false would run causal.
 for flag in --causal=false --causal=0 --rope=false --no-causal=1; do
   expect 2 "was given a disallowed flag override" "$RS" compare "${SMALL[@]}" "$flag"
