@@ -18,19 +18,19 @@ namespace ringside::cli {
 
 std::function<std::string(const std::string&)> integer_in(int64_t lo, int64_t hi) {
   return [lo, hi](const std::string& v) {
-    if (!is_decimal_integer(v, true)) return "must be an integer, got '" + shown_value(v) + "'";
+    if (!is_decimal_integer(v, true)) return "must be an integer, got '" + detail::shown_input(v) + "'";
     errno = 0;
     const long long x = std::strtoll(v.c_str(), nullptr, 10);
-    if (errno == ERANGE || x < lo || x > hi) return detail::concat("must be in [", lo, ", ", hi, "], got ", shown_value(v));
+    if (errno == ERANGE || x < lo || x > hi) return detail::concat("must be in [", lo, ", ", hi, "], got ", detail::shown_input(v));
     return std::string();
   };
 }
 
 std::function<std::string(const std::string&)> number_in(double lo, double hi) {
   return [lo, hi](const std::string& v) {
-    if (!is_decimal_number(v)) return "must be a finite number, got '" + shown_value(v) + "'";
+    if (!is_decimal_number(v)) return "must be a finite number, got '" + detail::shown_input(v) + "'";
     const double x = std::strtod(v.c_str(), nullptr);
-    if (x < lo || x > hi) return detail::concat("must be in [", lo, ", ", hi, "], got ", shown_value(v));
+    if (x < lo || x > hi) return detail::concat("must be in [", lo, ", ", hi, "], got ", detail::shown_input(v));
     return std::string();
   };
 }
@@ -74,7 +74,7 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
       ->check([](const std::string& v) {
         errno = 0;
         if (!is_decimal_integer(v, false) || (std::strtoull(v.c_str(), nullptr, 10), errno == ERANGE))
-          return "must be an integer in [0, 2^64 - 1], got '" + shown_value(v) + "'";
+          return "must be an integer in [0, 2^64 - 1], got '" + detail::shown_input(v) + "'";
         return std::string();
       })
       ->group("Layer");

@@ -1,6 +1,7 @@
 // Errors: one exception type for everything ringside rejects, so that the CLI (and, later,
 // every rank) can print one clear line naming what went wrong.
 #pragma once
+#include <cctype>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,14 @@ std::string concat(const Args&... args) {
   std::ostringstream os;
   (os << ... << args);
   return os.str();
+}
+
+/// Text a user typed as an error message quotes it: on one printable line (control bytes as
+/// '?'), whole up to `max` characters, else its start and its length.
+inline std::string shown_input(const std::string& text, size_t max = 40) {
+  std::string out;
+  for (char ch : text.substr(0, max)) out += std::isprint(static_cast<unsigned char>(ch)) ? ch : '?';
+  return text.size() <= max ? out : out + "... (" + std::to_string(text.size()) + " characters)";
 }
 }  // namespace detail
 

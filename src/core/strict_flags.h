@@ -11,6 +11,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/error.h"
+
 namespace ringside::cli {
 
 // The number of decimal digits at v[at...], moving `at` past them. (Hand-written, not
@@ -20,11 +22,6 @@ inline size_t skip_digits(const std::string& v, size_t& at) {
   const size_t from = at;
   while (at < v.size() && std::isdigit(static_cast<unsigned char>(v[at]))) ++at;
   return at - from;
-}
-
-/// A value as an error message quotes it: whole when short, else its start and its length.
-inline std::string shown_value(const std::string& v) {
-  return v.size() <= 40 ? v : v.substr(0, 32) + "... (" + std::to_string(v.size()) + " characters)";
 }
 
 /// An integer in decimal digits, with a leading minus if `negative` is allowed.
@@ -66,16 +63,16 @@ inline void strict_values(CLI::App& app) {
     opt->transform(CLI::Validator(
         [type](std::string& v) -> std::string {
           if (v.empty()) return "needs a value, got an empty one";
-          if (type == "INT" && !is_decimal_integer(v, true)) return "must be an integer, got '" + shown_value(v) + "'";
-          if (type == "UINT" && !is_decimal_integer(v, false)) return "must be an integer >= 0, got '" + shown_value(v) + "'";
-          if (type == "FLOAT" && !is_decimal_number(v)) return "must be a finite decimal number, got '" + shown_value(v) + "'";
+          if (type == "INT" && !is_decimal_integer(v, true)) return "must be an integer, got '" + detail::shown_input(v) + "'";
+          if (type == "UINT" && !is_decimal_integer(v, false)) return "must be an integer >= 0, got '" + detail::shown_input(v) + "'";
+          if (type == "FLOAT" && !is_decimal_number(v)) return "must be a finite decimal number, got '" + detail::shown_input(v) + "'";
           // CLI11 reads a leading 0 as octal (--seq 064 was 52): decimal as written, so drop it.
           if (type == "INT" || type == "UINT") {
             const size_t sign = v[0] == '-' ? 1 : 0;
             const size_t first = std::min(v.find_first_not_of('0', sign), v.size() - 1);
             v.erase(sign, first - sign);
             if (v == "-0") v = "0";
-            if (v.size() - sign > 20) return "must be an integer of 64 bits at most, got '" + shown_value(v) + "'";
+            if (v.size() - sign > 20) return "must be an integer of 64 bits at most, got '" + detail::shown_input(v) + "'";
           }
           return "";
         },

@@ -1,7 +1,6 @@
 #include "parallel/groups.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <regex>
 
@@ -86,17 +85,6 @@ std::string ParallelConfig::name() const {
   return "tp" + deg(tp) + "x" + c;
 }
 
-namespace {
-
-// Text as typed, but one short printable line of it (an error message quotes user input).
-std::string printable(const std::string& text, size_t max) {
-  std::string out;
-  for (char ch : text.substr(0, max)) out += std::isprint(static_cast<unsigned char>(ch)) ? ch : '?';
-  return text.size() > max ? out + "..." : out;
-}
-
-}  // namespace
-
 std::string ParallelConfig::canonical_name() const {
   if (tp == 1 && cp_comm != CpComm::none && cp_comm != CpComm::a2a_p2p) {
     ParallelConfig whole = *this;  // pure context parallelism over every rank: its short name
@@ -108,7 +96,7 @@ std::string ParallelConfig::canonical_name() const {
 }
 
 ParallelConfig parse_parallel_config(const std::string& name) {
-  const std::string shown = printable(name, 48);
+  const std::string shown = detail::shown_input(name, 48);
   auto bad = [&](const std::string& why) -> ConfigError {
     return ConfigError("strategy '" + shown + "': " + why +
                        " (names: tp-sp, ring, ulysses, all-gather, or degrees innermost first joined by x, e.g. "
@@ -123,10 +111,10 @@ ParallelConfig parse_parallel_config(const std::string& name) {
     const std::string t = name.substr(at, x == std::string::npos ? std::string::npos : x - at);
     std::smatch m;
     if (t.empty()) throw bad(x == std::string::npos ? "a name cannot end with 'x'" : "an empty group between 'x's, or before one");
-    if (!std::regex_match(t, m, token)) throw bad("'" + printable(t, 24) + "' is not a group");
+    if (!std::regex_match(t, m, token)) throw bad("'" + detail::shown_input(t, 24) + "' is not a group");
     const std::string digits = m[2];  // at most 7 digits: no overflow, and a clear bound
     const int64_t degree = digits.empty() ? 0 : digits.size() > 7 ? kMaxRanks + 1 : std::stoll(digits);
-    if (degree > kMaxRanks) throw bad(detail::concat("degree ", printable(digits, 24), " is above ", kMaxRanks, " ranks"));
+    if (degree > kMaxRanks) throw bad(detail::concat("degree ", detail::shown_input(digits, 24), " is above ", kMaxRanks, " ranks"));
     parts.push_back({m[1], degree});
     if (x == std::string::npos) break;
     at = x + 1;
@@ -208,16 +196,34 @@ GroupCoords coords_of(const ParallelConfig& par, int rank) {
   return g;
 }
 
+namespace {
+
+// Which ranks share a group, and their order in it, from a rank's coordinates: (color, key) as
+// MPI_Comm_split takes them. The one definition that the communicators and describe_groups use.
+using Membership = std::pair<int, int> (*)(const ParallelConfig&, const GroupCoords&);
+std::pair<int, int> tp_member(const ParallelConfig&, const GroupCoords& g) { return {g.c, g.t}; }
+std::pair<int, int> cp_member(const ParallelConfig&, const GroupCoords& g) { return {g.t, g.c}; }
+std::pair<int, int> a2a_member(const ParallelConfig& p, const GroupCoords& g) { return {g.t * p.ring_size() + g.r, g.u}; }
+std::pair<int, int> ring_member(const ParallelConfig& p, const GroupCoords& g) { return {g.t * p.a2a_size() + g.u, g.r}; }
+
+}  // namespace
+
 std::string describe_groups(const ParallelConfig& par, size_t shown) {
-  const int P = par.tp * par.cp, U = par.a2a_size();
+  const int P = par.tp * par.cp;
   std::string out;
-  // One kind of group: the world ranks that share `key`, in rank order.
-  auto kind = [&](const char* name, int size, auto key) {
+  // One kind of group: its members by world rank, in group order, groups by their first member.
+  auto kind = [&](const char* name, int size, Membership member) {
     if (size < 2) return;
-    std::map<std::pair<int, int>, std::vector<int>> groups;
-    for (int rank = 0; rank < P; ++rank) groups[key(coords_of(par, rank))].push_back(rank);
+    std::map<int, std::map<int, int>> groups;  // color -> key -> world rank
+    for (int rank = 0; rank < P; ++rank) {
+      const auto [color, key] = member(par, coords_of(par, rank));
+      groups[color][key] = rank;
+    }
     std::vector<std::vector<int>> ordered;
-    for (auto& [k, members] : groups) ordered.push_back(members);
+    for (const auto& [color, members] : groups) {
+      ordered.emplace_back();
+      for (const auto& [key, rank] : members) ordered.back().push_back(rank);
+    }
     std::sort(ordered.begin(), ordered.end());
     out += (out.empty() ? "" : "; ") + std::string(name);
     for (size_t i = 0; i < ordered.size() && i < shown; ++i) {
@@ -227,10 +233,10 @@ std::string describe_groups(const ParallelConfig& par, size_t shown) {
     }
     if (ordered.size() > shown) out += detail::concat(" ... (", ordered.size(), " groups)");
   };
-  kind("TP", par.tp, [](const GroupCoords& g) { return std::pair{g.c, 0}; });
-  if (par.cp_comm == CpComm::all_gather) kind("all-gather", par.cp, [](const GroupCoords& g) { return std::pair{g.t, 0}; });
-  kind("all-to-all", U, [&](const GroupCoords& g) { return std::pair{g.t, g.r}; });
-  kind("ring", par.ring_size(), [&](const GroupCoords& g) { return std::pair{g.t, g.u}; });
+  kind("TP", par.tp, tp_member);
+  if (par.cp_comm == CpComm::all_gather) kind("all-gather", par.cp, cp_member);
+  kind("all-to-all", par.a2a_size(), a2a_member);
+  kind("ring", par.ring_size(), ring_member);
   return out;
 }
 
@@ -256,13 +262,14 @@ std::vector<int64_t> rank_positions(const ParallelConfig& par, const LayerConfig
 
 ProcessGroups::ProcessGroups(Communicator& w, const ParallelConfig& p)
     : world(w), par(p.resolved(w.size())), at(coords_of(par, w.rank())) {
-  const ParallelConfig& q = par;
-  const int U = q.a2a_size();
-  tp = world.split_by([&](int rank) { const GroupCoords g = coords_of(q, rank); return std::pair{g.c, g.t}; });
-  cp = world.split_by([&](int rank) { const GroupCoords g = coords_of(q, rank); return std::pair{g.t, g.c}; });
-  // Inside the CP group (ranks c = u + U r): the a2a groups share r, the rings share u.
-  a2a = cp->split_by([&](int c) { return std::pair{c / U, c % U}; });
-  ring = cp->split_by([&](int c) { return std::pair{c % U, c / U}; });
+  auto split = [&](Membership member) {
+    return world.split_by([&](int rank) { return member(par, coords_of(par, rank)); });
+  };
+  tp = split(tp_member);
+  cp = split(cp_member);
+  // Inside a CP group (ranks c = u + U r): the a2a groups share r, the rings share u.
+  a2a = split(a2a_member);
+  ring = split(ring_member);
 }
 
 }  // namespace ringside
