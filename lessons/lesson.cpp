@@ -3,7 +3,11 @@
 #include "lessons/lesson.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <cctype>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstdio>
 #include <istream>
 #include <memory>
@@ -146,6 +150,13 @@ void Script::say(const char* format, ...) {
 void Script::table(const Table& t) {
   RS_CHECK(!steps.empty(), "lesson ", number, ": table() before the first step");
   steps.back().text += t.str();
+  steps.back().tables.push_back(t.str());
+}
+
+void Script::block(const std::string& lines) {
+  RS_CHECK(!steps.empty(), "lesson ", number, ": block() before the first step");
+  steps.back().text += lines;
+  steps.back().tables.push_back(lines);
 }
 
 void Script::blank() {
@@ -182,6 +193,62 @@ std::vector<RankResult> Script::run(const Strategy& st, const LayerConfig& cfg, 
   std::vector<RankResult> out = run_strategy_local(st, cfg, P, DType::f32, *trackers.back(), local, &sink);
   for (size_t i = first; i < trace.ranks.size(); ++i) trace.ranks[i].strategy = label;
   return out;
+}
+
+namespace {
+
+// The metrics of one group of a trace, computed on that group alone.
+trace::StrategyMetrics metrics_of(const trace::TraceData& t, const std::string& label) {
+  trace::TraceData one;
+  one.other = t.other;
+  for (const trace::RankTrace& r : t.ranks)
+    if (r.strategy == label) one.ranks.push_back(r);
+  std::vector<trace::StrategyMetrics> m = trace::compute_metrics(one);
+  RS_CHECK(m.size() == 1, "no timeline labelled ", label);
+  return m[0];
+}
+
+}  // namespace
+
+const trace::StrategyMetrics& Script::modeled(const std::string& label) {
+  const std::string name = modeled_name(label);
+  if (const auto it = modeled_metrics.find(name); it != modeled_metrics.end()) return it->second;
+  model::add_modeled_twins(trace, hw, {}, label);
+  return modeled_metrics[name] = metrics_of(trace, name);
+}
+
+const trace::StrategyMetrics& Script::dry_run(const Strategy& st, const LayerConfig& cfg, int P, const std::string& label,
+                                              const model::Hardware* on) {
+  const model::Hardware& profile = on ? *on : hw;
+  const std::string name = modeled_name(label, on);
+  for (const trace::RankTrace& r : trace.ranks) RS_CHECK(r.strategy != name, "lesson ", number, ": two runs labelled ", name);
+  st.validate(cfg, P);
+  const Strategy resolved = resolve_strategy(st, P);
+  trackers.push_back(std::make_shared<MemoryTracker>());
+  trace::TraceData modeled = model::model_trace(model::dry_run(resolved, cfg, P, *trackers.back()), profile);
+  for (trace::RankTrace& r : modeled.ranks) r.strategy = name, trace.ranks.push_back(std::move(r));
+  if (!trace.other.contains("modeled_groups")) trace.other["modeled_groups"] = nlohmann::json::object();
+  trace.other["modeled_groups"][name] = {{"of", label}, {"hardware", profile.name}, {"dtype", "bf16"}, {"dry_run", cfg.to_json()}};
+  if (!on) trace.other["modeled_hardware"] = hw.to_json();
+  return modeled_metrics[name] = metrics_of(trace, name);
+}
+
+int64_t layer_ns(const trace::StrategyMetrics& m) {
+  int64_t t = 0;
+  for (const trace::RankMetrics& r : m.ranks) t = std::max(t, r.time.window_ns);
+  return t;
+}
+
+double attention_hidden_pct(const trace::StrategyMetrics& m) {
+  for (const auto& [sub, b] : m.comm_by_sublayer)
+    if (sub == "attention") return b.overlap_pct();
+  return std::nan("");
+}
+
+double attention_exposed_ns(const trace::StrategyMetrics& m) {
+  for (const auto& [sub, b] : m.comm_by_sublayer)
+    if (sub == "attention") return double(b.exposed_comm_ns) / double(std::max<size_t>(1, m.ranks.size()));
+  return 0;
 }
 
 double worst_error(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const Script::Reference& ref) {
@@ -225,11 +292,13 @@ std::optional<Focus> Script::phase(const std::string& label, const std::string& 
   return window(label, [&](const trace::Event& e) { return e.cat == "phase" && (name.empty() || e.name == name); });
 }
 
-Script build_lesson(int n) {
+Script build_lesson(int n, const std::string& hw) {
   const Lesson& l = find_lesson(n);
   Script s;
   s.number = l.number, s.slug = l.slug, s.title = l.title;
+  s.hw = model::load_hardware(hw);
   l.build(s);
+  model::add_modeled_twins(s.trace, s.hw);  // every run's twin, also of those no step asked about
   s.trace.other["lesson"] = lesson_json(s);
   return s;
 }
@@ -274,6 +343,196 @@ std::vector<Step> steps_of(const nlohmann::json& other) {
       s.focus = Focus{st->get<std::string>(), b->get<int64_t>(), e->get<int64_t>()};
     }
     out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// ---- chapters and their runs ----------------------------------------------------------------
+
+namespace {
+
+// A number as a text writes it: its value, and the half-unit of its last digit.
+struct Written {
+  double value = 0, half_unit = 0;
+  bool commas = false, exponent = false;
+  int decimals = 0;
+};
+
+std::optional<Written> parse_written(const std::string& text) {
+  Written w;
+  std::string digits;
+  for (char ch : text)
+    if (ch == ',') w.commas = true;
+    else digits += ch;
+  char* end = nullptr;
+  w.value = std::strtod(digits.c_str(), &end);
+  if (digits.empty() || *end) return std::nullopt;
+  const size_t e = digits.find_first_of("eE"), dot = digits.find('.');
+  const std::string mantissa = digits.substr(0, e);
+  w.decimals = dot == std::string::npos || dot > mantissa.size() ? 0 : int(mantissa.size() - dot - 1);
+  w.exponent = e != std::string::npos;
+  const int exp10 = w.exponent ? std::atoi(digits.c_str() + e + 1) : 0;
+  w.half_unit = 0.5 * std::pow(10.0, exp10 - w.decimals);
+  return w;
+}
+
+std::string rewrite(double v, const Written& like) {
+  if (like.exponent) return fmt("%.*e", like.decimals, v);
+  std::string out = fmt("%.*f", like.decimals, v);
+  if (!like.commas) return out;
+  const size_t dot = out.find('.');
+  std::string whole = out.substr(0, dot), frac = dot == std::string::npos ? "" : out.substr(dot);
+  const bool negative = !whole.empty() && whole[0] == '-';
+  if (negative) whole.erase(0, 1);
+  std::string grouped_whole;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    if (i > 0 && (whole.size() - i) % 3 == 0) grouped_whole += ',';
+    grouped_whole += whole[i];
+  }
+  return (negative ? "-" : "") + grouped_whole + frac;
+}
+
+// The value a mark's key names in doc, or an explanation of why there is none.
+std::optional<double> lookup(const nlohmann::json& doc, const std::string& key, std::string& why) {
+  const nlohmann::json* j = nullptr;
+  try {
+    if (!key.empty() && key[0] == '/') {
+      const nlohmann::json::json_pointer ptr(key);
+      if (doc.contains(ptr)) j = &doc.at(ptr);
+    } else if (doc.is_object() && doc.contains(key)) {
+      j = &doc.at(key);
+    }
+  } catch (const std::exception& e) {
+    why = e.what();
+    return std::nullopt;
+  }
+  if (!j || !j->is_number()) {
+    why = "the run has no number " + key;
+    return std::nullopt;
+  }
+  return j->get<double>();
+}
+
+// One mark in a text: where it is, and what it says.
+struct Mark {
+  size_t begin = 0, end = 0;  // the span update_chapter rewrites: the number, or the block's lines
+  size_t line = 0;
+  bool table = false;
+  int step = 0, index = 0;    // table marks
+  std::string key;            // number marks
+  double scale = 1;
+  bool below = false;
+  std::string written;        // the number, or the block, as the text has it
+};
+
+std::vector<Mark> find_marks(const std::string& text, std::vector<std::string>& problems) {
+  std::vector<Mark> marks;
+  auto line_of = [&](size_t pos) { return size_t(std::count(text.begin(), text.begin() + std::ptrdiff_t(pos), '\n')) + 1; };
+  for (size_t at = text.find("<!--"); at != std::string::npos; at = text.find("<!--", at + 4)) {
+    const size_t close = text.find("-->", at);
+    if (close == std::string::npos) break;
+    const std::string body = text.substr(at + 4, close - at - 4);
+    Mark m;
+    m.line = line_of(at);
+    if (int step = 0, index = 0; std::sscanf(body.c_str(), " step %d table %d", &step, &index) == 2) {
+      m.table = true, m.step = step, m.index = index;
+      // The fenced block on the next line.
+      const size_t open = text.find('\n', close);
+      if (open == std::string::npos || text.compare(open + 1, 3, "```") != 0) {
+        problems.push_back(fmt("line %zu: a table mark must be followed by a fenced block", m.line));
+        continue;
+      }
+      m.begin = text.find('\n', open + 1) + 1;
+      const size_t fence = text.find("\n```", m.begin - 1);
+      if (fence == std::string::npos) {
+        problems.push_back(fmt("line %zu: the fenced block is not closed", m.line));
+        continue;
+      }
+      m.end = fence + 1;
+      m.written = text.substr(m.begin, m.end - m.begin);
+      marks.push_back(m);
+    } else if (body.rfind("n:", 0) == 0) {
+      std::string key = body.substr(2);
+      if (!key.empty() && key.back() == '<') m.below = true, key.pop_back();
+      if (const size_t slash = key.rfind('/'); slash != std::string::npos && slash > 0 && key[0] != '/') {
+        m.scale = std::strtod(key.c_str() + slash + 1, nullptr), key = key.substr(0, slash);
+      } else if (key[0] == '/' && key.find("//") != std::string::npos) {  // a pointer with a scale: /a/b//1e3
+        const size_t ss = key.find("//");
+        m.scale = std::strtod(key.c_str() + ss + 2, nullptr), key = key.substr(0, ss);
+      }
+      m.key = key;
+      m.begin = close + 3;
+      m.end = m.begin;
+      while (m.end < text.size() && (std::isdigit(static_cast<unsigned char>(text[m.end])) || text[m.end] == '.' ||
+                                     text[m.end] == ',' || text[m.end] == '-' || text[m.end] == 'e' || text[m.end] == '+'))
+        ++m.end;
+      while (m.end > m.begin && (text[m.end - 1] == ',' || text[m.end - 1] == '.')) --m.end;  // the sentence's own
+      m.written = text.substr(m.begin, m.end - m.begin);
+      if (!(m.scale > 0)) problems.push_back(fmt("line %zu: the scale of %s is not a positive number", m.line, body.c_str()));
+      else marks.push_back(m);
+    }
+  }
+  return marks;
+}
+
+}  // namespace
+
+size_t chapter_marks(const std::string& markdown) {
+  std::vector<std::string> ignored;
+  return find_marks(markdown, ignored).size();
+}
+
+std::vector<std::string> chapter_drift(const std::string& markdown, const nlohmann::json& doc, const std::vector<Step>& steps) {
+  std::vector<std::string> problems;
+  for (const Mark& m : find_marks(markdown, problems)) {
+    if (m.table) {
+      if (m.step < 1 || size_t(m.step) > steps.size() || m.index < 1 || size_t(m.index) > steps[size_t(m.step - 1)].tables.size()) {
+        problems.push_back(fmt("line %zu: step %d has no table %d", m.line, m.step, m.index));
+        continue;
+      }
+      const std::string& want = steps[size_t(m.step - 1)].tables[size_t(m.index - 1)];
+      if (m.written != want)
+        problems.push_back(fmt("line %zu: step %d table %d is now\n%s", m.line, m.step, m.index, want.c_str()));
+      continue;
+    }
+    std::string why;
+    const std::optional<double> v = lookup(doc, m.key, why);
+    const std::optional<Written> w = parse_written(m.written);
+    if (!v) {
+      problems.push_back(fmt("line %zu: %s", m.line, why.c_str()));
+    } else if (!w) {
+      problems.push_back(fmt("line %zu: '%s' after the mark of %s is not a number", m.line, m.written.c_str(), m.key.c_str()));
+    } else if (m.below ? !(*v / m.scale < w->value)
+                       : !(std::fabs(*v / m.scale - w->value) <= w->half_unit * (1 + 1e-9) + 1e-12 * std::fabs(w->value))) {
+      problems.push_back(fmt("line %zu: %s is %s, the run says %s", m.line, m.key.c_str(), m.written.c_str(),
+                             m.below ? fmt("%.3g (not below it)", *v / m.scale).c_str() : rewrite(*v / m.scale, *w).c_str()));
+    }
+  }
+  return problems;
+}
+
+std::string update_chapter(const std::string& markdown, const nlohmann::json& doc, const std::vector<Step>& steps) {
+  std::vector<std::string> problems;
+  std::vector<Mark> marks = find_marks(markdown, problems);
+  if (!problems.empty()) throw Error(problems.front());
+  std::string out = markdown;
+  for (auto it = marks.rbegin(); it != marks.rend(); ++it) {  // from the end: earlier offsets stay valid
+    const Mark& m = *it;
+    std::string with;
+    if (m.table) {
+      if (m.step < 1 || size_t(m.step) > steps.size() || m.index < 1 || size_t(m.index) > steps[size_t(m.step - 1)].tables.size())
+        throw Error(fmt("line %zu: step %d has no table %d", m.line, m.step, m.index));
+      with = steps[size_t(m.step - 1)].tables[size_t(m.index - 1)];
+    } else {
+      std::string why;
+      const std::optional<double> v = lookup(doc, m.key, why);
+      if (!v) throw Error(fmt("line %zu: %s", m.line, why.c_str()));
+      const std::optional<Written> w = parse_written(m.written);
+      if (!w) throw Error(fmt("line %zu: '%s' is not a number", m.line, m.written.c_str()));
+      if (m.below) continue;
+      with = rewrite(*v / m.scale, *w);
+    }
+    out.replace(m.begin, m.end - m.begin, with);
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,7 +21,9 @@
 #include "comm/communicator.h"
 #include "core/units.h"
 #include "layer/config.h"
+#include "model/model.h"
 #include "parallel/harness.h"
+#include "trace/metrics.h"
 #include "trace/trace_file.h"
 
 namespace ringside::lessons {
@@ -37,6 +40,7 @@ struct Step {
   std::string title;
   std::string text;  ///< what the terminal prints and the viewer shows, lines ending in '\n'
   std::optional<Focus> focus;
+  std::vector<std::string> tables;  ///< the step's tables (Table::str), in order: chapters quote them
 };
 
 /// A column-aligned text table: the first column left-aligned, the others right-aligned.
@@ -56,6 +60,7 @@ std::string wrap(const std::string& text, size_t width, const std::string& inden
 /// printf into a std::string.
 std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 using ringside::format_bytes;  // 1536 -> "1.50 KiB" (core/units.h); exact counts are printed beside
+using ringside::format_ns;     // 6900 -> "6.9 us" (core/units.h): modeled times
 /// 1234567 -> "1,234,567".
 std::string grouped(int64_t n);
 
@@ -68,11 +73,18 @@ struct Script {
   trace::TraceData trace;
   /// The runs' memory trackers: they outlive the tensors of the results run() returns.
   std::vector<std::shared_ptr<MemoryTracker>> trackers;
+  /// The GPU profile the lesson's times are modeled on (`ringside lesson --hw`; the chapters
+  /// quote model::kDefaultTwinHardware). Every statement about time comes from it.
+  model::Hardware hw;
+  /// The metrics of the modeled groups, by label, as modeled() and dry_run() computed them.
+  std::map<std::string, trace::StrategyMetrics> modeled_metrics;
 
   /// Begins a step; what say() and table() add goes into it.
   Step& step(const std::string& title, std::optional<Focus> focus = std::nullopt);
   void say(const char* format, ...) __attribute__((format(printf, 2, 3)));
   void table(const Table& t);
+  /// Adds a block of preformatted lines (a tile map) to the step, as a table: chapters quote it.
+  void block(const std::string& lines);
   void blank();  ///< an empty line
   /// Records a number the lesson states under `key` (the tests assert it) and returns it.
   double record(const std::string& key, double value);
@@ -82,6 +94,20 @@ struct Script {
   /// rank's result. Throws whatever the run throws (ConfigError for a bad configuration).
   std::vector<RankResult> run(const Strategy& st, const LayerConfig& cfg, int P, const std::string& label,
                               const LocalOptions& local = {});
+  /// The modeled twin of the run `label`: its recorded schedule replayed on `hw` in bf16 (it
+  /// joins the trace as the group modeled_name(label), right after the run), and its metrics.
+  /// Deterministic: the same on every run and machine.
+  const trace::StrategyMetrics& modeled(const std::string& label);
+  /// A dry run of `st` at any size (model::dry_run: the strategy's own code, no math, no
+  /// memory) modeled on `hw`; the modeled timeline joins the trace as modeled_name(label).
+  /// Returns its metrics. Throws ConfigError for a configuration st refuses.
+  /// With `on`, modeled on that profile instead of `hw`.
+  const trace::StrategyMetrics& dry_run(const Strategy& st, const LayerConfig& cfg, int P, const std::string& label,
+                                        const model::Hardware* on = nullptr);
+  /// The trace label of `label`'s modeled timeline: "ring (modeled, a100-nvlink)".
+  std::string modeled_name(const std::string& label, const model::Hardware* on = nullptr) const {
+    return model::modeled_label(label, (on ? *on : hw).name);
+  }
   /// The single-device reference layer, forward and backward, in dtype dt (untraced).
   struct Reference {
     Tensor out, dx;
@@ -112,8 +138,17 @@ const std::vector<Lesson>& all_lessons();
 const Lesson& find_lesson(int n);
 
 /// Runs lesson n's scenario (a few seconds on 2 cores) and returns its steps, numbers and trace
-/// (otherData.lesson holds the steps). Throws ConfigError for an unknown lesson.
-Script build_lesson(int n);
+/// (otherData.lesson holds the steps; every run has its modeled twin on `hw` beside it). Throws
+/// ConfigError for an unknown lesson or profile.
+Script build_lesson(int n, const std::string& hw = model::kDefaultTwinHardware);
+
+/// The layer time of a modeled (or measured) strategy: the slowest rank's forward + backward, ns.
+int64_t layer_ns(const trace::StrategyMetrics& m);
+/// The share of attention's own traffic that runs under compute (its sublayer's overlap), %;
+/// NaN when attention sends nothing.
+double attention_hidden_pct(const trace::StrategyMetrics& m);
+/// Exposed attention traffic per rank (the sublayer's exposed time over the ranks), ns.
+double attention_exposed_ns(const trace::StrategyMetrics& m);
 
 /// Where `ringside lesson n` writes its trace and the viewer looks for it, relative to the
 /// working directory: "out/lessons/03-ring-attention.trace.json".
@@ -127,6 +162,25 @@ nlohmann::json lesson_json(const Script& s);
 /// The steps of a trace's otherData.lesson; throws ringside::Error naming the field when it is
 /// there but malformed, and returns nothing when the trace is not a lesson's.
 std::vector<Step> steps_of(const nlohmann::json& other);
+
+/// Where a chapter (or any Markdown file) has drifted from the run it quotes. It holds two kinds
+/// of marks, both invisible when the Markdown is rendered:
+///   <!-- step N table K -->   on the line before a fenced block: the block is table K (from 1)
+///                             of step N, verbatim
+///   <!--n:KEY-->VALUE         the number VALUE as written ("1,040", "4.048587", "5.3e-07", "59")
+///                             is doc[KEY] rounded to the digits written; KEY/SCALE compares
+///                             doc[KEY] / SCALE; KEY< says only that doc[KEY] is below VALUE (for
+///                             what varies between machines). A KEY starting with '/' is a JSON
+///                             pointer into doc, else a key of doc.
+/// Returns one line per mismatch naming the mark's line (empty: the text says what the run
+/// said); a mark whose key, step or table does not exist is a mismatch too.
+std::vector<std::string> chapter_drift(const std::string& markdown, const nlohmann::json& doc, const std::vector<Step>& steps);
+/// The text with every mark rewritten from the run: the tables replaced, the numbers printed again
+/// in the form they are written in (decimals, commas, exponent); `<` marks are left as they are.
+/// Throws ringside::Error for a mark that names nothing in the run.
+std::string update_chapter(const std::string& markdown, const nlohmann::json& doc, const std::vector<Step>& steps);
+/// How many marks a text holds (a chapter without any is not checked against anything).
+size_t chapter_marks(const std::string& markdown);
 
 /// Prints the script's steps to `out`. With `pause`, waits after each step for a line on `in`:
 /// empty goes on, "q" quits; at the end of `in` it goes on without pausing. Returns the number

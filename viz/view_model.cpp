@@ -183,6 +183,51 @@ std::vector<Interval> exposed_intervals(const RankTrace& r) {
   return out;
 }
 
+std::string group_tag(const nlohmann::json& other, const std::string& strategy) {
+  auto hardware_of = [](const nlohmann::json& j, const char* key) {
+    const auto h = j.find(key);
+    if (h == j.end()) return std::string();
+    if (h->is_string()) return h->get<std::string>();
+    if (h->is_object())
+      if (const auto n = h->find("name"); n != h->end() && n->is_string()) return n->get<std::string>();
+    return std::string();
+  };
+  if (const auto m = other.find("modeled"); m != other.end() && m->is_boolean() && m->get<bool>()) {
+    const std::string hw = hardware_of(other, "hardware");
+    return hw.empty() ? "MODELED" : "MODELED on " + hw;
+  }
+  const auto groups = other.find("modeled_groups");
+  if (groups == other.end() || !groups->is_object()) return "";
+  if (const auto g = groups->find(strategy); g != groups->end() && g->is_object()) {
+    const std::string hw = hardware_of(*g, "hardware");
+    return hw.empty() ? "MODELED" : "MODELED on " + hw;
+  }
+  return "MEASURED";
+}
+
+std::string comm_summary(const trace::StrategyMetrics& m) {
+  trace::Breakdown b = m.total;
+  std::string what = "comm";
+  for (const auto& [sub, sb] : m.comm_by_sublayer)
+    if (sub == "attention") b = sb, what = "attention comm";
+  if (b.comm_ns <= 0) return "";
+  const double per_gpu = double(b.exposed_comm_ns) / double(std::max<size_t>(1, m.ranks.size()));
+  char out[96];
+  std::snprintf(out, sizeof out, "%s %.0f%% hidden, %s exposed per GPU", what.c_str(), b.overlap_pct(),
+                human_time(per_gpu).c_str());
+  return out;
+}
+
+std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what) {
+  std::vector<const Group*> out;
+  for (const Group& g : layout.groups) {
+    const bool modeled = group_tag(other, g.strategy).starts_with("MODELED");
+    if (what == "all" || (what == "modeled" && modeled) || (what == "measured" && !modeled) || what == g.strategy)
+      out.push_back(&g);
+  }
+  return out;
+}
+
 std::vector<StepMark> step_marks(const TraceData& t) {
   std::map<std::tuple<std::string, int, int>, int64_t> first;  // (strategy, phase order, step) -> start
   for (const RankTrace& r : t.ranks)

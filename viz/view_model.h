@@ -96,6 +96,18 @@ struct LayoutOptions {
 /// a lane (first free lane, as the file writer does).
 TimelineLayout make_layout(const trace::TraceData& t, const LayoutOptions& o = {});
 
+/// What a group's header says it is: "MODELED on a100-nvlink" for a modeled twin (a group that
+/// otherData.modeled_groups lists) or any group of a modeled trace (otherData.modeled), "MEASURED"
+/// for a recorded group of a trace that holds twins beside it, and "" otherwise.
+std::string group_tag(const nlohmann::json& other, const std::string& strategy);
+/// A group's communication in a few words, for its header: "attention comm 59% hidden, 40 us
+/// exposed per GPU" (attention's own traffic, as the sublayer table gives it; without attention
+/// traffic, all of it: "comm 0% hidden, ..."); "" for a group with no communication.
+std::string comm_summary(const trace::StrategyMetrics& m);
+/// The groups `--fit WHAT` frames: "all", "modeled" (the modeled groups: group_tag starts with
+/// MODELED), "measured" (the others), or one group's label. Empty when nothing matches.
+std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
+
 /// The exposed parts of a process's communication: comm intervals not covered by compute.
 std::vector<trace::Interval> exposed_intervals(const trace::RankTrace& r);
 

@@ -60,6 +60,7 @@ struct Loaded {
   std::vector<int64_t> group_begin;              // per process: its group's start (the zero)
   std::string summary;                           // "s=4096 h=512 H=8 P=4 (measured)"
   std::string modeled_tag;                       // "MODELED on h100-nvlink" for a modeled trace, else empty
+  std::map<std::string, std::string> tag, comm;  // per group: group_tag and comm_summary
   fs::file_time_type mtime{};
 };
 
@@ -101,6 +102,7 @@ Loaded load(const std::string& path) {
       if (const auto n = h->find("name"); n != h->end() && n->is_string()) l.modeled_tag += " on " + n->get<std::string>();
   }
   l.summary += "P=" + std::to_string(P) + (l.modeled_tag.empty() ? " (measured)" : " (" + l.modeled_tag + ")");
+  for (const trace::StrategyMetrics& m : l.metrics) l.tag[m.strategy] = group_tag(o, m.strategy), l.comm[m.strategy] = comm_summary(m);
   std::error_code ec;
   l.mtime = fs::last_write_time(path, ec);
   return l;
@@ -117,6 +119,7 @@ struct Options {
   std::string layout_json;  // tests: where the lanes were drawn
   std::optional<int> lesson;       // --lesson N: the lesson's steps beside the timeline
   std::optional<int> lesson_step;  // --lesson-step K: open at step K (1-based)
+  std::string fit = "all";         // --fit: the groups the first view frames
 };
 
 class App {
@@ -229,11 +232,22 @@ class App {
   }
 
   void fit() {
-    int64_t lo = 0, span = 1;
-    for (const Loaded& t : traces_)
-      for (const Group& g : t.layout.groups) lo = std::min(lo, g.begin_ns - g.zero_ns), span = std::max(span, g.end_ns - g.zero_ns);
+    int64_t lo = 0, span = 1, end = 1;
+    bool any = false;
+    for (const Loaded& t : traces_) {
+      for (const Group& g : t.layout.groups) end = std::max(end, g.end_ns - g.zero_ns);
+      for (const Group* g : groups_to_fit(t.layout, t.data.other, opt_.fit))
+        lo = std::min(lo, g->begin_ns - g->zero_ns), span = std::max(span, g->end_ns - g->zero_ns), any = true;
+    }
+    if (!any && opt_.fit != "all") {  // nothing to frame (yet, when live): frame everything
+      if (!fit_warned_ && !traces_.empty())
+        errors_.push_back("--fit " + opt_.fit + ": no group matches (all, modeled, measured, or a group's name)");
+      fit_warned_ = true;
+      for (const Loaded& t : traces_)
+        for (const Group& g : t.layout.groups) lo = std::min(lo, g.begin_ns - g.zero_ns), span = std::max(span, g.end_ns - g.zero_ns);
+    }
     axis_.fit(double(lo), double(span));
-    end_ns_ = span;
+    end_ns_ = end;
   }
 
   // Live mode: reread the file when it changes; keep the last good copy while it is half-written.
@@ -446,15 +460,19 @@ class App {
   void draw_group(ImDrawList* dl, const Loaded& t, const Group& g, float top, float left, const std::string& prefix) {
     const float gy = top + g.y;
     dl->AddRectFilled(ImVec2(left, gy), ImVec2(axis_.x1, gy + 20), IM_COL32(45, 45, 55, 255));
+    const std::string& comm = t.comm.count(g.strategy) ? t.comm.at(g.strategy) : std::string();
     const std::string title = (g.strategy.empty() ? std::string("(unnamed)") : g.strategy) + "   " + std::to_string(g.processes.size()) + " GPUs, " +
-                              human_time(double(g.end_ns - g.zero_ns));
+                              human_time(double(g.end_ns - g.zero_ns)) + (comm.empty() ? "" : "; " + comm);
+    const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
     dl->AddText(ImVec2(left + 4, gy + 3), IM_COL32(255, 255, 255, 255), title.c_str());
     // Ring step labels start right of the title (and of the MODELED tag), never over them.
     float last_label = left + ImGui::CalcTextSize(title.c_str()).x - 20;
-    if (!t.modeled_tag.empty()) {  // a modeled timeline must not pass for a measured one
-      const float x = left + 12 + ImGui::CalcTextSize(title.c_str()).x, x1 = x + ImGui::CalcTextSize(t.modeled_tag.c_str()).x + 3;
-      dl->AddRectFilled(ImVec2(x - 3, gy + 2), ImVec2(x1, gy + 18), IM_COL32(200, 120, 20, 255));
-      dl->AddText(ImVec2(x, gy + 3), IM_COL32(0, 0, 0, 255), t.modeled_tag.c_str());
+    if (!tag.empty()) {  // a modeled timeline must not pass for a measured one, nor the reverse
+      const float x = left + 12 + ImGui::CalcTextSize(title.c_str()).x, x1 = x + ImGui::CalcTextSize(tag.c_str()).x + 3;
+      const bool modeled = tag.starts_with("MODELED");
+      dl->AddRectFilled(ImVec2(x - 3, gy + 2), ImVec2(x1, gy + 18),
+                        modeled ? IM_COL32(200, 120, 20, 255) : IM_COL32(150, 150, 160, 255));
+      dl->AddText(ImVec2(x, gy + 3), IM_COL32(0, 0, 0, 255), tag.c_str());
       last_label = x1 - 24;
     }
     // Ring step starts: ticks and labels in the group header.
@@ -783,6 +801,7 @@ class App {
   Replay replay_;
   bool reveal_ = false, arrows_ = true;
   int64_t end_ns_ = 1;
+  bool fit_warned_ = false;  // --fit that matches nothing is said once
   double last_time_ = 0;
   std::optional<trace::Interval> selection_;
   uint64_t generation_ = 0;  // bumped whenever the set of traces or their contents change
@@ -932,6 +951,10 @@ int main(int argc, char** argv) {
       ->option_text("PNG")
       ->each([&o](const std::string&) { o.screenshot_given = true; });
   cli.add_option("--size", o.size, "window or screenshot size")->capture_default_str()->option_text("WxH");
+  cli.add_option("--fit", o.fit, "the first view frames these groups: all, modeled (the GPU twins), measured, or "
+                 "one group's name (as its header shows it)")
+      ->capture_default_str()
+      ->option_text("GROUPS");
   cli.add_option("--at", o.at_s, "replay: show the run up to this many seconds after each strategy's start")
       ->check([](const std::string& v) {
         char* end = nullptr;

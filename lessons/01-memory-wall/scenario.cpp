@@ -65,7 +65,7 @@ void memory_wall(Script& L) {
   }
   L.table(t2);
   L.blank();
-  L.say("The s^2 term wins from s = 34 h / (5 a) = %.0f tokens on. FlashAttention removes it", 34 * h / (5 * a));
+  L.say("The s^2 term wins from s = 34 h / (5 a) = %.0f tokens on. FlashAttention removes it", L.record("s2_crossover_tokens", 34 * h / (5 * a)));
   L.say("(it recomputes the scores from lse), which leaves 34 s b h: linear, but at s = 1M a single");
   const double wall = L.record("gpt3_s1m_layer_bytes", 34 * 1048576 * b * h);
   L.say("GPT-3 layer still keeps %s (%s bytes), and an H100 has 80 GB.", format_bytes(wall).c_str(), grouped(int64_t(wall)).c_str());

@@ -1,7 +1,6 @@
 // Lesson 3: ring attention (Liu et al. 2023). Softmax over all keys can be computed one key
 // block at a time and merged through the log-sum-exp; so each rank keeps its queries and the
 // K/V blocks travel around a ring, each transfer hidden behind the previous block's compute.
-#include <chrono>
 #include <cmath>
 
 #include "kernels/cpu/attention.h"
@@ -97,9 +96,9 @@ void ring_attention(Script& L) {
            }));
     if (i == 0) {
       L.say("Step 0: every rank computes its queries against its own K/V block, and at the same");
-      L.say("time (posted first) sends that block right and receives the left neighbour's.");
-      L.say("'waited' is the time after the compute until this step's transfers were done: zero");
-      L.say("when the transfer hid behind the compute. (Times: threads sharing 2 cores, they vary.)");
+      L.say("time (posted first) sends that block right and receives the left neighbour's. Whether");
+      L.say("the transfer hides behind the compute is a question of the GPU and its link: the last");
+      L.say("step answers it on %s.", L.hw.name.c_str());
     } else if (i < P - 1) {
       L.say("Step %d: the block that arrived during step %d is computed on and merged into the", i, i - 1);
       L.say("running (out, lse), while it travels on to the right.");
@@ -108,12 +107,11 @@ void ring_attention(Script& L) {
       L.say("every key: P = %d compute steps, and P - 1 = %d transfers per rank.", P, P - 1);
     }
     L.blank();
-    Table t({"rank", "K/V of rank", "computes q x k (tokens)", "MFLOP", "to", "sent", "compute", "waited"});
+    Table t({"rank", "K/V of rank", "computes q x k (tokens)", "MFLOP", "to", "sent"});
     for (int r = 0; r < P; ++r) {
       const StepRecord& s = rr[size_t(r)].steps[size_t(i)];
       t.row({std::to_string(r), fmt("%d %s", s.block_of, block(s.block_of).c_str()), s.computed, fmt("%.2f", s.flops / 1e6),
-             i < P - 1 ? std::to_string((r + 1) % P) : "-", grouped(s.bytes_sent), fmt("%.2f ms", s.compute_s * 1e3),
-             fmt("%.2f ms", s.wait_s * 1e3)});
+             i < P - 1 ? std::to_string((r + 1) % P) : "-", grouped(s.bytes_sent)});
       L.record(fmt("forward_step%d_rank%d_bytes", i, r), double(s.bytes_sent));
       L.record(fmt("forward_step%d_rank%d_block_of", i, r), double(s.block_of));
     }
@@ -141,69 +139,76 @@ void ring_attention(Script& L) {
   L.record("forward_bytes_rank0", double(rr[0].forward.bytes_sent));
   L.record("forward_bytes_formula", double(ring_comm_bytes(cfg, P, 0, DType::f32).forward));
 
-  // ---- when overlap hides the transfer
-  // Two ranks for this part: one per core of a 2-core machine, so that the times are the
-  // ranks' own and not the scheduler's. A block is then c2 = s/2 tokens.
-  const int P2 = 2;
-  const int64_t c2 = cfg.s / P2;
-  // This CPU's attention rate F on one such block, alone on a core (best of 3).
-  double F = 0;
-  {
-    kernels::cpu::AttentionParams p;
-    p.b = cfg.b, p.sq = c2, p.sk = c2, p.H = cfg.H, p.Hkv = cfg.Hkv, p.d = d, p.causal = false;
-    p.softmax_scale = cfg.softmax_scale();
-    std::vector<float> qb(size_t(c2 * cfg.H * d), 0.01f), kb(size_t(c2 * cfg.Hkv * d), 0.02f), vb(kb), ob(qb.size());
-    std::vector<float> lb(size_t(cfg.H * c2));
-    for (int rep = 0; rep < 3; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      kernels::cpu::attention_forward(p, qb.data(), kb.data(), vb.data(), ob.data(), lb.data());
-      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      F = std::max(F, kernels::cpu::attention_forward_flops(p) / std::max(sec, 1e-9));
-    }
+  // ---- when overlap hides the transfer, on a GPU
+  // The same ring code, dry-run at two block sizes of a GPU-sized layer (multi-head, d = 128)
+  // and modeled on L.hw: one block below the threshold, one above.
+  const int P3 = 4;
+  // The link between ring neighbours: NVLink when the P3 GPUs share a node, else the network.
+  auto link = [&](const model::Hardware& hw) {
+    return hw.gpus_per_node >= P3 ? std::pair{hw.intra_bandwidth, hw.intra_latency_s}
+                                  : std::pair{hw.inter_bandwidth, hw.inter_latency_s};
+  };
+  const double F = L.hw.peak_flops_bf16, B = link(L.hw).first, alpha = link(L.hw).second;
+  const double c_star = L.record("threshold_tokens", F / B);
+  const model::Hardware ib = model::load_hardware("h100-ib");
+  const double c_star_ib = L.record("threshold_tokens_h100_ib", ib.peak_flops_bf16 / link(ib).first);
+  LayerConfig gpu;
+  gpu.b = 1, gpu.h = 2048, gpu.H = 16, gpu.Hkv = 16, gpu.f = 8192;
+  gpu.causal = false, gpu.layout = Layout::contiguous;
+  const int64_t sizes[] = {512, 2048};  // tokens per block: c* / 2 and 2 c* on an A100
+  struct Crossover {
+    int64_t c;
+    std::string label;
+    double compute_ns, transfer_ns, exposed_ns, hidden_pct;
+  };
+  std::vector<Crossover> cross;
+  for (int64_t c : sizes) {
+    gpu.s = c * P3;
+    const std::string label = fmt("ring c=%lld", (long long)c);
+    const trace::StrategyMetrics& m = L.dry_run(ring, gpu, P3, label);
+    // Forward step 1: a block that arrived, computed on while the next one moves.
+    const trace::StepMetrics* st = nullptr;
+    for (const trace::StepMetrics& x : m.steps)
+      if (x.phase == "forward" && x.step == 1) st = &x;
+    RS_CHECK(st != nullptr, "lesson 3: no forward step 1 in ", label);
+    // K and V go as two messages, one after the other on the sender's link, each bf16.
+    const double kv_bytes = 2.0 * double(gpu.b * c * gpu.Hkv * gpu.d()) * 2;
+    Crossover x{c, label, double(st->total.compute_ns) / P3, (2 * alpha + kv_bytes / B) * 1e9,
+                double(st->total.exposed_comm_ns) / P3, attention_hidden_pct(m)};
+    const std::string key = fmt("c%lld", (long long)c);
+    L.record(key + "_step_compute_ns", x.compute_ns);
+    L.record(key + "_step_transfer_ns", x.transfer_ns);
+    L.record(key + "_step_exposed_ns", x.exposed_ns);
+    L.record(key + "_attention_hidden_pct", x.hidden_pct);
+    L.record(key + "_attention_flops_per_step", 4.0 * double(c * c * gpu.d() * gpu.H));
+    cross.push_back(x);
   }
-  // A step's compute, 4 c^2 d H FLOPs, outlasts its transfer, 2 c Hkv d e bytes, when
-  // 4 c^2 d H / F >= 2 c Hkv d e / B, i.e. c >= (e / 2) (Hkv / H) F / B tokens.
-  auto threshold = [&](double B) { return (double(e) / 2) * (double(cfg.Hkv) / double(cfg.H)) * F / B; };
-  const double B_slow = threshold(1) / (3.0 * double(c2)), B_fast = threshold(1) * 3.0 / double(c2);  // c* = 3c, c/3
-  const std::string slow = "ring slow link", fast = "ring fast link";
-  LocalOptions lo;
-  lo.bandwidth_gbps = B_slow / 1e9;
-  L.run(ring, cfg, P2, slow, lo);
-  lo.bandwidth_gbps = B_fast / 1e9;
-  L.run(ring, cfg, P2, fast, lo);
-  const std::vector<trace::StrategyMetrics> metrics = trace::compute_metrics(L.trace);
 
-  L.step("When overlap hides the transfer: c >= F/B", L.phase(slow, "forward"));
+  L.step("When overlap hides the transfer: c >= F/B", L.phase(L.modeled_name(cross[0].label), "forward"));
   L.say("A step computes c queries against c keys: 4 c^2 d FLOPs per head at F FLOP/s. Its");
-  L.say("transfer moves c keys and values: 4 c d bytes per head in 16-bit at B bytes/s. The");
+  L.say("transfer moves c keys and values: 4 c d bytes per head in bf16 at B bytes/s. The");
   L.say("transfer hides when 4 c^2 d / F >= 4 c d / B, that is when c >= F/B (Liu et al. 2023).");
-  const double a100 = L.record("a100_threshold_tokens", 312e12 / 300e9);
-  L.say("An A100: 312 TFLOP/s bf16 and 300 GB/s NVLink give c >= %.0f tokens per GPU per block.", a100);
+  L.say("On %s, F = %.0f TFLOP/s (bf16) and B = %.0f GB/s give c* = F/B = %.0f tokens.", L.hw.name.c_str(), F / 1e12,
+        B / 1e9, c_star);
   L.blank();
-  L.say("Here (fp32, GQA): c >= (e/2)(Hkv/H) F/B. This CPU computes one block's attention at");
-  L.say("F = %.2f GFLOP/s. The scenario ran the ring twice more, on P = 2 ranks (c = %lld tokens per", F / 1e9, (long long)c2);
-  L.say("block) with an artificial link: one slow enough that c* = 3c, one fast enough that c* = c/3:");
+  L.say("The same ring code, dry-run (no math, only the schedule) on P = %d GPUs for a", P3);
+  L.say("layer of h = %lld, H = Hkv = %lld, d = %lld, and modeled on %s; block sizes c below", (long long)gpu.h,
+        (long long)gpu.H, (long long)gpu.d(), L.hw.name.c_str());
+  L.say("and above c*. Forward ring step 1, per GPU:");
   L.blank();
-  Table t({"run", "link", "threshold c*", "c / c*: at most hidden", "hidden (measured)"});
-  L.record("block_tokens", double(c2));
-  for (const auto& [label, B] : {std::pair{slow, B_slow}, std::pair{fast, B_fast}}) {
-    std::string per_step;
-    for (const trace::StrategyMetrics& m : metrics)
-      if (m.strategy == label)
-        for (const trace::StepMetrics& st : m.steps)
-          if (st.phase == "forward" && st.step < P2 - 1) {
-            const double pct = st.total.overlap_pct();
-            per_step += (per_step.empty() ? "" : "  ") + (std::isnan(pct) ? std::string("-") : fmt("%.0f%%", pct));
-          }
-    L.record(label == slow ? "slow_threshold_tokens" : "fast_threshold_tokens", threshold(B));
-    t.row({label, fmt("%.1f MB/s", B / 1e6), fmt("%.0f tokens", threshold(B)),
-           fmt("%.0f%%", 100 * std::min(1.0, double(c2) / threshold(B))), per_step});
-  }
+  Table t({"run", "c / c*", "compute", "K/V transfer", "exposed", "attention comm hidden"});
+  for (const Crossover& x : cross)
+    t.row({x.label, fmt("%.2f", double(x.c) / c_star), format_ns(x.compute_ns), format_ns(x.transfer_ns), format_ns(x.exposed_ns),
+           fmt("%.0f%%", x.hidden_pct)});
   L.table(t);
   L.blank();
-  L.say("Below the threshold the ranks wait for every block (red under the comm lanes); above it");
-  L.say("the transfer disappears behind the compute (green). Longer sequences make c larger, so");
-  L.say("ring attention hides its communication better the longer the context.");
+  L.say("transfer = 2 latency + 2 b c Hkv d x 2 B / B: K and V are two messages of %.0f us", alpha * 1e6);
+  L.say("latency each; exposed = transfer - compute when positive. Below c* the GPUs wait at every");
+  L.say("step (red under the comm lanes in the viewer); above it the transfer runs under compute.");
+  L.say("Longer sequences make c larger, so the ring hides its traffic better the longer the");
+  L.say("context. These times are modeled, so they are the same on every run; `ringside lesson 3");
+  L.say("--hw h100-ib` shows the same two runs across InfiniBand, where c* is %s tokens.",
+        grouped(int64_t(std::llround(c_star_ib))).c_str());
 }
 
 }  // namespace ringside::lessons

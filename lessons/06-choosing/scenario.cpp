@@ -16,7 +16,6 @@ void choosing(Script& L) {
   std::vector<std::vector<RankResult>> runs;
   for (const char* n : names) runs.push_back(L.run(find_strategy(n), cfg, P, n));
   const Script::Reference ref64 = L.reference(cfg, DType::f64), ref32 = L.reference(cfg, DType::f32);
-  const std::vector<trace::StrategyMetrics> metrics = trace::compute_metrics(L.trace);
 
   // ---- 1. one answer ------------------------------------------------------------------------------
   L.step("Three strategies, one answer");
@@ -56,7 +55,7 @@ void choosing(Script& L) {
   L.table(t2);
   L.blank();
   L.say("Saved activations: TP+SP and the ring keep exactly 1/P of the reference's %s bytes;",
-        grouped(saved_activation_bytes(cfg, DType::f32)).c_str());
+        grouped(int64_t(L.record("reference_saved_bytes", double(saved_activation_bytes(cfg, DType::f32))))).c_str());
   L.say("Ulysses a little more, as it keeps the attention output in both layouts. Only TP+SP also");
   L.say("splits the weights, which is why it is used with the others in practice (Megatron: TP");
   L.say("inside a node, CP across). In this small layer (h = %lld) the weights are a small part of the", (long long)cfg.h);
@@ -83,26 +82,54 @@ void choosing(Script& L) {
   L.say("(data-parallel style: each rank saw s/P tokens); TP+SP's ranks own disjoint shards and need");
   L.say("not. The ring's backward also sends K/V again and the dK/dV that travel home.");
 
-  // ---- 4. overlap ---------------------------------------------------------------------------------
-  L.step("Overlap: whose communication hides", L.phase("ring", "forward"));
-  L.say("From the trace: time communicating, the share of it during compute (overlap), and what");
-  L.say("stays exposed, summed over the ranks, forward and backward:");
+  // ---- 4. time on GPUs -------------------------------------------------------------------------------
+  // The strategies' own code, dry-run at a GPU-sized layer and modeled on one node (NVLink) and
+  // across nodes (InfiniBand). Toy layers on a GPU are all latency; this one is not.
+  LayerConfig big;
+  big.b = 1, big.s = 131072, big.h = 4096, big.H = 32, big.Hkv = 8, big.f = 14336;
+  const int P8 = 8;
+  const model::Hardware nvlink = model::load_hardware("h100-nvlink"), ib = model::load_hardware("h100-ib");
+  const char* modeled_names[] = {"tp-sp", "ring", "ulysses", "all-gather", "tp2xring4", "ulysses2xring4"};
+  L.step("Time on GPUs: one node, or across nodes");
+  L.say("Times of toy layers on GPUs are all latency, so this step dry-runs each strategy's own");
+  L.say("code (no math, only its schedule) on P = %d GPUs for a layer the size of Llama 3 8B's,", P8);
+  L.say("  %s,", big.summary().c_str());
+  L.say("and models it in bf16 on H100s: once inside one node (%s: NVLink, %.0f GB/s), once", nvlink.name.c_str(),
+        nvlink.intra_bandwidth / 1e9);
+  L.say("with every GPU in its own node (%s: InfiniBand, %.0f GB/s). Forward + backward:", ib.name.c_str(),
+        ib.inter_bandwidth / 1e9);
   L.blank();
-  Table t4({"run", "comm", "overlap", "exposed", "attention comm hidden"});
-  for (const trace::StrategyMetrics& m : metrics) {
-    std::string attention = "-";
-    for (const auto& [sub, b] : m.comm_by_sublayer)
-      if (sub == "attention" && !std::isnan(b.overlap_pct())) attention = fmt("%.0f%%", b.overlap_pct());
-    const double pct = m.total.overlap_pct();
-    L.record(fmt("overlap_pct_%s", m.strategy.c_str()), std::isnan(pct) ? 0.0 : pct);
-    t4.row({m.strategy, fmt("%.2f ms", m.total.comm_ns / 1e6), std::isnan(pct) ? "-" : fmt("%.0f%%", pct),
-            fmt("%.2f ms", m.total.exposed_comm_ns / 1e6), attention});
+  Table t4({"strategy", "NVLink: layer", "exposed", "hidden", "IB: layer", "exposed", "hidden"});
+  std::string fastest[2];
+  double best[2] = {1e300, 1e300};
+  for (const char* n : modeled_names) {
+    std::vector<std::string> row{n};
+    int k = 0;
+    for (const model::Hardware* hw : {&nvlink, &ib}) {
+      const trace::StrategyMetrics& m = L.dry_run(find_strategy(n), big, P8, std::string(n) + " 128K", hw);
+      const double layer = double(layer_ns(m)), exposed = double(m.total.exposed_comm_ns) / P8;
+      const double hidden = attention_hidden_pct(m);
+      const std::string key = fmt("%s_%s", hw == &nvlink ? "nvlink" : "ib", n);
+      L.record("layer_ns_" + key, layer);
+      L.record("exposed_ns_" + key, exposed);
+      if (layer < best[k]) best[k] = layer, fastest[k] = n;
+      row.push_back(format_ns(layer)), row.push_back(format_ns(exposed));
+      row.push_back(std::isnan(hidden) ? "-" : fmt("%.0f%%", hidden));
+      ++k;
+    }
+    t4.row(row);
   }
   L.table(t4);
   L.blank();
-  L.say("TP+SP and Ulysses wait for each collective: the next op needs its result. The ring posts");
-  L.say("the next block's transfer before computing on the current one, so its K/V traffic hides");
-  L.say("(times are wall clock on a shared CPU; the lesson 3 threshold decides on real hardware).");
+  L.say("exposed: per GPU, communication nothing hides, all of it (the weight-gradient all-reduce");
+  L.say("of ring and Ulysses too); hidden: the share of attention's own traffic under compute.");
+  L.say("Fastest: %s inside the node, %s across nodes. TP+SP and Ulysses wait for each", fastest[0].c_str(),
+        fastest[1].c_str());
+  L.say("collective (the next op needs its result); the ring posts the next block's transfer before");
+  const double ring_ib_hidden = attention_hidden_pct(L.modeled_metrics.at(L.modeled_name("ring 128K", &ib)));
+  L.say("computing on the current one, so at %lld tokens a GPU its K/V traffic %s across",
+        (long long)(big.s / P8), ring_ib_hidden >= 90 ? "hides even" : "is only partly hidden");
+  L.say("InfiniBand. (Times modeled, so the same on every run; the viewer shows each timeline.)");
 
   // ---- 5. where each sits -----------------------------------------------------------------------------
   L.step("Where each sits");

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,7 @@
 #include "core/gpu.h"
 #include "kernels/philox.h"
 #include "layer/reference.h"
+#include "model/model.h"
 #include "parallel/formulas.h"
 #include "comm/trace_exchange.h"
 #include "device/traced_backend.h"
@@ -97,6 +99,13 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
     c->add_option("--link-latency", o.link_latency_us, "local backend: add this latency to each transfer")
         ->check(zero_or_in(1e-3, 1e8, "(none)"))
         ->option_text("us");
+    std::string profiles;
+    for (const std::string& n : model::hardware_names()) profiles += (profiles.empty() ? "" : ", ") + n;
+    c->add_option("--hw", o.hw,
+                  "the GPU profile of the modeled twin: the recorded schedule replayed there, in bf16, for time, "
+                  "overlap and exposed comm that do not vary (" + profiles + ", or a profile JSON file)")
+        ->capture_default_str()
+        ->check(non_empty("--hw needs a profile"));
     // Under mpirun every rank compares these with rank 0's before anything else (setup).
     c->parse_complete_callback([&o, c] { o.given = given_options(*c); });
   };
@@ -169,6 +178,7 @@ struct Setup {
   bool root = true;
   trace::Clock clock;  ///< the timeline's shared clock
   LocalOptions local;
+  model::Hardware hw;  ///< the modeled twin's profile (--hw)
 };
 
 // Where the ranks run, and every check before the job's first communication. Under mpirun the
@@ -218,6 +228,7 @@ Setup setup(CompareOptions& o, const char* command, const std::function<void(con
       throw ConfigError(detail::concat("--link-latency ", o.link_latency_us, " us is at least --timeout ", o.timeout_s,
                                        " s: every transfer would time out (raise --timeout or lower the latency)"));
     check_failure_injection(s.P);
+    s.hw = model::load_hardware(o.hw);
     checks(s);
   });
   if (s.mpi) {
@@ -360,7 +371,8 @@ void check_outputs(const CompareOptions& o, const Setup& s) {
     if (output::same_file(trace_dir, *o.dump) || output::same_file(o.trace, *o.dump))
       throw ConfigError("--trace " + o.trace + " is inside the --dump directory " + *o.dump + ": write it elsewhere");
   }
-  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}});
+  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}},
+                         {{"--hw", std::filesystem::is_regular_file(o.hw) ? o.hw : ""}});
   if (!s.root) return;
   if (!o.json.empty()) output::check(o.json, "--json");
   if (!o.trace.empty()) output::check(o.trace, "--trace");
@@ -374,14 +386,73 @@ const std::string* live_trace(const CompareOptions& o, const Setup& s) {
   return s.root && !o.trace.empty() && !output::written_through(o.trace) ? &o.trace : nullptr;
 }
 
-// The timeline's metrics (and the file, with --trace), on rank 0.
-std::vector<trace::StrategyMetrics> finish_trace(const CompareOptions& o, const char* producer, const LayerConfig& cfg,
-                                                 const Setup& s, std::vector<trace::RankTrace>&& ranks) {
+// What the timeline says, on rank 0: measured on this machine, and modeled on --hw.
+struct Timelines {
+  std::vector<trace::StrategyMetrics> measured, modeled;  ///< modeled: in the measured order, named as measured
+};
+
+// The timeline's metrics, measured and modeled (and the file, with --trace: both, the modeled
+// twin of each strategy below it), on rank 0.
+Timelines finish_trace(const CompareOptions& o, const char* producer, const LayerConfig& cfg, const Setup& s,
+                       std::vector<trace::RankTrace>&& ranks) {
   trace::TraceData td;
   td.other = trace_other(producer, cfg, s);
   td.ranks = std::move(ranks);
-  if (!o.trace.empty()) trace::write_trace(o.trace, td);
-  return trace::compute_metrics(td);
+  const trace::TraceData both = model::with_modeled_twin(std::move(td), s.hw);
+  if (!o.trace.empty()) trace::write_trace(o.trace, both);
+  Timelines t;
+  for (trace::StrategyMetrics& m : trace::compute_metrics(both)) {
+    if (!model::is_modeled_twin(both.other, m.strategy)) {
+      t.measured.push_back(std::move(m));
+      continue;
+    }
+    m.strategy = both.other["modeled_groups"][m.strategy]["of"].get<std::string>();
+    t.modeled.push_back(std::move(m));
+  }
+  return t;
+}
+
+// The modeled twin's table: each strategy's layer on the profile, from the same schedule.
+nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
+  std::printf("\n  modeled on %s: the recorded schedule (its FLOPs, bytes and order) replayed in bf16, ops at\n"
+              "  %.4g TFLOP/s or %.4g GB/s, transfers at %.4g GB/s + %.3g us inside a node of %d GPUs; the same on every\n"
+              "  run and machine (ringside model --from the trace gives it too). Per rank: the mean over the ranks.\n",
+              hw.name.c_str(), hw.peak_flops_bf16 / 1e12, hw.memory_bandwidth / 1e9, hw.intra_bandwidth / 1e9,
+              hw.intra_latency_s * 1e6, hw.gpus_per_node);
+  size_t w = 14;
+  for (const trace::StrategyMetrics& m : t.modeled) w = std::max(w, m.strategy.size());
+  std::printf("  %-*s %10s %10s %10s %8s %10s %12s %10s\n", int(w), "strategy", "layer time", "compute", "comm", "overlap",
+              "exposed", "attn hidden", "imbalance");
+  nlohmann::json j = nlohmann::json::array();
+  for (const trace::StrategyMetrics& m : t.modeled) {
+    const double n = double(std::max<size_t>(1, m.ranks.size()));
+    int64_t layer = 0;
+    for (const trace::RankMetrics& r : m.ranks) layer = std::max(layer, r.time.window_ns);
+    double attention = std::nan("");
+    for (const auto& [sub, b] : m.comm_by_sublayer)
+      if (sub == "attention") attention = b.overlap_pct();
+    auto pct = [](double p) { return std::isnan(p) ? std::string("-") : std::to_string(int(std::lround(p))) + "%"; };
+    std::printf("  %-*s %10s %10s %10s %8s %10s %12s %10.2f\n", int(w), m.strategy.c_str(), format_seconds(layer / 1e9).c_str(),
+                format_seconds(m.total.compute_ns / n / 1e9).c_str(), format_seconds(m.total.comm_ns / n / 1e9).c_str(),
+                pct(m.total.overlap_pct()).c_str(), format_seconds(m.total.exposed_comm_ns / n / 1e9).c_str(),
+                pct(attention).c_str(), m.compute_imbalance);
+    nlohmann::json mj = metrics_json(m);
+    mj["layer_us"] = double(layer) / 1e3;
+    mj["attention_comm_overlap_pct"] = std::isnan(attention) ? nlohmann::json(nullptr) : nlohmann::json(attention);
+    j.push_back(std::move(mj));
+  }
+  return j;
+}
+
+// Why measured waits are not GPU waits, in one line, and when they can be compared.
+void print_measured_note(int P) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores >= unsigned(P) + 1)
+    std::printf("  measured times: this machine has %u cores, at least P + 1 = %d, so each rank thread has one: its\n"
+                "  measured overlaps can be set beside the modeled ones (a CPU's F/B, not the GPU's).\n", cores, P + 1);
+  else
+    std::printf("  measured times: %d rank threads (and their comm threads) share %u cores here, so a measured wait\n"
+                "  includes time spent waiting for a core; they vary from run to run. The modeled times do not.\n", P, cores);
 }
 
 // The strategies compare runs: --strategies, or the one configuration the degrees give (each must
@@ -465,7 +536,8 @@ int compare_command(CompareOptions& o) {
     }
   }
   if (!s.root) return 0;  // rank 0 compares and prints; the others are done
-  const std::vector<trace::StrategyMetrics> timeline = finish_trace(o, "ringside compare", cfg, s, std::move(traces));
+  const Timelines timelines = finish_trace(o, "ringside compare", cfg, s, std::move(traces));
+  const std::vector<trace::StrategyMetrics>& timeline = timelines.measured;
 
   note("reference, fp64 ...");
   const RefRun ref64 = reference<double>(cfg);
@@ -494,16 +566,18 @@ int compare_command(CompareOptions& o) {
 
   std::printf("ringside compare: %s\n", cfg.summary().c_str());
   std::printf("  backend    %s\n", make_backend(s.device)->describe().c_str());
-  std::printf("  P = %d ranks on the %s backend%s; ring layout %s; fp32 runs, errors against the fp64 reference\n\n",
+  std::printf("  P = %d ranks on the %s backend%s; ring layout %s; fp32 runs, errors against the fp64 reference\n",
               s.P, s.backend.c_str(), ranks_are(s), to_string(cfg.cp_layout()));
+  std::printf("\n  measured on this %s: the results, bytes and memory, exactly; wall-clock times, which vary\n",
+              s.device == Device::cuda ? "GPU" : "CPU");
   const char* hdr[] = {"strategy", "P", "worst error vs fp64", "x fp32", "saved/rank (formula)", "sent/rank (formula)",
-                       "time", "overlap"};
+                       "time", ""};
   size_t name_width = 14;  // "reference fp32", or the longest configuration's name
   for (const StrategyRun& run : runs) name_width = std::max(name_width, run.st->name.size());
   for (const auto& [name, why] : skipped) name_width = std::max(name_width, name.size());
-  const size_t wid[] = {name_width, 2, 25, 6, 23, 23, 9, 7};
+  const size_t wid[] = {name_width, 2, 25, 6, 23, 23, 9, 0};
   std::string line;
-  for (int i = 0; i < 8; ++i) line += pad(hdr[i], wid[i], i == 1) + "  ";
+  for (int i = 0; i < 7; ++i) line += pad(hdr[i], wid[i], i == 1) + "  ";
   std::printf("  %sverdict\n", line.c_str());
 
   nlohmann::json js;
@@ -520,8 +594,7 @@ int compare_command(CompareOptions& o) {
                       pad(format_bytes(double(ref32.peak_saved)) + " (" +
                               format_bytes(double(saved_activation_bytes(cfg, DType::f32))) + ")",
                           wid[4]) +
-                      "  " + pad("0 B", wid[5]) + "  " + pad(format_seconds(ref32.seconds), wid[6]) + "  " +
-                      pad("-", wid[7]) + "  ";
+                      "  " + pad("0 B", wid[5]) + "  " + pad(format_seconds(ref32.seconds), wid[6]) + "  ";
     const bool ok = w.second < 1e-5 && nothing_to_compare.empty();
     failures += !ok;
     std::printf("  %s%s\n", row.c_str(),
@@ -598,8 +671,7 @@ int compare_command(CompareOptions& o) {
                       pad(sci(w.second) + " " + w.first, wid[2]) + "  " + pad(ratio_s, wid[3]) + "  " +
                       pad(format_bytes(max_saved) + " (" + format_bytes(max_saved_formula) + ")", wid[4]) + "  " +
                       pad(format_bytes(max_sent) + " (" + format_bytes(max_sent_formula) + ")", wid[5]) + "  " +
-                      pad(format_seconds(max_time), wid[6]) + "  " +
-                      pad(std::isnan(tm.total.overlap_pct()) ? std::string("-") : std::to_string(int(std::lround(tm.total.overlap_pct()))) + "%", wid[7]) + "  ";
+                      pad(format_seconds(max_time), wid[6]) + "  ";
     std::printf("  %s%s\n", row.c_str(), verdict.c_str());
     nlohmann::json j;
     j["name"] = st.name;
@@ -621,6 +693,7 @@ int compare_command(CompareOptions& o) {
                 ("skipped: " + why).c_str());
     js["skipped"][name] = why;
   }
+  js["modeled"] = {{"hardware", s.hw.to_json()}, {"dtype", "bf16"}, {"strategies", print_modeled(timelines, s.hw)}};
   for (const StrategyRun& run : runs) {
     if (run.st->name != "ring") continue;
     // The causal load-balance table: measured for the layout that ran, analytic for the others.
@@ -676,11 +749,16 @@ int compare_command(CompareOptions& o) {
       "\n  worst error: the largest relative Frobenius error over out, dx and every weight gradient; x fp32:\n"
       "  that error over the single-device fp32 run's (near 1: as accurate as one device). saved/rank:\n"
       "  peak activations kept for backward, busiest rank; sent/rank: bytes sent forward + backward;\n"
-      "  each beside its analytic formula. time: forward + backward, slowest rank. overlap: time\n"
-      "  computing while communicating / time communicating, all ranks (from the timeline). OK: error\n"
-      "  below 1e-5, memory and bytes equal to their formulas, and the timeline equal to the counters.\n");
-  std::printf("\n  timeline per rank (forward + backward; compute and comm are unions of intervals):\n");
-  print_timeline(timeline, true);
+      "  each beside its analytic formula. time: forward + backward, slowest rank, wall clock. OK: error\n"
+      "  below 1e-5, memory and bytes equal to their formulas, and the timeline equal to the counters.\n"
+      "  modeled: overlap is time computing while communicating / time communicating, all ranks; exposed\n"
+      "  is communication nothing hides; attn comm hidden, the overlap of attention's own traffic.\n");
+  print_measured_note(s.P);
+  std::printf("\n  timeline per rank, modeled on %s (forward + backward; compute and comm are unions of intervals):\n",
+              s.hw.name.c_str());
+  print_timeline(timelines.modeled, true);
+  std::printf("\n  timeline per rank, measured on this machine (wall clock: these vary):\n");
+  print_timeline(timeline, false);
   if (!o.trace.empty())
     std::printf("\n  trace: %s (ringside-viewer %s, or Perfetto: ui.perfetto.dev)\n", o.trace.c_str(), o.trace.c_str());
   if (!o.json.empty()) {
@@ -705,7 +783,7 @@ int run_command(CompareOptions& o) {
   std::vector<trace::RankTrace> traces;
   const StrategyRun run = run_one(st, cfg, s, traces, live_trace(o, s), trace_other("ringside run", cfg, s));
   if (!s.root) return 0;
-  const std::vector<trace::StrategyMetrics> timeline = finish_trace(o, "ringside run", cfg, s, std::move(traces));
+  const Timelines timelines = finish_trace(o, "ringside run", cfg, s, std::move(traces));
   std::printf("ringside run %s: %s\n", st.name.c_str(), cfg.summary().c_str());
   std::printf("  %s; P = %d ranks on the %s backend%s\n", st.summary.c_str(), s.P, s.backend.c_str(), ranks_are(s));
   if (const std::string groups = describe_groups(st.parallel); !groups.empty())
@@ -724,7 +802,8 @@ int run_command(CompareOptions& o) {
   // The ring's schedule: what each rank computed at each step, and what it sent.
   for (size_t r = 0; r < run.steps.size(); ++r) {
     if (run.steps[r].empty()) continue;
-    std::printf("\n  rank %zu, ring steps (layout %s):\n  %-9s %4s %12s %10s %10s %10s %10s  %s\n", r,
+    std::printf("\n  rank %zu, ring steps (layout %s; compute and wait measured here, they vary):\n"
+                "  %-9s %4s %12s %10s %10s %10s %10s  %s\n", r,
                 to_string(cfg.cp_layout()), "phase", "step", "K/V block of", "GFLOP", "sent", "compute", "wait",
                 "computed (global query x key positions)");
     for (const StepRecord& st : run.steps[r])
@@ -732,8 +811,13 @@ int run_command(CompareOptions& o) {
                   ("rank " + std::to_string(st.block_of)).c_str(), st.flops / 1e9, format_bytes(double(st.bytes_sent)).c_str(),
                   format_seconds(st.compute_s).c_str(), format_seconds(st.wait_s).c_str(), st.computed.c_str());
   }
-  std::printf("\n  timeline per rank (forward + backward; compute and comm are unions of intervals):\n");
-  print_timeline(timeline, true);
+  print_modeled(timelines, s.hw);
+  std::printf("\n  timeline per rank, modeled on %s (forward + backward; compute and comm are unions of intervals):\n",
+              s.hw.name.c_str());
+  print_timeline(timelines.modeled, true);
+  std::printf("\n  timeline per rank, measured on this machine (wall clock: these vary):\n");
+  print_timeline(timelines.measured, false);
+  print_measured_note(s.P);
   if (!o.trace.empty()) std::printf("\n  trace: %s (ringside-viewer %s, or Perfetto: ui.perfetto.dev)\n", o.trace.c_str(), o.trace.c_str());
   if (o.dump) {
     write_dump(*o.dump, cfg, run.result.out, run.result.dx, run.result.grads, st.name);

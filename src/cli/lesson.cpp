@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <unistd.h>
 
@@ -24,6 +25,13 @@ CLI::App* add_lesson(CLI::App& app, LessonOptions& o) {
   sub->add_option("--trace", o.trace, "write the lesson's trace here (default out/lessons/NN-name.trace.json)")
       ->option_text("FILE")
       ->check(non_empty("--trace needs a file name"));
+  sub->add_option("--hw", o.hw, "the GPU profile the lesson's times are modeled on (the chapters quote the default)")
+      ->capture_default_str()
+      ->check(non_empty("--hw needs a profile"));
+  sub->add_option("--update-chapter", o.update_chapter,
+                  "rewrite the marked tables and numbers of this chapter (lessons/NN-name/README.md) from the run")
+      ->option_text("FILE")
+      ->check(non_empty("--update-chapter needs a file name"));
   sub->add_option("--json", o.json, "also write the numbers the lesson states and its steps as JSON")
       ->option_text("FILE")
       ->check(non_empty("--json needs a file name"));
@@ -43,7 +51,9 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
   const int n = *o.number;
   lessons::find_lesson(n);  // an unknown lesson is an error before anything else
   const std::string trace_path = o.trace.empty() ? lessons::default_trace_path(n) : o.trace;
-  output::check_distinct({{"--trace", trace_path}, {"--json", o.json}});
+  output::check_distinct({{"--trace", trace_path}, {"--json", o.json}},
+                         {{"--hw", std::filesystem::is_regular_file(o.hw) ? o.hw : ""}});
+
   // Each scenario runs small layers on up to 4 ranks (a comm thread each, and the main thread):
   // at most 400 MB resident, measured, and the threads' stacks and BLAS buffers.
   require_memory(512.0 * (1 << 20), "lesson " + std::to_string(n), "", 5, 4);
@@ -57,15 +67,37 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
   }
   output::check(trace_path, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");
+  std::string chapter;
+  if (!o.update_chapter.empty()) {
+    if (o.hw != model::kDefaultTwinHardware)
+      throw ConfigError(std::string("--update-chapter: the chapters quote the times on ") + model::kDefaultTwinHardware +
+                        ": leave out --hw " + o.hw);
+    if (!std::filesystem::is_regular_file(o.update_chapter))
+      throw ConfigError("--update-chapter " + o.update_chapter + ": not a chapter file (lessons/NN-name/README.md)");
+    std::ifstream in(o.update_chapter, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    chapter = text.str();
+    if (lessons::chapter_marks(chapter) == 0)
+      throw ConfigError("--update-chapter " + o.update_chapter + ": it has no marks (<!-- step N table K -->, <!--n:KEY-->)");
+    output::check(o.update_chapter, "--update-chapter");
+  }
 
   std::printf("Running lesson %d's scenario (a few seconds)...\n", n);
   std::fflush(stdout);
-  const lessons::Script s = lessons::build_lesson(n);
+  const lessons::Script s = lessons::build_lesson(n, o.hw);
+  if (o.hw != model::kDefaultTwinHardware)
+    std::printf("Times are modeled on %s; the chapter quotes them on %s.\n", s.hw.name.c_str(), model::kDefaultTwinHardware);
   trace::write_trace(trace_path, s.trace);
   if (!o.json.empty()) {
     nlohmann::json j = lessons::lesson_json(s);
     j["numbers"] = s.numbers;
     output::write(o.json, j.dump(2) + "\n", "--json");
+  }
+  if (!o.update_chapter.empty()) {
+    const std::string updated = lessons::update_chapter(chapter, s.numbers, s.steps);
+    output::write(o.update_chapter, updated, "--update-chapter");
+    std::printf("%s: %s\n", o.update_chapter.c_str(), updated == chapter ? "already says what this run says" : "updated from this run");
   }
   const bool pause = !o.no_pause;
   const size_t shown = lessons::present(s, std::cin, std::cout, pause);

@@ -1,4 +1,4 @@
-// Bytes in human units, as every table, message and label of ringside prints them.
+// Bytes and modeled times in human units, as every table, message and label of ringside prints them.
 #pragma once
 #include <cstdio>
 #include <string>
@@ -12,6 +12,17 @@ inline std::string format_bytes(double bytes) {
   while (bytes >= 1024.0 && u < 6) bytes /= 1024.0, ++u;
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return buf;
+}
+
+/// A time in ns -> "850 ns", "6.9 us", "12.35 ms", "1.250 s": three significant digits or so,
+/// for modeled times (deterministic, so worth their digits).
+inline std::string format_ns(double ns) {
+  char buf[32];
+  if (ns < 1e3) std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+  else if (ns < 1e6) std::snprintf(buf, sizeof buf, "%.1f us", ns / 1e3);
+  else if (ns < 1e9) std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.3f s", ns / 1e9);
   return buf;
 }
 

@@ -422,6 +422,10 @@ trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& h
   const double recorded = f64 ? 8 : 4, modeled = o.dtype == "bf16" ? 2 : 4;
   trace::TraceData out = schedule;
   out.flows.clear();
+  // A measured trace with its modeled twins: model what was recorded, not the twins.
+  std::erase_if(out.ranks, [&](const trace::RankTrace& r) { return is_modeled_twin(schedule.other, r.strategy); });
+  out.other.erase("modeled_groups");
+  out.other.erase("modeled_hardware");
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t p = 0; p < out.ranks.size(); ++p) groups[out.ranks[p].strategy].push_back(p);
   for (auto& [strategy, procs] : groups)
@@ -432,6 +436,73 @@ trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& h
   out.other["dtype"] = o.dtype == "bf16" ? "bfloat16" : "float32";
   out.other["device"] = hw.name + " (modeled)";
   return out;
+}
+
+std::string modeled_label(const std::string& strategy, const std::string& hw_name) {
+  return strategy + " (modeled, " + hw_name + ")";
+}
+
+bool is_modeled_twin(const nlohmann::json& other, const std::string& strategy) {
+  const auto g = other.find("modeled_groups");
+  return g != other.end() && g->is_object() && g->contains(strategy);
+}
+
+namespace {
+
+// Where a group's layer starts: its first `phase` event (its forward), or its first event.
+std::optional<int64_t> layer_start(const std::vector<trace::RankTrace>& ranks, const std::string& strategy) {
+  std::optional<int64_t> phase, any;
+  for (const trace::RankTrace& r : ranks) {
+    if (r.strategy != strategy) continue;
+    for (const trace::Event& e : r.events) {
+      any = std::min(any.value_or(e.ts_ns), e.ts_ns);
+      if (e.cat == "phase") phase = std::min(phase.value_or(e.ts_ns), e.ts_ns);
+    }
+  }
+  return phase ? phase : any;
+}
+
+}  // namespace
+
+void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptions& o, const std::string& only) {
+  if (!t.other.contains("modeled_groups") || !t.other["modeled_groups"].is_object())
+    t.other["modeled_groups"] = nlohmann::json::object();
+  nlohmann::json& groups = t.other["modeled_groups"];
+  // The recorded groups, in file order, that have no twin on this profile yet.
+  std::vector<std::string> todo;
+  for (const trace::RankTrace& r : t.ranks) {
+    if (is_modeled_twin(t.other, r.strategy) || (!only.empty() && r.strategy != only)) continue;
+    if (std::find(todo.begin(), todo.end(), r.strategy) != todo.end()) continue;
+    if (!groups.contains(modeled_label(r.strategy, hw.name))) todo.push_back(r.strategy);
+  }
+  for (const std::string& strategy : todo) {
+    trace::TraceData one;
+    one.other = t.other;
+    for (const trace::RankTrace& r : t.ranks)
+      if (r.strategy == strategy) one.ranks.push_back(r);
+    const trace::TraceData modeled = model_trace(one, hw, o);
+    const std::string label = modeled_label(strategy, hw.name);
+    const int64_t shift = layer_start(one.ranks, strategy).value_or(0) - layer_start(modeled.ranks, strategy).value_or(0);
+    // The twin goes right after its recorded group.
+    size_t at = 0;
+    for (size_t i = 0; i < t.ranks.size(); ++i)
+      if (t.ranks[i].strategy == strategy) at = i + 1;
+    std::vector<trace::RankTrace> twin = modeled.ranks;
+    for (trace::RankTrace& r : twin) {
+      r.strategy = label;
+      for (trace::Event& e : r.events) e.ts_ns += shift;
+      for (trace::MemorySample& m : r.memory) m.ts_ns += shift;
+    }
+    t.ranks.insert(t.ranks.begin() + std::ptrdiff_t(at), std::make_move_iterator(twin.begin()), std::make_move_iterator(twin.end()));
+    groups[label] = {{"of", strategy}, {"hardware", hw.name}, {"dtype", o.dtype}};
+  }
+  t.flows.clear();
+  t.other["modeled_hardware"] = hw.to_json();
+}
+
+trace::TraceData with_modeled_twin(trace::TraceData measured, const Hardware& hw, const ModelOptions& o) {
+  add_modeled_twins(measured, hw, o);
+  return measured;
 }
 
 }  // namespace ringside::model

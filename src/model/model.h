@@ -75,12 +75,37 @@ struct ModelOptions {
 };
 
 /// Replays every strategy of `schedule` on `hw` and returns the modeled trace (a trace that is
-/// already modeled is refused: ConfigError): the same events,
+/// already modeled is refused: ConfigError; the modeled twins of a measured trace, the groups
+/// otherData.modeled_groups lists, are left out: the recorded groups are modeled): the same events,
 /// in the same order, with modeled times (each strategy's ranks start at 0), memory samples
 /// scaled and moved to their modeled times, and otherData {..., modeled: true, hardware,
 /// model_dtype}. Throws ringside::Error for a trace without program order (recorded before
 /// ringside 0.7 or by another tool) or a schedule that cannot finish (a wait whose transfer is
 /// never posted), naming the rank and the transfer.
 trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o = {});
+
+/// The label of `strategy`'s modeled twin on the profile `hw_name`: "ring (modeled, a100-nvlink)".
+std::string modeled_label(const std::string& strategy, const std::string& hw_name);
+
+/// A measured trace with its modeled twin beside it: every strategy group of `measured` is
+/// replayed on `hw` (model_trace, with `o`), relabelled modeled_label and moved so that its first
+/// forward starts when the measured group's does (so that any viewer shows them aligned); each
+/// twin follows its measured group, and otherData.modeled_groups maps each twin's label to
+/// {of: strategy, hardware: profile name, dtype}, otherData.modeled_hardware holds the profile.
+/// Throws what model_trace throws.
+trace::TraceData with_modeled_twin(trace::TraceData measured, const Hardware& hw, const ModelOptions& o = {});
+
+/// with_modeled_twin in place, for the recorded groups that have no twin on `hw` yet (only the
+/// group `only` when it is given): a lesson adds each twin when it needs its numbers.
+void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptions& o = {}, const std::string& only = "");
+
+/// Whether a trace process is a modeled twin (its strategy is in otherData.modeled_groups).
+bool is_modeled_twin(const nlohmann::json& other, const std::string& strategy);
+
+/// The default profile of the modeled twins of compare, run and lesson: a100-nvlink. The demo's
+/// default layer (P = 4, s 4096, Hkv/H 1/2, zigzag steps of 512 x 1024 tokens) sits near its
+/// threshold c* = (Hkv/H) F/B = 520 tokens in bf16, so the ring's K/V transfer is partly hidden:
+/// the lesson of c >= F/B is visible in the demo itself.
+inline constexpr const char* kDefaultTwinHardware = "a100-nvlink";
 
 }  // namespace ringside::model
