@@ -425,6 +425,26 @@ struct Mark {
   std::string written;        // the number, or the block, as the text has it
 };
 
+// What a block mark says the block must be: a step's table, or a string of the document.
+std::optional<std::string> block_of(const Mark& m, const nlohmann::json& doc, const std::vector<Step>& steps, std::string& why) {
+  if (!m.key.empty()) {
+    try {
+      const nlohmann::json::json_pointer ptr(m.key);
+      if (doc.contains(ptr) && doc.at(ptr).is_string()) return doc.at(ptr).get<std::string>();
+    } catch (const std::exception& e) {
+      why = fmt("line %zu: %s", m.line, e.what());
+      return std::nullopt;
+    }
+    why = fmt("line %zu: the run has no text %s", m.line, m.key.c_str());
+    return std::nullopt;
+  }
+  if (m.step < 1 || size_t(m.step) > steps.size() || m.index < 1 || size_t(m.index) > steps[size_t(m.step - 1)].tables.size()) {
+    why = fmt("line %zu: step %d has no table %d", m.line, m.step, m.index);
+    return std::nullopt;
+  }
+  return steps[size_t(m.step - 1)].tables[size_t(m.index - 1)];
+}
+
 std::vector<Mark> find_marks(const std::string& text, std::vector<std::string>& problems) {
   std::vector<Mark> marks;
   auto line_of = [&](size_t pos) { return size_t(std::count(text.begin(), text.begin() + std::ptrdiff_t(pos), '\n')) + 1; };
@@ -440,6 +460,23 @@ std::vector<Mark> find_marks(const std::string& text, std::vector<std::string>& 
       const size_t open = text.find('\n', close);
       if (open == std::string::npos || text.compare(open + 1, 3, "```") != 0) {
         problems.push_back(fmt("line %zu: a table mark must be followed by a fenced block", m.line));
+        continue;
+      }
+      m.begin = text.find('\n', open + 1) + 1;
+      const size_t fence = text.find("\n```", m.begin - 1);
+      if (fence == std::string::npos) {
+        problems.push_back(fmt("line %zu: the fenced block is not closed", m.line));
+        continue;
+      }
+      m.end = fence + 1;
+      m.written = text.substr(m.begin, m.end - m.begin);
+      marks.push_back(m);
+    } else if (char pointer[256]; std::sscanf(body.c_str(), " text %255s", pointer) == 1) {
+      // A fenced block that is a string of the run's document, verbatim (compare's tables).
+      m.table = true, m.key = pointer;
+      const size_t open = text.find('\n', close);
+      if (open == std::string::npos || text.compare(open + 1, 3, "```") != 0) {
+        problems.push_back(fmt("line %zu: a text mark must be followed by a fenced block", m.line));
         continue;
       }
       m.begin = text.find('\n', open + 1) + 1;
@@ -486,13 +523,12 @@ std::vector<std::string> chapter_drift(const std::string& markdown, const nlohma
   std::vector<std::string> problems;
   for (const Mark& m : find_marks(markdown, problems)) {
     if (m.table) {
-      if (m.step < 1 || size_t(m.step) > steps.size() || m.index < 1 || size_t(m.index) > steps[size_t(m.step - 1)].tables.size()) {
-        problems.push_back(fmt("line %zu: step %d has no table %d", m.line, m.step, m.index));
-        continue;
-      }
-      const std::string& want = steps[size_t(m.step - 1)].tables[size_t(m.index - 1)];
-      if (m.written != want)
-        problems.push_back(fmt("line %zu: step %d table %d is now\n%s", m.line, m.step, m.index, want.c_str()));
+      std::string why;
+      const std::optional<std::string> want = block_of(m, doc, steps, why);
+      if (!want) problems.push_back(why);
+      else if (m.written != *want)
+        problems.push_back(m.key.empty() ? fmt("line %zu: step %d table %d is now\n%s", m.line, m.step, m.index, want->c_str())
+                                         : fmt("line %zu: the text %s is now\n%s", m.line, m.key.c_str(), want->c_str()));
       continue;
     }
     std::string why;
@@ -520,9 +556,10 @@ std::string update_chapter(const std::string& markdown, const nlohmann::json& do
     const Mark& m = *it;
     std::string with;
     if (m.table) {
-      if (m.step < 1 || size_t(m.step) > steps.size() || m.index < 1 || size_t(m.index) > steps[size_t(m.step - 1)].tables.size())
-        throw Error(fmt("line %zu: step %d has no table %d", m.line, m.step, m.index));
-      with = steps[size_t(m.step - 1)].tables[size_t(m.index - 1)];
+      std::string why;
+      const std::optional<std::string> block = block_of(m, doc, steps, why);
+      if (!block) throw Error(why);
+      with = *block;
     } else {
       std::string why;
       const std::optional<double> v = lookup(doc, m.key, why);

@@ -167,11 +167,12 @@ std::vector<Step> steps_of(const nlohmann::json& other);
 /// of marks, both invisible when the Markdown is rendered:
 ///   <!-- step N table K -->   on the line before a fenced block: the block is table K (from 1)
 ///                             of step N, verbatim
+///   <!-- text POINTER -->      the same for a string of doc (a JSON pointer: compare's tables)
 ///   <!--n:KEY-->VALUE         the number VALUE as written ("1,040", "4.048587", "5.3e-07", "59")
 ///                             is doc[KEY] rounded to the digits written; KEY/SCALE compares
 ///                             doc[KEY] / SCALE; KEY< says only that doc[KEY] is below VALUE (for
 ///                             what varies between machines). A KEY starting with '/' is a JSON
-///                             pointer into doc, else a key of doc.
+///                             pointer into doc (its scale after '//': /a/b//1e3), else a key.
 /// Returns one line per mismatch naming the mark's line (empty: the text says what the run
 /// said); a mark whose key, step or table does not exist is a mismatch too.
 std::vector<std::string> chapter_drift(const std::string& markdown, const nlohmann::json& doc, const std::vector<Step>& steps);

@@ -2,9 +2,15 @@
 // the library: the same config, the same tensors, bit for bit.
 #include <catch2/catch.hpp>
 
+#include "lessons/lesson.h"
+#include "model/model.h"
+#include "trace/metrics.h"
+#include "trace/trace_file.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -140,4 +146,57 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
     if (name == "ring") REQUIRE(tl.at("steps").size() == 8);
     if (name == "tp2xring2" || name == "ulysses2xring2") REQUIRE(tl.at("steps").size() == 4);
   }
+}
+
+TEST_CASE("compare's modeled twin is the same on two runs, and what model --from makes of its trace", "[cli-twin]") {
+  auto read_json = [](const char* var) {
+    const char* path = std::getenv(var);
+    REQUIRE(path != nullptr);
+    std::ifstream f(path);
+    REQUIRE(f.good());
+    return nlohmann::json::parse(f);
+  };
+  const nlohmann::json a = read_json("RINGSIDE_COMPARE_JSON"), b = read_json("RINGSIDE_COMPARE_AGAIN_JSON");
+  REQUIRE(a.at("modeled").at("hardware").at("name") == "a100-nvlink");
+  REQUIRE(a.at("modeled").at("strategies").size() == a.at("strategies").size());
+  // Deterministic: every modeled number of the two runs is the same (the measured times are not).
+  CHECK(a.at("modeled") == b.at("modeled"));
+  // The trace holds each strategy's twin right after it, and modeling the trace again (as
+  // `ringside model --from` does: the twins are left out) gives the twins' metrics.
+  const char* trace_path = std::getenv("RINGSIDE_COMPARE_TRACE");
+  REQUIRE(trace_path != nullptr);
+  const trace::TraceData recorded = trace::read_trace(trace_path);
+  REQUIRE(recorded.other.at("modeled_groups").size() == a.at("strategies").size());
+  std::vector<std::string> order;
+  for (const trace::RankTrace& r : recorded.ranks)
+    if (order.empty() || order.back() != r.strategy) order.push_back(r.strategy);
+  REQUIRE(order.size() == 2 * a.at("strategies").size());
+  for (size_t i = 0; i < order.size(); i += 2) CHECK(order[i + 1] == model::modeled_label(order[i], "a100-nvlink"));
+  const trace::TraceData again = model::model_trace(recorded, model::load_hardware("a100-nvlink"));
+  const std::vector<trace::StrategyMetrics> m = trace::compute_metrics(again);
+  REQUIRE(m.size() == a.at("strategies").size());
+  for (size_t i = 0; i < m.size(); ++i) {
+    const nlohmann::json& twin = a.at("modeled").at("strategies").at(i);
+    INFO(m[i].strategy);
+    CHECK(twin.at("strategy") == m[i].strategy);
+    int64_t layer = 0;
+    for (const trace::RankMetrics& r : m[i].ranks) layer = std::max(layer, r.time.window_ns);
+    CHECK(twin.at("layer_us").get<double>() == Approx(double(layer) / 1e3).margin(1e-3));
+    CHECK(twin.at("total").at("exposed_comm_us").get<double>() == Approx(double(m[i].total.exposed_comm_ns) / 1e3).margin(1e-3));
+    CHECK(twin.at("total").at("overlap_us").get<double>() == Approx(double(m[i].total.overlap_ns) / 1e3).margin(1e-3));
+  }
+}
+
+TEST_CASE("the README's demo says what the demo's run says (a stale README fails)", "[cli-readme]") {
+  const char* path = std::getenv("RINGSIDE_DEMO_JSON");
+  REQUIRE(path != nullptr);
+  std::ifstream f(path);
+  REQUIRE(f.good());
+  const nlohmann::json demo = nlohmann::json::parse(f);
+  std::ifstream r(RINGSIDE_SOURCE_DIR "/README.md", std::ios::binary);
+  REQUIRE(r.good());
+  std::ostringstream readme;
+  readme << r.rdbuf();
+  CHECK(lessons::chapter_marks(readme.str()) >= 5);
+  for (const std::string& p : lessons::chapter_drift(readme.str(), demo, {})) FAIL_CHECK(p);
 }

@@ -219,6 +219,53 @@ TEST_CASE("the modeled trace of a run holds the measured trace's events, in orde
   }
 }
 
+TEST_CASE("a measured trace's modeled twin: after each group, aligned at the layer's start, left out when modeled again", "[model]") {
+  MemoryTracker tracker;
+  trace::TraceData measured;
+  measured.other["dtype"] = "float32";
+  for (const char* name : {"tp-sp", "ring"}) {
+    std::vector<trace::RankTrace> r = traced(find_strategy(name), small(), 4, false, tracker);
+    measured.ranks.insert(measured.ranks.end(), r.begin(), r.end());
+  }
+  const model::Hardware hw = model::load_hardware("a100-nvlink");
+  const trace::TraceData both = model::with_modeled_twin(measured, hw);
+  REQUIRE(both.ranks.size() == 2 * measured.ranks.size());
+  const std::vector<std::string> want = {"tp-sp", "tp-sp (modeled, a100-nvlink)", "ring", "ring (modeled, a100-nvlink)"};
+  for (size_t p = 0; p < both.ranks.size(); ++p) CHECK(both.ranks[p].strategy == want[p / 4]);
+  CHECK(both.other["modeled_groups"]["ring (modeled, a100-nvlink)"]["of"] == "ring");
+  CHECK(both.other["modeled_groups"]["ring (modeled, a100-nvlink)"]["hardware"] == "a100-nvlink");
+  CHECK(model::is_modeled_twin(both.other, "ring (modeled, a100-nvlink)"));
+  CHECK_FALSE(model::is_modeled_twin(both.other, "ring"));
+  // Aligned: each twin's first forward starts when its recorded group's does.
+  auto forward_start = [&](const std::string& label) {
+    int64_t t = INT64_MAX;
+    for (const trace::RankTrace& r : both.ranks)
+      if (r.strategy == label)
+        for (const trace::Event& e : r.events)
+          if (e.cat == "phase") t = std::min(t, e.ts_ns);
+    return t;
+  };
+  CHECK(forward_start("ring") == forward_start("ring (modeled, a100-nvlink)"));
+  CHECK(forward_start("tp-sp") == forward_start("tp-sp (modeled, a100-nvlink)"));
+  // The twin's times are model_trace's, moved: the same durations.
+  const trace::TraceData alone = model::model_trace(measured, hw);
+  for (size_t i = 0; i < alone.ranks[4].events.size(); ++i)
+    REQUIRE(alone.ranks[4].events[i].dur_ns == both.ranks[12].events[i].dur_ns);
+  // Modeling the trace with its twins models what was recorded (model --from), and adding
+  // twins again adds none.
+  const trace::TraceData again = model::model_trace(both, hw);
+  REQUIRE(again.ranks.size() == measured.ranks.size());
+  for (size_t p = 0; p < again.ranks.size(); ++p)
+    for (size_t i = 0; i < again.ranks[p].events.size(); ++i) REQUIRE(again.ranks[p].events[i].ts_ns == alone.ranks[p].events[i].ts_ns);
+  trace::TraceData twice = both;
+  model::add_modeled_twins(twice, hw);
+  CHECK(twice.ranks.size() == both.ranks.size());
+  // A second profile adds its own twins beside the first.
+  model::add_modeled_twins(twice, model::load_hardware("h100-ib"));
+  CHECK(twice.ranks.size() == 3 * measured.ranks.size());
+  CHECK(twice.ranks[8].strategy == "tp-sp (modeled, h100-ib)");
+}
+
 TEST_CASE("at 1M tokens the dry run's memory per rank equals each strategy's formula", "[model]") {
   struct Case {
     const char* name;

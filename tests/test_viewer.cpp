@@ -2,10 +2,12 @@
 // replay, hit testing), and the pixels of a headless screenshot of a hand-built trace.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <set>
 
+#include "model/model.h"
 #include "parallel/strategy.h"
 #include "parallel/harness.h"
 #include "stb_image.h"
@@ -83,6 +85,38 @@ TEST_CASE("the layout gives every strategy a group and every GPU its lanes", "[v
   CHECK(l.lanes[l.groups[0].lanes[3]].kind == Lane::memory);
   CHECK(l.groups[1].y == Approx(l.groups[0].y + l.groups[0].height + o.gap));
   CHECK(l.height > l.groups[1].y);
+}
+
+TEST_CASE("a trace with modeled twins: each group says whether it is measured or modeled, on what, and how much comm hid", "[viewer]") {
+  trace::TraceData t = model::with_modeled_twin(ring_trace(2, Layout::zigzag), model::load_hardware("a100-nvlink"));
+  const TimelineLayout layout = make_layout(t);
+  REQUIRE(layout.groups.size() == 2);
+  CHECK(group_tag(t.other, "ring") == "MEASURED");
+  CHECK(group_tag(t.other, "ring (modeled, a100-nvlink)") == "MODELED on a100-nvlink");
+  nlohmann::json modeled_trace = {{"modeled", true}, {"hardware", {{"name", "h200"}}}};
+  CHECK(group_tag(modeled_trace, "ring") == "MODELED on h200");
+  CHECK(group_tag(nlohmann::json::object(), "ring").empty());
+  // The header's summary is the attention sublayer's overlap and its exposed time per GPU.
+  for (const trace::StrategyMetrics& m : trace::compute_metrics(t)) {
+    INFO(m.strategy);
+    trace::Breakdown att;
+    for (const auto& [sub, b] : m.comm_by_sublayer)
+      if (sub == "attention") att = b;
+    REQUIRE(att.comm_ns > 0);
+    const std::string want = "attention comm " + std::to_string(int(std::lround(att.overlap_pct()))) + "% hidden, " +
+                             human_time(double(att.exposed_comm_ns) / 2) + " exposed per GPU";
+    CHECK(comm_summary(m) == want);
+  }
+  // --fit: modeled, measured, all, a group's name; nothing for a name no group has.
+  CHECK(groups_to_fit(layout, t.other, "all").size() == 2);
+  REQUIRE(groups_to_fit(layout, t.other, "modeled").size() == 1);
+  CHECK(groups_to_fit(layout, t.other, "modeled")[0]->strategy == "ring (modeled, a100-nvlink)");
+  REQUIRE(groups_to_fit(layout, t.other, "measured").size() == 1);
+  CHECK(groups_to_fit(layout, t.other, "measured")[0]->strategy == "ring");
+  CHECK(groups_to_fit(layout, t.other, "ring").size() == 1);
+  CHECK(groups_to_fit(layout, t.other, "warp").empty());
+  // Aligned: both groups' zero is their forward's start, at the same time.
+  CHECK(layout.groups[0].zero_ns == layout.groups[1].zero_ns);
 }
 
 TEST_CASE("exposed communication is comm minus compute", "[viewer]") {

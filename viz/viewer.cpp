@@ -101,7 +101,13 @@ Loaded load(const std::string& path) {
     if (const auto h = o.find("hardware"); h != o.end() && h->is_object())
       if (const auto n = h->find("name"); n != h->end() && n->is_string()) l.modeled_tag += " on " + n->get<std::string>();
   }
-  l.summary += "P=" + std::to_string(P) + (l.modeled_tag.empty() ? " (measured)" : " (" + l.modeled_tag + ")");
+  std::string twins;  // the profiles of the modeled twins beside the recorded groups
+  if (const auto h = o.find("modeled_hardware"); h != o.end() && h->is_object())
+    if (const auto n = h->find("name"); n != h->end() && n->is_string()) twins = n->get<std::string>();
+  l.summary += "P=" + std::to_string(P) +
+               (!l.modeled_tag.empty() ? " (" + l.modeled_tag + ")"
+                : twins.empty()        ? " (measured)"
+                                       : " (measured, and modeled on " + twins + ")");
   for (const trace::StrategyMetrics& m : l.metrics) l.tag[m.strategy] = group_tag(o, m.strategy), l.comm[m.strategy] = comm_summary(m);
   std::error_code ec;
   l.mtime = fs::last_write_time(path, ec);
@@ -129,6 +135,10 @@ class App {
     // Live: the file may not exist yet (the run has not written it); poll_live opens it then.
     if (!opt_.live.empty() && fs::exists(opt_.live)) open(opt_.live);
     fit();
+    // --fit names groups: bring the first of them to the top of the timeline.
+    if (opt_.fit != "all" && !traces_.empty())
+      if (const auto g = groups_to_fit(traces_.front().layout, traces_.front().data.other, opt_.fit); !g.empty())
+        scroll_to_ = g.front()->y;
     if (opt_.at_s) replay_.head_ns = int64_t(*opt_.at_s * 1e9), reveal_ = true;
     if (opt_.step) {
       // Ring step N of the first trace with ring steps: F0.. then B0.. of its first ring group.
@@ -951,8 +961,8 @@ int main(int argc, char** argv) {
       ->option_text("PNG")
       ->each([&o](const std::string&) { o.screenshot_given = true; });
   cli.add_option("--size", o.size, "window or screenshot size")->capture_default_str()->option_text("WxH");
-  cli.add_option("--fit", o.fit, "the first view frames these groups: all, modeled (the GPU twins), measured, or "
-                 "one group's name (as its header shows it)")
+  cli.add_option("--fit", o.fit, "the first view frames these groups in time and scrolls to the first: all, "
+                 "modeled (the GPU twins), measured, or one group's name (as its header shows it)")
       ->capture_default_str()
       ->option_text("GROUPS");
   cli.add_option("--at", o.at_s, "replay: show the run up to this many seconds after each strategy's start")

@@ -412,7 +412,8 @@ Timelines finish_trace(const CompareOptions& o, const char* producer, const Laye
   return t;
 }
 
-// The modeled twin's table: each strategy's layer on the profile, from the same schedule.
+// The modeled twin's table: each strategy's layer on the profile, from the same schedule. Returns
+// it as JSON: {hardware, dtype, strategies: [metrics with layer_us], table: the printed table}.
 nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
   std::printf("\n  modeled on %s: the recorded schedule (its FLOPs, bytes and order) replayed in bf16, ops at\n"
               "  %.4g TFLOP/s or %.4g GB/s, transfers at %.4g GB/s + %.3g us inside a node of %d GPUs; the same on every\n"
@@ -421,8 +422,13 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
               hw.intra_latency_s * 1e6, hw.gpus_per_node);
   size_t w = 14;
   for (const trace::StrategyMetrics& m : t.modeled) w = std::max(w, m.strategy.size());
-  std::printf("  %-*s %10s %10s %10s %8s %10s %12s %10s\n", int(w), "strategy", "layer time", "compute", "comm", "overlap",
-              "exposed", "attn hidden", "imbalance");
+  auto line = [&](const char* format, auto... args) {
+    char b[256];
+    std::snprintf(b, sizeof b, format, int(w), args...);
+    return std::string(b);
+  };
+  std::string table = line("  %-*s %10s %10s %10s %8s %10s %12s %10s\n", "strategy", "layer time", "compute", "comm",
+                           "overlap", "exposed", "attn hidden", "imbalance");
   nlohmann::json j = nlohmann::json::array();
   for (const trace::StrategyMetrics& m : t.modeled) {
     const double n = double(std::max<size_t>(1, m.ranks.size()));
@@ -432,16 +438,17 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
     for (const auto& [sub, b] : m.comm_by_sublayer)
       if (sub == "attention") attention = b.overlap_pct();
     auto pct = [](double p) { return std::isnan(p) ? std::string("-") : std::to_string(int(std::lround(p))) + "%"; };
-    std::printf("  %-*s %10s %10s %10s %8s %10s %12s %10.2f\n", int(w), m.strategy.c_str(), format_seconds(layer / 1e9).c_str(),
-                format_seconds(m.total.compute_ns / n / 1e9).c_str(), format_seconds(m.total.comm_ns / n / 1e9).c_str(),
-                pct(m.total.overlap_pct()).c_str(), format_seconds(m.total.exposed_comm_ns / n / 1e9).c_str(),
-                pct(attention).c_str(), m.compute_imbalance);
+    table += line("  %-*s %10s %10s %10s %8s %10s %12s %10.2f\n", m.strategy.c_str(), format_seconds(layer / 1e9).c_str(),
+                  format_seconds(m.total.compute_ns / n / 1e9).c_str(), format_seconds(m.total.comm_ns / n / 1e9).c_str(),
+                  pct(m.total.overlap_pct()).c_str(), format_seconds(m.total.exposed_comm_ns / n / 1e9).c_str(),
+                  pct(attention).c_str(), m.compute_imbalance);
     nlohmann::json mj = metrics_json(m);
     mj["layer_us"] = double(layer) / 1e3;
     mj["attention_comm_overlap_pct"] = std::isnan(attention) ? nlohmann::json(nullptr) : nlohmann::json(attention);
     j.push_back(std::move(mj));
   }
-  return j;
+  std::printf("%s", table.c_str());
+  return {{"hardware", hw.to_json()}, {"dtype", "bf16"}, {"strategies", std::move(j)}, {"table", table}};
 }
 
 // Why measured waits are not GPU waits, in one line, and when they can be compared.
@@ -693,7 +700,7 @@ int compare_command(CompareOptions& o) {
                 ("skipped: " + why).c_str());
     js["skipped"][name] = why;
   }
-  js["modeled"] = {{"hardware", s.hw.to_json()}, {"dtype", "bf16"}, {"strategies", print_modeled(timelines, s.hw)}};
+  js["modeled"] = print_modeled(timelines, s.hw);
   for (const StrategyRun& run : runs) {
     if (run.st->name != "ring") continue;
     // The causal load-balance table: measured for the layout that ran, analytic for the others.
@@ -752,7 +759,7 @@ int compare_command(CompareOptions& o) {
       "  each beside its analytic formula. time: forward + backward, slowest rank, wall clock. OK: error\n"
       "  below 1e-5, memory and bytes equal to their formulas, and the timeline equal to the counters.\n"
       "  modeled: overlap is time computing while communicating / time communicating, all ranks; exposed\n"
-      "  is communication nothing hides; attn comm hidden, the overlap of attention's own traffic.\n");
+      "  is communication nothing hides; attn hidden, the overlap of attention's own traffic.\n");
   print_measured_note(s.P);
   std::printf("\n  timeline per rank, modeled on %s (forward + backward; compute and comm are unions of intervals):\n",
               s.hw.name.c_str());

@@ -483,10 +483,12 @@ void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptio
     const trace::TraceData modeled = model_trace(one, hw, o);
     const std::string label = modeled_label(strategy, hw.name);
     const int64_t shift = layer_start(one.ranks, strategy).value_or(0) - layer_start(modeled.ranks, strategy).value_or(0);
-    // The twin goes right after its recorded group.
+    // The twin goes right after its recorded group and the twins it has already.
     size_t at = 0;
-    for (size_t i = 0; i < t.ranks.size(); ++i)
-      if (t.ranks[i].strategy == strategy) at = i + 1;
+    for (size_t i = 0; i < t.ranks.size(); ++i) {
+      const std::string& s = t.ranks[i].strategy;
+      if (s == strategy || (groups.contains(s) && groups[s].value("of", "") == strategy)) at = i + 1;
+    }
     std::vector<trace::RankTrace> twin = modeled.ranks;
     for (trace::RankTrace& r : twin) {
       r.strategy = label;
