@@ -169,6 +169,11 @@ TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly", "[l
   REQUIRE(m.has_value());
   REQUIRE(m->layout == "striped");
   REQUIRE(viz::tile_map(s.trace, "ring contiguous")->tiles[1].masked);
+  // A modeled twin draws its run's map; a dry run's twin the map of its own config.
+  CHECK(viz::tile_map(s.trace, "ring contiguous (modeled, a100-nvlink)")->layout == "contiguous");
+  CHECK(viz::tile_map(s.trace, "ring striped (modeled, a100-nvlink)")->layout == "striped");
+  CHECK(viz::tile_map(s.trace, "ring contiguous s=64K (modeled, a100-nvlink)")->layout == "contiguous");
+  CHECK(viz::tile_map(s.trace, "ring zigzag s=64K (modeled, a100-nvlink)")->layout == "zigzag");
 }
 
 TEST_CASE("lesson 5: Ulysses' all-to-all bytes, GQA replication and the head limit", "[lessons]") {

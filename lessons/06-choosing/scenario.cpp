@@ -90,7 +90,9 @@ void choosing(Script& L) {
   const int P8 = 8;
   const model::Hardware nvlink = model::load_hardware("h100-nvlink"), ib = model::load_hardware("h100-ib");
   const char* modeled_names[] = {"tp-sp", "ring", "ulysses", "all-gather", "tp2xring4", "ulysses2xring4"};
-  L.step("Time on GPUs: one node, or across nodes");
+  for (const char* n : modeled_names)
+    for (const model::Hardware* hw : {&nvlink, &ib}) L.dry_run(find_strategy(n), big, P8, std::string(n) + " 128K", hw);
+  L.step("Time on GPUs: one node, or across nodes", L.phase(L.modeled_name("ring 128K", &ib)));
   L.say("Times of toy layers on GPUs are all latency, so this step dry-runs each strategy's own");
   L.say("code (no math, only its schedule) on P = %d GPUs for a layer the size of Llama 3 8B's,", P8);
   L.say("  %s,", big.summary().c_str());
@@ -106,7 +108,7 @@ void choosing(Script& L) {
     std::vector<std::string> row{n};
     int k = 0;
     for (const model::Hardware* hw : {&nvlink, &ib}) {
-      const trace::StrategyMetrics& m = L.dry_run(find_strategy(n), big, P8, std::string(n) + " 128K", hw);
+      const trace::StrategyMetrics& m = L.modeled_metrics.at(L.modeled_name(std::string(n) + " 128K", hw));
       const double layer = double(layer_ns(m)), exposed = double(m.total.exposed_comm_ns) / P8;
       const double hidden = attention_hidden_pct(m);
       const std::string key = fmt("%s_%s", hw == &nvlink ? "nvlink" : "ib", n);

@@ -9,11 +9,25 @@ namespace ringside::trace {
 std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy) {
   // A strategy's label is its name, or its name and a variant ("ring zigzag" in lesson 4, where
   // one trace holds a run per layout): a variant that names a layout overrides otherData's.
-  const std::string base = strategy.substr(0, strategy.find(' '));
-  const std::string variant = base.size() < strategy.size() ? strategy.substr(base.size() + 1) : "";
+  // A modeled twin (otherData.modeled_groups) is its recorded run's map; a dry run's twin
+  // carries its own config.
+  std::string label = strategy;
+  const nlohmann::json* config = nullptr;
+  if (const auto g = t.other.find("modeled_groups"); g != t.other.end() && g->is_object())
+    if (const auto twin = g->find(strategy); twin != g->end() && twin->is_object()) {
+      if (const auto of = twin->find("of"); of != twin->end() && of->is_string()) label = of->get<std::string>();
+      if (const auto dry = twin->find("dry_run"); dry != twin->end() && dry->is_object()) config = &*dry;
+    }
+  const std::string base = label.substr(0, label.find(' '));
+  const std::string variant = base.size() < label.size() ? label.substr(base.size() + 1) : "";
   if (base != "ring" && base != "ulysses") return std::nullopt;
-  const auto cfg = t.other.find("config");
-  if (cfg == t.other.end() || !cfg->is_object()) return std::nullopt;
+  const bool own_config = config != nullptr;
+  if (!config) {
+    const auto cfg = t.other.find("config");
+    if (cfg == t.other.end() || !cfg->is_object()) return std::nullopt;
+    config = &*cfg;
+  }
+  const nlohmann::json* cfg = config;
   int P = 0;
   for (const RankTrace& r : t.ranks)
     if (r.strategy == strategy) P = std::max(P, r.rank + 1);
@@ -21,9 +35,11 @@ std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy)
   // A config of the wrong types (a foreign or hand-edited file) gives no map, not an error.
   const auto c = cfg->find("causal");
   const bool causal = c == cfg->end() || !c->is_boolean() || c->get<bool>();
-  const auto lay = t.other.find("layout");
-  std::string layout = lay != t.other.end() && lay->is_string() ? lay->get<std::string>() : (causal ? "zigzag" : "contiguous");
-  if (variant == "contiguous" || variant == "zigzag" || variant == "striped") layout = variant;
+  const nlohmann::json& described = own_config ? *cfg : t.other;  // a dry run's config names its layout
+  const auto lay = described.find("layout");
+  std::string layout = lay != described.end() && lay->is_string() ? lay->get<std::string>() : (causal ? "zigzag" : "contiguous");
+  if (const std::string word = variant.substr(0, variant.find(' ')); word == "contiguous" || word == "zigzag" || word == "striped")
+    layout = word;
   TileMap m;
   m.strategy = strategy;
   if (base == "ulysses") {
