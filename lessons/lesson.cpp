@@ -445,6 +445,25 @@ std::optional<std::string> block_of(const Mark& m, const nlohmann::json& doc, co
   return steps[size_t(m.step - 1)].tables[size_t(m.index - 1)];
 }
 
+// The fenced block on the line after a block mark (whose comment closes at `close`): its content
+// lines become the mark's span. False, with the problem said, when there is none or it is open.
+bool fenced_block(const std::string& text, size_t close, Mark& m, std::vector<std::string>& problems) {
+  const size_t eol = text.find('\n', close);
+  if (eol == std::string::npos || text.compare(eol + 1, 3, "```") != 0) {
+    problems.push_back(fmt("line %zu: a block mark must be followed by a fenced block", m.line));
+    return false;
+  }
+  const size_t opened = text.find('\n', eol + 1);  // the end of the opening fence's line
+  const size_t fence = opened == std::string::npos ? opened : text.find("\n```", opened);
+  if (fence == std::string::npos) {
+    problems.push_back(fmt("line %zu: the fenced block is not closed", m.line));
+    return false;
+  }
+  m.begin = opened + 1, m.end = fence + 1;
+  m.written = text.substr(m.begin, m.end - m.begin);
+  return true;
+}
+
 std::vector<Mark> find_marks(const std::string& text, std::vector<std::string>& problems) {
   std::vector<Mark> marks;
   auto line_of = [&](size_t pos) { return size_t(std::count(text.begin(), text.begin() + std::ptrdiff_t(pos), '\n')) + 1; };
@@ -454,40 +473,13 @@ std::vector<Mark> find_marks(const std::string& text, std::vector<std::string>& 
     const std::string body = text.substr(at + 4, close - at - 4);
     Mark m;
     m.line = line_of(at);
-    if (int step = 0, index = 0; std::sscanf(body.c_str(), " step %d table %d", &step, &index) == 2) {
+    if (int step = 0, index = 0; std::sscanf(body.c_str(), " step %9d table %9d", &step, &index) == 2) {
       m.table = true, m.step = step, m.index = index;
-      // The fenced block on the next line.
-      const size_t open = text.find('\n', close);
-      if (open == std::string::npos || text.compare(open + 1, 3, "```") != 0) {
-        problems.push_back(fmt("line %zu: a table mark must be followed by a fenced block", m.line));
-        continue;
-      }
-      m.begin = text.find('\n', open + 1) + 1;
-      const size_t fence = text.find("\n```", m.begin - 1);
-      if (fence == std::string::npos) {
-        problems.push_back(fmt("line %zu: the fenced block is not closed", m.line));
-        continue;
-      }
-      m.end = fence + 1;
-      m.written = text.substr(m.begin, m.end - m.begin);
-      marks.push_back(m);
+      if (fenced_block(text, close, m, problems)) marks.push_back(m);
     } else if (char pointer[256]; std::sscanf(body.c_str(), " text %255s", pointer) == 1) {
       // A fenced block that is a string of the run's document, verbatim (compare's tables).
       m.table = true, m.key = pointer;
-      const size_t open = text.find('\n', close);
-      if (open == std::string::npos || text.compare(open + 1, 3, "```") != 0) {
-        problems.push_back(fmt("line %zu: a text mark must be followed by a fenced block", m.line));
-        continue;
-      }
-      m.begin = text.find('\n', open + 1) + 1;
-      const size_t fence = text.find("\n```", m.begin - 1);
-      if (fence == std::string::npos) {
-        problems.push_back(fmt("line %zu: the fenced block is not closed", m.line));
-        continue;
-      }
-      m.end = fence + 1;
-      m.written = text.substr(m.begin, m.end - m.begin);
-      marks.push_back(m);
+      if (fenced_block(text, close, m, problems)) marks.push_back(m);
     } else if (body.rfind("n:", 0) == 0) {
       std::string key = body.substr(2);
       if (!key.empty() && key.back() == '<') m.below = true, key.pop_back();

@@ -124,7 +124,8 @@ void ring_attention(Script& L) {
   L.say("gradients of a K/V block, dK and dV, accumulate on every rank that used the block, so they");
   L.say("travel with it: after P hops (one more than K/V) each block's dK/dV are back at their owner.");
   L.say("Each dK/dV hop is posted after a step and waited for after the next one's compute, as");
-  L.say("ring-flash-attention does, so it hides behind compute like the forward's K/V.");
+  L.say("ring-flash-attention does, so it can hide behind compute like the forward's K/V; the last");
+  L.say("hop, home, has no compute left to hide behind.");
   L.blank();
   Table tb({"step", "rank 0 holds K/V of", "computes", "bytes sent by rank 0 (K/V + dK/dV)"});
   for (int i = 0; i < P; ++i) {
@@ -134,7 +135,7 @@ void ring_attention(Script& L) {
   }
   L.table(tb);
   L.blank();
-  L.say("Forward bytes per rank: 2 (Hkv/H) N h (P-1)/P = %s; measured %s.",
+  L.say("Forward bytes per rank: 2 (Hkv/H) N h (P-1)/P x 4 B = %s; measured %s.",
         grouped(ring_comm_bytes(cfg, P, 0, DType::f32).forward).c_str(), grouped(rr[0].forward.bytes_sent).c_str());
   L.record("forward_bytes_rank0", double(rr[0].forward.bytes_sent));
   L.record("forward_bytes_formula", double(ring_comm_bytes(cfg, P, 0, DType::f32).forward));
@@ -188,15 +189,20 @@ void ring_attention(Script& L) {
   L.say("A step computes c queries against c keys: 4 c^2 d FLOPs per head at F FLOP/s. Its");
   L.say("transfer moves c keys and values: 4 c d bytes per head in bf16 at B bytes/s. The");
   L.say("transfer hides when 4 c^2 d / F >= 4 c d / B, that is when c >= F/B (Liu et al. 2023).");
-  L.say("On %s, F = %.0f TFLOP/s (bf16) and B = %.0f GB/s give c* = F/B = %.0f tokens.", L.hw.name.c_str(), F / 1e12,
-        B / 1e9, c_star);
+  L.say("On %s, F = %.0f TFLOP/s (bf16) and B = %.0f GB/s give c* = F/B = %s tokens.", L.hw.name.c_str(), F / 1e12,
+        B / 1e9, grouped(int64_t(std::llround(c_star))).c_str());
+  L.say("(With fewer K/V heads than query heads, Hkv < H, the transfer and so c* shrink by Hkv/H.)");
   L.blank();
   L.say("The same ring code, dry-run (no math, only the schedule) on P = %d GPUs for a", P3);
-  L.say("layer of h = %lld, H = Hkv = %lld, d = %lld, and modeled on %s; block sizes c below", (long long)gpu.h,
+  L.say("layer of h = %lld, H = Hkv = %lld, d = %lld, and modeled on %s, at two block sizes c", (long long)gpu.h,
         (long long)gpu.H, (long long)gpu.d(), L.hw.name.c_str());
-  L.say("and above c*. Forward ring step 1, per GPU:");
+  L.say("(%s). Forward ring step 1, per GPU, and the whole layer's", 
+        double(sizes[0]) < c_star && double(sizes[1]) >= c_star ? "one below c*, one above"
+        : double(sizes[1]) < c_star                             ? "both below c* on this profile"
+                                                                : "both above c* on this profile");
+  L.say("attention traffic:");
   L.blank();
-  Table t({"run", "c / c*", "compute", "K/V transfer", "exposed", "attention comm hidden"});
+  Table t({"run", "c / c*", "compute", "K/V transfer", "exposed", "layer: attn hidden"});
   for (const Crossover& x : cross)
     t.row({x.label, fmt("%.2f", double(x.c) / c_star), format_ns(x.compute_ns), format_ns(x.transfer_ns), format_ns(x.exposed_ns),
            fmt("%.0f%%", x.hidden_pct)});
@@ -205,10 +211,13 @@ void ring_attention(Script& L) {
   L.say("transfer = 2 latency + 2 b c Hkv d x 2 B / B: K and V are two messages of %.0f us", alpha * 1e6);
   L.say("latency each; exposed = transfer - compute when positive. Below c* the GPUs wait at every");
   L.say("step (red under the comm lanes in the viewer); above it the transfer runs under compute.");
-  L.say("Longer sequences make c larger, so the ring hides its traffic better the longer the");
-  L.say("context. These times are modeled, so they are the same on every run; `ringside lesson 3");
-  L.say("--hw h100-ib` shows the same two runs across InfiniBand, where c* is %s tokens.",
-        grouped(int64_t(std::llround(c_star_ib))).c_str());
+  L.say("'layer: attn hidden' is all of attention's traffic over forward and backward: even above c*");
+  L.say("the backward's last dK/dV hop, home, has nothing left to hide behind. Longer sequences make");
+  L.say("c larger, so the ring hides its traffic better the longer the context. These times are");
+  L.say("modeled, so they are the same on every run.");
+  if (L.hw.name != ib.name)
+    L.say("`ringside lesson 3 --hw h100-ib` replays the two runs across InfiniBand, where c* is %s.",
+          grouped(int64_t(std::llround(c_star_ib))).c_str());
 }
 
 }  // namespace ringside::lessons
