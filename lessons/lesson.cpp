@@ -466,28 +466,63 @@ bool fenced_block(const std::string& text, size_t close, Mark& m, std::vector<st
 
 std::vector<Mark> find_marks(const std::string& text, std::vector<std::string>& problems) {
   std::vector<Mark> marks;
-  auto line_of = [&](size_t pos) { return size_t(std::count(text.begin(), text.begin() + std::ptrdiff_t(pos), '\n')) + 1; };
+  size_t line = 1, counted = 0;  // the line of text[counted], counted as the scan moves on
+  auto line_of = [&](size_t pos) {
+    line += size_t(std::count(text.begin() + std::ptrdiff_t(counted), text.begin() + std::ptrdiff_t(pos), '\n'));
+    counted = pos;
+    return line;
+  };
+  size_t covered = 0;  // the end of the last mark's span: the next mark must start after it
   for (size_t at = text.find("<!--"); at != std::string::npos; at = text.find("<!--", at + 4)) {
     const size_t close = text.find("-->", at);
     if (close == std::string::npos) break;
     const std::string body = text.substr(at + 4, close - at - 4);
+    const size_t first = body.find_first_not_of(' ');
+    const std::string word = first == std::string::npos ? "" : body.substr(first, body.find_first_of(" :", first) - first);
+    const bool number = body.rfind("n:", 0) == 0;
+    if (!number && word != "step" && word != "text") continue;  // a comment of the chapter's own
     Mark m;
     m.line = line_of(at);
-    if (int step = 0, index = 0; std::sscanf(body.c_str(), " step %9d table %9d", &step, &index) == 2) {
+    if (at < covered) {
+      problems.push_back(fmt("line %zu: a mark inside another mark's block or number, or two marks on one block", m.line));
+      continue;
+    }
+    char tail = 0;
+    if (int step = 0, index = 0; word == "step") {
+      if (std::sscanf(body.c_str(), " step %9d table %9d %c", &step, &index, &tail) != 2 || step < 1 || index < 1) {
+        problems.push_back(fmt("line %zu: '%s' is not a mark (<!-- step N table K -->, N and K from 1)", m.line,
+                               detail::shown_input(body).c_str()));
+        continue;
+      }
       m.table = true, m.step = step, m.index = index;
-      if (fenced_block(text, close, m, problems)) marks.push_back(m);
-    } else if (char pointer[256]; std::sscanf(body.c_str(), " text %255s", pointer) == 1) {
+      if (!fenced_block(text, close, m, problems)) continue;
+    } else if (char pointer[256]; word == "text") {
+      if (std::sscanf(body.c_str(), " text %255s %c", pointer, &tail) != 1 || pointer[0] != '/') {
+        problems.push_back(fmt("line %zu: '%s' is not a mark (<!-- text /json/pointer -->)", m.line,
+                               detail::shown_input(body).c_str()));
+        continue;
+      }
       // A fenced block that is a string of the run's document, verbatim (compare's tables).
       m.table = true, m.key = pointer;
-      if (fenced_block(text, close, m, problems)) marks.push_back(m);
-    } else if (body.rfind("n:", 0) == 0) {
+      if (!fenced_block(text, close, m, problems)) continue;
+    } else {
       std::string key = body.substr(2);
       if (!key.empty() && key.back() == '<') m.below = true, key.pop_back();
-      if (const size_t slash = key.rfind('/'); slash != std::string::npos && slash > 0 && key[0] != '/') {
-        m.scale = std::strtod(key.c_str() + slash + 1, nullptr), key = key.substr(0, slash);
-      } else if (key[0] == '/' && key.find("//") != std::string::npos) {  // a pointer with a scale: /a/b//1e3
-        const size_t ss = key.find("//");
-        m.scale = std::strtod(key.c_str() + ss + 2, nullptr), key = key.substr(0, ss);
+      // A scale: KEY/SCALE, or for a pointer /a/b//SCALE.
+      const size_t cut = !key.empty() && key[0] == '/' ? key.find("//") : key.rfind('/');
+      if (cut != std::string::npos && cut > 0) {
+        const std::string scale = key.substr(cut + (key[0] == '/' ? 2 : 1));
+        char* end = nullptr;
+        m.scale = std::strtod(scale.c_str(), &end);
+        if (scale.empty() || *end || !std::isfinite(m.scale) || !(m.scale >= 1e-30) || m.scale > 1e30) {
+          problems.push_back(fmt("line %zu: the scale of %s is not a finite positive number", m.line, detail::shown_input(body).c_str()));
+          continue;
+        }
+        key = key.substr(0, cut);
+      }
+      if (key.empty()) {
+        problems.push_back(fmt("line %zu: a number mark needs a key (<!--n:KEY-->)", m.line));
+        continue;
       }
       m.key = key;
       m.begin = close + 3;
@@ -497,14 +532,20 @@ std::vector<Mark> find_marks(const std::string& text, std::vector<std::string>& 
         ++m.end;
       while (m.end > m.begin && (text[m.end - 1] == ',' || text[m.end - 1] == '.')) --m.end;  // the sentence's own
       m.written = text.substr(m.begin, m.end - m.begin);
-      if (!(m.scale > 0)) problems.push_back(fmt("line %zu: the scale of %s is not a positive number", m.line, body.c_str()));
-      else marks.push_back(m);
     }
+    covered = std::max(close + 3, m.end);
+    marks.push_back(m);
   }
   return marks;
 }
 
 }  // namespace
+
+std::vector<std::string> chapter_syntax(const std::string& markdown) {
+  std::vector<std::string> problems;
+  find_marks(markdown, problems);
+  return problems;
+}
 
 size_t chapter_marks(const std::string& markdown) {
   std::vector<std::string> ignored;
@@ -542,7 +583,7 @@ std::vector<std::string> chapter_drift(const std::string& markdown, const nlohma
 std::string update_chapter(const std::string& markdown, const nlohmann::json& doc, const std::vector<Step>& steps) {
   std::vector<std::string> problems;
   std::vector<Mark> marks = find_marks(markdown, problems);
-  if (!problems.empty()) throw Error(problems.front());
+  if (!problems.empty()) throw ConfigError(problems.front());
   std::string out = markdown;
   for (auto it = marks.rbegin(); it != marks.rend(); ++it) {  // from the end: earlier offsets stay valid
     const Mark& m = *it;
@@ -550,15 +591,16 @@ std::string update_chapter(const std::string& markdown, const nlohmann::json& do
     if (m.table) {
       std::string why;
       const std::optional<std::string> block = block_of(m, doc, steps, why);
-      if (!block) throw Error(why);
+      if (!block) throw ConfigError(why);
       with = *block;
     } else {
       std::string why;
       const std::optional<double> v = lookup(doc, m.key, why);
-      if (!v) throw Error(fmt("line %zu: %s", m.line, why.c_str()));
+      if (!v) throw ConfigError(fmt("line %zu: %s", m.line, why.c_str()));
       const std::optional<Written> w = parse_written(m.written);
-      if (!w) throw Error(fmt("line %zu: '%s' is not a number", m.line, m.written.c_str()));
+      if (!w) throw ConfigError(fmt("line %zu: '%s' is not a number", m.line, m.written.c_str()));
       if (m.below) continue;
+      if (!std::isfinite(*v / m.scale)) throw ConfigError(fmt("line %zu: %s / the scale is not a finite number", m.line, m.key.c_str()));
       with = rewrite(*v / m.scale, *w);
     }
     out.replace(m.begin, m.end - m.begin, with);

@@ -178,10 +178,15 @@ std::vector<Step> steps_of(const nlohmann::json& other);
 std::vector<std::string> chapter_drift(const std::string& markdown, const nlohmann::json& doc, const std::vector<Step>& steps);
 /// The text with every mark rewritten from the run: the tables replaced, the numbers printed again
 /// in the form they are written in (decimals, commas, exponent); `<` marks are left as they are.
-/// Throws ringside::Error for a mark that names nothing in the run.
+/// Throws ConfigError for a malformed mark or one that names nothing in the run.
 std::string update_chapter(const std::string& markdown, const nlohmann::json& doc, const std::vector<Step>& steps);
 /// How many marks a text holds (a chapter without any is not checked against anything).
 size_t chapter_marks(const std::string& markdown);
+/// The problems of the marks' syntax alone, without a run: a comment that starts like a mark
+/// (step, text, n:) but is not one, a block mark with no closed fenced block after it, a scale
+/// that is not a finite positive number, marks whose spans overlap (a mark inside a block, two
+/// marks on one block). chapter_drift and update_chapter report these too.
+std::vector<std::string> chapter_syntax(const std::string& markdown);
 
 /// Prints the script's steps to `out`. With `pause`, waits after each step for a line on `in`:
 /// empty goes on, "q" quits; at the end of `in` it goes on without pausing. Returns the number

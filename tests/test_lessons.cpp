@@ -359,6 +359,21 @@ TEST_CASE("a chapter with one number or one table broken is found out, and rewri
   CHECK(chapter_drift("<!--n:merge_lse_q0-->4.04", s.numbers, s.steps).size() == 1);
   CHECK(chapter_drift("<!--n:kv_block_bytes/1e3-->131.1 KB", s.numbers, s.steps).empty());
   CHECK(chapter_drift("<!--n:merge_max_abs_error<-->1e-15", s.numbers, s.steps).empty());
+  // Malformed marks and marks that overlap are errors, never a silent skip or a spliced block.
+  for (const char* bad : {"<!-- step 0 table 1 -->\n```\n```\n", "<!-- step 99999999999 table 1 -->\n```\n```\n",
+                          "<!-- step 1 table 2147483647 -->\n```\n```\n", "<!-- text -->\n```\n```\n",
+                          "<!-- step 1 table 1 -->\n\n```\n```\n", "<!-- step 1 table 1 -->\n```\nopen\n",
+                          "<!--n:kv_block_bytes/0-->5", "<!--n:kv_block_bytes/inf-->5", "<!--n:kv_block_bytes/1e-320-->5",
+                          "<!--n:kv_block_bytes/abc-->5", "<!--n:-->5",
+                          "<!-- step 1 table 1 -->\n```\n<!--n:kv_block_bytes-->131,072\n```\n",
+                          "<!-- step 1 table 1 --><!-- step 2 table 1 -->\n```\n```\n"}) {
+    INFO(bad);
+    CHECK(chapter_syntax(bad).size() == 1);
+    CHECK(chapter_drift(bad, s.numbers, s.steps).size() >= 1);
+    CHECK_THROWS_AS(update_chapter(bad, s.numbers, s.steps), ConfigError);
+  }
+  CHECK(chapter_syntax("<!-- a comment of the chapter's own --> and <!-- steps to follow -->").empty());
+  CHECK(chapter_syntax(chapter).empty());
 }
 
 TEST_CASE("the teaching numbers of lessons 1 to 7 are the same on two runs", "[lessons]") {

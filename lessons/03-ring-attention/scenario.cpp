@@ -189,7 +189,7 @@ void ring_attention(Script& L) {
   L.say("A step computes c queries against c keys: 4 c^2 d FLOPs per head at F FLOP/s. Its");
   L.say("transfer moves c keys and values: 4 c d bytes per head in bf16 at B bytes/s. The");
   L.say("transfer hides when 4 c^2 d / F >= 4 c d / B, that is when c >= F/B (Liu et al. 2023).");
-  L.say("On %s, F = %.0f TFLOP/s (bf16) and B = %.0f GB/s give c* = F/B = %s tokens.", L.hw.name.c_str(), F / 1e12,
+  L.say("On %s, F = %.4g TFLOP/s (bf16) and B = %.4g GB/s give c* = F/B = %s tokens.", L.hw.name.c_str(), F / 1e12,
         B / 1e9, grouped(int64_t(std::llround(c_star))).c_str());
   L.say("(With fewer K/V heads than query heads, Hkv < H, the transfer and so c* shrink by Hkv/H.)");
   L.blank();

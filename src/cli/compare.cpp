@@ -371,8 +371,11 @@ void check_outputs(const CompareOptions& o, const Setup& s) {
     if (output::same_file(trace_dir, *o.dump) || output::same_file(o.trace, *o.dump))
       throw ConfigError("--trace " + o.trace + " is inside the --dump directory " + *o.dump + ": write it elsewhere");
   }
-  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}},
-                         {{"--hw", std::filesystem::is_regular_file(o.hw) ? o.hw : ""}});
+  const std::string hw_file = output::is_regular(o.hw) ? o.hw : "";
+  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, {{"--hw", hw_file}});
+  if (o.dump && !hw_file.empty() &&
+      output::same_file(std::filesystem::absolute(hw_file).parent_path().string(), *o.dump))
+    throw ConfigError("--hw " + hw_file + " is inside the --dump directory " + *o.dump + ": the dump would replace it");
   if (!s.root) return;
   if (!o.json.empty()) output::check(o.json, "--json");
   if (!o.trace.empty()) output::check(o.trace, "--trace");

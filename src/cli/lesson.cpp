@@ -51,8 +51,9 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
   const int n = *o.number;
   lessons::find_lesson(n);  // an unknown lesson is an error before anything else
   const std::string trace_path = o.trace.empty() ? lessons::default_trace_path(n) : o.trace;
-  output::check_distinct({{"--trace", trace_path}, {"--json", o.json}},
-                         {{"--hw", std::filesystem::is_regular_file(o.hw) ? o.hw : ""}});
+  // The chapter is read and rewritten: an output, and no other output may be it.
+  output::check_distinct({{"--trace", trace_path}, {"--json", o.json}, {"--update-chapter", o.update_chapter}},
+                         {{"--hw", output::is_regular(o.hw) ? o.hw : ""}});
 
   // Each scenario runs small layers on up to 4 ranks (a comm thread each, and the main thread):
   // at most 400 MB resident, measured, and the threads' stacks and BLAS buffers.
@@ -72,12 +73,11 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
     if (o.hw != model::kDefaultTwinHardware)
       throw ConfigError(std::string("--update-chapter: the chapters quote the times on ") + model::kDefaultTwinHardware +
                         ": leave out --hw " + o.hw);
-    if (!std::filesystem::is_regular_file(o.update_chapter))
-      throw ConfigError("--update-chapter " + o.update_chapter + ": not a chapter file (lessons/NN-name/README.md)");
-    std::ifstream in(o.update_chapter, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    chapter = text.str();
+    // A chapter is tens of KiB; 4 MiB is far past any, and keeps the scan quick.
+    chapter = output::read_input(o.update_chapter, "--update-chapter", 4u << 20);
+    // The marks' syntax before the scenario runs: a malformed mark costs nothing.
+    if (const std::vector<std::string> bad = lessons::chapter_syntax(chapter); !bad.empty())
+      throw ConfigError("--update-chapter " + o.update_chapter + ": " + bad.front());
     if (lessons::chapter_marks(chapter) == 0)
       throw ConfigError("--update-chapter " + o.update_chapter + ": it has no marks (<!-- step N table K -->, <!--n:KEY-->)");
     output::check(o.update_chapter, "--update-chapter");
@@ -88,6 +88,8 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
   const lessons::Script s = lessons::build_lesson(n, o.hw);
   if (o.hw != model::kDefaultTwinHardware)
     std::printf("Times are modeled on %s; the chapter quotes them on %s.\n", s.hw.name.c_str(), model::kDefaultTwinHardware);
+  // The chapter's marks against the run first: one that names nothing fails before any write.
+  const std::string updated = o.update_chapter.empty() ? "" : lessons::update_chapter(chapter, s.numbers, s.steps);
   trace::write_trace(trace_path, s.trace);
   if (!o.json.empty()) {
     nlohmann::json j = lessons::lesson_json(s);
@@ -95,7 +97,6 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
     output::write(o.json, j.dump(2) + "\n", "--json");
   }
   if (!o.update_chapter.empty()) {
-    const std::string updated = lessons::update_chapter(chapter, s.numbers, s.steps);
     output::write(o.update_chapter, updated, "--update-chapter");
     std::printf("%s: %s\n", o.update_chapter.c_str(), updated == chapter ? "already says what this run says" : "updated from this run");
   }

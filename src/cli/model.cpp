@@ -68,7 +68,7 @@ int model_command(const ModelCommandOptions& o) {
   if (!o.from.empty() && dry)
     throw ConfigError("model: --strategy and the degrees (--tp, --cp, ...) run a dry run, --from reads a trace: give one");
   // The inputs: the recorded trace, and a profile given as a file.
-  output::check_distinct({{"--trace", o.trace}}, {{"--from", o.from}, {"--hw", std::filesystem::exists(o.hw) ? o.hw : ""}});
+  output::check_distinct({{"--trace", o.trace}}, {{"--from", o.from}, {"--hw", output::is_regular(o.hw) ? o.hw : ""}});
   const model::Hardware hw = model::load_hardware(o.hw);
   if (!o.trace.empty()) output::check(o.trace, "--trace");
 
@@ -107,6 +107,8 @@ int model_command(const ModelCommandOptions& o) {
   const double model_s = std::chrono::duration<double>(clock::now() - t0).count();
   size_t events = 0;
   for (const trace::RankTrace& r : modeled.ranks) events += r.events.size();
+  if (events == 0)
+    throw ConfigError("--from " + o.from + ": the trace holds only modeled twins (otherData.modeled_groups), no recorded run to model");
 
   std::printf("  hardware   %s: %s\n", hw.name.c_str(), hw.description.c_str());
   std::printf("             %.4g TFLOP/s %s, %.4g GB/s memory, %.4g GB; %d GPUs per node: %.4g GB/s %.1f us inside, "

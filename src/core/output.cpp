@@ -449,6 +449,42 @@ void write(const std::string& path, std::string_view text, const std::string& op
   write_with(path, [&](std::ostream& os) { os.write(text.data(), std::streamsize(text.size())); }, option);
 }
 
+bool is_regular(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string read_input(const std::string& path, const std::string& option, size_t max_bytes) {
+  const std::string shown = detail::shown_input(path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw ConfigError(detail::concat(option, " ", shown, ": ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw ConfigError(detail::concat(option, " ", shown, ": not a regular file"));
+  if (size_t(st.st_size) > max_bytes)
+    throw ConfigError(detail::concat(option, " ", shown, ": ", st.st_size, " bytes, more than the ", max_bytes, " this input may have"));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw ConfigError(detail::concat(option, " ", shown, ": ", std::strerror(errno)));
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw ConfigError(detail::concat(option, " ", shown, ": ", std::strerror(e)));
+    }
+    if (n == 0) break;
+    text.append(buf, size_t(n));
+    if (text.size() > max_bytes) {
+      ::close(fd);
+      throw ConfigError(detail::concat(option, " ", shown, ": more than the ", max_bytes, " bytes this input may have"));
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
 bool same_file(const std::string& a, const std::string& b) {
   struct stat sa {}, sb {};
   const bool a_exists = ::stat(a.c_str(), &sa) == 0, b_exists = ::stat(b.c_str(), &sb) == 0;

@@ -90,4 +90,13 @@ struct Named {
 /// f.json"). Outputs written through (/dev/null twice) may coincide. Empty paths are skipped.
 void check_distinct(const std::vector<Named>& outputs, const std::vector<Named>& inputs = {});
 
+/// Whether `path` is a regular file (symlinks followed), never throwing: a loop of links, a
+/// name too long or a missing file are all "no" (the caller says what it expected).
+bool is_regular(const std::string& path);
+
+/// The whole of a small input file (a profile, a chapter) that `option` names. Throws
+/// ConfigError naming the option, the path and the reason: not a regular file, unreadable
+/// (the system's message, "Permission denied"), or larger than `max_bytes`.
+std::string read_input(const std::string& path, const std::string& option, size_t max_bytes);
+
 }  // namespace ringside::output

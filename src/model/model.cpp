@@ -19,6 +19,7 @@
 #include "comm/communicator.h"
 #include "core/error.h"
 #include "core/json_input.h"
+#include "core/output.h"
 #include "kernels/cpu/blas.h"
 
 namespace ringside::model {
@@ -69,6 +70,10 @@ Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
     return it->get<std::string>();
   };
   h.name = str("name");
+  // The name labels tables, traces and the viewer's groups: short, and printable.
+  if (h.name.empty() || h.name.size() > 64 ||
+      std::any_of(h.name.begin(), h.name.end(), [](char c) { return c < 0x20 || c > 0x7e; }))
+    throw ConfigError(source + ": name must be 1 to 64 printable characters");
   h.description = j.contains("description") ? str("description") : "";
   h.source = j.contains("source") ? str("source") : "";
   const nlohmann::json& peak = object(j, "peak_flops", source);
@@ -99,16 +104,11 @@ Hardware load_hardware(const std::string& name_or_path) {
   for (const auto& [name, text] : kBuiltinProfiles)
     if (name == name_or_path) return parse_hardware(nlohmann::json::parse(text), name);
   if (name_or_path == "this-machine") return measure_this_machine();
-  if (std::filesystem::is_regular_file(name_or_path)) {
+  if (output::is_regular(name_or_path)) {
     // A profile is a few hundred bytes: anything past 1 MiB is not one (and is not read whole).
-    std::error_code ec;
-    if (std::filesystem::file_size(name_or_path, ec) > (1u << 20) || ec)
-      throw ConfigError("--hw " + name_or_path + ": " + (ec ? ec.message() : "over 1 MiB, not a hardware profile"));
-    std::ifstream f(name_or_path, std::ios::binary);
-    std::ostringstream text;
-    text << f.rdbuf();
+    const std::string text = output::read_input(name_or_path, "--hw", 1u << 20);
     try {
-      return parse_hardware(parse_json(text.str(), name_or_path), name_or_path);
+      return parse_hardware(parse_json(text, name_or_path), detail::shown_input(name_or_path, 200));
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {
@@ -117,7 +117,7 @@ Hardware load_hardware(const std::string& name_or_path) {
   }
   std::string names;
   for (const std::string& n : hardware_names()) names += (names.empty() ? "" : ", ") + n;
-  throw ConfigError("--hw " + name_or_path + ": not a profile (" + names + ") nor a JSON file");
+  throw ConfigError("--hw " + detail::shown_input(name_or_path) + ": not a profile (" + names + ") nor a JSON file");
 }
 
 Hardware measure_this_machine() {
@@ -444,7 +444,9 @@ std::string modeled_label(const std::string& strategy, const std::string& hw_nam
 
 bool is_modeled_twin(const nlohmann::json& other, const std::string& strategy) {
   const auto g = other.find("modeled_groups");
-  return g != other.end() && g->is_object() && g->contains(strategy);
+  if (g == other.end() || !g->is_object()) return false;
+  const auto twin = g->find(strategy);
+  return twin != g->end() && twin->is_object();  // as the viewer reads it (viz::group_tag)
 }
 
 namespace {
