@@ -233,22 +233,9 @@ const trace::StrategyMetrics& Script::dry_run(const Strategy& st, const LayerCon
   return modeled_metrics[name] = metrics_of(trace, name);
 }
 
-int64_t layer_ns(const trace::StrategyMetrics& m) {
-  int64_t t = 0;
-  for (const trace::RankMetrics& r : m.ranks) t = std::max(t, r.time.window_ns);
-  return t;
-}
-
 double attention_hidden_pct(const trace::StrategyMetrics& m) {
-  for (const auto& [sub, b] : m.comm_by_sublayer)
-    if (sub == "attention") return b.overlap_pct();
-  return std::nan("");
-}
-
-double attention_exposed_ns(const trace::StrategyMetrics& m) {
-  for (const auto& [sub, b] : m.comm_by_sublayer)
-    if (sub == "attention") return double(b.exposed_comm_ns) / double(std::max<size_t>(1, m.ranks.size()));
-  return 0;
+  const std::optional<trace::Breakdown> b = trace::sublayer_comm(m, "attention");
+  return b ? b->overlap_pct() : std::nan("");
 }
 
 double worst_error(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const Script::Reference& ref) {

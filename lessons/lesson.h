@@ -142,13 +142,10 @@ const Lesson& find_lesson(int n);
 /// ConfigError for an unknown lesson or profile.
 Script build_lesson(int n, const std::string& hw = model::kDefaultTwinHardware);
 
-/// The layer time of a modeled (or measured) strategy: the slowest rank's forward + backward, ns.
-int64_t layer_ns(const trace::StrategyMetrics& m);
+using trace::layer_ns;  // the slowest rank's forward + backward, ns (trace/metrics.h)
 /// The share of attention's own traffic that runs under compute (its sublayer's overlap), %;
 /// NaN when attention sends nothing.
 double attention_hidden_pct(const trace::StrategyMetrics& m);
-/// Exposed attention traffic per rank (the sublayer's exposed time over the ranks), ns.
-double attention_exposed_ns(const trace::StrategyMetrics& m);
 
 /// Where `ringside lesson n` writes its trace and the viewer looks for it, relative to the
 /// working directory: "out/lessons/03-ring-attention.trace.json".

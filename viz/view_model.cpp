@@ -206,10 +206,9 @@ std::string group_tag(const nlohmann::json& other, const std::string& strategy) 
 }
 
 std::string comm_summary(const trace::StrategyMetrics& m) {
-  trace::Breakdown b = m.total;
-  std::string what = "comm";
-  for (const auto& [sub, sb] : m.comm_by_sublayer)
-    if (sub == "attention") b = sb, what = "attention comm";
+  const std::optional<trace::Breakdown> attention = trace::sublayer_comm(m, "attention");
+  const trace::Breakdown b = attention.value_or(m.total);
+  const std::string what = attention ? "attention comm" : "comm";
   if (b.comm_ns <= 0) return "";
   const double per_gpu = double(b.exposed_comm_ns) / double(std::max<size_t>(1, m.ranks.size()));
   char out[96];

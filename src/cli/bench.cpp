@@ -121,8 +121,7 @@ int bench_model(const BenchModelOptions& o) {
     for (const trace::RankTrace& r : m.ranks) events += r.events.size();
     const double dry = std::chrono::duration<double>(t1 - t0).count(), mod = std::chrono::duration<double>(t2 - t1).count();
     int64_t layer_ns = 0;  // the modeled layer: the slowest rank's forward + backward, as `model` says it
-    for (const trace::StrategyMetrics& sm : trace::compute_metrics(m))
-      for (const trace::RankMetrics& r : sm.ranks) layer_ns = std::max(layer_ns, r.time.window_ns);
+    for (const trace::StrategyMetrics& sm : trace::compute_metrics(m)) layer_ns = std::max(layer_ns, trace::layer_ns(sm));
     std::printf("  %-16s %9zu %7.2fs %7.2fs %8.2fs %12s  %s\n", st.name.c_str(), events, dry, mod, dry + mod,
                 format_seconds(double(layer_ns) / 1e9).c_str(), dry + mod < o.target_s ? "OK" : "SLOW");
     std::fflush(stdout);

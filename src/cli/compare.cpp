@@ -445,11 +445,9 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
   nlohmann::json j = nlohmann::json::array();
   for (const trace::StrategyMetrics& m : t.modeled) {
     const double n = double(std::max<size_t>(1, m.ranks.size()));
-    int64_t layer = 0;
-    for (const trace::RankMetrics& r : m.ranks) layer = std::max(layer, r.time.window_ns);
-    double attention = std::nan("");
-    for (const auto& [sub, b] : m.comm_by_sublayer)
-      if (sub == "attention") attention = b.overlap_pct();
+    const int64_t layer = trace::layer_ns(m);
+    const std::optional<trace::Breakdown> att = trace::sublayer_comm(m, "attention");
+    const double attention = att ? att->overlap_pct() : std::nan("");
     auto pct = [](double p) { return std::isnan(p) ? std::string("-") : std::to_string(int(std::lround(p))) + "%"; };
     table += line("  %-*s %10s %10s %10s %8s %10s %12s %10.2f\n", m.strategy.c_str(), format_seconds(layer / 1e9).c_str(),
                   format_seconds(m.total.compute_ns / n / 1e9).c_str(), format_seconds(m.total.comm_ns / n / 1e9).c_str(),

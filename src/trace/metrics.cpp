@@ -247,4 +247,16 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
   return out;
 }
 
+int64_t layer_ns(const StrategyMetrics& m) {
+  int64_t t = 0;
+  for (const RankMetrics& r : m.ranks) t = std::max(t, r.time.window_ns);
+  return t;
+}
+
+std::optional<Breakdown> sublayer_comm(const StrategyMetrics& m, const std::string& sublayer) {
+  for (const auto& [name, b] : m.comm_by_sublayer)
+    if (name == sublayer) return b;
+  return std::nullopt;
+}
+
 }  // namespace ringside::trace

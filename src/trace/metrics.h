@@ -77,6 +77,12 @@ struct StrategyMetrics {
   std::vector<std::pair<std::string, Breakdown>> comm_by_sublayer;
 };
 
+/// A strategy's layer time: its slowest rank's forward + backward window, ns.
+int64_t layer_ns(const StrategyMetrics& m);
+/// One sublayer's communication ("attention": the ring's K/V, Ulysses' all-to-alls), or nullopt
+/// when nothing was posted in it.
+std::optional<Breakdown> sublayer_comm(const StrategyMetrics& m, const std::string& sublayer);
+
 /// A rank's own forward + backward: from the start of its first `phase` event to the end of
 /// its last; nullopt for a trace without phases.
 std::optional<Interval> phase_window(const RankTrace& r);
