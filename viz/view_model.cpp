@@ -213,7 +213,7 @@ std::string comm_summary(const trace::StrategyMetrics& m) {
   const double per_gpu = double(b.exposed_comm_ns) / double(std::max<size_t>(1, m.ranks.size()));
   char out[96];
   std::snprintf(out, sizeof out, "%s %.0f%% hidden, %s exposed per GPU", what.c_str(), b.overlap_pct(),
-                human_time(per_gpu).c_str());
+                format_ns(per_gpu).c_str());
   return out;
 }
 
@@ -290,16 +290,6 @@ std::optional<Hit> hit_test(const TraceData& t, const TimelineLayout& l, const T
   return std::nullopt;
 }
 
-std::string human_time(double ns) {
-  char b[32];
-  const double a = std::fabs(ns);
-  if (a < 1e3) std::snprintf(b, sizeof b, "%.0f ns", ns);
-  else if (a < 1e6) std::snprintf(b, sizeof b, "%.1f us", ns / 1e3);
-  else if (a < 1e9) std::snprintf(b, sizeof b, "%.2f ms", ns / 1e6);
-  else std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
-  return b;
-}
-
 std::vector<std::string> describe_event(const Event& e) {
   std::vector<std::string> out;
   out.push_back(e.name + "  [" + e.cat + "]");
@@ -307,7 +297,7 @@ std::vector<std::string> describe_event(const Event& e) {
   if (!e.sublayer.empty()) where += (where.empty() ? "" : " / ") + e.sublayer;
   if (e.step >= 0) where += (where.empty() ? "" : ", ") + std::string("ring step ") + std::to_string(e.step);
   if (!where.empty()) out.push_back(where);
-  out.push_back("duration " + human_time(double(e.dur_ns)) + ", at " + human_time(double(e.ts_ns)));
+  out.push_back("duration " + format_ns(double(e.dur_ns)) + ", at " + format_ns(double(e.ts_ns)));
   if (e.peer >= 0) out.push_back((e.direction == "recv" ? "from rank " : e.direction == "send" ? "to rank " : "peer rank ") + std::to_string(e.peer));
   if (e.bytes > 0) {
     std::string line = format_bytes(double(e.bytes));

@@ -143,8 +143,7 @@ struct Hit {
 std::optional<Hit> hit_test(const trace::TraceData& t, const TimelineLayout& l, const TimeAxis& axis, float x, float y,
                             float lane_top);
 
-/// 1234567 -> "1.23 ms"; 512 -> "512 ns" (the viewer's units).
-std::string human_time(double ns);
+using ringside::format_ns;     // 1234567 -> "1.23 ms"; 512 -> "512 ns" (core/units.h)
 using ringside::format_bytes;  // 1536 -> "1.50 KiB" (core/units.h)
 
 /// One line of a hovered event's details: "attention_forward  forward/attention step 2

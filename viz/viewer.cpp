@@ -461,7 +461,7 @@ class App {
       if (std::fabs(t) < tick * 1e-6) t = 0;  // no "-0 ns"
       const float x = axis_.x_of(t);
       dl->AddLine(ImVec2(x, y + h - 5), ImVec2(x, y + h), IM_COL32(200, 200, 200, 255));
-      dl->AddText(ImVec2(x + 2, y), IM_COL32(200, 200, 200, 255), human_time(t).c_str());
+      dl->AddText(ImVec2(x + 2, y), IM_COL32(200, 200, 200, 255), format_ns(t).c_str());
     }
   }
 
@@ -472,7 +472,7 @@ class App {
     dl->AddRectFilled(ImVec2(left, gy), ImVec2(axis_.x1, gy + 20), IM_COL32(45, 45, 55, 255));
     const std::string& comm = t.comm.count(g.strategy) ? t.comm.at(g.strategy) : std::string();
     const std::string title = (g.strategy.empty() ? std::string("(unnamed)") : g.strategy) + "   " + std::to_string(g.processes.size()) + " GPUs, " +
-                              human_time(double(g.end_ns - g.zero_ns)) + (comm.empty() ? "" : "; " + comm);
+                              format_ns(double(g.end_ns - g.zero_ns)) + (comm.empty() ? "" : "; " + comm);
     const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
     dl->AddText(ImVec2(left + 4, gy + 3), IM_COL32(255, 255, 255, 255), title.c_str());
     // Ring step labels start right of the title (and of the MODELED tag), never over them.
@@ -629,7 +629,7 @@ class App {
     if (selection_) {
       // Metrics over the selection: computed when it (or a trace) changes, not every frame.
       if (!selection_cached()) selected_cache_ = std::move(selected), cached_for_ = std::make_pair(*selection_, generation_);
-      ImGui::Text("selection: %s to %s", human_time(double(selection_->begin)).c_str(), human_time(double(selection_->end)).c_str());
+      ImGui::Text("selection: %s to %s", format_ns(double(selection_->begin)).c_str(), format_ns(double(selection_->end)).c_str());
       stats_table(selected_cache_, "selection");
     }
     if (lesson_steps_.empty()) tile_maps();
@@ -687,22 +687,22 @@ class App {
         for (const auto& r : s.ranks) {
           lead();
           ImGui::TableNextColumn(), ImGui::Text("%d", r.rank);
-          ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.compute_ns)).c_str());
-          ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.comm_ns)).c_str());
+          ImGui::TableNextColumn(), ImGui::TextUnformatted(format_ns(double(r.time.compute_ns)).c_str());
+          ImGui::TableNextColumn(), ImGui::TextUnformatted(format_ns(double(r.time.comm_ns)).c_str());
           ImGui::TableNextColumn(), ImGui::TextUnformatted(pct(r.time.overlap_pct()).c_str());
-          ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.exposed_comm_ns)).c_str());
-          ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(r.time.idle_ns)).c_str());
+          ImGui::TableNextColumn(), ImGui::TextUnformatted(format_ns(double(r.time.exposed_comm_ns)).c_str());
+          ImGui::TableNextColumn(), ImGui::TextUnformatted(format_ns(double(r.time.idle_ns)).c_str());
           ImGui::TableNextColumn();
           if (peak > 0 && r.peak_memory_bytes == peak) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s max", format_bytes(double(r.peak_memory_bytes)).c_str());
           else ImGui::TextUnformatted(format_bytes(double(r.peak_memory_bytes)).c_str());
         }
         lead();
         ImGui::TableNextColumn(), ImGui::TextUnformatted("sum");
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.compute_ns)).c_str());
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.comm_ns)).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(format_ns(double(s.total.compute_ns)).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(format_ns(double(s.total.comm_ns)).c_str());
         ImGui::TableNextColumn(), ImGui::TextUnformatted(pct(s.total.overlap_pct()).c_str());
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.exposed_comm_ns)).c_str());
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(human_time(double(s.total.idle_ns)).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(format_ns(double(s.total.exposed_comm_ns)).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(format_ns(double(s.total.idle_ns)).c_str());
         ImGui::TableNextColumn(), ImGui::Text("imbalance %.2f", s.compute_imbalance);
       }
     ImGui::EndTable();

@@ -1,5 +1,6 @@
 // Bytes and modeled times in human units, as every table, message and label of ringside prints them.
 #pragma once
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -15,13 +16,15 @@ inline std::string format_bytes(double bytes) {
   return buf;
 }
 
-/// A time in ns -> "850 ns", "6.9 us", "12.35 ms", "1.250 s": three significant digits or so,
-/// for modeled times (deterministic, so worth their digits).
+/// A time in ns -> "850 ns", "6.9 us", "12.35 ms", "1.250 s" (negative times alike, by their
+/// size): three significant digits or so, for the viewer's axis and labels and for modeled times
+/// (deterministic, so worth their digits).
 inline std::string format_ns(double ns) {
   char buf[32];
-  if (ns < 1e3) std::snprintf(buf, sizeof buf, "%.0f ns", ns);
-  else if (ns < 1e6) std::snprintf(buf, sizeof buf, "%.1f us", ns / 1e3);
-  else if (ns < 1e9) std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+  const double a = std::fabs(ns);
+  if (a < 1e3) std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+  else if (a < 1e6) std::snprintf(buf, sizeof buf, "%.1f us", ns / 1e3);
+  else if (a < 1e9) std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
   else std::snprintf(buf, sizeof buf, "%.3f s", ns / 1e9);
   return buf;
 }

@@ -6,12 +6,9 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <tuple>
 
 #include <unistd.h>
