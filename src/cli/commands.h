@@ -13,6 +13,7 @@
 #include "layer/config.h"
 #include "parallel/strategy.h"
 #include "layer/weights.h"
+#include "model/model.h"
 #include "trace/metrics.h"
 
 namespace ringside::cli {
@@ -111,7 +112,7 @@ struct CompareOptions {
   std::optional<std::string> dump;
   double timeout_s = 60;
   double link_gbps = 0, link_latency_us = 0;  ///< local backend: an artificial link (0: memcpy speed)
-  std::string hw = "a100-nvlink";  ///< the modeled twin's profile (model::kDefaultTwinHardware)
+  std::string hw = model::kDefaultTwinHardware;  ///< the modeled twin's profile
   GivenOptions given;  ///< the command line, for check_ranks_agree
 };
 
@@ -236,7 +237,7 @@ int model_command(const ModelCommandOptions& o);
 struct LessonOptions {
   std::optional<int> number;  ///< none: list the lessons
   bool no_pause = false;
-  std::string hw = "a100-nvlink";  ///< the profile the lesson's times are modeled on
+  std::string hw = model::kDefaultTwinHardware;  ///< the profile the lesson's times are modeled on
   std::string update_chapter;      ///< rewrite this chapter's marked tables and numbers from the run
   std::string trace;  ///< "": lessons::default_trace_path
   std::string json;   ///< the numbers the lesson states, and its steps

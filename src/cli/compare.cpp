@@ -462,6 +462,15 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
   return {{"hardware", hw.to_json()}, {"dtype", "bf16"}, {"strategies", std::move(j)}, {"table", table}};
 }
 
+// The timeline tables: the modeled twin's (with its ring steps), then the measured one's.
+void print_timelines(const Timelines& t, const model::Hardware& hw) {
+  std::printf("\n  timeline per rank, modeled on %s (forward + backward; compute and comm are unions of intervals):\n",
+              hw.name.c_str());
+  print_timeline(t.modeled, true);
+  std::printf("\n  timeline per rank, measured on this machine (times are wall clock and vary; memory and bytes do not):\n");
+  print_timeline(t.measured, false);
+}
+
 // Why measured waits are not GPU waits, in one line, and when they can be compared.
 void print_measured_note(int P) {
   const unsigned cores = std::thread::hardware_concurrency();
@@ -589,13 +598,13 @@ int compare_command(CompareOptions& o) {
   std::printf("\n  measured on this %s: the results, bytes and memory, exactly; wall-clock times, which vary\n",
               s.device == Device::cuda ? "GPU" : "CPU");
   const char* hdr[] = {"strategy", "P", "worst error vs fp64", "x fp32", "saved/rank (formula)", "sent/rank (formula)",
-                       "time", ""};
+                       "time"};
   size_t name_width = 14;  // "reference fp32", or the longest configuration's name
   for (const StrategyRun& run : runs) name_width = std::max(name_width, run.st->name.size());
   for (const auto& [name, why] : skipped) name_width = std::max(name_width, name.size());
-  const size_t wid[] = {name_width, 2, 25, 6, 23, 23, 9, 0};
+  const size_t wid[] = {name_width, 2, 25, 6, 23, 23, 9};
   std::string line;
-  for (int i = 0; i < 7; ++i) line += pad(hdr[i], wid[i], i == 1) + "  ";
+  for (size_t i = 0; i < std::size(hdr); ++i) line += pad(hdr[i], wid[i], i == 1) + "  ";
   std::printf("  %sverdict\n", line.c_str());
 
   nlohmann::json js;
@@ -772,11 +781,7 @@ int compare_command(CompareOptions& o) {
       "  modeled: overlap is time computing while communicating / time communicating, all ranks; exposed\n"
       "  is communication nothing hides; attn hidden, the overlap of attention's own traffic.\n");
   print_measured_note(s.P);
-  std::printf("\n  timeline per rank, modeled on %s (forward + backward; compute and comm are unions of intervals):\n",
-              s.hw.name.c_str());
-  print_timeline(timelines.modeled, true);
-  std::printf("\n  timeline per rank, measured on this machine (times are wall clock and vary; memory and bytes do not):\n");
-  print_timeline(timeline, false);
+  print_timelines(timelines, s.hw);
   if (!o.trace.empty())
     std::printf("\n  trace: %s (ringside-viewer %s, or Perfetto: ui.perfetto.dev)\n", o.trace.c_str(), o.trace.c_str());
   if (!o.json.empty()) {
@@ -830,11 +835,7 @@ int run_command(CompareOptions& o) {
                   format_seconds(st.compute_s).c_str(), format_seconds(st.wait_s).c_str(), st.computed.c_str());
   }
   print_modeled(timelines, s.hw);
-  std::printf("\n  timeline per rank, modeled on %s (forward + backward; compute and comm are unions of intervals):\n",
-              s.hw.name.c_str());
-  print_timeline(timelines.modeled, true);
-  std::printf("\n  timeline per rank, measured on this machine (times are wall clock and vary; memory and bytes do not):\n");
-  print_timeline(timelines.measured, false);
+  print_timelines(timelines, s.hw);
   print_measured_note(s.P);
   if (!o.trace.empty()) std::printf("\n  trace: %s (ringside-viewer %s, or Perfetto: ui.perfetto.dev)\n", o.trace.c_str(), o.trace.c_str());
   if (o.dump) {
