@@ -96,6 +96,9 @@ TEST_CASE("a trace with modeled twins: each group says whether it is measured or
   nlohmann::json modeled_trace = {{"modeled", true}, {"hardware", {{"name", "h200"}}}};
   CHECK(group_tag(modeled_trace, "ring") == "MODELED on h200");
   CHECK(group_tag(nlohmann::json::object(), "ring").empty());
+  CHECK(trace_tag(t.other) == "(measured, and modeled on a100-nvlink)");
+  CHECK(trace_tag(modeled_trace) == "(MODELED on h200)");
+  CHECK(trace_tag(nlohmann::json::object()) == "(measured)");
   // The header's summary is the attention sublayer's overlap and its exposed time per GPU.
   for (const trace::StrategyMetrics& m : trace::compute_metrics(t)) {
     INFO(m.strategy);

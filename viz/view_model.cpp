@@ -1,5 +1,7 @@
 #include "viz/view_model.h"
 
+#include "model/model.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -183,26 +185,38 @@ std::vector<Interval> exposed_intervals(const RankTrace& r) {
   return out;
 }
 
+namespace {
+
+// A profile's name where otherData keeps it: a string, or an object's "name" ("" when neither).
+std::string hardware_name(const nlohmann::json& j, const char* key) {
+  const auto h = j.find(key);
+  if (h == j.end()) return "";
+  if (h->is_string()) return h->get<std::string>();
+  if (h->is_object())
+    if (const auto n = h->find("name"); n != h->end() && n->is_string()) return n->get<std::string>();
+  return "";
+}
+
+bool modeled_trace(const nlohmann::json& other) {
+  const auto m = other.find("modeled");
+  return m != other.end() && m->is_boolean() && m->get<bool>();
+}
+
+std::string modeled_on(const std::string& hw) { return hw.empty() ? "MODELED" : "MODELED on " + hw; }
+
+}  // namespace
+
 std::string group_tag(const nlohmann::json& other, const std::string& strategy) {
-  auto hardware_of = [](const nlohmann::json& j, const char* key) {
-    const auto h = j.find(key);
-    if (h == j.end()) return std::string();
-    if (h->is_string()) return h->get<std::string>();
-    if (h->is_object())
-      if (const auto n = h->find("name"); n != h->end() && n->is_string()) return n->get<std::string>();
-    return std::string();
-  };
-  if (const auto m = other.find("modeled"); m != other.end() && m->is_boolean() && m->get<bool>()) {
-    const std::string hw = hardware_of(other, "hardware");
-    return hw.empty() ? "MODELED" : "MODELED on " + hw;
-  }
+  if (modeled_trace(other)) return modeled_on(hardware_name(other, "hardware"));
+  if (model::is_modeled_twin(other, strategy)) return modeled_on(hardware_name(other["modeled_groups"][strategy], "hardware"));
   const auto groups = other.find("modeled_groups");
-  if (groups == other.end() || !groups->is_object()) return "";
-  if (const auto g = groups->find(strategy); g != groups->end() && g->is_object()) {
-    const std::string hw = hardware_of(*g, "hardware");
-    return hw.empty() ? "MODELED" : "MODELED on " + hw;
-  }
-  return "MEASURED";
+  return groups != other.end() && groups->is_object() ? "MEASURED" : "";
+}
+
+std::string trace_tag(const nlohmann::json& other) {
+  if (modeled_trace(other)) return "(" + modeled_on(hardware_name(other, "hardware")) + ")";
+  const std::string twins = hardware_name(other, "modeled_hardware");
+  return twins.empty() ? "(measured)" : "(measured, and modeled on " + twins + ")";
 }
 
 std::string comm_summary(const trace::StrategyMetrics& m) {

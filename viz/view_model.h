@@ -100,6 +100,9 @@ TimelineLayout make_layout(const trace::TraceData& t, const LayoutOptions& o = {
 /// otherData.modeled_groups lists) or any group of a modeled trace (otherData.modeled), "MEASURED"
 /// for a recorded group of a trace that holds twins beside it, and "" otherwise.
 std::string group_tag(const nlohmann::json& other, const std::string& strategy);
+/// What a whole trace is, for the stats panel: "(MODELED on h100-nvlink)" for a modeled trace,
+/// "(measured, and modeled on a100-nvlink)" for one with modeled twins, else "(measured)".
+std::string trace_tag(const nlohmann::json& other);
 /// A group's communication in a few words, for its header: "attention comm 59% hidden, 40 us
 /// exposed per GPU" (attention's own traffic, as the sublayer table gives it; without attention
 /// traffic, all of it: "comm 0% hidden, ..."); "" for a group with no communication.

@@ -58,8 +58,7 @@ struct Loaded {
   std::vector<MemorySeries> memory;              // per process
   int64_t memory_scale = 1;                      // the highest total of any process: one scale for all
   std::vector<int64_t> group_begin;              // per process: its group's start (the zero)
-  std::string summary;                           // "s=4096 h=512 H=8 P=4 (measured)"
-  std::string modeled_tag;                       // "MODELED on h100-nvlink" for a modeled trace, else empty
+  std::string summary;                           // "s=4096 h=512 H=8 P=4 (measured)": trace_tag
   std::map<std::string, std::string> tag, comm;  // per group: group_tag and comm_summary
   fs::file_time_type mtime{};
 };
@@ -95,19 +94,7 @@ Loaded load(const std::string& path) {
     l.summary = "s=" + field(*c, "s") + " h=" + field(*c, "h") + " H=" + field(*c, "H") + " ";
   size_t P = 0;
   for (const auto& m : l.metrics) P = std::max(P, m.ranks.size());
-  const auto modeled = o.find("modeled");
-  if (modeled != o.end() && modeled->is_boolean() && modeled->get<bool>()) {
-    l.modeled_tag = "MODELED";
-    if (const auto h = o.find("hardware"); h != o.end() && h->is_object())
-      if (const auto n = h->find("name"); n != h->end() && n->is_string()) l.modeled_tag += " on " + n->get<std::string>();
-  }
-  std::string twins;  // the profiles of the modeled twins beside the recorded groups
-  if (const auto h = o.find("modeled_hardware"); h != o.end() && h->is_object())
-    if (const auto n = h->find("name"); n != h->end() && n->is_string()) twins = n->get<std::string>();
-  l.summary += "P=" + std::to_string(P) +
-               (!l.modeled_tag.empty() ? " (" + l.modeled_tag + ")"
-                : twins.empty()        ? " (measured)"
-                                       : " (measured, and modeled on " + twins + ")");
+  l.summary += "P=" + std::to_string(P) + " " + trace_tag(o);
   for (const trace::StrategyMetrics& m : l.metrics) l.tag[m.strategy] = group_tag(o, m.strategy), l.comm[m.strategy] = comm_summary(m);
   std::error_code ec;
   l.mtime = fs::last_write_time(path, ec);
@@ -242,20 +229,25 @@ class App {
   }
 
   void fit() {
-    int64_t lo = 0, span = 1, end = 1;
-    bool any = false;
-    for (const Loaded& t : traces_) {
+    int64_t end = 1;
+    for (const Loaded& t : traces_)
       for (const Group& g : t.layout.groups) end = std::max(end, g.end_ns - g.zero_ns);
-      for (const Group* g : groups_to_fit(t.layout, t.data.other, opt_.fit))
-        lo = std::min(lo, g->begin_ns - g->zero_ns), span = std::max(span, g->end_ns - g->zero_ns), any = true;
-    }
-    if (!any && opt_.fit != "all") {  // nothing to frame (yet, when live): frame everything
+    // The groups to frame; when --fit names none (yet, when live), all of them.
+    auto framed = [&](const std::string& what) {
+      std::vector<const Group*> gs;
+      for (const Loaded& t : traces_)
+        for (const Group* g : groups_to_fit(t.layout, t.data.other, what)) gs.push_back(g);
+      return gs;
+    };
+    std::vector<const Group*> groups = framed(opt_.fit);
+    if (groups.empty() && opt_.fit != "all") {
       if (!fit_warned_ && !traces_.empty())
         errors_.push_back("--fit " + opt_.fit + ": no group matches (all, modeled, measured, or a group's name)");
       fit_warned_ = true;
-      for (const Loaded& t : traces_)
-        for (const Group& g : t.layout.groups) lo = std::min(lo, g.begin_ns - g.zero_ns), span = std::max(span, g.end_ns - g.zero_ns);
+      groups = framed("all");
     }
+    int64_t lo = 0, span = 1;
+    for (const Group* g : groups) lo = std::min(lo, g->begin_ns - g->zero_ns), span = std::max(span, g->end_ns - g->zero_ns);
     axis_.fit(double(lo), double(span));
     end_ns_ = end;
   }
