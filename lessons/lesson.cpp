@@ -225,10 +225,10 @@ const trace::StrategyMetrics& Script::dry_run(const Strategy& st, const LayerCon
   st.validate(cfg, P);
   const Strategy resolved = resolve_strategy(st, P);
   trackers.push_back(std::make_shared<MemoryTracker>());
-  trace::TraceData modeled = model::model_trace(model::dry_run(resolved, cfg, P, *trackers.back()), profile);
-  for (trace::RankTrace& r : modeled.ranks) r.strategy = name, trace.ranks.push_back(std::move(r));
-  if (!trace.other.contains("modeled_groups")) trace.other["modeled_groups"] = nlohmann::json::object();
-  trace.other["modeled_groups"][name] = {{"of", label}, {"hardware", profile.name}, {"dtype", "bf16"}, {"dry_run", cfg.to_json()}};
+  const model::ModelOptions bf16;
+  trace::TraceData modeled = model::model_trace(model::dry_run(resolved, cfg, P, *trackers.back()), profile, bf16);
+  model::insert_modeled_group(trace, std::move(modeled.ranks), label, profile, bf16.dtype, trace.ranks.size())["dry_run"] =
+      cfg.to_json();
   if (!on) trace.other["modeled_hardware"] = hw.to_json();
   return modeled_metrics[name] = metrics_of(trace, name);
 }

@@ -463,6 +463,20 @@ std::optional<int64_t> layer_start(const std::vector<trace::RankTrace>& ranks, c
 
 }  // namespace
 
+nlohmann::json& insert_modeled_group(trace::TraceData& t, std::vector<trace::RankTrace> ranks, const std::string& of,
+                                     const Hardware& hw, const std::string& dtype, size_t at) {
+  const std::string label = modeled_label(of, hw.name);
+  for (trace::RankTrace& r : ranks) r.strategy = label;
+  at = std::min(at, t.ranks.size());
+  t.ranks.insert(t.ranks.begin() + std::ptrdiff_t(at), std::make_move_iterator(ranks.begin()), std::make_move_iterator(ranks.end()));
+  t.flows.clear();  // the writer derives them again
+  if (!t.other.contains("modeled_groups") || !t.other["modeled_groups"].is_object())
+    t.other["modeled_groups"] = nlohmann::json::object();
+  nlohmann::json& entry = t.other["modeled_groups"][label];
+  entry = {{"of", of}, {"hardware", hw.name}, {"dtype", dtype}};
+  return entry;
+}
+
 void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptions& o, const std::string& only) {
   if (!t.other.contains("modeled_groups") || !t.other["modeled_groups"].is_object())
     t.other["modeled_groups"] = nlohmann::json::object();
@@ -479,8 +493,7 @@ void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptio
     one.other = t.other;
     for (const trace::RankTrace& r : t.ranks)
       if (r.strategy == strategy) one.ranks.push_back(r);
-    const trace::TraceData modeled = model_trace(one, hw, o);
-    const std::string label = modeled_label(strategy, hw.name);
+    trace::TraceData modeled = model_trace(one, hw, o);
     const int64_t shift = layer_start(one.ranks, strategy).value_or(0) - layer_start(modeled.ranks, strategy).value_or(0);
     // The twin goes right after its recorded group and the twins it has already.
     size_t at = 0;
@@ -488,16 +501,12 @@ void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptio
       const std::string& s = t.ranks[i].strategy;
       if (s == strategy || (groups.contains(s) && groups[s].value("of", "") == strategy)) at = i + 1;
     }
-    std::vector<trace::RankTrace> twin = modeled.ranks;
-    for (trace::RankTrace& r : twin) {
-      r.strategy = label;
+    for (trace::RankTrace& r : modeled.ranks) {
       for (trace::Event& e : r.events) e.ts_ns += shift;
       for (trace::MemorySample& m : r.memory) m.ts_ns += shift;
     }
-    t.ranks.insert(t.ranks.begin() + std::ptrdiff_t(at), std::make_move_iterator(twin.begin()), std::make_move_iterator(twin.end()));
-    groups[label] = {{"of", strategy}, {"hardware", hw.name}, {"dtype", o.dtype}};
+    insert_modeled_group(t, std::move(modeled.ranks), strategy, hw, o.dtype, at);
   }
-  t.flows.clear();
   t.other["modeled_hardware"] = hw.to_json();
 }
 

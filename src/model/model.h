@@ -99,6 +99,13 @@ trace::TraceData with_modeled_twin(trace::TraceData measured, const Hardware& hw
 /// group `only` when it is given): a lesson adds each twin when it needs its numbers.
 void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptions& o = {}, const std::string& only = "");
 
+/// Puts `ranks`, a modeled timeline of the group `of` on `hw` (model_trace's, or a dry run's),
+/// into `t` at index `at` of t.ranks (past the end: at the end) as the group modeled_label(of,
+/// hw.name), and lists it in otherData.modeled_groups as {of, hardware, dtype}. Returns that
+/// entry, for more fields (a dry run's config).
+nlohmann::json& insert_modeled_group(trace::TraceData& t, std::vector<trace::RankTrace> ranks, const std::string& of,
+                                     const Hardware& hw, const std::string& dtype, size_t at);
+
 /// Whether a trace process is a modeled twin (its strategy is in otherData.modeled_groups).
 bool is_modeled_twin(const nlohmann::json& other, const std::string& strategy);
 
