@@ -90,12 +90,20 @@ std::string wrap(const std::string& text, size_t width, const std::string& inden
   return out;
 }
 
-std::string grouped(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
+namespace {
+// "1234567" -> "1,234,567": the digits of a whole number in groups of three.
+std::string group_digits(const std::string& digits) {
+  std::string out;
   for (size_t i = 0; i < digits.size(); ++i) {
     if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
     out += digits[i];
   }
+  return out;
+}
+}  // namespace
+
+std::string grouped(int64_t n) {
+  const std::string out = group_digits(std::to_string(n < 0 ? -n : n));
   return n < 0 ? "-" + out : out;
 }
 
@@ -371,12 +379,7 @@ std::string rewrite(double v, const Written& like) {
   std::string whole = out.substr(0, dot), frac = dot == std::string::npos ? "" : out.substr(dot);
   const bool negative = !whole.empty() && whole[0] == '-';
   if (negative) whole.erase(0, 1);
-  std::string grouped_whole;
-  for (size_t i = 0; i < whole.size(); ++i) {
-    if (i > 0 && (whole.size() - i) % 3 == 0) grouped_whole += ',';
-    grouped_whole += whole[i];
-  }
-  return (negative ? "-" : "") + grouped_whole + frac;
+  return (negative ? "-" : "") + group_digits(whole) + frac;
 }
 
 // The value a mark's key names in doc, or an explanation of why there is none.

@@ -22,6 +22,20 @@
 using namespace ringside;
 namespace fs = std::filesystem;
 
+namespace {
+
+// The JSON file the CTest fixture named in the environment variable `var` (compare --json).
+nlohmann::json json_from_env(const char* var) {
+  const char* path = std::getenv(var);
+  INFO(var);
+  REQUIRE(path != nullptr);
+  std::ifstream f(path);
+  REQUIRE(f.good());
+  return nlohmann::json::parse(f);
+}
+
+}  // namespace
+
 TEST_CASE("the --dump directory holds every tensor named and shaped as documented", "[cli]") {
   const char* env = std::getenv("RINGSIDE_DUMP_DIR");
   REQUIRE(env != nullptr);
@@ -86,11 +100,7 @@ TEST_CASE("the --dump directory holds every tensor named and shaped as documente
 }
 
 TEST_CASE("the compare json holds every tensor and every rank, measured beside the formulas", "[cli-json]") {
-  const char* env = std::getenv("RINGSIDE_COMPARE_JSON");
-  REQUIRE(env != nullptr);
-  std::ifstream f(env);
-  REQUIRE(f.good());
-  const nlohmann::json j = nlohmann::json::parse(f);
+  const nlohmann::json j = json_from_env("RINGSIDE_COMPARE_JSON");
   REQUIRE(j.at("ranks") == 4);
   REQUIRE(j.at("backend") == "local");
   REQUIRE(j.at("config").at("s") == 48);
@@ -149,14 +159,7 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
 }
 
 TEST_CASE("compare's modeled twin is the same on two runs, and what model --from makes of its trace", "[cli-twin]") {
-  auto read_json = [](const char* var) {
-    const char* path = std::getenv(var);
-    REQUIRE(path != nullptr);
-    std::ifstream f(path);
-    REQUIRE(f.good());
-    return nlohmann::json::parse(f);
-  };
-  const nlohmann::json a = read_json("RINGSIDE_COMPARE_JSON"), b = read_json("RINGSIDE_COMPARE_AGAIN_JSON");
+  const nlohmann::json a = json_from_env("RINGSIDE_COMPARE_JSON"), b = json_from_env("RINGSIDE_COMPARE_AGAIN_JSON");
   REQUIRE(a.at("modeled").at("hardware").at("name") == "a100-nvlink");
   REQUIRE(a.at("modeled").at("strategies").size() == a.at("strategies").size());
   // Deterministic: every modeled number of the two runs is the same (the measured times are not).
@@ -188,11 +191,7 @@ TEST_CASE("compare's modeled twin is the same on two runs, and what model --from
 }
 
 TEST_CASE("the README's demo says what the demo's run says (a stale README fails)", "[cli-readme]") {
-  const char* path = std::getenv("RINGSIDE_DEMO_JSON");
-  REQUIRE(path != nullptr);
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  const nlohmann::json demo = nlohmann::json::parse(f);
+  const nlohmann::json demo = json_from_env("RINGSIDE_DEMO_JSON");
   std::ifstream r(RINGSIDE_SOURCE_DIR "/README.md", std::ios::binary);
   REQUIRE(r.good());
   std::ostringstream readme;
