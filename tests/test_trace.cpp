@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 
+#include "catapult_reading.h"
+#include "core/output.h"
 #include "parallel/harness.h"
 #include "trace/metrics.h"
 #include "trace/trace_file.h"
@@ -252,7 +254,7 @@ TEST_CASE("the trace writer and reader round-trip every field", "[trace]") {
   REQUIRE(back.flows.size() == 2);
   CHECK(back.ranks[back.flows[0].from].rank == 0);
   CHECK(back.ranks[back.flows[0].to].rank == 1);
-  CHECK(back.flows[0].from_ts_ns == 2000);
+  CHECK(back.flows[0].from_ts_ns == 2001);  // 1 ns inside the send that starts at 2000, never at its edge
   // Written again, the same text.
   CHECK(to_chrome_json(back).dump() == text);
 }
@@ -284,12 +286,13 @@ TEST_CASE("a traced run's file follows the Chrome trace format", "[trace]") {
     REQUIRE(e["pid"].is_number_integer());
     REQUIRE(e["tid"].is_number_integer());
     const std::string ph = e["ph"];
-    REQUIRE((ph == "X" || ph == "C" || ph == "M" || ph == "s" || ph == "f"));
+    REQUIRE((ph == "X" || ph == "i" || ph == "C" || ph == "M" || ph == "s" || ph == "f"));
+    if (ph == "i") CHECK(e["s"] == "p");  // zero-length events: process instants, nested in nothing
     if (ph != "M") REQUIRE(e["ts"].is_number());
     if (ph == "M" && e["name"] == "process_name") process_names[e["pid"]] = e["args"]["name"];
     if (ph == "X") {
       REQUIRE(e["dur"].is_number());
-      REQUIRE(e["dur"].get<double>() >= 0);
+      REQUIRE(e["dur"].get<double>() > 0);  // no zero-length slices
       REQUIRE(e["name"].is_string());
       REQUIRE(e["cat"].is_string());
       REQUIRE(e["args"].is_object());
@@ -313,7 +316,8 @@ TEST_CASE("a traced run's file follows the Chrome trace format", "[trace]") {
       open.push_back(&s);
     }
   }
-  // Counters in time order per process; flows paired, each end inside a slice of its thread.
+  // Counters in time order per process (the categories, and the total on its own);
+  // flows paired, each end inside a slice of its thread.
   CHECK(counter_ts.size() == 5);
   for (auto& [pid, ts] : counter_ts) CHECK(std::is_sorted(ts.begin(), ts.end()));
   REQUIRE(!flows.empty());
@@ -443,7 +447,7 @@ TEST_CASE("the reader rejects malformed traces with the problem named", "[trace]
       {with("7"), "traceEvents[0]: an event must be an object"},
       {with(R"({"name":"a","ts":1,"pid":0,"tid":0})"), "traceEvents[0]: missing 'ph'"},
       {with(R"({"ph":"Q","pid":0})"), "unknown phase 'Q'"},
-      {with(R"({"ph":"B","pid":0,"tid":0,"ts":1})"), "phase 'B' is Chrome trace but ringside reads only X, C, M, s and f"},
+      {with(R"({"ph":"B","pid":0,"tid":0,"ts":1})"), "phase 'B' is Chrome trace but ringside reads only X, i, C, M, s and f"},
       {with(R"({"ph":"X","name":"a","ts":"1","dur":2,"pid":0,"tid":0})"), "'ts' must be a number, got string"},
       {with(R"({"ph":"X","name":"a","ts":1e300,"dur":2,"pid":0,"tid":0})"), "'ts' = 1e+300 is out of range"},
       {with(R"({"ph":"X","name":"a","ts":1,"dur":-2,"pid":0,"tid":0})"), "'dur' = -2 is out of range"},
@@ -583,4 +587,171 @@ TEST_CASE("a live sink sees the ranks' traces grow while they run", "[trace]") {
   CHECK(std::is_sorted(seen.begin(), seen.end()));  // only ever grows
   CHECK(seen.back() <= total);
   CHECK(*std::max_element(seen.begin(), seen.end()) > 0);
+}
+
+namespace {
+
+// What Catapult makes of `doc` (catapult_reading.h) is what ringside means:
+//   - every flow's `s` and `f` fall in exactly one slice of their thread, the `s` in a send and
+//     the `f` in the receive of that very message (peer, tag and seq agree);
+//   - no slice is drawn inside another against program order: a child begins after its parent
+//     (order) and ends before it (end_order);
+//   - no slice has zero length;
+//   - each `memory` counter's stacked top equals the `memory total` counter at the same time.
+// Returns the number of flows and of parent/child pairs checked.
+std::pair<size_t, size_t> check_catapult_reading(const nlohmann::json& doc, const std::string& what) {
+  INFO(what);
+  const testing::CatapultReading c = testing::read_as_catapult(doc);
+  std::map<int64_t, int64_t> rank_of;  // pid -> rank
+  for (const auto& p : doc.at("otherData").at("processes")) rank_of[p.at("pid")] = p.at("rank");
+  auto arg = [](const testing::ViewerSlice* s, const char* k) { return s->event->at("args").value(k, nlohmann::json()); };
+  size_t flows = 0, pairs = 0, unbound = 0, misbound = 0, misnested = 0, zero = 0;
+  std::string first_unbound, first_misbound, first_misnested;
+  for (const auto& [id, ends] : c.flows) {
+    ++flows;
+    const testing::FlowEnd &s = ends.first, &f = ends.second;
+    REQUIRE(s.event);
+    REQUIRE(f.event);
+    if (s.holding != 1 || f.holding != 1) {
+      if (!unbound++) first_unbound = id + ": s in " + std::to_string(s.holding) + " slices, f in " + std::to_string(f.holding);
+      continue;
+    }
+    const bool right = arg(s.bound, "direction") == "send" && arg(f.bound, "direction") == "recv" &&
+                       arg(s.bound, "peer") == rank_of.at(f.pid) && arg(f.bound, "peer") == rank_of.at(s.pid) &&
+                       arg(s.bound, "tag") == arg(f.bound, "tag") && arg(s.bound, "seq") == arg(f.bound, "seq");
+    if (!right && !misbound++) first_misbound = id + ": " + s.bound->event->dump() + " -> " + f.bound->event->dump();
+  }
+  for (const auto& [thread, slices] : c.threads)
+    for (const testing::ViewerSlice& child : slices) {
+      zero += child.event->at("ph") == "X" && child.end_ns == child.start_ns;
+      if (child.parent < 0) continue;
+      ++pairs;
+      const testing::ViewerSlice& parent = slices[size_t(child.parent)];
+      const int64_t co = arg(&child, "order").get<int64_t>(), ce = arg(&child, "end_order").get<int64_t>();
+      const int64_t po = arg(&parent, "order").get<int64_t>(), pe = arg(&parent, "end_order").get<int64_t>();
+      if ((co < po || ce > pe) && !misnested++) first_misnested = child.event->dump() + " inside " + parent.event->dump();
+    }
+  INFO("first unbound flow: " << first_unbound);
+  CHECK(unbound == 0);
+  INFO("first misbound flow: " << first_misbound);
+  CHECK(misbound == 0);
+  INFO("first misnested pair: " << first_misnested);
+  CHECK(misnested == 0);
+  CHECK(zero == 0);
+  size_t samples = 0;
+  for (const auto& [pid, counters] : c.counters) {
+    const auto& parts = counters.at("memory");
+    const auto& total = counters.at("memory total");
+    REQUIRE(parts.size() == total.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      REQUIRE(parts[i].first == total[i].first);
+      REQUIRE(parts[i].second == total[i].second);
+    }
+    samples += parts.size();
+  }
+  CHECK(samples > 0);
+  return {flows, pairs};
+}
+
+}  // namespace
+
+TEST_CASE("Catapult reads a traced run as ringside means it: flows bound, slices nested in program order, memory stacked to its total", "[trace]") {
+  LayerConfig c = small();
+  c.s = 48;
+  TracedRun run = traced("ring", c, 3);
+  TracedRun u = traced("ulysses", c, 2);
+  for (auto& r : u.trace.ranks) run.trace.ranks.push_back(std::move(r));
+  const nlohmann::json doc = to_chrome_json(run.trace);
+  const auto [flows, pairs] = check_catapult_reading(doc, "ring x3 + ulysses x2");
+  CHECK(flows > 0);
+  CHECK(pairs > 0);
+  // The counters' totals are the memory tracker's, sample for sample.
+  const testing::CatapultReading reading = testing::read_as_catapult(doc);
+  for (const RankTrace& r : run.trace.ranks) {
+    const int64_t pid = (r.strategy == "ring" ? 0 : 1000) + r.rank;
+    const auto& total = reading.counters.at(pid).at("memory total");
+    REQUIRE(total.size() == r.memory.size());
+    for (size_t i = 0; i < total.size(); ++i) CHECK(total[i].second == double(r.memory[i].total()));
+  }
+}
+
+TEST_CASE("the writer binds flows and nests slices unambiguously where times touch", "[trace]") {
+  // Rank 0 sends twice back to back, the second send starting the instant the first ends (the
+  // case that bound half the flows of the 1M-token trace to the wrong send); rank 1 receives
+  // them back to back. An op and its sublayer have the same extent; a wait of no time sits
+  // where one op ends and the next begins.
+  auto numbered = [](Event e, int64_t order, int64_t end_order) {
+    e.order = order, e.end_order = end_order;
+    return e;
+  };
+  auto transfer = [&](int64_t ts, int64_t dur, const char* dir, int peer, int64_t seq, int64_t order) {
+    Event e = comm(ts, dur, dir, peer);
+    e.tag = 3, e.seq = seq;
+    return numbered(e, order, order);
+  };
+  Event ln1 = numbered(ev("ln1", "sublayer", 0, 100), 1, 4);
+  Event op = numbered(ev("layernorm_forward", "norm", 0, 100), 2, 3);
+  Event wait = numbered(ev("wait recv k", "wait", 100, 0), 5, 6);
+  Event next = numbered(ev("matmul", "gemm", 100, 50), 7, 8);
+  std::vector<Event> r0{ln1, op, wait, next, transfer(10, 40, "send", 1, 0, 9), transfer(50, 40, "send", 1, 1, 10)};
+  std::vector<Event> r1{transfer(10, 40, "recv", 0, 0, 1), transfer(50, 45, "recv", 0, 1, 2)};
+  TraceData t = hand_built({r0, r1}, 200);
+  for (RankTrace& r : t.ranks) {
+    r.events.back().order = 0, r.events.back().end_order = 99;  // the phase holds everything
+    r.memory = {MemorySample{0, {100, 0, 20, 0, 0}}, MemorySample{60, {100, 0, 50, 7, 3}}};
+  }
+  const nlohmann::json doc = to_chrome_json(t);
+  const auto [flows, pairs] = check_catapult_reading(doc, "hand-built");
+  CHECK(flows == 2);
+  const testing::CatapultReading c = testing::read_as_catapult(doc);
+  // ln1 is layernorm_forward's parent, not its child; the wait is an instant, in no slice.
+  const auto& compute = c.threads.at({0, 0});
+  REQUIRE(compute.size() == 4);  // forward, ln1, layernorm_forward, matmul
+  CHECK(compute[1].event->at("name") == "ln1");
+  CHECK(compute[2].event->at("name") == "layernorm_forward");
+  CHECK(compute[2].parent == 1);
+  size_t instants = 0;
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "i") {
+      ++instants;
+      CHECK(e["name"] == "wait recv k");
+      CHECK(e["s"] == "p");
+      CHECK(e["tid"] == 0);
+    }
+  CHECK(instants == 1);
+  // Each flow's start is 1 ns inside its send, its finish 1 ns inside its receive.
+  for (const auto& [id, ends] : c.flows) {
+    CHECK(ends.first.ts_ns == testing::catapult_ns(ends.first.bound->event->at("ts")) + 1);
+    CHECK(ends.second.ts_ns == ends.second.bound->end_ns - 1);
+  }
+  // The memory: the categories stacked reach the total, which is a counter of its own.
+  CHECK(c.counters.at(0).at("memory").back().second == 160);
+  CHECK(c.counters.at(0).at("memory total").back().second == 160);
+  // And ringside reads it all back: the instant as a zero-length wait of the compute stream.
+  const TraceData back = parse_trace(doc.dump());
+  const auto& evs = back.ranks[0].events;
+  const auto w = std::find_if(evs.begin(), evs.end(), [](const Event& e) { return e.name == "wait recv k"; });
+  REQUIRE(w != evs.end());
+  CHECK(w->dur_ns == 0);
+  CHECK(w->ts_ns == 100);
+  CHECK(w->stream == Stream::compute);
+  CHECK(w->order == 5);
+  CHECK(back.ranks[0].memory.back().total() == 160);
+  CHECK(back.flows.size() == 2);
+}
+
+// The traces a user makes: the demo's compare (every strategy and its modeled twin, P = 4) and
+// the modeled ring at 1M tokens on 64 ranks, as CTest wrote them (RINGSIDE_DEMO_TRACE and
+// RINGSIDE_MODEL_TRACE).
+TEST_CASE("Catapult reads the demo's trace and the 64-rank model trace as ringside means them", "[viewer-reading]") {
+  for (const char* var : {"RINGSIDE_DEMO_TRACE", "RINGSIDE_MODEL_TRACE"}) {
+    const char* path = std::getenv(var);
+    INFO(var);
+    REQUIRE(path);
+    const nlohmann::json doc = nlohmann::json::parse(output::read_input(path, "trace", size_t(1) << 31));
+    const auto [flows, pairs] = check_catapult_reading(doc, path);
+    std::printf("%s: %zu flows bound to their send and receive, %zu parent/child pairs in program order\n", path, flows, pairs);
+    CHECK(flows >= 1000);
+    CHECK(pairs >= 5000);
+  }
 }

@@ -126,7 +126,7 @@ nlohmann::json metrics_json(const trace::StrategyMetrics& s) {
 CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
   CLI::App* c = app.add_subcommand("trace-stats", "Print the metrics of a trace file: per strategy, rank and ring step");
   c->add_option("file", o.file,
-                "a trace written by ringside (compare --trace, run --trace), or Chrome trace JSON of X, C, M, s and f events")
+                "a trace written by ringside (compare --trace, run --trace), or Chrome trace JSON of X, i, C, M, s and f events")
       ->required();
   c->add_option("--json", o.json, "also write the metrics as JSON")
       ->option_text("FILE")

@@ -23,6 +23,7 @@ namespace {
 constexpr int64_t kPidStride = 1000;  // pid = strategy index * 1000 + rank
 
 const char* kCategoryNames[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm"};
+const char* kMemoryTotal = "memory total";  // the counter of the total bytes live
 
 double us(int64_t ns) { return double(ns) / 1000.0; }
 
@@ -49,6 +50,32 @@ nlohmann::json args_of(const Event& e) {
 nlohmann::json meta(const char* name, int64_t pid, int tid, nlohmann::json args) {
   return {{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
 }
+
+// The order of a thread's slices in the file: by start, and at equal starts in the rank's
+// program order (a parent begins before its children), else the longer first. Viewers break
+// start ties by file order (Catapult's SliceGroup.createSubSlices does), so this decides which
+// of two slices of the same extent, a sublayer and its one op, is the parent.
+bool file_order(const Event* a, const Event* b) {
+  if (a->ts_ns != b->ts_ns) return a->ts_ns < b->ts_ns;
+  if (a->order >= 0 && b->order >= 0 && a->order != b->order) return a->order < b->order;
+  return a->dur_ns > b->dur_ns;
+}
+
+// A zero-length event: a process-scoped instant (`i`, scope `p`). A thread's zero-length slice
+// or instant at the instant the slice before it ends is drawn inside that slice (Catapult's
+// bounds are closed intervals); a process's instants nest in nothing. `tid` still says which
+// stream it was on, for ringside's reader.
+nlohmann::json instant(const Event& e, int64_t pid, int tid) {
+  return {{"name", e.name}, {"cat", e.cat}, {"ph", "i"}, {"s", "p"}, {"ts", us(e.ts_ns)},
+          {"pid", pid},     {"tid", tid},   {"args", args_of(e)}};
+}
+
+// Where a flow's ends bind: 1 ns inside the transfer's slice (half-way into a slice of 1 ns),
+// never at its edge. Viewers bind a flow end to the slice that holds its time, edges included,
+// so on a lane where one transfer begins the instant another ends, an end at the edge binds to
+// either.
+double flow_start_us(const Event& e) { return e.dur_ns >= 2 ? us(e.ts_ns + 1) : (double(e.ts_ns) + 0.5) / 1000.0; }
+double flow_finish_us(const Event& e) { return e.dur_ns >= 2 ? us(e.end_ns() - 1) : (double(e.ts_ns) + 0.5) / 1000.0; }
 
 }  // namespace
 
@@ -108,7 +135,7 @@ void write_chrome_json(std::ostream& os, const TraceData& t) {
   struct End {
     int64_t pid;
     int tid;
-    int64_t ts_ns;
+    double ts_us;
   };
   using Key = std::tuple<std::string, int, int, int, int64_t>;  // strategy, from, to, tag, seq
   std::map<Key, End> sends, recvs;
@@ -123,16 +150,18 @@ void write_chrome_json(std::ostream& os, const TraceData& t) {
 
     std::vector<const Event*> evs;
     for (const Event& e : r.events) evs.push_back(&e);
-    // Start order; the longer first at a tie, so that parents precede their children.
-    std::stable_sort(evs.begin(), evs.end(), [](const Event* a, const Event* b) {
-      return a->ts_ns != b->ts_ns ? a->ts_ns < b->ts_ns : a->dur_ns > b->dur_ns;
-    });
+    std::stable_sort(evs.begin(), evs.end(), file_order);
     // Comm lanes: transfers of one rank may overlap (a send and a receive at once), and the
     // slices of one thread must nest, so each transfer takes the first lane free at its start.
     std::vector<int64_t> lane_end;
     for (const Event* e : evs) {
       check_range(*e, r);
       int tid = 0;
+      if (e->dur_ns == 0) {
+        // No time, so no slice: an instant of the process, where no viewer nests it.
+        emit(instant(*e, pid, e->stream == Stream::comm ? 1 : 0));
+        continue;
+      }
       if (e->stream == Stream::comm) {
         size_t lane = 0;
         while (lane < lane_end.size() && lane_end[lane] > e->ts_ns) ++lane;
@@ -149,7 +178,7 @@ void write_chrome_json(std::ostream& os, const TraceData& t) {
           const Key k{r.strategy, send ? r.rank : e->peer, send ? e->peer : r.rank, e->tag, e->seq};
           // The arrow runs from the send's start to where the data has arrived: the end of
           // the receive (under MPI a receive is posted, so starts, before its send).
-          (send ? sends : recvs)[k] = End{pid, tid, send || e->dur_ns == 0 ? e->ts_ns : e->end_ns() - 1};
+          (send ? sends : recvs)[k] = End{pid, tid, send ? flow_start_us(*e) : flow_finish_us(*e)};
         }
       }
       emit({{"name", e->name},
@@ -168,8 +197,10 @@ void write_chrome_json(std::ostream& os, const TraceData& t) {
       check_range(m, r);
       nlohmann::json a;
       for (int c = 0; c < kNumMemCategories; ++c) a[kCategoryNames[c]] = m.bytes[c];
-      a["total"] = m.total();  // its own track in Perfetto
       emit({{"name", "memory"}, {"ph", "C"}, {"ts", us(m.ts_ns)}, {"pid", pid}, {"tid", 0}, {"args", a}});
+      // The total is a counter of its own: viewers stack a counter's series (Catapult does),
+      // and a total among the categories would draw the peak twice as high.
+      emit({{"name", kMemoryTotal}, {"ph", "C"}, {"ts", us(m.ts_ns)}, {"pid", pid}, {"tid", 0}, {"args", {{"total", m.total()}}}});
     }
   }
   // Flows: a send and its receive, matched by (strategy, sender, receiver, tag, seq).
@@ -180,9 +211,9 @@ void write_chrome_json(std::ostream& os, const TraceData& t) {
     const End& f = it->second;
     ++id;
     const std::string name = "message";
-    emit({{"ph", "s"}, {"id", id}, {"name", name}, {"cat", "flow"}, {"pid", s.pid}, {"tid", s.tid}, {"ts", us(s.ts_ns)}});
+    emit({{"ph", "s"}, {"id", id}, {"name", name}, {"cat", "flow"}, {"pid", s.pid}, {"tid", s.tid}, {"ts", s.ts_us}});
     emit({{"ph", "f"}, {"bp", "e"}, {"id", id}, {"name", name}, {"cat", "flow"}, {"pid", f.pid}, {"tid", f.tid},
-          {"ts", us(f.ts_ns)}});
+          {"ts", f.ts_us}});
   }
   os << "]}\n";
 }
@@ -348,14 +379,18 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
     EventReader rd(ev, detail::concat(source, ": traceEvents[", i, "]"));
     if (!ev.is_object()) rd.fail(detail::concat("an event must be an object, got ", ev.type_name()));
     const std::string ph = rd.str("ph", true);
+    if ((ph == "i" || ph == "I") && rd.str("s", false) == "g") continue;  // a global instant: no rank's
     const int64_t pid = rd.integer_in(ev, "pid", true, 0, INT32_MAX, 0);
-    if (ph == "X") {
-      Pending p{pid, rd.integer_in(ev, "tid", true, 0, INT32_MAX, 0), {}};
+    if (ph == "X" || ph == "i" || ph == "I") {
+      // A slice, or an instant: an event of no duration (ringside writes its zero-length
+      // events so). A global instant belongs to no rank: left out.
+      const bool instant = ph != "X";
+      Pending p{pid, rd.integer_in(ev, "tid", !instant, 0, INT32_MAX, 0), {}};
       Event& e = p.e;
       e.name = rd.str("name", true);
       e.cat = rd.str("cat", false);
       e.ts_ns = rd.time_ns("ts", true, -kMaxTimeUs);
-      e.dur_ns = rd.time_ns("dur", true, 0);
+      e.dur_ns = instant ? 0 : rd.time_ns("dur", true, 0);
       const nlohmann::json& a = rd.args();
       e.phase = rd.str_in(a, "phase", false, "args.");
       e.sublayer = rd.str_in(a, "sublayer", false, "args.");
@@ -410,10 +445,10 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
       end = FlowEnd{pid, rd.time_ns("ts", true, -kMaxTimeUs)};
       process(pid);
     } else {
-      static const char* chrome_phases[] = {"B", "E", "i", "I", "b", "e", "n", "t", "P", "O", "N", "D", "R", "c", "(", ")", "S", "T", "p", "F", "V", "v"};
+      static const char* chrome_phases[] = {"B", "E", "b", "e", "n", "t", "P", "O", "N", "D", "R", "c", "(", ")", "S", "T", "p", "F", "V", "v"};
       const bool chrome = std::find_if(std::begin(chrome_phases), std::end(chrome_phases),
                                        [&](const char* p) { return ph == p; }) != std::end(chrome_phases);
-      rd.fail(chrome ? "phase '" + ph + "' is Chrome trace but ringside reads only X, C, M, s and f events"
+      rd.fail(chrome ? "phase '" + ph + "' is Chrome trace but ringside reads only X, i, C, M, s and f events"
                      : "unknown phase '" + ph + "'");
     }
   }

@@ -7,11 +7,17 @@
 //         `M` process_name event "GPU r" (one strategy) or "<strategy>: GPU r" (several)
 //   tid   0 = the compute stream; 1, 2, ... = comm lanes (transfers that overlap in time go to
 //         separate lanes, since a thread's slices must nest), named with `M` thread_name
-//   X     every op, collective, wait, phase, ring step and transfer: ts and dur in
-//         microseconds (ns resolution); args: phase, step, peer, bytes, flops, collective,
-//         direction, tag, seq, detail (only those that apply)
-//   C     "memory": bytes live per category (weights, grads, activations, workspace, comm)
-//   s, f  a flow from each send to its receive (same id; f binds to its enclosing slice)
+//   X     every op, collective, wait, phase, ring step and transfer that took time: ts and
+//         dur in microseconds (ns resolution); args: phase, step, peer, bytes, flops,
+//         collective, direction, tag, seq, order, end_order, detail (only those that apply).
+//         A thread's slices are written by start, ties in program order (`order`), so that
+//         viewers, which break ties by file order, nest them as the program did.
+//   i     an event of no duration (a wait that found its data there): a process-scoped
+//         instant ("s": "p"), which no viewer nests inside a slice; its tid and args as for X
+//   C     "memory": bytes live per category (weights, grads, activations, workspace, comm),
+//         the series a viewer stacks; "memory total": their sum, a counter of its own
+//   s, f  a flow from each send to its receive (same id), each end 1 ns inside its slice (a
+//         viewer binds an end to the slice holding its time, edges included); f has bp "e"
 //   otherData  the run: ringside_version, config, strategies, layout, ranks, backend, dtype,
 //         clock, and `processes` [{pid, strategy, rank, clock_offset_ns, clock_uncertainty_ns}]
 #pragma once
@@ -66,7 +72,8 @@ void write_trace(const std::string& path, const TraceData& t);
 /// index and the problem for anything malformed: not JSON or truncated, wrong types, numbers
 /// out of range (times beyond 9e12 us, negative durations or bytes, ids beyond int32), JSON
 /// nested more than 64 levels deep (core/json_input.h), unknown
-/// or unsupported phases (ringside reads X, C, M, s, f), flows without their other end.
+/// or unsupported phases (ringside reads X, i, C, M, s, f; global instants are skipped), flows
+/// without their other end.
 TraceData parse_trace(std::string_view text, const std::string& source = "trace");
 /// parse_trace of a file's contents; throws ringside::Error when it cannot be read.
 TraceData read_trace(const std::string& path);
