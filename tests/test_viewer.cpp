@@ -213,17 +213,17 @@ TEST_CASE("hit testing finds the event under the mouse, the deepest in its row",
   a.t0 = 0, a.t1 = 1e6, a.x0 = 0, a.x1 = 1000;  // 1 px = 1 us
   const float top = 50;
   const Lane& compute = l.lanes[0];
-  auto hit = hit_test(t, l, a, 200, top + compute.y + compute.row * 1.5f, top);  // row 1: the op
+  auto hit = hit_test(t, l, {a}, 200, top + compute.y + compute.row * 1.5f, top);  // row 1: the op
   REQUIRE(hit);
   CHECK(t.ranks[0].events[hit->event].name == "attention_forward");
-  hit = hit_test(t, l, a, 600, top + compute.y + compute.row * 1.5f, top);  // row 1 at 600: only the phase
+  hit = hit_test(t, l, {a}, 600, top + compute.y + compute.row * 1.5f, top);  // row 1 at 600: only the phase
   REQUIRE(hit);
   CHECK(t.ranks[0].events[hit->event].name == "forward");
   const Lane& comm = l.lanes[1];
-  hit = hit_test(t, l, a, 200, top + comm.y + 2, top);
+  hit = hit_test(t, l, {a}, 200, top + comm.y + 2, top);
   REQUIRE(hit);
   CHECK(t.ranks[0].events[hit->event].name == "send k");
-  CHECK(!hit_test(t, l, a, 800, top + comm.y + 2, top));
+  CHECK(!hit_test(t, l, {a}, 800, top + comm.y + 2, top));
   // The tooltip's lines: where, rates.
   const auto lines = describe_event(t.ranks[0].events[1]);
   const std::string all = [&] {
@@ -291,4 +291,280 @@ TEST_CASE("the headless screenshot of a hand-built trace has its pixels where th
   // Nothing drawn at 650 us in the comm lane: the background shows.
   CHECK(pixel(a.x_of(650e3), comm + 3) != color_of_kind("p2p"));
   stbi_image_free(px);
+}
+
+TEST_CASE("the palette keeps every kind that shares a lane apart, for normal vision and the three dichromacies", "[viewer]") {
+  // The distance itself: black to white is 100 (L* 0 to 100); red and green, far apart to
+  // most, nearly merge for a deuteranope (the reason for the palette).
+  CHECK(color_distance(rgba(0, 0, 0), rgba(255, 255, 255)) == Approx(100).margin(0.01));
+  CHECK(color_distance(rgba(230, 40, 40), rgba(60, 200, 90)) > 80);
+  CHECK(color_distance(rgba(230, 40, 40), rgba(60, 200, 90), Vision::deuteranopia) < 45);
+  auto pairs_apart = [](std::vector<std::pair<std::string, Color>> kinds, std::vector<Vision> visions) {
+    for (Vision v : visions)
+      for (size_t i = 0; i < kinds.size(); ++i)
+        for (size_t j = i + 1; j < kinds.size(); ++j) {
+          INFO(kinds[i].first << " against " << kinds[j].first << ", vision " << int(v));
+          CHECK(color_distance(kinds[i].second, kinds[j].second, v) >= kMinColorDistance);
+        }
+  };
+  const std::vector<Vision> all{Vision::normal, Vision::protanopia, Vision::deuteranopia, Vision::tritanopia};
+  std::vector<std::pair<std::string, Color>> comm, compute, every;
+  for (const std::string& k : comm_kinds()) comm.push_back({k, color_of_kind(k)});
+  for (const std::string& k : compute_kinds()) compute.push_back({k, color_of_kind(k)});
+  REQUIRE(comm.size() == 5);
+  REQUIRE(compute.size() == 6);
+  every = comm;
+  every.insert(every.end(), compute.begin(), compute.end());
+  for (auto* v : {&comm, &compute, &every}) v->push_back({"exposed", kExposedColor});
+  comm.push_back({"hidden", kHiddenColor});
+  pairs_apart(comm, all);     // a comm lane and the hidden/exposed strip beneath it
+  pairs_apart(compute, all);  // a compute lane, and a summary row (compute and exposed comm)
+  every.push_back({"hidden", kHiddenColor});
+  pairs_apart(every, {Vision::normal});  // the whole key
+}
+
+TEST_CASE("collapsed groups: a summary row per GPU, thinner with many GPUs, one memory plot, and GPUs drilled into", "[viewer]") {
+  trace::TraceData t;
+  for (const char* st : {"ring", "ulysses"})
+    for (int r = 0; r < 4; ++r) {
+      trace::RankTrace rt;
+      rt.strategy = st, rt.rank = r;
+      rt.events = {ev("forward", "phase", 0, 100), ev("attention", "attention", 10, 50), ev("send", "p2p", 20, 30, Stream::comm)};
+      rt.memory = {trace::MemorySample{0, {100, 0, r == 2 ? 500 : 50, 0, 0}}};  // GPU 2 peaks
+      t.ranks.push_back(rt);
+    }
+  LayoutOptions o;
+  const TimelineLayout full = make_layout(t, o);
+  o.collapse_all = true;
+  const TimelineLayout collapsed = make_layout(t, o);
+  REQUIRE(collapsed.groups.size() == 2);
+  const Group& g = collapsed.groups[0];
+  CHECK(g.collapsed);
+  REQUIRE(g.lanes.size() == 5);  // 4 summary rows and the memory plot
+  for (int r = 0; r < 4; ++r) {
+    const Lane& row = collapsed.lanes[g.lanes[size_t(r)]];
+    CHECK(row.kind == Lane::summary);
+    CHECK(row.height == Approx(o.summary));
+    CHECK(t.ranks[row.process].rank == r);
+  }
+  const Lane& memory = collapsed.lanes[g.lanes[4]];
+  CHECK(memory.kind == Lane::memory);
+  CHECK(t.ranks[memory.process].rank == 2);  // the GPU of highest peak
+  CHECK(memory.label == "memory, GPU 2 (peak)");
+  CHECK(memory.height == Approx(o.group_memory));
+  CHECK(g.height == Approx(o.collapsed_header + 4 * o.summary + o.group_memory + 1));
+  CHECK(collapsed.height < full.height / 3);
+  // Drilling into GPU 1 of the first group: its full lanes follow its row.
+  o.expanded = {{0, 1}};
+  const TimelineLayout drilled = make_layout(t, o);
+  const Group& d = drilled.groups[0];
+  REQUIRE(d.lanes.size() == 5 + 3);  // and GPU 1's compute, comm and memory lanes
+  CHECK(drilled.lanes[d.lanes[1]].kind == Lane::summary);
+  CHECK(drilled.lanes[d.lanes[2]].kind == Lane::compute);
+  CHECK(drilled.lanes[d.lanes[2]].label == "GPU 1 compute");
+  CHECK(drilled.lanes[d.lanes[5]].kind == Lane::summary);
+  // 64 GPUs: rows of 256 / 64 = 4 px, so that the overview is one screen.
+  trace::TraceData many;
+  for (int r = 0; r < 64; ++r) {
+    trace::RankTrace rt;
+    rt.strategy = "ring", rt.rank = r;
+    rt.events = {ev("forward", "phase", 0, 100)};
+    many.ranks.push_back(rt);
+  }
+  o.expanded.clear();
+  const TimelineLayout overview = make_layout(many, o);
+  REQUIRE(overview.groups[0].lanes.size() == 65);
+  for (int r = 0; r < 64; ++r) CHECK(overview.lanes[overview.groups[0].lanes[size_t(r)]].height == Approx(4));
+}
+
+TEST_CASE("what a summary row shows: compute ops in their colours and exposed comm; idle is what neither covers", "[viewer]") {
+  trace::RankTrace r;
+  r.events = {ev("forward", "phase", 0, 1000), ev("attention", "attention", 0, 400), ev("matmul", "gemm", 400, 200),
+              ev("wait", "wait", 600, 100), ev("send", "p2p", 100, 200, Stream::comm), ev("all_reduce", "all_reduce", 700, 300, Stream::comm)};
+  const auto exposed = exposed_intervals(r);
+  const auto a = activity(r, exposed);
+  REQUIRE(a.size() == 3);
+  CHECK((a[0].begin == 0 && a[0].end == 400 && a[0].color == color_of_kind("attention")));
+  CHECK((a[1].begin == 400 && a[1].end == 600 && a[1].color == color_of_kind("gemm")));
+  CHECK((a[2].begin == 700 && a[2].end == 1000 && a[2].color == kExposedColor));  // [600, 700): idle
+}
+
+TEST_CASE("framing: --fit fits the layer or one phase, not the setup before it; --zoom takes times with units", "[viewer]") {
+  trace::TraceData t;
+  trace::RankTrace r;
+  r.strategy = "ring";
+  r.events = {ev("setup", "memory", 0, 900), ev("forward", "phase", 1000, 400), ev("backward", "phase", 1400, 800)};
+  t.ranks.push_back(r);
+  const TimelineLayout l = make_layout(t);
+  REQUIRE(l.groups.size() == 1);
+  CHECK(l.groups[0].zero_ns == 1000);
+  CHECK(l.groups[0].layer_end_ns == 2200);
+  const auto layer = fit_window(l, t.other, "all");
+  REQUIRE(layer);
+  CHECK((layer->begin == 0 && layer->end == 1200));  // the layer, in group time: no setup
+  const auto bwd = fit_window(l, t.other, "ring:backward");
+  REQUIRE(bwd);
+  CHECK((bwd->begin == 400 && bwd->end == 1200));
+  CHECK(fit_window(l, t.other, "all:forward")->end == 400);
+  CHECK(!fit_window(l, t.other, "ring:sideways"));
+  CHECK(!fit_window(l, t.other, "ulysses"));
+  CHECK((parse_zoom("0,150us").begin == 0 && parse_zoom("0,150us").end == 150'000));
+  CHECK((parse_zoom("1ms,2.5ms").begin == 1'000'000 && parse_zoom("1ms,2.5ms").end == 2'500'000));
+  CHECK(parse_zoom("0.001,0.002").end == 2'000'000);  // seconds, as --at
+  CHECK(parse_zoom("-5us,10ns").begin == -5000);
+  for (const char* bad : {"5", "2,1", "1xs,2", ",", "1,1", "nan,2", "0,1e300"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_zoom(bad), ConfigError);
+  }
+}
+
+TEST_CASE("ring step labels are never dropped: lettered, else numbered, else one for the phase, never overlapping", "[viewer]") {
+  std::vector<StepMark> marks;
+  for (int s = 0; s < 4; ++s) {
+    marks.push_back({"ring", "forward", s, s * 100, s * 100 + 100});
+    marks.push_back({"ring", "backward", s, 1000 + s * 100, 1000 + s * 100 + 100});
+  }
+  auto strip_at = [&](float px_per_step) {
+    TimeAxis a;
+    a.t0 = 0, a.t1 = 2000, a.x0 = 0, a.x1 = px_per_step * 20;
+    return step_strip(marks, a, 7);
+  };
+  auto texts = [](const StepStrip& s) {
+    std::vector<std::string> v;
+    for (const StepLabel& l : s.labels) v.push_back(l.text);
+    return v;
+  };
+  auto apart = [](const StepStrip& s) {
+    for (size_t i = 0; i + 1 < s.labels.size(); ++i) CHECK(s.labels[i].x1 <= s.labels[i + 1].x0);
+  };
+  const StepStrip wide = strip_at(40);  // 40 px a step: "F0" is 18 px
+  CHECK(wide.bands.size() == 8);
+  CHECK(texts(wide) == std::vector<std::string>{"F0", "F1", "F2", "F3", "B0", "B1", "B2", "B3"});
+  apart(wide);
+  const StepStrip narrow = strip_at(14);  // "F0" no longer fits, "0" (11 px) does
+  CHECK(texts(narrow) == std::vector<std::string>{"0", "1", "2", "3", "0", "1", "2", "3"});
+  apart(narrow);
+  const StepStrip tiny = strip_at(4);
+  CHECK(texts(tiny) == std::vector<std::string>{"F0-F3 (4 steps)", "B0-B3 (4 steps)"});
+  apart(tiny);
+  CHECK(tiny.bands.size() == 8);  // the bands are drawn all the same
+}
+
+TEST_CASE("many GPUs: the stats give the least, median and greatest, and the outliers by Tukey's fences", "[viewer]") {
+  std::vector<double> comm;
+  std::vector<int> ranks;
+  for (int r = 0; r < 64; ++r) {
+    ranks.push_back(r);
+    comm.push_back(r % 8 == 0 || r % 8 == 7 ? 66.5 : 17.0 + 0.01 * (r % 3));  // the node-boundary ranks wait on InfiniBand
+  }
+  const Spread s = spread(comm, ranks);
+  CHECK(s.max == 66.5);
+  CHECK(s.max_rank == 0);
+  CHECK(s.min == 17.0);
+  CHECK(s.median == Approx(17.01).margin(0.01));
+  const std::vector<int> out = outlier_ranks(comm, ranks);
+  REQUIRE(out.size() == 16);
+  for (int r : out) CHECK((r % 8 == 0 || r % 8 == 7));
+  CHECK(outlier_ranks(std::vector<double>(64, 5.0), ranks).empty());
+  std::vector<double> near(64, 100.0);
+  near[5] = 103;  // 3% off the median: within the 5% floor, no outlier
+  CHECK(outlier_ranks(near, ranks).empty());
+}
+
+namespace {
+
+// A headless screenshot and its --layout-json, as CTest made them (the env vars name them).
+struct Shot {
+  int w = 0, h = 0;
+  std::vector<unsigned char> px;
+  nlohmann::json layout;
+  Color at(float x, float y) const {
+    const unsigned char* p = px.data() + (size_t(y) * size_t(w) + size_t(x)) * 4;
+    return rgba(p[0], p[1], p[2]);
+  }
+  // Pixels of a lane's rows y .. y + 3 between the axis' ends in an event kind's colour, in the
+  // row with most (a row's edges are blended where it starts between pixels).
+  size_t event_pixels(float y) const {
+    size_t most = 0;
+    for (int dy = 0; dy < 4; ++dy) most = std::max(most, event_pixels_in_row(y + float(dy)));
+    return most;
+  }
+  size_t event_pixels_in_row(float y) const {
+    std::set<Color> kinds{kExposedColor};
+    for (const std::string& k : compute_kinds()) kinds.insert(color_of_kind(k));
+    for (const std::string& k : comm_kinds()) kinds.insert(color_of_kind(k));
+    size_t n = 0;
+    for (float x = layout["x0"].get<float>(); x < layout["x1"].get<float>(); x += 1) n += kinds.count(at(x, y));
+    return n;
+  }
+};
+Shot shot(const char* png_var, const char* layout_var) {
+  const char* png = std::getenv(png_var);
+  const char* layout = std::getenv(layout_var);
+  REQUIRE(png);
+  REQUIRE(layout);
+  Shot s;
+  int n = 0;
+  unsigned char* px = stbi_load(png, &s.w, &s.h, &n, 4);
+  REQUIRE(px);
+  s.px.assign(px, px + size_t(s.w) * size_t(s.h) * 4);
+  stbi_image_free(px);
+  std::ifstream f(layout);
+  s.layout = nlohmann::json::parse(f);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the default screenshot of the demo's trace has every group on screen, its events drawn, its ring steps labelled", "[viewer-demo]") {
+  const Shot s = shot("RINGSIDE_DEMO_PNG", "RINGSIDE_DEMO_LAYOUT");
+  CHECK(s.w == 1600);  // the viewer's default size
+  CHECK(s.h == 1000);
+  const nlohmann::json& groups = s.layout["groups"];
+  REQUIRE(groups.size() == 12);  // six strategies, each measured and modeled
+  for (const auto& g : groups) {
+    const std::string name = g["name"];
+    INFO(name);
+    CHECK(g["y0"].get<float>() >= 0);
+    CHECK(g["y1"].get<float>() <= float(s.h));
+    // Its GPUs' rows show its events.
+    size_t drawn = 0;
+    for (int r = 0; r < 4; ++r) {
+      const auto lane = s.layout["lanes"].find(name + "/GPU " + std::to_string(r));
+      REQUIRE(lane != s.layout["lanes"].end());
+      drawn += s.event_pixels(lane->get<float>());
+    }
+    CHECK(drawn > 100);
+  }
+  // Ring steps: four forward and four backward labels a group, none over another; the measured
+  // ring's read F0..F3 and B0..B3.
+  std::map<std::string, std::vector<nlohmann::json>> labels;
+  for (const auto& l : s.layout["step_labels"]) labels[l["group"]].push_back(l);
+  for (const char* ring : {"ring", "ring (modeled, a100-nvlink)"}) {
+    INFO(ring);
+    const auto& ls = labels[ring];
+    REQUIRE(ls.size() == 8);
+    for (size_t i = 0; i + 1 < ls.size(); ++i) CHECK(ls[i]["x1"].get<float>() <= ls[i + 1]["x0"].get<float>());
+    for (const auto& l : ls) CHECK((l["x0"].get<float>() >= s.layout["x0"].get<float>() && l["x1"].get<float>() <= s.layout["x1"].get<float>()));
+  }
+  std::vector<std::string> texts;
+  for (const auto& l : labels["ring"]) texts.push_back(l["text"]);
+  CHECK(texts == std::vector<std::string>{"F0", "F1", "F2", "F3", "B0", "B1", "B2", "B3"});
+}
+
+TEST_CASE("the 64-rank model trace opens as an overview: one row per rank, each showing what its rank does", "[viewer-overview]") {
+  const Shot s = shot("RINGSIDE_OVERVIEW_PNG", "RINGSIDE_OVERVIEW_LAYOUT");
+  REQUIRE(s.layout["groups"].size() == 1);
+  CHECK(s.layout["groups"][0]["collapsed"] == true);
+  float last = -1;
+  for (int r = 0; r < 64; ++r) {
+    INFO("GPU " << r);
+    const auto lane = s.layout["lanes"].find("ring/GPU " + std::to_string(r));
+    REQUIRE(lane != s.layout["lanes"].end());
+    const float y = lane->get<float>();
+    CHECK(y > last);  // rank order, one row each
+    CHECK(y + 2 <= float(s.h));
+    CHECK(s.event_pixels(y) > 100);
+    last = y;
+  }
 }

@@ -1,6 +1,7 @@
 #include "viz/view_model.h"
 
 #include "model/model.h"
+#include "core/error.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,23 +17,68 @@ using trace::Stream;
 using trace::TraceData;
 
 Color color_of_kind(const std::string& cat) {
-  // Compute in cool colours, communication in warm ones, waits grey.
-  if (cat == "attention") return rgba(66, 133, 244);
-  if (cat == "gemm") return rgba(52, 168, 83);
-  if (cat == "norm") return rgba(171, 71, 188);
-  if (cat == "elementwise") return rgba(0, 172, 193);
-  if (cat == "memory") return rgba(120, 144, 156);
+  // Communication in the Okabe-Ito hues; compute in lighter tones of others; waits grey.
+  if (cat == "attention") return rgba(0x77, 0x99, 0xff);
+  if (cat == "gemm") return rgba(0x88, 0xee, 0xbb);
+  if (cat == "norm") return rgba(0xaa, 0x99, 0xbb);
+  if (cat == "elementwise") return rgba(0xff, 0xcc, 0x77);
+  if (cat == "memory") return rgba(0xaa, 0x66, 0x44);
   if (cat == "wait") return rgba(90, 90, 90);
-  if (cat == "p2p") return rgba(255, 167, 38);
-  if (cat == "all_gather") return rgba(255, 213, 79);
-  if (cat == "reduce_scatter") return rgba(255, 112, 67);
-  if (cat == "all_reduce") return rgba(236, 64, 122);
-  if (cat == "all_to_all") return rgba(255, 138, 101);
+  if (cat == "p2p") return rgba(0xe6, 0x9f, 0x00);             // orange
+  if (cat == "all_gather") return rgba(0xf0, 0xe4, 0x42);      // yellow
+  if (cat == "reduce_scatter") return rgba(0xcc, 0x79, 0xa7);  // reddish purple
+  if (cat == "all_reduce") return rgba(0x00, 0x72, 0xb2);      // blue
+  if (cat == "all_to_all") return rgba(0x56, 0xb4, 0xe9);      // sky blue
   if (cat == "collective") return rgba(140, 110, 60);
   if (cat == "phase") return rgba(70, 70, 80);
   if (cat == "sublayer") return rgba(95, 95, 110);
   if (cat == "ring_step") return rgba(60, 90, 130);
   return rgba(160, 160, 160);
+}
+
+const std::vector<std::string>& compute_kinds() {
+  static const std::vector<std::string> k{"attention", "gemm", "norm", "elementwise", "memory", "wait"};
+  return k;
+}
+
+const std::vector<std::string>& comm_kinds() {
+  static const std::vector<std::string> k{"p2p", "all_gather", "reduce_scatter", "all_reduce", "all_to_all"};
+  return k;
+}
+
+namespace {
+
+// CIELAB (D65) of an 8-bit sRGB colour, as seen with `v`.
+std::array<double, 3> lab_of(Color c, Vision v) {
+  auto linear = [](uint32_t byte) {
+    const double x = double(byte & 0xff) / 255.0;
+    return x <= 0.04045 ? x / 12.92 : std::pow((x + 0.055) / 1.055, 2.4);
+  };
+  std::array<double, 3> rgb{linear(c), linear(c >> 8), linear(c >> 16)};
+  // Machado, Oliveira and Fernandes (2009), Table 1 at severity 1.0, on linear RGB.
+  static const double kMachado[3][3][3] = {
+      {{0.152286, 1.052583, -0.204868}, {0.114503, 0.786281, 0.099216}, {-0.003882, -0.048116, 1.051998}},   // protanopia
+      {{0.367322, 0.860646, -0.227968}, {0.280085, 0.672501, 0.047413}, {-0.011820, 0.042940, 0.968881}},    // deuteranopia
+      {{1.255528, -0.076749, -0.178779}, {-0.078411, 0.930809, 0.147602}, {0.004733, 0.691367, 0.303900}}};  // tritanopia
+  if (v != Vision::normal) {
+    const auto& m = kMachado[int(v) - 1];
+    std::array<double, 3> out{};
+    for (int i = 0; i < 3; ++i) out[i] = std::clamp(m[i][0] * rgb[0] + m[i][1] * rgb[1] + m[i][2] * rgb[2], 0.0, 1.0);
+    rgb = out;
+  }
+  const double X = 0.4124564 * rgb[0] + 0.3575761 * rgb[1] + 0.1804375 * rgb[2];
+  const double Y = 0.2126729 * rgb[0] + 0.7151522 * rgb[1] + 0.0721750 * rgb[2];
+  const double Z = 0.0193339 * rgb[0] + 0.1191920 * rgb[1] + 0.9503041 * rgb[2];
+  auto f = [](double t) { return t > 216.0 / 24389.0 ? std::cbrt(t) : (24389.0 / 27.0 * t + 16.0) / 116.0; };
+  const double fx = f(X / 0.95047), fy = f(Y), fz = f(Z / 1.08883);
+  return {116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)};
+}
+
+}  // namespace
+
+double color_distance(Color a, Color b, Vision v) {
+  const auto x = lab_of(a, v), y = lab_of(b, v);
+  return std::hypot(x[0] - y[0], x[1] - y[1], x[2] - y[2]);
 }
 
 Color color_of(const Event& e) { return e.cat == "collective" ? color_of_kind(e.name) : color_of_kind(e.cat); }
@@ -81,6 +127,64 @@ Lane make_lane(Lane::Kind kind, size_t process, int comm_lane, float y, float he
 }
 }  // namespace
 
+namespace {
+
+// A GPU's full lanes from y down: its compute stream (with nesting), its comm lanes, its memory.
+// Returns the y below them.
+float add_full_lanes(TimelineLayout& l, Group& g, const TraceData& t, size_t p, float y, const LayoutOptions& o) {
+  const RankTrace& r = t.ranks[p];
+  const std::string gpu = "GPU " + std::to_string(r.rank);
+  std::vector<size_t> order(r.events.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Event &x = r.events[a], &z = r.events[b];
+    return x.ts_ns != z.ts_ns ? x.ts_ns < z.ts_ns : x.dur_ns > z.dur_ns;
+  });
+  Lane compute = make_lane(Lane::compute, p, 0, y, o.row * float(o.max_depth), o.row, gpu + " compute");
+  std::vector<Lane> comm;
+  std::vector<int64_t> comm_end;
+  std::vector<int64_t> open;  // ends of the enclosing compute slices
+  for (size_t i : order) {
+    const Event& e = r.events[i];
+    if (e.stream == Stream::comm) {
+      size_t k = 0;
+      while (k < comm_end.size() && comm_end[k] > e.ts_ns) ++k;
+      if (k == comm_end.size()) {
+        comm_end.push_back(0);
+        comm.push_back(make_lane(Lane::comm, p, int(k), 0, o.row * 0.75f, 0, gpu + " comm" + (k ? " " + std::to_string(k + 1) : "")));
+      }
+      comm_end[k] = e.end_ns();
+      comm[k].events.push_back(i);
+    } else {
+      while (!open.empty() && open.back() <= e.ts_ns) open.pop_back();
+      compute.events.push_back(i);
+      compute.depth.push_back(std::min(int(open.size()), o.max_depth - 1));
+      open.push_back(e.end_ns());
+    }
+  }
+  g.lanes.push_back(l.lanes.size());
+  l.lanes.push_back(compute);
+  y += compute.height;
+  if (comm.empty()) comm.push_back(make_lane(Lane::comm, p, 0, 0, o.row * 0.75f, 0, gpu + " comm"));
+  for (Lane& c : comm) {
+    c.y = y;
+    y += c.height;
+    g.lanes.push_back(l.lanes.size());
+    l.lanes.push_back(std::move(c));
+  }
+  g.lanes.push_back(l.lanes.size());
+  l.lanes.push_back(make_lane(Lane::memory, p, 0, y, o.memory, 0, gpu + " memory"));
+  return y + o.memory + o.gap;
+}
+
+int64_t peak_of(const RankTrace& r) {
+  int64_t peak = 0;
+  for (const trace::MemorySample& m : r.memory) peak = std::max(peak, m.total());
+  return peak;
+}
+
+}  // namespace
+
 TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
   TimelineLayout l;
   l.begin_ns = INT64_MAX, l.end_ns = INT64_MIN;
@@ -94,64 +198,59 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
     l.groups[it->second].processes.push_back(p);
   }
   float y = 0;
-  for (Group& g : l.groups) {
+  for (size_t gi = 0; gi < l.groups.size(); ++gi) {
+    Group& g = l.groups[gi];
     std::sort(g.processes.begin(), g.processes.end(), [&](size_t a, size_t b) { return t.ranks[a].rank < t.ranks[b].rank; });
+    g.collapsed = o.collapse_all || std::find(o.collapsed.begin(), o.collapsed.end(), gi) != o.collapsed.end();
     g.y = y;
-    y += o.header;
     g.begin_ns = INT64_MAX, g.end_ns = INT64_MIN;
-    for (size_t p : g.processes) {
-      const RankTrace& r = t.ranks[p];
-      const std::string gpu = "GPU " + std::to_string(r.rank);
-      std::vector<size_t> order(r.events.size());
-      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        const Event &x = r.events[a], &z = r.events[b];
-        return x.ts_ns != z.ts_ns ? x.ts_ns < z.ts_ns : x.dur_ns > z.dur_ns;
-      });
-      Lane compute = make_lane(Lane::compute, p, 0, y, o.row * float(o.max_depth), o.row, gpu + " compute");
-      std::vector<Lane> comm;
-      std::vector<int64_t> comm_end;
-      std::vector<int64_t> open;  // ends of the enclosing compute slices
-      for (size_t i : order) {
-        const Event& e = r.events[i];
-        g.begin_ns = std::min(g.begin_ns, e.ts_ns), g.end_ns = std::max(g.end_ns, e.end_ns());
-        if (e.stream == Stream::comm) {
-          size_t k = 0;
-          while (k < comm_end.size() && comm_end[k] > e.ts_ns) ++k;
-          if (k == comm_end.size()) {
-            comm_end.push_back(0);
-            comm.push_back(make_lane(Lane::comm, p, int(k), 0, o.row * 0.75f, 0, gpu + " comm" + (k ? " " + std::to_string(k + 1) : "")));
-          }
-          comm_end[k] = e.end_ns();
-          comm[k].events.push_back(i);
-        } else {
-          while (!open.empty() && open.back() <= e.ts_ns) open.pop_back();
-          compute.events.push_back(i);
-          compute.depth.push_back(std::min(int(open.size()), o.max_depth - 1));
-          open.push_back(e.end_ns());
-        }
-      }
-      g.lanes.push_back(l.lanes.size());
-      l.lanes.push_back(compute);
-      y += compute.height;
-      if (comm.empty()) comm.push_back(make_lane(Lane::comm, p, 0, 0, o.row * 0.75f, 0, gpu + " comm"));
-      for (Lane& c : comm) {
-        c.y = y;
-        y += c.height;
-        g.lanes.push_back(l.lanes.size());
-        l.lanes.push_back(std::move(c));
-      }
-      g.lanes.push_back(l.lanes.size());
-      l.lanes.push_back(make_lane(Lane::memory, p, 0, y, o.memory, 0, gpu + " memory"));
-      y += o.memory + o.gap;
-    }
-    if (g.begin_ns > g.end_ns) g.begin_ns = g.end_ns = 0;
-    g.zero_ns = g.begin_ns;
-    int64_t first_phase = INT64_MAX;
+    std::map<std::string, trace::Interval> phases;
+    std::vector<std::string> phase_order;
     for (size_t p : g.processes)
-      for (const Event& e : t.ranks[p].events)
-        if (e.cat == "phase") first_phase = std::min(first_phase, e.ts_ns);
-    if (first_phase != INT64_MAX) g.zero_ns = first_phase;
+      for (const Event& e : t.ranks[p].events) {
+        g.begin_ns = std::min(g.begin_ns, e.ts_ns), g.end_ns = std::max(g.end_ns, e.end_ns());
+        if (e.cat != "phase") continue;
+        auto [it, fresh] = phases.try_emplace(e.name, trace::Interval{e.ts_ns, e.end_ns()});
+        if (fresh) phase_order.push_back(e.name);
+        it->second.begin = std::min(it->second.begin, e.ts_ns), it->second.end = std::max(it->second.end, e.end_ns());
+      }
+    if (g.begin_ns > g.end_ns) g.begin_ns = g.end_ns = 0;
+    g.zero_ns = g.begin_ns, g.layer_end_ns = g.end_ns;
+    if (!phases.empty()) {
+      g.zero_ns = INT64_MAX, g.layer_end_ns = INT64_MIN;
+      for (const std::string& name : phase_order) {
+        const trace::Interval w = phases.at(name);
+        g.phases.emplace_back(name, w);
+        g.zero_ns = std::min(g.zero_ns, w.begin), g.layer_end_ns = std::max(g.layer_end_ns, w.end);
+      }
+    }
+    for (size_t p : g.processes)
+      for (const Event& e : t.ranks[p].events) g.ring_steps |= e.cat == "ring_step";
+    g.header = (g.collapsed ? o.collapsed_header : o.header) + (g.ring_steps ? o.step_row : 0);
+    y += g.header;
+    if (!g.collapsed) {
+      for (size_t p : g.processes) y = add_full_lanes(l, g, t, p, y, o);
+    } else {
+      // One summary row per GPU (thinner with many), a GPU drilled into in full after its row,
+      // and one memory plot: the GPU of highest peak.
+      const float row = std::max(2.0f, std::min(o.summary, o.overview / float(std::max<size_t>(1, g.processes.size()))));
+      size_t peak_process = g.processes.empty() ? 0 : g.processes.front();
+      for (size_t p : g.processes) {
+        const RankTrace& r = t.ranks[p];
+        if (peak_of(r) > peak_of(t.ranks[peak_process])) peak_process = p;
+        g.lanes.push_back(l.lanes.size());
+        l.lanes.push_back(make_lane(Lane::summary, p, 0, y, row, row, "GPU " + std::to_string(r.rank)));
+        y += row;
+        if (std::find(o.expanded.begin(), o.expanded.end(), std::make_pair(gi, r.rank)) != o.expanded.end())
+          y = add_full_lanes(l, g, t, p, y + 2, o);
+      }
+      if (!g.processes.empty()) {
+        g.lanes.push_back(l.lanes.size());
+        l.lanes.push_back(make_lane(Lane::memory, peak_process, 0, y + 1, o.group_memory, 0,
+                                    "memory, GPU " + std::to_string(t.ranks[peak_process].rank) + " (peak)"));
+        y += o.group_memory + 1;
+      }
+    }
     g.height = y - g.y;
     l.begin_ns = std::min(l.begin_ns, g.begin_ns), l.end_ns = std::max(l.end_ns, g.end_ns);
     y += o.gap;
@@ -159,6 +258,17 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
   if (l.begin_ns > l.end_ns) l.begin_ns = l.end_ns = 0;
   l.height = y;
   return l;
+}
+
+std::vector<Activity> activity(const RankTrace& r, const std::vector<Interval>& exposed) {
+  std::vector<Activity> out;
+  for (const Event& e : r.events)
+    if (e.stream == Stream::compute && e.dur_ns > 0 && e.cat != "wait" && e.cat != "collective" && e.cat != "phase" &&
+        e.cat != "sublayer" && e.cat != "ring_step")
+      out.push_back({e.ts_ns, e.end_ns(), color_of_kind(e.cat)});
+  for (const Interval& iv : exposed) out.push_back({iv.begin, iv.end, kExposedColor});
+  std::stable_sort(out.begin(), out.end(), [](const Activity& a, const Activity& b) { return a.begin < b.begin; });
+  return out;
 }
 
 std::vector<Interval> exposed_intervals(const RankTrace& r) {
@@ -241,17 +351,54 @@ std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const nloh
   return out;
 }
 
+std::optional<Interval> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what) {
+  std::string groups = what, phase;
+  if (const size_t colon = what.rfind(':'); colon != std::string::npos) groups = what.substr(0, colon), phase = what.substr(colon + 1);
+  std::optional<Interval> out;
+  for (const Group* g : groups_to_fit(layout, other, groups)) {
+    Interval w{g->zero_ns, g->layer_end_ns};
+    if (!phase.empty()) {
+      const auto it = std::find_if(g->phases.begin(), g->phases.end(), [&](const auto& p) { return p.first == phase; });
+      if (it == g->phases.end()) continue;
+      w = it->second;
+    }
+    const Interval rel{w.begin - g->zero_ns, w.end - g->zero_ns};
+    out = out ? Interval{std::min(out->begin, rel.begin), std::max(out->end, rel.end)} : rel;
+  }
+  return out;
+}
+
+Interval parse_zoom(const std::string& text) {
+  const std::string usage = "--zoom " + text + ": expected START,END, times after the layer's start with a unit (ns, us, ms, s; "
+                            "a bare number is seconds), START < END, for example 0,150us";
+  const size_t comma = text.find(',');
+  if (comma == std::string::npos) throw ConfigError(usage);
+  auto time = [&](const std::string& v) {
+    char* end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    const std::string unit = end ? std::string(end) : "";
+    if (end == v.c_str() || !std::isfinite(x)) throw ConfigError(usage);
+    const double scale = unit.empty() || unit == "s" ? 1e9 : unit == "ms" ? 1e6 : unit == "us" ? 1e3 : unit == "ns" ? 1.0 : -1.0;
+    if (scale < 0 || std::fabs(x * scale) > 9e15) throw ConfigError(usage);
+    return int64_t(std::llround(x * scale));
+  };
+  const Interval w{time(text.substr(0, comma)), time(text.substr(comma + 1))};
+  if (w.begin >= w.end) throw ConfigError(usage);
+  return w;
+}
+
 std::vector<StepMark> step_marks(const TraceData& t) {
-  std::map<std::tuple<std::string, int, int>, int64_t> first;  // (strategy, phase order, step) -> start
+  std::map<std::tuple<std::string, int, int>, std::pair<int64_t, int64_t>> first;  // (strategy, phase order, step) -> extent
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events)
       if (e.cat == "ring_step" && e.step >= 0) {
         auto key = std::make_tuple(r.strategy, e.phase == "backward" ? 1 : 0, e.step);
-        auto [it, fresh] = first.try_emplace(key, e.ts_ns);
-        if (!fresh) it->second = std::min(it->second, e.ts_ns);
+        auto [it, fresh] = first.try_emplace(key, e.ts_ns, e.end_ns());
+        it->second.first = std::min(it->second.first, e.ts_ns), it->second.second = std::max(it->second.second, e.end_ns());
       }
   std::vector<StepMark> marks;
-  for (auto& [key, ts] : first) marks.push_back({std::get<0>(key), std::get<1>(key) ? "backward" : "forward", std::get<2>(key), ts});
+  for (auto& [key, ext] : first)
+    marks.push_back({std::get<0>(key), std::get<1>(key) ? "backward" : "forward", std::get<2>(key), ext.first, ext.second});
   std::sort(marks.begin(), marks.end(), [](const StepMark& a, const StepMark& b) { return a.ts_ns < b.ts_ns; });
   return marks;
 }
@@ -268,6 +415,76 @@ std::optional<int64_t> step_after(const std::vector<StepMark>& marks, int64_t t,
 }
 
 
+StepStrip step_strip(const std::vector<StepMark>& marks, const TimeAxis& axis, float char_width) {
+  StepStrip out;
+  for (const char* phase : {"forward", "backward"}) {
+    std::vector<const StepMark*> steps;
+    for (const StepMark& m : marks)
+      if (m.phase == phase) steps.push_back(&m);
+    std::sort(steps.begin(), steps.end(), [](const StepMark* a, const StepMark* b) { return a->step < b->step; });
+    if (steps.empty()) continue;
+    const std::string letter = phase == std::string("forward") ? "F" : "B";
+    std::vector<StepBand> bands;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const int64_t end = i + 1 < steps.size() ? std::max(steps[i + 1]->ts_ns, steps[i]->ts_ns) : steps[i]->end_ns;
+      bands.push_back({axis.x_of(double(steps[i]->ts_ns)), axis.x_of(double(end)), phase, steps[i]->step});
+    }
+    auto width = [&](const std::string& s) { return float(s.size()) * char_width + 4; };
+    // Every label from its band's start to the next band's start at least, "F2"; else every one
+    // abbreviated, "2"; else one for the phase. (The last may run past its band: nothing follows.)
+    auto fits = [&](bool lettered) {
+      for (size_t i = 0; i + 1 < bands.size(); ++i)
+        if (width((lettered ? letter : "") + std::to_string(bands[i].step)) > bands[i + 1].x0 - bands[i].x0) return false;
+      return true;
+    };
+    const bool lettered = fits(true);
+    if (lettered || fits(false)) {
+      for (const StepBand& b : bands) {
+        const std::string text = (lettered ? letter : "") + std::to_string(b.step);
+        out.labels.push_back({text, b.x0 + 2, b.x0 + width(text) - 2});
+      }
+    } else {
+      // After the forward's label, never under it, even when the forward is narrower than it.
+      const std::string text = letter + std::to_string(bands.front().step) + "-" + letter + std::to_string(bands.back().step) + " (" +
+                               std::to_string(bands.size()) + " steps)";
+      const float x0 = std::max(bands.front().x0 + 2, out.labels.empty() ? -1e30f : out.labels.back().x1 + 4);
+      out.labels.push_back({text, x0, x0 + width(text) - 4});
+    }
+    out.bands.insert(out.bands.end(), bands.begin(), bands.end());
+  }
+  return out;
+}
+
+Spread spread(const std::vector<double>& values, const std::vector<int>& ranks) {
+  Spread s;
+  if (values.empty()) return s;
+  std::vector<double> sorted = values;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  s.median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  const auto lo = std::min_element(values.begin(), values.end()), hi = std::max_element(values.begin(), values.end());  // the first of each
+  s.min = *lo, s.max = *hi;
+  s.min_rank = ranks[size_t(lo - values.begin())], s.max_rank = ranks[size_t(hi - values.begin())];
+  return s;
+}
+
+std::vector<int> outlier_ranks(const std::vector<double>& values, const std::vector<int>& ranks) {
+  std::vector<int> out;
+  if (values.size() < 4) return out;
+  std::vector<double> sorted = values;
+  std::sort(sorted.begin(), sorted.end());
+  auto quantile = [&](double q) {  // linear interpolation between closest ranks
+    const double at = q * double(sorted.size() - 1);
+    const size_t i = size_t(at);
+    return i + 1 < sorted.size() ? sorted[i] + (at - double(i)) * (sorted[i + 1] - sorted[i]) : sorted[i];
+  };
+  const double q1 = quantile(0.25), q3 = quantile(0.75), median = quantile(0.5);
+  const double k = std::max(1.5 * (q3 - q1), 0.05 * std::fabs(median));
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i] < q1 - k || values[i] > q3 + k) out.push_back(ranks[i]);
+  return out;
+}
+
 bool Replay::advance(double wall_s, int64_t end_ns) {
   if (!playing) return false;
   const int64_t next = head_ns + int64_t(wall_s * speed * 1e9);
@@ -280,27 +497,31 @@ bool Replay::advance(double wall_s, int64_t end_ns) {
   return true;
 }
 
-std::optional<Hit> hit_test(const TraceData& t, const TimelineLayout& l, const TimeAxis& axis, float x, float y, float lane_top) {
-  const double time = axis.t_of(x);
-  const double slop = (axis.t1 - axis.t0) / double(axis.x1 - axis.x0) * 1.5;  // 1.5 px: tiny events stay pickable
-  for (const Lane& lane : l.lanes) {
-    const float top = lane_top + lane.y;
-    if (y < top || y >= top + lane.height) continue;
-    if (lane.kind == Lane::memory) return std::nullopt;
-    const RankTrace& r = t.ranks[lane.process];
-    // The compute lane's row under y is a nesting depth: the event at that depth, or the
-    // deepest above it (a row with nothing drawn belongs to the slice over it).
-    const int want = lane.kind == Lane::compute ? int((y - top) / lane.row) : 0;
-    std::optional<Hit> best;
-    int best_depth = -1;
-    for (size_t k = 0; k < lane.events.size(); ++k) {
-      const Event& e = r.events[lane.events[k]];
-      if (time < double(e.ts_ns) - slop || time > double(e.end_ns()) + slop) continue;
-      const int depth = lane.kind == Lane::compute ? lane.depth[k] : 0;
-      if (depth <= want && depth > best_depth) best = Hit{lane.process, lane.events[k]}, best_depth = depth;
+std::optional<Hit> hit_test(const TraceData& t, const TimelineLayout& l, const std::vector<TimeAxis>& axes, float x, float y,
+                            float lane_top) {
+  for (size_t gi = 0; gi < l.groups.size() && gi < axes.size(); ++gi)
+    for (size_t li : l.groups[gi].lanes) {
+      const Lane& lane = l.lanes[li];
+      const TimeAxis& axis = axes[gi];
+      const double time = axis.t_of(x);
+      const double slop = (axis.t1 - axis.t0) / double(axis.x1 - axis.x0) * 1.5;  // 1.5 px: tiny events stay pickable
+      const float top = lane_top + lane.y;
+      if (y < top || y >= top + lane.height) continue;
+      if (lane.kind == Lane::memory) return std::nullopt;
+      const RankTrace& r = t.ranks[lane.process];
+      // The compute lane's row under y is a nesting depth: the event at that depth, or the
+      // deepest above it (a row with nothing drawn belongs to the slice over it).
+      const int want = lane.kind == Lane::compute ? int((y - top) / lane.row) : 0;
+      std::optional<Hit> best;
+      int best_depth = -1;
+      for (size_t k = 0; k < lane.events.size(); ++k) {
+        const Event& e = r.events[lane.events[k]];
+        if (time < double(e.ts_ns) - slop || time > double(e.end_ns()) + slop) continue;
+        const int depth = lane.kind == Lane::compute ? lane.depth[k] : 0;
+        if (depth <= want && depth > best_depth) best = Hit{lane.process, lane.events[k]}, best_depth = depth;
+      }
+      return best;
     }
-    return best;
-  }
   return std::nullopt;
 }
 

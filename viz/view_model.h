@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -25,13 +26,32 @@ constexpr Color rgba(uint8_t r, uint8_t g, uint8_t b, uint8_t a = 255) {
 /// The colour of an event's kind: compute kinds (attention, gemm, norm, elementwise, memory),
 /// waits, and communication by collective (p2p, all_gather, reduce_scatter, all_reduce,
 /// all_to_all). Exposed communication is drawn in its own colour under the comm lane.
+///
+/// The communication kinds and exposed/hidden comm are the Okabe-Ito palette (Okabe and Ito,
+/// "Color Universal Design", 2008), chosen to stay apart for the common colour-vision
+/// deficiencies; the compute kinds are lighter tones of other hues. tests/test_viewer.cpp holds
+/// every pair at least kMinColorDistance apart, with normal vision and the three dichromacies.
 Color color_of_kind(const std::string& cat);
 /// An event's colour: its kind's, and for a collective's span on the compute lane, that
 /// collective's (its name).
 Color color_of(const trace::Event& e);
-inline constexpr Color kExposedColor = rgba(230, 40, 40);
-inline constexpr Color kHiddenColor = rgba(60, 200, 90);
+inline constexpr Color kExposedColor = rgba(213, 94, 0);   // Okabe-Ito vermillion
+inline constexpr Color kHiddenColor = rgba(0, 158, 115);   // Okabe-Ito bluish green
 inline constexpr Color kBackground = rgba(24, 24, 28);
+/// The kinds the colour key lists: compute kinds, then wait, then communication kinds.
+const std::vector<std::string>& compute_kinds();
+const std::vector<std::string>& comm_kinds();
+
+/// How a colour is seen: with normal vision, or with one of the dichromacies simulated.
+enum class Vision { normal, protanopia, deuteranopia, tritanopia };
+/// The CIE76 colour difference (Delta E*ab, CIELAB under D65) between a and b as seen with `v`.
+/// Dichromacies are simulated with the matrices of Machado, Oliveira and Fernandes, "A
+/// Physiologically-based Model for Simulation of Color Vision Deficiency" (IEEE TVCG 2009),
+/// severity 1.0, applied to linear sRGB.
+double color_distance(Color a, Color b, Vision v = Vision::normal);
+/// The least Delta E the palette keeps between kinds that share a lane (about where two flat
+/// swatches side by side are told apart at a glance).
+inline constexpr double kMinColorDistance = 15;
 /// Colour of rank r (tile map): 12 hues apart from the event colours' saturation, repeating
 /// after 12 (the tile labels and the key say which is which).
 Color rank_color(int r);
@@ -52,9 +72,11 @@ struct TimeAxis {
   void fit(double begin, double end);
 };
 
-/// One horizontal lane: a GPU's compute stream, one of its comm lanes, or its memory plot.
+/// One horizontal lane: a GPU's compute stream, one of its comm lanes, or its memory plot; or,
+/// in a collapsed group, a GPU's summary row (what it does over time: compute, exposed comm,
+/// idle) and the group's one memory plot (its GPU of highest peak).
 struct Lane {
-  enum Kind { compute, comm, memory } kind = compute;
+  enum Kind { compute, comm, memory, summary } kind = compute;
   size_t process = 0;  ///< index into TraceData::ranks
   int comm_lane = 0;   ///< for comm lanes: 0, 1, ...
   float y = 0, height = 0;
@@ -77,6 +99,15 @@ struct Group {
   /// before it shows at negative times), or begin_ns when it has no phases. Groups and
   /// traces are drawn aligned at their zeros.
   int64_t zero_ns = 0;
+  /// The end of its last phase (the layer's end), or end_ns when it has no phases.
+  int64_t layer_end_ns = 0;
+  /// Each phase's extent over the group's ranks ("forward", "backward"), ns on the trace's clock.
+  std::vector<std::pair<std::string, trace::Interval>> phases;
+  /// Drawn collapsed: one summary row per GPU and one memory plot.
+  bool collapsed = false;
+  /// Its header's height: a title row, and below it a row of ring step bands when it has ring steps.
+  float header = 0;
+  bool ring_steps = false;
 };
 
 /// The vertical layout of a trace (pixels from the top of the timeline).
@@ -90,11 +121,30 @@ struct TimelineLayout {
 struct LayoutOptions {
   float header = 22, row = 15, memory = 46, gap = 6;
   int max_depth = 7;  ///< compute-lane nesting shown (phase, sublayer, step or collective, op, wait, ...)
+  /// Collapsed groups: a summary row per GPU of `summary` px (thinner with many GPUs, so that
+  /// all of them take at most `overview` px, but never under 2 px), a memory plot of
+  /// `group_memory` px, and a header of `collapsed_header` px.
+  float summary = 11, overview = 256, group_memory = 30, collapsed_header = 20;
+  float step_row = 15;  ///< the header's ring step row
+  /// Which groups are collapsed (by index; all when `collapse_all`), and which GPUs of a
+  /// collapsed group are drilled into, shown with all their lanes: (group index, rank).
+  bool collapse_all = false;
+  std::vector<size_t> collapsed;
+  std::vector<std::pair<size_t, int>> expanded;
 };
 
 /// Lays out every strategy, GPU and stream. Comm events go to lanes so that none overlap in
 /// a lane (first free lane, as the file writer does).
 TimelineLayout make_layout(const trace::TraceData& t, const LayoutOptions& o = {});
+
+/// What a rank does over time, for its summary row: each compute op in its kind's colour and
+/// its exposed communication (exposed_intervals) in kExposedColor, in time order; what neither
+/// covers is idle (waiting with nothing in flight, or done).
+struct Activity {
+  int64_t begin = 0, end = 0;
+  Color color = 0;
+};
+std::vector<Activity> activity(const trace::RankTrace& r, const std::vector<trace::Interval>& exposed);
 
 /// What a group's header says it is: "MODELED on a100-nvlink" for a modeled twin (a group that
 /// otherData.modeled_groups lists) or any group of a modeled trace (otherData.modeled), "MEASURED"
@@ -111,16 +161,58 @@ std::string comm_summary(const trace::StrategyMetrics& m);
 /// MODELED), "measured" (the others), or one group's label. Empty when nothing matches.
 std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
 
+/// What `--fit WHAT[:PHASE]` frames: the groups of WHAT (groups_to_fit) over their layer
+/// (forward + backward), or over one phase ("forward", "backward"), in group time (ns after
+/// each group's zero). nullopt when no group matches or none has that phase.
+std::optional<trace::Interval> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
+
+/// `--zoom START,END`: two times in group time, each a number with a unit (ns, us, ms, s; a
+/// bare number is seconds, as --at), START < END. Throws ConfigError naming the problem.
+trace::Interval parse_zoom(const std::string& text);
+
 /// The exposed parts of a process's communication: comm intervals not covered by compute.
 std::vector<trace::Interval> exposed_intervals(const trace::RankTrace& r);
 
-/// Ring steps in time order: the earliest start of each (phase, step) over a strategy's ranks.
+/// Ring steps in time order: the earliest start of each (phase, step) over a strategy's ranks,
+/// and the latest end.
 struct StepMark {
   std::string strategy, phase;
   int step = 0;
-  int64_t ts_ns = 0;
+  int64_t ts_ns = 0, end_ns = 0;
 };
 std::vector<StepMark> step_marks(const trace::TraceData& t);
+
+/// A group header's ring steps: a band per step, from its start to the next step's start (the
+/// last to its end), and labels that are never dropped. Each label, "F2" or "B0", starts at its
+/// band and ends before the next band starts; when some does not fit so, every label of the
+/// phase is its step's number alone ("2"); when some does not fit even so, the phase's bands get
+/// one label, "F0-F62 (63 steps)" (moved right of the forward's when that one runs past the
+/// backward's start). Labels never overlap.
+struct StepBand {
+  float x0 = 0, x1 = 0;
+  std::string phase;
+  int step = 0;
+};
+struct StepLabel {
+  std::string text;
+  float x0 = 0, x1 = 0;  ///< the text's box, pixels
+};
+struct StepStrip {
+  std::vector<StepBand> bands;
+  std::vector<StepLabel> labels;
+};
+/// `marks`: one group's steps, times in group time; `char_width`: pixels per character.
+StepStrip step_strip(const std::vector<StepMark>& marks, const TimeAxis& axis, float char_width);
+
+/// Over a group's ranks, a value's least, median and greatest, and which ranks hold the ends.
+struct Spread {
+  double min = 0, median = 0, max = 0;
+  int min_rank = 0, max_rank = 0;
+};
+Spread spread(const std::vector<double>& values, const std::vector<int>& ranks);
+/// The ranks whose value lies outside Tukey's fences, [Q1 - k, Q3 + k] with k = 1.5 IQR (at
+/// least 5% of the median, so that ranks equal to the ns are not outliers of one another).
+std::vector<int> outlier_ranks(const std::vector<double>& values, const std::vector<int>& ranks);
 /// The next (dir > 0) or previous (dir < 0) step start after/before time t; nullopt at the ends.
 std::optional<int64_t> step_after(const std::vector<StepMark>& marks, int64_t t, int dir);
 
@@ -139,11 +231,12 @@ struct Replay {
   bool advance(double wall_s, int64_t end_ns);
 };
 
-/// The event under (x, y), if any: a process index and event index.
+/// The event under (x, y), if any: a process index and event index. `axes`: each group's time
+/// axis (indexed as layout.groups), in the trace's own ns (the group's zero and scale applied).
 struct Hit {
   size_t process = 0, event = 0;
 };
-std::optional<Hit> hit_test(const trace::TraceData& t, const TimelineLayout& l, const TimeAxis& axis, float x, float y,
+std::optional<Hit> hit_test(const trace::TraceData& t, const TimelineLayout& l, const std::vector<TimeAxis>& axes, float x, float y,
                             float lane_top);
 
 using ringside::format_ns;     // 1234567 -> "1.23 ms"; 512 -> "512 ns" (core/units.h)

@@ -1,0 +1,314 @@
+// The App's frame: loading a trace, framing the first view (which groups collapse so that every
+// strategy is on screen, which time range shows), the toolbar and its keys.
+#include "viz/app.h"
+
+#include <GLFW/glfw3.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace ringside::viz {
+
+namespace fs = std::filesystem;
+using trace::Event;
+using trace::RankTrace;
+
+Loaded load(const std::string& path) {
+  Loaded l;
+  l.path = path;
+  l.data = trace::read_trace(path);
+  l.relayout();
+  l.metrics = trace::compute_metrics(l.data);
+  std::map<std::string, int64_t> zero_of;
+  for (const Group& g : l.layout.groups) zero_of[g.strategy] = g.zero_ns;
+  for (StepMark m : step_marks(l.data)) {
+    m.ts_ns -= zero_of[m.strategy], m.end_ns -= zero_of[m.strategy];
+    l.steps.push_back(m);
+  }
+  std::sort(l.steps.begin(), l.steps.end(), [](const StepMark& a, const StepMark& b) { return a.ts_ns < b.ts_ns; });
+  for (const RankTrace& r : l.data.ranks) {
+    l.exposed.push_back(exposed_intervals(r));
+    l.activity.push_back(activity(r, l.exposed.back()));
+    l.memory.push_back(memory_series(r));
+    for (int64_t v : l.memory.back().total) l.memory_scale = std::max(l.memory_scale, v);
+    l.top_peak = std::max(l.top_peak, l.memory.back().peak);
+  }
+  // The run's description, read defensively: otherData is free-form in foreign files.
+  const nlohmann::json& o = l.data.other;
+  auto field = [](const nlohmann::json& obj, const char* k) -> std::string {
+    const auto it = obj.find(k);
+    return it != obj.end() && it->is_number() ? it->dump() : "?";
+  };
+  if (const auto c = o.find("config"); c != o.end() && c->is_object())
+    l.summary = "s=" + field(*c, "s") + " h=" + field(*c, "h") + " H=" + field(*c, "H") + " ";
+  size_t P = 0;
+  for (const auto& m : l.metrics) P = std::max(P, m.ranks.size());
+  l.summary += "P=" + std::to_string(P) + " " + trace_tag(o);
+  l.exposed_ns.assign(l.data.ranks.size(), 0);
+  for (const trace::StrategyMetrics& m : l.metrics) {
+    l.tag[m.strategy] = group_tag(o, m.strategy), l.comm[m.strategy] = comm_summary(m);
+    for (const trace::RankMetrics& r : m.ranks) {
+      l.sent[m.strategy] = std::max(l.sent[m.strategy], r.bytes_sent);
+      for (size_t p = 0; p < l.data.ranks.size(); ++p)
+        if (l.data.ranks[p].strategy == m.strategy && l.data.ranks[p].rank == r.rank) l.exposed_ns[p] = r.time.exposed_comm_ns;
+    }
+  }
+  std::error_code ec;
+  l.mtime = fs::last_write_time(path, ec);
+  return l;
+}
+
+App::App(Options o) : opt_(std::move(o)) {
+  for (const std::string& f : opt_.files) open(f);
+  // Live: the file may not exist yet (the run has not written it); poll_live opens it then.
+  if (!opt_.live.empty() && fs::exists(opt_.live)) open(opt_.live);
+  fit();
+  if (opt_.at_s) replay_.head_ns = int64_t(*opt_.at_s * 1e9), reveal_ = true;
+  if (opt_.step) {
+    // Ring step N of the first trace with ring steps: F0.. then B0.. of its first ring group.
+    std::vector<int64_t> marks;
+    for (const Loaded& t : traces_)
+      if (!t.steps.empty() && marks.empty())
+        for (const StepMark& m : t.steps)
+          if (m.strategy == t.steps.front().strategy) marks.push_back(int64_t(double(m.ts_ns) / scale_of(t, m.strategy)));
+    if (*opt_.step < 0 || size_t(*opt_.step) >= marks.size())
+      errors_.push_back("--step " + std::to_string(*opt_.step) + ": the trace has " + std::to_string(marks.size()) +
+                        " ring steps (forward and backward), numbered from 0");
+    else
+      replay_.head_ns = marks[size_t(*opt_.step)] + 1, reveal_ = true;
+  }
+  if (opt_.lesson) open_lesson();
+}
+
+bool App::any_event() const {
+  for (const Loaded& t : traces_)
+    for (const RankTrace& r : t.data.ranks)
+      if (!r.events.empty()) return true;
+  return false;
+}
+
+void App::open(const std::string& path) {
+  try {
+    traces_.push_back(load(path));
+    ++generation_;
+    arranged_ = false;
+  } catch (const std::exception& e) {
+    errors_.push_back(e.what());
+  }
+}
+
+// Collapse: `--collapse` collapses every group, `--expand` none; by default the groups collapse
+// when the traces in full would not fit the timeline's height, and their rows thin until every
+// group is on screen (down to 4 px a GPU).
+void App::arrange(float timeline_height) {
+  arranged_ = true;
+  auto total = [&] {
+    float h = 0;
+    for (const Loaded& t : traces_) h += t.layout.height + 10 + (traces_.size() > 1 ? 18 : 0);
+    return h;
+  };
+  for (Loaded& t : traces_) {
+    t.layout_options.collapse_all = opt_.collapse == Options::Collapse::all;
+    t.relayout();
+  }
+  if (opt_.collapse != Options::Collapse::automatic || total() <= timeline_height) return;
+  for (float row = LayoutOptions{}.summary; row >= 4; row -= 1) {
+    for (Loaded& t : traces_) {
+      LayoutOptions& o = t.layout_options;
+      o.collapse_all = true;
+      o.summary = row, o.group_memory = std::max(16.0f, 2.7f * row);
+      o.collapsed_header = 16;
+      t.relayout();
+    }
+    if (total() <= timeline_height) break;
+  }
+}
+
+namespace {
+bool modeled_group(const Loaded& t, const std::string& strategy) {
+  const auto it = t.tag.find(strategy);
+  return it != t.tag.end() && it->second.starts_with("MODELED");
+}
+}  // namespace
+
+double App::scale_of(const Loaded& t, const std::string& strategy) const {
+  return mixed_ && !modeled_group(t, strategy) ? measured_scale_ : 1.0;
+}
+
+App::View App::view_of(const Loaded& t, const Group& g) const {
+  const double k = scale_of(t, g.strategy), zero = double(g.zero_ns);
+  View v{axis_, reveal_ ? zero + double(replay_.head_ns) * k : INFINITY};
+  v.axis.t0 = zero + axis_.t0 * k, v.axis.t1 = zero + axis_.t1 * k;
+  return v;
+}
+
+// The first view: the layer (forward + backward) of the groups --fit names, or --zoom's range.
+void App::fit() {
+  // The scales: the measured family drawn so that its longest layer spans what the modeled one's does.
+  double modeled = 0, measured = 0;
+  for (const Loaded& t : traces_)
+    for (const Group& g : t.layout.groups)
+      (modeled_group(t, g.strategy) ? modeled : measured) = std::max(modeled_group(t, g.strategy) ? modeled : measured,
+                                                                      double(g.layer_end_ns - g.zero_ns));
+  mixed_ = modeled > 0 && measured > 0;
+  measured_scale_ = mixed_ ? measured / modeled : 1.0;
+  double end = 1;
+  for (const Loaded& t : traces_)
+    for (const Group& g : t.layout.groups) end = std::max(end, double(g.end_ns - g.zero_ns) / scale_of(t, g.strategy));
+  end_ns_ = int64_t(end);
+  if (opt_.zoom) {
+    axis_.t0 = double(opt_.zoom->begin), axis_.t1 = double(opt_.zoom->end);
+    return;
+  }
+  // WHAT[:PHASE]: each group's window in its own time, in axis time.
+  std::optional<std::pair<double, double>> w;
+  auto widen = [&](const std::string& what) {
+    const size_t colon = what.rfind(':');
+    const std::string groups = colon == std::string::npos ? what : what.substr(0, colon);
+    const std::string phase = colon == std::string::npos ? "" : what.substr(colon);
+    for (const Loaded& t : traces_)
+      for (const Group* g : groups_to_fit(t.layout, t.data.other, groups))
+        if (const auto gw = fit_window(t.layout, t.data.other, g->strategy + phase)) {
+          const double k = scale_of(t, g->strategy), b = double(gw->begin) / k, e = double(gw->end) / k;
+          w = w ? std::make_pair(std::min(w->first, b), std::max(w->second, e)) : std::make_pair(b, e);
+        }
+  };
+  widen(opt_.fit);
+  if (!w && opt_.fit != "all") {
+    if (!fit_warned_ && !traces_.empty())
+      errors_.push_back("--fit " + opt_.fit + ": no group matches (all, modeled, measured, or a group's name, each with an optional "
+                        ":forward or :backward)");
+    fit_warned_ = true;
+    widen("all");
+  }
+  if (w) axis_.fit(w->first, w->second);
+  else axis_.fit(0, end);
+}
+
+void App::drop(int count, const char** paths) {
+  for (int i = 0; i < count; ++i) open(paths[i]);
+  fit();
+}
+
+void App::frame(float width, float height) {
+  window_w_ = width, window_h_ = height;
+  ImGui::SetNextWindowPos(ImVec2(0, 0));
+  ImGui::SetNextWindowSize(ImVec2(width, height));
+  ImGui::Begin("ringside-viewer", nullptr,
+               ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoCollapse |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  toolbar();
+  // A lesson's text is tables of up to ~110 columns: give the side panel room for them.
+  const float side = lesson_steps_.empty() ? std::min(640.0f, width * 0.40f) : std::min(820.0f, width * 0.48f);
+  const float ruler_h = mixed_ ? 32 : 18;  // two rows for two time scales
+  ImGui::BeginGroup();
+  ImGui::BeginChild("ruler", ImVec2(width - side - 24, ruler_h), false, ImGuiWindowFlags_NoScrollbar);
+  ruler(ruler_h);
+  ImGui::EndChild();
+  ImGui::BeginChild("timeline", ImVec2(width - side - 24, 0), true, ImGuiWindowFlags_NoMove);
+  if (!arranged_) {
+    arrange(ImGui::GetContentRegionAvail().y);
+    if (!lesson_steps_.empty()) go_to_lesson_step(lesson_step_);  // its group's place may have moved
+    else if (!framed_) fit();
+    framed_ = true;
+    // --fit names groups: bring the first of them into view.
+    if (opt_.fit != "all" && !traces_.empty()) {
+      const std::string what = opt_.fit.substr(0, opt_.fit.rfind(':') == std::string::npos ? opt_.fit.size() : opt_.fit.rfind(':'));
+      auto groups = groups_to_fit(traces_.front().layout, traces_.front().data.other, what);
+      if (groups.empty()) groups = groups_to_fit(traces_.front().layout, traces_.front().data.other, opt_.fit);
+      if (!groups.empty() && traces_.front().layout.height > ImGui::GetContentRegionAvail().y) scroll_to_ = groups.front()->y;
+    }
+  }
+  timeline();
+  ImGui::EndChild();
+  ImGui::EndGroup();
+  ImGui::SameLine();
+  ImGui::BeginChild("side", ImVec2(0, 0), true);
+  if (!lesson_steps_.empty()) lesson_panel(std::max(200.0f, height * 0.55f));
+  side_panel();
+  ImGui::EndChild();
+  ImGui::End();
+  file_dialog();
+  error_panel();
+  const double now = ImGui::GetTime();
+  if (replay_.advance(now - last_time_, end_ns_)) reveal_ = true;
+  last_time_ = now;
+}
+
+nlohmann::json App::layout_json() const {
+  nlohmann::json j;
+  j["x0"] = axis_.x0, j["x1"] = axis_.x1, j["t0_ns"] = axis_.t0, j["t1_ns"] = axis_.t1;
+  j["width"] = window_w_, j["height"] = window_h_;
+  for (const auto& [label, y] : drawn_lanes_) j["lanes"][label] = y;
+  j["groups"] = drawn_groups_;
+  j["step_labels"] = drawn_labels_;
+  return j;
+}
+
+void App::toolbar() {
+  if (ImGui::Button("Open...")) dialog_open_ = true, dialog_dir_ = fs::current_path().string();
+  ImGui::SameLine();
+  if (ImGui::Button("Fit (F)")) fit();
+  ImGui::SameLine();
+  const bool any_collapsed = std::any_of(traces_.begin(), traces_.end(), [](const Loaded& t) {
+    return std::any_of(t.layout.groups.begin(), t.layout.groups.end(), [](const Group& g) { return g.collapsed; });
+  });
+  if (ImGui::Button(any_collapsed ? "Expand all (E)" : "Collapse all (C)") ||
+      (!ImGui::GetIO().WantTextInput && ImGui::IsKeyPressed(any_collapsed ? GLFW_KEY_E : GLFW_KEY_C))) {
+    for (Loaded& t : traces_) {
+      t.layout_options.collapse_all = !any_collapsed;
+      t.layout_options.collapsed.clear(), t.layout_options.expanded.clear();
+      t.relayout();
+    }
+  }
+  ImGui::SameLine();
+  if (ImGui::Button(replay_.playing ? "Pause (space)" : "Play (space)")) toggle_play();
+  ImGui::SameLine();
+  if (ImGui::Button("< step")) step(-1);
+  ImGui::SameLine();
+  if (ImGui::Button("step >")) step(+1);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(110);
+  float speed = float(replay_.speed);
+  if (ImGui::SliderFloat("speed", &speed, 0.01f, 2.0f, "%.2fx", ImGuiSliderFlags_Logarithmic)) replay_.speed = speed;
+  ImGui::SameLine();
+  ImGui::Checkbox("replay", &reveal_);
+  ImGui::SameLine();
+  ImGui::Checkbox("arrows", &arrows_);
+  ImGui::SameLine();
+  ImGui::TextDisabled("wheel/W/S zoom, drag/A/D pan, shift-drag select, click: pin, header: collapse, GPU row: open");
+  if (!live_note_.empty()) ImGui::TextColored(ImVec4(1, 0.7f, 0.3f, 1), "%s", live_note_.c_str());
+  // Keys (when no text field has focus); ImGui 1.86 indexes keys by GLFW key code.
+  if (!ImGui::GetIO().WantTextInput) {
+    if (ImGui::IsKeyPressed(GLFW_KEY_SPACE)) toggle_play();
+    if (ImGui::IsKeyPressed(GLFW_KEY_F)) fit();
+    // In a lesson Left/Right step through the lesson; the buttons still step the ring.
+    if (ImGui::IsKeyPressed(GLFW_KEY_RIGHT)) lesson_steps_.empty() ? step(+1) : go_to_lesson_step(lesson_step_ + 1);
+    if (ImGui::IsKeyPressed(GLFW_KEY_LEFT)) lesson_steps_.empty() ? step(-1) : go_to_lesson_step(lesson_step_ - (lesson_step_ > 0));
+    const float mid = 0.5f * (axis_.x0 + axis_.x1);
+    if (ImGui::IsKeyDown(GLFW_KEY_W)) axis_.zoom(1.04, mid);
+    if (ImGui::IsKeyDown(GLFW_KEY_S)) axis_.zoom(1 / 1.04, mid);
+    if (ImGui::IsKeyDown(GLFW_KEY_A)) axis_.pan(12);
+    if (ImGui::IsKeyDown(GLFW_KEY_D)) axis_.pan(-12);
+  }
+}
+
+void App::toggle_play() {
+  if (!replay_.playing && replay_.head_ns >= end_ns_) replay_.head_ns = 0;
+  replay_.playing = !replay_.playing;
+  reveal_ = true;
+}
+
+void App::step(int dir) {
+  std::vector<StepMark> all;
+  for (const Loaded& t : traces_)
+    for (StepMark m : t.steps) {
+      m.ts_ns = int64_t(double(m.ts_ns) / scale_of(t, m.strategy));  // in axis time
+      all.push_back(m);
+    }
+  std::sort(all.begin(), all.end(), [](const StepMark& a, const StepMark& b) { return a.ts_ns < b.ts_ns; });
+  if (auto t = step_after(all, replay_.head_ns - (dir > 0 ? 0 : 1), dir)) replay_.head_ns = *t + 1, reveal_ = true;
+  replay_.playing = false;
+}
+
+}  // namespace ringside::viz

@@ -1,0 +1,44 @@
+// The memory plots: a GPU's live bytes stacked by category (weights, grads, activations,
+// workspace, comm buffers), each sample held until the next, on one scale for the whole trace
+// (GPUs and strategies compare at a glance: half the memory draws half as high), with the peak
+// over forward + backward marked.
+#include <algorithm>
+
+#include "viz/app.h"
+
+namespace ringside::viz {
+
+void App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lane& lane, const View& v, float ly) {
+  const MemorySeries& m = t.memory[lane.process];
+  if (m.ts.empty()) return;
+  const TimeAxis& a = v.axis;
+  const int64_t scale = t.memory_scale;
+  const float h = lane.height - 4, base = ly + lane.height - 2;
+  for (size_t i = 0; i < m.ts.size(); ++i) {
+    if (double(m.ts[i]) > v.head) break;
+    const float x0 = std::max(a.x0, a.x_of(double(m.ts[i])));
+    // Each sample holds until the next; the last until the trace's end; nothing after the play head.
+    const double until = std::min(double(i + 1 < m.ts.size() ? m.ts[i + 1] : std::max(m.ts[i], g.end_ns)), v.head);
+    const float x1 = std::min(a.x1, a.x_of(until));
+    if (x1 < a.x0 || x0 > a.x1) continue;
+    float y = base;
+    for (int c = 0; c < kNumMemCategories; ++c) {
+      const float dh = h * float(double(m.by_category[c][i]) / double(scale));
+      dl->AddRectFilled(ImVec2(x0, y - dh), ImVec2(std::max(x1, x0 + 1), y), memory_color(c));
+      y -= dh;
+    }
+  }
+  if (double(m.peak_ts) <= v.head) {
+    const float px = a.x_of(double(m.peak_ts)), py = base - h * float(double(m.peak) / double(scale));
+    dl->AddTriangleFilled(ImVec2(px - 4, py - 7), ImVec2(px + 4, py - 7), ImVec2(px, py - 1), IM_COL32(255, 255, 255, 255));
+    const std::string who = g.collapsed ? "GPU " + std::to_string(t.data.ranks[lane.process].rank) + ": " : "";
+    const bool top = m.peak == t.top_peak;  // the highest of the trace: which GPU and strategy peaked
+    const std::string label = who + "peak " + format_bytes(double(m.peak)) + (top ? " (fwd+bwd), the highest" : " (fwd+bwd)");
+    const float tw = ImGui::CalcTextSize(label.c_str()).x;
+    const float lx = px + 6 + tw <= a.x1 ? px + 6 : std::max(a.x0, px - 6 - tw);
+    dl->AddRectFilled(ImVec2(lx - 1, ly), ImVec2(lx + tw + 1, ly + 13), IM_COL32(24, 24, 28, 200));
+    dl->AddText(ImVec2(lx, ly - 1), top ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255), label.c_str());
+  }
+}
+
+}  // namespace ringside::viz

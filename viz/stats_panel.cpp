@@ -1,0 +1,216 @@
+// The side panel's stats: each trace's metrics per strategy and GPU (with many GPUs, the least,
+// median and greatest over them and the outliers instead), the same over a dragged selection,
+// the pinned event's details, and the colour key.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "viz/app.h"
+
+namespace ringside::viz {
+
+namespace {
+
+constexpr size_t kMostRows = 8;  // strategies of more GPUs are summarised
+
+std::string pct(double p) {
+  if (std::isnan(p)) return "-";
+  char b[16];
+  std::snprintf(b, sizeof b, "%.0f%%", p);
+  return b;
+}
+
+// The columns of a GPU's row, as numbers (ns, %, bytes), and how to print each.
+struct Column {
+  const char* name;
+  double (*of)(const trace::RankMetrics&);
+  std::string (*print)(double);
+};
+const Column kColumns[] = {
+    {"sent", [](const trace::RankMetrics& r) { return double(r.bytes_sent); }, [](double v) { return format_bytes(v); }},
+    {"peak mem", [](const trace::RankMetrics& r) { return double(r.peak_memory_bytes); }, [](double v) { return format_bytes(v); }},
+    {"compute", [](const trace::RankMetrics& r) { return double(r.time.compute_ns); }, [](double v) { return format_ns(v); }},
+    {"comm", [](const trace::RankMetrics& r) { return double(r.time.comm_ns); }, [](double v) { return format_ns(v); }},
+    {"overlap", [](const trace::RankMetrics& r) { return r.time.overlap_pct(); }, [](double v) { return pct(v); }},
+    {"exposed", [](const trace::RankMetrics& r) { return double(r.time.exposed_comm_ns); }, [](double v) { return format_ns(v); }},
+    {"idle", [](const trace::RankMetrics& r) { return double(r.time.idle_ns); }, [](double v) { return format_ns(v); }},
+};
+constexpr size_t kPeakColumn = 1;  // tagged "max" where it holds the highest peak of all
+
+}  // namespace
+
+void App::side_panel() {
+  // In a lesson the tile maps come first: lessons 3 to 5 are about them.
+  if (!lesson_steps_.empty()) tile_maps();
+  NamedMetrics stats, selected;
+  for (size_t ti = 0; ti < traces_.size(); ++ti) {
+    const Loaded& t = traces_[ti];
+    // Compared traces are A, B, ... in the tables.
+    const std::string name = traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) : std::string();
+    ImGui::Text("%s%s%s", name.c_str(), name.empty() ? "" : ": ", std::filesystem::path(t.path).filename().c_str());
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s", t.summary.c_str());
+    stats.emplace_back(name, t.metrics);
+    if (selection_ && !selection_cached()) {
+      // The selection is relative to each group's zero: shift it per strategy.
+      std::vector<trace::StrategyMetrics> sel;
+      for (const Group& g : t.layout.groups) {
+        const double k = scale_of(t, g.strategy);  // the selection in each group's own time
+        const trace::Interval w{g.zero_ns + int64_t(double(selection_->begin) * k), g.zero_ns + int64_t(double(selection_->end) * k)};
+        for (auto& m : trace::compute_metrics(t.data, w))
+          if (m.strategy == g.strategy) sel.push_back(m);
+      }
+      selected.emplace_back(name, sel);
+    }
+  }
+  stats_table(stats, "stats");
+  if (selection_) {
+    // Metrics over the selection: computed when it (or a trace) changes, not every frame.
+    if (!selection_cached()) selected_cache_ = std::move(selected), cached_for_ = std::make_pair(*selection_, generation_);
+    ImGui::Text("selection: %s to %s", format_ns(double(selection_->begin)).c_str(), format_ns(double(selection_->end)).c_str());
+    stats_table(selected_cache_, "selection");
+  }
+  if (lesson_steps_.empty()) tile_maps();
+  ImGui::Separator();
+  if (pinned_) {
+    const Loaded& t = traces_[pinned_->first];
+    const trace::RankTrace& r = t.data.ranks[pinned_->second.process];
+    ImGui::Text("pinned: GPU %d (%s)", r.rank, r.strategy.c_str());
+    for (const std::string& line : describe_event(r.events[pinned_->second.event])) ImGui::TextUnformatted(line.c_str());
+    if (ImGui::SmallButton("unpin")) pinned_.reset();
+  }
+  ImGui::Separator();
+  colour_key();
+}
+
+bool App::selection_cached() const {
+  return cached_for_ && cached_for_->first.begin == selection_->begin && cached_for_->first.end == selection_->end &&
+         cached_for_->second == generation_;
+}
+
+// One table for every trace: compared traces side by side, row for row. Only the highest peak
+// of all is tagged "max".
+void App::stats_table(const NamedMetrics& all, const char* id) {
+  const bool several = all.size() > 1;
+  int64_t top_peak = 0;
+  for (const auto& [name, ms] : all)
+    for (const auto& s : ms)
+      for (const auto& r : s.ranks) top_peak = std::max(top_peak, r.peak_memory_bytes);
+  const int columns = int(std::size(kColumns)) + 2 + several;
+  // Scrolled sideways in a box of its own rows' height (at most half the window), so that what
+  // follows it stays in view.
+  size_t rows = 1;
+  for (const auto& [name, ms] : all)
+    for (const auto& s : ms) rows += (s.ranks.size() <= kMostRows ? s.ranks.size() : 3) + 1;
+  const float row_h = ImGui::GetTextLineHeight() + 2 * ImGui::GetStyle().CellPadding.y + 1;
+  const float table_h = std::min(float(rows) * row_h + ImGui::GetStyle().ScrollbarSize + 4, std::max(120.0f, window_h_ * 0.5f));
+  if (!ImGui::BeginTable(id, columns, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_ScrollX | ImGuiTableFlags_ScrollY,
+                         ImVec2(0, table_h)))
+    return;
+  ImGui::TableSetupScrollFreeze(2 + several, 1);
+  if (several) ImGui::TableSetupColumn("trace");
+  ImGui::TableSetupColumn("strategy");
+  ImGui::TableSetupColumn("GPU");
+  for (const Column& c : kColumns) ImGui::TableSetupColumn(c.name);
+  ImGui::TableHeadersRow();
+  std::vector<std::string> notes;
+  for (const auto& [name, ms] : all)
+    for (const auto& s : ms) {
+      auto lead = [&](const std::string& gpu) {
+        ImGui::TableNextRow();
+        if (several) ImGui::TableNextColumn(), ImGui::TextUnformatted(name.c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(s.strategy.c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(gpu.c_str());
+      };
+      auto peak_cell = [&](double v) {
+        if (top_peak > 0 && int64_t(v) == top_peak) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s max", format_bytes(v).c_str());
+        else ImGui::TextUnformatted(format_bytes(v).c_str());
+      };
+      if (s.ranks.size() <= kMostRows) {
+        for (const auto& r : s.ranks) {
+          lead(std::to_string(r.rank));
+          for (const Column& c : kColumns) {
+            ImGui::TableNextColumn();
+            if (&c == &kColumns[kPeakColumn]) peak_cell(c.of(r));
+            else ImGui::TextUnformatted(c.print(c.of(r)).c_str());
+          }
+        }
+      } else {
+        // Many GPUs: the least, the median and the greatest of each column, with whose.
+        std::vector<int> ranks;
+        for (const auto& r : s.ranks) ranks.push_back(r.rank);
+        std::vector<Spread> spreads;
+        for (const Column& c : kColumns) {
+          std::vector<double> v;
+          for (const auto& r : s.ranks) v.push_back(c.of(r));
+          spreads.push_back(spread(v, ranks));
+          const std::vector<int> out = outlier_ranks(v, ranks);
+          if (!out.empty() && c.name != std::string("overlap")) {
+            std::string line = s.strategy + ": " + c.name + " outliers (median " + c.print(spreads.back().median) + "): GPU";
+            for (size_t i = 0; i < out.size() && i < 12; ++i) line += (i ? ", " : " ") + std::to_string(out[i]);
+            if (out.size() > 12) line += " and " + std::to_string(out.size() - 12) + " more";
+            notes.push_back(line);
+          }
+        }
+        for (int row = 0; row < 3; ++row) {
+          lead(row == 0 ? "min" : row == 1 ? "median" : "max");
+          for (size_t k = 0; k < spreads.size(); ++k) {
+            const Spread& sp = spreads[k];
+            const double v = row == 0 ? sp.min : row == 1 ? sp.median : sp.max;
+            ImGui::TableNextColumn();
+            const std::string who = row == 1 ? "" : " (" + std::to_string(row == 0 ? sp.min_rank : sp.max_rank) + ")";
+            if (k == kPeakColumn && row != 1 && top_peak > 0 && int64_t(v) == top_peak)
+              ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s%s max", kColumns[k].print(v).c_str(), who.c_str());
+            else ImGui::TextUnformatted((kColumns[k].print(v) + who).c_str());
+          }
+        }
+      }
+      lead("sum");
+      const trace::Breakdown& b = s.total;
+      int64_t sent = 0;
+      for (const auto& r : s.ranks) sent += r.bytes_sent;
+      char imbalance[32];
+      std::snprintf(imbalance, sizeof imbalance, "imbalance %.2f", s.compute_imbalance);
+      for (const std::string& cell : {format_bytes(double(sent)), std::string(imbalance), format_ns(double(b.compute_ns)),
+                                      format_ns(double(b.comm_ns)), pct(b.overlap_pct()), format_ns(double(b.exposed_comm_ns)),
+                                      format_ns(double(b.idle_ns))})
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(cell.c_str());
+    }
+  ImGui::EndTable();
+  for (const std::string& n : notes) ImGui::TextColored(ImVec4(1, 0.7f, 0.45f, 1), "%s", n.c_str());
+  std::string steps;
+  for (const auto& [name, ms] : all)
+    for (const auto& s : ms)
+      if (!s.steps.empty()) steps += (steps.empty() ? "" : ", ") + (several ? name + " " : "") + s.strategy + " " + std::to_string(s.steps.size() / 2);
+  if (!steps.empty()) ImGui::TextWrapped("ring steps per pass (F0.. forward, B0.. backward in the group header): %s", steps.c_str());
+}
+
+void App::colour_key() {
+  auto swatch = [](const std::string& id, Color c, const char* text) {
+    ImGui::ColorButton(id.c_str(), ImGui::ColorConvertU32ToFloat4(c), ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
+    ImGui::SameLine();
+    ImGui::TextUnformatted(text);
+  };
+  ImGui::TextDisabled("colours: compute");
+  for (const std::string& k : compute_kinds()) {
+    swatch(k, color_of_kind(k), k.c_str());
+    if (&k != &compute_kinds().back()) ImGui::SameLine();
+  }
+  ImGui::TextDisabled("communication (colour-blind safe: Okabe-Ito)");
+  for (const std::string& k : comm_kinds()) {
+    swatch(k, color_of_kind(k), k.c_str());
+    if (&k != &comm_kinds().back()) ImGui::SameLine();
+  }
+  swatch("exposed", kExposedColor, "exposed comm (strip under the comm lane; in a summary row, the row)");
+  swatch("hidden", kHiddenColor, "comm hidden under compute");
+  swatch("phase", color_of_kind("phase"), "phase, sublayer (grey), ring step (blue); summary row: dark = idle");
+  ImGui::TextDisabled("memory (stacked)");
+  const char* cats[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm buffers"};
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    swatch("mem" + std::to_string(c), memory_color(c), cats[c]);
+    if (c + 1 < kNumMemCategories) ImGui::SameLine();
+  }
+}
+
+}  // namespace ringside::viz

@@ -1,0 +1,60 @@
+// The attention tile maps: the (query block x key block) tiles of every ring, all-gather and
+// Ulysses group, coloured by the GPU that computes each, labelled with its ring step, faint until
+// the play head has passed it. A modeled twin computes its run's tiles: it shows no map of its own.
+#include <algorithm>
+#include <cmath>
+
+#include "model/model.h"
+#include "viz/app.h"
+
+namespace ringside::viz {
+
+void App::tile_maps() {
+  for (size_t ti = 0; ti < traces_.size(); ++ti)
+    for (const Group& g : traces_[ti].layout.groups) {
+      const nlohmann::json& other = traces_[ti].data.other;
+      if (model::is_modeled_twin(other, g.strategy)) continue;
+      if (auto m = tile_map(traces_[ti].data, g.strategy))
+        draw_tile_map(traces_[ti], *m, view_of(traces_[ti], g).head, traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + ": " : std::string());
+    }
+}
+
+void App::draw_tile_map(const Loaded& t, const TileMap& m, double head, const std::string& prefix) {
+  if (m.strategy == "ulysses")
+    ImGui::Text("%sulysses attention tiles (%dx%d): every GPU computes every tile, for its H/P heads", prefix.c_str(), m.blocks, m.blocks);
+  else
+    ImGui::Text("%s%s attention tiles (%s, %dx%d): colour = GPU, label = ring step", prefix.c_str(), m.strategy.c_str(), m.layout.c_str(),
+                m.blocks, m.blocks);
+  const std::vector<bool> done = tiles_done(t.data, m, std::isinf(head) ? INT64_MAX : int64_t(head));
+  const float cell = std::min(28.0f, 220.0f / float(m.blocks));
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  for (int q = 0; q < m.blocks; ++q)
+    for (int k = 0; k < m.blocks; ++k) {
+      const Tile& tile = m.at(q, k);
+      const ImVec2 a(o.x + float(k) * cell, o.y + float(q) * cell), b(a.x + cell - 1, a.y + cell - 1);
+      if (tile.masked) {
+        dl->AddRectFilled(a, b, IM_COL32(40, 40, 40, 255));
+        continue;
+      }
+      Color c = rank_color(tile.rank);
+      if (!done[size_t(q) * m.blocks + k]) c = (c & 0x00ffffff) | 0x50000000;
+      dl->AddRectFilled(a, b, c);
+      if (tile.diagonal) dl->AddTriangleFilled(ImVec2(a.x, a.y), ImVec2(b.x, a.y), ImVec2(b.x, b.y), IM_COL32(40, 40, 40, 200));
+      if (cell >= 14 && tile.rank >= 0) dl->AddText(ImVec2(a.x + 2, b.y - 13), IM_COL32(0, 0, 0, 255), std::to_string(tile.step).c_str());
+    }
+  ImGui::Dummy(ImVec2(cell * float(m.blocks), cell * float(m.blocks)));
+  ImGui::TextDisabled("rows: query blocks, columns: key blocks; dark: masked; faint: not yet computed");
+  if (m.strategy == "ulysses") return;
+  int P = 0;
+  for (const Tile& tile : m.tiles) P = std::max(P, tile.rank + 1);
+  for (int r = 0; r < std::min(P, 16); ++r) {
+    ImGui::ColorButton(("gpu" + std::to_string(r)).c_str(), ImGui::ColorConvertU32ToFloat4(rank_color(r)), ImGuiColorEditFlags_NoTooltip,
+                       ImVec2(10, 10));
+    ImGui::SameLine();
+    ImGui::Text("GPU %d", r);
+    if (r % 8 != 7 && r + 1 < std::min(P, 16)) ImGui::SameLine();
+  }
+}
+
+}  // namespace ringside::viz

@@ -1,0 +1,320 @@
+// The timeline panel: the time ruler, and per trace each strategy's group of lanes, aligned at
+// the group's zero (the forward's start). A group's header names it, says whether it was
+// measured or modeled, what it sent and how much of its communication hid, and holds a band per
+// ring step. In full, a GPU has a compute lane (nesting: phase, sublayer, ring step, op), comm
+// lanes with exposed and hidden communication marked beneath, and a memory plot; collapsed, one
+// summary row (compute, exposed comm, idle) and the group's one memory plot.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "viz/app.h"
+
+namespace ringside::viz {
+
+using trace::Event;
+using trace::RankTrace;
+
+namespace {
+
+constexpr float kLabelWidth = 150;  // the lane labels' column
+
+// The first process of `l` whose row is under y (pixels from the layout's top), and its group.
+std::optional<std::pair<size_t, const Lane*>> summary_row_at(const TimelineLayout& l, float y) {
+  for (size_t gi = 0; gi < l.groups.size(); ++gi)
+    for (size_t li : l.groups[gi].lanes) {
+      const Lane& lane = l.lanes[li];
+      if (lane.kind == Lane::summary && y >= lane.y && y < lane.y + lane.height) return std::make_pair(gi, &lane);
+    }
+  return std::nullopt;
+}
+
+template <class T>
+void toggle(std::vector<T>& v, const T& x) {
+  const auto it = std::find(v.begin(), v.end(), x);
+  if (it == v.end()) v.push_back(x);
+  else v.erase(it);
+}
+
+}  // namespace
+
+// The ruler stays above the lanes when they scroll. With measured and modeled groups, two rows:
+// the modeled groups' time, and the measured groups' (their own scale).
+void App::ruler(float h) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float y = ImGui::GetCursorScreenPos().y;
+  const int rows = mixed_ ? 2 : 1;
+  const float rh = h / float(rows);
+  for (int row = 0; row < rows; ++row) {
+    const double k = row == 0 ? 1.0 : measured_scale_;
+    const double t0 = axis_.t0 * k, t1 = axis_.t1 * k, span = t1 - t0;
+    const float ry = y + rh * float(row);
+    // At most one label per 90 px.
+    const double most = std::max(1.0, double(axis_.x1 - axis_.x0) / 90.0);
+    double tick = std::pow(10.0, std::floor(std::log10(span / most)));
+    if (span / tick > most * 5) tick *= 10;
+    else if (span / tick > most * 2) tick *= 5;
+    else if (span / tick > most) tick *= 2;
+    for (double t = std::ceil(t0 / tick) * tick; t <= t1; t += tick) {
+      if (std::fabs(t) < tick * 1e-6) t = 0;  // no "-0 ns"
+      const float x = axis_.x0 + float((t - t0) / span * double(axis_.x1 - axis_.x0));
+      dl->AddLine(ImVec2(x, ry + rh - 4), ImVec2(x, ry + rh), IM_COL32(200, 200, 200, 255));
+      dl->AddText(ImVec2(x + 2, ry), IM_COL32(200, 200, 200, 255), format_ns(t).c_str());
+    }
+    const char* what = !mixed_ ? "time, from forward" : row == 0 ? "MODELED time" : "MEASURED time";
+    dl->AddText(ImVec2(axis_.x0 - kLabelWidth + 4, ry), row == 0 && mixed_ ? IM_COL32(230, 159, 0, 255) : IM_COL32(170, 170, 170, 255), what);
+  }
+}
+
+void App::timeline() {
+  if (scroll_to_) ImGui::SetScrollY(*scroll_to_), scroll_to_.reset();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float width = ImGui::GetContentRegionAvail().x;
+  axis_.x0 = origin.x + kLabelWidth;
+  axis_.x1 = origin.x + width - 4;
+  drawn_lanes_.clear();
+  drawn_groups_ = nlohmann::json::array(), drawn_labels_ = nlohmann::json::array();
+  float y = origin.y;
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  std::optional<std::pair<size_t, Hit>> hover;
+  std::vector<float> tops;
+  for (size_t ti = 0; ti < traces_.size(); ++ti) {
+    const Loaded& t = traces_[ti];
+    if (traces_.size() > 1) {
+      const std::string title = std::string(1, char('A' + ti % 26)) + ": " + std::filesystem::path(t.path).filename().string();
+      dl->AddText(ImVec2(origin.x, y), IM_COL32(255, 255, 255, 255), title.c_str());
+      y += 18;
+    }
+    tops.push_back(y);
+    const std::string prefix = traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + "/" : std::string();
+    for (const Group& g : t.layout.groups) draw_group(dl, ti, g, y, origin.x, prefix);
+    if (ImGui::IsWindowHovered()) {
+      std::vector<TimeAxis> axes;
+      for (const Group& g : t.layout.groups) axes.push_back(view_of(t, g).axis);
+      if (auto h = hit_test(t.data, t.layout, axes, mouse.x, mouse.y, y)) hover = std::make_pair(ti, *h);
+    }
+    if (arrows_) draw_flows(dl, t, y);
+    y += t.layout.height + 10;
+  }
+  // Play head and selection.
+  if (reveal_) {
+    const float x = axis_.x_of(double(replay_.head_ns));
+    dl->AddLine(ImVec2(x, origin.y), ImVec2(x, y), IM_COL32(255, 255, 255, 200), 1.5f);
+  }
+  if (selection_) {
+    const float a = axis_.x_of(double(selection_->begin)), b = axis_.x_of(double(selection_->end));
+    dl->AddRectFilled(ImVec2(std::min(a, b), origin.y), ImVec2(std::max(a, b), y), IM_COL32(255, 255, 255, 28));
+  }
+  ImGui::Dummy(ImVec2(width, y - origin.y));
+  if (!ImGui::IsWindowHovered()) return;
+  // Mouse: zoom, pan, select, hover, pin; a click on a header collapses or expands its group,
+  // on a collapsed group's GPU row opens that GPU's lanes (or closes them).
+  ImGuiIO& io = ImGui::GetIO();
+  if (io.MouseWheel != 0 && !io.KeyCtrl) axis_.zoom(std::pow(1.15, io.MouseWheel), mouse.x), ImGui::SetScrollY(ImGui::GetScrollY());
+  if (ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+    if (io.KeyShift) {
+      if (!drag_start_) drag_start_ = axis_.t_of(io.MouseClickedPos[0].x);
+      selection_ = trace::Interval{int64_t(std::min(*drag_start_, axis_.t_of(mouse.x))), int64_t(std::max(*drag_start_, axis_.t_of(mouse.x)))};
+    } else {
+      axis_.pan(io.MouseDelta.x);
+    }
+  }
+  if (ImGui::IsMouseReleased(ImGuiMouseButton_Left)) {
+    if (!drag_start_ && std::fabs(io.MouseDragMaxDistanceSqr[0]) < 9) {
+      pinned_ = hover;
+      for (size_t ti = 0; ti < traces_.size(); ++ti) {
+        Loaded& t = traces_[ti];
+        const float ly = mouse.y - tops[ti];
+        LayoutOptions& o = t.layout_options;
+        for (size_t gi = 0; gi < t.layout.groups.size(); ++gi) {
+          const Group& g = t.layout.groups[gi];
+          if (ly < g.y || ly >= g.y + g.header) continue;
+          if (o.collapse_all) {  // from "all" to a list, without this one
+            o.collapse_all = false;
+            for (size_t k = 0; k < t.layout.groups.size(); ++k) o.collapsed.push_back(k);
+          }
+          toggle(o.collapsed, gi);
+          t.relayout();
+          break;
+        }
+        if (const auto row = summary_row_at(t.layout, ly)) {
+          toggle(o.expanded, std::make_pair(row->first, t.data.ranks[row->second->process].rank));
+          t.relayout();
+        }
+      }
+    }
+    drag_start_.reset();
+  }
+  if (hover) {
+    const Loaded& t = traces_[hover->first];
+    const RankTrace& r = t.data.ranks[hover->second.process];
+    ImGui::BeginTooltip();
+    ImGui::Text("GPU %d (%s)", r.rank, r.strategy.c_str());
+    for (const std::string& line : describe_event(r.events[hover->second.event])) ImGui::TextUnformatted(line.c_str());
+    ImGui::EndTooltip();
+  }
+}
+
+void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const View& v, float gy, float left, const std::string& prefix) {
+  const float title_h = g.header - (g.ring_steps ? LayoutOptions{}.step_row : 0);
+  dl->AddRectFilled(ImVec2(left, gy), ImVec2(axis_.x1, gy + g.header - 1), IM_COL32(45, 45, 55, 255));
+  const std::string& comm = t.comm.count(g.strategy) ? t.comm.at(g.strategy) : std::string();
+  const int64_t sent = t.sent.count(g.strategy) ? t.sent.at(g.strategy) : 0;
+  // "[-] ring (modeled, a100-nvlink) [MODELED on a100-nvlink] 286.5 us, sent 18.27 MiB/GPU; attention
+  // comm 59% hidden, 39.8 us exposed per GPU": the tag first, so that it is never cut off.
+  const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
+  // A twin's label repeats its tag ("ring (modeled, a100-nvlink)"): the tag says it once.
+  std::string shown = g.strategy.empty() ? std::string("(unnamed)") : g.strategy;
+  if (const size_t cut = shown.find(" (modeled, "); cut != std::string::npos && tag.starts_with("MODELED")) shown.resize(cut);
+  const std::string name = std::string(g.collapsed ? "[+] " : "[-] ") + shown;
+  const std::string rest = std::to_string(g.processes.size()) + " GPUs, " + format_ns(double(g.layer_end_ns - g.zero_ns)) +
+                           (sent > 0 ? ", sent " + format_bytes(double(sent)) + "/GPU" : "") + (comm.empty() ? "" : "; " + comm);
+  const float ty = gy + std::max(0.0f, (title_h - 14) * 0.5f);
+  dl->AddText(ImVec2(left + 4, ty), IM_COL32(255, 255, 255, 255), name.c_str());
+  float x = left + 14 + ImGui::CalcTextSize(name.c_str()).x;
+  if (!tag.empty()) {  // a modeled timeline must not pass for a measured one, nor the reverse
+    const float x1 = x + ImGui::CalcTextSize(tag.c_str()).x + 3;
+    dl->AddRectFilled(ImVec2(x - 3, ty - 1), ImVec2(x1, ty + 14),
+                      tag.starts_with("MODELED") ? IM_COL32(230, 159, 0, 255) : IM_COL32(150, 150, 160, 255));
+    dl->AddText(ImVec2(x, ty), IM_COL32(0, 0, 0, 255), tag.c_str());
+    x = x1 + 10;
+  }
+  dl->AddText(ImVec2(x, ty), IM_COL32(255, 255, 255, 255), rest.c_str());
+  drawn_groups_.push_back({{"name", prefix + g.strategy}, {"y0", gy}, {"y1", gy + g.height}, {"collapsed", g.collapsed}});
+  if (!g.ring_steps) return;
+  // The ring steps' row: a band per step, forward in blues and backward in purples, alternating.
+  std::vector<StepMark> marks;
+  for (const StepMark& m : t.steps)
+    if (m.strategy == g.strategy) marks.push_back(m);
+  TimeAxis group_time = v.axis;  // the marks are in group time
+  group_time.t0 -= double(g.zero_ns), group_time.t1 -= double(g.zero_ns);
+  const StepStrip strip = step_strip(marks, group_time, ImGui::CalcTextSize("0").x);
+  const float by = gy + title_h, bh = LayoutOptions{}.step_row - 2;
+  dl->PushClipRect(ImVec2(axis_.x0, by), ImVec2(axis_.x1, by + bh + 1), true);
+  for (const StepBand& b : strip.bands) {
+    const bool fwd = b.phase == "forward", odd = b.step % 2;
+    const ImU32 c = fwd ? (odd ? IM_COL32(50, 80, 125, 255) : IM_COL32(70, 110, 165, 255))
+                        : (odd ? IM_COL32(90, 60, 120, 255) : IM_COL32(120, 85, 155, 255));
+    dl->AddRectFilled(ImVec2(b.x0, by), ImVec2(std::max(b.x1, b.x0 + 1), by + bh), c);
+  }
+  for (const StepLabel& l : strip.labels) {
+    dl->AddText(ImVec2(l.x0, by - 1), IM_COL32(255, 255, 255, 255), l.text.c_str());
+    if (l.x1 >= axis_.x0 && l.x0 <= axis_.x1)
+      drawn_labels_.push_back({{"group", prefix + g.strategy}, {"text", l.text}, {"x0", l.x0}, {"x1", l.x1}, {"y0", by}, {"y1", by + bh}});
+  }
+  dl->PopClipRect();
+}
+
+void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float left, const std::string& prefix) {
+  const Loaded& t = traces_[ti];
+  const float gy = top + g.y;
+  const View v = view_of(t, g);
+  draw_header(dl, t, g, v, gy, left, prefix);
+  dl->PushClipRect(ImVec2(left, gy), ImVec2(axis_.x1 + 1, gy + g.height), true);
+  for (size_t li : g.lanes) {
+    const Lane& lane = t.layout.lanes[li];
+    const float ly = top + lane.y;
+    drawn_lanes_[prefix + g.strategy + "/" + lane.label] = ly;
+    const RankTrace& r = t.data.ranks[lane.process];
+    // Labels: every lane's, but a thin summary row's only every few GPUs.
+    const int every = lane.kind == Lane::summary ? int(std::ceil(12.0f / lane.height)) : 1;
+    if ((lane.kind != Lane::comm || lane.comm_lane == 0) && r.rank % every == 0)
+      dl->AddText(ImVec2(left + 4, ly + std::max(0.0f, (lane.height - 13) * 0.5f)), IM_COL32(190, 190, 190, 255), lane.label.c_str());
+    if (lane.kind != Lane::summary || lane.height >= 6)
+      dl->AddLine(ImVec2(axis_.x0, ly), ImVec2(axis_.x1, ly), IM_COL32(50, 50, 58, 255));
+    if (lane.kind == Lane::summary) {
+      // Beside each row, its exposed comm against the group's most: the GPUs that wait stand out.
+      int64_t most = 1;
+      for (size_t p : g.processes) most = std::max(most, t.exposed_ns[p]);
+      const float w = 44.0f * float(double(t.exposed_ns[lane.process]) / double(most));
+      dl->AddRectFilled(ImVec2(axis_.x0 - 4 - w, ly + (lane.height >= 6 ? 1 : 0)), ImVec2(axis_.x0 - 4, ly + lane.height - (lane.height >= 6 ? 1 : 0)),
+                        kExposedColor);
+    }
+    if (lane.kind == Lane::memory) draw_memory(dl, t, g, lane, v, ly);
+    else if (lane.kind == Lane::summary) draw_summary(dl, t, lane, v, ly);
+    else draw_events(dl, t, lane, v, ly);
+  }
+  dl->PopClipRect();
+}
+
+void App::draw_events(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly) {
+  const RankTrace& r = t.data.ranks[lane.process];
+  const TimeAxis& a = v.axis;
+  const float head = std::isinf(v.head) ? a.x1 : a.x_of(v.head);
+  for (size_t k = 0; k < lane.events.size(); ++k) {
+    const Event& e = r.events[lane.events[k]];
+    if (!v.revealed(e)) continue;
+    float x0 = a.x_of(double(e.ts_ns)), x1 = std::min(a.x_of(double(e.end_ns())), head);  // what has happened so far
+    if (x1 < a.x0 || x0 > a.x1) continue;
+    x0 = std::max(x0, a.x0), x1 = std::max(std::min(x1, a.x1), x0 + 1);
+    const float y0 = ly + (lane.kind == Lane::compute ? lane.row * float(lane.depth[k]) : 0);
+    const float h = lane.kind == Lane::compute ? lane.row : lane.height;
+    dl->AddRectFilled(ImVec2(x0, y0 + 1), ImVec2(x1, y0 + h - 1), color_of(e));
+    if (x1 - x0 > 40) {
+      dl->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y0 + h), true);
+      dl->AddText(ImVec2(x0 + 2, y0), IM_COL32(0, 0, 0, 255), e.name.c_str());
+      dl->PopClipRect();
+    }
+  }
+  if (lane.kind != Lane::comm || lane.comm_lane != 0) return;
+  // Under the first comm lane, 5 px: exposed (vermillion) and hidden (green) communication.
+  const float sy = ly + lane.height - 5;
+  auto strip = [&](int64_t b, int64_t e, Color c) {  // [b, e] ns, clipped to the view and the play head
+    const float x0 = std::max(a.x_of(double(b)), a.x0), x1 = std::min({a.x_of(double(e)) + 1, a.x1, head});
+    if (x1 > x0) dl->AddRectFilled(ImVec2(x0, sy), ImVec2(x1, sy + 5), c);
+  };
+  for (const Event& e : r.events)
+    if (e.stream == trace::Stream::comm && v.revealed(e)) strip(e.ts_ns, e.end_ns(), kHiddenColor);
+  for (const trace::Interval& iv : t.exposed[lane.process]) strip(iv.begin, iv.end, kExposedColor);
+}
+
+// A summary row: what the GPU does, pixel by pixel. Runs of one colour closer than a pixel are
+// drawn as one rectangle, and what a drawn pixel already covers is skipped, so a 64-rank trace of
+// a quarter of a million events draws at the speed of a few thousand.
+void App::draw_summary(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly) {
+  const TimeAxis& a = v.axis;
+  const float y0 = ly + (lane.height >= 6 ? 1 : 0), y1 = ly + lane.height - (lane.height >= 6 ? 1 : 0);
+  const float head = std::isinf(v.head) ? a.x1 : std::min(a.x1, a.x_of(v.head));
+  float run_x0 = 0, run_x1 = -1e9f;
+  Color run = 0;
+  auto flush = [&] {
+    if (run_x1 > run_x0) dl->AddRectFilled(ImVec2(run_x0, y0), ImVec2(std::max(run_x1, run_x0 + 1), y1), run);
+  };
+  for (const Activity& act : t.activity[lane.process]) {
+    float x0 = a.x_of(double(act.begin)), x1 = std::min(a.x_of(double(act.end)), head);
+    if (x1 < a.x0 || x0 > head) continue;
+    x0 = std::max(x0, a.x0);
+    if (act.color == run && x0 <= run_x1 + 1) {
+      run_x1 = std::max(run_x1, x1);
+      continue;
+    }
+    if (x1 - x0 < 1 && x1 <= run_x1 + 1 && act.color != kExposedColor) continue;  // inside a pixel already drawn
+    flush();
+    run = act.color, run_x0 = x0, run_x1 = x1;
+  }
+  flush();
+}
+
+void App::draw_flows(ImDrawList* dl, const Loaded& t, float top) {
+  // The first comm lane of each process, and its group's view.
+  std::map<size_t, std::pair<float, View>> at;
+  for (const Group& g : t.layout.groups)
+    for (size_t li : g.lanes) {
+      const Lane& lane = t.layout.lanes[li];
+      if (lane.kind == Lane::comm && lane.comm_lane == 0) at.emplace(lane.process, std::make_pair(top + lane.y + lane.height * 0.5f, view_of(t, g)));
+    }
+  for (const trace::Flow& f : t.data.flows) {
+    const auto a = at.find(f.from), b = at.find(f.to);
+    if (a == at.end() || b == at.end()) continue;
+    if (double(f.to_ts_ns) > b->second.second.head) continue;
+    const float x0 = a->second.second.axis.x_of(double(f.from_ts_ns)), x1 = b->second.second.axis.x_of(double(f.to_ts_ns));
+    if (std::max(x0, x1) < axis_.x0 || std::min(x0, x1) > axis_.x1) continue;
+    const ImVec2 p0(x0, a->second.first), p1(x1, b->second.first);
+    dl->AddLine(p0, p1, IM_COL32(255, 255, 255, 60), 1.0f);
+    dl->AddTriangleFilled(ImVec2(p1.x - 2, p1.y - (p1.y > p0.y ? 4 : -4)), ImVec2(p1.x + 2, p1.y - (p1.y > p0.y ? 4 : -4)), p1,
+                          IM_COL32(255, 255, 255, 110));
+  }
+}
+
+}  // namespace ringside::viz
