@@ -536,8 +536,9 @@ TEST_CASE("the default screenshot of the demo's trace has every group on screen,
     }
     CHECK(drawn > 100);
   }
-  // Ring steps: four forward and four backward labels a group, none over another; the measured
-  // ring's read F0..F3 and B0..B3.
+  // Ring steps: four forward and four backward labels a group, each phase's lettered (F0..F3)
+  // or, where the bands are narrow, numbered (0..3), none over another, all inside the view.
+  // (Which of the two a measured group gets depends on its measured times.)
   std::map<std::string, std::vector<nlohmann::json>> labels;
   for (const auto& l : s.layout["step_labels"]) labels[l["group"]].push_back(l);
   for (const char* ring : {"ring", "ring (modeled, a100-nvlink)"}) {
@@ -546,10 +547,12 @@ TEST_CASE("the default screenshot of the demo's trace has every group on screen,
     REQUIRE(ls.size() == 8);
     for (size_t i = 0; i + 1 < ls.size(); ++i) CHECK(ls[i]["x1"].get<float>() <= ls[i + 1]["x0"].get<float>());
     for (const auto& l : ls) CHECK((l["x0"].get<float>() >= s.layout["x0"].get<float>() && l["x1"].get<float>() <= s.layout["x1"].get<float>()));
+    for (size_t i = 0; i < 8; ++i) {
+      const std::string text = ls[i]["text"], step = std::to_string(i % 4);
+      INFO(text);
+      CHECK((text == step || text == (i < 4 ? "F" : "B") + step));
+    }
   }
-  std::vector<std::string> texts;
-  for (const auto& l : labels["ring"]) texts.push_back(l["text"]);
-  CHECK(texts == std::vector<std::string>{"F0", "F1", "F2", "F3", "B0", "B1", "B2", "B3"});
 }
 
 TEST_CASE("the 64-rank model trace opens as an overview: one row per rank, each showing what its rank does", "[viewer-overview]") {

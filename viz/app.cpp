@@ -99,7 +99,7 @@ void App::open(const std::string& path) {
 
 // Collapse: `--collapse` collapses every group, `--expand` none; by default the groups collapse
 // when the traces in full would not fit the timeline's height, and their rows thin until every
-// group is on screen (down to 4 px a GPU).
+// group is on screen (down to 3 px a GPU).
 void App::arrange(float timeline_height) {
   arranged_ = true;
   auto total = [&] {
@@ -112,12 +112,13 @@ void App::arrange(float timeline_height) {
     t.relayout();
   }
   if (opt_.collapse != Options::Collapse::automatic || total() <= timeline_height) return;
-  for (float row = LayoutOptions{}.summary; row >= 4; row -= 1) {
+  // Thinner rows first; the memory plots keep 24 px, so that half the memory shows as half the height.
+  for (float row = LayoutOptions{}.summary; row >= 3; row -= 1) {
     for (Loaded& t : traces_) {
       LayoutOptions& o = t.layout_options;
       o.collapse_all = true;
-      o.summary = row, o.group_memory = std::max(16.0f, 2.7f * row);
-      o.collapsed_header = 16;
+      o.summary = row, o.group_memory = std::max(24.0f, 2.7f * row);
+      o.collapsed_header = 16, o.gap = 4;
       t.relayout();
     }
     if (total() <= timeline_height) break;

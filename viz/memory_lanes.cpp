@@ -28,17 +28,25 @@ void App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lan
       y -= dh;
     }
   }
-  if (double(m.peak_ts) <= v.head) {
-    const float px = a.x_of(double(m.peak_ts)), py = base - h * float(double(m.peak) / double(scale));
-    dl->AddTriangleFilled(ImVec2(px - 4, py - 7), ImVec2(px + 4, py - 7), ImVec2(px, py - 1), IM_COL32(255, 255, 255, 255));
-    const std::string who = g.collapsed ? "GPU " + std::to_string(t.data.ranks[lane.process].rank) + ": " : "";
-    const bool top = m.peak == t.top_peak;  // the highest of the trace: which GPU and strategy peaked
-    const std::string label = who + "peak " + format_bytes(double(m.peak)) + (top ? " (fwd+bwd), the highest" : " (fwd+bwd)");
-    const float tw = ImGui::CalcTextSize(label.c_str()).x;
-    const float lx = px + 6 + tw <= a.x1 ? px + 6 : std::max(a.x0, px - 6 - tw);
-    dl->AddRectFilled(ImVec2(lx - 1, ly), ImVec2(lx + tw + 1, ly + 13), IM_COL32(24, 24, 28, 200));
-    dl->AddText(ImVec2(lx, ly - 1), top ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255), label.c_str());
+  if (double(m.peak_ts) > v.head) return;
+  const float px = a.x_of(double(m.peak_ts)), py = base - h * float(double(m.peak) / double(scale));
+  dl->AddTriangleFilled(ImVec2(px - 4, py - 7), ImVec2(px + 4, py - 7), ImVec2(px, py - 1), IM_COL32(255, 255, 255, 255));
+  // The peak's size: in a collapsed group in the label column, so as not to cover the plot; the
+  // highest of the trace in gold (which GPU and strategy peaked).
+  const bool top = m.peak == t.top_peak;
+  const ImU32 colour = top ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255);
+  if (g.collapsed) {
+    const std::string label = "GPU " + std::to_string(t.data.ranks[lane.process].rank) + " peak " + format_bytes(double(m.peak)) +
+                              (top ? " max" : "");
+    dl->AddRectFilled(ImVec2(a.x0 - 150, ly + 1), ImVec2(a.x0 - 2, ly + lane.height), IM_COL32(24, 24, 28, 255));
+    dl->AddText(ImVec2(a.x0 - 148, ly + std::max(0.0f, (lane.height - 13) * 0.5f)), colour, label.c_str());
+    return;
   }
+  const std::string label = "peak " + format_bytes(double(m.peak)) + (top ? " (fwd+bwd), the highest" : " (fwd+bwd)");
+  const float tw = ImGui::CalcTextSize(label.c_str()).x;
+  const float lx = px + 6 + tw <= a.x1 ? px + 6 : std::max(a.x0, px - 6 - tw);
+  dl->AddRectFilled(ImVec2(lx - 1, ly), ImVec2(lx + tw + 1, ly + 13), IM_COL32(24, 24, 28, 200));
+  dl->AddText(ImVec2(lx, ly - 1), colour, label.c_str());
 }
 
 }  // namespace ringside::viz

@@ -217,10 +217,17 @@ void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float
     const float ly = top + lane.y;
     drawn_lanes_[prefix + g.strategy + "/" + lane.label] = ly;
     const RankTrace& r = t.data.ranks[lane.process];
-    // Labels: every lane's, but a thin summary row's only every few GPUs.
-    const int every = lane.kind == Lane::summary ? int(std::ceil(12.0f / lane.height)) : 1;
-    if ((lane.kind != Lane::comm || lane.comm_lane == 0) && r.rank % every == 0)
-      dl->AddText(ImVec2(left + 4, ly + std::max(0.0f, (lane.height - 13) * 0.5f)), IM_COL32(190, 190, 190, 255), lane.label.c_str());
+    // Labels: every lane's, but a thin summary row's only every few GPUs ("GPU 0", "GPU 4", ...),
+    // and when that would leave one label, the group's range on its first row ("GPU 0-3").
+    const int every = lane.kind == Lane::summary ? int(std::ceil(14.0f / lane.height)) : 1;
+    std::string label = lane.label;
+    if (every > 1 && size_t(every) * 2 > g.processes.size())
+      label = r.rank == t.data.ranks[g.processes.front()].rank
+                  ? "GPU " + std::to_string(r.rank) + "-" + std::to_string(t.data.ranks[g.processes.back()].rank)
+                  : "";
+    const bool collapsed_memory = lane.kind == Lane::memory && g.collapsed;  // draw_memory labels it
+    if ((lane.kind != Lane::comm || lane.comm_lane == 0) && r.rank % every == 0 && !collapsed_memory && !label.empty())
+      dl->AddText(ImVec2(left + 4, ly + std::max(0.0f, (lane.height - 13) * 0.5f)), IM_COL32(190, 190, 190, 255), label.c_str());
     if (lane.kind != Lane::summary || lane.height >= 6)
       dl->AddLine(ImVec2(axis_.x0, ly), ImVec2(axis_.x1, ly), IM_COL32(50, 50, 58, 255));
     if (lane.kind == Lane::summary) {

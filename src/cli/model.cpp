@@ -51,11 +51,7 @@ namespace {
 
 std::string seconds(double ns) { return format_seconds(ns / 1e9); }
 // Decimal GB, as the profiles give memory: the verdict compares like with like.
-std::string gb(double bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, bytes >= 1e9 ? "%.2f GB" : "%.1f MB", bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6);
-  return b;
-}
+std::string gb(double bytes) { return format_bytes(bytes, ByteUnits::decimal); }
 std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std::lround(p))) + "%"; }
 
 }  // namespace

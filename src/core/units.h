@@ -6,13 +6,20 @@
 
 namespace ringside {
 
-/// 1536 -> "1.50 KiB"; below 1 KiB, "512 B"; up to EiB.
-inline std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+/// How bytes are counted: in powers of 1024 (KiB, MiB, GiB: memory and traffic, everywhere), or
+/// of 1000 (kB, MB, GB: a GPU's memory capacity as its datasheet and a profile state it, and
+/// what is compared with it).
+enum class ByteUnits { binary, decimal };
+
+/// 1536 -> "1.50 KiB"; below 1 KiB, "512 B"; up to EiB. Decimal: 80e9 -> "80.00 GB".
+inline std::string format_bytes(double bytes, ByteUnits units = ByteUnits::binary) {
+  const char* binary[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  const char* decimal[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
+  const double base = units == ByteUnits::binary ? 1024.0 : 1000.0;
   int u = 0;
-  while (bytes >= 1024.0 && u < 6) bytes /= 1024.0, ++u;
+  while (bytes >= base && u < 6) bytes /= base, ++u;
   char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, (units == ByteUnits::binary ? binary : decimal)[u]);
   return buf;
 }
 

@@ -1,5 +1,5 @@
 // The single-device reference layer, forward and backward: the ground truth every strategy is
-// judged against (../shared/design.md, "The layer"). Pre-LN:
+// judged against (docs/design.md, "The layer"). Pre-LN:
 //
 //   h1  = LayerNorm1(x)
 //   qkv = h1 W_qkv + b_qkv;  q, k = RoPE(q, k, positions)

@@ -1,6 +1,6 @@
 // The analytic formulas of every configuration: what one rank saves for the backward, sends in
 // each phase, holds in transfer buffers and computes in attention. compare prints each beside the
-// measured value, and the tests hold the two equal, byte for byte (design.md's formulas and the
+// measured value, and the tests hold the two equal, byte for byte (docs/design.md's formulas and the
 // papers each line cites).
 #pragma once
 #include "parallel/strategy.h"
@@ -16,7 +16,7 @@ namespace ringside {
 ///   heads (HeadShare): N_c H_t d (out, sequence layout) + U N_c (q_count (2 d + 1) + 2 kv d),
 ///   kv = HeadShare::kv_attended() (q, k, v, out and lse in head layout).
 /// times sizeof(T). T = P gives Korthikanti et al. 2022's 1/P of the reference; the ring and
-/// Ulysses formulas of design.md are the cases C = P.
+/// Ulysses formulas of docs/design.md are the cases C = P.
 int64_t parallel_saved_bytes(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank, DType dt);
 
 /// Bytes world rank `rank` sends in each phase (ring collectives' bytes from tensor_comm.h):
