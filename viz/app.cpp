@@ -2,6 +2,8 @@
 // strategy is on screen, which time range shows), the toolbar and its keys.
 #include "viz/app.h"
 
+#include "model/model.h"
+
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
@@ -45,8 +47,19 @@ Loaded load(const std::string& path) {
   for (const auto& m : l.metrics) P = std::max(P, m.ranks.size());
   l.summary += "P=" + std::to_string(P) + " " + trace_tag(o);
   l.exposed_ns.assign(l.data.ranks.size(), 0);
+  auto text = [](const nlohmann::json& obj, const char* k) -> std::string {
+    const auto it = obj.find(k);
+    return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  const std::string device = text(o, "device");
   for (const trace::StrategyMetrics& m : l.metrics) {
     l.tag[m.strategy] = group_tag(o, m.strategy), l.comm[m.strategy] = comm_summary(m);
+    if (l.tag[m.strategy] == "MEASURED" && !device.empty()) l.tag[m.strategy] += device == "cpu" ? " on CPU" : " on " + device;
+    // Its bytes' element type: a twin's own, a modeled trace's, else the run's.
+    std::string dt = text(o, "dtype");
+    if (model::is_modeled_twin(o, m.strategy)) dt = text(o["modeled_groups"][m.strategy], "dtype");
+    else if (!text(o, "model_dtype").empty()) dt = text(o, "model_dtype");
+    l.dtype[m.strategy] = dt == "float32" ? "fp32" : dt == "float64" ? "fp64" : dt == "bfloat16" ? "bf16" : dt;
     for (const trace::RankMetrics& r : m.ranks) {
       l.sent[m.strategy] = std::max(l.sent[m.strategy], r.bytes_sent);
       for (size_t p = 0; p < l.data.ranks.size(); ++p)
@@ -56,6 +69,14 @@ Loaded load(const std::string& path) {
   std::error_code ec;
   l.mtime = fs::last_write_time(path, ec);
   return l;
+}
+
+std::string shown_name(const Loaded& t, const std::string& strategy) {
+  std::string shown = strategy.empty() ? std::string("(unnamed)") : strategy;
+  const auto tag = t.tag.find(strategy);
+  if (const size_t cut = shown.find(" (modeled, "); cut != std::string::npos && tag != t.tag.end() && tag->second.starts_with("MODELED"))
+    shown.resize(cut);
+  return shown;
 }
 
 App::App(Options o) : opt_(std::move(o)) {

@@ -43,7 +43,8 @@ struct Loaded {
   int64_t memory_scale = 1;                           // the highest total of any process: one scale for all
   int64_t top_peak = 0;                               // the highest forward + backward peak of any process
   std::string summary;                                // "s=4096 h=512 H=8 P=4 (measured)": trace_tag
-  std::map<std::string, std::string> tag, comm;       // per group: group_tag and comm_summary
+  std::map<std::string, std::string> tag, comm;       // per group: group_tag (MEASURED says on what) and comm_summary
+  std::map<std::string, std::string> dtype;           // per group: the element type of its bytes ("fp32", "bf16")
   std::map<std::string, int64_t> sent;                // per group: bytes sent per GPU (the most of any)
   std::vector<int64_t> exposed_ns;                    // per process: its exposed comm over its layer
   std::filesystem::file_time_type mtime{};
@@ -51,6 +52,9 @@ struct Loaded {
 };
 /// Reads and derives; throws ringside::Error for a file it cannot read.
 Loaded load(const std::string& path);
+/// A group's name as the viewer shows it: a modeled twin's "ring (modeled, a100-nvlink)" is
+/// "ring", since its tag says the rest.
+std::string shown_name(const Loaded& t, const std::string& strategy);
 
 struct Options {
   std::vector<std::string> files;

@@ -97,7 +97,7 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
   for (const auto& [name, ms] : all)
     for (const auto& s : ms)
       for (const auto& r : s.ranks) top_peak = std::max(top_peak, r.peak_memory_bytes);
-  const int columns = int(std::size(kColumns)) + 2 + several;
+  const int columns = int(std::size(kColumns)) + 3 + several;  // and the compute imbalance
   // Scrolled sideways in a box of its own rows' height (at most half the window), so that what
   // follows it stays in view.
   size_t rows = 1;
@@ -113,14 +113,20 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
   ImGui::TableSetupColumn("strategy");
   ImGui::TableSetupColumn("GPU");
   for (const Column& c : kColumns) ImGui::TableSetupColumn(c.name);
+  ImGui::TableSetupColumn("imbalance");
   ImGui::TableHeadersRow();
+  // A twin's name short: the trace's tag above the table names the profile.
+  auto short_name = [](const std::string& strategy) {
+    const size_t cut = strategy.find(" (modeled, ");
+    return cut == std::string::npos ? strategy : strategy.substr(0, cut) + " (modeled)";
+  };
   std::vector<std::string> notes;
   for (const auto& [name, ms] : all)
     for (const auto& s : ms) {
       auto lead = [&](const std::string& gpu) {
         ImGui::TableNextRow();
         if (several) ImGui::TableNextColumn(), ImGui::TextUnformatted(name.c_str());
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(s.strategy.c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(short_name(s.strategy).c_str());
         ImGui::TableNextColumn(), ImGui::TextUnformatted(gpu.c_str());
       };
       auto peak_cell = [&](double v) {
@@ -171,10 +177,10 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
       int64_t sent = 0;
       for (const auto& r : s.ranks) sent += r.bytes_sent;
       char imbalance[32];
-      std::snprintf(imbalance, sizeof imbalance, "imbalance %.2f", s.compute_imbalance);
-      for (const std::string& cell : {format_bytes(double(sent)), std::string(imbalance), format_ns(double(b.compute_ns)),
+      std::snprintf(imbalance, sizeof imbalance, "%.2f", s.compute_imbalance);
+      for (const std::string& cell : {format_bytes(double(sent)), std::string("-"), format_ns(double(b.compute_ns)),
                                       format_ns(double(b.comm_ns)), pct(b.overlap_pct()), format_ns(double(b.exposed_comm_ns)),
-                                      format_ns(double(b.idle_ns))})
+                                      format_ns(double(b.idle_ns)), std::string(imbalance)})
         ImGui::TableNextColumn(), ImGui::TextUnformatted(cell.c_str());
     }
   ImGui::EndTable();

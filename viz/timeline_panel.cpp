@@ -164,12 +164,11 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   // "[-] ring (modeled, a100-nvlink) [MODELED on a100-nvlink] 286.5 us, sent 18.27 MiB/GPU; attention
   // comm 59% hidden, 39.8 us exposed per GPU": the tag first, so that it is never cut off.
   const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
-  // A twin's label repeats its tag ("ring (modeled, a100-nvlink)"): the tag says it once.
-  std::string shown = g.strategy.empty() ? std::string("(unnamed)") : g.strategy;
-  if (const size_t cut = shown.find(" (modeled, "); cut != std::string::npos && tag.starts_with("MODELED")) shown.resize(cut);
-  const std::string name = std::string(g.collapsed ? "[+] " : "[-] ") + shown;
+  const std::string name = std::string(g.collapsed ? "[+] " : "[-] ") + shown_name(t, g.strategy);
   const std::string rest = std::to_string(g.processes.size()) + " GPUs, " + format_ns(double(g.layer_end_ns - g.zero_ns)) +
-                           (sent > 0 ? ", sent " + format_bytes(double(sent)) + "/GPU" : "") + (comm.empty() ? "" : "; " + comm);
+                           (sent > 0 ? ", sent " + format_bytes(double(sent)) + "/GPU" : "") +
+                           (sent > 0 && t.dtype.count(g.strategy) && !t.dtype.at(g.strategy).empty() ? " in " + t.dtype.at(g.strategy) : "") +
+                           (comm.empty() ? "" : "; " + comm);
   const float ty = gy + std::max(0.0f, (title_h - 14) * 0.5f);
   dl->AddText(ImVec2(left + 4, ty), IM_COL32(255, 255, 255, 255), name.c_str());
   float x = left + 14 + ImGui::CalcTextSize(name.c_str()).x;

@@ -429,7 +429,7 @@ StepStrip step_strip(const std::vector<StepMark>& marks, const TimeAxis& axis, f
       const int64_t end = i + 1 < steps.size() ? std::max(steps[i + 1]->ts_ns, steps[i]->ts_ns) : steps[i]->end_ns;
       bands.push_back({axis.x_of(double(steps[i]->ts_ns)), axis.x_of(double(end)), phase, steps[i]->step});
     }
-    auto width = [&](const std::string& s) { return float(s.size()) * char_width + 4; };
+    auto width = [&](const std::string& s) { return float(s.size()) * char_width + 2; };
     // Every label from its band's start to the next band's start at least, "F2"; else every one
     // abbreviated, "2"; else one for the phase. (The last may run past its band: nothing follows.)
     auto fits = [&](bool lettered) {
@@ -441,14 +441,14 @@ StepStrip step_strip(const std::vector<StepMark>& marks, const TimeAxis& axis, f
     if (lettered || fits(false)) {
       for (const StepBand& b : bands) {
         const std::string text = (lettered ? letter : "") + std::to_string(b.step);
-        out.labels.push_back({text, b.x0 + 2, b.x0 + width(text) - 2});
+        out.labels.push_back({text, b.x0 + 1, b.x0 + width(text) - 1});
       }
     } else {
       // After the forward's label, never under it, even when the forward is narrower than it.
       const std::string text = letter + std::to_string(bands.front().step) + "-" + letter + std::to_string(bands.back().step) + " (" +
                                std::to_string(bands.size()) + " steps)";
-      const float x0 = std::max(bands.front().x0 + 2, out.labels.empty() ? -1e30f : out.labels.back().x1 + 4);
-      out.labels.push_back({text, x0, x0 + width(text) - 4});
+      const float x0 = std::max(bands.front().x0 + 1, out.labels.empty() ? -1e30f : out.labels.back().x1 + 4);
+      out.labels.push_back({text, x0, x0 + width(text) - 2});
     }
     out.bands.insert(out.bands.end(), bands.begin(), bands.end());
   }
