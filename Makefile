@@ -13,9 +13,9 @@ JOBS        ?= $(shell nproc)
 # a100-nvlink)" frames the ring's modeled timeline instead.
 DEMO_FIT    ?= all
 
-.PHONY: demo test bench build configure deps clean
+.PHONY: demo test bench build tools configure deps clean
 
-demo: build
+demo: tools
 	@mkdir -p out
 	$(BUILD_DIR)/ringside compare --ranks 4 --trace out/demo.trace.json
 	@if [ ! -x $(BUILD_DIR)/ringside-viewer ]; then echo "demo: no ringside-viewer in this build"; \
@@ -31,6 +31,11 @@ bench: build
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# What the demo runs, without the tests: ringside, and ringside-viewer where it can be built.
+tools: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target ringside
+	@if ninja -C $(BUILD_DIR) -t query ringside-viewer > /dev/null 2>&1; then cmake --build $(BUILD_DIR) -j $(JOBS) --target ringside-viewer; fi
 
 configure: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)

@@ -33,7 +33,6 @@ Loaded load(const std::string& path) {
     l.activity.push_back(activity(r, l.exposed.back()));
     l.memory.push_back(memory_series(r));
     for (int64_t v : l.memory.back().total) l.memory_scale = std::max(l.memory_scale, v);
-    l.top_peak = std::max(l.top_peak, l.memory.back().peak);
   }
   // The run's description, read defensively: otherData is free-form in foreign files.
   const nlohmann::json& o = l.data.other;
@@ -66,6 +65,11 @@ Loaded load(const std::string& path) {
         if (l.data.ranks[p].strategy == m.strategy && l.data.ranks[p].rank == r.rank) l.exposed_ns[p] = r.time.exposed_comm_ns;
     }
   }
+  for (size_t p = 0; p < l.data.ranks.size(); ++p) {
+    const bool family = l.modeled(l.data.ranks[p].strategy);
+    l.top_peak[family] = std::max(l.top_peak[family], l.memory[p].peak);
+  }
+  for (const auto& [strategy, sent] : l.sent) l.top_sent[l.modeled(strategy)] = std::max(l.top_sent[l.modeled(strategy)], sent);
   std::error_code ec;
   l.mtime = fs::last_write_time(path, ec);
   return l;
@@ -146,15 +150,8 @@ void App::arrange(float timeline_height) {
   }
 }
 
-namespace {
-bool modeled_group(const Loaded& t, const std::string& strategy) {
-  const auto it = t.tag.find(strategy);
-  return it != t.tag.end() && it->second.starts_with("MODELED");
-}
-}  // namespace
-
 double App::scale_of(const Loaded& t, const std::string& strategy) const {
-  return mixed_ && !modeled_group(t, strategy) ? measured_scale_ : 1.0;
+  return mixed_ && !t.modeled(strategy) ? measured_scale_ : 1.0;
 }
 
 App::View App::view_of(const Loaded& t, const Group& g) const {
@@ -170,7 +167,7 @@ void App::fit() {
   double modeled = 0, measured = 0;
   for (const Loaded& t : traces_)
     for (const Group& g : t.layout.groups)
-      (modeled_group(t, g.strategy) ? modeled : measured) = std::max(modeled_group(t, g.strategy) ? modeled : measured,
+      (t.modeled(g.strategy) ? modeled : measured) = std::max(t.modeled(g.strategy) ? modeled : measured,
                                                                       double(g.layer_end_ns - g.zero_ns));
   mixed_ = modeled > 0 && measured > 0;
   measured_scale_ = mixed_ ? measured / modeled : 1.0;
@@ -222,7 +219,7 @@ void App::frame(float width, float height) {
   toolbar();
   // A lesson's text is tables of up to ~110 columns: give the side panel room for them.
   const float side = lesson_steps_.empty() ? std::min(640.0f, width * 0.40f) : std::min(820.0f, width * 0.48f);
-  const float ruler_h = mixed_ ? 32 : 18;  // two rows for two time scales
+  const float ruler_h = kKeyHeight + (mixed_ ? 32 : 18);  // the colour key; two rows for two time scales
   ImGui::BeginGroup();
   ImGui::BeginChild("ruler", ImVec2(width - side - 24, ruler_h), false, ImGuiWindowFlags_NoScrollbar);
   ruler(ruler_h);

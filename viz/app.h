@@ -29,6 +29,8 @@
 
 namespace ringside::viz {
 
+inline constexpr float kKeyHeight = 15;  // the colour key's row above the ruler
+
 // A loaded trace and everything derived from it.
 struct Loaded {
   std::string path;
@@ -41,7 +43,13 @@ struct Loaded {
   std::vector<std::vector<Activity>> activity;        // per process: its summary row
   std::vector<MemorySeries> memory;                   // per process
   int64_t memory_scale = 1;                           // the highest total of any process: one scale for all
-  int64_t top_peak = 0;                               // the highest forward + backward peak of any process
+  // Per family (modeled groups, measured ones): the highest forward + backward peak of any
+  // process, and the most bytes any group sends per GPU: the answers the picture marks in gold.
+  std::map<bool, int64_t> top_peak, top_sent;
+  bool modeled(const std::string& strategy) const {
+    const auto it = tag.find(strategy);
+    return it != tag.end() && it->second.starts_with("MODELED");
+  }
   std::string summary;                                // "s=4096 h=512 H=8 P=4 (measured)": trace_tag
   std::map<std::string, std::string> tag, comm;       // per group: group_tag (MEASURED says on what) and comm_summary
   std::map<std::string, std::string> dtype;           // per group: the element type of its bytes ("fp32", "bf16")

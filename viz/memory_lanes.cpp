@@ -32,8 +32,8 @@ void App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lan
   const float px = a.x_of(double(m.peak_ts)), py = base - h * float(double(m.peak) / double(scale));
   dl->AddTriangleFilled(ImVec2(px - 4, py - 7), ImVec2(px + 4, py - 7), ImVec2(px, py - 1), IM_COL32(255, 255, 255, 255));
   // The peak's size: in a collapsed group in the label column, so as not to cover the plot; the
-  // highest of the trace in gold (which GPU and strategy peaked).
-  const bool top = m.peak == t.top_peak;
+  // highest of the measured groups, and of the modeled ones, in gold (which GPU and strategy peaked).
+  const bool top = m.peak == t.top_peak.at(t.modeled(g.strategy));
   const ImU32 colour = top ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255);
   if (g.collapsed) {
     const bool every = std::all_of(g.processes.begin(), g.processes.end(), [&](size_t p) { return t.memory[p].peak == m.peak; });

@@ -42,7 +42,21 @@ void toggle(std::vector<T>& v, const T& x) {
 // the modeled groups' time, and the measured groups' (their own scale).
 void App::ruler(float h) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float y = ImGui::GetCursorScreenPos().y;
+  // First a colour key, so that a screenshot explains itself: exposed and hidden comm, then the
+  // compute kinds, then the communication kinds.
+  float kx = axis_.x0 - kLabelWidth + 4;
+  const float ky = ImGui::GetCursorScreenPos().y;
+  auto key = [&](Color c, const std::string& text) {
+    dl->AddRectFilled(ImVec2(kx, ky + 3), ImVec2(kx + 8, ky + 11), c);
+    dl->AddText(ImVec2(kx + 10, ky), IM_COL32(200, 200, 200, 255), text.c_str());
+    kx += 10 + ImGui::CalcTextSize(text.c_str()).x + 5;
+  };
+  key(kExposedColor, "exposed comm");
+  key(kHiddenColor, "hidden");
+  for (const std::string& k : compute_kinds()) key(color_of_kind(k), k);
+  for (const std::string& k : comm_kinds()) key(color_of_kind(k), k);
+  const float y = ky + kKeyHeight;
+  h -= kKeyHeight;
   const int rows = mixed_ ? 2 : 1;
   const float rh = h / float(rows);
   for (int row = 0; row < rows; ++row) {
@@ -165,10 +179,10 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   // comm 59% hidden, 39.8 us exposed per GPU": the tag first, so that it is never cut off.
   const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
   const std::string name = std::string(g.collapsed ? "[+] " : "[-] ") + shown_name(t, g.strategy);
-  const std::string rest = std::to_string(g.processes.size()) + " GPUs, " + format_ns(double(g.layer_end_ns - g.zero_ns)) +
-                           (sent > 0 ? ", sent " + format_bytes(double(sent)) + "/GPU" : "") +
-                           (sent > 0 && t.dtype.count(g.strategy) && !t.dtype.at(g.strategy).empty() ? " in " + t.dtype.at(g.strategy) : "") +
-                           (comm.empty() ? "" : "; " + comm);
+  const std::string gpus = g.processes.size() == 1 ? "1 GPU, " : std::to_string(g.processes.size()) + " GPUs, ";
+  const std::string time = gpus + format_ns(double(g.layer_end_ns - g.zero_ns));
+  const std::string dtype = t.dtype.count(g.strategy) && !t.dtype.at(g.strategy).empty() ? " in " + t.dtype.at(g.strategy) : "";
+  const std::string sent_text = sent > 0 ? "sent " + format_bytes(double(sent)) + "/GPU" + dtype : "";
   const float ty = gy + std::max(0.0f, (title_h - 14) * 0.5f);
   dl->AddText(ImVec2(left + 4, ty), IM_COL32(255, 255, 255, 255), name.c_str());
   float x = left + 14 + ImGui::CalcTextSize(name.c_str()).x;
@@ -179,7 +193,15 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
     dl->AddText(ImVec2(x, ty), IM_COL32(0, 0, 0, 255), tag.c_str());
     x = x1 + 10;
   }
-  dl->AddText(ImVec2(x, ty), IM_COL32(255, 255, 255, 255), rest.c_str());
+  // The text in pieces: the most bytes sent per GPU of its family (measured or modeled) in gold.
+  auto piece = [&](const std::string& text, ImU32 colour) {
+    dl->AddText(ImVec2(x, ty), colour, text.c_str());
+    x += ImGui::CalcTextSize(text.c_str()).x;
+  };
+  piece(time + (sent_text.empty() ? "" : ", "), IM_COL32(255, 255, 255, 255));
+  const bool most = sent > 0 && sent == t.top_sent.at(t.modeled(g.strategy));
+  if (!sent_text.empty()) piece(sent_text + (most ? " (the most)" : ""), most ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255));
+  if (!comm.empty()) piece("; " + comm, IM_COL32(255, 255, 255, 255));
   drawn_groups_.push_back({{"name", prefix + g.strategy}, {"y0", gy}, {"y1", gy + g.height}, {"collapsed", g.collapsed}});
   if (!g.ring_steps) return;
   // The ring steps' row: a band per step, forward in blues and backward in purples, alternating.
@@ -220,7 +242,7 @@ void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float
     // and when that would leave one label, the group's range on its first row ("GPU 0-3").
     const int every = lane.kind == Lane::summary ? int(std::ceil(14.0f / lane.height)) : 1;
     std::string label = lane.label;
-    if (every > 1 && size_t(every) * 2 > g.processes.size())
+    if (every > 1 && size_t(every) * 2 > g.processes.size() && g.processes.size() > 1)
       label = r.rank == t.data.ranks[g.processes.front()].rank
                   ? "GPU " + std::to_string(r.rank) + "-" + std::to_string(t.data.ranks[g.processes.back()].rank)
                   : "";

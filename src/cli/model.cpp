@@ -50,8 +50,9 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
 namespace {
 
 std::string seconds(double ns) { return format_seconds(ns / 1e9); }
-// Decimal GB, as the profiles give memory: the verdict compares like with like.
-std::string gb(double bytes) { return format_bytes(bytes, ByteUnits::decimal); }
+// A GPU's capacity in GiB, as every memory figure, and in the decimal GB its profile and datasheet
+// give it: "74.51 GiB (80.00 GB)".
+std::string capacity(double bytes) { return format_bytes(bytes) + " (" + format_bytes(bytes, ByteUnits::decimal) + ")"; }
 std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std::lround(p))) + "%"; }
 
 }  // namespace
@@ -107,11 +108,12 @@ int model_command(const ModelCommandOptions& o) {
     throw ConfigError("--from " + o.from + ": the trace holds only modeled twins (otherData.modeled_groups), no recorded run to model");
 
   std::printf("  hardware   %s: %s\n", hw.name.c_str(), hw.description.c_str());
-  std::printf("             %.4g TFLOP/s %s, %.4g GB/s memory, %.4g GB; %d GPUs per node: %.4g GB/s %.1f us inside, "
-              "%.4g GB/s %.1f us across\n",
+  char inside[96] = "";  // a profile of one GPU per node has no link inside a node
+  if (hw.gpus_per_node > 1) std::snprintf(inside, sizeof inside, "%.4g GB/s %.1f us inside, ", hw.intra_bandwidth / 1e9, hw.intra_latency_s * 1e6);
+  std::printf("             %.4g TFLOP/s %s, %.4g GB/s memory, %.4g GB; %d GPU%s per node: %s%.4g GB/s %.1f us across\n",
               (o.dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32) / 1e12, o.dtype.c_str(), hw.memory_bandwidth / 1e9,
-              hw.memory_bytes / 1e9, hw.gpus_per_node, hw.intra_bandwidth / 1e9, hw.intra_latency_s * 1e6,
-              hw.inter_bandwidth / 1e9, hw.inter_latency_s * 1e6);
+              hw.memory_bytes / 1e9, hw.gpus_per_node, hw.gpus_per_node == 1 ? "" : "s", inside, hw.inter_bandwidth / 1e9,
+              hw.inter_latency_s * 1e6);
   std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s\n", events, modeled.ranks.size(),
               o.from.empty() ? "dry run" : "read", dry_s, model_s);
   std::printf("  model      op = max(FLOPs / peak, bytes / memory bandwidth); transfer = latency + bytes / link; %s\n",
@@ -135,7 +137,7 @@ int model_command(const ModelCommandOptions& o) {
       std::printf("  %5d %11s %11s %11s %8s %11s %13s\n", r.rank, seconds(double(r.time.window_ns)).c_str(),
                   seconds(double(r.time.compute_ns)).c_str(), seconds(double(r.time.comm_ns)).c_str(),
                   pct(r.time.overlap_pct()).c_str(), seconds(double(r.time.exposed_comm_ns)).c_str(),
-                  gb(double(r.peak_memory_bytes)).c_str());
+                  format_bytes(double(r.peak_memory_bytes)).c_str());
     }
     std::printf("  %5s %11s %11s %11s %8s %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
                 seconds(double(m.total.comm_ns)).c_str(), pct(m.total.overlap_pct()).c_str(),
@@ -151,14 +153,14 @@ int model_command(const ModelCommandOptions& o) {
     // A what-if that does not fit is an answer, not a failure: the exit status stays 0.
     if (hw.memory_shared) {  // this machine: the ranks share one memory
       std::printf("  memory     %s: the ranks' peaks add up to %s of this machine's %s\n",
-                  double(total_peak) > hw.memory_bytes ? "OUT OF MEMORY" : "fits", gb(double(total_peak)).c_str(),
-                  gb(hw.memory_bytes).c_str());
+                  double(total_peak) > hw.memory_bytes ? "OUT OF MEMORY" : "fits", format_bytes(double(total_peak)).c_str(),
+                  capacity(hw.memory_bytes).c_str());
     } else if (double(peak) > hw.memory_bytes) {
-      std::printf("  memory     OUT OF MEMORY: rank %d needs %s at its peak; a %s has %s\n", worst, gb(double(peak)).c_str(),
-                  hw.name.c_str(), gb(hw.memory_bytes).c_str());
+      std::printf("  memory     OUT OF MEMORY: rank %d needs %s at its peak; a %s has %s\n", worst, format_bytes(double(peak)).c_str(),
+                  hw.name.c_str(), capacity(hw.memory_bytes).c_str());
     } else {
-      std::printf("  memory     fits: the largest peak, rank %d's %s, is %.0f%% of %s\n", worst, gb(double(peak)).c_str(),
-                  100.0 * double(peak) / hw.memory_bytes, gb(hw.memory_bytes).c_str());
+      std::printf("  memory     fits: the largest peak, rank %d's %s, is %.0f%% of %s\n", worst, format_bytes(double(peak)).c_str(),
+                  100.0 * double(peak) / hw.memory_bytes, capacity(hw.memory_bytes).c_str());
     }
   }
   if (!o.trace.empty()) {
