@@ -407,12 +407,19 @@ TEST_CASE("framing: --fit fits the layer or one phase, not the setup before it; 
   CHECK((bwd->begin == 400 && bwd->end == 1200));
   CHECK(fit_window(l, t.other, "all:forward")->end == 400);
   CHECK(!fit_window(l, t.other, "ring:sideways"));
+  // A group's name may hold a colon: the whole name first, then WHAT:PHASE.
+  trace::TraceData colon = t;
+  colon.ranks[0].strategy = "x:forward";
+  const TimelineLayout lc = make_layout(colon);
+  CHECK(split_fit(lc, colon.other, "x:forward") == std::make_pair(std::string("x:forward"), std::string()));
+  CHECK(split_fit(lc, colon.other, "x:forward:backward") == std::make_pair(std::string("x:forward"), std::string("backward")));
+  CHECK(fit_window(lc, colon.other, "x:forward")->end == 1200);
   CHECK(!fit_window(l, t.other, "ulysses"));
   CHECK((parse_zoom("0,150us").begin == 0 && parse_zoom("0,150us").end == 150'000));
   CHECK((parse_zoom("1ms,2.5ms").begin == 1'000'000 && parse_zoom("1ms,2.5ms").end == 2'500'000));
   CHECK(parse_zoom("0.001,0.002").end == 2'000'000);  // seconds, as --at
   CHECK(parse_zoom("-5us,10ns").begin == -5000);
-  for (const char* bad : {"5", "2,1", "1xs,2", ",", "1,1", "nan,2", "0,1e300"}) {
+  for (const char* bad : {"5", "2,1", "1xs,2", ",", "1,1", "nan,2", "0,1e300", "0x10,0x20", " 1,2", "1e-400,1", "1,2,3"}) {
     INFO(bad);
     CHECK_THROWS_AS(parse_zoom(bad), ConfigError);
   }
@@ -448,6 +455,15 @@ TEST_CASE("ring step labels are never dropped: lettered, else numbered, else one
   CHECK(texts(tiny) == std::vector<std::string>{"F0-F3 (4 steps)", "B0-B3 (4 steps)"});
   apart(tiny);
   CHECK(tiny.bands.size() == 8);  // the bands are drawn all the same
+  // The forward's last step ends where the backward's first begins: its label must end there too
+  // (a 2-rank ring's twin drew F1 over B0).
+  const std::vector<StepMark> touching{{"ring", "forward", 0, 0, 100}, {"ring", "forward", 1, 100, 110},
+                                       {"ring", "backward", 0, 110, 300}, {"ring", "backward", 1, 300, 400}};
+  TimeAxis a;
+  a.t0 = 0, a.t1 = 400, a.x0 = 0, a.x1 = 400;  // 1 px a ns: F1's band is 10 px, "F1" 16
+  const StepStrip t = step_strip(touching, a, 7);
+  CHECK(texts(t) == std::vector<std::string>{"0", "1", "B0", "B1"});
+  apart(t);
 }
 
 TEST_CASE("many GPUs: the stats give the least, median and greatest, and the outliers by Tukey's fences", "[viewer]") {

@@ -175,32 +175,31 @@ void App::fit() {
   for (const Loaded& t : traces_)
     for (const Group& g : t.layout.groups) end = std::max(end, double(g.end_ns - g.zero_ns) / scale_of(t, g.strategy));
   end_ns_ = int64_t(end);
-  if (opt_.zoom) {
-    axis_.t0 = double(opt_.zoom->begin), axis_.t1 = double(opt_.zoom->end);
-    return;
-  }
   // WHAT[:PHASE]: each group's window in its own time, in axis time.
   std::optional<std::pair<double, double>> w;
   auto widen = [&](const std::string& what) {
-    const size_t colon = what.rfind(':');
-    const std::string groups = colon == std::string::npos ? what : what.substr(0, colon);
-    const std::string phase = colon == std::string::npos ? "" : what.substr(colon);
-    for (const Loaded& t : traces_)
-      for (const Group* g : groups_to_fit(t.layout, t.data.other, groups))
-        if (const auto gw = fit_window(t.layout, t.data.other, g->strategy + phase)) {
+    for (const Loaded& t : traces_) {
+      const auto [groups, phase] = split_fit(t.layout, t.data.other, what);
+      for (const Group* g : groups_to_fit(t.layout, t.data.other, groups)) {
+        if (const auto gw = group_window(*g, phase)) {
           const double k = scale_of(t, g->strategy), b = double(gw->begin) / k, e = double(gw->end) / k;
           w = w ? std::make_pair(std::min(w->first, b), std::max(w->second, e)) : std::make_pair(b, e);
         }
+      }
+    }
   };
   widen(opt_.fit);
   if (!w && opt_.fit != "all") {
-    if (!fit_warned_ && !traces_.empty())
-      errors_.push_back("--fit " + opt_.fit + ": no group matches (all, modeled, measured, or a group's name, each with an optional "
-                        ":forward or :backward)");
+    if (!fit_warned_ && !traces_.empty()) {
+      errors_.push_back("--fit " + opt_.fit + ": no group matches (all, modeled, measured, or a group's full name, such as "
+                        "\"ring (modeled, a100-nvlink)\", each with an optional :forward or :backward)");
+      fit_error_ = true;
+    }
     fit_warned_ = true;
     widen("all");
   }
-  if (w) axis_.fit(w->first, w->second);
+  if (opt_.zoom) axis_.t0 = double(opt_.zoom->begin), axis_.t1 = double(opt_.zoom->end);  // --fit still checked
+  else if (w) axis_.fit(w->first, w->second);
   else axis_.fit(0, end);
 }
 
@@ -232,10 +231,9 @@ void App::frame(float width, float height) {
     framed_ = true;
     // --fit names groups: bring the first of them into view.
     if (opt_.fit != "all" && !traces_.empty()) {
-      const std::string what = opt_.fit.substr(0, opt_.fit.rfind(':') == std::string::npos ? opt_.fit.size() : opt_.fit.rfind(':'));
-      auto groups = groups_to_fit(traces_.front().layout, traces_.front().data.other, what);
-      if (groups.empty()) groups = groups_to_fit(traces_.front().layout, traces_.front().data.other, opt_.fit);
-      if (!groups.empty() && traces_.front().layout.height > ImGui::GetContentRegionAvail().y) scroll_to_ = groups.front()->y;
+      const Loaded& t = traces_.front();
+      const auto groups = groups_to_fit(t.layout, t.data.other, split_fit(t.layout, t.data.other, opt_.fit).first);
+      if (!groups.empty() && t.layout.height > ImGui::GetContentRegionAvail().y) scroll_to_ = groups.front()->y;
     }
   }
   timeline();

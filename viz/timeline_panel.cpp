@@ -69,7 +69,11 @@ void App::ruler(float h) {
     if (span / tick > most * 5) tick *= 10;
     else if (span / tick > most * 2) tick *= 5;
     else if (span / tick > most) tick *= 2;
-    for (double t = std::ceil(t0 / tick) * tick; t <= t1; t += tick) {
+    // Ticks by index, not by adding: far from zero, t + tick can equal t.
+    const double first = std::ceil(t0 / tick);
+    for (int i = 0; i <= int(most) * 10 + 2; ++i) {
+      double t = (first + i) * tick;
+      if (t > t1) break;
       if (std::fabs(t) < tick * 1e-6) t = 0;  // no "-0 ns"
       const float x = axis_.x0 + float((t - t0) / span * double(axis_.x1 - axis_.x0));
       dl->AddLine(ImVec2(x, ry + rh - 4), ImVec2(x, ry + rh), IM_COL32(200, 200, 200, 255));

@@ -4,9 +4,11 @@
 #include "core/error.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <regex>
 
 namespace ringside::viz {
 
@@ -351,20 +353,28 @@ std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const nloh
   return out;
 }
 
-std::optional<Interval> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what) {
-  std::string groups = what, phase;
-  if (const size_t colon = what.rfind(':'); colon != std::string::npos) groups = what.substr(0, colon), phase = what.substr(colon + 1);
-  std::optional<Interval> out;
-  for (const Group* g : groups_to_fit(layout, other, groups)) {
-    Interval w{g->zero_ns, g->layer_end_ns};
-    if (!phase.empty()) {
-      const auto it = std::find_if(g->phases.begin(), g->phases.end(), [&](const auto& p) { return p.first == phase; });
-      if (it == g->phases.end()) continue;
-      w = it->second;
-    }
-    const Interval rel{w.begin - g->zero_ns, w.end - g->zero_ns};
-    out = out ? Interval{std::min(out->begin, rel.begin), std::max(out->end, rel.end)} : rel;
+std::pair<std::string, std::string> split_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what) {
+  const size_t colon = what.rfind(':');
+  if (colon == std::string::npos || !groups_to_fit(layout, other, what).empty()) return {what, ""};
+  return {what.substr(0, colon), what.substr(colon + 1)};
+}
+
+std::optional<Interval> group_window(const Group& g, const std::string& phase) {
+  Interval w{g.zero_ns, g.layer_end_ns};
+  if (!phase.empty()) {
+    const auto it = std::find_if(g.phases.begin(), g.phases.end(), [&](const auto& p) { return p.first == phase; });
+    if (it == g.phases.end()) return std::nullopt;
+    w = it->second;
   }
+  return Interval{w.begin - g.zero_ns, w.end - g.zero_ns};
+}
+
+std::optional<Interval> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what) {
+  const auto [groups, phase] = split_fit(layout, other, what);
+  std::optional<Interval> out;
+  for (const Group* g : groups_to_fit(layout, other, groups))
+    if (const auto w = group_window(*g, phase))
+      out = out ? Interval{std::min(out->begin, w->begin), std::max(out->end, w->end)} : *w;
   return out;
 }
 
@@ -374,10 +384,14 @@ Interval parse_zoom(const std::string& text) {
   const size_t comma = text.find(',');
   if (comma == std::string::npos) throw ConfigError(usage);
   auto time = [&](const std::string& v) {
+    // A decimal number (no hex, no spaces, nothing that underflows) and a unit.
+    static const std::regex number("[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?(ns|us|ms|s)?");
+    if (!std::regex_match(v, number)) throw ConfigError(usage);
     char* end = nullptr;
+    errno = 0;
     const double x = std::strtod(v.c_str(), &end);
     const std::string unit = end ? std::string(end) : "";
-    if (end == v.c_str() || !std::isfinite(x)) throw ConfigError(usage);
+    if (errno == ERANGE || !std::isfinite(x)) throw ConfigError(usage);
     const double scale = unit.empty() || unit == "s" ? 1e9 : unit == "ms" ? 1e6 : unit == "us" ? 1e3 : unit == "ns" ? 1.0 : -1.0;
     if (scale < 0 || std::fabs(x * scale) > 9e15) throw ConfigError(usage);
     return int64_t(std::llround(x * scale));
@@ -417,26 +431,37 @@ std::optional<int64_t> step_after(const std::vector<StepMark>& marks, int64_t t,
 
 StepStrip step_strip(const std::vector<StepMark>& marks, const TimeAxis& axis, float char_width) {
   StepStrip out;
+  // The bands of each phase, forward then backward.
+  std::vector<std::vector<StepBand>> phases;
+  std::vector<std::string> letters;
   for (const char* phase : {"forward", "backward"}) {
     std::vector<const StepMark*> steps;
     for (const StepMark& m : marks)
       if (m.phase == phase) steps.push_back(&m);
     std::sort(steps.begin(), steps.end(), [](const StepMark* a, const StepMark* b) { return a->step < b->step; });
     if (steps.empty()) continue;
-    const std::string letter = phase == std::string("forward") ? "F" : "B";
     std::vector<StepBand> bands;
     for (size_t i = 0; i < steps.size(); ++i) {
       const int64_t end = i + 1 < steps.size() ? std::max(steps[i + 1]->ts_ns, steps[i]->ts_ns) : steps[i]->end_ns;
       bands.push_back({axis.x_of(double(steps[i]->ts_ns)), axis.x_of(double(end)), phase, steps[i]->step});
     }
-    auto width = [&](const std::string& s) { return float(s.size()) * char_width + 2; };
-    // Every label from its band's start to the next band's start at least, "F2"; else every one
-    // abbreviated, "2"; else one for the phase. (The last may run past its band: nothing follows.)
+    phases.push_back(std::move(bands));
+    letters.push_back(phase == std::string("forward") ? "F" : "B");
+  }
+  auto width = [&](const std::string& s) { return float(s.size()) * char_width + 2; };
+  for (size_t p = 0; p < phases.size(); ++p) {
+    const std::vector<StepBand>& bands = phases[p];
+    const std::string& letter = letters[p];
+    // Each label must end before the next band starts, the phase's last before the next phase's first.
+    const float limit = p + 1 < phases.size() ? phases[p + 1].front().x0 : INFINITY;
     auto fits = [&](bool lettered) {
-      for (size_t i = 0; i + 1 < bands.size(); ++i)
-        if (width((lettered ? letter : "") + std::to_string(bands[i].step)) > bands[i + 1].x0 - bands[i].x0) return false;
+      for (size_t i = 0; i < bands.size(); ++i) {
+        const float next = i + 1 < bands.size() ? bands[i + 1].x0 : limit;
+        if (width((lettered ? letter : "") + std::to_string(bands[i].step)) > next - bands[i].x0) return false;
+      }
       return true;
     };
+    // Every label in its band, "F2"; else every one abbreviated, "2"; else one for the phase.
     const bool lettered = fits(true);
     if (lettered || fits(false)) {
       for (const StepBand& b : bands) {
@@ -444,14 +469,18 @@ StepStrip step_strip(const std::vector<StepMark>& marks, const TimeAxis& axis, f
         out.labels.push_back({text, b.x0 + 1, b.x0 + width(text) - 1});
       }
     } else {
-      // After the forward's label, never under it, even when the forward is narrower than it.
       const std::string text = letter + std::to_string(bands.front().step) + "-" + letter + std::to_string(bands.back().step) + " (" +
                                std::to_string(bands.size()) + " steps)";
-      const float x0 = std::max(bands.front().x0 + 1, out.labels.empty() ? -1e30f : out.labels.back().x1 + 4);
-      out.labels.push_back({text, x0, x0 + width(text) - 2});
+      out.labels.push_back({text, bands.front().x0 + 1, bands.front().x0 + width(text) - 1});
     }
     out.bands.insert(out.bands.end(), bands.begin(), bands.end());
   }
+  // A phase's one label may run past the next phase's start: what follows moves right of it.
+  for (size_t i = 1; i < out.labels.size(); ++i)
+    if (out.labels[i].x0 < out.labels[i - 1].x1 + 2) {
+      const float w = out.labels[i].x1 - out.labels[i].x0;
+      out.labels[i].x0 = out.labels[i - 1].x1 + 2, out.labels[i].x1 = out.labels[i].x0 + w;
+    }
   return out;
 }
 

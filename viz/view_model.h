@@ -161,13 +161,19 @@ std::string comm_summary(const trace::StrategyMetrics& m);
 /// MODELED), "measured" (the others), or one group's label. Empty when nothing matches.
 std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
 
+/// `--fit`'s WHAT[:PHASE] split: the whole text when it names groups (a group's name may hold a
+/// colon), else what precedes the last colon and the phase after it ("" when none).
+std::pair<std::string, std::string> split_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
+/// A group's layer (phase "") or one phase, in group time; nullopt when it has no such phase.
+std::optional<trace::Interval> group_window(const Group& g, const std::string& phase);
 /// What `--fit WHAT[:PHASE]` frames: the groups of WHAT (groups_to_fit) over their layer
 /// (forward + backward), or over one phase ("forward", "backward"), in group time (ns after
 /// each group's zero). nullopt when no group matches or none has that phase.
 std::optional<trace::Interval> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
 
-/// `--zoom START,END`: two times in group time, each a number with a unit (ns, us, ms, s; a
-/// bare number is seconds, as --at), START < END. Throws ConfigError naming the problem.
+/// `--zoom START,END`: two times in group time (negative: before the forward), each a decimal
+/// number with a unit (ns, us, ms, s; a bare number is seconds, as --at), START < END, within
+/// +-9e15 ns. Throws ConfigError naming the problem.
 trace::Interval parse_zoom(const std::string& text);
 
 /// The exposed parts of a process's communication: comm intervals not covered by compute.

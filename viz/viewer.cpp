@@ -73,6 +73,7 @@ int run(Options o) {
   }
   if (headless && (!app.errors().empty() || !app.any_trace())) {
     for (const std::string& e : app.errors()) std::fprintf(stderr, "ringside-viewer: %s\n", e.c_str());
+    if (app.fit_error()) return 2;  // the trace read, the option wrong
     if (app.errors().empty())
       std::fprintf(stderr, "ringside-viewer: %s\n",
                    o.live.empty() ? "--screenshot needs a trace file" : ("--live " + o.live + ": no such file yet").c_str());
@@ -166,13 +167,13 @@ int main(int argc, char** argv) {
       ->each([&o](const std::string&) { o.screenshot_given = true; });
   cli.add_option("--size", o.size, "window or screenshot size")->capture_default_str()->option_text("WxH");
   cli.add_option("--fit", o.fit, "the first view frames these groups' layer (forward + backward) and scrolls to the first: all, "
-                 "modeled (the GPU twins), measured, or one group's name (as its header shows it); with :forward or :backward, "
-                 "that phase alone (ring:backward)")
+                 "modeled (the GPU twins), measured, or one group's full name (a twin's is \"ring (modeled, a100-nvlink)\"); "
+                 "with :forward or :backward, that phase alone (ring:backward)")
       ->capture_default_str()
       ->option_text("GROUPS[:PHASE]");
   std::string zoom;
   cli.add_option("--zoom", zoom, "the first view shows this time range after each group's start, with units: 0,150us or 1ms,2.5ms "
-                 "(a bare number is seconds); overrides --fit's time range")
+                 "(a bare number is seconds; negative: before the forward); overrides --fit's time range")
       ->option_text("START,END");
   bool collapse = false, expand = false;
   cli.add_flag("--collapse", collapse, "draw every group collapsed: one summary row per GPU (compute, exposed comm, idle) and one "

@@ -94,6 +94,11 @@ int model_command(const ModelCommandOptions& o) {
     size_t recorded = 0;
     for (const trace::RankTrace& r : schedule.ranks) recorded += r.events.size();
     if (recorded == 0) throw ConfigError("--from " + o.from + ": the trace holds no events to model");
+    for (const trace::RankTrace& r : schedule.ranks)  // the modeled trace is written in the same format
+      if (!o.trace.empty() && r.rank >= trace::kMaxRanks)
+        throw ConfigError(detail::concat("--from ", o.from, ": rank ", r.rank, r.strategy.empty() ? "" : " of " + r.strategy,
+                                         " is beyond the ranks a ringside trace holds (0 to ", trace::kMaxRanks - 1,
+                                         "), so --trace cannot write its model"));
     std::printf("ringside model: the schedule recorded in %s\n", o.from.c_str());
   }
   const double dry_s = std::chrono::duration<double>(clock::now() - t0).count();

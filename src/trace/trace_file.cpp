@@ -20,7 +20,7 @@ namespace ringside::trace {
 
 namespace {
 
-constexpr int64_t kPidStride = 1000;  // pid = strategy index * 1000 + rank
+constexpr int64_t kPidStride = kMaxRanks;  // pid = strategy index * 1000 + rank
 
 const char* kCategoryNames[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm"};
 const char* kMemoryTotal = "memory total";  // the counter of the total bytes live

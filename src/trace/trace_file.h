@@ -41,6 +41,8 @@ inline constexpr double kMaxTimeUs = 9e12;
 inline constexpr int64_t kMaxTimeNs = 9'000'000'000'000'000;
 inline constexpr double kMaxBytes = 9007199254740992.0;
 inline constexpr double kMaxFlops = 1e24;
+/// Ranks the writer can name, 0 to kMaxRanks - 1: pid = strategy index * kMaxRanks + rank.
+inline constexpr int kMaxRanks = 1000;
 
 /// A send bound to its receive, by process index and time (ns), as the file's flow events say.
 struct Flow {
