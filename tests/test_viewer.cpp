@@ -107,7 +107,7 @@ TEST_CASE("a trace with modeled twins: each group says whether it is measured or
       if (sub == "attention") att = b;
     REQUIRE(att.comm_ns > 0);
     const std::string want = "attention comm " + std::to_string(int(std::lround(att.overlap_pct()))) + "% hidden, " +
-                             format_ns(double(att.exposed_comm_ns) / 2) + " exposed per GPU";
+                             format_ns(double(att.exposed_comm_ns) / 2) + " exposed/GPU";
     CHECK(comm_summary(m) == want);
   }
   // --fit: modeled, measured, all, a group's name; nothing for a name no group has.

@@ -338,7 +338,7 @@ std::string comm_summary(const trace::StrategyMetrics& m) {
   if (b.comm_ns <= 0) return "";
   const double per_gpu = double(b.exposed_comm_ns) / double(std::max<size_t>(1, m.ranks.size()));
   char out[96];
-  std::snprintf(out, sizeof out, "%s %.0f%% hidden, %s exposed per GPU", what.c_str(), b.overlap_pct(),
+  std::snprintf(out, sizeof out, "%s %.0f%% hidden, %s exposed/GPU", what.c_str(), b.overlap_pct(),
                 format_ns(per_gpu).c_str());
   return out;
 }

@@ -154,7 +154,7 @@ std::string group_tag(const nlohmann::json& other, const std::string& strategy);
 /// "(measured, and modeled on a100-nvlink)" for one with modeled twins, else "(measured)".
 std::string trace_tag(const nlohmann::json& other);
 /// A group's communication in a few words, for its header: "attention comm 59% hidden, 40 us
-/// exposed per GPU" (attention's own traffic, as the sublayer table gives it; without attention
+/// exposed/GPU" (attention's own traffic, as the sublayer table gives it; without attention
 /// traffic, all of it: "comm 0% hidden, ..."); "" for a group with no communication.
 std::string comm_summary(const trace::StrategyMetrics& m);
 /// The groups `--fit WHAT` frames: "all", "modeled" (the modeled groups: group_tag starts with
