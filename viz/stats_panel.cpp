@@ -184,7 +184,9 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
         ImGui::TableNextColumn(), ImGui::TextUnformatted(cell.c_str());
     }
   ImGui::EndTable();
-  ImGui::TextDisabled("overlap: of all communication; a group's header gives attention's own (\"attention comm N%% hidden\")");
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("overlap: of all communication; a group's header gives attention's own (\"attention comm N%% hidden\")");
+  ImGui::PopStyleColor();
   for (const std::string& n : notes) ImGui::TextColored(ImVec4(1, 0.7f, 0.45f, 1), "%s", n.c_str());
   std::string steps;
   for (const auto& [name, ms] : all)
