@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/philox.h"
+#include "layer/presets.h"
 #include "layer/reference.h"
 #include "naive.h"
 
@@ -263,4 +264,41 @@ TEST_CASE("invalid configurations are rejected with a clear error", "[reference]
   auto be = make_cpu_backend();
   const Tensor x = Tensor::zeros({1, 4096, 24}, DType::f32, {});
   REQUIRE_THROWS_AS(reference_forward<float>(odd, LayerWeights{}, x, *be), ConfigError);
+}
+
+TEST_CASE("model presets have their papers' shapes, and a preset sets the shape alone", "[config]") {
+  struct Published {
+    const char* name;
+    int64_t h, H, Hkv, f;
+    int layers;
+  };
+  // The Llama 3 Herd of Models (2024), Table 3; GPT-3 (Brown et al. 2020), Table 2.1 with f = 4 h.
+  const Published papers[] = {{"llama3-8b", 4096, 32, 8, 14336, 32},
+                              {"llama3-70b", 8192, 64, 8, 28672, 80},
+                              {"llama3-405b", 16384, 128, 8, 53248, 126},
+                              {"gpt3-175b", 12288, 96, 96, 49152, 96}};
+  REQUIRE(model_presets().size() == std::size(papers));
+  for (const Published& w : papers) {
+    INFO(w.name);
+    const ModelPreset& p = find_preset(w.name);
+    CHECK(p.h == w.h);
+    CHECK(p.H == w.H);
+    CHECK(p.Hkv == w.Hkv);
+    CHECK(p.f == w.f);
+    CHECK(p.layers == w.layers);
+    CHECK(p.h / p.H == 128);  // every one has head dimension 128
+    LayerConfig c;
+    c.s = 65536, c.b = 2;
+    apply_preset(p, c);
+    CHECK((c.h == w.h && c.H == w.H && c.Hkv == w.Hkv && c.f == w.f));
+    CHECK((c.s == 65536 && c.b == 2));  // the rest stays
+    CHECK(c.rope_theta == (std::string(w.name).starts_with("llama3") ? 500000.0 : 10000.0));
+    c.validate();
+  }
+  try {
+    find_preset("llama4");
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("no model preset 'llama4'") && Catch::Contains("llama3-8b, llama3-70b, llama3-405b, gpt3-175b"));
+  }
 }

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 
+#include "layer/presets.h"
 #include "parallel/groups.h"
 #include "parallel/strategy.h"
 #include "core/strict_flags.h"
@@ -42,6 +43,24 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
   auto size = [&](const char* flag, int64_t& value, const char* help) {
     app.add_option(flag, value, help)->capture_default_str()->check(any_int64)->group("Layer");
   };
+  // A published model's shape first: the size flags below, given too, override its values
+  // (CLI11 runs the options' callbacks in the order they are defined).
+  std::string presets;
+  for (const ModelPreset& p : model_presets()) presets += (presets.empty() ? "" : ", ") + p.name;
+  app.add_option_function<std::string>(
+         "--preset", [&cfg](const std::string& v) { apply_preset(find_preset(v), cfg); },
+         "a published model's layer shape (h, H, Hkv, f; Llama's RoPE base): " + presets +
+             "; its MLP stays GeLU (2 matrices, Llama's SwiGLU has 3) and it is one layer (docs/cli.md)")
+      ->check([](const std::string& v) {
+        try {
+          find_preset(v);
+        } catch (const ConfigError& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      })
+      ->option_text("MODEL")
+      ->group("Layer");
   size("--batch", cfg.b, "batch size b");
   size("--seq", cfg.s, "sequence length s (tokens)");
   size("--hidden", cfg.h, "hidden size h");

@@ -1,0 +1,33 @@
+#include "layer/presets.h"
+
+#include "core/error.h"
+
+namespace ringside {
+
+const std::vector<ModelPreset>& model_presets() {
+  static const char* kLlama3 = "Llama Team, \"The Llama 3 Herd of Models\" (arXiv:2407.21783, 2024), Table 3";
+  static const char* kGpt3 = "Brown et al., \"Language Models are Few-Shot Learners\" (arXiv:2005.14165, 2020), Table 2.1; "
+                             "f = 4 h (section 2.1)";
+  static const std::vector<ModelPreset> presets{
+      {"llama3-8b", 4096, 32, 8, 14336, 32, 500000.0, kLlama3},
+      {"llama3-70b", 8192, 64, 8, 28672, 80, 500000.0, kLlama3},
+      {"llama3-405b", 16384, 128, 8, 53248, 126, 500000.0, kLlama3},
+      {"gpt3-175b", 12288, 96, 96, 49152, 96, 10000.0, kGpt3},
+  };
+  return presets;
+}
+
+const ModelPreset& find_preset(const std::string& name) {
+  std::string names;
+  for (const ModelPreset& p : model_presets()) {
+    if (p.name == name) return p;
+    names += (names.empty() ? "" : ", ") + p.name;
+  }
+  throw ConfigError("no model preset '" + detail::shown_input(name) + "'; the presets are " + names);
+}
+
+void apply_preset(const ModelPreset& p, LayerConfig& cfg) {
+  cfg.h = p.h, cfg.H = p.H, cfg.Hkv = p.Hkv, cfg.f = p.f, cfg.rope_theta = p.rope_theta;
+}
+
+}  // namespace ringside
