@@ -76,11 +76,8 @@ Loaded load(const std::string& path) {
 }
 
 std::string shown_name(const Loaded& t, const std::string& strategy) {
-  std::string shown = strategy.empty() ? std::string("(unnamed)") : strategy;
-  const auto tag = t.tag.find(strategy);
-  if (const size_t cut = shown.find(" (modeled, "); cut != std::string::npos && tag != t.tag.end() && tag->second.starts_with("MODELED"))
-    shown.resize(cut);
-  return shown;
+  const std::string of = twin_of(t.data.other, strategy);
+  return !of.empty() ? of : strategy.empty() ? "(unnamed)" : strategy;
 }
 
 App::App(Options o) : opt_(std::move(o)) {
@@ -166,9 +163,10 @@ void App::fit() {
   // The scales: the measured family drawn so that its longest layer spans what the modeled one's does.
   double modeled = 0, measured = 0;
   for (const Loaded& t : traces_)
-    for (const Group& g : t.layout.groups)
-      (t.modeled(g.strategy) ? modeled : measured) = std::max(t.modeled(g.strategy) ? modeled : measured,
-                                                                      double(g.layer_end_ns - g.zero_ns));
+    for (const Group& g : t.layout.groups) {
+      double& longest = t.modeled(g.strategy) ? modeled : measured;
+      longest = std::max(longest, double(g.layer_end_ns - g.zero_ns));
+    }
   mixed_ = modeled > 0 && measured > 0;
   measured_scale_ = mixed_ ? measured / modeled : 1.0;
   double end = 1;
@@ -176,17 +174,11 @@ void App::fit() {
     for (const Group& g : t.layout.groups) end = std::max(end, double(g.end_ns - g.zero_ns) / scale_of(t, g.strategy));
   end_ns_ = int64_t(end);
   // WHAT[:PHASE]: each group's window in its own time, in axis time.
-  std::optional<std::pair<double, double>> w;
+  std::optional<Window> w;
   auto widen = [&](const std::string& what) {
-    for (const Loaded& t : traces_) {
-      const auto [groups, phase] = split_fit(t.layout, t.data.other, what);
-      for (const Group* g : groups_to_fit(t.layout, t.data.other, groups)) {
-        if (const auto gw = group_window(*g, phase)) {
-          const double k = scale_of(t, g->strategy), b = double(gw->begin) / k, e = double(gw->end) / k;
-          w = w ? std::make_pair(std::min(w->first, b), std::max(w->second, e)) : std::make_pair(b, e);
-        }
-      }
-    }
+    for (const Loaded& t : traces_)
+      if (const auto tw = fit_window(t.layout, t.data.other, what, [&](const Group& g) { return scale_of(t, g.strategy); }))
+        w = w ? Window{std::min(w->begin, tw->begin), std::max(w->end, tw->end)} : *tw;
   };
   widen(opt_.fit);
   if (!w && opt_.fit != "all") {
@@ -199,7 +191,7 @@ void App::fit() {
     widen("all");
   }
   if (opt_.zoom) axis_.t0 = double(opt_.zoom->begin), axis_.t1 = double(opt_.zoom->end);  // --fit still checked
-  else if (w) axis_.fit(w->first, w->second);
+  else if (w) axis_.fit(w->begin, w->end);
   else axis_.fit(0, end);
 }
 

@@ -60,8 +60,8 @@ struct Loaded {
 };
 /// Reads and derives; throws ringside::Error for a file it cannot read.
 Loaded load(const std::string& path);
-/// A group's name as the viewer shows it: a modeled twin's "ring (modeled, a100-nvlink)" is
-/// "ring", since its tag says the rest.
+/// A group's name as its header shows it: a modeled twin's "ring (modeled, a100-nvlink)" is
+/// "ring" (twin_of), since its tag says the rest.
 std::string shown_name(const Loaded& t, const std::string& strategy);
 
 struct Options {

@@ -115,18 +115,20 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
   for (const Column& c : kColumns) ImGui::TableSetupColumn(c.name);
   ImGui::TableSetupColumn("imbalance");
   ImGui::TableHeadersRow();
-  // A twin's name short: the trace's tag above the table names the profile.
-  auto short_name = [](const std::string& strategy) {
-    const size_t cut = strategy.find(" (modeled, ");
-    return cut == std::string::npos ? strategy : strategy.substr(0, cut) + " (modeled)";
+  // A twin's name short, "ring (modeled)": the trace's tag above the table names the profile.
+  auto short_name = [&](const std::string& strategy) {
+    for (const Loaded& t : traces_)
+      if (const std::string of = twin_of(t.data.other, strategy); !of.empty()) return of + " (modeled)";
+    return strategy;
   };
   std::vector<std::string> notes;
   for (const auto& [name, ms] : all)
     for (const auto& s : ms) {
+      const std::string shown = short_name(s.strategy);
       auto lead = [&](const std::string& gpu) {
         ImGui::TableNextRow();
         if (several) ImGui::TableNextColumn(), ImGui::TextUnformatted(name.c_str());
-        ImGui::TableNextColumn(), ImGui::TextUnformatted(short_name(s.strategy).c_str());
+        ImGui::TableNextColumn(), ImGui::TextUnformatted(shown.c_str());
         ImGui::TableNextColumn(), ImGui::TextUnformatted(gpu.c_str());
       };
       auto peak_cell = [&](double v) {

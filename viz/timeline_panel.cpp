@@ -179,7 +179,7 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   dl->AddRectFilled(ImVec2(left, gy), ImVec2(axis_.x1, gy + g.header - 1), IM_COL32(45, 45, 55, 255));
   const std::string& comm = t.comm.count(g.strategy) ? t.comm.at(g.strategy) : std::string();
   const int64_t sent = t.sent.count(g.strategy) ? t.sent.at(g.strategy) : 0;
-  // "[-] ring (modeled, a100-nvlink) [MODELED on a100-nvlink] 286.5 us, sent 18.27 MiB/GPU; attention
+  // "[+] ring [MODELED on a100-nvlink] 4 GPUs, 286.5 us, sent 18.27 MiB/GPU in bf16; attention
   // comm 59% hidden, 39.8 us exposed/GPU": the tag first, so that it is never cut off.
   const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
   const std::string name = std::string(g.collapsed ? "[+] " : "[-] ") + shown_name(t, g.strategy);
@@ -236,6 +236,9 @@ void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float
   const float gy = top + g.y;
   const View v = view_of(t, g);
   draw_header(dl, t, g, v, gy, left, prefix);
+  // A summary row's bar: its exposed comm against the group's most.
+  int64_t most_exposed = 1;
+  for (size_t p : g.processes) most_exposed = std::max(most_exposed, t.exposed_ns[p]);
   dl->PushClipRect(ImVec2(left, gy), ImVec2(axis_.x1 + 1, gy + g.height), true);
   for (size_t li : g.lanes) {
     const Lane& lane = t.layout.lanes[li];
@@ -257,9 +260,7 @@ void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float
       dl->AddLine(ImVec2(axis_.x0, ly), ImVec2(axis_.x1, ly), IM_COL32(50, 50, 58, 255));
     if (lane.kind == Lane::summary) {
       // Beside each row, its exposed comm against the group's most: the GPUs that wait stand out.
-      int64_t most = 1;
-      for (size_t p : g.processes) most = std::max(most, t.exposed_ns[p]);
-      const float w = 44.0f * float(double(t.exposed_ns[lane.process]) / double(most));
+      const float w = 44.0f * float(double(t.exposed_ns[lane.process]) / double(most_exposed));
       dl->AddRectFilled(ImVec2(axis_.x0 - 4 - w, ly + (lane.height >= 6 ? 1 : 0)), ImVec2(axis_.x0 - 4, ly + lane.height - (lane.height >= 6 ? 1 : 0)),
                         kExposedColor);
     }

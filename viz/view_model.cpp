@@ -179,10 +179,10 @@ float add_full_lanes(TimelineLayout& l, Group& g, const TraceData& t, size_t p, 
   return y + o.memory + o.gap;
 }
 
-int64_t peak_of(const RankTrace& r) {
-  int64_t peak = 0;
-  for (const trace::MemorySample& m : r.memory) peak = std::max(peak, m.total());
-  return peak;
+// The peak as the metrics count it: over the rank's forward + backward, else the whole trace.
+trace::MemoryPeak layer_peak(const RankTrace& r) {
+  const auto w = trace::phase_window(r).value_or(Interval{INT64_MIN, INT64_MAX});
+  return trace::memory_peak(r, w.begin, w.end);
 }
 
 }  // namespace
@@ -211,6 +211,7 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
     for (size_t p : g.processes)
       for (const Event& e : t.ranks[p].events) {
         g.begin_ns = std::min(g.begin_ns, e.ts_ns), g.end_ns = std::max(g.end_ns, e.end_ns());
+        g.ring_steps |= e.cat == "ring_step";
         if (e.cat != "phase") continue;
         auto [it, fresh] = phases.try_emplace(e.name, trace::Interval{e.ts_ns, e.end_ns()});
         if (fresh) phase_order.push_back(e.name);
@@ -226,8 +227,6 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
         g.zero_ns = std::min(g.zero_ns, w.begin), g.layer_end_ns = std::max(g.layer_end_ns, w.end);
       }
     }
-    for (size_t p : g.processes)
-      for (const Event& e : t.ranks[p].events) g.ring_steps |= e.cat == "ring_step";
     g.header = (g.collapsed ? o.collapsed_header : o.header) + (g.ring_steps ? o.step_row : 0);
     y += g.header;
     if (!g.collapsed) {
@@ -237,9 +236,10 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
       // and one memory plot: the GPU of highest peak.
       const float row = std::max(2.0f, std::min(o.summary, o.overview / float(std::max<size_t>(1, g.processes.size()))));
       size_t peak_process = g.processes.empty() ? 0 : g.processes.front();
+      int64_t highest = -1;
       for (size_t p : g.processes) {
         const RankTrace& r = t.ranks[p];
-        if (peak_of(r) > peak_of(t.ranks[peak_process])) peak_process = p;
+        if (const int64_t peak = layer_peak(r).bytes; peak > highest) highest = peak, peak_process = p;
         g.lanes.push_back(l.lanes.size());
         l.lanes.push_back(make_lane(Lane::summary, p, 0, y, row, row, "GPU " + std::to_string(r.rank)));
         y += row;
@@ -325,6 +325,13 @@ std::string group_tag(const nlohmann::json& other, const std::string& strategy) 
   return groups != other.end() && groups->is_object() ? "MEASURED" : "";
 }
 
+std::string twin_of(const nlohmann::json& other, const std::string& strategy) {
+  if (!model::is_modeled_twin(other, strategy)) return "";
+  const nlohmann::json& twin = other["modeled_groups"][strategy];
+  const auto of = twin.find("of");
+  return of != twin.end() && of->is_string() ? of->get<std::string>() : "";
+}
+
 std::string trace_tag(const nlohmann::json& other) {
   if (modeled_trace(other)) return "(" + modeled_on(hardware_name(other, "hardware")) + ")";
   const std::string twins = hardware_name(other, "modeled_hardware");
@@ -359,6 +366,8 @@ std::pair<std::string, std::string> split_fit(const TimelineLayout& layout, cons
   return {what.substr(0, colon), what.substr(colon + 1)};
 }
 
+namespace {
+// A group's layer (phase "") or one phase, in group time; nullopt when it has no such phase.
 std::optional<Interval> group_window(const Group& g, const std::string& phase) {
   Interval w{g.zero_ns, g.layer_end_ns};
   if (!phase.empty()) {
@@ -368,13 +377,17 @@ std::optional<Interval> group_window(const Group& g, const std::string& phase) {
   }
   return Interval{w.begin - g.zero_ns, w.end - g.zero_ns};
 }
+}  // namespace
 
-std::optional<Interval> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what) {
+std::optional<Window> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what,
+                                 const std::function<double(const Group&)>& scale) {
   const auto [groups, phase] = split_fit(layout, other, what);
-  std::optional<Interval> out;
+  std::optional<Window> out;
   for (const Group* g : groups_to_fit(layout, other, groups))
-    if (const auto w = group_window(*g, phase))
-      out = out ? Interval{std::min(out->begin, w->begin), std::max(out->end, w->end)} : *w;
+    if (const auto w = group_window(*g, phase)) {
+      const double k = scale ? scale(*g) : 1.0, b = double(w->begin) / k, e = double(w->end) / k;
+      out = out ? Window{std::min(out->begin, b), std::max(out->end, e)} : Window{b, e};
+    }
   return out;
 }
 
@@ -594,9 +607,7 @@ MemorySeries memory_series(const RankTrace& r) {
     s.total.push_back(m.total());
     for (int c = 0; c < kNumMemCategories; ++c) s.by_category[c].push_back(m.bytes[c]);
   }
-  // The peak as the metrics count it: over the rank's forward + backward, else the whole trace.
-  const auto w = trace::phase_window(r).value_or(Interval{INT64_MIN, INT64_MAX});
-  const trace::MemoryPeak peak = trace::memory_peak(r, w.begin, w.end);
+  const trace::MemoryPeak peak = layer_peak(r);
   s.peak = peak.bytes, s.peak_ts = peak.ts_ns;
   return s;
 }

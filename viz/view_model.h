@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <string>
@@ -150,6 +151,9 @@ std::vector<Activity> activity(const trace::RankTrace& r, const std::vector<trac
 /// otherData.modeled_groups lists) or any group of a modeled trace (otherData.modeled), "MEASURED"
 /// for a recorded group of a trace that holds twins beside it, and "" otherwise.
 std::string group_tag(const nlohmann::json& other, const std::string& strategy);
+/// The recorded group a modeled twin replays ("ring" for "ring (modeled, a100-nvlink)", as
+/// otherData.modeled_groups says), or "" for a group that is not a twin.
+std::string twin_of(const nlohmann::json& other, const std::string& strategy);
 /// What a whole trace is, for the stats panel: "(MODELED on h100-nvlink)" for a modeled trace,
 /// "(measured, and modeled on a100-nvlink)" for one with modeled twins, else "(measured)".
 std::string trace_tag(const nlohmann::json& other);
@@ -164,12 +168,15 @@ std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const nloh
 /// `--fit`'s WHAT[:PHASE] split: the whole text when it names groups (a group's name may hold a
 /// colon), else what precedes the last colon and the phase after it ("" when none).
 std::pair<std::string, std::string> split_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
-/// A group's layer (phase "") or one phase, in group time; nullopt when it has no such phase.
-std::optional<trace::Interval> group_window(const Group& g, const std::string& phase);
 /// What `--fit WHAT[:PHASE]` frames: the groups of WHAT (groups_to_fit) over their layer
 /// (forward + backward), or over one phase ("forward", "backward"), in group time (ns after
-/// each group's zero). nullopt when no group matches or none has that phase.
-std::optional<trace::Interval> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
+/// each group's zero) divided by `scale(group)` when given (the viewer's time scale of each
+/// group's family). nullopt when no group matches or none has that phase.
+struct Window {
+  double begin = 0, end = 0;
+};
+std::optional<Window> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what,
+                                 const std::function<double(const Group&)>& scale = {});
 
 /// `--zoom START,END`: two times in group time (negative: before the forward), each a decimal
 /// number with a unit (ns, us, ms, s; a bare number is seconds, as --at), START < END, within

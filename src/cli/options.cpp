@@ -45,11 +45,9 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
   };
   // A published model's shape first: the size flags below, given too, override its values
   // (CLI11 runs the options' callbacks in the order they are defined).
-  std::string presets;
-  for (const ModelPreset& p : model_presets()) presets += (presets.empty() ? "" : ", ") + p.name;
   app.add_option_function<std::string>(
          "--preset", [&cfg](const std::string& v) { apply_preset(find_preset(v), cfg); },
-         "a published model's layer shape (h, H, Hkv, f; Llama's RoPE base): " + presets +
+         "a published model's layer shape (h, H, Hkv, f; Llama's RoPE base): " + preset_names() +
              "; its MLP stays GeLU (2 matrices, Llama's SwiGLU has 3) and it is one layer (docs/cli.md)")
       ->check([](const std::string& v) {
         try {

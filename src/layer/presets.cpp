@@ -17,13 +17,16 @@ const std::vector<ModelPreset>& model_presets() {
   return presets;
 }
 
-const ModelPreset& find_preset(const std::string& name) {
+std::string preset_names() {
   std::string names;
-  for (const ModelPreset& p : model_presets()) {
+  for (const ModelPreset& p : model_presets()) names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+
+const ModelPreset& find_preset(const std::string& name) {
+  for (const ModelPreset& p : model_presets())
     if (p.name == name) return p;
-    names += (names.empty() ? "" : ", ") + p.name;
-  }
-  throw ConfigError("no model preset '" + detail::shown_input(name) + "'; the presets are " + names);
+  throw ConfigError("no model preset '" + detail::shown_input(name) + "'; the presets are " + preset_names());
 }
 
 void apply_preset(const ModelPreset& p, LayerConfig& cfg) {

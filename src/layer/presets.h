@@ -27,6 +27,8 @@ struct ModelPreset {
 
 /// Every preset, in size order within each family.
 const std::vector<ModelPreset>& model_presets();
+/// "llama3-8b, llama3-70b, ...": every preset's name, for help and errors.
+std::string preset_names();
 /// The preset called `name`; throws ConfigError listing the presets for any other name.
 const ModelPreset& find_preset(const std::string& name);
 /// `cfg` with the preset's shape (h, H, Hkv, f, RoPE base); batch, sequence and the rest kept.

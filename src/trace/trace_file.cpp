@@ -20,8 +20,6 @@ namespace ringside::trace {
 
 namespace {
 
-constexpr int64_t kPidStride = kMaxRanks;  // pid = strategy index * 1000 + rank
-
 const char* kCategoryNames[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm"};
 const char* kMemoryTotal = "memory total";  // the counter of the total bytes live
 
@@ -107,9 +105,9 @@ void write_chrome_json(std::ostream& os, const TraceData& t) {
     if (std::find(strategies.begin(), strategies.end(), r.strategy) == strategies.end()) strategies.push_back(r.strategy);
   const bool several = strategies.size() > 1;
   auto pid_of = [&](const RankTrace& r) {
-    RS_CHECK(r.rank >= 0 && r.rank < kPidStride, "trace writer: rank ", r.rank, " outside [0, ", kPidStride, ")");
+    RS_CHECK(r.rank >= 0 && r.rank < kMaxRanks, "trace writer: rank ", r.rank, " outside [0, ", kMaxRanks, ")");
     const auto si = std::find(strategies.begin(), strategies.end(), r.strategy) - strategies.begin();
-    return int64_t(si) * kPidStride + r.rank;
+    return int64_t(si) * kMaxRanks + r.rank;
   };
 
   nlohmann::json processes = nlohmann::json::array();
