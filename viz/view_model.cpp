@@ -319,8 +319,9 @@ std::string modeled_on(const std::string& hw) { return hw.empty() ? "MODELED" : 
 }  // namespace
 
 std::string group_tag(const nlohmann::json& other, const std::string& strategy) {
-  if (modeled_trace(other)) return modeled_on(hardware_name(other, "hardware"));
+  // A group listed in modeled_groups names its own profile (a plan's groups may be on several).
   if (model::is_modeled_twin(other, strategy)) return modeled_on(hardware_name(other["modeled_groups"][strategy], "hardware"));
+  if (modeled_trace(other)) return modeled_on(hardware_name(other, "hardware"));
   const auto groups = other.find("modeled_groups");
   return groups != other.end() && groups->is_object() ? "MEASURED" : "";
 }
@@ -333,7 +334,18 @@ std::string twin_of(const nlohmann::json& other, const std::string& strategy) {
 }
 
 std::string trace_tag(const nlohmann::json& other) {
-  if (modeled_trace(other)) return "(" + modeled_on(hardware_name(other, "hardware")) + ")";
+  if (modeled_trace(other)) {
+    // Every profile the groups are modeled on, in order (a plan on several), else the trace's.
+    std::vector<std::string> profiles;
+    if (const auto g = other.find("modeled_groups"); g != other.end() && g->is_object())
+      for (const auto& [label, group] : g->items())
+        if (const std::string hw = group.is_object() ? hardware_name(group, "hardware") : "";
+            !hw.empty() && std::find(profiles.begin(), profiles.end(), hw) == profiles.end())
+          profiles.push_back(hw);
+    std::string names;
+    for (const std::string& p : profiles) names += (names.empty() ? "" : ", ") + p;
+    return "(" + modeled_on(names.empty() ? hardware_name(other, "hardware") : names) + ")";
+  }
   const std::string twins = hardware_name(other, "modeled_hardware");
   return twins.empty() ? "(measured)" : "(measured, and modeled on " + twins + ")";
 }
@@ -418,7 +430,7 @@ std::vector<StepMark> step_marks(const TraceData& t) {
   std::map<std::tuple<std::string, int, int>, std::pair<int64_t, int64_t>> first;  // (strategy, phase order, step) -> extent
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events)
-      if (e.cat == "ring_step" && e.step >= 0) {
+      if (e.cat == "ring_step" && e.step >= 0 && e.phase != "recompute") {
         auto key = std::make_tuple(r.strategy, e.phase == "backward" ? 1 : 0, e.step);
         auto [it, fresh] = first.try_emplace(key, e.ts_ns, e.end_ns());
         it->second.first = std::min(it->second.first, e.ts_ns), it->second.second = std::max(it->second.second, e.end_ns());

@@ -4,6 +4,7 @@
 
 #include "layer/reference.h"
 #include "lessons/lesson.h"
+#include "model/plan.h"
 #include "trace/metrics.h"
 
 namespace ringside::lessons {
@@ -169,6 +170,54 @@ void choosing(Script& L) {
   L.say("  ringside model --seq 1048576 --ranks 64 --strategy ring --hw h100-ib");
   L.record("max_ranks_tp_sp", double(cfg.Hkv));
   L.record("max_ranks_ulysses", double(cfg.H));
+
+  // ---- 6. ask the planner -------------------------------------------------------------------------------
+  // The same 8B-sized layer on 8 H100s in two nodes of 4: every split dry-run and modeled.
+  L.step("Ask the planner");
+  model::Hardware two_nodes = nvlink;
+  two_nodes.name = "h100-nvlink, 4 per node", two_nodes.gpus_per_node = 4;
+  model::PlanOptions po;
+  po.gpus = P8, po.modes = {Recompute::none};
+  const model::Plan plan = model::make_plan(big, po, {two_nodes}).front();
+  L.say("Steps 4 and 5 compare strategies one by one. `ringside plan` asks the whole question: it");
+  L.say("enumerates every split of P GPUs (TP and each kind of CP, their hybrids, both rank orders,");
+  L.say("each layout), rejects what cannot split the layer or does not fit, dry-runs and models the");
+  L.say("rest, and ranks them. The layer of step 4 on %d H100s in two nodes of %d (NVLink inside,", P8,
+        two_nodes.gpus_per_node);
+  L.say("InfiniBand across), one layer, no recompute; the five fastest of %zu:", plan.ranked());
+  L.blank();
+  Table t6({"#", "candidate", "layer", "exposed", "across nodes/GPU"});
+  for (size_t i = 0; i < 5 && i < plan.ranked(); ++i) {
+    const model::PlanRow& r = plan.rows[i];
+    L.record(fmt("plan_layer_ns_%zu", i + 1), r.step_s * 1e9);
+    t6.row({fmt("%zu", i + 1), r.candidate.name(), format_ns(r.step_s * 1e9), format_ns(r.exposed_s * 1e9),
+            format_bytes(r.inter_bytes)});
+  }
+  L.table(t6);
+  L.blank();
+  const model::PlanRow& win = plan.rows.front();
+  const bool tp_inside = win.candidate.par.tp > 1 && win.candidate.par.order == RankOrder::tp_cp;
+  L.say("The winner, %s, puts %s inside each node and the ring across:", win.candidate.name().c_str(),
+        tp_inside ? "TP" : "the all-to-all");
+  L.say("step 5's advice, now as a ranking. Its reason, from the formulas the lessons teach:");
+  for (size_t at = 0; at < win.reason.size();) {  // one clause a line
+    const size_t end = std::min(win.reason.find("; ", at), win.reason.size());
+    L.say("  %s", win.reason.substr(at, end - at).c_str());
+    at = end + 2;
+  }
+  auto place_of = [&](const std::string& name) {
+    for (size_t i = 0; i < plan.ranked(); ++i)
+      if (plan.rows[i].candidate.name() == name) return double(i + 1);
+    return 0.0;
+  };
+  const double ring_place = L.record("plan_place_ring", place_of("ring striped none"));
+  const double ulysses_place = L.record("plan_place_ulysses", place_of("ulysses none"));
+  L.say("A single strategy over all %d GPUs ranks lower: the ring alone is #%.0f (it sends more", P8, ring_place);
+  L.say("across InfiniBand), Ulysses alone #%.0f (its all-to-alls wait across it). Which of", ulysses_place);
+  L.say("the two is faster on one layer depends on c against F/B and on the heads, so ask the planner");
+  L.say("for your model rather than a rule of thumb:");
+  L.say("  ringside plan --preset llama3-70b --seq 1048576 --gpus 64 --hw h100-nvlink");
+  L.record("plan_ranked", double(plan.ranked()));
 }
 
 }  // namespace ringside::lessons

@@ -34,7 +34,7 @@ std::function<std::string(const std::string&)> number_in(double lo, double hi);
 /// --causal/--no-causal --rope/--no-rope --dropout --seed --layout, bound to cfg (defaults from
 /// LayerConfig). Each value must be one number as written (a seed 0 to 2^64 - 1); a flag and
 /// its opposite together are an error.
-void add_config_flags(CLI::App& app, LayerConfig& cfg);
+void add_config_flags(CLI::App& app, LayerConfig& cfg, bool with_recompute = true);
 
 /// A parallel configuration given as degrees (--tp, --cp, --cp-comm, --cp-a2a, --order)
 /// instead of a --strategy name.
@@ -233,6 +233,44 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o);
 /// the profile (exit 0 either way), and writes the modeled trace with --trace. Throws
 /// ConfigError for a bad configuration, profile or option pair.
 int model_command(const ModelCommandOptions& o);
+
+struct PlanCommandOptions {
+  LayerConfig cfg;
+  int gpus = 8;
+  std::vector<std::string> hw{"h100-nvlink"};  ///< profiles: names or JSON files
+  std::string recompute = "any";               ///< any, none, selective or full
+  int layers = 0;                              ///< L; 0: the preset's depth, or 1 without a preset
+  int top = 10;
+  std::string dtype = "bf16";
+  std::string trace, json;
+  std::string preset;  ///< the --preset given, for its depth
+};
+
+/// `ringside plan`: adds the subcommand; returns it.
+CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o);
+/// Plans (model/plan.h) and prints, per profile, the ranked table with reasons, the rejected
+/// candidates with theirs and the verdict; writes the winner's and the runner-up's modeled
+/// timelines with --trace and everything with --json. Throws ConfigError (exit 2) for an
+/// unknown preset or profile, a GPU count with no valid configuration or a sequence that fits
+/// nowhere.
+int plan_command(const PlanCommandOptions& o);
+
+struct BenchPlanOptions {
+  /// The issue's plan: one layer of Llama 3 70B at 1M tokens on 64 H100s, every recompute mode.
+  PlanCommandOptions plan = [] {
+    PlanCommandOptions p;
+    p.preset = "llama3-70b", p.gpus = 64, p.cfg.s = 1 << 20;
+    return p;
+  }();
+  double target_s = 60;  ///< issue 19: the whole plan under 60 s on the 2-core machine
+};
+
+/// Adds `ringside bench plan` under `bench`; returns it.
+CLI::App* add_bench_plan(CLI::App& bench, BenchPlanOptions& o);
+/// `ringside bench plan`: the plan's seconds against the 60 s target, its dry runs, the replays
+/// that reused one, and what the plan would take with a dry run per candidate (the mean dry run
+/// measured in the same run). Returns 0.
+int bench_plan(const BenchPlanOptions& o);
 
 struct LessonOptions {
   std::optional<int> number;  ///< none: list the lessons

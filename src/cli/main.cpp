@@ -1,4 +1,4 @@
-// The `ringside` command. Subcommands: reference, compare, run, bench, trace-stats, model, lesson. Each has --help.
+// The `ringside` command. Subcommands: reference, compare, run, bench, trace-stats, model, plan, lesson. Each has --help.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -175,6 +175,11 @@ int main(int argc, char** argv) {
   cli::ModelCommandOptions model_opts;
   CLI::App* model_app = cli::add_model(app, model_opts);
 
+  cli::PlanCommandOptions plan_opts;
+  CLI::App* plan_app = cli::add_plan(app, plan_opts);
+  cli::BenchPlanOptions bench_plan_opts;
+  CLI::App* bench_plan = cli::add_bench_plan(*app.get_subcommand("bench"), bench_plan_opts);
+
   cli::LessonOptions lesson_opts;
   CLI::App* lesson_app = cli::add_lesson(app, lesson_opts);
   cli::strict_values(app);
@@ -207,6 +212,8 @@ int main(int argc, char** argv) {
     if (app.get_subcommand("bench")->get_subcommand("cuda")->parsed()) rc = cli::bench_cuda(bench_cuda_opts);
     if (stats_app->parsed()) rc = cli::trace_stats_command(stats_opts);
     if (model_app->parsed()) rc = cli::model_command(model_opts);
+    if (plan_app->parsed()) rc = cli::plan_command(plan_opts);
+    if (bench_plan->parsed()) rc = cli::bench_plan(bench_plan_opts);
     if (lesson_app->parsed()) {
       // The viewer is built beside this command; say how to call it from here.
       const std::filesystem::path viewer = std::filesystem::path(argv[0]).parent_path() / "ringside-viewer";

@@ -36,7 +36,7 @@ std::function<std::string(const std::string&)> number_in(double lo, double hi) {
   };
 }
 
-void add_config_flags(CLI::App& app, LayerConfig& cfg) {
+void add_config_flags(CLI::App& app, LayerConfig& cfg, bool with_recompute) {
   // The sizes' own rules (>= 1, divisibility, BLAS's int) are LayerConfig::validate's, which
   // names them; here only what the value is: one integer that fits.
   const auto any_int64 = integer_in(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
@@ -85,6 +85,13 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg) {
          "how context parallelism (ring, all_gather, USP) maps tokens to ranks: contiguous, zigzag, striped, "
          "auto (zigzag when causal)")
       ->check(CLI::IsMember({"auto", "contiguous", "zigzag", "striped"}))
+      ->group("Layer");
+  if (with_recompute)
+    app.add_option_function<std::string>(
+         "--recompute", [&cfg](const std::string& v) { cfg.recompute = parse_recompute(v); },
+         "activation recomputation, as Megatron's: none (the default), selective (both LayerNorms and the GeLU "
+         "again in the backward), full (keep only the layer input; the backward runs the forward again)")
+      ->check(CLI::IsMember({"none", "selective", "full"}))
       ->group("Layer");
   app.add_option("--seed", cfg.seed, "seed of weights, inputs and dropout (Philox), 0 to 2^64 - 1")
       ->capture_default_str()

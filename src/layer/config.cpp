@@ -24,6 +24,21 @@ Layout parse_layout(const std::string& s) {
   throw ConfigError("unknown layout '" + s + "' (contiguous, zigzag, striped or auto)");
 }
 
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+Recompute parse_recompute(const std::string& s) {
+  for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
+    if (s == to_string(r)) return r;
+  throw ConfigError("unknown recompute mode '" + s + "' (none, selective or full)");
+}
+
 double LayerConfig::softmax_scale() const { return 1.0 / std::sqrt(static_cast<double>(d())); }
 
 namespace {
@@ -76,7 +91,7 @@ void LayerConfig::validate() const {
 nlohmann::json LayerConfig::to_json() const {
   return {{"b", b},           {"s", s},           {"h", h},       {"H", H},       {"Hkv", Hkv}, {"f", f},
           {"causal", causal}, {"rope", rope},     {"dropout", dropout}, {"seed", seed}, {"eps", eps},
-          {"rope_theta", rope_theta}, {"layout", to_string(cp_layout())}};
+          {"rope_theta", rope_theta}, {"layout", to_string(cp_layout())}, {"recompute", to_string(recompute)}};
 }
 
 std::string LayerConfig::summary() const {
@@ -84,6 +99,7 @@ std::string LayerConfig::summary() const {
   os << "b=" << b << " s=" << s << " h=" << h << " H=" << H << " Hkv=" << Hkv << " d=" << (H ? h / H : 0)
      << " f=" << f << (causal ? " causal" : " full") << (rope ? " rope" : " no-rope") << " dropout=" << dropout
      << " seed=" << seed;
+  if (recompute != Recompute::none) os << " recompute=" << to_string(recompute);
   return os.str();
 }
 

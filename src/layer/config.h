@@ -14,6 +14,25 @@ enum class Layout { automatic, contiguous, zigzag, striped };
 const char* to_string(Layout l);
 Layout parse_layout(const std::string& s);
 
+/// Activation recomputation, as Megatron-LM names its granularities (--recompute-granularity;
+/// Korthikanti et al. 2022): what the forward keeps for the backward and what the backward
+/// computes again.
+///   none       keep every activation the backward reads (x, h1, x2, h2, the LayerNorm
+///              statistics, u, GeLU(u), and attention's inputs, output and lse)
+///   selective  keep x, x2 and u and the attention's; recompute both LayerNorms and the GeLU in
+///              the backward. Megatron's selective recomputes the attention core (the s x s
+///              softmax and its dropout), the largest and cheapest part; blockwise attention
+///              already never stores it (the backward recomputes it from lse), so what is left
+///              that is large and cheap is the LayerNorm outputs and GeLU(u): 2 h + f elements
+///              a token for a few elementwise passes, like Megatron-Core's recompute_modules
+///              "layernorm" and its activation recompute.
+///   full       keep only the layer's input x (Korthikanti's 2 s b h bytes in 16-bit, s b h
+///              elements); the backward runs the forward again, its communication included.
+enum class Recompute { none, selective, full };
+/// "none", "selective", "full"; parse throws ConfigError on anything else.
+const char* to_string(Recompute r);
+Recompute parse_recompute(const std::string& s);
+
 /// b batch, s sequence, h hidden, H query heads, Hkv key/value heads (GQA), f FFN width;
 /// d = h / H is the head dimension. Defaults are the CLI's.
 struct LayerConfig {
@@ -30,6 +49,7 @@ struct LayerConfig {
   double eps = 1e-5;            ///< LayerNorm epsilon
   double rope_theta = 10000.0;  ///< RoPE base
   Layout layout = Layout::automatic;  ///< token-to-rank map of the ring strategy (others ignore it)
+  Recompute recompute = Recompute::none;  ///< activation recomputation (every strategy)
 
   /// The layout in force: automatic resolved by causal.
   Layout cp_layout() const {
@@ -49,9 +69,10 @@ struct LayerConfig {
   /// outside [0, 1) (or above 1 - 2^-18, where the 24-bit mask misstates 1 - p by over 1%), eps <= 0.
   void validate() const;
 
-  /// {"b":..,"s":..,"h":..,"H":..,"Hkv":..,"f":..,"causal":..,"rope":..,"dropout":..,"seed":..,"eps":..}
+  /// {"b":..,"s":..,"h":..,"H":..,"Hkv":..,"f":..,"causal":..,"rope":..,"dropout":..,"seed":..,"eps":..,"recompute":..}
   nlohmann::json to_json() const;
-  /// One line: "b=1 s=4096 h=512 H=8 Hkv=4 d=64 f=2048 causal rope dropout=0.1 seed=1234".
+  /// One line: "b=1 s=4096 h=512 H=8 Hkv=4 d=64 f=2048 causal rope dropout=0.1 seed=1234", and
+  /// " recompute=full" (or selective) when it recomputes.
   std::string summary() const;
 };
 

@@ -25,6 +25,14 @@ std::vector<std::pair<int64_t, int64_t>> qkv_columns(const LayerConfig& c, int T
           {(c.H + c.Hkv) * d + t * kv, (c.H + c.Hkv) * d + (t + 1) * kv}};
 }
 
+// Where a tensor the backward reads is counted: saved (`act`) unless the recompute mode makes it
+// again in the backward: then it is workspace, dropped at the forward's end (drop_recomputed).
+// `cheap`: a LayerNorm's output or statistics, or GeLU(u), which selective recomputes.
+AllocTag saved_tag(const LayerConfig& cfg, bool cheap, AllocTag act, AllocTag ws) {
+  const bool recomputed = cfg.recompute == Recompute::full || (cfg.recompute == Recompute::selective && cheap);
+  return recomputed ? ws : act;
+}
+
 std::vector<std::pair<int64_t, int64_t>> ffn_columns(const LayerConfig& c, int T, int t) {
   return {{t * (c.f / T), (t + 1) * (c.f / T)}};
 }
@@ -77,7 +85,8 @@ void qkv_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Com
   const int64_t b = x.dim(0), n = int64_t(pos.group.size()), N = b * x.dim(1), d = cfg.d();
   trace::sublayer("ln1");
   sv.x = x;
-  sv.mean1 = be.empty({N}, dt, act), sv.rstd1 = be.empty({N}, dt, act), sv.h1 = be.empty(x.shape(), dt, act);
+  const AllocTag norm = saved_tag(cfg, true, act, ws);
+  sv.mean1 = be.empty({N}, dt, norm), sv.rstd1 = be.empty({N}, dt, norm), sv.h1 = be.empty(x.shape(), dt, norm);
   be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, sv.h1, sv.mean1, sv.rstd1);
   trace::sublayer("qkv");
   q = be.empty({b, n, cfg.H / T, d}, dt, qkv_tag);
@@ -111,14 +120,15 @@ Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Bac
   }
   be.add_bias(y, w.o_bias);  // the bias once, after the sum
   be.dropout_forward(y, y, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite1);
-  sv.x2 = be.empty({b, nl, h}, dt, act);
+  const AllocTag kept = saved_tag(cfg, false, act, ws), cheap = saved_tag(cfg, true, act, ws);
+  sv.x2 = be.empty({b, nl, h}, dt, kept);
   be.add(sv.x, y, sv.x2);
   // LayerNorm 2 on our tokens; g; column-parallel W_1 on our f/T columns.
   trace::sublayer("ln2");
-  sv.mean2 = be.empty({N}, dt, act), sv.rstd2 = be.empty({N}, dt, act), sv.h2 = be.empty({b, nl, h}, dt, act);
+  sv.mean2 = be.empty({N}, dt, cheap), sv.rstd2 = be.empty({N}, dt, cheap), sv.h2 = be.empty({b, nl, h}, dt, cheap);
   be.layernorm_forward(sv.x2, w.ln2_gamma, w.ln2_beta, cfg.eps, sv.h2, sv.mean2, sv.rstd2);
   trace::sublayer("mlp");
-  sv.u = be.empty({b, n, cfg.f / T}, dt, act), sv.g = be.empty({b, n, cfg.f / T}, dt, act);
+  sv.u = be.empty({b, n, cfg.f / T}, dt, kept), sv.g = be.empty({b, n, cfg.f / T}, dt, cheap);
   {
     const Tensor h2 = all_gather_sp(tp, sv.h2, ws);
     be.matmul(h2, false, w.fc1_weight, false, sv.u);
@@ -137,6 +147,25 @@ Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Bac
   Tensor out = be.empty({b, nl, h}, dt, ws);
   be.add(sv.x2, z, out);
   return out;
+}
+
+void drop_recomputed(const LayerConfig& cfg, TokenwiseSaved& sv) {
+  if (cfg.recompute == Recompute::none) return;
+  sv.mean1 = sv.rstd1 = sv.h1 = sv.mean2 = sv.rstd2 = sv.h2 = sv.g = Tensor();
+  if (cfg.recompute == Recompute::full) sv.x2 = sv.u = Tensor();
+}
+
+void recompute_tokenwise(const LayerConfig& cfg, const LayerWeights& w, Backend& be, TokenwiseSaved& sv, AllocTag ws) {
+  const DType dt = sv.x.dtype();
+  const int64_t N = sv.x.dim(0) * sv.x.dim(1);
+  trace::RecomputeScope recompute;
+  trace::sublayer("recompute");
+  sv.mean1 = be.empty({N}, dt, ws), sv.rstd1 = be.empty({N}, dt, ws), sv.h1 = be.empty(sv.x.shape(), dt, ws);
+  be.layernorm_forward(sv.x, w.ln1_gamma, w.ln1_beta, cfg.eps, sv.h1, sv.mean1, sv.rstd1);
+  sv.mean2 = be.empty({N}, dt, ws), sv.rstd2 = be.empty({N}, dt, ws), sv.h2 = be.empty(sv.x2.shape(), dt, ws);
+  be.layernorm_forward(sv.x2, w.ln2_gamma, w.ln2_beta, cfg.eps, sv.h2, sv.mean2, sv.rstd2);
+  sv.g = be.empty(sv.u.shape(), dt, ws);
+  be.gelu_forward(sv.u, sv.g);
 }
 
 Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp,

@@ -29,7 +29,9 @@ struct TokenPositions {
   std::vector<int64_t> own, group;
 };
 
-/// What the token-wise parts keep for backward (tagged as saved activations).
+/// What the token-wise parts keep for backward: tagged as saved activations, except what
+/// cfg.recompute makes again in the backward (workspace until drop_recomputed releases it at
+/// the forward's end): selective keeps x, x2 and u; full keeps only x.
 struct TokenwiseSaved {
   Tensor x, mean1, rstd1, h1, x2, mean2, rstd2, h2, u, g;
 };
@@ -60,6 +62,13 @@ Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Bac
 Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp,
                                const Tensor& a, const Tensor& dout, const TokenPositions& pos, const TokenwiseSaved& sv,
                                LayerWeights& gw, Tensor& dx2, AllocTag ws);
+/// At the forward's end, releases what cfg.recompute makes again in the backward (selective:
+/// the LayerNorms' outputs and statistics and GeLU(u); full: everything but x).
+void drop_recomputed(const LayerConfig& cfg, TokenwiseSaved& sv);
+/// Selective recomputation, at the backward's start: both LayerNorms again from x and x2 and
+/// GeLU again from u, bit for bit the forward's (tagged `ws`; phase "recompute" on the trace).
+/// Extra work per rank: two LayerNorms of n/T tokens and a GeLU of n f/T elements.
+void recompute_tokenwise(const LayerConfig& cfg, const LayerWeights& w, Backend& be, TokenwiseSaved& sv, AllocTag ws);
 /// The backward of qkv_forward from dq, dk, dv (RoPE undone in place): adds the qkv and ln1
 /// gradients into gw and returns dx = LayerNorm 1's backward + dx2.
 Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp, Tensor& dq, Tensor& dk,

@@ -210,8 +210,9 @@ struct Point {
 // One strategy's ranks, replayed together.
 class Replay {
  public:
-  Replay(trace::TraceData& out, std::vector<size_t> procs, const Hardware& hw, double bytes_scale, double peak)
-      : out_(out), procs_(std::move(procs)), hw_(hw), scale_(bytes_scale), peak_(peak) {
+  Replay(trace::TraceData& out, std::vector<size_t> procs, const Hardware& hw, double bytes_scale, double peak,
+         const std::vector<int>& node_of)
+      : out_(out), procs_(std::move(procs)), hw_(hw), scale_(bytes_scale), peak_(peak), node_of_(node_of) {
     for (size_t p : procs_) rank_of_.push_back(out_.ranks[p].rank);
     ranks_.resize(procs_.size());
     for (size_t i = 0; i < procs_.size(); ++i) build(i);
@@ -334,7 +335,7 @@ class Replay {
         Transfer& t = transfers_[q.front()];
         if (!t.send_post || !t.recv_post) break;  // FIFO: later sends wait behind this one
         const int receiver = std::get<1>(q.front());
-        const bool same_node = sender / hw_.gpus_per_node == receiver / hw_.gpus_per_node;
+        const bool same_node = node(sender) == node(receiver);
         const double bw = same_node ? hw_.intra_bandwidth : hw_.inter_bandwidth;
         const double lat = same_node ? hw_.intra_latency_s : hw_.inter_latency_s;
         const int64_t start = std::max({*t.send_post, *t.recv_post, link_free_[sender]});
@@ -394,8 +395,14 @@ class Replay {
   trace::TraceData& out_;
   std::vector<size_t> procs_;
   std::vector<int> rank_of_;
+  // A rank's node: the placement given, else consecutive ranks fill each node.
+  int node(int rank) const {
+    return size_t(rank) < node_of_.size() ? node_of_[size_t(rank)] : rank / hw_.gpus_per_node;
+  }
+
   const Hardware& hw_;
   double scale_, peak_;
+  const std::vector<int>& node_of_;
   std::vector<RankState> ranks_;
   std::map<Key, Transfer> transfers_;
   std::map<int, std::deque<Key>> senders_;
@@ -426,7 +433,7 @@ trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& h
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t p = 0; p < out.ranks.size(); ++p) groups[out.ranks[p].strategy].push_back(p);
   for (auto& [strategy, procs] : groups)
-    Replay(out, procs, hw, modeled / recorded, o.dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32).run();
+    Replay(out, procs, hw, modeled / recorded, o.dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32, o.node_of).run();
   out.other["modeled"] = true;
   out.other["hardware"] = hw.to_json();
   out.other["model_dtype"] = o.dtype;

@@ -72,6 +72,10 @@ struct ModelOptions {
   /// The element type to model: "bf16" halves the bytes of an fp32 trace (ops, transfers and
   /// memory) and uses the bf16 peak; "fp32" keeps them and uses the fp32 peak.
   std::string dtype = "bf16";
+  /// The node of each rank, by rank (empty: rank / gpus_per_node, the schedule's own order): a
+  /// placement other than the recorded one, such as the same schedule with its groups placed
+  /// in cp-tp order (the planner's reuse of a dry run). Ranks past its end: rank / gpus_per_node.
+  std::vector<int> node_of;
 };
 
 /// Replays every strategy of `schedule` on `hw` and returns the modeled trace (a trace that is

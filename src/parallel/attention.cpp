@@ -34,6 +34,14 @@ AttentionOut LocalAttention::forward(const Tensor& q, const Tensor& k, const Ten
   return res;
 }
 
+AttentionOut SequenceAttention::recompute(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const double forward_flops = flops;
+  std::vector<StepRecord> forward_steps = steps;
+  AttentionOut out = forward(q, k, v);
+  flops = forward_flops, steps = std::move(forward_steps);
+  return out;
+}
+
 AttentionGrads LocalAttention::backward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOut& fwd,
                                         const Tensor& dout) {
   AttentionGrads g{ctx_.be.zeros(q.shape(), ctx_.dt, ctx_.ws), ctx_.be.zeros(k.shape(), ctx_.dt, ctx_.ws),

@@ -60,6 +60,13 @@ class SequenceAttention {
   virtual AttentionOut forward(const Tensor& q, const Tensor& k, const Tensor& v) = 0;
   virtual AttentionGrads backward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOut& fwd,
                                   const Tensor& dout) = 0;
+  /// The forward again, for the backward of full recomputation: the same out, lse and saved
+  /// state, its work and transfers done again, but flops and steps stay the forward's (the
+  /// trace counts the recomputation; the per-rank table counts the layer's own attention).
+  virtual AttentionOut recompute(const Tensor& q, const Tensor& k, const Tensor& v);
+  /// Releases what the forward kept inside the algorithm for the backward (full
+  /// recomputation, whose recompute() makes it again); nothing for those that keep no state.
+  virtual void drop_saved() {}
   /// Whether the backward reads the caller's q, k, v (which the caller then saves).
   virtual bool keeps_inputs() const { return true; }
   double flops = 0;                ///< forward attention FLOPs this rank computed

@@ -37,7 +37,13 @@ struct Shares {
 int64_t parallel_saved_bytes(const ParallelConfig& par, const LayerConfig& c, int P, int rank, DType dt) {
   const Shares mine(par, c, P, rank);
   const int64_t U = mine.par.a2a_size();
-  int64_t elems = mine.b * mine.n_t * (4 * c.h + 4) + 2 * mine.b * mine.n_c * mine.f_t;
+  // Full recomputation keeps the layer's input alone (Korthikanti et al. 2022, 5: 2 s b h bytes
+  // in 16-bit, here s b h elements, 1/(T C) of them on a rank).
+  if (c.recompute == Recompute::full) return mine.b * mine.n_t * c.h * dtype_size(dt);
+  // Selective keeps x and x2 and u, not the LayerNorms' outputs and statistics nor GeLU(u).
+  int64_t elems = c.recompute == Recompute::selective
+                      ? mine.b * mine.n_t * 2 * c.h + mine.b * mine.n_c * mine.f_t
+                      : mine.b * mine.n_t * (4 * c.h + 4) + 2 * mine.b * mine.n_c * mine.f_t;
   if (!mine.a2a())
     elems += mine.b * mine.n_c * (2 * mine.H_t * mine.d + 2 * mine.Hkv_t * mine.d + mine.H_t);
   else
@@ -85,8 +91,14 @@ CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& c, i
       break;
     }
   }
+  // Full recomputation runs the forward again in the backward, its transfers included.
+  if (c.recompute == Recompute::full) sent.backward += sent.forward;
   sent.backward += ring_all_reduce_bytes(param_count(c, T), C, mine.at.c, dt);  // gradients over CP
   return sent;
+}
+
+int64_t parallel_param_count(const ParallelConfig& par, const LayerConfig& c, int P) {
+  return param_count(c, par.resolved(P).tp);
 }
 
 int64_t parallel_forward_comm_peak(const ParallelConfig& par, const LayerConfig& c, int P, int rank, DType dt) {

@@ -16,7 +16,9 @@ namespace ringside {
 ///   heads (HeadShare): N_c H_t d (out, sequence layout) + U N_c (q_count (2 d + 1) + 2 kv d),
 ///   kv = HeadShare::kv_attended() (q, k, v, out and lse in head layout).
 /// times sizeof(T). T = P gives Korthikanti et al. 2022's 1/P of the reference; the ring and
-/// Ulysses formulas of docs/design.md are the cases C = P.
+/// Ulysses formulas of docs/design.md are the cases C = P. Under cfg.recompute:
+///   selective  token-wise N_t 2 h + N_c f_t (x, x2; u), attention as above
+///   full       N_t h alone (x: Korthikanti et al.'s 2 s b h per layer in 16-bit, / (T C))
 int64_t parallel_saved_bytes(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank, DType dt);
 
 /// Bytes world rank `rank` sends in each phase (ring collectives' bytes from tensor_comm.h):
@@ -30,6 +32,7 @@ int64_t parallel_saved_bytes(const ParallelConfig& par, const LayerConfig& cfg, 
 ///   a2a: (U-1) blocks of q, k, v and out forward (k and v blocks sized by the heads each rank
 ///     reads: Jacobs et al. 2023's 4 N h / P per link when Hkv = H); the same four backward.
 ///   and an all-reduce over C of every gradient (weights are replicated over CP).
+///   Full recomputation adds the forward's bytes to the backward's (the forward runs again).
 CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank, DType dt);
 
 /// Peak bytes world rank `rank` holds in communication buffers (MemCategory::comm) during the
@@ -42,6 +45,12 @@ CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& cfg,
 ///   a2a: none (its buffers are the activations it produces).
 /// times sizeof(T).
 int64_t parallel_forward_comm_peak(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank, DType dt);
+
+/// Parameters one rank holds (and gradients it keeps), of its TP shard: W_qkv's and W_1's columns
+/// and W_o's and W_2's rows divided by T, the LayerNorms and the row-parallel biases whole:
+/// h (H + 2 Hkv) d / T + (H + 2 Hkv) d / T + H d h / T + h + 2 h f / T + f / T + h + 4 h.
+/// Replicated over CP (the same on every rank of a configuration).
+int64_t parallel_param_count(const ParallelConfig& par, const LayerConfig& cfg, int P);
 
 /// Forward attention FLOPs world rank `rank` computes (visible query-key pairs, 4 d per pair
 /// per head): the per-rank work table.

@@ -4,6 +4,8 @@
 //   forward:  LayerNorm 1 -> [g] -> QKV (our heads) -> attention over the CP group -> W_o -> [g-bar]
 //             -> dropout, residual, LayerNorm 2 -> [g] -> MLP -> [g-bar] -> dropout, residual
 //   backward: the same in reverse, then the gradients summed over the ranks that share them
+//             (first, under --recompute, what the forward did not keep: the LayerNorms and the
+//             GeLU again, selective; the whole forward again from x, full)
 //
 // ([g] and [g-bar]: Megatron's all-gather and reduce-scatter over TP, layer/tokenwise.h.)
 #include "parallel/parallel_layer.h"
@@ -65,7 +67,11 @@ RankResult parallel_layer_run(const ParallelConfig& config, const LayerConfig& c
   const LayerWeights w = tp_shard_weights(cfg, par.tp, groups.at.t, dt, {rank, MemCategory::weights, &tracker});
   const Tensor x = random_input_tokens(cfg, static_cast<uint32_t>(RngSite::input_x), pos.own, dt, ctx.act);
   const Tensor dout = random_input_tokens(cfg, static_cast<uint32_t>(RngSite::input_dout), pos.own, dt, ctx.ws);
-  const std::unique_ptr<SequenceAttention> attention = make_attention(groups, cfg, ctx);
+  // Under full recomputation nothing the attention keeps is saved: its forward runs again in the backward.
+  const bool full_recompute = cfg.recompute == Recompute::full;
+  const RankContext attention_ctx{be, dt, ctx.ws, full_recompute ? ctx.ws : ctx.act, ctx.comm};
+  const std::unique_ptr<SequenceAttention> attention = make_attention(groups, cfg, attention_ctx);
+  const AllocTag qkv_tag = attention->keeps_inputs() && !full_recompute ? ctx.act : ctx.ws;
 
   RankResult res;
   PhaseMeter meter(world, tracker);
@@ -74,11 +80,13 @@ RankResult parallel_layer_run(const ParallelConfig& config, const LayerConfig& c
   // ================================ forward ================================
   TokenwiseSaved saved;
   Tensor q, k, v;
-  qkv_forward(cfg, w, be, tp, x, pos, saved, q, k, v, ctx.act, attention->keeps_inputs() ? ctx.act : ctx.ws, ctx.ws);
+  qkv_forward(cfg, w, be, tp, x, pos, saved, q, k, v, ctx.act, qkv_tag, ctx.ws);
   trace::sublayer("attention");
-  const AttentionOut attn = attention->forward(q, k, v);
-  if (!attention->keeps_inputs()) q = k = v = Tensor();
+  AttentionOut attn = attention->forward(q, k, v);
+  if (!attention->keeps_inputs() || full_recompute) q = k = v = Tensor();
   const Tensor out = post_attention_forward(cfg, w, be, tp, attn.out, pos, saved, ctx.act, ctx.ws);
+  drop_recomputed(cfg, saved);  // what the backward makes again (--recompute)
+  if (full_recompute) attn = AttentionOut(), attention->drop_saved();
 
   meter.forward_done();
   maybe_inject_failure(rank, P, "backward");
@@ -86,6 +94,18 @@ RankResult parallel_layer_run(const ParallelConfig& config, const LayerConfig& c
   // ================================ backward ================================
   LayerWeights weight_grads = w;  // our shards' shapes
   for (Tensor* g : all_of(weight_grads)) *g = Tensor::zeros(g->shape(), dt, {rank, MemCategory::grads, &tracker}, be.device());
+  if (full_recompute) {
+    // Full recomputation (Megatron's --recompute-granularity full): the forward again from the
+    // layer's input, its communication included, to rebuild what the backward reads.
+    trace::RecomputeScope recompute;
+    qkv_forward(cfg, w, be, tp, x, pos, saved, q, k, v, ctx.ws, ctx.ws, ctx.ws);
+    trace::sublayer("attention");
+    attn = attention->recompute(q, k, v);
+    if (!attention->keeps_inputs()) q = k = v = Tensor();
+    post_attention_forward(cfg, w, be, tp, attn.out, pos, saved, ctx.ws, ctx.ws);
+  } else if (cfg.recompute == Recompute::selective) {
+    recompute_tokenwise(cfg, w, be, saved, ctx.ws);  // both LayerNorms and the GeLU
+  }
   Tensor dx2;
   const Tensor da = post_attention_backward(cfg, w, be, tp, attn.out, dout, pos, saved, weight_grads, dx2, ctx.ws);
   trace::sublayer("attention");

@@ -188,6 +188,20 @@ AttentionOut UlyssesAttention::forward(const Tensor& q, const Tensor& k, const T
   return out;
 }
 
+AttentionOut UlyssesAttention::recompute(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const double inner_flops = inner_->flops;
+  const std::vector<StepRecord> inner_steps = inner_->steps;
+  AttentionOut out = forward(q, k, v);
+  inner_->flops = flops = inner_flops;
+  inner_->steps = steps = inner_steps;
+  return out;
+}
+
+void UlyssesAttention::drop_saved() {
+  saved_ = UlyssesSaved();
+  inner_->drop_saved();
+}
+
 AttentionGrads UlyssesAttention::backward(const Tensor&, const Tensor&, const Tensor&, const AttentionOut&,
                                           const Tensor& dout) {
   AttentionGrads g = ulysses_attention_backward(a2a_, *inner_, ctx_, saved_, dout);

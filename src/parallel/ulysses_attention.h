@@ -49,6 +49,9 @@ class UlyssesAttention : public SequenceAttention {
   AttentionOut forward(const Tensor& q, const Tensor& k, const Tensor& v) override;
   AttentionGrads backward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOut& fwd,
                           const Tensor& dout) override;
+  /// The forward again, leaving the inner attention's flops and steps (a ring's) the forward's.
+  AttentionOut recompute(const Tensor& q, const Tensor& k, const Tensor& v) override;
+  void drop_saved() override;
   bool keeps_inputs() const override { return false; }
 
  private:

@@ -189,7 +189,7 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
       std::map<std::pair<int, int>, std::vector<const Event*>> in_step;
       std::map<std::pair<int, int>, Interval> span;
       for (const Event* e : evs) {
-        if (e->step < 0) continue;
+        if (e->step < 0 || e->phase == "recompute") continue;  // the forward's steps again: not steps of their own
         const std::pair<int, int> key{e->phase == "backward" ? 1 : 0, e->step};
         if (e->cat == "ring_step") span[key] = {std::max(e->ts_ns, lo), std::min(e->end_ns(), hi)};
         else in_step[key].push_back(e);

@@ -91,6 +91,13 @@ RankTrace Tracer::take() {
   return out;
 }
 
+RecomputeScope::RecomputeScope() : t_(current_tracer()) {
+  if (t_) previous_ = t_->phase, t_->phase = "recompute";
+}
+RecomputeScope::~RecomputeScope() {
+  if (t_) t_->phase = previous_;
+}
+
 Span::Span(const char* name, const char* cat, Opens opens, int step) : t_(current_tracer()), opens_(opens) {
   if (!t_) return;
   e_.emplace();

@@ -43,7 +43,7 @@ struct Event {
   std::string cat;
   int64_t ts_ns = 0, dur_ns = 0;
   Stream stream = Stream::compute;
-  std::string phase;        ///< "forward", "backward", or "" outside them
+  std::string phase;        ///< "forward", "backward", "recompute" (RecomputeScope), or "" outside them
   std::string sublayer;     ///< ln1, qkv, attention, out_proj, ln2, mlp, grad_sync; "" outside them
   int step = -1;            ///< ring step (ring attention), -1 when none
   int peer = -1;            ///< comm and wait: the other rank
@@ -180,6 +180,22 @@ Tracer* current_tracer();
 inline void sublayer(const char* name) {
   if (Tracer* t = current_tracer()) t->begin_sublayer(name);
 }
+
+/// Marks everything the calling rank records in its scope as the backward's recomputation of
+/// the forward (full activation recomputation): Event::phase "recompute" instead of
+/// "backward", so that its ring steps and ops read apart from the backward's own (metrics and
+/// the viewer count ring steps of the forward and the backward only). No-op when tracing is off.
+class RecomputeScope {
+ public:
+  RecomputeScope();
+  ~RecomputeScope();
+  RecomputeScope(const RecomputeScope&) = delete;
+  RecomputeScope& operator=(const RecomputeScope&) = delete;
+
+ private:
+  Tracer* t_;
+  std::string previous_;
+};
 
 /// Installs `t` as the calling thread's tracer for the scope's lifetime (nullptr: none).
 class TraceScope {

@@ -1,0 +1,254 @@
+// `ringside plan`: which parallel layout for this model, sequence length and cluster (model/plan.h).
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "core/error.h"
+#include "core/output.h"
+#include "layer/presets.h"
+#include "lessons/lesson.h"  // wrap
+#include "model/plan.h"
+
+namespace ringside::cli {
+
+CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
+  std::string hw;
+  for (const std::string& n : model::hardware_names()) hw += (hw.empty() ? "" : ", ") + n;
+  CLI::App* p = app.add_subcommand(
+      "plan", "Which layout for this model, sequence and cluster: every TP/CP split dry-run and modeled, ranked, with reasons");
+  add_config_flags(*p, o.cfg, false);
+  p->get_option("--preset")->each([&o](const std::string& v) { o.preset = v; });
+  p->add_option("--gpus", o.gpus, "number of GPUs P to split the layer over, up to 256")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("--hw", o.hw, "hardware profiles to plan for (each its own table): " + hw + ", or profile JSON files")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(non_empty("--hw needs a profile"));
+  p->add_option("--recompute", o.recompute, "recompute modes to weigh: any (the default: none, selective and full), none, selective, full")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"any", "none", "selective", "full"}));
+  p->add_option("--layers", o.layers, "L, the layers of a step (default: the preset's depth, or 1)")->check(CLI::Range(1, 1000));
+  p->add_option("--top", o.top, "rows of the ranked table (and of each kind of rejection) to print")->capture_default_str()->check(CLI::Range(1, 100000));
+  p->add_option("--dtype", o.dtype, "the element type modeled: bf16 or fp32")->capture_default_str()->check(CLI::IsMember({"bf16", "fp32"}));
+  p->add_option("--trace", o.trace, "write the winner's and the runner-up's modeled timelines (ringside-viewer shows them side by side)")
+      ->option_text("FILE")
+      ->check(non_empty("--trace needs a file name"));
+  p->add_option("--json", o.json, "write every candidate, ranked or rejected, with its numbers and reason")
+      ->option_text("FILE")
+      ->check(non_empty("--json needs a file name"));
+  p->footer(
+      "Examples:\n"
+      "  ringside plan --preset llama3-8b --seq 131072 --gpus 16 --hw h100-nvlink\n"
+      "  ringside plan --preset llama3-70b --seq 1048576 --gpus 64 --hw h100-nvlink,h100-ib --trace out/plan.json\n"
+      "  ringside plan --preset llama3-8b --seq 32768 --gpus 8 --recompute none --layers 1 --top 5");
+  return p;
+}
+
+namespace {
+
+std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std::lround(p))) + "%"; }
+
+std::string pad(const std::string& s, size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+const char* status_name(model::PlanStatus s) {
+  switch (s) {
+    case model::PlanStatus::ranked: return "ranked";
+    case model::PlanStatus::invalid: return "invalid";
+    case model::PlanStatus::out_of_memory: return "out_of_memory";
+  }
+  return "?";
+}
+
+nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int place) {
+  const model::PlanCandidate& c = r.candidate;
+  nlohmann::json j = {{"name", c.name()},
+                      {"configuration", c.par.canonical_name()},
+                      {"tp", c.par.tp},
+                      {"cp", c.par.cp},
+                      {"cp_comm", to_string(c.par.cp_comm)},
+                      {"cp_a2a", c.par.a2a_size()},
+                      {"order", to_string(c.par.order)},
+                      {"layout", to_string(c.layout)},
+                      {"recompute", to_string(c.recompute)},
+                      {"status", status_name(r.status)},
+                      {"reason", r.reason}};
+  if (r.status == model::PlanStatus::ranked) {
+    j["place"] = place;
+    j["step_s"] = r.step_s, j["exposed_s"] = r.exposed_s;
+    auto pct_json = [](double p) { return std::isnan(p) ? nlohmann::json(nullptr) : nlohmann::json(p); };
+    j["overlap_pct"] = pct_json(r.overlap_pct), j["attention_hidden_pct"] = pct_json(r.attention_hidden_pct);
+    j["intra_node_bytes"] = r.intra_bytes, j["inter_node_bytes"] = r.inter_bytes;
+  }
+  if (r.status != model::PlanStatus::invalid) j["peak_bytes"] = r.peak_bytes, j["capacity_bytes"] = hw.memory_bytes;
+  return j;
+}
+
+void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers) {
+  const model::Hardware& hw = plan.hw;
+  std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
+  std::printf("  %.4g TFLOP/s %s per GPU, %s each; %d GPU%s per node, %.4g GB/s inside a node, %.4g GB/s across (modeled)\n",
+              (o.dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32) / 1e12, o.dtype.c_str(),
+              format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), hw.gpus_per_node, hw.gpus_per_node == 1 ? "" : "s",
+              hw.intra_bandwidth / 1e9, hw.inter_bandwidth / 1e9);
+  const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
+  size_t wname = 9;
+  for (size_t i = 0; i < shown; ++i) wname = std::max(wname, plan.rows[i].candidate.name().size());
+  const std::string step = "step (" + std::to_string(layers) + " layer" + (layers == 1 ? "" : "s") + ")";
+  std::printf("\n  %3s  %s  %14s  %10s  %7s  %21s  %11s  %11s  %s\n", "#", pad("candidate", wname).c_str(), step.c_str(), "exposed",
+              "overlap", "peak memory / GPU", "intra-node", "inter-node", "why");
+  for (size_t i = 0; i < shown; ++i) {
+    const model::PlanRow& r = plan.rows[i];
+    const std::string peak = format_bytes(r.peak_bytes) + " (" + pct(100.0 * r.peak_bytes / hw.memory_bytes) + ")";
+    std::printf("  %3zu  %s  %14s  %10s  %7s  %21s  %11s  %11s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(),
+                format_seconds(r.step_s).c_str(), format_seconds(r.exposed_s).c_str(), pct(r.overlap_pct).c_str(), peak.c_str(),
+                format_bytes(r.intra_bytes).c_str(), format_bytes(r.inter_bytes).c_str(), r.reason.c_str());
+  }
+  if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
+  std::printf("  step: L layers' forward + backward on the slowest GPU; exposed: communication no compute hides, mean per GPU;\n"
+              "  intra-/inter-node: bytes the busiest GPU sends inside its node and across (%s)\n",
+              o.dtype.c_str());
+
+  // The rejected: the rules, grouped, and the least memory-hungry that do not fit.
+  std::vector<std::pair<std::string, std::vector<std::string>>> rules;
+  std::vector<const model::PlanRow*> oom;
+  for (const model::PlanRow& r : plan.rows) {
+    if (r.status == model::PlanStatus::out_of_memory) oom.push_back(&r);
+    if (r.status != model::PlanStatus::invalid) continue;
+    // The rule without the configuration's name it starts with ("tp16xring4 with P = 64: ..."):
+    // one line per rule, naming every configuration that breaks it.
+    const size_t colon = r.reason.find(": ");
+    const std::string rule = colon == std::string::npos ? r.reason : r.reason.substr(colon + 2);
+    auto it = std::find_if(rules.begin(), rules.end(), [&](const auto& g) { return g.first == rule; });
+    if (it == rules.end()) rules.push_back({rule, {}}), it = rules.end() - 1;
+    const std::string n = r.candidate.par.canonical_name();
+    if (std::find(it->second.begin(), it->second.end(), n) == it->second.end()) it->second.push_back(n);
+  }
+  if (!rules.empty()) {
+    std::printf("\n  invalid (the rule each breaks):\n");
+    for (const auto& [rule, names] : rules) {
+      std::string list;
+      for (size_t i = 0; i < names.size() && i < 6; ++i) list += (i ? ", " : "") + names[i];
+      if (names.size() > 6) list += ", and " + std::to_string(names.size() - 6) + " more";
+      std::printf("    %s\n      %s\n", rule.c_str(), list.c_str());
+    }
+  }
+  if (!oom.empty()) {
+    std::printf("\n  out of memory (%zu; the %zu needing least, with the binding term):\n", oom.size(), std::min(oom.size(), size_t(o.top)));
+    for (size_t i = 0; i < oom.size() && i < size_t(o.top); ++i)
+      std::printf("    %s: %s\n", oom[i]->candidate.name().c_str(), oom[i]->reason.c_str());
+  }
+  std::printf("\n  verdict\n%s", lessons::wrap(plan.verdict, 104, "    ").c_str());
+}
+
+}  // namespace
+
+int plan_command(const PlanCommandOptions& o) {
+  // The inputs (profiles given as files) and the outputs, checked before any work.
+  std::vector<output::Named> inputs;
+  for (const std::string& h : o.hw)
+    if (output::is_regular(h)) inputs.push_back({"--hw", h});
+  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, inputs);
+  std::vector<model::Hardware> profiles;
+  for (const std::string& h : o.hw) profiles.push_back(model::load_hardware(h));
+  if (!o.trace.empty()) output::check(o.trace, "--trace");
+  if (!o.json.empty()) output::check(o.json, "--json");
+
+  model::PlanOptions po;
+  po.gpus = o.gpus;
+  po.layers = o.layers ? o.layers : !o.preset.empty() ? find_preset(o.preset).layers : 1;
+  po.dtype = o.dtype;
+  if (o.recompute != "any") po.modes = {parse_recompute(o.recompute)};
+  o.cfg.validate();
+  // The dry runs: each rank lists its tokens' global positions, and the schedule (model.h).
+  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.gpus),
+                 detail::concat("the plan's dry runs on ", o.gpus, " ranks"), "--gpus, --seq or --batch", 0, 2 * o.gpus);
+
+  std::printf("ringside plan: %s%s on %d GPUs, %d layer%s, recompute %s\n", o.preset.empty() ? "" : (o.preset + ": ").c_str(),
+              o.cfg.summary().c_str(), o.gpus, po.layers, po.layers == 1 ? "" : "s", o.recompute.c_str());
+  std::fflush(stdout);
+  model::PlanStats stats;
+  const std::vector<model::Plan> plans = model::make_plan(o.cfg, po, profiles, &stats);
+  std::printf("  %zu candidates (%zu invalid); %zu dry runs, each replayed for its orders and profiles (%zu replays reused one), "
+              "%zu rejected by the memory formulas before any; %.1f s\n",
+              stats.candidates, stats.invalid, stats.dry_runs, stats.reused, stats.memory_rejects, stats.seconds);
+  std::printf("  modeled, not measured: L layers back to back; weights, gradients and activations in %s; no pipeline or data\n"
+              "  parallelism, optimizer state or overlap between layers (docs/model.md)\n",
+              o.dtype.c_str());
+  for (const model::Plan& plan : plans) print_plan(plan, o, po.layers);
+
+  if (!o.trace.empty()) {
+    trace::TraceData t;
+    for (const model::Plan& plan : plans) {
+      if (plan.ranked() == 0) continue;
+      const model::PlanRow* second = model::runner_up(plan);
+      for (const model::PlanRow* row : {&plan.rows[0], second}) {
+        if (!row) continue;
+        const std::string of = std::string(row == second ? "runner-up " : "winner ") + row->candidate.name();
+        std::vector<trace::RankTrace> ranks = model::candidate_timeline(row->candidate, o.cfg, o.gpus, plan.hw, o.dtype, of);
+        if (t.other.empty()) {
+          t.other = {{"producer", "ringside plan"}, {"config", o.cfg.to_json()}, {"ranks", o.gpus}, {"modeled", true},
+                     {"hardware", plan.hw.to_json()}, {"model_dtype", o.dtype}};
+        }
+        model::insert_modeled_group(t, std::move(ranks), of, plan.hw, o.dtype, t.ranks.size())["layers"] = po.layers;
+      }
+    }
+    trace::write_trace(o.trace, t);
+    std::printf("\n  trace: %s (each profile's winner and runner-up, modeled; ringside-viewer %s)\n", o.trace.c_str(), o.trace.c_str());
+  }
+  if (!o.json.empty()) {
+    nlohmann::json js = {{"config", o.cfg.to_json()}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", po.layers},
+                         {"dtype", o.dtype}, {"recompute", o.recompute}};
+    js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"dry_runs", stats.dry_runs},
+                   {"reused", stats.reused}, {"memory_rejects", stats.memory_rejects}, {"seconds", stats.seconds}};
+    for (const model::Plan& plan : plans) {
+      nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict}, {"rows", nlohmann::json::array()}};
+      int place = 0;
+      for (const model::PlanRow& r : plan.rows) p["rows"].push_back(row_json(r, plan.hw, ++place));
+      js["plans"].push_back(p);
+    }
+    output::write(o.json, js.dump(2) + "\n", "--json");
+  }
+  return 0;
+}
+
+CLI::App* add_bench_plan(CLI::App& bench, BenchPlanOptions& o) {
+  apply_preset(find_preset(o.plan.preset), o.plan.cfg);
+  CLI::App* b = bench.add_subcommand("plan", "The planner's speed: a whole plan of Llama 3 70B at 1M tokens on 64 H100s (target under 60 s)");
+  b->add_option("--gpus", o.plan.gpus, "GPUs P")->capture_default_str()->check(CLI::Range(1, 256));
+  b->add_option("--seq", o.plan.cfg.s, "sequence length s")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
+  b->add_option("--hw", o.plan.hw, "hardware profiles")->delimiter(',')->capture_default_str();
+  return b;
+}
+
+int bench_plan(const BenchPlanOptions& o) {
+  model::PlanOptions po;
+  po.gpus = o.plan.gpus;
+  po.layers = find_preset(o.plan.preset).layers;
+  std::vector<model::Hardware> profiles;
+  for (const std::string& h : o.plan.hw) profiles.push_back(model::load_hardware(h));
+  o.plan.cfg.validate();
+  require_memory(32.0 * double(o.plan.cfg.tokens()) + model::schedule_bytes(po.gpus),
+                 detail::concat("the plan's dry runs on ", po.gpus, " ranks"), "--gpus or --seq", 0, 2 * po.gpus);
+  std::printf("ringside bench plan: %s, s = %lld, on %d GPUs of %s, %d layers, every recompute mode (target: under %.0f s)\n",
+              o.plan.preset.c_str(), (long long)o.plan.cfg.s, po.gpus, o.plan.hw.front().c_str(), po.layers, o.target_s);
+  std::fflush(stdout);
+  model::PlanStats st;
+  const std::vector<model::Plan> plans = model::make_plan(o.plan.cfg, po, profiles, &st);
+  const double per_dry_run = st.dry_runs ? st.seconds / double(st.dry_runs) : 0;
+  const size_t valid = st.candidates - st.invalid;
+  std::printf("  %zu candidates, %zu valid; %zu rejected by the formulas before any dry run\n", st.candidates, valid, st.memory_rejects);
+  std::printf("  %zu dry runs; %zu replays reused one recorded for another order or profile\n", st.dry_runs, st.reused);
+  std::printf("  plan: %.1f s (%.2f s a dry run and its replays); one dry run per valid candidate would take about %.0f s (%.1fx)\n",
+              st.seconds, per_dry_run, per_dry_run * double(valid * profiles.size()), st.seconds > 0 ? per_dry_run * double(valid * profiles.size()) / st.seconds : 0.0);
+  std::printf("  winner on %s: %s\n", plans.front().hw.name.c_str(),
+              plans.front().ranked() ? plans.front().rows.front().candidate.name().c_str() : "none fits");
+  std::printf("  verdict: %s (%.1f s against the %.0f s target; CPU seconds vary with the machine)\n",
+              st.seconds < o.target_s ? "MET" : "NOT MET", st.seconds, o.target_s);
+  return 0;
+}
+
+}  // namespace ringside::cli

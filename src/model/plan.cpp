@@ -1,0 +1,504 @@
+// The planner of plan.h: enumerate, reject, dry-run once per schedule shape, replay, rank, explain.
+#include "model/plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "parallel/formulas.h"
+#include "parallel/ulysses_attention.h"
+#include "trace/metrics.h"
+
+namespace ringside::model {
+
+namespace {
+
+bool layouts_differ(const LayerConfig& cfg, CpComm comm) {
+  return cfg.causal && (comm == CpComm::p2p || comm == CpComm::all_gather || comm == CpComm::a2a_p2p);
+}
+
+double element_bytes(const std::string& dtype) { return dtype == "bf16" ? 2.0 : 4.0; }
+
+// ---- where a configuration's groups sit -------------------------------------------------
+
+// The world ranks of every group of one kind, by coordinates (groups.h): TP groups vary t, the
+// a2a groups u, the ring groups r, the CP groups c.
+enum class Kind { tp, a2a, ring, cp };
+
+std::vector<std::vector<int>> groups_of(const ParallelConfig& par, Kind kind) {
+  const int T = par.tp, C = par.cp, U = par.a2a_size(), R = par.ring_size();
+  std::vector<std::vector<int>> all;
+  if (kind == Kind::tp) {
+    for (int c = 0; c < C; ++c) {
+      all.emplace_back();
+      for (int t = 0; t < T; ++t) all.back().push_back(world_rank_of(par, t, c));
+    }
+    return all;
+  }
+  for (int t = 0; t < T; ++t) {
+    if (kind == Kind::cp) {
+      all.emplace_back();
+      for (int c = 0; c < C; ++c) all.back().push_back(world_rank_of(par, t, c));
+    } else if (kind == Kind::a2a) {
+      for (int r = 0; r < R; ++r) {
+        all.emplace_back();
+        for (int u = 0; u < U; ++u) all.back().push_back(world_rank_of(par, t, u + U * r));
+      }
+    } else {
+      for (int u = 0; u < U; ++u) {
+        all.emplace_back();
+        for (int r = 0; r < R; ++r) all.back().push_back(world_rank_of(par, t, u + U * r));
+      }
+    }
+  }
+  return all;
+}
+
+// Whether any group of the kind spans two nodes (consecutive world ranks fill a node).
+bool crosses_nodes(const ParallelConfig& par, Kind kind, int gpus_per_node) {
+  for (const std::vector<int>& g : groups_of(par, kind))
+    for (int r : g)
+      if (r / gpus_per_node != g.front() / gpus_per_node) return true;
+  return false;
+}
+
+std::string link_words(bool across) { return across ? "across nodes" : "in node"; }
+
+// The node of each rank of the tp-cp schedule when the same coordinates are placed in `par`'s
+// order: the cp-tp placement of a tp-cp dry run.
+std::vector<int> placement(const ParallelConfig& par, int P, int gpus_per_node) {
+  ParallelConfig recorded = par;
+  recorded.order = RankOrder::tp_cp;
+  std::vector<int> node(static_cast<size_t>(P));
+  for (int rank = 0; rank < P; ++rank) {
+    const GroupCoords at = coords_of(recorded, rank);
+    node[size_t(rank)] = world_rank_of(par, at.t, at.c) / gpus_per_node;
+  }
+  return node;
+}
+
+// ---- the one-line reasons --------------------------------------------------------------
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+// The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
+// bf16 (Liu et al. 2023); fp32 moves twice the bytes.
+std::string ring_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {
+  const ParallelConfig& par = c.par;
+  const int R = par.ring_size(), U = par.a2a_size();
+  const bool across = crosses_nodes(par, Kind::ring, hw.gpus_per_node);
+  const double F = dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32;
+  const double B = across ? hw.inter_bandwidth : hw.intra_bandwidth;
+  // The heads a ring block carries per query head: Hkv/H, or after Ulysses the kv heads a rank reads.
+  double kv_per_q = double(cfg.Hkv) / double(cfg.H);
+  if (U > 1) {
+    const HeadShare share = ulysses_head_share(cfg.H / par.tp, cfg.Hkv / par.tp, U, 0);
+    kv_per_q = double(share.kv_attended()) / double(share.q_count);
+  }
+  const double block = double(cfg.s) / R, threshold = kv_per_q * F / B * element_bytes(dtype) / 2;
+  return "ring " + std::to_string(R) + " " + link_words(across) + ": c = " + num(block) + (block >= threshold ? " >= " : " < ") +
+         "(Hkv/H) F/B = " + num(threshold) + (block >= threshold ? ", K/V hidden" : ", K/V exposed");
+}
+
+std::string a2a_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {
+  const int U = c.par.a2a_size(), P = c.par.tp * c.par.cp;
+  const bool across = crosses_nodes(c.par, Kind::a2a, hw.gpus_per_node);
+  // Jacobs et al. 2023: four all-to-alls of N h / P per GPU each (MHA), 4 N h / P per layer pass.
+  const double volume = 4.0 * double(cfg.tokens()) * double(cfg.h) / P * element_bytes(dtype);
+  return "a2a " + std::to_string(U) + " " + link_words(across) + ": 4Nh/P = " + format_bytes(volume) +
+         " each way, exposed (U <= H/T = " + std::to_string(cfg.H / c.par.tp) + ")";
+}
+
+std::string all_gather_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {
+  const bool across = crosses_nodes(c.par, Kind::cp, hw.gpus_per_node);
+  const double kv = 2.0 * double(cfg.tokens()) * double(cfg.Hkv / c.par.tp) * double(cfg.d()) * element_bytes(dtype);
+  const double gather_s = kv * (c.par.cp - 1) / c.par.cp / (across ? hw.inter_bandwidth : hw.intra_bandwidth);
+  return "all_gather " + std::to_string(c.par.cp) + " " + link_words(across) + ": K/V 2 s Hkv d / T = " + format_bytes(kv) +
+         ", " + format_ns(gather_s * 1e9) + " a gather, exposed";
+}
+
+std::string tp_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {
+  const bool across = crosses_nodes(c.par, Kind::tp, hw.gpus_per_node);
+  const int T = c.par.tp;
+  // Korthikanti et al. 2022: per block an all-gather and a reduce-scatter of N_c h, (T-1)/T each.
+  const double per = double(cfg.tokens()) / c.par.cp * double(cfg.h) * (T - 1) / T * element_bytes(dtype);
+  return "TP " + std::to_string(T) + " " + link_words(across) + ": " + format_bytes(per) +
+         " per all-gather and reduce-scatter, exposed";
+}
+
+// What sets the candidate's time: the sublayer whose communication is most exposed.
+std::string reason_for(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype,
+                       const trace::StrategyMetrics& m) {
+  std::string worst;
+  int64_t most = -1;
+  for (const auto& [sublayer, b] : m.comm_by_sublayer)
+    if (b.exposed_comm_ns > most) most = b.exposed_comm_ns, worst = sublayer;
+  const bool has_cp = c.par.cp > 1, has_tp = c.par.tp > 1;
+  auto cp_reason = [&] {
+    switch (c.par.cp_comm) {
+      case CpComm::p2p: return ring_reason(c, cfg, hw, dtype);
+      case CpComm::a2a: return a2a_reason(c, cfg, hw, dtype);
+      case CpComm::a2a_p2p: return a2a_reason(c, cfg, hw, dtype) + "; " + ring_reason(c, cfg, hw, dtype);
+      case CpComm::all_gather: return all_gather_reason(c, cfg, hw, dtype);
+      case CpComm::none: break;
+    }
+    return std::string();
+  };
+  // The most exposed first, then each group's formula: TP's, then context parallelism's.
+  std::vector<std::string> parts;
+  if (worst == "grad_sync" && has_cp) {
+    const double grads = 2.0 * double(parallel_param_count(c.par, cfg, c.par.tp * c.par.cp)) * element_bytes(dtype) *
+                         (c.par.cp - 1) / c.par.cp;
+    parts.push_back("grad all-reduce over CP " + std::to_string(c.par.cp) + " " +
+                    link_words(crosses_nodes(c.par, Kind::cp, hw.gpus_per_node)) + ": " + format_bytes(grads) + " exposed");
+  }
+  if (worst == "attention" && has_cp) parts.push_back(cp_reason());
+  if (has_tp) parts.push_back(tp_reason(c, cfg, hw, dtype));
+  if (has_cp && worst != "attention") parts.push_back(cp_reason());
+  if (parts.empty()) parts.push_back("no communication");
+  std::string why;
+  for (const std::string& p : parts) why += (why.empty() ? "" : "; ") + p;
+  if (c.recompute == Recompute::full) why += "; full recompute (+1 forward)";
+  else if (c.recompute == Recompute::selective) why += "; selective recompute";
+  return why;
+}
+
+// ---- memory ---------------------------------------------------------------------------
+
+struct MemoryNeed {
+  double weights_and_grads = 0;  // L layers'
+  double saved = 0;              // L layers' (the largest rank's)
+  double total() const { return weights_and_grads + saved; }
+};
+
+// What L layers hold per GPU by the formulas alone: a lower bound of the peak.
+MemoryNeed memory_floor(const PlanCandidate& c, const LayerConfig& cfg, int P, int L, const std::string& dtype) {
+  const LayerConfig layer = c.layer(cfg);
+  MemoryNeed m;
+  m.weights_and_grads = L * 2.0 * double(parallel_param_count(c.par, layer, P)) * element_bytes(dtype);
+  int64_t saved = 0;
+  for (int r = 0; r < P; ++r) saved = std::max(saved, parallel_saved_bytes(c.par, layer, P, r, DType::f32));
+  m.saved = L * double(saved) * element_bytes(dtype) / 4;
+  return m;
+}
+
+std::string gib_of(double need, const Hardware& hw) {
+  return format_bytes(need) + " of " + format_bytes(hw.memory_bytes) + " (" + format_bytes(hw.memory_bytes, ByteUnits::decimal) + ")";
+}
+
+std::string floor_reason(const MemoryNeed& m, int L, const Hardware& hw, int T) {
+  const bool weights = m.weights_and_grads >= m.saved;
+  return "out of memory: needs at least " + gib_of(m.total(), hw) + "; binding: " +
+         (weights ? "weights and gradients " + format_bytes(m.weights_and_grads) + " (" + std::to_string(L) + " layers, 1/" +
+                        std::to_string(T) + " each by TP)"
+                  : "saved activations " + format_bytes(m.saved) + " (" + std::to_string(L) + " layers x " +
+                        format_bytes(m.saved / L) + ")");
+}
+
+// ---- one dry run, many replays ---------------------------------------------------------
+
+using ShapeKey = std::tuple<int, int, int, int, int, int>;  // T, C, cp_comm, U, layout, recompute
+
+ShapeKey shape_of(const PlanCandidate& c) {
+  return {c.par.tp, c.par.cp, int(c.par.cp_comm), c.par.a2a_size(), int(c.layout), int(c.recompute)};
+}
+
+struct Recorded {
+  std::unique_ptr<MemoryTracker> tracker;  // first: it outlives the results' tensors
+  trace::TraceData schedule;
+  std::vector<RankResult> results;
+};
+
+Recorded record(const PlanCandidate& c, const LayerConfig& cfg, int P) {
+  Recorded rec;
+  rec.tracker = std::make_unique<MemoryTracker>();
+  ParallelConfig recorded = c.par;
+  recorded.order = RankOrder::tp_cp;
+  rec.schedule = dry_run(make_strategy(recorded), c.layer(cfg), P, *rec.tracker, &rec.results);
+  return rec;
+}
+
+// Bytes each rank sends inside its node and across, by the placement `node` (fp32 bytes scaled).
+std::pair<double, double> link_traffic(const trace::TraceData& schedule, const std::vector<int>& node, double scale) {
+  double intra = 0, inter = 0;
+  for (const trace::RankTrace& r : schedule.ranks) {
+    double in = 0, out = 0;
+    for (const trace::Event& e : r.events)
+      if (e.stream == trace::Stream::comm && e.direction == "send" && e.peer >= 0)
+        (node[size_t(r.rank)] == node[size_t(e.peer)] ? in : out) += double(e.bytes) * scale;
+    intra = std::max(intra, in), inter = std::max(inter, out);
+  }
+  return {intra, inter};
+}
+
+void fill_modeled(PlanRow& row, const Recorded& rec, const LayerConfig& cfg, int P, const PlanOptions& o, const Hardware& hw) {
+  const PlanCandidate& c = row.candidate;
+  const int L = o.layers;
+  const double scale = element_bytes(o.dtype) / 4;
+  ModelOptions mo;
+  mo.dtype = o.dtype;
+  mo.node_of = placement(c.par, P, hw.gpus_per_node);
+  const trace::TraceData modeled = model_trace(rec.schedule, hw, mo);
+  const std::vector<trace::StrategyMetrics> metrics = trace::compute_metrics(modeled);
+  RS_CHECK(metrics.size() == 1, "plan: one group per schedule, got ", metrics.size());
+  const trace::StrategyMetrics& m = metrics.front();
+  row.step_s = L * double(trace::layer_ns(m)) / 1e9;
+  row.exposed_s = L * double(m.total.exposed_comm_ns) / double(m.ranks.size()) / 1e9;
+  row.overlap_pct = m.total.overlap_pct();
+  const std::optional<trace::Breakdown> attention = trace::sublayer_comm(m, "attention");
+  row.attention_hidden_pct = attention ? attention->overlap_pct() : std::nan("");
+  const auto [intra, inter] = link_traffic(rec.schedule, mo.node_of, scale);
+  row.intra_bytes = L * intra, row.inter_bytes = L * inter;
+  // Memory for L layers: one layer's working peak, measured by the dry run, and L - 1 more
+  // layers' weights, gradients and saved activations (the formulas, which the tests hold equal
+  // to what the dry run counts).
+  const LayerConfig layer = c.layer(cfg);
+  const double weights_and_grads = 2.0 * double(parallel_param_count(c.par, layer, P)) * element_bytes(o.dtype);
+  double peak = 0, one_layer = 0, more_saved = 0;
+  for (const RankResult& r : rec.results) {
+    const double saved = double(r.peak_saved) * scale, mine = double(r.peak_bytes) * scale + (L - 1) * (weights_and_grads + saved);
+    if (mine > peak) peak = mine, one_layer = double(r.peak_bytes) * scale, more_saved = (L - 1) * saved;
+  }
+  row.peak_bytes = peak;
+  if (peak > hw.memory_bytes) {
+    row.status = PlanStatus::out_of_memory;
+    const double more_weights = (L - 1) * weights_and_grads;
+    const double binding = std::max({one_layer, more_weights, more_saved});
+    row.reason = "out of memory: needs " + gib_of(peak, hw) + "; binding: " +
+                 (binding == one_layer ? "one layer's working peak " + format_bytes(one_layer)
+                  : binding == more_saved ? "saved activations of " + std::to_string(L - 1) + " more layers " + format_bytes(more_saved)
+                                          : "weights and gradients of " + std::to_string(L - 1) + " more layers " + format_bytes(more_weights));
+    return;
+  }
+  row.status = PlanStatus::ranked;
+  row.reason = reason_for(c, layer, hw, o.dtype, m);
+}
+
+// ---- the verdict ----------------------------------------------------------------------
+
+std::string where(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw) {
+  std::vector<std::string> parts;
+  auto say = [&](Kind kind, const std::string& what, int size) {
+    if (size < 2) return;
+    const bool across = crosses_nodes(c.par, kind, hw.gpus_per_node);
+    parts.push_back("its " + what + " of " + std::to_string(size) + (across ? " crosses nodes" : " sits inside a node") + " (" +
+                    num((across ? hw.inter_bandwidth : hw.intra_bandwidth) / 1e9) + " GB/s)");
+  };
+  say(Kind::tp, "TP group", c.par.tp);
+  if (c.par.cp_comm == CpComm::all_gather) say(Kind::cp, "all_gather group", c.par.cp);
+  say(Kind::a2a, "all-to-all group", c.par.a2a_size());
+  say(Kind::ring, "ring", c.par.ring_size());
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
+  return s.empty() ? "one GPU's group" : s;
+}
+
+std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptions& o) {
+  const size_t n = plan.ranked();
+  if (n == 0) return "nothing fits on " + plan.hw.name + ".";
+  const PlanRow& win = plan.rows[0];
+  char head[256];
+  std::snprintf(head, sizeof head, "%s wins on %s: %.3f s per step of %d layer%s (modeled). ", win.candidate.name().c_str(),
+                plan.hw.name.c_str(), win.step_s, o.layers, o.layers == 1 ? "" : "s");
+  std::string v = std::string(head) + "Placement: " + where(win.candidate, cfg, plan.hw) + ". Why: " + win.reason + ".";
+  // The recompute it needs, against the fastest that needs less.
+  if (win.candidate.recompute != Recompute::none) {
+    const PlanRow* lighter = nullptr;
+    for (const PlanRow& r : plan.rows)
+      if (r.status == PlanStatus::out_of_memory && int(r.candidate.recompute) < int(win.candidate.recompute) &&
+          (!lighter || r.peak_bytes < lighter->peak_bytes))
+        lighter = &r;
+    bool lighter_ranked = false;
+    for (size_t i = 0; i < n; ++i) lighter_ranked |= int(plan.rows[i].candidate.recompute) < int(win.candidate.recompute);
+    if (lighter && !lighter_ranked)
+      v += " It recomputes (" + std::string(to_string(win.candidate.recompute)) + ") because nothing with less recomputation fits: the least memory without it is " +
+           lighter->candidate.name() + "'s, " + lighter->reason.substr(lighter->reason.find("needs")) + ".";
+  }
+  if (const PlanRow* second = runner_up(plan)) {
+    char tail[256];
+    std::snprintf(tail, sizeof tail, " The runner-up (the best of other degrees or placement), %s, is %.1f%% slower: ",
+                  second->candidate.name().c_str(), 100.0 * (second->step_s / win.step_s - 1));
+    v += tail + where(second->candidate, cfg, plan.hw) + "; " + second->reason + ".";
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string PlanCandidate::name() const {
+  std::string n = par.canonical_name();
+  if (par.cp_comm == CpComm::p2p || par.cp_comm == CpComm::all_gather || par.cp_comm == CpComm::a2a_p2p)
+    n += std::string(" ") + to_string(layout);
+  return n + " " + to_string(recompute);
+}
+
+LayerConfig PlanCandidate::layer(const LayerConfig& cfg) const {
+  LayerConfig c = cfg;
+  c.layout = layout, c.recompute = recompute;
+  return c;
+}
+
+const PlanRow* runner_up(const Plan& plan) {
+  const size_t n = plan.ranked();
+  for (size_t i = 1; i < n; ++i)
+    if (plan.rows[i].candidate.par.name() != plan.rows[0].candidate.par.name()) return &plan.rows[i];
+  return nullptr;
+}
+
+size_t Plan::ranked() const {
+  return size_t(std::count_if(rows.begin(), rows.end(), [](const PlanRow& r) { return r.status == PlanStatus::ranked; }));
+}
+
+std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, int P, const std::vector<Recompute>& modes) {
+  std::vector<PlanCandidate> all;
+  auto add = [&](ParallelConfig par, Layout layout) {
+    const bool two_orders = par.tp > 1 && par.cp > 1;
+    for (RankOrder order : {RankOrder::tp_cp, RankOrder::cp_tp}) {
+      if (order == RankOrder::cp_tp && !two_orders) continue;
+      par.order = order;
+      for (Recompute rc : modes) all.push_back({par, layout, rc});
+    }
+  };
+  for (int T = 1; T <= P; ++T) {
+    if (P % T != 0) continue;
+    const int C = P / T;
+    if (C == 1) {
+      add({T, 1, CpComm::none}, Layout::contiguous);
+      continue;
+    }
+    std::vector<ParallelConfig> comms{{T, C, CpComm::p2p}, {T, C, CpComm::all_gather}, {T, C, CpComm::a2a, C}};
+    for (int U = 2; U < C; ++U)
+      if (C % U == 0) comms.push_back({T, C, CpComm::a2a_p2p, U});
+    for (const ParallelConfig& par : comms) {
+      if (!layouts_differ(cfg, par.cp_comm)) {
+        add(par, Layout::contiguous);
+        continue;
+      }
+      for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) add(par, layout);
+    }
+  }
+  return all;
+}
+
+std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const std::vector<Hardware>& profiles,
+                            PlanStats* stats) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (profiles.empty()) throw ConfigError("plan: give at least one hardware profile (--hw)");
+  if (o.layers < 1) throw ConfigError("plan: --layers must be >= 1");
+  if (o.modes.empty()) throw ConfigError("plan: give at least one recompute mode");
+  cfg.validate();
+  const int P = o.gpus;
+  const std::vector<PlanCandidate> candidates = plan_candidates(cfg, P, o.modes);
+  PlanStats st;
+  st.candidates = candidates.size();
+
+  // Every row starts invalid or waiting; the rules first, on every candidate.
+  std::vector<std::vector<PlanRow>> rows(profiles.size(), std::vector<PlanRow>(candidates.size()));
+  std::vector<bool> valid(candidates.size());
+  std::vector<std::string> rules;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::string why;
+    try {
+      candidates[i].par.validate(candidates[i].layer(cfg), P);
+      valid[i] = true;
+    } catch (const ConfigError& e) {
+      why = e.what();
+      if (std::find(rules.begin(), rules.end(), why) == rules.end()) rules.push_back(why);
+      ++st.invalid;
+    }
+    for (auto& per_profile : rows) per_profile[i].candidate = candidates[i], per_profile[i].reason = why;
+  }
+  if (st.invalid == candidates.size()) {
+    std::string all;
+    for (const std::string& r : rules) all += "\n  " + r;
+    throw ConfigError(detail::concat("plan: no configuration of ", P, " GPUs splits this layer (", cfg.summary(), "):", all));
+  }
+
+  // One dry run per schedule shape, replayed for each order and profile.
+  std::map<ShapeKey, std::vector<size_t>> shapes;
+  std::vector<ShapeKey> shape_order;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (!valid[i]) continue;
+    auto [it, fresh] = shapes.try_emplace(shape_of(candidates[i]));
+    if (fresh) shape_order.push_back(it->first);
+    it->second.push_back(i);
+  }
+  for (const ShapeKey& key : shape_order) {
+    const std::vector<size_t>& members = shapes[key];
+    bool needed = false;
+    for (size_t p = 0; p < profiles.size(); ++p)
+      for (size_t i : members) {
+        const MemoryNeed floor = memory_floor(candidates[i], cfg, P, o.layers, o.dtype);
+        PlanRow& row = rows[p][i];
+        if (floor.total() > profiles[p].memory_bytes) {
+          row.status = PlanStatus::out_of_memory, row.peak_bytes = floor.total();
+          row.reason = floor_reason(floor, o.layers, profiles[p], candidates[i].par.tp);
+          ++st.memory_rejects;
+        } else {
+          needed = true;
+          row.status = PlanStatus::ranked;  // for now: to be replayed
+        }
+      }
+    if (!needed) continue;
+    const Recorded rec = record(candidates[members.front()], cfg, P);
+    ++st.dry_runs;
+    size_t replays = 0;
+    for (size_t p = 0; p < profiles.size(); ++p)
+      for (size_t i : members)
+        if (rows[p][i].status == PlanStatus::ranked) fill_modeled(rows[p][i], rec, cfg, P, o, profiles[p]), ++replays;
+    st.reused += replays - 1;
+  }
+
+  std::vector<Plan> plans;
+  for (size_t p = 0; p < profiles.size(); ++p) {
+    Plan plan;
+    plan.hw = profiles[p];
+    plan.rows = std::move(rows[p]);
+    std::stable_sort(plan.rows.begin(), plan.rows.end(), [](const PlanRow& a, const PlanRow& b) {
+      if (a.status != b.status) return int(a.status) < int(b.status);  // ranked, invalid, out of memory
+      if (a.status == PlanStatus::ranked && a.step_s != b.step_s) return a.step_s < b.step_s;
+      if (a.status == PlanStatus::ranked) return a.peak_bytes < b.peak_bytes;
+      if (a.status == PlanStatus::out_of_memory) return a.peak_bytes < b.peak_bytes;
+      return false;
+    });
+    plan.verdict = verdict_of(plan, cfg, o);
+    plans.push_back(std::move(plan));
+  }
+  bool any = false;
+  for (const Plan& p : plans) any |= p.ranked() > 0;
+  if (!any) {
+    const PlanRow* least = nullptr;
+    for (const PlanRow& r : plans.front().rows)
+      if (r.status == PlanStatus::out_of_memory && (!least || r.peak_bytes < least->peak_bytes)) least = &r;
+    throw ConfigError(detail::concat("plan: nothing fits in ", format_bytes(plans.front().hw.memory_bytes), " per GPU at s = ",
+                                     cfg.s, " on ", P, " GPUs with ", o.layers, " layer", o.layers == 1 ? "" : "s",
+                                     ": the least is ", least->candidate.name(), ", which ", least->reason.substr(least->reason.find("needs")),
+                                     ". Give more GPUs (--gpus), a shorter --seq, fewer --layers, or --recompute any"));
+  }
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (stats) *stats = st;
+  return plans;
+}
+
+std::vector<trace::RankTrace> candidate_timeline(const PlanCandidate& c, const LayerConfig& cfg, int P, const Hardware& hw,
+                                                 const std::string& dtype, const std::string& label) {
+  MemoryTracker tracker;
+  std::vector<RankResult> results;
+  const trace::TraceData schedule = dry_run(make_strategy(c.par), c.layer(cfg), P, tracker, &results);
+  ModelOptions mo;
+  mo.dtype = dtype;
+  trace::TraceData modeled = model_trace(schedule, hw, mo);
+  for (trace::RankTrace& r : modeled.ranks) r.strategy = label;
+  return std::move(modeled.ranks);
+}
+
+}  // namespace ringside::model

@@ -1,0 +1,102 @@
+// The planner: which parallel layout for this model, this sequence length and these GPUs.
+//
+// It enumerates every configuration of P GPUs (plan_candidates), rejects those the layer cannot
+// split that way (the rule ParallelConfig::validate names) and those that do not fit in a GPU's
+// memory (the binding term), dry-runs the strategy code of the rest and replays each schedule
+// on the hardware profiles (model.h), and ranks them by the modeled step time of L layers.
+//
+// What a step of L layers is here: L copies of the one layer, forward and backward, one after
+// another (L x the slowest rank's layer time); per GPU the weights and gradients of L layers
+// in the modeled element type, the saved activations of L layers, and one layer's working
+// peak on top. Not modeled: pipeline parallelism, data parallelism and ZeRO, the optimizer
+// step and its state (fp32 master weights, Adam moments), the embedding and the output head,
+// and overlap between layers (a layer's gradient all-reduce under the next one's backward).
+// The numbers are the model's (deterministic replay on a named profile), not measurements.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace ringside::model {
+
+/// One configuration the planner weighs: degrees and rank order (placement), the token layout
+/// and the recompute mode.
+struct PlanCandidate {
+  ParallelConfig par;  ///< resolved for P
+  Layout layout = Layout::contiguous;
+  Recompute recompute = Recompute::none;
+  /// The configuration's name, its layout where layouts differ, its order when it has two, and
+  /// its recompute mode: "tp8xring8 zigzag full", "ring8xtp8 zigzag none" (cp-tp), "ulysses none".
+  std::string name() const;
+  /// The layer as this candidate runs it (cfg with its layout and recompute mode).
+  LayerConfig layer(const LayerConfig& cfg) const;
+};
+
+/// Every candidate for P GPUs, valid or not, in this order: T over the divisors of P, ascending
+/// (C = P / T); for C = 1 TP alone; for C > 1 cp_comm p2p, all_gather, a2a, then a2a+p2p for each
+/// U dividing C with 1 < U < C; under a causal mask the layouts contiguous, zigzag and striped
+/// for p2p, all_gather and a2a+p2p (for a2a, TP alone, or without a mask, contiguous alone: every
+/// layout does the same work); the orders tp-cp and cp-tp when T > 1 and C > 1; each of `modes`.
+std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, int P, const std::vector<Recompute>& modes);
+
+struct PlanOptions {
+  int gpus = 8;     ///< P
+  int layers = 1;   ///< L
+  std::vector<Recompute> modes{Recompute::none, Recompute::selective, Recompute::full};
+  std::string dtype = "bf16";  ///< the modeled element type (ModelOptions::dtype)
+};
+
+enum class PlanStatus { ranked, invalid, out_of_memory };
+
+/// A candidate on one profile. Times and bytes are for L layers, per GPU.
+struct PlanRow {
+  PlanCandidate candidate;
+  PlanStatus status = PlanStatus::invalid;
+  /// ranked: one line on what sets its time (the formula of its chattiest group); invalid: the
+  /// rule it breaks; out_of_memory: the binding term.
+  std::string reason;
+  double step_s = 0;         ///< L x the slowest rank's forward + backward
+  double exposed_s = 0;      ///< communication no compute hides, mean over the GPUs
+  double overlap_pct = 0;    ///< of all communication, time under compute
+  double attention_hidden_pct = 0;  ///< of attention's own communication (K/V, all-to-alls), time under compute; NaN: none
+  double peak_bytes = 0;     ///< the largest GPU's peak (out_of_memory: what it would need)
+  double intra_bytes = 0;    ///< sent inside a node (NVLink), the most of any GPU
+  double inter_bytes = 0;    ///< sent across nodes (InfiniBand), the most of any GPU
+};
+
+/// The plan on one profile: the ranked rows by step time, then the rejected ones.
+struct Plan {
+  Hardware hw;
+  std::vector<PlanRow> rows;
+  std::string verdict;  ///< why the winner wins: where its groups sit, and the runner-up
+  size_t ranked() const;
+};
+
+/// The runner-up: the fastest ranked row whose degrees or placement differ from the winner's
+/// (not the winner again in another layout or recompute mode), or nullptr.
+const PlanRow* runner_up(const Plan& plan);
+
+struct PlanStats {
+  size_t candidates = 0, invalid = 0;
+  size_t dry_runs = 0;         ///< schedules recorded
+  size_t reused = 0;           ///< replays of a schedule recorded for another order or profile
+  size_t memory_rejects = 0;   ///< rejected by the formulas before any dry run
+  double seconds = 0;
+};
+
+/// The plan of `cfg` on o.gpus GPUs for each profile. One dry run serves every order and profile
+/// of a schedule shape (the cp-tp order is the tp-cp schedule placed differently:
+/// ModelOptions::node_of), and a candidate whose weights, gradients and saved activations
+/// alone (the formulas) exceed every profile's memory is rejected without one. Throws
+/// ConfigError when no candidate is valid (each rule named) or none fits on any profile (the
+/// smallest need named).
+std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const std::vector<Hardware>& profiles,
+                            PlanStats* stats = nullptr);
+
+/// A candidate's modeled timeline on `hw` (a dry run in its own order), labelled `label`, for
+/// the viewer: the planner's winner beside its runner-up.
+std::vector<trace::RankTrace> candidate_timeline(const PlanCandidate& c, const LayerConfig& cfg, int P,
+                                                 const Hardware& hw, const std::string& dtype, const std::string& label);
+
+}  // namespace ringside::model

@@ -1,0 +1,150 @@
+// Activation recomputation (--recompute none|selective|full) in every strategy: the same
+// results bit for bit, the saved bytes of each mode's formula (Korthikanti et al. 2022's 2 s b h
+// for full), the forward's bytes sent again under full, and the extra FLOPs on the trace.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "layer/presets.h"
+#include "model/model.h"
+#include "parallel/formulas.h"
+#include "parallel/harness.h"
+#include "reference64.h"
+#include "trace/metrics.h"
+
+using namespace ringside;
+
+namespace {
+
+LayerConfig small_layer(Recompute rc) {
+  LayerConfig c;
+  c.b = 2, c.s = 32, c.h = 64, c.H = 8, c.Hkv = 4, c.f = 96, c.seed = 11;
+  c.recompute = rc;
+  return c;
+}
+
+// The configurations of four ranks: each algorithm once, and the two hybrids.
+std::vector<ParallelConfig> four_rank_configurations() {
+  return {{4, 1, CpComm::none}, {1, 4, CpComm::p2p},        {1, 4, CpComm::a2a},
+          {1, 4, CpComm::all_gather}, {2, 2, CpComm::p2p}, {1, 4, CpComm::a2a_p2p, 2}};
+}
+
+// FLOPs and bytes of a schedule's compute ops by phase ("forward", "backward", "recompute"),
+// over all ranks; `only` counts the ops of those names alone.
+struct Work {
+  double flops = 0, bytes = 0;
+};
+std::map<std::string, Work> work_by_phase(const trace::TraceData& t, const std::vector<std::string>& only = {}) {
+  std::map<std::string, Work> by;
+  for (const trace::RankTrace& r : t.ranks)
+    for (const trace::Event& e : r.events)
+      if (e.stream == trace::Stream::compute && (only.empty() || std::find(only.begin(), only.end(), e.name) != only.end()))
+        by[e.phase].flops += e.flops, by[e.phase].bytes += double(e.bytes);
+  return by;
+}
+
+// Whether two tensors hold the same bits.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), size_t(a.nbytes())) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("recomputation changes no bit of the results, and saves the bytes of each mode's formula", "[recompute]") {
+  const Reference ref = reference64(small_layer(Recompute::none));
+  for (const ParallelConfig& par : four_rank_configurations()) {
+    const Strategy st = make_strategy(par);
+    MemoryTracker trackers[3];  // outlive the results they count
+    std::vector<RankResult> none;
+    for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+      const LayerConfig c = small_layer(rc);
+      INFO(st.name << " --recompute " << to_string(rc));
+      MemoryTracker& tracker = trackers[int(rc)];
+      const std::vector<RankResult> res = run_strategy_local(st, c, 4, DType::f32, tracker);
+      CHECK(worst_error(res[0], ref).first < 1e-5);
+      for (int r = 0; r < 4; ++r) {
+        INFO("rank " << r);
+        CHECK(res[r].peak_saved == st.saved_bytes(c, 4, r, DType::f32));
+        const CommBytes cb = st.comm_bytes(c, 4, r, DType::f32);
+        CHECK(res[r].forward.bytes_sent == cb.forward);
+        CHECK(res[r].backward.bytes_sent == cb.backward);
+        CHECK(res[r].attention_flops == parallel_attention_flops(par, c, 4, r));  // the forward's, not twice
+      }
+      if (rc == Recompute::none) {
+        none = res;
+        continue;
+      }
+      // The same kernels on the same inputs: the results are the no-recompute run's, bit for bit.
+      CHECK(same_bits(res[0].out, none[0].out));
+      CHECK(same_bits(res[0].dx, none[0].dx));
+      const auto grads = res[0].grads.named();
+      const auto grads_none = none[0].grads.named();
+      for (size_t i = 0; i < grads.size(); ++i) CHECK(same_bits(*grads[i].second, *grads_none[i].second));
+      // Under full, the backward sends the forward's bytes again; under selective, nothing more.
+      const CommBytes base = st.comm_bytes(small_layer(Recompute::none), 4, 0, DType::f32);
+      CHECK(res[0].backward.bytes_sent == base.backward + (rc == Recompute::full ? base.forward : 0));
+      CHECK(res[0].steps.size() == none[0].steps.size());  // the recomputed ring steps are not steps of their own
+    }
+  }
+}
+
+TEST_CASE("what each mode saves, element by element, and full recompute's 2sbh (Korthikanti et al. 2022)", "[recompute]") {
+  // The ring on P = 4: a rank holds n = s / 4 tokens whole.
+  LayerConfig c = small_layer(Recompute::none);
+  const int64_t n = c.b * c.s / 4, h = c.h, f = c.f, Hd = c.H * c.d(), Hkv_d = c.Hkv * c.d(), H = c.H;
+  const ParallelConfig ring{1, 4, CpComm::p2p};
+  const int64_t attention = n * (2 * Hd + 2 * Hkv_d + H);  // q, k, v, out, lse
+  CHECK(parallel_saved_bytes(ring, c, 4, 0, DType::f32) == 4 * (n * (4 * h + 4 + 2 * f) + attention));
+  c.recompute = Recompute::selective;  // x, x2, u and attention's
+  CHECK(parallel_saved_bytes(ring, c, 4, 0, DType::f32) == 4 * (n * (2 * h + f) + attention));
+  c.recompute = Recompute::full;  // x alone
+  CHECK(parallel_saved_bytes(ring, c, 4, 0, DType::f32) == 4 * n * h);
+
+  // GPT-3 175B, s 2048, b 1, TP+SP over t = 8: full recomputation keeps 2 s b h / t bytes per
+  // layer in 16-bit (Korthikanti et al. 2022, section 5), 6,291,456; this project counts fp32
+  // and fp64 elements, two and four times that.
+  LayerConfig gpt3;
+  apply_preset(find_preset("gpt3-175b"), gpt3);
+  gpt3.s = 2048, gpt3.recompute = Recompute::full;
+  const ParallelConfig tp8{8, 1, CpComm::none};
+  for (int r = 0; r < 8; ++r) {
+    CHECK(parallel_saved_bytes(tp8, gpt3, 8, r, DType::f32) == 2 * 6291456);
+    CHECK(parallel_saved_bytes(tp8, gpt3, 8, r, DType::f64) == 4 * 6291456);
+  }
+}
+
+TEST_CASE("the extra FLOPs of recomputation are on the trace, so the model charges for them", "[recompute][model]") {
+  const Strategy ring = find_strategy("ring");
+  std::map<Recompute, std::map<std::string, Work>> work, cheap;
+  std::map<Recompute, int64_t> layer_ns;
+  model::Hardware gpu = model::load_hardware("h100-nvlink");
+  for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+    LayerConfig c = small_layer(rc);
+    c.s = 4096, c.h = 1024, c.H = 8, c.Hkv = 8, c.f = 4096;
+    MemoryTracker tracker;
+    const trace::TraceData schedule = model::dry_run(ring, c, 4, tracker);
+    work[rc] = work_by_phase(schedule);
+    cheap[rc] = work_by_phase(schedule, {"layernorm_forward", "gelu_forward"});
+    const trace::TraceData modeled = model::model_trace(schedule, gpu);
+    for (const trace::StrategyMetrics& m : trace::compute_metrics(modeled))
+      for (const trace::RankMetrics& r : m.ranks) layer_ns[rc] = std::max(layer_ns[rc], r.time.window_ns);
+  }
+  const Work forward = work[Recompute::none]["forward"];
+  CHECK(work[Recompute::none].count("recompute") == 0);
+  // Full: the forward once more, exactly its FLOPs and bytes; the forward and backward unchanged.
+  CHECK(work[Recompute::full]["recompute"].flops == forward.flops);
+  CHECK(work[Recompute::full]["recompute"].bytes == forward.bytes);
+  CHECK(work[Recompute::full]["forward"].flops == forward.flops);
+  CHECK(work[Recompute::full]["backward"].flops == work[Recompute::none]["backward"].flops);
+  // Selective: the forward's two LayerNorms and GeLU again, memory-bound ops the model charges
+  // by their bytes (no GEMM, no attention: no FLOPs counted).
+  CHECK(work[Recompute::selective]["recompute"].flops == 0);
+  CHECK(work[Recompute::selective]["recompute"].bytes == cheap[Recompute::none]["forward"].bytes);
+  CHECK(work[Recompute::selective]["recompute"].bytes > 0);
+  // And the model charges for them: full costs about a forward more, selective a little.
+  CHECK(layer_ns[Recompute::full] > layer_ns[Recompute::selective]);
+  CHECK(layer_ns[Recompute::selective] > layer_ns[Recompute::none]);
+  CHECK(double(layer_ns[Recompute::full]) > 1.2 * double(layer_ns[Recompute::none]));
+}
