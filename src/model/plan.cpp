@@ -299,7 +299,7 @@ std::string where(const PlanCandidate& c, const LayerConfig& cfg, const Hardware
   say(Kind::ring, "ring", c.par.ring_size());
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i) s += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
-  return s.empty() ? "one GPU's group" : s;
+  return s.empty() ? "a single GPU, no groups" : s;
 }
 
 std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptions& o) {
@@ -307,8 +307,8 @@ std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptio
   if (n == 0) return "nothing fits on " + plan.hw.name + ".";
   const PlanRow& win = plan.rows[0];
   char head[256];
-  std::snprintf(head, sizeof head, "%s wins on %s: %.3f s per step of %d layer%s (modeled). ", win.candidate.name().c_str(),
-                plan.hw.name.c_str(), win.step_s, o.layers, o.layers == 1 ? "" : "s");
+  std::snprintf(head, sizeof head, "%s wins on %s: %s per step of %d layer%s (modeled). ", win.candidate.name().c_str(),
+                plan.hw.name.c_str(), format_ns(win.step_s * 1e9).c_str(), o.layers, o.layers == 1 ? "" : "s");
   std::string v = std::string(head) + "Placement: " + where(win.candidate, cfg, plan.hw) + ". Why: " + win.reason + ".";
   // The recompute it needs, against the fastest that needs less.
   if (win.candidate.recompute != Recompute::none) {
