@@ -167,8 +167,8 @@ int plan_command(const PlanCommandOptions& o) {
   require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.gpus),
                  detail::concat("the plan's dry runs on ", o.gpus, " ranks"), "--gpus, --seq or --batch", 0, 2 * o.gpus);
 
-  std::printf("ringside plan: %s%s on %d GPUs, %d layer%s, recompute %s\n", o.preset.empty() ? "" : (o.preset + ": ").c_str(),
-              o.cfg.summary().c_str(), o.gpus, po.layers, po.layers == 1 ? "" : "s", o.recompute.c_str());
+  std::printf("ringside plan: %s%s on %d GPU%s, %d layer%s, recompute %s\n", o.preset.empty() ? "" : (o.preset + ": ").c_str(),
+              o.cfg.summary().c_str(), o.gpus, o.gpus == 1 ? "" : "s", po.layers, po.layers == 1 ? "" : "s", o.recompute.c_str());
   std::fflush(stdout);
   model::PlanStats stats;
   const std::vector<model::Plan> plans = model::make_plan(o.cfg, po, profiles, &stats);
@@ -200,7 +200,11 @@ int plan_command(const PlanCommandOptions& o) {
     std::printf("\n  trace: %s (each profile's winner and runner-up, modeled; ringside-viewer %s)\n", o.trace.c_str(), o.trace.c_str());
   }
   if (!o.json.empty()) {
-    nlohmann::json js = {{"config", o.cfg.to_json()}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", po.layers},
+    // The layer without what the plan varies: each row says its layout and recompute mode.
+    nlohmann::json config = o.cfg.to_json();
+    config.erase("recompute");
+    if (o.cfg.layout == Layout::automatic) config.erase("layout");
+    nlohmann::json js = {{"config", config}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", po.layers},
                          {"dtype", o.dtype}, {"recompute", o.recompute}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"dry_runs", stats.dry_runs},
                    {"reused", stats.reused}, {"memory_rejects", stats.memory_rejects}, {"seconds", stats.seconds}};

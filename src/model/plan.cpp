@@ -198,9 +198,9 @@ std::string gib_of(double need, const Hardware& hw) {
 std::string floor_reason(const MemoryNeed& m, int L, const Hardware& hw, int T) {
   const bool weights = m.weights_and_grads >= m.saved;
   return "out of memory: needs at least " + gib_of(m.total(), hw) + "; binding: " +
-         (weights ? "weights and gradients " + format_bytes(m.weights_and_grads) + " (" + std::to_string(L) + " layers, 1/" +
+         (weights ? "weights and gradients " + format_bytes(m.weights_and_grads) + " (" + std::to_string(L) + (L == 1 ? " layer" : " layers") + ", 1/" +
                         std::to_string(T) + " each by TP)"
-                  : "saved activations " + format_bytes(m.saved) + " (" + std::to_string(L) + " layers x " +
+                  : "saved activations " + format_bytes(m.saved) + " (" + std::to_string(L) + (L == 1 ? " layer" : " layers") + " x " +
                         format_bytes(m.saved / L) + ")");
 }
 
@@ -383,7 +383,9 @@ std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, int P, const 
         add(par, Layout::contiguous);
         continue;
       }
-      for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) add(par, layout);
+      if (cfg.layout != Layout::automatic) add(par, cfg.layout);  // --layout given: that one alone
+      else
+        for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) add(par, layout);
     }
   }
   return all;
@@ -482,7 +484,8 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
     throw ConfigError(detail::concat("plan: nothing fits in ", format_bytes(plans.front().hw.memory_bytes), " per GPU at s = ",
                                      cfg.s, " on ", P, " GPUs with ", o.layers, " layer", o.layers == 1 ? "" : "s",
                                      ": the least is ", least->candidate.name(), ", which ", least->reason.substr(least->reason.find("needs")),
-                                     ". Give more GPUs (--gpus), a shorter --seq, fewer --layers, or --recompute any"));
+                                     ". Give more GPUs (--gpus), a shorter --seq or fewer --layers",
+                                     o.modes.size() < 3 ? ", or --recompute any" : ""));
   }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (stats) *stats = st;

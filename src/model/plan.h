@@ -36,7 +36,7 @@ struct PlanCandidate {
 /// Every candidate for P GPUs, valid or not, in this order: T over the divisors of P, ascending
 /// (C = P / T); for C = 1 TP alone; for C > 1 cp_comm p2p, all_gather, a2a, then a2a+p2p for each
 /// U dividing C with 1 < U < C; under a causal mask the layouts contiguous, zigzag and striped
-/// for p2p, all_gather and a2a+p2p (for a2a, TP alone, or without a mask, contiguous alone: every
+/// for p2p, all_gather and a2a+p2p, or cfg.layout alone when it is not auto (for a2a, TP alone, or without a mask, contiguous alone: every
 /// layout does the same work); the orders tp-cp and cp-tp when T > 1 and C > 1; each of `modes`.
 std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, int P, const std::vector<Recompute>& modes);
 
