@@ -437,9 +437,9 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
   for (const ShapeKey& key : shape_order) {
     const std::vector<size_t>& members = shapes[key];
     bool needed = false;
-    for (size_t p = 0; p < profiles.size(); ++p)
-      for (size_t i : members) {
-        const MemoryNeed floor = memory_floor(candidates[i], cfg, P, o.layers, o.dtype);
+    for (size_t i : members) {
+      const MemoryNeed floor = memory_floor(candidates[i], cfg, P, o.layers, o.dtype);  // the same on every profile
+      for (size_t p = 0; p < profiles.size(); ++p) {
         PlanRow& row = rows[p][i];
         if (floor.total() > profiles[p].memory_bytes) {
           row.status = PlanStatus::out_of_memory, row.peak_bytes = floor.total();
@@ -450,6 +450,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
           row.status = PlanStatus::ranked;  // for now: to be replayed
         }
       }
+    }
     if (!needed) continue;
     const Recorded rec = record(candidates[members.front()], cfg, P);
     ++st.dry_runs;
@@ -495,8 +496,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
 std::vector<trace::RankTrace> candidate_timeline(const PlanCandidate& c, const LayerConfig& cfg, int P, const Hardware& hw,
                                                  const std::string& dtype, const std::string& label) {
   MemoryTracker tracker;
-  std::vector<RankResult> results;
-  const trace::TraceData schedule = dry_run(make_strategy(c.par), c.layer(cfg), P, tracker, &results);
+  const trace::TraceData schedule = dry_run(make_strategy(c.par), c.layer(cfg), P, tracker);
   ModelOptions mo;
   mo.dtype = dtype;
   trace::TraceData modeled = model_trace(schedule, hw, mo);
