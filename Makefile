@@ -28,6 +28,7 @@ test: build
 
 bench: build
 	$(BUILD_DIR)/ringside bench kernels
+	$(BUILD_DIR)/ringside bench layer
 
 build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/philox.h"
 
 namespace kc = ringside::kernels::cpu;
@@ -28,6 +29,18 @@ TEST_CASE("Random123's Philox4x32-10 reproduces the known-answer vectors", "[dro
   };
   r123::Philox4x32 rng;
   for (const Kat& k : kats) REQUIRE(rng(k.ctr, k.key) == k.out);
+}
+
+TEST_CASE("the vectorised Philox of a row gives dropout_bits4's words bit for bit", "[dropout][philox]") {
+  for (uint64_t token : {uint64_t{0}, uint64_t{4095}, uint64_t{1} << 33, ~uint64_t{0}})
+    for (uint64_t seed : {uint64_t{1234}, uint64_t{0xDEADBEEFCAFEF00D}}) {
+      std::vector<uint32_t> words(4 * 37);
+      kc::dropout_words(seed, 2, token, 37, words.data());
+      for (int64_t g = 0; g < 37; ++g) {
+        const auto ref = ringside::dropout_bits4(seed, 2, token, uint64_t(g));
+        for (int w = 0; w < 4; ++w) REQUIRE(words[4 * g + w] == ref[w]);
+      }
+    }
 }
 
 TEST_CASE("a dropout mask depends on seed and site and token and feature only", "[dropout]") {

@@ -2,10 +2,12 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <string>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/vec.h"
 #include "naive.h"
@@ -118,10 +120,29 @@ std::vector<AttnCase> attention_cases() {
     cases.push_back({"strided (striped) positions", p});
   }
   cases.push_back({"d = 128, default blocks, s = 300", params(1, 300, 300, 2, 1, 128, true)});
+  // Head dims of real models (64: GPT-2, 80: Phi-2, 128: Llama 3) and 32 and 160 around them:
+  // d = 80 and 160 are not multiples of version 2's four-vector register row; s = 263 spans
+  // more than one of its key blocks and ends mid-strip.
+  for (int64_t d : {32, 64, 80, 128, 160})
+    cases.push_back({"d = " + std::to_string(d) + ", GQA, s = 263", params(1, 263, 263, 4, 2, d, true)});
+  {
+    auto p = params(1, 7, 300, 2, 1, 64, true);
+    p.q_offset = 290, p.k_offset = 0;
+    cases.push_back({"7 queries at the end of 300 keys (a ring step's diagonal)", p});
+  }
   return cases;
 }
 
-template <class T> void check_attention(const kc::AttentionParams& p, double tol_out, double tol_grad) {
+// The kernels under test: version 1 and version 2 (float), behind one signature.
+template <class T> struct Kernels {
+  void (*forward)(const kc::AttentionParams&, const T*, const T*, const T*, T*, T*);
+  void (*backward)(const kc::AttentionParams&, const T*, const T*, const T*, const T*, const T*, const T*, T*, T*, T*);
+};
+template <class T> constexpr Kernels<T> kVersion1{kc::attention_forward_v1<T>, kc::attention_backward_v1<T>};
+constexpr Kernels<float> kVersion2{kc::attention_forward_v2, kc::attention_backward_v2};
+
+template <class T>
+void check_attention(const kc::AttentionParams& p, double tol_out, double tol_grad, Kernels<T> kernels = {kc::attention_forward<T>, kc::attention_backward<T>}) {
   const Vec q = random_vec(p.b * p.sq * p.H * p.d, 1), k = random_vec(p.b * p.sk * p.Hkv * p.d, 2),
             v = random_vec(p.b * p.sk * p.Hkv * p.d, 3), dout = random_vec(q.size(), 4);
   Vec out_ref, lse_ref, dq_ref, dk_ref, dv_ref;
@@ -130,14 +151,14 @@ template <class T> void check_attention(const kc::AttentionParams& p, double tol
 
   auto qt = cast<T>(q), kt = cast<T>(k), vt = cast<T>(v), dot = cast<T>(dout);
   std::vector<T> out(q.size()), lse(p.b * p.H * p.sq);
-  kc::attention_forward(p, qt.data(), kt.data(), vt.data(), out.data(), lse.data());
+  kernels.forward(p, qt.data(), kt.data(), vt.data(), out.data(), lse.data());
   CHECK_FALSE(any_nan(out));
   CHECK(rel_err(out, out_ref) < tol_out);
   check_lse(lse, lse_ref, tol_out * 10);
 
   std::vector<T> dq(q.size(), T(0)), dk(k.size(), T(0)), dv(v.size(), T(0));
-  kc::attention_backward(p, qt.data(), kt.data(), vt.data(), out.data(), dot.data(), lse.data(), dq.data(), dk.data(),
-                         dv.data());
+  kernels.backward(p, qt.data(), kt.data(), vt.data(), out.data(), dot.data(), lse.data(), dq.data(), dk.data(),
+                   dv.data());
   CHECK_FALSE(any_nan(dq));
   CHECK_FALSE(any_nan(dk));
   CHECK_FALSE(any_nan(dv));
@@ -181,6 +202,61 @@ TEST_CASE("attention forward and backward match the naive fp64 attention", "[ker
     SECTION(c.name + " (fp64)") { check_attention<double>(c.p, 1e-12, 1e-11); }
     SECTION(c.name + " (fp32)") { check_attention<float>(c.p, 2e-6, 1e-5); }
   }
+}
+
+// Restores the path in force when a test forces another.
+struct ForcedIsa {
+  kc::CpuIsa before = kc::active_cpu_isa();
+  explicit ForcedIsa(kc::CpuIsa isa) { kc::set_cpu_isa(isa); }
+  ~ForcedIsa() { kc::set_cpu_isa(before); }
+};
+
+TEST_CASE("both kernel versions, and version 2 on every path this CPU runs, match the naive fp64 attention",
+          "[kernels][attention][isa]") {
+  for (const AttnCase& c : attention_cases()) {
+    SECTION(c.name + " (version 1, fp32)") { check_attention<float>(c.p, 2e-6, 1e-5, kVersion1<float>); }
+    SECTION(c.name + " (version 1, fp64)") { check_attention<double>(c.p, 1e-12, 1e-11, kVersion1<double>); }
+    for (kc::CpuIsa isa : {kc::CpuIsa::avx512, kc::CpuIsa::avx2, kc::CpuIsa::generic}) {
+      if (!kc::cpu_supports(isa)) {
+        WARN("this CPU cannot run the " << kc::to_string(isa) << " path; it is not tested here");
+        continue;
+      }
+      SECTION(c.name + " (version 2, " + kc::to_string(isa) + ")") {
+        ForcedIsa forced(isa);
+        REQUIRE(kc::active_cpu_isa() == isa);
+        check_attention<float>(c.p, 2e-6, 1e-5, kVersion2);
+      }
+    }
+  }
+}
+
+TEST_CASE("version 2 skips what the causal mask hides: a key block after every query adds nothing",
+          "[kernels][attention]") {
+  // Keys 64.. after queries 0..15: every row is fully masked, so out = 0, lse = -inf, and the
+  // backward adds exactly nothing to gradients that already hold values.
+  auto p = params(1, 16, 40, 2, 1, 32, true);
+  p.k_offset = 64;
+  const Vec q = random_vec(16 * 2 * 32, 1), k = random_vec(40 * 32, 2);
+  std::vector<float> qf = cast<float>(q), kf = cast<float>(k), out(q.size(), 7.0f), lse(2 * 16, 7.0f);
+  kc::attention_forward_v2(p, qf.data(), kf.data(), kf.data(), out.data(), lse.data());
+  for (float x : out) REQUIRE(x == 0.0f);
+  for (float x : lse) REQUIRE((std::isinf(x) && x < 0));
+  std::vector<float> dq(q.size(), 1.5f), dk(k.size(), 2.5f), dv(k.size(), 3.5f);
+  kc::attention_backward_v2(p, qf.data(), kf.data(), kf.data(), out.data(), qf.data(), lse.data(), dq.data(), dk.data(),
+                            dv.data());
+  for (float x : dq) REQUIRE(x == 1.5f);
+  for (float x : dk) REQUIRE(x == 2.5f);
+  for (float x : dv) REQUIRE(x == 3.5f);
+}
+
+TEST_CASE("the CPU path names parse, and a path the CPU lacks is refused with its reason", "[kernels][isa]") {
+  for (kc::CpuIsa isa : {kc::CpuIsa::avx512, kc::CpuIsa::avx2, kc::CpuIsa::generic})
+    REQUIRE(kc::parse_cpu_isa(kc::to_string(isa)) == isa);
+  REQUIRE_THROWS_WITH(kc::parse_cpu_isa("sse9"), Catch::Contains("expected avx512, avx2 or generic"));
+  REQUIRE(kc::cpu_supports(kc::CpuIsa::generic));
+  REQUIRE(kc::cpu_supports(kc::best_cpu_isa()));
+  if (!kc::cpu_supports(kc::CpuIsa::avx512))
+    REQUIRE_THROWS_WITH(kc::set_cpu_isa(kc::CpuIsa::avx512), Catch::Contains("which this CPU lacks"));
 }
 
 TEST_CASE("a fully masked row gives out 0 and lse -inf and zero gradients", "[kernels][attention]") {
@@ -325,6 +401,42 @@ TEST_CASE("GeLU is the exact erf form and its backward matches finite difference
     kc::gelu_forward(&xm, 1, &ym);
     REQUIRE(dx[i] == Approx((yp - ym) / (2 * e)).margin(1e-8));
   }
+}
+
+TEST_CASE("float GeLU (the vectorised erf) is within 1.5e-7 |x| of the fp64 GeLU and its backward", "[kernels][gelu]") {
+  // Abramowitz & Stegun 7.1.26 is within 1.5e-7 of erf; GeLU = x/2 (1 + erf(x / sqrt 2)), so the
+  // error is at most 0.75e-7 |x| plus the exp's and float's rounding. Over [-8, 8] and the tails.
+  const int64_t n = 4001;
+  Vec x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(-8.0 + 16.0 * double(i) / double(n - 1));
+  x[0] = -30, x[n - 1] = 30;
+  Vec y64(n), dx64(n), ones(n, 1.0);
+  kc::gelu_forward(x.data(), n, y64.data());
+  kc::gelu_backward(ones.data(), x.data(), n, dx64.data());
+  std::vector<float> xf = cast<float>(x), yf(n), dxf(n), onesf(n, 1.0f);
+  kc::gelu_forward(xf.data(), n, yf.data());
+  kc::gelu_backward(onesf.data(), xf.data(), n, dxf.data());
+  for (int64_t i = 0; i < n; ++i) {
+    INFO("x = " << x[i]);
+    REQUIRE(std::abs(yf[i] - y64[i]) <= 1.5e-7 * std::max(1.0, std::abs(x[i])) + 6e-8 * std::abs(y64[i]));
+    REQUIRE(std::abs(dxf[i] - dx64[i]) <= 3e-7 * std::max(1.0, std::abs(x[i])));
+  }
+  REQUIRE(yf[0] == 0.0f);  // GeLU(-30) underflows to 0, never NaN
+  REQUIRE(yf[n - 1] == 30.0f);
+}
+
+TEST_CASE("float RoPE's angle tables give the directly computed rotation to float precision", "[kernels][rope]") {
+  // s = 300 consecutive positions from 1000 take the tables (max_pos / 64 + 64 < s); the fp64
+  // kernel computes every angle directly.
+  const int64_t s = 300, heads = 2, d = 64;
+  std::vector<int64_t> pos(s);
+  std::iota(pos.begin(), pos.end(), int64_t{1000});
+  const Vec x = random_vec(s * heads * d, 52);
+  Vec y64 = x;
+  std::vector<float> yf = cast<float>(x);
+  kc::rope_forward(y64.data(), 1, s, heads, d, pos.data(), 500000.0);
+  kc::rope_forward(yf.data(), 1, s, heads, d, pos.data(), 500000.0);
+  REQUIRE(rel_err(yf, y64) < 1e-7);
 }
 
 TEST_CASE("RoPE rotates halves by pos times theta^(-2i/d) at global positions", "[kernels][rope]") {

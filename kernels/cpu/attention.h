@@ -10,6 +10,14 @@
 // step, a zigzag chunk, a striped shard) is computed exactly as the whole would be:
 // query row i sits at q_offset + i * q_stride, key j at k_offset + j * k_stride, and the
 // key is visible when its position <= the query's.
+//
+// Two versions of the kernels, in the spirit of llm.c's dev/cuda versions:
+//   version 1 (attention_v1.cpp)  the algorithm as the paper writes it, each tile's products one
+//                                 BLAS call; float and double (double is the layer's fp64 kernel)
+//   version 2 (attention_v2.cpp)  float only: K and V packed once per head, one register-blocked
+//                                 micro-kernel for every product, the online softmax fused into
+//                                 the tile loop, one path per vector ISA (kernels/cpu/isa.h)
+// attention_forward / attention_backward pick version 2 for float and version 1 for double.
 #pragma once
 #include <cstdint>
 
@@ -21,8 +29,8 @@ struct AttentionParams {
   double softmax_scale = 0;  ///< usually 1 / sqrt(d)
   int64_t q_offset = 0, q_stride = 1;
   int64_t k_offset = 0, k_stride = 1;
-  int64_t block_q = 256;  ///< query rows per tile
-  int64_t block_k = 256;  ///< keys per tile
+  int64_t block_q = 256;  ///< query rows per tile (version 2: an upper bound, rounded to its strips)
+  int64_t block_k = 256;  ///< keys per tile (version 2: an upper bound, rounded to its panels)
 };
 
 /// Throws ringside::Error unless the shapes are positive, H % Hkv == 0, strides >= 1, blocks >= 1.
@@ -43,6 +51,19 @@ void attention_forward(const AttentionParams& p, const T* q, const T* k, const T
 template <class T>
 void attention_backward(const AttentionParams& p, const T* q, const T* k, const T* v, const T* out,
                         const T* dout, const T* lse, T* dq, T* dk, T* dv);
+
+/// The two versions behind attention_forward / attention_backward, with the same contract.
+template <class T>
+void attention_forward_v1(const AttentionParams& p, const T* q, const T* k, const T* v, T* out, T* lse);
+template <class T>
+void attention_backward_v1(const AttentionParams& p, const T* q, const T* k, const T* v, const T* out, const T* dout,
+                           const T* lse, T* dq, T* dk, T* dv);
+/// Version 2 runs the path of active_cpu_isa() (kernels/cpu/isa.h). Throws ringside::Error as
+/// validate() does, or when RINGSIDE_CPU_ISA names a path this CPU cannot run.
+void attention_forward_v2(const AttentionParams& p, const float* q, const float* k, const float* v, float* out,
+                          float* lse);
+void attention_backward_v2(const AttentionParams& p, const float* q, const float* k, const float* v, const float* out,
+                           const float* dout, const float* lse, float* dq, float* dk, float* dv);
 
 /// Merges a second partial result (out_b, lse_b) for the same query rows into (out, lse):
 ///   lse' = max + log1p(exp(min - max)),  out' = exp(lse - lse') out + exp(lse_b - lse') out_b.

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/philox.h"
 
 #if RINGSIDE_OPENBLAS
@@ -21,18 +23,30 @@ void set_blas_single_threaded() {
 }
 
 
+namespace {
+// sum_j (x_j - shift)^power for power 1 or 2. float sums in vector lanes (a row sits in L1, so
+// the passes are cheap once they do not wait on one running sum); double sums in order, the
+// fp64 reference's bits.
+template <int power, class T> T row_sum(const T* x, int64_t h, T shift) {
+  T sum = 0;
+  if constexpr (std::is_same_v<T, float>) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < h; ++j) sum += power == 1 ? x[j] - shift : (x[j] - shift) * (x[j] - shift);
+  } else {
+    for (int64_t j = 0; j < h; ++j) sum += power == 1 ? x[j] - shift : (x[j] - shift) * (x[j] - shift);
+  }
+  return sum;
+}
+}  // namespace
+
 template <class T>
 void layernorm_forward(const T* x, const T* gamma, const T* beta, int64_t n, int64_t h, double eps, T* y, T* mean,
                        T* rstd) {
   for (int64_t r = 0; r < n; ++r) {
     const T* xr = x + r * h;
     // Two passes (mean, then squared deviations): stable where E[x^2] - E[x]^2 cancels.
-    T mu = 0;
-    for (int64_t j = 0; j < h; ++j) mu += xr[j];
-    mu /= static_cast<T>(h);
-    T var = 0;
-    for (int64_t j = 0; j < h; ++j) var += (xr[j] - mu) * (xr[j] - mu);
-    var /= static_cast<T>(h);
+    const T mu = row_sum<1>(xr, h, T(0)) / static_cast<T>(h);
+    const T var = row_sum<2>(xr, h, mu) / static_cast<T>(h);
     const T rs = T(1) / std::sqrt(var + static_cast<T>(eps));
     for (int64_t j = 0; j < h; ++j) y[r * h + j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
     mean[r] = mu;
@@ -65,11 +79,13 @@ void layernorm_backward(const T* dy, const T* x, const T* gamma, const T* mean, 
 }
 
 template <class T> void gelu_forward(const T* x, int64_t n, T* y) {
+  if constexpr (std::is_same_v<T, float>) return gelu_forward_f32(x, n, y);
   const T inv_sqrt2 = static_cast<T>(0.70710678118654752440);
   for (int64_t i = 0; i < n; ++i) y[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * inv_sqrt2));
 }
 
 template <class T> void gelu_backward(const T* dy, const T* x, int64_t n, T* dx) {
+  if constexpr (std::is_same_v<T, float>) return gelu_backward_f32(dy, x, n, dx);
   const T inv_sqrt2 = static_cast<T>(0.70710678118654752440);
   const T inv_sqrt2pi = static_cast<T>(0.39894228040143267794);
   for (int64_t i = 0; i < n; ++i) {
@@ -89,8 +105,32 @@ void rope_apply(T* x, int64_t b, int64_t s, int64_t heads, int64_t d, const int6
   std::vector<double> inv_freq(half);
   for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(theta, -2.0 * double(i) / double(d));
   std::vector<T> cs(half), sn(half);
+  // float: cos and sin of pos f from tables of (pos / 64) 64 f and (pos % 64) f by the angle sum,
+  // in double (error ~1e-16, far below float's), so that the trigonometry costs (s / 64 + 64)
+  // d/2 calls instead of s d/2. double keeps the direct call (the fp64 reference's bits).
+  constexpr int64_t kLow = 64;
+  int64_t max_pos = 0;
+  for (int64_t t = 0; t < s; ++t) max_pos = std::max(max_pos, positions[t]);
+  // (A shard whose positions reach far past its length, a late ring chunk, calls directly.)
+  const bool tables = std::is_same_v<T, float> && max_pos / kLow + kLow < s;
+  std::vector<double> hi_cos, hi_sin, lo_cos, lo_sin;
+  if (tables) {
+    const int64_t n_hi = max_pos / kLow + 1;
+    hi_cos.resize(n_hi * half), hi_sin.resize(n_hi * half), lo_cos.resize(kLow * half), lo_sin.resize(kLow * half);
+    for (int64_t k = 0; k < std::max(n_hi, kLow); ++k)
+      for (int64_t i = 0; i < half; ++i) {
+        if (k < n_hi) hi_cos[k * half + i] = std::cos(double(k * kLow) * inv_freq[i]), hi_sin[k * half + i] = std::sin(double(k * kLow) * inv_freq[i]);
+        if (k < kLow) lo_cos[k * half + i] = std::cos(double(k) * inv_freq[i]), lo_sin[k * half + i] = std::sin(double(k) * inv_freq[i]);
+      }
+  }
   for (int64_t t = 0; t < s; ++t) {
     for (int64_t i = 0; i < half; ++i) {
+      if (tables) {
+        const int64_t hi = positions[t] / kLow * half + i, lo = positions[t] % kLow * half + i;
+        cs[i] = static_cast<T>(hi_cos[hi] * lo_cos[lo] - hi_sin[hi] * lo_sin[lo]);
+        sn[i] = static_cast<T>(sign * (hi_sin[hi] * lo_cos[lo] + hi_cos[hi] * lo_sin[lo]));
+        continue;
+      }
       const double a = double(positions[t]) * inv_freq[i];
       cs[i] = static_cast<T>(std::cos(a));
       sn[i] = static_cast<T>(sign * std::sin(a));
@@ -119,21 +159,22 @@ void rope_backward(T* dx, int64_t b, int64_t s, int64_t heads, int64_t d, const 
 }
 
 namespace {
-// Calls f(element index, keep) for every element of a [b, s, h] tensor. One Philox call
-// serves four consecutive features (its four output words).
+// Calls f(row offset, keep, h) for every token row of a [b, s, h] tensor, keep[j] = 1 where
+// feature j is kept: one Philox call serves four consecutive features (its four output words),
+// and a row's calls run vectorised (dropout_words).
 template <class F>
-void for_each_keep(int64_t b, int64_t s, int64_t h, const int64_t* positions, int64_t s_global, double p,
-                   uint64_t seed, uint32_t site, F&& f) {
+void for_each_keep_row(int64_t b, int64_t s, int64_t h, const int64_t* positions, int64_t s_global, double p,
+                       uint64_t seed, uint32_t site, F&& f) {
   RS_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got ", p);
   const uint32_t threshold = dropout_threshold(p);
+  const int64_t groups = (h + 3) / 4;
+  std::vector<uint32_t> words(4 * groups);
+  std::vector<uint8_t> keep(4 * groups);
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t t = 0; t < s; ++t) {
-      const uint64_t token = static_cast<uint64_t>(bi * s_global + positions[t]);
-      const int64_t row = (bi * s + t) * h;
-      for (int64_t g = 0; g * 4 < h; ++g) {
-        const auto words = dropout_bits4(seed, site, token, static_cast<uint64_t>(g));
-        for (int64_t j = g * 4; j < std::min(h, g * 4 + 4); ++j) f(row + j, (words[j & 3] >> 8) >= threshold);
-      }
+      dropout_words(seed, site, static_cast<uint64_t>(bi * s_global + positions[t]), groups, words.data());
+      for (int64_t j = 0; j < h; ++j) keep[j] = (words[j] >> 8) >= threshold;
+      f((bi * s + t) * h, keep.data());
     }
 }
 }  // namespace
@@ -146,15 +187,17 @@ void dropout_forward(const T* x, T* y, int64_t b, int64_t s, int64_t h, const in
     return;
   }
   const T scale = static_cast<T>(1.0 / (1.0 - p));
-  for_each_keep(b, s, h, positions, s_global, p, seed, site,
-                   [&](int64_t i, bool keep) { y[i] = keep ? x[i] * scale : T(0); });
+  for_each_keep_row(b, s, h, positions, s_global, p, seed, site, [&](int64_t row, const uint8_t* keep) {
+    for (int64_t j = 0; j < h; ++j) y[row + j] = keep[j] ? x[row + j] * scale : T(0);
+  });
 }
 
 template <class T>
 void dropout_mask(T* mask, int64_t b, int64_t s, int64_t h, const int64_t* positions, int64_t s_global, double p,
                   uint64_t seed, uint32_t site) {
-  for_each_keep(b, s, h, positions, s_global, p, seed, site,
-                   [&](int64_t i, bool keep) { mask[i] = keep ? T(1) : T(0); });
+  for_each_keep_row(b, s, h, positions, s_global, p, seed, site, [&](int64_t row, const uint8_t* keep) {
+    for (int64_t j = 0; j < h; ++j) mask[row + j] = keep[j] ? T(1) : T(0);
+  });
 }
 
 template <class T> void add_bias(T* y, const T* bias, int64_t n, int64_t h) {

@@ -81,6 +81,56 @@ RS_VEC_CLONES void softmax_grad_row(const float* p, float* dp, int64_t n, float 
   for (int64_t i = 0; i < n; ++i) dp[i] = p[i] * (dp[i] - D);
 }
 
+namespace {
+// erf(x) by Abramowitz & Stegun 7.1.26: 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-x^2),
+// t = 1 / (1 + p |x|), for x >= 0, odd in x; absolute error <= 1.5e-7 (float's own is 6e-8 at 1).
+__attribute__((always_inline)) inline float erf_as(float x) {
+  const float ax = x < 0 ? -x : x;
+  const float t = 1.0f / (1.0f + 0.3275911f * ax);
+  float poly = 1.061405429f;
+  poly = poly * t - 1.453152027f;
+  poly = poly * t + 1.421413741f;
+  poly = poly * t - 0.284496736f;
+  poly = poly * t + 0.254829592f;
+  const float e = 1.0f - t * poly * exp2_poly(-1.4426950408889634f * ax * ax);
+  return x < 0 ? -e : e;
+}
+}  // namespace
+
+RS_VEC_CLONES void gelu_forward_f32(const float* x, int64_t n, float* y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + erf_as(x[i] * 0.70710678118654752f));
+}
+
+RS_VEC_CLONES void gelu_backward_f32(const float* dy, const float* x, int64_t n, float* dx) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float cdf = 0.5f * (1.0f + erf_as(x[i] * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * exp2_poly(-0.72134752044448170f * x[i] * x[i]);  // e^(-x^2/2)
+    dx[i] = dy[i] * (cdf + x[i] * pdf);
+  }
+}
+
+RS_VEC_CLONES void dropout_words(uint64_t seed, uint32_t site, uint64_t token, int64_t groups, uint32_t* words) {
+  // Philox4x32-10 (Salmon et al. 2011), as Random123 computes it, one lane per group g with
+  // counter (g, token low, token high, site) and key (seed low, seed high): the same words as
+  // dropout_bits4 (kernels/philox.h), several groups at a time.
+  const uint32_t t_lo = static_cast<uint32_t>(token), t_hi = static_cast<uint32_t>(token >> 32);
+  const uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+#pragma omp simd
+  for (int64_t g = 0; g < groups; ++g) {
+    uint32_t c0 = static_cast<uint32_t>(g), c1 = t_lo, c2 = t_hi, c3 = site, key0 = k0, key1 = k1;
+    for (int round = 0; round < 10; ++round) {
+      const uint64_t p0 = uint64_t{0xD2511F53u} * c0, p1 = uint64_t{0xCD9E8D57u} * c2;
+      const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+      const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+      c0 = hi1 ^ c1 ^ key0, c1 = lo1, c2 = hi0 ^ c3 ^ key1, c3 = lo0;
+      key0 += 0x9E3779B9u, key1 += 0xBB67AE85u;
+    }
+    words[4 * g] = c0, words[4 * g + 1] = c1, words[4 * g + 2] = c2, words[4 * g + 3] = c3;
+  }
+}
+
 double row_max(const double* s, int64_t n) {
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < n; ++i) m = std::max(m, s[i]);

@@ -1,4 +1,5 @@
-// Row primitives of the attention kernels: the O(tile) work between two GEMMs.
+// The vectorised float primitives: the attention kernels' row work between two GEMMs (version 1)
+// and GeLU's erf.
 // The kernels work in base 2 (scores pre-multiplied by log2 e), as FlashAttention does: 2^x
 // needs no ln 2 range reduction. The float versions are vectorised (OpenMP SIMD pragmas, one
 // clone per x86 ISA level chosen at load time) and use a polynomial 2^x accurate to about
@@ -27,6 +28,16 @@ double dot(const double* a, const double* b, int64_t n);
 /// dp[i] = p[i] * (dp[i] - D): the softmax gradient of one row (Dao 2023, eq. for dS).
 void softmax_grad_row(const float* p, float* dp, int64_t n, float D);
 void softmax_grad_row(const double* p, double* dp, int64_t n, double D);
+
+/// Exact GeLU in float, vectorised: erf by Abramowitz & Stegun 7.1.26 (absolute error
+/// <= 1.5e-7) with the exp of fast_exp2f. The float kernels of ops.h's gelu_forward and
+/// gelu_backward (double keeps std::erf). y may alias x; dx may alias dy.
+void gelu_forward_f32(const float* x, int64_t n, float* y);
+void gelu_backward_f32(const float* dy, const float* x, int64_t n, float* dx);
+
+/// The dropout words of one token: words[4 g + w] = dropout_bits4(seed, site, token, g)[w] for
+/// g < groups (bit for bit; Philox4x32-10 vectorised across groups). words holds 4 groups.
+void dropout_words(uint64_t seed, uint32_t site, uint64_t token, int64_t groups, uint32_t* words);
 
 /// 2^x in float: x = n + r with n = round(x), r in [-1/2, 1/2], 2^r by its degree-7 Taylor
 /// polynomial (truncation 5e-9; about 2 ulp in all), 2^n in the exponent field. 0 for

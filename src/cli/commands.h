@@ -145,6 +145,9 @@ struct BenchKernelsOptions {
   bool causal = true;
   double min_time = 0.3;  ///< seconds per repetition (Google Benchmark's min_time)
   int repetitions = 3;    ///< the best repetition is reported
+  std::string isa;        ///< "" (the active path), "avx512", "avx2", "generic" or "all"
+  bool all_shapes = true;  ///< also d 128 and the other mask (issue 20)
+  double forward_target = 0.80, backward_target = 0.75;  ///< of same-run sgemm (issue 20)
 };
 
 struct BenchCommOptions {
@@ -194,10 +197,26 @@ int bench_trace(const BenchTraceOptions& o);
 /// busbw as nccl-tests defines them, beside memcpy bandwidth measured in the same run.
 int bench_comm(const BenchCommOptions& o);
 
-/// `ringside bench kernels`: attention forward and backward GFLOP/s at (s, H, d) against
-/// OpenBLAS sgemm measured in the same run on one thread, with each ratio's verdict against
-/// its target (forward 0.6, backward 0.45). Returns 0.
+/// `ringside bench kernels`: attention (version 2) forward and backward GFLOP/s at (s, H, d),
+/// and at d 128 and the other mask, on each chosen kernel path, against OpenBLAS sgemm measured
+/// in the same run on one thread, with each ratio's verdict against its target (forward 0.80,
+/// backward 0.75), and the OpenBLAS kernel set in use. Throws ringside::Error for a path this
+/// CPU lacks. Returns 0.
 int bench_kernels(const BenchKernelsOptions& o);
+
+struct BenchLayerOptions {
+  LayerConfig cfg;
+  int repetitions = 3;  ///< runs of each; the best counts
+  double forward_target = 0.75, backward_target = 0.70;  ///< of same-run sgemm (issue 20)
+};
+
+/// Adds `ringside bench layer` under `bench`.
+CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o);
+/// `ringside bench layer`: the reference layer (fp32, one thread) forward and backward,
+/// seconds and GFLOP/s (layer_forward_flops / layer_backward_flops), as ratios to OpenBLAS
+/// sgemm 2048^3 measured in the same run, against the targets (0.75 / 0.70). Throws
+/// ConfigError for an invalid layer. Returns 0.
+int bench_layer(const BenchLayerOptions& o);
 
 struct TraceStatsOptions {
   std::string file;

@@ -5,6 +5,7 @@
 #include "device/backend.h"
 #include "device/checks.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/ops.h"
 
 #if RINGSIDE_OPENBLAS
@@ -41,17 +42,24 @@ class CpuBackend final : public Backend {
     // openblas_get_config() starts "OpenBLAS 0.3.21 DYNAMIC_ARCH ...": keep name and version.
     const std::string config = openblas_get_config();
     const std::string version = config.substr(0, config.find(' ', config.find(' ') + 1));
-    std::string d = "cpu, " + version + " (" + openblas_get_corename() + " kernels), 1 thread per GEMM call";
+    const std::string core = openblas_get_corename();
+    std::string d = "cpu, " + version + " (" + core + " kernels), 1 thread per GEMM call; attention version 2 on the " +
+                    kc::to_string(kc::active_cpu_isa()) + " path";
 #if defined(__x86_64__) && defined(__GNUC__)
     // Debian 12's OpenBLAS (0.3.21) falls back to its generic kernels on CPUs newer than it
     // knows; say so, since GEMM then runs several times below the machine's peak.
     if (std::string(openblas_get_corename()) == "Prescott" && __builtin_cpu_supports("avx2"))
       d += "\n             note: OpenBLAS did not recognise this CPU and uses generic kernels; "
            "OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX (AVX-512) is often 3-5x faster";
+    // It also takes AMD's AVX-512 CPUs (Zen 4, Zen 5) for Haswell: half their GEMM rate.
+    if (core == "Haswell" && __builtin_cpu_supports("avx512f"))
+      d += "\n             note: this CPU has AVX-512 but OpenBLAS chose its AVX2 kernels; "
+           "OPENBLAS_CORETYPE=SkylakeX picks its AVX-512 ones";
 #endif
     return d;
 #else
-    return "cpu, the reference BLAS (netlib; no OpenBLAS in this build), 1 thread per GEMM call";
+    return std::string("cpu, the reference BLAS (netlib; no OpenBLAS in this build), 1 thread per GEMM call; attention "
+                       "version 2 on the ") + kc::to_string(kc::active_cpu_isa()) + " path";
 #endif
   }
   Tensor zeros(const Shape& shape, DType dtype, AllocTag tag) const override {

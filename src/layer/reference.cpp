@@ -37,6 +37,11 @@ double layer_forward_flops(const LayerConfig& c) {
   return gemms + kernels::cpu::attention_forward_flops(attention_params(c));
 }
 
+double layer_backward_flops(const LayerConfig& c) {
+  const double attention = kernels::cpu::attention_forward_flops(attention_params(c));
+  return 2.0 * (layer_forward_flops(c) - attention) + 2.5 * attention;
+}
+
 template <class T>
 ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, const Tensor& x, Backend& be,
                                 AllocTag tag) {

@@ -39,6 +39,10 @@ int64_t saved_activation_bytes(const LayerConfig& cfg, DType dtype);
 /// Forward FLOPs of the layer (GEMMs 2 m n k each, attention as attention_forward_flops);
 /// elementwise work is not counted.
 double layer_forward_flops(const LayerConfig& cfg);
+/// Backward FLOPs: each GEMM's backward is two GEMMs of its size (dX and dW), attention's 2.5
+/// times its forward (FlashAttention's count: five s x s x d products against two). Without
+/// recomputation (what it adds is layer_forward_flops or less again).
+double layer_backward_flops(const LayerConfig& cfg);
 
 struct ForwardResult {
   Tensor out;  ///< [b, s, h], category workspace
