@@ -165,6 +165,38 @@ RS_INLINE void micro_panels(const float* a, int64_t a_row, int64_t k, const floa
     micro<A, A::NV, false>(a, a_row, 1, k, panels + pn * k * NR, NR, s + pn * NR, lds);
 }
 
+// The largest and the sum of a vector's lanes, by halving the vector (an extract and one op per
+// halving), not by W - 1 dependent scalar ops.
+template <class Half, class V> RS_INLINE void halves(V x, Half& lo, Half& hi) {
+  __builtin_memcpy(&lo, &x, sizeof lo);
+  __builtin_memcpy(&hi, reinterpret_cast<const char*>(&x) + sizeof lo, sizeof hi);
+}
+RS_INLINE float lanes_max(f32x4 x) {
+  const float a = x[0] > x[1] ? x[0] : x[1], b = x[2] > x[3] ? x[2] : x[3];
+  return a > b ? a : b;
+}
+RS_INLINE float lanes_max(f32x8 x) {
+  f32x4 lo, hi;
+  halves(x, lo, hi);
+  return lanes_max(lo > hi ? lo : hi);
+}
+RS_INLINE float lanes_max(f32x16 x) {
+  f32x8 lo, hi;
+  halves(x, lo, hi);
+  return lanes_max(lo > hi ? lo : hi);
+}
+RS_INLINE float lanes_sum(f32x4 x) { return (x[0] + x[1]) + (x[2] + x[3]); }
+RS_INLINE float lanes_sum(f32x8 x) {
+  f32x4 lo, hi;
+  halves(x, lo, hi);
+  return lanes_sum(lo + hi);
+}
+RS_INLINE float lanes_sum(f32x16 x) {
+  f32x8 lo, hi;
+  halves(x, lo, hi);
+  return lanes_sum(lo + hi);
+}
+
 // ---- packing: once per (batch row, kv head) for K and V, once per query head for Q and dO ----
 
 // K^T (or V^T) in panels of NR keys: panel p holds [d][NR], key j at column j - p NR, zeros past
@@ -291,8 +323,7 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
                   const V x = load<V>(row + c);
                   mx = x > mx ? x : mx;
                 }
-                float m_new = ri < bq ? m[ri] : kNegInf;
-                for (int64_t e = 0; e < W; ++e) m_new = std::max(m_new, scale2 * mx[e]);
+                const float m_new = std::max(ri < bq ? m[ri] : kNegInf, scale2 * lanes_max(mx));
                 if (m_new == kNegInf) {  // nothing visible yet in this row: P = 0
                   std::fill(row, row + width, 0.0f);
                   continue;
@@ -304,10 +335,9 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
                   store<V>(row + c, e);
                   sum += e;
                 }
-                float total = 0;
-                for (int64_t e = 0; e < W; ++e) total += sum[e];
+                const float total = lanes_sum(sum);
                 // 2^(m_old - m_new): 1 when the max stands, 0 on the row's first visible block.
-                const float alpha = m_new == m[ri] ? 1.0f : fast_exp2f(m[ri] - m_new);
+                const float alpha = m_new == m[ri] ? 1.0f : exp2v<A>(splat<A>(m[ri] - m_new))[0];
                 l[ri] = l[ri] * alpha + total;
                 m[ri] = m_new;
                 if (alpha != 1.0f) {

@@ -29,16 +29,6 @@ CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o) {
 int bench_layer(const BenchLayerOptions& o) {
   o.cfg.validate();
   kc::set_blas_single_threaded();
-  using clock = std::chrono::steady_clock;
-  auto best_of = [&](auto&& body) {
-    double best = 1e300;
-    for (int i = 0; i < o.repetitions; ++i) {
-      const auto t0 = clock::now();
-      body();
-      best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count());
-    }
-    return best;
-  };
   require_memory(reference_peak_bytes(o.cfg, DType::f32), "bench layer at this size", "--seq, --batch, --hidden or --ffn");
 
   constexpr int64_t kGemm = 2048;
@@ -55,12 +45,23 @@ int bench_layer(const BenchLayerOptions& o) {
   std::printf("  layer: %s\n", o.cfg.summary().c_str());
   std::printf("  backend: %s\n", be->describe().c_str());
   std::fflush(stdout);
-  const double sgemm_s = best_of([&] {
-    kc::gemm(false, false, kGemm, kGemm, kGemm, 1.0f, A.data(), kGemm, B.data(), kGemm, 0.0f, C.data(), kGemm);
-  });
+  // The three interleaved, best of the repetitions each, so that a slow spell of the machine
+  // (another process, a lower clock) weighs on all of them alike.
+  using clock = std::chrono::steady_clock;
+  auto seconds = [](auto&& body) {
+    const auto t0 = clock::now();
+    body();
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
   ForwardResult fwd = reference_forward<float>(o.cfg, w, x, *be, tag);  // warm: pages, packs
-  const double forward_s = best_of([&] { fwd = reference_forward<float>(o.cfg, w, x, *be, tag); });
-  const double backward_s = best_of([&] { (void)reference_backward<float>(o.cfg, w, fwd.saved, dout, *be, tag); });
+  double sgemm_s = 1e300, forward_s = 1e300, backward_s = 1e300;
+  for (int i = 0; i < o.repetitions; ++i) {
+    sgemm_s = std::min(sgemm_s, seconds([&] {
+      kc::gemm(false, false, kGemm, kGemm, kGemm, 1.0f, A.data(), kGemm, B.data(), kGemm, 0.0f, C.data(), kGemm);
+    }));
+    forward_s = std::min(forward_s, seconds([&] { fwd = reference_forward<float>(o.cfg, w, x, *be, tag); }));
+    backward_s = std::min(backward_s, seconds([&] { (void)reference_backward<float>(o.cfg, w, fwd.saved, dout, *be, tag); }));
+  }
 
   const double sgemm = 2.0 * kGemm * kGemm * kGemm / sgemm_s;
   std::printf("\n  %-20s %12s %16s %10s %8s\n", "", "time", "throughput", "/ sgemm", "target");

@@ -206,7 +206,7 @@ int bench_kernels(const BenchKernelsOptions& o);
 
 struct BenchLayerOptions {
   LayerConfig cfg;
-  int repetitions = 3;  ///< runs of each; the best counts
+  int repetitions = 5;  ///< runs of each, interleaved; the best counts
   double forward_target = 0.75, backward_target = 0.70;  ///< of same-run sgemm (issue 20)
 };
 

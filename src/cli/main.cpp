@@ -137,8 +137,10 @@ int main(int argc, char** argv) {
 #ifdef __GLIBC__
   // A layer's tensors are megabytes each and short-lived. glibc would map each one fresh from
   // the kernel and unmap it on free (a zeroed page fault every 4 KiB, each time); from the heap
-  // they are reused instead, as PyTorch's caching allocators do (~10% of a CPU layer forward).
+  // they are reused instead, as PyTorch's caching allocators do (~10% of a CPU layer forward), and
+  // the top of the heap is not handed back after every layer only to be faulted in again.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
   CLI::App app{"ringside: sequence parallelism for one transformer layer, checked and made visible"};
   app.require_subcommand(1);
