@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/error.h"
 
@@ -11,6 +12,12 @@ namespace ringside::kernels::cpu {
 namespace {
 // -1: not chosen yet; else the CpuIsa.
 std::atomic<int> g_isa{-1};
+
+// Throws unless this CPU runs the path; `asked` says who asked for it.
+void require_supported(CpuIsa isa, const std::string& asked) {
+  RS_CHECK(cpu_supports(isa), asked, " needs ", isa == CpuIsa::avx512 ? "AVX-512F" : "AVX2 and FMA",
+           ", which this CPU lacks (its best is ", to_string(best_cpu_isa()), ")");
+}
 }  // namespace
 
 const char* to_string(CpuIsa isa) {
@@ -48,9 +55,7 @@ CpuIsa best_cpu_isa() {
 }
 
 void set_cpu_isa(CpuIsa isa) {
-  RS_CHECK(cpu_supports(isa), "the CPU kernel path ", to_string(isa), " needs ",
-           isa == CpuIsa::avx512 ? "AVX-512F" : "AVX2 and FMA", ", which this CPU lacks (its best is ",
-           to_string(best_cpu_isa()), ")");
+  require_supported(isa, detail::concat("the CPU kernel path ", to_string(isa)));
   g_isa.store(static_cast<int>(isa));
 }
 
@@ -65,9 +70,7 @@ CpuIsa active_cpu_isa() {
     } catch (const Error& e) {
       throw Error(detail::concat("RINGSIDE_CPU_ISA: ", e.what()));
     }
-    RS_CHECK(cpu_supports(chosen), "RINGSIDE_CPU_ISA=", env, " needs ",
-             chosen == CpuIsa::avx512 ? "AVX-512F" : "AVX2 and FMA", ", which this CPU lacks (its best is ",
-             to_string(best_cpu_isa()), ")");
+    require_supported(chosen, detail::concat("RINGSIDE_CPU_ISA=", env));
   }
   g_isa.store(static_cast<int>(chosen));
   return chosen;
