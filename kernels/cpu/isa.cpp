@@ -18,6 +18,15 @@ void require_supported(CpuIsa isa, const std::string& asked) {
   RS_CHECK(cpu_supports(isa), asked, " needs ", isa == CpuIsa::avx512 ? "AVX-512F" : "AVX2 and FMA",
            ", which this CPU lacks (its best is ", to_string(best_cpu_isa()), ")");
 }
+// The variable's value as a message may show it: printable ASCII, at most 40 characters.
+std::string shown(const char* value) {
+  std::string out;
+  for (const char* c = value; *c != '\0'; ++c) {
+    if (out.size() == 40) return out + "...";
+    out += (*c >= 0x20 && *c < 0x7f) ? *c : '?';
+  }
+  return out;
+}
 }  // namespace
 
 const char* to_string(CpuIsa isa) {
@@ -67,8 +76,9 @@ CpuIsa active_cpu_isa() {
   if (env != nullptr && *env != '\0') {
     try {
       chosen = parse_cpu_isa(env);
-    } catch (const Error& e) {
-      throw Error(detail::concat("RINGSIDE_CPU_ISA: ", e.what()));
+    } catch (const Error&) {
+      throw Error(detail::concat("RINGSIDE_CPU_ISA: unknown CPU kernel path '", shown(env),
+                                 "': expected avx512, avx2 or generic"));
     }
     require_supported(chosen, detail::concat("RINGSIDE_CPU_ISA=", env));
   }

@@ -7,7 +7,7 @@
 //   generic  what every x86-64 (SSE2) or other target has: 4 floats a vector, no FMA
 //
 // The environment variable RINGSIDE_CPU_ISA=avx512|avx2|generic forces one (read once, at the
-// first kernel call); set_cpu_isa does the same from code.
+// first kernel call; set but empty counts as unset); set_cpu_isa does the same from code.
 #pragma once
 
 namespace ringside::kernels::cpu {
