@@ -65,11 +65,7 @@ double attention_forward_flops(const AttentionParams& p) {
     };
     pairs = ramp(delta + p.sq) - ramp(delta);
   } else {
-    for (int64_t i = 0; i < p.sq; ++i) {
-      const int64_t qp = p.q_offset + i * p.q_stride;
-      if (qp < p.k_offset) continue;
-      pairs += double(std::min(p.sk, (qp - p.k_offset) / p.k_stride + 1));
-    }
+    for (int64_t i = 0; i < p.sq; ++i) pairs += double(visible_keys(p, i));
   }
   return 4.0 * double(p.d) * pairs * double(p.b) * double(p.H);
 }

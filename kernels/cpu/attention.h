@@ -33,6 +33,16 @@ struct AttentionParams {
   int64_t block_k = 256;  ///< keys per tile (version 2: an upper bound, rounded to its panels)
 };
 
+/// Keys query row i sees: the count of j < sk with k_offset + j k_stride <= q_offset + i q_stride
+/// (sk without the causal mask). Visible keys are always a prefix, 0 .. visible_keys - 1.
+inline int64_t visible_keys(const AttentionParams& p, int64_t i) {
+  if (!p.causal) return p.sk;
+  const int64_t qpos = p.q_offset + i * p.q_stride;
+  if (qpos < p.k_offset) return 0;
+  const int64_t n = (qpos - p.k_offset) / p.k_stride + 1;
+  return n < p.sk ? n : p.sk;
+}
+
 /// Throws ringside::Error unless the shapes are positive, H % Hkv == 0, strides >= 1, blocks >= 1.
 void validate(const AttentionParams& p);
 

@@ -1,7 +1,8 @@
 // Attention, version 2: the fast float kernels. The algorithm is version 1's (attention_v1.cpp,
 // FlashAttention-2's blockwise online softmax), read the same way; what changes is how a tile's
 // products are computed. Version 1 calls BLAS on each tile; version 2 packs K and V once per
-// head into the layout its one register-blocked micro-kernel reads, and fuses the softmax into
+// head into the layout its one register-blocked micro-kernel reads (the forward reads V and Q in
+// place where their rows are whole vectors), and fuses the softmax into
 // the tile loop, strip by strip of kRows query rows, so that the scores never leave L1.
 //
 // The micro-kernel (micro below) computes C[kRows, NV vectors] (+)= A B, A read one element at
@@ -217,16 +218,10 @@ void pack_rows(const float* x, int64_t ld, int64_t s, int64_t d, int64_t s_pad, 
     for (int64_t c = 0; c < d; ++c) out[i * dp + c] = scale * x[i * ld + c];
 }
 
-// The key limit of each row under the causal mask: the last key index j with
-// k_offset + j k_stride <= q_offset + i q_stride, clamped to [-1, sk - 1]; sk - 1 without mask.
+// The last key index row i sees (-1 for none): visible_keys(p, i) - 1.
 struct KeyLimits {
   const AttentionParams& p;
-  int64_t operator()(int64_t i) const {
-    if (!p.causal) return p.sk - 1;
-    const int64_t qpos = p.q_offset + i * p.q_stride;
-    if (qpos < p.k_offset) return -1;
-    return std::min(p.sk - 1, (qpos - p.k_offset) / p.k_stride);
-  }
+  int64_t operator()(int64_t i) const { return visible_keys(p, i) - 1; }
 };
 
 // A 64-byte aligned float scratch buffer.
@@ -291,6 +286,8 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
           std::fill(m.get(), m.get() + t.Bq, kNegInf);
           std::fill(l.get(), l.get() + t.Bq, 0.0f);
           const int64_t block_keys = limit(i0 + bq - 1) + 1;  // keys any row of the block sees
+          const int64_t tail_rows = bq % kRows;  // a last strip of fewer rows, copied once
+          if (tail_rows > 0) pack_rows(qh + (i0 + bq - tail_rows) * ldq, ldq, tail_rows, d, kRows, d, 1.0f, q_tail.get());
 
           for (int64_t j0 = 0; j0 < block_keys; j0 += t.Bk) {
             for (int64_t r0 = 0; r0 < bq; r0 += kRows) {
@@ -301,13 +298,9 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
               const int64_t width = round_up(seen, NR);
               float* sr = s.get();
               // S = Q K^T for the strip, then the mask: -inf past each row's own limit.
-              const float* qa = qh + (i0 + r0) * ldq;
-              int64_t lda = ldq;
-              if (rows < kRows) {
-                pack_rows(qa, ldq, rows, d, kRows, d, 1.0f, q_tail.get());
-                qa = q_tail.get(), lda = d;
-              }
-              micro_panels<A>(qa, lda, d, kt.get() + j0 * d, width / NR, sr, t.Bk);
+              const bool tail = rows < kRows;
+              micro_panels<A>(tail ? q_tail.get() : qh + (i0 + r0) * ldq, tail ? d : ldq, d, kt.get() + j0 * d,
+                              width / NR, sr, t.Bk);
               for (int64_t r = 0; r < kRows; ++r) {
                 const int64_t row_seen = r < rows ? limit(i0 + r0 + r) + 1 - j0 : 0;
                 for (int64_t c = std::max<int64_t>(row_seen, 0); c < width; ++c) sr[r * t.Bk + c] = kNegInf;

@@ -113,15 +113,19 @@ void rope_apply(T* x, int64_t b, int64_t s, int64_t heads, int64_t d, const int6
   for (int64_t t = 0; t < s; ++t) max_pos = std::max(max_pos, positions[t]);
   // (A shard whose positions reach far past its length, a late ring chunk, calls directly.)
   const bool tables = std::is_same_v<T, float> && max_pos / kLow + kLow < s;
+  // cos and sin of (k step) f_i for k < n, row k of a [n, half] table.
+  auto angle_table = [&](int64_t n, int64_t step, std::vector<double>& cos_t, std::vector<double>& sin_t) {
+    cos_t.resize(n * half), sin_t.resize(n * half);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < half; ++i) {
+        cos_t[k * half + i] = std::cos(double(k * step) * inv_freq[i]);
+        sin_t[k * half + i] = std::sin(double(k * step) * inv_freq[i]);
+      }
+  };
   std::vector<double> hi_cos, hi_sin, lo_cos, lo_sin;
   if (tables) {
-    const int64_t n_hi = max_pos / kLow + 1;
-    hi_cos.resize(n_hi * half), hi_sin.resize(n_hi * half), lo_cos.resize(kLow * half), lo_sin.resize(kLow * half);
-    for (int64_t k = 0; k < std::max(n_hi, kLow); ++k)
-      for (int64_t i = 0; i < half; ++i) {
-        if (k < n_hi) hi_cos[k * half + i] = std::cos(double(k * kLow) * inv_freq[i]), hi_sin[k * half + i] = std::sin(double(k * kLow) * inv_freq[i]);
-        if (k < kLow) lo_cos[k * half + i] = std::cos(double(k) * inv_freq[i]), lo_sin[k * half + i] = std::sin(double(k) * inv_freq[i]);
-      }
+    angle_table(max_pos / kLow + 1, kLow, hi_cos, hi_sin);
+    angle_table(kLow, 1, lo_cos, lo_sin);
   }
   for (int64_t t = 0; t < s; ++t) {
     for (int64_t i = 0; i < half; ++i) {

@@ -168,11 +168,15 @@ class Recorder : public benchmark::ConsoleReporter {
   }
 };
 
+}  // namespace
+
 std::vector<float> random_floats(int64_t n, uint32_t site) {
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = 2.0f * philox_uniform(42, site, uint64_t(i)) - 1.0f;
   return v;
 }
+
+namespace {
 
 std::vector<kc::CpuIsa> chosen_paths(const std::string& isa) {
   if (isa.empty()) return {kc::active_cpu_isa()};

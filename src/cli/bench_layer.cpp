@@ -22,7 +22,7 @@ namespace kc = kernels::cpu;
 CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o) {
   CLI::App* l = bench.add_subcommand("layer", "The reference layer's forward and backward GFLOP/s against OpenBLAS sgemm, one thread");
   add_config_flags(*l, o.cfg, /*with_recompute=*/false);
-  l->add_option("--repetitions", o.repetitions, "runs of each; the best counts")->capture_default_str()->check(CLI::Range(1, 50));
+  l->add_option("--repetitions", o.repetitions, "runs of sgemm, forward and backward, interleaved; the best of each counts")->capture_default_str()->check(CLI::Range(1, 50));
   return l;
 }
 
@@ -32,9 +32,7 @@ int bench_layer(const BenchLayerOptions& o) {
   require_memory(reference_peak_bytes(o.cfg, DType::f32), "bench layer at this size", "--seq, --batch, --hidden or --ffn");
 
   constexpr int64_t kGemm = 2048;
-  std::vector<float> A(kGemm * kGemm), B(kGemm * kGemm), C(kGemm * kGemm);
-  for (int64_t i = 0; i < kGemm * kGemm; ++i)
-    A[i] = 2.0f * philox_uniform(42, 5, uint64_t(i)) - 1.0f, B[i] = 2.0f * philox_uniform(42, 6, uint64_t(i)) - 1.0f;
+  std::vector<float> A = random_floats(kGemm * kGemm, 5), B = random_floats(kGemm * kGemm, 6), C(kGemm * kGemm);
   auto be = make_cpu_backend();
   const AllocTag tag{};
   const LayerWeights w = init_weights(o.cfg, DType::f32, tag);

@@ -210,6 +210,9 @@ struct BenchLayerOptions {
   double forward_target = 0.75, backward_target = 0.70;  ///< of same-run sgemm (issue 20)
 };
 
+/// A benchmark's input: n values in [-1, 1) from Philox (seed 42, `site`), the same every run.
+std::vector<float> random_floats(int64_t n, uint32_t site);
+
 /// Adds `ringside bench layer` under `bench`.
 CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o);
 /// `ringside bench layer`: the reference layer (fp32, one thread) forward and backward,
