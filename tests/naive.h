@@ -15,8 +15,22 @@ using Vec = std::vector<double>;
 using ringside::kernels::cpu::AttentionParams;
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+/// The mask spelled out pair by pair: causal order, then (with a DocumentMask) the same
+/// document, found by scanning every document, and the window.
 inline bool visible(const AttentionParams& p, int64_t i, int64_t j) {
-  return !p.causal || p.k_offset + j * p.k_stride <= p.q_offset + i * p.q_stride;
+  const int64_t qp = p.q_offset + i * p.q_stride, kp = p.k_offset + j * p.k_stride;
+  if (p.causal && kp > qp) return false;
+  if (p.mask == nullptr) return true;
+  const auto& m = *p.mask;
+  if (!m.starts.empty()) {
+    int64_t qdoc = -1, kdoc = -1;
+    for (size_t d = 0; d < m.starts.size(); ++d) {
+      if (qp >= m.starts[d] && qp < m.starts[d] + m.lengths[d]) qdoc = int64_t(d);
+      if (kp >= m.starts[d] && kp < m.starts[d] + m.lengths[d]) kdoc = int64_t(d);
+    }
+    if (qdoc < 0 || qdoc != kdoc) return false;
+  }
+  return m.window == 0 || (qp - kp < m.window && kp - qp < m.window);
 }
 
 /// Full softmax(q k^T scale + mask) v, with lse; layouts as kernels/cpu/attention.h.

@@ -1,8 +1,10 @@
 // CPU kernels against naive fp64 implementations, over edge shapes.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -61,7 +63,16 @@ template <class T> void check_lse(const std::vector<T>& lse, const Vec& ref, dou
 struct AttnCase {
   std::string name;
   kc::AttentionParams p;
+  std::shared_ptr<kc::DocumentMask> mask;  ///< what p.mask points at, kept alive with the case
 };
+
+// A case whose params point at a mask of documents (starts, lengths) and a window.
+AttnCase masked(std::string name, kc::AttentionParams p, std::vector<int64_t> starts, std::vector<int64_t> lengths,
+                int64_t window) {
+  auto m = std::make_shared<kc::DocumentMask>(kc::DocumentMask{std::move(starts), std::move(lengths), window});
+  p.mask = m.get();
+  return {std::move(name), p, m};
+}
 
 kc::AttentionParams params(int64_t b, int64_t sq, int64_t sk, int64_t H, int64_t Hkv, int64_t d, bool causal) {
   kc::AttentionParams p;
@@ -130,6 +141,33 @@ std::vector<AttnCase> attention_cases() {
     p.q_offset = 290, p.k_offset = 0;
     cases.push_back({"7 queries at the end of 300 keys (a ring step's diagonal)", p});
   }
+  // Packed documents (varlen, cu_seqlens) and sliding windows: documents of 1, 2, odd and long
+  // lengths; padding between documents and after the last; windows of 1, smaller than a tile
+  // and larger than a document; both together; strided positions (a striped ring step).
+  auto blocks = [](kc::AttentionParams p, int64_t bq, int64_t bk) { return p.block_q = bq, p.block_k = bk, p; };
+  cases.push_back(masked("documents 1, 2, 5, 40", blocks(params(1, 48, 48, 4, 2, 8, true), 8, 8), {0, 1, 3, 8},
+                         {1, 2, 5, 40}, 0));
+  cases.push_back(masked("documents with padding between and after", blocks(params(2, 40, 40, 2, 1, 8, true), 8, 16),
+                         {0, 8, 20}, {5, 1, 13}, 0));
+  cases.push_back(masked("window 1 (each query sees itself)", blocks(params(1, 30, 30, 2, 2, 8, true), 8, 8), {}, {}, 1));
+  cases.push_back(masked("window 5, smaller than a tile, documents 17 and 30", blocks(params(1, 47, 47, 2, 1, 16, true), 8, 8),
+                         {0, 17}, {17, 30}, 5));
+  cases.push_back(masked("window 100, larger than every document", params(1, 50, 50, 2, 1, 8, true), {0, 10}, {10, 40}, 100));
+  cases.push_back(masked("not causal: documents and window 4", blocks(params(1, 41, 41, 2, 1, 8, false), 8, 8), {0, 3, 20},
+                         {3, 16, 21}, 4));
+  {
+    auto p = blocks(params(1, 20, 20, 2, 1, 8, true), 8, 8);
+    p.q_offset = 1, p.q_stride = 4, p.k_offset = 3, p.k_stride = 4;
+    cases.push_back(masked("strided positions, documents 25 and 50, window 30", p, {0, 30}, {25, 50}, 30));
+  }
+  {
+    auto p = params(1, 40, 90, 2, 1, 8, true);
+    p.q_offset = 100, p.k_offset = 50, p.block_q = 8, p.block_k = 16;
+    cases.push_back(masked("a ring step: queries 100.., keys 50.., document from 70", p, {0, 70}, {70, 80}, 0));
+  }
+  for (int64_t d : {64, 80})
+    cases.push_back(masked("d = " + std::to_string(d) + ", s = 600, documents 1, 2, 301, 290, 6, window 200",
+                           params(1, 600, 600, 4, 2, d, true), {0, 1, 3, 304, 594}, {1, 2, 301, 290, 6}, 200));
   return cases;
 }
 
@@ -270,6 +308,64 @@ TEST_CASE("a fully masked row gives out 0 and lse -inf and zero gradients", "[ke
   kc::attention_backward(p, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(), dq.data(), dk.data(),
                          dv.data());
   for (size_t i = 0; i < 16; ++i) REQUIRE((dq[i] == 0.f && dk[i] == 0.f && dv[i] == 0.f));
+}
+
+TEST_CASE("the FLOP count is exact over the visible pairs of every mask, and hidden rows and keys get nothing",
+          "[kernels][attention][docs]") {
+  for (const AttnCase& c : attention_cases()) {
+    const kc::AttentionParams& p = c.p;
+    double pairs = 0;
+    for (int64_t i = 0; i < p.sq; ++i) {
+      int64_t row = 0;
+      for (int64_t j = 0; j < p.sk; ++j) row += naive::visible(p, i, j);
+      const kc::KeyRange r = kc::visible_key_range(p, i);
+      INFO(c.name << " row " << i);
+      REQUIRE(r.size() == row);  // one interval, exactly the visible keys
+      for (int64_t j = r.begin; j < r.end; ++j) REQUIRE(naive::visible(p, i, j));
+      pairs += double(row);
+    }
+    INFO(c.name);
+    REQUIRE(kc::attention_forward_flops(p) == 4.0 * double(p.d) * pairs * double(p.b) * double(p.H));
+  }
+  // A padding row (position 5 of "documents with padding", in no document) gets out 0, lse -inf
+  // and no gradient; a padding key gets no dK or dV; on both versions.
+  const std::vector<AttnCase> cases = attention_cases();
+  const AttnCase c = *std::find_if(cases.begin(), cases.end(),
+                                   [](const AttnCase& a) { return a.name == "documents with padding between and after"; });
+  const kc::AttentionParams& p = c.p;
+  const int64_t n = p.b * p.sq * p.H * p.d, nk = p.b * p.sk * p.Hkv * p.d;
+  const std::vector<float> q = cast<float>(random_vec(n, 1)), k = cast<float>(random_vec(nk, 2)),
+                           v = cast<float>(random_vec(nk, 3)), dout = cast<float>(random_vec(n, 4));
+  for (Kernels<float> kern : {kVersion1<float>, kVersion2}) {
+    std::vector<float> out(n), lse(p.b * p.H * p.sq), dq(n), dk(nk), dv(nk);
+    kern.forward(p, q.data(), k.data(), v.data(), out.data(), lse.data());
+    kern.backward(p, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(), dq.data(), dk.data(), dv.data());
+    for (int64_t bi = 0; bi < p.b; ++bi)
+      for (int64_t pos : {5, 6, 7, 9, 33, 39}) {
+        for (int64_t h = 0; h < p.H; ++h) {
+          REQUIRE(lse[(bi * p.H + h) * p.sq + pos] == -std::numeric_limits<float>::infinity());
+          for (int64_t c2 = 0; c2 < p.d; ++c2) {
+            const int64_t at = ((bi * p.sq + pos) * p.H + h) * p.d + c2;
+            REQUIRE((out[at] == 0.f && dq[at] == 0.f));
+          }
+        }
+        for (int64_t c2 = 0; c2 < p.Hkv * p.d; ++c2) {
+          const int64_t at = (bi * p.sk + pos) * p.Hkv * p.d + c2;
+          REQUIRE((dk[at] == 0.f && dv[at] == 0.f));
+        }
+      }
+  }
+}
+
+TEST_CASE("a bad document mask is an error", "[kernels][attention][docs]") {
+  auto p = params(1, 8, 8, 1, 1, 8, true);
+  kc::DocumentMask m{{0, 4}, {5, 4}, 0};  // document 1 starts inside document 0
+  p.mask = &m;
+  REQUIRE_THROWS_WITH(kc::validate(p), Catch::Contains("inside document 0"));
+  m = {{0, 4}, {4, 0}, 0};
+  REQUIRE_THROWS_WITH(kc::validate(p), Catch::Contains("document 1 has length 0"));
+  m = {{0}, {8}, -1};
+  REQUIRE_THROWS_WITH(kc::validate(p), Catch::Contains("window must be >= 0"));
 }
 
 TEST_CASE("the causal FLOP count is exact over visible pairs", "[kernels][attention]") {

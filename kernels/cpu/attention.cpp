@@ -23,6 +23,43 @@ void validate(const AttentionParams& p) {
   RS_CHECK(p.q_stride >= 1 && p.k_stride >= 1, "attention: position strides must be >= 1");
   RS_CHECK(p.block_q >= 1 && p.block_k >= 1, "attention: block sizes must be >= 1");
   RS_CHECK(p.softmax_scale > 0, "attention: softmax_scale must be > 0");
+  if (p.mask == nullptr) return;
+  const DocumentMask& m = *p.mask;
+  RS_CHECK(m.window >= 0, "attention: the window must be >= 0 (0: none), not ", m.window);
+  RS_CHECK(m.starts.size() == m.lengths.size(), "attention: ", m.starts.size(), " document starts but ",
+           m.lengths.size(), " lengths");
+  for (size_t i = 0; i < m.starts.size(); ++i) {
+    RS_CHECK(m.lengths[i] >= 1, "attention: document ", i, " has length ", m.lengths[i], " (must be >= 1)");
+    RS_CHECK(i == 0 || m.starts[i] >= m.starts[i - 1] + m.lengths[i - 1], "attention: document ", i,
+             " starts at ", m.starts[i], ", inside document ", i - 1);
+  }
+}
+
+KeyRange visible_key_range(const AttentionParams& p, int64_t i) {
+  constexpr int64_t kFar = std::numeric_limits<int64_t>::max() / 4;
+  const int64_t qpos = p.q_offset + i * p.q_stride;
+  int64_t lo = -kFar, hi = p.causal ? qpos : kFar;  // visible key positions, inclusive
+  if (const DocumentMask* m = p.mask) {
+    if (!m->starts.empty()) {
+      // The document holding qpos: the last that starts at or before it, if qpos is inside it.
+      const auto it = std::upper_bound(m->starts.begin(), m->starts.end(), qpos);
+      if (it == m->starts.begin()) return {};
+      const size_t doc = size_t(it - m->starts.begin()) - 1;
+      const int64_t end = m->starts[doc] + m->lengths[doc];
+      if (qpos >= end) return {};  // padding
+      lo = m->starts[doc], hi = std::min(hi, end - 1);
+    }
+    if (m->window > 0) {
+      lo = std::max(lo, qpos - m->window + 1);
+      if (!p.causal) hi = std::min(hi, qpos + m->window - 1);
+    }
+  }
+  // Key j sits at k_offset + j k_stride: the j with lo <= position <= hi.
+  auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  const int64_t begin = std::max<int64_t>(0, -floor_div(-(lo - p.k_offset), p.k_stride));  // ceil
+  const int64_t end = std::min<int64_t>(p.sk, floor_div(hi - p.k_offset, p.k_stride) + 1);
+  if (end <= begin) return {};
+  return {begin, end};
 }
 
 template <class T>
@@ -50,7 +87,9 @@ void lse_merge(int64_t b, int64_t sq, int64_t H, int64_t d, T* out, T* lse, cons
 double attention_forward_flops(const AttentionParams& p) {
   // Visible (query, key) pairs per head; each costs 2d for QK^T and 2d for PV.
   double pairs = 0;
-  if (!p.causal) {
+  if (p.mask != nullptr) {  // documents or a window: row by row
+    for (int64_t i = 0; i < p.sq; ++i) pairs += double(visible_key_range(p, i).size());
+  } else if (!p.causal) {
     pairs = double(p.sq) * double(p.sk);
   } else if (p.q_stride == p.k_stride) {
     // Equal strides (every layout's blocks): query i sees clamp(i + delta, 0, sk) keys, a
@@ -65,7 +104,7 @@ double attention_forward_flops(const AttentionParams& p) {
     };
     pairs = ramp(delta + p.sq) - ramp(delta);
   } else {
-    for (int64_t i = 0; i < p.sq; ++i) pairs += double(visible_keys(p, i));
+    for (int64_t i = 0; i < p.sq; ++i) pairs += double(visible_key_range(p, i).size());
   }
   return 4.0 * double(p.d) * pairs * double(p.b) * double(p.H);
 }

@@ -9,7 +9,9 @@
 // The causal mask uses *global* positions, so that one block of a longer sequence (a ring
 // step, a zigzag chunk, a striped shard) is computed exactly as the whole would be:
 // query row i sits at q_offset + i * q_stride, key j at k_offset + j * k_stride, and the
-// key is visible when its position <= the query's.
+// key is visible when its position <= the query's. An optional DocumentMask adds packed
+// documents (a query sees only keys of its own document; positions in no document are padding,
+// which sees nothing and is seen by nothing) and a sliding window.
 //
 // Two versions of the kernels, in the spirit of llm.c's dev/cuda versions:
 //   version 1 (attention_v1.cpp)  the algorithm as the paper writes it, each tile's products one
@@ -20,8 +22,22 @@
 // attention_forward / attention_backward pick version 2 for float and version 1 for double.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace ringside::kernels::cpu {
+
+/// Packed documents and a sliding window, in global positions: FlashAttention's varlen
+/// cu_seqlens semantics, with TransformerEngine's cu_seqlens_padded for where each document
+/// starts (padding may sit between documents and after the last). Query position qp in
+/// document [start, start + length) sees key position kp when start <= kp, kp <= qp (causal) or
+/// kp < start + length (not causal), and, with a window W >= 1, qp - kp < W (not causal: also
+/// kp - qp < W). A position in no document is padding. No documents (both lists empty): the
+/// whole sequence is one document, and only the window applies.
+struct DocumentMask {
+  std::vector<int64_t> starts;   ///< first position of each document, ascending
+  std::vector<int64_t> lengths;  ///< tokens of each document, >= 1; documents do not overlap
+  int64_t window = 0;            ///< 0: no window
+};
 
 struct AttentionParams {
   int64_t b = 1, sq = 0, sk = 0, H = 1, Hkv = 1, d = 0;
@@ -31,24 +47,27 @@ struct AttentionParams {
   int64_t k_offset = 0, k_stride = 1;
   int64_t block_q = 256;  ///< query rows per tile (version 2: an upper bound, rounded to its strips)
   int64_t block_k = 256;  ///< keys per tile (version 2: an upper bound, rounded to its panels)
+  const DocumentMask* mask = nullptr;  ///< documents and window (global positions); null: none
 };
 
-/// Keys query row i sees: the count of j < sk with k_offset + j k_stride <= q_offset + i q_stride
-/// (sk without the causal mask). Visible keys are always a prefix, 0 .. visible_keys - 1.
-inline int64_t visible_keys(const AttentionParams& p, int64_t i) {
-  if (!p.causal) return p.sk;
-  const int64_t qpos = p.q_offset + i * p.q_stride;
-  if (qpos < p.k_offset) return 0;
-  const int64_t n = (qpos - p.k_offset) / p.k_stride + 1;
-  return n < p.sk ? n : p.sk;
-}
+/// The keys query row i sees, [begin, end) in key indices (begin == end: none). Every mask
+/// here (causal, documents, window) leaves a row an interval of global positions, and keys sit
+/// at an arithmetic progression of them, so a row's visible keys are always one interval;
+/// over the rows that see any key, begin and end never decrease.
+struct KeyRange {
+  int64_t begin = 0, end = 0;
+  bool empty() const { return end <= begin; }
+  int64_t size() const { return end > begin ? end - begin : 0; }
+};
+KeyRange visible_key_range(const AttentionParams& p, int64_t i);
 
-/// Throws ringside::Error unless the shapes are positive, H % Hkv == 0, strides >= 1, blocks >= 1.
+/// Throws ringside::Error unless the shapes are positive, H % Hkv == 0, strides >= 1, blocks >= 1,
+/// and the mask (if any) has ascending, non-overlapping documents of length >= 1 and a window >= 0.
 void validate(const AttentionParams& p);
 
 /// Forward: out = softmax(q k^T * softmax_scale + mask) v and lse = log sum exp of each row's
 /// scaled scores. A row with no visible key gets out 0 and lse -inf (never NaN). Tiles that the
-/// causal mask hides entirely are skipped. FLOPs: 4 b H sq sk d over the visible tiles.
+/// mask (causal, documents, window) hides entirely are skipped. FLOPs: 4 b H sq sk d over the visible tiles.
 template <class T>
 void attention_forward(const AttentionParams& p, const T* q, const T* k, const T* v, T* out, T* lse);
 
@@ -82,8 +101,8 @@ void attention_backward_v2(const AttentionParams& p, const float* q, const float
 template <class T>
 void lse_merge(int64_t b, int64_t sq, int64_t H, int64_t d, T* out, T* lse, const T* out_b, const T* lse_b);
 
-/// Forward FLOPs of the visible tiles as FlashAttention counts them (4 sq sk d per head, causal
-/// counted exactly over the visible (query, key) pairs, not halved approximately).
+/// Forward FLOPs as FlashAttention counts them: 4 d per visible (query, key) pair per head, the
+/// pairs counted exactly under the causal mask, documents and window (not halved approximately).
 double attention_forward_flops(const AttentionParams& p);
 
 }  // namespace ringside::kernels::cpu

@@ -17,27 +17,31 @@ namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
 
-// Where a tile sits against the causal diagonal. Positions grow with the index, so comparing
-// the tile's corners is enough.
+// Where a tile sits against the mask: every row's visible keys are one interval
+// (visible_key_range), so a tile is hidden when no row's interval meets its keys and visible
+// when every row's covers them.
 enum class TileMask { visible, partial, hidden };
 
 struct Positions {
   const AttentionParams& p;
-  int64_t q(int64_t i) const { return p.q_offset + i * p.q_stride; }
-  int64_t k(int64_t j) const { return p.k_offset + j * p.k_stride; }
   TileMask tile(int64_t i0, int64_t bq, int64_t j0, int64_t bk) const {
-    if (!p.causal) return TileMask::visible;
-    if (k(j0) > q(i0 + bq - 1)) return TileMask::hidden;    // first key after the last query
-    if (k(j0 + bk - 1) <= q(i0)) return TileMask::visible;  // last key before the first query
-    return TileMask::partial;
+    if (!p.causal && p.mask == nullptr) return TileMask::visible;
+    bool any = false, all = true;
+    for (int64_t i = i0; i < i0 + bq; ++i) {
+      const KeyRange r = visible_key_range(p, i);
+      const bool meets = r.begin < j0 + bk && r.end > j0 && !r.empty();
+      any = any || meets;
+      all = all && r.begin <= j0 && r.end >= j0 + bk;
+    }
+    return !any ? TileMask::hidden : all ? TileMask::visible : TileMask::partial;
   }
-  // Sets s[r][c] to -inf where key j0+c is after query i0+r.
+  // Sets s[r][c] to -inf where key j0+c is outside query i0+r's visible keys.
   template <class T>
   void apply(T* s, int64_t lds, int64_t i0, int64_t bq, int64_t j0, int64_t bk) const {
     for (int64_t r = 0; r < bq; ++r) {
-      const int64_t qp = q(i0 + r);
+      const KeyRange range = visible_key_range(p, i0 + r);
       for (int64_t c = 0; c < bk; ++c)
-        if (k(j0 + c) > qp) s[r * lds + c] = static_cast<T>(kNegInf);
+        if (j0 + c < range.begin || j0 + c >= range.end) s[r * lds + c] = static_cast<T>(kNegInf);
     }
   }
 };
@@ -76,7 +80,7 @@ void attention_forward_v1(const AttentionParams& p, const T* q, const T* k, cons
         for (int64_t j0 = 0; j0 < p.sk; j0 += Bk) {
           const int64_t bk = std::min(Bk, p.sk - j0);
           const TileMask tm = pos.tile(i0, bq, j0, bk);
-          if (tm == TileMask::hidden) break;  // every later key block is later still
+          if (tm == TileMask::hidden) continue;  // wholly masked: no work
           // S2 = scale log2(e) Q_i K_j^T
           gemm(false, true, bq, bk, d, scale2, qh + i0 * ldq, ldq, kh + j0 * ldk, ldk, T(0), s.data(), Bk);
           if (tm == TileMask::partial) pos.apply(s.data(), Bk, i0, bq, j0, bk);

@@ -218,10 +218,30 @@ void pack_rows(const float* x, int64_t ld, int64_t s, int64_t d, int64_t s_pad, 
     for (int64_t c = 0; c < d; ++c) out[i * dp + c] = scale * x[i * ld + c];
 }
 
-// The last key index row i sees (-1 for none): visible_keys(p, i) - 1.
-struct KeyLimits {
-  const AttentionParams& p;
-  int64_t operator()(int64_t i) const { return visible_keys(p, i) - 1; }
+// The keys each query row sees (visible_key_range), found once per call, and per strip of
+// kRows rows the keys any of its rows sees: from the first visible key of any row to past the
+// last (empty when none sees any; rows past sq see nothing).
+struct RowKeys {
+  std::vector<KeyRange> row, strip;
+  explicit RowKeys(const AttentionParams& p) : row(round_up(p.sq, kRows)), strip(row.size() / kRows) {
+    for (int64_t i = 0; i < p.sq; ++i) row[i] = visible_key_range(p, i);
+    for (size_t g = 0; g < strip.size(); ++g) strip[g] = span(int64_t(g) * kRows, kRows);
+  }
+  // Rows [i0, i0 + n) together (i0 a multiple of kRows).
+  KeyRange block(int64_t i0, int64_t n) const {
+    KeyRange all{std::numeric_limits<int64_t>::max(), 0};
+    for (int64_t g = i0 / kRows; g < (i0 + n + kRows - 1) / kRows; ++g)
+      if (!strip[g].empty()) all.begin = std::min(all.begin, strip[g].begin), all.end = std::max(all.end, strip[g].end);
+    return all.empty() ? KeyRange{} : all;
+  }
+
+ private:
+  KeyRange span(int64_t i0, int64_t n) const {
+    KeyRange all{std::numeric_limits<int64_t>::max(), 0};
+    for (int64_t i = i0; i < i0 + n; ++i)
+      if (!row[i].empty()) all.begin = std::min(all.begin, row[i].begin), all.end = std::max(all.end, row[i].end);
+    return all.empty() ? KeyRange{} : all;
+  }
 };
 
 // A 64-byte aligned float scratch buffer.
@@ -256,8 +276,8 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
   const int64_t ldq = H * d, ldk = Hkv * d;
   const int64_t dp = round_up(d, W), sk_pad = round_up(p.sk, NR);
   const Tiles t(p, NR, 252, 256);
+  const RowKeys keys(p);
   const float scale2 = static_cast<float>(p.softmax_scale * kLog2e);
-  const KeyLimits limit{p};
 
   // K^T is packed; V is read in place when its rows are whole vectors (d % W == 0), else packed
   // with zero columns; Q is read in place, but for a last strip of fewer than kRows rows, which is
@@ -285,25 +305,30 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
           std::fill(acc.get(), acc.get() + t.Bq * dp, 0.0f);
           std::fill(m.get(), m.get() + t.Bq, kNegInf);
           std::fill(l.get(), l.get() + t.Bq, 0.0f);
-          const int64_t block_keys = limit(i0 + bq - 1) + 1;  // keys any row of the block sees
+          const KeyRange block_keys = keys.block(i0, bq);  // keys any row of the block sees
           const int64_t tail_rows = bq % kRows;  // a last strip of fewer rows, copied once
           if (tail_rows > 0) pack_rows(qh + (i0 + bq - tail_rows) * ldq, ldq, tail_rows, d, kRows, d, 1.0f, q_tail.get());
 
-          for (int64_t j0 = 0; j0 < block_keys; j0 += t.Bk) {
+          for (int64_t j0 = block_keys.begin / t.Bk * t.Bk; j0 < block_keys.end; j0 += t.Bk) {
             for (int64_t r0 = 0; r0 < bq; r0 += kRows) {
               const int64_t rows = std::min(kRows, bq - r0);
-              // This strip's keys in the block: up to its last row's limit, in whole panels.
-              const int64_t seen = std::min(t.Bk, limit(i0 + r0 + rows - 1) + 1 - j0);
-              if (seen <= 0) continue;  // the strip sees nothing of this block (causal)
+              // This strip's keys in the block, columns [c0, seen), c0 on a panel's edge.
+              const KeyRange strip = keys.strip[(i0 + r0) / kRows];
+              const int64_t seen = std::min(t.Bk, strip.end - j0);
+              if (strip.empty() || seen <= 0 || strip.begin >= j0 + t.Bk) continue;  // the mask hides the strip
+              const int64_t c0 = std::max<int64_t>(0, strip.begin - j0) / NR * NR;
               const int64_t width = round_up(seen, NR);
               float* sr = s.get();
-              // S = Q K^T for the strip, then the mask: -inf past each row's own limit.
+              // S = Q K^T for the strip, then the mask: -inf outside each row's own keys.
               const bool tail = rows < kRows;
-              micro_panels<A>(tail ? q_tail.get() : qh + (i0 + r0) * ldq, tail ? d : ldq, d, kt.get() + j0 * d,
-                              width / NR, sr, t.Bk);
+              micro_panels<A>(tail ? q_tail.get() : qh + (i0 + r0) * ldq, tail ? d : ldq, d, kt.get() + (j0 + c0) * d,
+                              (width - c0) / NR, sr + c0, t.Bk);
               for (int64_t r = 0; r < kRows; ++r) {
-                const int64_t row_seen = r < rows ? limit(i0 + r0 + r) + 1 - j0 : 0;
-                for (int64_t c = std::max<int64_t>(row_seen, 0); c < width; ++c) sr[r * t.Bk + c] = kNegInf;
+                const KeyRange row = keys.row[i0 + r0 + r];
+                const int64_t lo = row.empty() ? width : std::clamp<int64_t>(row.begin - j0, c0, width);
+                const int64_t hi = row.empty() ? width : std::clamp<int64_t>(row.end - j0, lo, width);
+                for (int64_t c = c0; c < lo; ++c) sr[r * t.Bk + c] = kNegInf;
+                for (int64_t c = hi; c < width; ++c) sr[r * t.Bk + c] = kNegInf;
               }
               // Online softmax on the strip (Milakov & Gimelshein 2018), in base 2 as FlashAttention-2
               // does: with S2 = softmax_scale log2(e) S, exp(S - m) = 2^(S2 - m2), the running max m2
@@ -312,18 +337,18 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
                 float* row = sr + r * t.Bk;
                 const int64_t ri = r0 + r;
                 V mx = splat<A>(kNegInf);
-                for (int64_t c = 0; c < width; c += W) {
+                for (int64_t c = c0; c < width; c += W) {
                   const V x = load<V>(row + c);
                   mx = x > mx ? x : mx;
                 }
                 const float m_new = std::max(ri < bq ? m[ri] : kNegInf, scale2 * lanes_max(mx));
                 if (m_new == kNegInf) {  // nothing visible yet in this row: P = 0
-                  std::fill(row, row + width, 0.0f);
+                  std::fill(row + c0, row + width, 0.0f);
                   continue;
                 }
                 V sum{};
                 const V mv = splat<A>(m_new);
-                for (int64_t c = 0; c < width; c += W) {
+                for (int64_t c = c0; c < width; c += W) {
                   const V e = exp2v<A>(load<V>(row + c) * scale2v - mv);
                   store<V>(row + c, e);
                   sum += e;
@@ -340,7 +365,7 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
                 }
               }
               // O += P V over the strip's keys.
-              micro_row<A, true>(sr, t.Bk, 1, seen, vrows + j0 * ldv, ldv, dp, acc.get() + r0 * dp, dp);
+              micro_row<A, true>(sr + c0, t.Bk, 1, seen - c0, vrows + (j0 + c0) * ldv, ldv, dp, acc.get() + r0 * dp, dp);
             }
           }
 
@@ -371,8 +396,8 @@ RS_INLINE void backward_impl(const AttentionParams& p, const float* q, const flo
   const int64_t ldq = H * d, ldk = Hkv * d;
   const int64_t dp = round_up(d, W), sq_pad = round_up(p.sq, kRows), sk_pad = round_up(p.sk, NR);
   const Tiles t(p, NR, 96, 128);
+  const RowKeys keys(p);
   const float scale2 = static_cast<float>(p.softmax_scale * kLog2e);
-  const KeyLimits limit{p};
 
   // Per kv head: K^T and V^T panels (for S and dP), K rows (for dQ). Per query head: Qs and dO
   // rows, D and lse2 per row, and dQ's accumulator. Per key block: dK's and dV's accumulators
@@ -412,9 +437,12 @@ RS_INLINE void backward_impl(const AttentionParams& p, const float* q, const flo
           bool touched = false;
           for (int64_t i0 = 0; i0 < p.sq; i0 += t.Bq) {
             const int64_t bq = std::min(t.Bq, p.sq - i0);
-            // Keys of this block that any row of the query block sees (causal: the last row).
-            const int64_t block_seen = std::min(bk, limit(i0 + bq - 1) + 1 - j0);
-            if (block_seen <= 0) continue;  // later query blocks may still see this key block
+            // Keys of this block that any row of the query block sees: columns [block_c0, block_seen).
+            const KeyRange block_keys = keys.block(i0, bq);
+            const int64_t block_seen = std::min(bk, block_keys.end - j0);
+            // Hidden by the mask: skip (other query blocks may still see this key block).
+            if (block_keys.empty() || block_seen <= 0 || block_keys.begin >= j0 + bk) continue;
+            const int64_t block_c0 = std::max<int64_t>(0, block_keys.begin - j0) / kRows * kRows;
             touched = true;
             const int64_t block_width = std::max(round_up(block_seen, NR), round_up(block_seen, kRows));
             const int64_t strips = round_up(bq, kRows);
@@ -422,33 +450,42 @@ RS_INLINE void backward_impl(const AttentionParams& p, const float* q, const flo
               const int64_t rows = std::min(kRows, bq - r0);
               float* pr = pt.get() + r0 * ldp;
               float* dsr = dst.get() + r0 * ldp;
-              const int64_t seen = std::min(bk, limit(i0 + r0 + rows - 1) + 1 - j0);
-              const int64_t width = seen > 0 ? round_up(seen, NR) : 0;
+              const KeyRange strip = keys.strip[(i0 + r0) / kRows];
+              const int64_t seen = std::min(bk, strip.end - j0);
+              const bool meets = !strip.empty() && seen > 0 && strip.begin < j0 + bk;
+              const int64_t c0 = meets ? std::max<int64_t>(0, strip.begin - j0) / NR * NR : 0;
+              const int64_t width = meets ? round_up(seen, NR) : 0;
               if (width > 0) {
-                // P = 2^(Qs K^T - lse2), zero past each row's limit and in padding rows.
-                micro_panels<A>(qs.get() + (i0 + r0) * dp, dp, d, kt.get() + j0 * d, width / NR, pr, ldp);
+                // P = 2^(Qs K^T - lse2), zero outside each row's keys and in padding rows.
+                micro_panels<A>(qs.get() + (i0 + r0) * dp, dp, d, kt.get() + (j0 + c0) * d, (width - c0) / NR, pr + c0,
+                                ldp);
                 // dP = dO V^T
-                micro_panels<A>(dos.get() + (i0 + r0) * dp, dp, d, vt.get() + j0 * d, width / NR, dsr, ldp);
+                micro_panels<A>(dos.get() + (i0 + r0) * dp, dp, d, vt.get() + (j0 + c0) * d, (width - c0) / NR,
+                                dsr + c0, ldp);
                 for (int64_t r = 0; r < kRows; ++r) {
                   const int64_t ri = i0 + r0 + r;
                   float* prow = pr + r * ldp;
                   float* dsrow = dsr + r * ldp;
                   const V l2 = splat<A>(lse2[ri]), Dv = splat<A>(D[ri]);
-                  if (lse2[ri] == kNegInf) {  // the row sees no key at all
+                  if (lse2[ri] == kNegInf || r >= rows) {  // the row sees no key at all
                     std::fill(prow, prow + width, 0.0f);
                     std::fill(dsrow, dsrow + width, 0.0f);
                     continue;
                   }
-                  for (int64_t c = 0; c < width; c += W) {
+                  for (int64_t c = c0; c < width; c += W) {
                     const V pv = exp2v<A>(load<V>(prow + c) - l2);
                     store<V>(prow + c, pv);
                     store<V>(dsrow + c, pv * (load<V>(dsrow + c) - Dv));  // dS = P (dP - D)
                   }
-                  const int64_t row_seen = r < rows ? std::max<int64_t>(limit(ri) + 1 - j0, 0) : 0;
-                  for (int64_t c = row_seen; c < width; ++c) prow[c] = dsrow[c] = 0.0f;
+                  const KeyRange row = keys.row[ri];
+                  const int64_t lo = row.empty() ? width : std::clamp<int64_t>(row.begin - j0, 0, width);
+                  const int64_t hi = row.empty() ? width : std::clamp<int64_t>(row.end - j0, lo, width);
+                  for (int64_t c = 0; c < lo; ++c) prow[c] = dsrow[c] = 0.0f;
+                  for (int64_t c = hi; c < width; ++c) prow[c] = dsrow[c] = 0.0f;
                 }
                 // dQ_i += dS K_j (scaled by softmax_scale at the end).
-                micro_row<A, true>(dsr, ldp, 1, seen, kr.get() + j0 * dp, dp, dp, dq_acc.get() + (i0 + r0) * dp, dp);
+                micro_row<A, true>(dsr + c0, ldp, 1, seen - c0, kr.get() + (j0 + c0) * dp, dp, dp,
+                                   dq_acc.get() + (i0 + r0) * dp, dp);
               }
               // The rest of the block's columns this strip does not see: zero, for P^T dO below.
               for (int64_t r = 0; r < kRows; ++r) {
@@ -457,7 +494,7 @@ RS_INLINE void backward_impl(const AttentionParams& p, const float* q, const flo
               }
             }
             // dV_j += P^T dO_i and dK_j += dS^T Qs_i: A = P^T, read down P's columns.
-            for (int64_t j = 0; j < block_seen; j += kRows) {
+            for (int64_t j = block_c0; j < block_seen; j += kRows) {
               micro_row<A, true>(pt.get() + j, 1, ldp, strips, dos.get() + i0 * dp, dp, dp, dv_acc.get() + j * dp, dp);
               micro_row<A, true>(dst.get() + j, 1, ldp, strips, qs.get() + i0 * dp, dp, dp, dk_acc.get() + j * dp, dp);
             }

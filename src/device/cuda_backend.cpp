@@ -27,6 +27,11 @@ using checks::rows;
 void f32(const Tensor& t, const char* op) {
   RS_CHECK(t.dtype() == DType::f32, op, ": the CUDA backend computes in f32 (got ", to_string(t.dtype()), ")");
 }
+// The CUDA kernels know the causal mask only; packed documents and windows run on the CPU.
+void no_document_mask(const AttentionParams& p, const char* op) {
+  RS_CHECK(p.mask == nullptr, op, ": the CUDA kernels do not take packed documents or a sliding window yet",
+           " (run with --device cpu)");
+}
 void same(const Tensor& a, const Tensor& b, const char* op) {
   checks::same(a, b, op, kCuda);
   f32(a, op);
@@ -166,6 +171,7 @@ class CudaBackend final : public Backend {
   void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                          Tensor& lse) override {
     checks::attention(p, q, k, v, "attention_forward", kCuda);
+    no_document_mask(p, "attention_forward");
     f32(q, "attention_forward");
     check_tensor(out, q.shape(), q.dtype(), "attention_forward: out");
     check_tensor(lse, {p.b, p.H, p.sq}, q.dtype(), "attention_forward: lse");
@@ -176,6 +182,7 @@ class CudaBackend final : public Backend {
                           const Tensor& out, const Tensor& dout, const Tensor& lse, Tensor& dq, Tensor& dk,
                           Tensor& dv) override {
     checks::attention_backward(p, q, k, v, out, dout, lse, dq, dk, dv, kCuda);
+    no_document_mask(p, "attention_backward");
     f32(q, "attention_backward");
     check_smem(p.d, true);
     AllocTag scratch = q.tag();
