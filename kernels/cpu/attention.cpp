@@ -87,11 +87,9 @@ void lse_merge(int64_t b, int64_t sq, int64_t H, int64_t d, T* out, T* lse, cons
 double attention_forward_flops(const AttentionParams& p) {
   // Visible (query, key) pairs per head; each costs 2d for QK^T and 2d for PV.
   double pairs = 0;
-  if (p.mask != nullptr) {  // documents or a window: row by row
-    for (int64_t i = 0; i < p.sq; ++i) pairs += double(visible_key_range(p, i).size());
-  } else if (!p.causal) {
+  if (p.mask == nullptr && !p.causal) {
     pairs = double(p.sq) * double(p.sk);
-  } else if (p.q_stride == p.k_stride) {
+  } else if (p.mask == nullptr && p.q_stride == p.k_stride) {
     // Equal strides (every layout's blocks): query i sees clamp(i + delta, 0, sk) keys, a
     // clamped ramp, summed in closed form so that the count costs the same at any length.
     const int64_t t = p.k_stride, D = p.q_offset - p.k_offset;
@@ -103,7 +101,7 @@ double attention_forward_flops(const AttentionParams& p) {
       return double(p.sk) * double(p.sk + 1) / 2 + double(m - p.sk) * double(p.sk);
     };
     pairs = ramp(delta + p.sq) - ramp(delta);
-  } else {
+  } else {  // documents, a window, or unequal strides: row by row
     for (int64_t i = 0; i < p.sq; ++i) pairs += double(visible_key_range(p, i).size());
   }
   return 4.0 * double(p.d) * pairs * double(p.b) * double(p.H);

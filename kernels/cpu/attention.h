@@ -58,7 +58,15 @@ struct KeyRange {
   int64_t begin = 0, end = 0;
   bool empty() const { return end <= begin; }
   int64_t size() const { return end > begin ? end - begin : 0; }
+  /// Whether any of keys [j0, j0 + n) is in the range.
+  bool meets(int64_t j0, int64_t n) const { return !empty() && begin < j0 + n && end > j0; }
 };
+/// The smallest range holding both (an empty range adds nothing).
+inline KeyRange hull(const KeyRange& a, const KeyRange& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return {a.begin < b.begin ? a.begin : b.begin, a.end > b.end ? a.end : b.end};
+}
 KeyRange visible_key_range(const AttentionParams& p, int64_t i);
 
 /// Throws ringside::Error unless the shapes are positive, H % Hkv == 0, strides >= 1, blocks >= 1,
@@ -67,7 +75,7 @@ void validate(const AttentionParams& p);
 
 /// Forward: out = softmax(q k^T * softmax_scale + mask) v and lse = log sum exp of each row's
 /// scaled scores. A row with no visible key gets out 0 and lse -inf (never NaN). Tiles that the
-/// mask (causal, documents, window) hides entirely are skipped. FLOPs: 4 b H sq sk d over the visible tiles.
+/// mask (causal, documents, window) hides entirely are skipped. FLOPs: attention_forward_flops.
 template <class T>
 void attention_forward(const AttentionParams& p, const T* q, const T* k, const T* v, T* out, T* lse);
 

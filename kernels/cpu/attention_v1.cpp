@@ -29,8 +29,7 @@ struct Positions {
     bool any = false, all = true;
     for (int64_t i = i0; i < i0 + bq; ++i) {
       const KeyRange r = visible_key_range(p, i);
-      const bool meets = r.begin < j0 + bk && r.end > j0 && !r.empty();
-      any = any || meets;
+      any = any || r.meets(j0, bk);
       all = all && r.begin <= j0 && r.end >= j0 + bk;
     }
     return !any ? TileMask::hidden : all ? TileMask::visible : TileMask::partial;

@@ -229,18 +229,16 @@ struct RowKeys {
   }
   // Rows [i0, i0 + n) together (i0 a multiple of kRows).
   KeyRange block(int64_t i0, int64_t n) const {
-    KeyRange all{std::numeric_limits<int64_t>::max(), 0};
-    for (int64_t g = i0 / kRows; g < (i0 + n + kRows - 1) / kRows; ++g)
-      if (!strip[g].empty()) all.begin = std::min(all.begin, strip[g].begin), all.end = std::max(all.end, strip[g].end);
-    return all.empty() ? KeyRange{} : all;
+    KeyRange all;
+    for (int64_t g = i0 / kRows; g < (i0 + n + kRows - 1) / kRows; ++g) all = hull(all, strip[g]);
+    return all;
   }
 
  private:
   KeyRange span(int64_t i0, int64_t n) const {
-    KeyRange all{std::numeric_limits<int64_t>::max(), 0};
-    for (int64_t i = i0; i < i0 + n; ++i)
-      if (!row[i].empty()) all.begin = std::min(all.begin, row[i].begin), all.end = std::max(all.end, row[i].end);
-    return all.empty() ? KeyRange{} : all;
+    KeyRange all;
+    for (int64_t i = i0; i < i0 + n; ++i) all = hull(all, row[i]);
+    return all;
   }
 };
 
@@ -315,7 +313,7 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
               // This strip's keys in the block, columns [c0, seen), c0 on a panel's edge.
               const KeyRange strip = keys.strip[(i0 + r0) / kRows];
               const int64_t seen = std::min(t.Bk, strip.end - j0);
-              if (strip.empty() || seen <= 0 || strip.begin >= j0 + t.Bk) continue;  // the mask hides the strip
+              if (!strip.meets(j0, t.Bk)) continue;  // the mask hides the strip
               const int64_t c0 = std::max<int64_t>(0, strip.begin - j0) / NR * NR;
               const int64_t width = round_up(seen, NR);
               float* sr = s.get();
@@ -441,18 +439,17 @@ RS_INLINE void backward_impl(const AttentionParams& p, const float* q, const flo
             const KeyRange block_keys = keys.block(i0, bq);
             const int64_t block_seen = std::min(bk, block_keys.end - j0);
             // Hidden by the mask: skip (other query blocks may still see this key block).
-            if (block_keys.empty() || block_seen <= 0 || block_keys.begin >= j0 + bk) continue;
+            if (!block_keys.meets(j0, bk)) continue;
             const int64_t block_c0 = std::max<int64_t>(0, block_keys.begin - j0) / kRows * kRows;
             touched = true;
             const int64_t block_width = std::max(round_up(block_seen, NR), round_up(block_seen, kRows));
             const int64_t strips = round_up(bq, kRows);
             for (int64_t r0 = 0; r0 < strips; r0 += kRows) {
-              const int64_t rows = std::min(kRows, bq - r0);
               float* pr = pt.get() + r0 * ldp;
               float* dsr = dst.get() + r0 * ldp;
               const KeyRange strip = keys.strip[(i0 + r0) / kRows];
               const int64_t seen = std::min(bk, strip.end - j0);
-              const bool meets = !strip.empty() && seen > 0 && strip.begin < j0 + bk;
+              const bool meets = strip.meets(j0, bk);
               const int64_t c0 = meets ? std::max<int64_t>(0, strip.begin - j0) / NR * NR : 0;
               const int64_t width = meets ? round_up(seen, NR) : 0;
               if (width > 0) {
@@ -467,7 +464,7 @@ RS_INLINE void backward_impl(const AttentionParams& p, const float* q, const flo
                   float* prow = pr + r * ldp;
                   float* dsrow = dsr + r * ldp;
                   const V l2 = splat<A>(lse2[ri]), Dv = splat<A>(D[ri]);
-                  if (lse2[ri] == kNegInf || r >= rows) {  // the row sees no key at all
+                  if (lse2[ri] == kNegInf) {  // the row sees no key at all (padding rows too)
                     std::fill(prow, prow + width, 0.0f);
                     std::fill(dsrow, dsrow + width, 0.0f);
                     continue;
