@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """An independent forward pass in NumPy (float64) over the tensors `ringside reference --dump`
-wrote: the design's layer written again from its formulas, in another language. Exits non-zero
-when the dumped `out` differs from it by more than fp32 rounding (relative error 1e-5).
+(or `run --dump`) wrote: the design's layer written again from its formulas, in another
+language, with the attention mask rebuilt from the manifest alone (documents as cu_seqlens, the
+window, RoPE positions per document or global) and the manifest's padding checked to hold every
+real token once. Exits non-zero when the dumped `out` differs from it by more than fp32
+rounding (relative error 1e-5), or when the padding record is inconsistent.
 
-usage: numpy_forward.py DUMP_DIR
+usage: numpy_forward.py DUMP_DIR [S]   (S: the padded length the manifest must record)
 """
 import json
 import math
@@ -12,7 +15,7 @@ import sys
 import numpy as np
 
 
-def main(d):
+def main(d, want_slots=None):
     m = json.load(open(f"{d}/manifest.json"))
     c = m["config"]
     t = {name: np.load(f"{d}/{e['file']}").astype(np.float64) for name, e in m["tensors"].items()}
@@ -24,9 +27,30 @@ def main(d):
         var = ((x - mu) ** 2).mean(-1, keepdims=True)
         return (x - mu) / np.sqrt(var + c["eps"]) * g + beta
 
-    def rope(x):  # x [b, s, heads, d], rotate-half, theta^(-2i/d)
+    mask = m.get("mask", {"cu_seqlens": [0, s], "causal": c["causal"], "window": 0, "rope_positions": "global"})
+    cu = np.array(mask["cu_seqlens"])
+    assert cu[0] == 0 and cu[-1] == s and np.all(np.diff(cu) >= 1), f"bad cu_seqlens {cu}"
+    doc = np.searchsorted(cu, np.arange(s), side="right") - 1  # each token's document
+    i, j = np.arange(s)[:, None], np.arange(s)[None, :]
+    visible = doc[:, None] == doc[None, :]
+    if mask["causal"]:
+        visible &= j <= i
+    if mask["window"] > 0:
+        visible &= (i - j < mask["window"]) if mask["causal"] else (abs(i - j) < mask["window"])
+    pos = np.arange(s) - (cu[doc] if mask["rope_positions"] == "document" else 0)
+    pad = mask.get("padding")
+    if pad:  # the run's slots: every real token exactly once, in order, documents whole
+        real = [g["real"] + k for g in pad["segments"] for k in range(g["len"])]
+        slots = sum(g["padded"] for g in pad["segments"])
+        assert real == list(range(s)) and slots == pad["S"] >= s, f"padding holds tokens {real[:8]}... in {slots} slots"
+        print(f"padding: s = {s} real tokens in S = {pad['S']} slots, {len(pad['segments'])} segments")
+    if want_slots is not None and (pad or {}).get("S") != want_slots:
+        print(f"the manifest records S = {(pad or {}).get('S')} slots, expected {want_slots}")
+        return 1
+
+    def rope(x):  # x [b, s, heads, d], rotate-half, theta^(-2i/d), at each token's position
         half = hd // 2
-        ang = np.arange(s)[:, None] * c["rope_theta"] ** (-2.0 * np.arange(half) / hd)
+        ang = pos[:, None] * c["rope_theta"] ** (-2.0 * np.arange(half) / hd)
         cos, sin = np.cos(ang)[None, :, None, :], np.sin(ang)[None, :, None, :]
         x1, x2 = x[..., :half], x[..., half:]
         return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
@@ -41,8 +65,7 @@ def main(d):
     k = np.repeat(k, H // Hkv, axis=2)  # query head i reads kv head i // (H / Hkv)
     v = np.repeat(v, H // Hkv, axis=2)
     scores = np.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(hd)
-    if c["causal"]:
-        scores = np.where(np.tril(np.ones((s, s), bool)), scores, -np.inf)
+    scores = np.where(visible, scores, -np.inf)  # every token sees itself, so no row is empty
     prob = np.exp(scores - scores.max(-1, keepdims=True))
     prob /= prob.sum(-1, keepdims=True)
     a = np.einsum("bhij,bjhd->bihd", prob, v).reshape(b, s, H * hd)
@@ -57,4 +80,4 @@ def main(d):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None))

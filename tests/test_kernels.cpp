@@ -89,57 +89,57 @@ kc::AttentionParams params(int64_t b, int64_t sq, int64_t sk, int64_t H, int64_t
 
 std::vector<AttnCase> attention_cases() {
   std::vector<AttnCase> cases;
-  cases.push_back({"one token", params(1, 1, 1, 2, 1, 8, true)});
+  cases.push_back({"one token", params(1, 1, 1, 2, 1, 8, true), nullptr});
   {
     auto p = params(1, 37, 37, 4, 2, 16, true);
     p.block_q = 16, p.block_k = 8;
-    cases.push_back({"s not a multiple of the block", p});
+    cases.push_back({"s not a multiple of the block", p, nullptr});
   }
   {
     auto p = params(2, 40, 40, 3, 3, 8, false);
     p.block_q = 16, p.block_k = 16;
-    cases.push_back({"H = Hkv, full attention", p});
+    cases.push_back({"H = Hkv, full attention", p, nullptr});
   }
   {
     auto p = params(2, 33, 33, 4, 1, 8, true);
     p.block_q = 8, p.block_k = 16;
-    cases.push_back({"Hkv = 1 (multi-query)", p});
+    cases.push_back({"Hkv = 1 (multi-query)", p, nullptr});
   }
   {
     auto p = params(1, 16, 16, 2, 1, 8, true);
     p.q_offset = 0, p.k_offset = 64;
-    cases.push_back({"query block before the key block (all masked)", p});
+    cases.push_back({"query block before the key block (all masked)", p, nullptr});
   }
   {
     auto p = params(1, 24, 32, 2, 2, 8, true);
     p.q_offset = 8, p.k_offset = 0, p.block_q = 8, p.block_k = 8;
-    cases.push_back({"query block across the key block", p});
+    cases.push_back({"query block across the key block", p, nullptr});
   }
   {
     auto p = params(1, 16, 32, 2, 1, 8, true);
     p.q_offset = 100, p.k_offset = 0, p.block_q = 8, p.block_k = 8;
-    cases.push_back({"query block after the key block", p});
+    cases.push_back({"query block after the key block", p, nullptr});
   }
   {
     auto p = params(1, 12, 12, 2, 2, 8, true);
     p.q_offset = 0, p.k_offset = 5, p.block_q = 4, p.block_k = 4;
-    cases.push_back({"some rows fully masked", p});
+    cases.push_back({"some rows fully masked", p, nullptr});
   }
   {
     auto p = params(2, 20, 20, 4, 2, 8, true);
     p.q_offset = 1, p.q_stride = 4, p.k_offset = 3, p.k_stride = 4, p.block_q = 8, p.block_k = 8;
-    cases.push_back({"strided (striped) positions", p});
+    cases.push_back({"strided (striped) positions", p, nullptr});
   }
-  cases.push_back({"d = 128, default blocks, s = 300", params(1, 300, 300, 2, 1, 128, true)});
+  cases.push_back({"d = 128, default blocks, s = 300", params(1, 300, 300, 2, 1, 128, true), nullptr});
   // Head dims of real models (64: GPT-2, 80: Phi-2, 128: Llama 3) and 32 and 160 around them:
   // d = 80 and 160 are not multiples of version 2's four-vector register row; s = 263 spans
   // more than one of its key blocks and ends mid-strip.
   for (int64_t d : {32, 64, 80, 128, 160})
-    cases.push_back({"d = " + std::to_string(d) + ", GQA, s = 263", params(1, 263, 263, 4, 2, d, true)});
+    cases.push_back({"d = " + std::to_string(d) + ", GQA, s = 263", params(1, 263, 263, 4, 2, d, true), nullptr});
   {
     auto p = params(1, 7, 300, 2, 1, 64, true);
     p.q_offset = 290, p.k_offset = 0;
-    cases.push_back({"7 queries at the end of 300 keys (a ring step's diagonal)", p});
+    cases.push_back({"7 queries at the end of 300 keys (a ring step's diagonal)", p, nullptr});
   }
   // Packed documents (varlen, cu_seqlens) and sliding windows: documents of 1, 2, odd and long
   // lengths; padding between documents and after the last; windows of 1, smaller than a tile

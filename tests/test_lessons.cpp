@@ -50,7 +50,7 @@ void check_steps(const Script& s) {
 
 }  // namespace
 
-TEST_CASE("lesson 1: saved bytes measured equal the formula; Korthikanti's GPT-3 numbers", "[lessons]") {
+TEST_CASE("lesson 1: saved bytes measured equal the formula, Korthikanti's GPT-3 numbers", "[lessons]") {
   const Script s = build_lesson(1);
   check_steps(s);
   for (double sl : {128.0, 256.0, 512.0}) {
@@ -88,7 +88,7 @@ TEST_CASE("lesson 2: SP sends TP's bytes, and the LayerNorm gradient needs its a
   REQUIRE(num(s, "ln1_gamma_error_allreduced_max") < 1e-5);  // the all-reduced one is right
 }
 
-TEST_CASE("lesson 3: the LSE merge is exact; the ring's steps move the right blocks and bytes", "[lessons]") {
+TEST_CASE("lesson 3: the LSE merge is exact, the ring's steps move the right blocks and bytes", "[lessons]") {
   const Script s = build_lesson(3);
   check_steps(s);
   REQUIRE(num(s, "merge_max_abs_error") < 1e-12);
@@ -135,7 +135,7 @@ TEST_CASE("lesson 3: the LSE merge is exact; the ring's steps move the right blo
   REQUIRE(num(s, "c2048_attention_hidden_pct") > num(s, "c512_attention_hidden_pct"));
 }
 
-TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly", "[lessons]") {
+TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly, and per document when packed", "[lessons]") {
   const Script s = build_lesson(4);
   check_steps(s);
   const double P = 4, sl = 512, d = 16, H = 8, c = sl / P, per_pair = 4 * d * H;
@@ -164,6 +164,26 @@ TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly", "[l
   REQUIRE(num(s, "modeled_contiguous_idle_ns_rank0") > 0.5 * num(s, "modeled_contiguous_layer_ns"));
   REQUIRE(num(s, "modeled_contiguous_idle_ns_rank3") < 0.01 * num(s, "modeled_contiguous_layer_ns"));
   for (int r = 0; r < 4; ++r) REQUIRE(num(s, "modeled_zigzag_idle_ns_rank" + std::to_string(r)) < 0.03 * num(s, "modeled_zigzag_layer_ns"));
+  // Packed documents 300, 20, 130, 60 (s = 510): every layout computes the same pairs, one
+  // triangle per document, 4 d H FLOPs each; zigzag pads the end to 512, the per-document
+  // layouts each document to a multiple of 2P = 8 (304 + 24 + 136 + 64 = 528).
+  const double packed_total = per_pair * (300.0 * 301 + 20.0 * 21 + 130.0 * 131 + 60.0 * 61) / 2;
+  REQUIRE(num(s, "packed_flops_total") == packed_total);
+  for (const char* key : {"packed_zigzag", "packed_zigzag_per_doc", "packed_greedy"}) {
+    double total = 0;
+    for (int r = 0; r < 4; ++r) total += num(s, std::string(key) + "_flops_rank" + std::to_string(r));
+    CHECK(total == packed_total);
+  }
+  CHECK(num(s, "packed_zigzag_S") == 512);
+  CHECK(num(s, "packed_zigzag_per_doc_S") == 528);
+  CHECK(num(s, "packed_greedy_S") == 528);
+  // Zigzag-per-doc's rank 0 holds every document's last chunk, where the padding is: in the
+  // 20-token document (padded to 24, chunks of 3) its chunk 7 is padding alone.
+  CHECK(num(s, "packed_zigzag_per_doc_flops_rank0") < num(s, "packed_zigzag_per_doc_flops_rank1"));
+  CHECK(num(s, "packed_greedy_max_over_min") < 1.02);
+  CHECK(num(s, "packed_greedy_max_over_min") < num(s, "packed_zigzag_per_doc_max_over_min"));
+  CHECK(num(s, "packed_zigzag_per_doc_max_over_min") < num(s, "packed_zigzag_max_over_min"));
+  CHECK(num(s, "packed_max_error") < 1e-5);
   // The tile map of a "ring zigzag" run is zigzag's, whatever otherData says.
   const auto m = viz::tile_map(s.trace, "ring striped");
   REQUIRE(m.has_value());
@@ -278,7 +298,7 @@ TEST_CASE("a lesson's steps survive the trace file and the presenter pauses and 
   REQUIRE(present(s, none, all, false) == s.steps.size());
 }
 
-TEST_CASE("malformed lesson steps in a trace are an error; other traces have none", "[lessons]") {
+TEST_CASE("malformed lesson steps in a trace are an error, other traces have none", "[lessons]") {
   REQUIRE(steps_of(nlohmann::json::object()).empty());
   auto bad = [](const char* text) { return steps_of(nlohmann::json::parse(text)); };
   REQUIRE_THROWS_WITH(bad(R"({"lesson": 3})"), Catch::Contains("not an object"));

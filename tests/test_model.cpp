@@ -302,7 +302,7 @@ TEST_CASE("Ulysses moves 4Nh/P per link: N h / P^2 per message, four all-to-alls
   }
 }
 
-TEST_CASE("hardware profiles: the built-in ones parse; a bad one is refused by name", "[model]") {
+TEST_CASE("hardware profiles: the built-in ones parse, a bad one is refused by name", "[model]") {
   for (const std::string& n : model::hardware_names()) {
     if (n == "this-machine") continue;
     const model::Hardware h = model::load_hardware(n);
@@ -334,7 +334,7 @@ TEST_CASE("hardware profiles: the built-in ones parse; a bad one is refused by n
   REQUIRE(me.memory_bandwidth > 1e8);
 }
 
-TEST_CASE("the model never overflows: past the trace's range it names the op; below, time grows with s", "[model]") {
+TEST_CASE("the model never overflows: past the trace's range it names the op, below, time grows with s", "[model]") {
   // The slowest profile the ranges accept (issue 15: int64 ns wrapped, 4.1e9 s at 1M tokens,
   // 9.2e9 s at 8M, then 4.4e9 s at 32M).
   model::Hardware slow = ideal(1e6, 1e6);

@@ -9,6 +9,7 @@ TEST_CASE("MPI point-to-point and split", "[mpi]") { comm_checks::p2p_and_split(
 
 #include <map>
 
+#include "parallel/formulas.h"
 #include "reference64.h"
 
 TEST_CASE("MPI: every strategy and hybrid matches the fp64 reference, with its formulas", "[mpi]") {
@@ -54,4 +55,42 @@ TEST_CASE("MPI: every strategy and hybrid matches the fp64 reference, with its f
     }
   // P 2: tp-sp, ring, ulysses, all-gather; P 3: ring and all-gather (3 divides no head count); P 4: and 5 hybrids.
   CHECK(ran.size() == (P == 4 ? 9u : P == 3 ? 2u : 4u));
+}
+
+TEST_CASE("MPI: packed documents, a window and an s no P divides, every strategy and layout", "[mpi]") {
+  using namespace ringside;
+  Communicator& world = mpi_world();
+  const int P = world.size();
+  LayerConfig c;
+  c.b = 2, c.s = 45, c.h = 32, c.H = 8, c.Hkv = 4, c.f = 64, c.seed = 5, c.dropout = 0.1;
+  c.docs = {1, 2, 17, 25}, c.window = 6;
+  auto be = make_cpu_backend();
+  const Reference ref = reference64(c);
+  int ran = 0;
+  std::vector<Strategy> all = default_strategies(P);
+  if (P == 4) all.push_back(find_strategy("tp2xall-gather2"));
+  for (const Strategy& st : all)
+    for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::zigzag_per_doc, Layout::greedy}) {
+      const CpComm comm = st.parallel.cp_comm;
+      if ((comm == CpComm::none || comm == CpComm::a2a) && layout != Layout::contiguous) continue;
+      c.layout = layout;
+      try {
+        st.validate(c, P);
+      } catch (const ConfigError&) {
+        continue;  // heads that do not split: the same on every rank
+      }
+      INFO(to_string(layout) << " " << st.name << " P=" << P);
+      MemoryTracker tracker;
+      const RankResult r = st.run(c, world, *be, tracker, DType::f32);
+      const auto [err, which] = worst_error(r, ref);
+      INFO("worst " << which << " " << err);
+      CHECK(err < 1e-5);
+      CHECK(r.peak_saved == st.saved_bytes(c, P, world.rank(), DType::f32));
+      const CommBytes cb = st.comm_bytes(c, P, world.rank(), DType::f32);
+      CHECK(r.forward.bytes_sent == cb.forward);
+      CHECK(r.backward.bytes_sent == cb.backward);
+      CHECK(r.attention_flops == parallel_attention_flops(st.parallel, c, P, world.rank()));
+      ++ran;
+    }
+  CHECK(ran >= (P == 1 ? 4 : 6));
 }

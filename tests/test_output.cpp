@@ -81,7 +81,7 @@ TEST_CASE("output: a regular file is replaced whole, with its mode, and no tempo
   CHECK(read(f) == "third\n");
 }
 
-TEST_CASE("output: a regular file under /dev is a file like any other; an open file's name is written through",
+TEST_CASE("output: a regular file under /dev is a file like any other, an open file's name is written through",
           "[output]") {
   if (fs::is_directory("/dev/shm")) {
     const std::string f = "/dev/shm/ringside_test_output_" + std::to_string(::getpid()) + ".json";

@@ -9,6 +9,7 @@
 #include "layer/presets.h"
 #include "model/plan.h"
 #include "parallel/formulas.h"
+#include "parallel/groups.h"
 #include "trace/metrics.h"
 
 using namespace ringside;
@@ -114,9 +115,17 @@ TEST_CASE("the planner rejects the invalid with their rule and the oversized wit
   const double weights = 1000.0 * 2 * 2 * double(parallel_param_count(ring.candidate.par, c, 8));
   CHECK(ring.peak_bytes == Approx(saved + weights).epsilon(1e-12));
 
-  // No configuration of 7 GPUs splits s = 1024 (and T = 7 splits no head count here).
+  // 7 GPUs split s = 1024 by padding it with masked tokens (T = 7 splits no head count here,
+  // so only context parallelism is left): the ring's zigzag to lcm(2 x 7, 7) = 1036 tokens.
   o.gpus = 7, o.layers = 1, c.s = 1024;
-  REQUIRE_THROWS_WITH(model::make_plan(c, o, {roomy}), Catch::Contains("no configuration of 7 GPUs"));
+  const model::Plan seven = model::make_plan(c, o, {roomy}).front();
+  const model::PlanRow& ring7 = row_named(seven, "ring zigzag none");
+  CHECK(ring7.status != model::PlanStatus::invalid);
+  CHECK(sequence_packing(ring7.candidate.par.resolved(7), ring7.candidate.layer(c)).S == 1036);
+  // Only a sequence that cannot be padded leaves none: 2^31 - 1 tokens padded past BLAS's int.
+  c.s = 2147483647;
+  REQUIRE_THROWS_WITH(model::make_plan(c, o, {roomy}), Catch::Contains("no configuration of 7 GPUs") &&
+                                                         Catch::Contains("padded from s = 2147483647"));
 }
 
 TEST_CASE("planner facts: the ring hides its K/V once c >= (Hkv/H) F/B, and the reason says so", "[plan]") {

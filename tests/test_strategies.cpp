@@ -10,7 +10,7 @@
 #include "parallel/harness.h"
 #include "reference64.h"
 #include "parallel/formulas.h"
-#include "parallel/formulas.h"
+#include "parallel/groups.h"
 
 using namespace ringside;
 
@@ -162,18 +162,33 @@ TEST_CASE("invalid configs fail with the same message on every rank before any c
   c.H = 12;
   REQUIRE_THAT(message("tp-sp", 5), Catch::Contains("heads H = 12 must be divisible by T = 5 (TP splits the heads)"));
   REQUIRE_THAT(message("ulysses", 5), Catch::Contains("heads H = 12 must be divisible by U = 5"));
+  // No length is refused for not dividing: the sequence is padded with masked tokens to the
+  // multiple the strategy's shards need (T x C, and 2R or 2C for zigzag's two chunks a rank).
+  auto padded = [&](const char* name, int P) {
+    return sequence_packing(parse_parallel_config(name).resolved(P), c).S;
+  };
   c.s = 25;
-  REQUIRE_THAT(message("ulysses", 2), Catch::Contains("sequence length s = 25 must be divisible by C = 2"));
-  REQUIRE_THAT(message("tp2xring2", 4), Catch::Contains("sequence length s = 25 must be divisible by T x C = 4"));
+  REQUIRE(message("ulysses", 2).empty());
+  REQUIRE(padded("ulysses", 2) == 26);
+  REQUIRE(message("tp2xring2", 4).empty());
+  REQUIRE(padded("tp2xring2", 4) == 28);  // lcm(2R = 4, T x C = 4)
   c.s = 24;
   REQUIRE_THAT(message("tp2xring2", 6), Catch::Contains("T x C must equal P, but T 2 x C 2 = 4 and P = 6"));
   REQUIRE_THAT(message("ulysses4xring", 6), Catch::Contains("the all-to-all size U = 4 must divide C = 6"));
   REQUIRE_THAT(message("tp2xulysses4xring1", 8), Catch::Contains("heads H = 12 must be divisible by T x U = 8"));
   c.s = 16;
-  REQUIRE_THAT(message("ring", 16), Catch::Contains("sequence length s = 16 must be divisible by 2R = 32"));
-  REQUIRE_THAT(message("all-gather", 16), Catch::Contains("sequence length s = 16 must be divisible by 2C = 32"));
+  REQUIRE(message("ring", 16).empty());
+  REQUIRE(padded("ring", 16) == 32);  // zigzag: two chunks on each of 16 ranks
+  REQUIRE(padded("all-gather", 16) == 32);
   c.s = 18;
-  REQUIRE_THAT(message("ulysses3xring2", 6), Catch::Contains("sequence length s = 18 must be divisible by 2R = 4"));
+  REQUIRE(message("ulysses3xring2", 6).empty());
+  REQUIRE(padded("ulysses3xring2", 6) == 24);  // lcm(2R = 4, C = 6) = 12
+  // Where the padded sequence cannot exist, the message says the padding is why.
+  c.s = 2147483647, c.b = 1;
+  REQUIRE_THAT(message("ring", 3), Catch::Contains("padded from s = 2147483647 to S = 2147483652") &&
+                                       Catch::Contains("exceeds 2^31 - 1 (BLAS's int)"));
+  c = base();
+  c.H = 12;
   c.s = 24;
   c.Hkv = 6;
   REQUIRE_THAT(message("tp-sp", 4), Catch::Contains("kv heads Hkv = 6 must be divisible by T = 4"));
@@ -201,8 +216,6 @@ TEST_CASE("a rank that fails mid-run takes the strategy down with its message", 
 }
 
 // ---- ring attention ----------------------------------------------------------------------
-
-#include "parallel/formulas.h"
 
 TEST_CASE("ring matches the fp64 reference over P, layout, causal, rope, Hkv, dropout and b", "[strategies][ring]") {
   int runs = 0;
@@ -343,14 +356,17 @@ TEST_CASE("ring: the O(1) runs of each layout equal those found by scanning its 
         }
 }
 
-TEST_CASE("ring: bad layouts for the sequence fail with a clear error", "[strategies][ring]") {
+TEST_CASE("ring: every length fits every layout by padding, and only a padded length past the limits is refused", "[strategies][ring]") {
   LayerConfig c = base();
   c.s = 24;
   c.layout = Layout::zigzag;
-  REQUIRE_THROWS_WITH(validate_ring(c, 8), Catch::Contains("must be divisible by 2R = 16 (zigzag cuts the sequence into two chunks per ring rank)"));
+  REQUIRE_NOTHROW(validate_ring(c, 8));  // padded to 32: two chunks of 2 on each of 8 ranks
   c.layout = Layout::contiguous;
   c.s = 25;
-  REQUIRE_THROWS_WITH(validate_ring(c, 2), Catch::Contains("must be divisible by C = 2"));
+  REQUIRE_NOTHROW(validate_ring(c, 2));  // padded to 26
+  c.s = 2147483647, c.b = 1;
+  REQUIRE_THROWS_WITH(validate_ring(c, 2), Catch::Contains("padded from s = 2147483647 to S = 2147483648"));
+  c.s = 25, c.b = 2;
   // Automatic: zigzag when causal, contiguous otherwise.
   c.layout = Layout::automatic;
   REQUIRE(c.cp_layout() == Layout::zigzag);

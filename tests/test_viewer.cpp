@@ -377,7 +377,7 @@ TEST_CASE("collapsed groups: a summary row per GPU, thinner with many GPUs, one 
   for (int r = 0; r < 64; ++r) CHECK(overview.lanes[overview.groups[0].lanes[size_t(r)]].height == Approx(4));
 }
 
-TEST_CASE("what a summary row shows: compute ops in their colours and exposed comm; idle is what neither covers", "[viewer]") {
+TEST_CASE("what a summary row shows: compute ops in their colours and exposed comm, idle is what neither covers", "[viewer]") {
   trace::RankTrace r;
   r.events = {ev("forward", "phase", 0, 1000), ev("attention", "attention", 0, 400), ev("matmul", "gemm", 400, 200),
               ev("wait", "wait", 600, 100), ev("send", "p2p", 100, 200, Stream::comm), ev("all_reduce", "all_reduce", 700, 300, Stream::comm)};
@@ -389,7 +389,7 @@ TEST_CASE("what a summary row shows: compute ops in their colours and exposed co
   CHECK((a[2].begin == 700 && a[2].end == 1000 && a[2].color == kExposedColor));  // [600, 700): idle
 }
 
-TEST_CASE("framing: --fit fits the layer or one phase, not the setup before it; --zoom takes times with units", "[viewer]") {
+TEST_CASE("framing: --fit fits the layer or one phase, not the setup before it, --zoom takes times with units", "[viewer]") {
   trace::TraceData t;
   trace::RankTrace r;
   r.strategy = "ring";

@@ -11,6 +11,7 @@
 #include "comm/communicator.h"
 #include "core/memory_limits.h"
 #include "layer/config.h"
+#include "layer/packing.h"
 #include "parallel/strategy.h"
 #include "layer/weights.h"
 #include "model/model.h"
@@ -90,12 +91,14 @@ double param_count(const LayerConfig& c);
 /// something that is not a directory).
 void prepare_dump_dir(const std::string& dir, const LayerConfig& cfg);
 /// Writes a run's tensors as fp32 .npy in C order with DIR/manifest.json (config, producer,
-/// each tensor's file and shape): x, dout, the weights and the dropout masks (drawn from cfg's
-/// seed), and out, grad.x and grad.<param>. Whole or not at all: written into a fresh
+/// each tensor's file and shape, and the attention mask: cu_seqlens, window, RoPE positions and
+/// the padding the run's shards needed, from `packing`, so that another program can rebuild the
+/// mask): x, dout, the weights and the dropout masks (drawn from cfg's seed), and out, grad.x
+/// and grad.<param>, all over the s real tokens. Whole or not at all: written into a fresh
 /// directory inside DIR, then moved in under a lock on DIR, the manifest last. Throws
 /// ringside::Error on any write failure (DIR then as it was).
-void write_dump(const std::string& dir, const LayerConfig& cfg, const Tensor& out, const Tensor& dx,
-                const LayerWeights& grads, const std::string& producer);
+void write_dump(const std::string& dir, const LayerConfig& cfg, const Packing& packing, const Tensor& out,
+                const Tensor& dx, const LayerWeights& grads, const std::string& producer);
 
 /// Options of `ringside compare` and `ringside run`.
 struct CompareOptions {

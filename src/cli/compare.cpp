@@ -723,19 +723,18 @@ int compare_command(CompareOptions& o) {
   js["modeled"] = print_modeled(timelines, s.hw);
   for (const StrategyRun& run : runs) {
     if (run.st->name != "ring") continue;
-    // The causal load-balance table: measured for the layout that ran, analytic for the others.
-    std::printf("\n  ring attention work per rank (forward GFLOP%s):\n  %-22s", cfg.causal ? ", causal" : "", "layout");
+    // The load-balance table: measured for the layout that ran, analytic for the others (exact
+    // counts of the pairs the mask leaves visible). S: the padded length each layout needs.
+    std::printf("\n  ring attention work per rank (forward GFLOP%s%s%s):\n  %-26s %6s", cfg.causal ? ", causal" : "",
+                cfg.docs.size() > 1 ? detail::concat(", ", cfg.docs.size(), " documents").c_str() : "",
+                cfg.window > 0 ? detail::concat(", window ", cfg.window).c_str() : "", "layout", "S");
     for (int r = 0; r < s.P; ++r) std::printf(" %7s", ("rank " + std::to_string(r)).c_str());
     std::printf("   max/min\n");
     nlohmann::json& jl = js["ring_work_per_rank"];
-    for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
+    for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::zigzag_per_doc, Layout::greedy}) {
       LayerConfig lc = cfg;
       lc.layout = l;
-      try {
-        validate_ring(lc, s.P);
-      } catch (const ConfigError&) {
-        continue;  // this layout does not divide the sequence
-      }
+      const int64_t S = sequence_packing(run.st->parallel.resolved(s.P), lc).S;
       const bool ran = l == cfg.cp_layout();
       double lo = 1e300, hi = 0;
       std::string cells;
@@ -749,15 +748,17 @@ int compare_command(CompareOptions& o) {
       }
       jl[to_string(l)]["max_over_min"] = lo > 0 ? hi / lo : 0;
       jl[to_string(l)]["measured"] = ran;
-      std::printf("  %-22s%s   %7.2f\n", (std::string(to_string(l)) + (ran ? " (measured)" : " (formula)")).c_str(),
-                  cells.c_str(), lo > 0 ? hi / lo : 0.0);
+      jl[to_string(l)]["S"] = S;
+      std::printf("  %-26s %6lld%s   %7.2f\n", (std::string(to_string(l)) + (ran ? " (measured)" : " (formula)")).c_str(),
+                  (long long)S, cells.c_str(), lo > 0 ? hi / lo : 0.0);
     }
   }
   for (const StrategyRun& run : runs) {
     if (run.st->parallel.cp_comm != CpComm::all_gather) continue;
     // The price of all_gather: every rank holds the whole sequence's K/V while it attends.
     const int T = run.st->parallel.resolved(s.P).tp;
-    const int64_t kv = allgather_kv_bytes(cfg.b, cfg.s, cfg.Hkv / T, cfg.d(), DType::f32);
+    const int64_t S = sequence_packing(run.st->parallel.resolved(s.P), cfg).S;  // padded
+    const int64_t kv = allgather_kv_bytes(cfg.b, S, cfg.Hkv / T, cfg.d(), DType::f32);
     const int64_t peak = parallel_forward_comm_peak(run.st->parallel, cfg, s.P, 0, DType::f32);  // alike on every rank
     bool all_equal = true;
     nlohmann::json measured = nlohmann::json::array();
@@ -765,7 +766,7 @@ int compare_command(CompareOptions& o) {
       all_equal &= int64_t(run.ranks[r].peak_comm) == parallel_forward_comm_peak(run.st->parallel, cfg, s.P, int(r), DType::f32);
       measured.push_back(int64_t(run.ranks[r].peak_comm));
     }
-    std::printf("\n  %s: each rank holds the whole sequence's K/V while it attends, 2 b s (Hkv/T) d x 4 B = %s;\n"
+    std::printf("\n  %s: each rank holds the whole sequence's K/V while it attends, 2 b S (Hkv/T) d x 4 B = %s;\n"
                 "  with V's gather buffer its forward's communication buffers peak at %s (formula), %s (measured).\n",
                 run.st->name.c_str(), format_bytes(double(kv)).c_str(), format_bytes(double(peak)).c_str(),
                 all_equal ? "the same on every rank" : "NOT the formula on some rank");
@@ -832,14 +833,15 @@ int run_command(CompareOptions& o) {
     for (const StepRecord& st : run.steps[r])
       std::printf("  %-9s %4d %12s %10.3f %10s %10s %10s  %s\n", st.phase.c_str(), st.step,
                   ("rank " + std::to_string(st.block_of)).c_str(), st.flops / 1e9, format_bytes(double(st.bytes_sent)).c_str(),
-                  format_seconds(st.compute_s).c_str(), format_seconds(st.wait_s).c_str(), st.computed.c_str());
+                  format_seconds(st.compute_s).c_str(), format_seconds(st.wait_s).c_str(),
+                  (st.computed + (st.skipped_pairs ? "; skipped, wholly masked: " + st.skipped : "")).c_str());
   }
   print_modeled(timelines, s.hw);
   print_timelines(timelines, s.hw);
   print_measured_note(s.P);
   if (!o.trace.empty()) std::printf("\n  trace: %s (ringside-viewer %s, or Perfetto: ui.perfetto.dev)\n", o.trace.c_str(), o.trace.c_str());
   if (o.dump) {
-    write_dump(*o.dump, cfg, run.result.out, run.result.dx, run.result.grads, st.name);
+    write_dump(*o.dump, cfg, sequence_packing(st.parallel, cfg), run.result.out, run.result.dx, run.result.grads, st.name);
     std::printf("\n  dump: %s/manifest.json and the tensors, gathered, with reference's names\n", o.dump->c_str());
   }
   return 0;

@@ -32,6 +32,25 @@ std::vector<std::string> dump_files(const LayerConfig& cfg) {
   return files;
 }
 
+// The attention mask, as an oracle needs it to rebuild it: the documents as FlashAttention's
+// cu_seqlens over the real tokens, the window, the RoPE positions, and where the run's shards
+// put each document among S slots (segments: real tokens [real, real + len) at slots
+// [slot, slot + len), then padded - len slots of padding). The tensors hold real tokens only.
+nlohmann::json mask_json(const LayerConfig& cfg, const Packing& packing) {
+  std::vector<int64_t> cu_seqlens{0};
+  for (int64_t len : cfg.docs.empty() ? std::vector<int64_t>{cfg.s} : cfg.docs) cu_seqlens.push_back(cu_seqlens.back() + len);
+  nlohmann::json segments = nlohmann::json::array();
+  for (const Segment& g : packing.segments)
+    segments.push_back({{"slot", g.slot}, {"real", g.real}, {"len", g.len}, {"padded", g.padded}});
+  return {{"cu_seqlens", cu_seqlens},
+          {"causal", cfg.causal},
+          {"window", cfg.window},
+          {"rule", "query i sees key j of its own document when j <= i (causal) and i - j < window "
+                   "(|i - j| < window if not causal); window 0 is none"},
+          {"rope_positions", to_string(cfg.rope_positions)},
+          {"padding", {{"s", packing.s}, {"S", packing.S}, {"segments", segments}}}};
+}
+
 }  // namespace
 
 void prepare_dump_dir(const std::string& d, const LayerConfig& cfg) {
@@ -58,8 +77,8 @@ void prepare_dump_dir(const std::string& d, const LayerConfig& cfg) {
 // Whole dumps: the files are written into a fresh directory inside DIR, then moved into DIR,
 // the manifest last, under a lock on DIR. A dump that fails partway (a full disk) leaves DIR
 // as it was, and two dumps into one DIR never mix their files.
-void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out, const Tensor& dx,
-                const LayerWeights& grads, const std::string& producer) {
+void write_dump(const std::string& d, const LayerConfig& cfg, const Packing& packing, const Tensor& out,
+                const Tensor& dx, const LayerWeights& grads, const std::string& producer) {
   namespace fs = std::filesystem;
   const fs::path dir = d;
   fs::create_directories(dir);
@@ -72,6 +91,7 @@ void write_dump(const std::string& d, const LayerConfig& cfg, const Tensor& out,
   manifest["config"] = cfg.to_json();
   manifest["dtype"] = "float32";
   manifest["order"] = "C";
+  manifest["mask"] = mask_json(cfg, packing);
   auto& files = manifest["tensors"];
   auto write = [&](const std::string& name, const Tensor& t) {
     const std::string file = name + ".npy";

@@ -122,7 +122,7 @@ int reference_command(LayerConfig cfg, const std::string& dtype, bool check, con
     status = ok ? 0 : 1;
   }
   if (dump_dir) {
-    write_dump(*dump_dir, cfg, r.fwd.out, r.grads.dx, r.grads.grads, "reference");
+    write_dump(*dump_dir, cfg, Packing(cfg), r.fwd.out, r.grads.dx, r.grads.grads, "reference");
     std::printf("  dump       %s/manifest.json and %zu .npy files\n", dump_dir->c_str(), 4 + 12 + results(r).size());
   }
   return status;

@@ -83,8 +83,9 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, bool with_recompute) {
   app.add_option_function<std::string>(
          "--layout", [&cfg](const std::string& v) { cfg.layout = parse_layout(v); },
          "how context parallelism (ring, all_gather, USP) maps tokens to ranks: contiguous, zigzag, striped, "
-         "auto (zigzag when causal)")
-      ->check(CLI::IsMember({"auto", "contiguous", "zigzag", "striped"}))
+         "zigzag-per-doc (each document in 2R chunks, TransformerEngine's THD), greedy (each document's chunks "
+         "by work), auto (zigzag when causal)")
+      ->check(CLI::IsMember({"auto", "contiguous", "zigzag", "striped", "zigzag-per-doc", "greedy"}))
       ->group("Layer");
   if (with_recompute)
     app.add_option_function<std::string>(
@@ -101,6 +102,26 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, bool with_recompute) {
           return "must be an integer in [0, 2^64 - 1], got '" + detail::shown_input(v) + "'";
         return std::string();
       })
+      ->group("Layer");
+  // After --seq and --seed, whose values random:N reads (callbacks run in definition order).
+  app.add_option_function<std::string>(
+         "--docs", [&cfg](const std::string& v) { cfg.docs = parse_docs(v, cfg.s, cfg.seed); },
+         "packed documents: their lengths, summing to --seq (700,2000,299,1097), or random:N (N random lengths "
+         "from --seed); each attends only within itself (FlashAttention's varlen cu_seqlens)")
+      ->option_text("LENGTHS|random:N")
+      ->group("Layer");
+  app.add_option("--window", cfg.window, "sliding-window attention: each query sees its W most recent keys (of its document)")
+      ->check([](const std::string& v) {
+        const std::string e = integer_in(1, std::numeric_limits<int64_t>::max())(v);
+        return e.empty() ? e : "the window W " + e + " (a query sees its W most recent keys, itself included)";
+      })
+      ->option_text("W")
+      ->group("Layer");
+  app.add_option_function<std::string>(
+         "--rope-positions", [&cfg](const std::string& v) { cfg.rope_positions = parse_rope_positions(v); },
+         "RoPE's positions in a packed sequence: document (each document from 0, the default, as packed training "
+         "does) or global (the index in the sequence)")
+      ->check(CLI::IsMember({"document", "global"}))
       ->group("Layer");
 }
 

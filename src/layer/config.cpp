@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -14,14 +15,17 @@ const char* to_string(Layout l) {
     case Layout::contiguous: return "contiguous";
     case Layout::zigzag: return "zigzag";
     case Layout::striped: return "striped";
+    case Layout::zigzag_per_doc: return "zigzag-per-doc";
+    case Layout::greedy: return "greedy";
   }
   return "?";
 }
 
 Layout parse_layout(const std::string& s) {
-  for (Layout l : {Layout::automatic, Layout::contiguous, Layout::zigzag, Layout::striped})
+  for (Layout l : {Layout::automatic, Layout::contiguous, Layout::zigzag, Layout::striped, Layout::zigzag_per_doc,
+                   Layout::greedy})
     if (s == to_string(l)) return l;
-  throw ConfigError("unknown layout '" + s + "' (contiguous, zigzag, striped or auto)");
+  throw ConfigError("unknown layout '" + s + "' (contiguous, zigzag, striped, zigzag-per-doc, greedy or auto)");
 }
 
 const char* to_string(Recompute r) {
@@ -37,6 +41,57 @@ Recompute parse_recompute(const std::string& s) {
   for (Recompute r : {Recompute::none, Recompute::selective, Recompute::full})
     if (s == to_string(r)) return r;
   throw ConfigError("unknown recompute mode '" + s + "' (none, selective or full)");
+}
+
+const char* to_string(RopePositions r) { return r == RopePositions::document ? "document" : "global"; }
+
+RopePositions parse_rope_positions(const std::string& s) {
+  if (s == "document") return RopePositions::document;
+  if (s == "global") return RopePositions::global;
+  throw ConfigError("unknown RoPE positions '" + s + "' (document: each document from 0; global: the sequence's)");
+}
+
+std::vector<int64_t> parse_docs(const std::string& spec, int64_t s, uint64_t seed) {
+  const std::string shown = detail::shown_input(spec, 48);
+  auto integer = [&](const std::string& v, const char* what) {
+    const bool digits = !v.empty() && v.size() <= 18 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (!digits || std::stoll(v) < 1)
+      throw ConfigError(detail::concat("--docs '", shown, "': ", what, " must be a positive integer, got '",
+                                       detail::shown_input(v, 24), "'"));
+    return int64_t(std::stoll(v));
+  };
+  if (spec.rfind("random:", 0) == 0) {
+    const int64_t n = integer(spec.substr(7), "the number of documents");
+    if (n > s)
+      throw ConfigError(detail::concat("--docs '", shown, "': ", n, " documents of at least one token each do not fit in s = ", s));
+    // N - 1 distinct cut points in [1, s - 1] (Floyd's sampling), from SplitMix64.
+    uint64_t state = seed ^ 0x9e3779b97f4a7c15ull;
+    auto next = [&state] {
+      uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      return z ^ (z >> 31);
+    };
+    std::vector<int64_t> cuts;
+    std::set<int64_t> chosen;
+    for (int64_t j = s - n; j < s - 1; ++j) {  // choose n - 1 of the s - 1 points 1 .. s - 1
+      const int64_t pick = 1 + int64_t(next() % uint64_t(j + 1));
+      chosen.insert(chosen.count(pick) ? j + 1 : pick);
+    }
+    std::vector<int64_t> lengths;
+    int64_t at = 0;
+    for (int64_t cut : chosen) lengths.push_back(cut - at), at = cut;
+    lengths.push_back(s - at);
+    return lengths;
+  }
+  std::vector<int64_t> lengths;
+  for (size_t at = 0;;) {
+    const size_t comma = spec.find(',', at);
+    lengths.push_back(integer(spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at), "each length"));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return lengths;
 }
 
 double LayerConfig::softmax_scale() const { return 1.0 / std::sqrt(static_cast<double>(d())); }
@@ -86,12 +141,30 @@ void LayerConfig::validate() const {
          "within 2^-25 (p <= 1 - 2^-18 = 0.999996)");
   if (!(eps > 0)) fail("LayerNorm eps must be > 0");
   if (!(rope_theta > 0)) fail("RoPE theta must be > 0");
+  if (!docs.empty()) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < docs.size(); ++i) {
+      if (docs[i] < 1)
+        fail(detail::concat("document ", i, " has length ", docs[i], "; every document needs at least one token"));
+      if (docs[i] > s - sum)
+        fail(detail::concat("the documents sum past s = ", s, " (document ", i, " of length ", docs[i], " ends at ",
+                            double(sum) + double(docs[i]), ")"));
+      sum += docs[i];
+    }
+    if (sum != s)
+      fail(detail::concat("the ", docs.size(), " documents sum to ", sum, " tokens, not s = ", s,
+                          " (packed documents fill the sequence)"));
+  }
+  if (window < 0) fail(detail::concat("the sliding window must be >= 1 (0: none), got ", window));
 }
 
 nlohmann::json LayerConfig::to_json() const {
-  return {{"b", b},           {"s", s},           {"h", h},       {"H", H},       {"Hkv", Hkv}, {"f", f},
+  nlohmann::json j = {{"b", b},           {"s", s},           {"h", h},       {"H", H},       {"Hkv", Hkv}, {"f", f},
           {"causal", causal}, {"rope", rope},     {"dropout", dropout}, {"seed", seed}, {"eps", eps},
           {"rope_theta", rope_theta}, {"layout", to_string(cp_layout())}, {"recompute", to_string(recompute)}};
+  if (!docs.empty()) j["docs"] = docs, j["rope_positions"] = to_string(rope_positions);
+  if (window > 0) j["window"] = window;
+  return j;
 }
 
 std::string LayerConfig::summary() const {
@@ -100,6 +173,9 @@ std::string LayerConfig::summary() const {
      << " f=" << f << (causal ? " causal" : " full") << (rope ? " rope" : " no-rope") << " dropout=" << dropout
      << " seed=" << seed;
   if (recompute != Recompute::none) os << " recompute=" << to_string(recompute);
+  if (!docs.empty()) os << " docs=" << docs.size();
+  if (!docs.empty() && rope_positions == RopePositions::global) os << " rope-positions=global";
+  if (window > 0) os << " window=" << window;
   return os.str();
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -9,8 +10,13 @@ namespace ringside {
 
 /// How context parallelism (ring attention) maps global tokens to ranks. Automatic: zigzag
 /// when causal (balanced work), contiguous otherwise.
-enum class Layout { automatic, contiguous, zigzag, striped };
-/// "auto", "contiguous", "zigzag", "striped"; parse throws ConfigError on anything else.
+/// zigzag_per_doc and greedy balance packed documents (parallel/packing.h): each document is
+/// cut into 2R chunks, as TransformerEngine's THD format does; zigzag_per_doc gives rank r
+/// chunks r and 2R-1-r of every document, greedy gives each rank two chunks of every document,
+/// chosen by their work.
+enum class Layout { automatic, contiguous, zigzag, striped, zigzag_per_doc, greedy };
+/// "auto", "contiguous", "zigzag", "striped", "zigzag-per-doc", "greedy"; parse throws
+/// ConfigError on anything else.
 const char* to_string(Layout l);
 Layout parse_layout(const std::string& s);
 
@@ -33,6 +39,20 @@ enum class Recompute { none, selective, full };
 const char* to_string(Recompute r);
 Recompute parse_recompute(const std::string& s);
 
+/// Where RoPE puts a token of a packed sequence: at its index in its document (what packed
+/// training does: every document starts at position 0), or at its index in the sequence.
+enum class RopePositions { document, global };
+/// "document", "global"; parse throws ConfigError on anything else.
+const char* to_string(RopePositions r);
+RopePositions parse_rope_positions(const std::string& s);
+
+/// The document lengths --docs names: "700,2000,299,1097" (the lengths, in order) or
+/// "random:N" (N random lengths >= 1 summing to s: N - 1 distinct cut points drawn uniformly
+/// from [1, s - 1] by a SplitMix64 stream of `seed`, the same on every machine). Throws
+/// ConfigError for a malformed list, a length that is not a positive integer, or N outside [1, s].
+/// (That the lengths sum to s is LayerConfig::validate's rule.)
+std::vector<int64_t> parse_docs(const std::string& spec, int64_t s, uint64_t seed);
+
 /// b batch, s sequence, h hidden, H query heads, Hkv key/value heads (GQA), f FFN width;
 /// d = h / H is the head dimension. Defaults are the CLI's.
 struct LayerConfig {
@@ -50,6 +70,15 @@ struct LayerConfig {
   double rope_theta = 10000.0;  ///< RoPE base
   Layout layout = Layout::automatic;  ///< token-to-rank map of the ring strategy (others ignore it)
   Recompute recompute = Recompute::none;  ///< activation recomputation (every strategy)
+  /// Packed documents: their lengths, in order, summing to s (FlashAttention's varlen
+  /// cu_seqlens are their prefix sums). Empty: the sequence is one document. A query sees only
+  /// keys of its own document.
+  std::vector<int64_t> docs;
+  int64_t window = 0;  ///< sliding window W: a query sees its W most recent keys (0: no window)
+  RopePositions rope_positions = RopePositions::document;  ///< RoPE's positions in a packed sequence
+
+  /// Whether attention needs more than the causal (or full) mask: documents or a window.
+  bool masked() const { return docs.size() > 1 || window > 0; }
 
   /// The layout in force: automatic resolved by causal.
   Layout cp_layout() const {
@@ -66,13 +95,16 @@ struct LayerConfig {
 
   /// Throws ringside::ConfigError with a message naming the broken rule: any size < 1, b s or
   /// h or f past 2^31 - 1 (BLAS's int), over 1e15 activation elements or parameters, h % H != 0, H % Hkv != 0, an odd d with RoPE, dropout
-  /// outside [0, 1) (or above 1 - 2^-18, where the 24-bit mask misstates 1 - p by over 1%), eps <= 0.
+  /// outside [0, 1) (or above 1 - 2^-18, where the 24-bit mask misstates 1 - p by over 1%), eps <= 0,
+  /// documents that do not sum to s or of length < 1, a window < 0.
   void validate() const;
 
-  /// {"b":..,"s":..,"h":..,"H":..,"Hkv":..,"f":..,"causal":..,"rope":..,"dropout":..,"seed":..,"eps":..,"recompute":..}
+  /// {"b":..,"s":..,"h":..,"H":..,"Hkv":..,"f":..,"causal":..,"rope":..,"dropout":..,"seed":..,"eps":..,"recompute":..},
+  /// and "docs", "window", "rope_positions" when the sequence is packed or windowed.
   nlohmann::json to_json() const;
   /// One line: "b=1 s=4096 h=512 H=8 Hkv=4 d=64 f=2048 causal rope dropout=0.1 seed=1234", and
-  /// " recompute=full" (or selective) when it recomputes.
+  /// " recompute=full" (or selective) when it recomputes, " docs=7" (their count) and
+  /// " window=512" when given.
   std::string summary() const;
 };
 

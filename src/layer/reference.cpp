@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/philox.h"
+#include "layer/packing.h"
 
 namespace ringside {
 
@@ -13,7 +14,8 @@ int64_t saved_activation_bytes(const LayerConfig& c, DType dtype) {
 }
 
 namespace {
-AttentionParams attention_params(const LayerConfig& c) {
+// The whole sequence's attention; `mask` (documents, window) from Packing(c), null when none.
+AttentionParams attention_params(const LayerConfig& c, const DocumentMask* mask) {
   AttentionParams p;
   p.b = c.b;
   p.sq = p.sk = c.s;
@@ -22,6 +24,7 @@ AttentionParams attention_params(const LayerConfig& c) {
   p.d = c.d();
   p.causal = c.causal;
   p.softmax_scale = c.softmax_scale();
+  p.mask = mask;
   return p;
 }
 
@@ -34,11 +37,11 @@ AllocTag with(AllocTag tag, MemCategory c) {
 double layer_forward_flops(const LayerConfig& c) {
   const double N = double(c.tokens());
   const double gemms = 2 * N * c.h * c.qkv_width() + 2 * N * c.H * c.d() * c.h + 2 * (2 * N * c.h * c.f);
-  return gemms + kernels::cpu::attention_forward_flops(attention_params(c));
+  return gemms + kernels::cpu::attention_forward_flops(attention_params(c, Packing(c).mask()));
 }
 
 double layer_backward_flops(const LayerConfig& c) {
-  const double attention = kernels::cpu::attention_forward_flops(attention_params(c));
+  const double attention = kernels::cpu::attention_forward_flops(attention_params(c, Packing(c).mask()));
   return 2.0 * (layer_forward_flops(c) - attention) + 2.5 * attention;
 }
 
@@ -56,6 +59,8 @@ ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, c
   SavedActivations& sv = r.saved;
   sv.positions.resize(s);
   std::iota(sv.positions.begin(), sv.positions.end(), int64_t{0});  // one device: token t sits at t
+  const Packing sequence(cfg);  // the documents and window; RoPE's positions restart per document
+  const std::vector<int64_t> rope_positions = sequence.rope_positions(sv.positions);
   sv.x = x.clone(act);
 
   // --- attention sublayer ---
@@ -74,13 +79,13 @@ ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, c
     be.split_qkv(qkv, sv.q, sv.k, sv.v);
   }
   if (cfg.rope) {
-    be.rope_forward(sv.q, sv.positions, cfg.rope_theta);
-    be.rope_forward(sv.k, sv.positions, cfg.rope_theta);
+    be.rope_forward(sv.q, rope_positions, cfg.rope_theta);
+    be.rope_forward(sv.k, rope_positions, cfg.rope_theta);
   }
 
   sv.a = be.empty({b, s, H, d}, dt, act);
   sv.lse = be.empty({b, H, s}, dt, act);
-  be.attention_forward(attention_params(cfg), sv.q, sv.k, sv.v, sv.a, sv.lse);
+  be.attention_forward(attention_params(cfg, sequence.mask()), sv.q, sv.k, sv.v, sv.a, sv.lse);
 
   Tensor y = be.empty({b, s, h}, dt, ws);
   be.matmul(sv.a.reshape({b, s, H * d}), false, w.o_weight, false, y);
@@ -152,11 +157,13 @@ Gradients reference_backward(const LayerConfig& cfg, const LayerWeights& w, cons
 
   Tensor dq = be.zeros({b, s, H, d}, dt, ws), dk = be.zeros({b, s, Hkv, d}, dt, ws),
          dv = be.zeros({b, s, Hkv, d}, dt, ws);
-  be.attention_backward(attention_params(cfg), sv.q, sv.k, sv.v, sv.a, da.reshape({b, s, H, d}), sv.lse, dq, dk, dv);
+  const Packing sequence(cfg);
+  be.attention_backward(attention_params(cfg, sequence.mask()), sv.q, sv.k, sv.v, sv.a, da.reshape({b, s, H, d}), sv.lse, dq, dk, dv);
   da = Tensor();
   if (cfg.rope) {
-    be.rope_backward(dq, sv.positions, cfg.rope_theta);
-    be.rope_backward(dk, sv.positions, cfg.rope_theta);
+    const std::vector<int64_t> rope_positions = sequence.rope_positions(sv.positions);
+    be.rope_backward(dq, rope_positions, cfg.rope_theta);
+    be.rope_backward(dk, rope_positions, cfg.rope_theta);
   }
 
   Tensor dqkv = be.empty({b, s, cfg.qkv_width()}, dt, ws);

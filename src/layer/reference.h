@@ -2,8 +2,9 @@
 // judged against (docs/design.md, "The layer"). Pre-LN:
 //
 //   h1  = LayerNorm1(x)
-//   qkv = h1 W_qkv + b_qkv;  q, k = RoPE(q, k, positions)
-//   a   = softmax(q k^T / sqrt(d) + mask) v          (blockwise; stores lse, never s x s)
+//   qkv = h1 W_qkv + b_qkv;  q, k = RoPE(q, k, positions)   (packed: each document's from 0)
+//   a   = softmax(q k^T / sqrt(d) + mask) v          (blockwise; stores lse, never s x s;
+//                                                     mask: causal, documents, window)
 //   x2  = x + Dropout1(a W_o + b_o)
 //   h2  = LayerNorm2(x2)
 //   out = x2 + Dropout2(GeLU(h2 W_1 + b_1) W_2 + b_2)

@@ -23,8 +23,9 @@
 
 namespace ringside {
 
-/// The global positions of a rank's tokens: `own`, its n/T between the TP blocks (dropout),
-/// and `group`, the TP group's n, in local order (RoPE on q and k).
+/// Where a rank's tokens sit: `own`, the global token index of each of its n/T between the TP
+/// blocks (dropout's key), and `group`, the RoPE position of each of the TP group's n, in local
+/// order (layer/packing.h: in a packed sequence, by default, the index in the token's document).
 struct TokenPositions {
   std::vector<int64_t> own, group;
 };

@@ -124,6 +124,7 @@ Tensor random_input_tokens(const LayerConfig& cfg, uint32_t site, const std::vec
   Tensor t = Tensor::empty({cfg.b, n, h}, dtype, tag);
   fill(t, [&](int64_t i) {  // element (batch, token j, feature) of ours is the whole input's (batch, positions[j], feature)
     const int64_t batch = i / (n * h), j = i / h % n, feature = i % h;
+    if (positions[size_t(j)] < 0) return 0.0f;  // padding
     return input_element(cfg, site, (batch * cfg.s + positions[size_t(j)]) * h + feature);
   });
   return t;

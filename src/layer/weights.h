@@ -41,7 +41,7 @@ LayerWeights zero_grads(const LayerConfig& cfg, DType dtype, AllocTag tag);
 Tensor random_input(const LayerConfig& cfg, uint32_t site, DType dtype, AllocTag tag);
 /// The tokens at global `positions` of random_input, [b, n, h], bit for bit, drawn without the
 /// whole sequence: what a rank holding n of the s tokens needs (a dry run at 10M tokens must not
-/// count s h per rank).
+/// count s h per rank). A position of -1 is padding: its row is zero.
 Tensor random_input_tokens(const LayerConfig& cfg, uint32_t site, const std::vector<int64_t>& positions, DType dtype,
                            AllocTag tag);
 

@@ -13,7 +13,7 @@ AttentionParams run_params(const AttentionSpec& spec, int64_t b, int64_t s, int6
                            const Run& a) {
   AttentionParams p;
   p.b = b, p.sq = a.len, p.sk = s, p.H = Hq, p.Hkv = Hkv, p.d = d;
-  p.causal = spec.causal, p.softmax_scale = spec.softmax_scale;
+  p.causal = spec.causal, p.softmax_scale = spec.softmax_scale, p.mask = spec.mask;
   p.q_offset = a.first, p.q_stride = a.stride;
   return p;
 }
@@ -21,10 +21,9 @@ AttentionParams run_params(const AttentionSpec& spec, const Tensor& q, const Ten
   return run_params(spec, q.dim(0), k_full.dim(1), q.dim(2), k_full.dim(2), q.dim(3), a);
 }
 
-// K or V of every rank of the group, in sequence order: [b, s, Hkv, d].
+// K or V of every rank of the group, in sequence order: [b, S, Hkv, d].
 Tensor gather_kv(Communicator& group, const RingLayout& layout, const Tensor& t, AllocTag tag) {
-  return gather_tokens(group, t, [&](int j) { return layout_positions(layout.layout, layout.s, group.size(), j); },
-                       layout.s, tag);
+  return gather_tokens(group, t, [&](int j) { return layout.positions(j); }, layout.packing().S, tag);
 }
 
 }  // namespace
@@ -33,7 +32,7 @@ AttentionOut allgather_attention_forward(Communicator& group, const RingLayout& 
                                          const RankContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v) {
   const Tensor k_full = gather_kv(group, layout, k, ctx.comm), v_full = gather_kv(group, layout, v, ctx.comm);
   AttentionOut res{ctx.be.empty(q.shape(), ctx.dt, ctx.act), ctx.be.empty({q.dim(0), q.dim(2), q.dim(1)}, ctx.dt, ctx.act)};
-  for (const Run& a : layout_runs(layout.layout, layout.s, group.size(), group.rank())) {
+  for (const Run& a : layout.runs(group.rank())) {
     const AttentionParams p = run_params(spec, q, k_full, a);
     Tensor out = ctx.be.empty({q.dim(0), a.len, q.dim(2), q.dim(3)}, ctx.dt, ctx.ws);
     Tensor lse = ctx.be.empty({q.dim(0), q.dim(2), a.len}, ctx.dt, ctx.ws);
@@ -50,7 +49,7 @@ AttentionGrads allgather_attention_backward(Communicator& group, const RingLayou
   const Tensor k_full = gather_kv(group, layout, k, ctx.comm), v_full = gather_kv(group, layout, v, ctx.comm);
   Tensor dk_full = ctx.be.zeros(k_full.shape(), ctx.dt, ctx.comm), dv_full = ctx.be.zeros(v_full.shape(), ctx.dt, ctx.comm);
   AttentionGrads g{ctx.be.empty(q.shape(), ctx.dt, ctx.ws), Tensor(), Tensor()};
-  for (const Run& a : layout_runs(layout.layout, layout.s, group.size(), group.rank())) {
+  for (const Run& a : layout.runs(group.rank())) {
     Tensor lse = ctx.be.empty({q.dim(0), q.dim(2), a.len}, ctx.dt, ctx.ws);
     lse_columns(lse, 0, fwd.lse, a.start, a.len);
     Tensor dq = ctx.be.zeros({q.dim(0), a.len, q.dim(2), q.dim(3)}, ctx.dt, ctx.ws);
@@ -59,17 +58,17 @@ AttentionGrads allgather_attention_backward(Communicator& group, const RingLayou
     put_seq(g.dq, dq, a.start);
   }
   // Every rank holds a partial dK/dV for the whole sequence: sum them, each rank keeping its tokens.
-  auto positions_of = [&](int j) { return layout_positions(layout.layout, layout.s, group.size(), j); };
+  auto positions_of = [&](int j) { return layout.positions(j); };
   g.dk = reduce_scatter_tokens(group, dk_full, positions_of, ctx.ws);
   g.dv = reduce_scatter_tokens(group, dv_full, positions_of, ctx.ws);
   return g;
 }
 
-double allgather_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int C, int rank, int64_t b,
-                                 int64_t Hq, int64_t Hkv, int64_t d) {
+double allgather_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int rank, int64_t b, int64_t Hq,
+                                 int64_t Hkv, int64_t d) {
   double flops = 0;
-  for (const Run& a : layout_runs(layout.layout, layout.s, C, rank))
-    flops += kernels::cpu::attention_forward_flops(run_params(spec, b, layout.s, Hq, Hkv, d, a));
+  for (const Run& a : layout.runs(rank))
+    flops += kernels::cpu::attention_forward_flops(run_params(spec, b, layout.packing().S, Hq, Hkv, d, a));
   return flops;
 }
 

@@ -7,8 +7,9 @@
 
 namespace ringside {
 
-/// The forward over `group` (C ranks, rank j holding layout_positions(layout, s, C, j)): all-
-/// gathers k and v [b, n, Hkv, d] into sequence order ([b, s, Hkv, d], ctx.comm: transient),
+/// The forward over `group` (C = layout.ranks() ranks, rank j holding layout.positions(j)): all-
+/// gathers k and v [b, n, Hkv, d] into sequence order ([b, S, Hkv, d], S the padded length,
+/// ctx.comm: transient),
 /// then attends each of the rank's query runs to every key at its global position. Returns out
 /// [b, n, Hq, d] and lse [b, Hq, n] (ctx.act).
 AttentionOut allgather_attention_forward(Communicator& group, const RingLayout& layout, const AttentionSpec& spec,
@@ -23,8 +24,8 @@ AttentionGrads allgather_attention_backward(Communicator& group, const RingLayou
 
 /// Forward attention FLOPs rank `rank` of C computes: each of its query runs against every key
 /// the mask lets it see (4 d per visible pair per head, as attention_forward_flops counts them).
-double allgather_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int C, int rank, int64_t b,
-                                 int64_t Hq, int64_t Hkv, int64_t d);
+double allgather_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int rank, int64_t b, int64_t Hq,
+                                 int64_t Hkv, int64_t d);
 
 /// The transient bytes of the gathered K/V on one rank: 2 b s Hkv d sizeof(T).
 int64_t allgather_kv_bytes(int64_t b, int64_t s, int64_t Hkv, int64_t d, DType dt);
@@ -35,7 +36,7 @@ class AllGatherAttention : public SequenceAttention {
   AllGatherAttention(Communicator& group, const RingLayout& layout, const AttentionSpec& spec, const RankContext& ctx)
       : group_(group), layout_(layout), spec_(spec), ctx_(ctx) {}
   AttentionOut forward(const Tensor& q, const Tensor& k, const Tensor& v) override {
-    flops += allgather_attention_flops(layout_, spec_, group_.size(), group_.rank(), q.dim(0), q.dim(2), k.dim(2), q.dim(3));
+    flops += allgather_attention_flops(layout_, spec_, group_.rank(), q.dim(0), q.dim(2), k.dim(2), q.dim(3));
     return allgather_attention_forward(group_, layout_, spec_, ctx_, q, k, v);
   }
   AttentionGrads backward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOut& fwd,

@@ -22,7 +22,7 @@ void lse_columns(Tensor& dst, int64_t dst_at, const Tensor& src, int64_t src_at,
 AttentionParams LocalAttention::params(const Tensor& q, const Tensor& k) const {
   AttentionParams p;
   p.b = q.dim(0), p.sq = q.dim(1), p.sk = k.dim(1), p.H = q.dim(2), p.Hkv = k.dim(2), p.d = q.dim(3);
-  p.causal = spec_.causal, p.softmax_scale = spec_.softmax_scale;
+  p.causal = spec_.causal, p.softmax_scale = spec_.softmax_scale, p.mask = spec_.mask;
   return p;
 }
 
@@ -53,7 +53,7 @@ AttentionGrads LocalAttention::backward(const Tensor& q, const Tensor& k, const 
 StepProbe::StepProbe(Communicator& comm, std::vector<StepRecord>* records, const char* phase, int step, int block_of,
                      const char* carried)
     : comm_(comm), records_(records), span_(new trace::Span(trace::Span::ring_step(step))),
-      rec_{phase, step, comm.world_rank(block_of), "", 0, 0, 0, 0}, before_(comm.stats()),
+      rec_{phase, step, comm.world_rank(block_of), "", "", 0, 0, 0, 0, 0}, before_(comm.stats()),
       t0_(std::chrono::steady_clock::now()) {
   if (trace::Event* e = span_->event()) e->detail = detail::concat("K/V block of rank ", rec_.block_of, carried);
 }
@@ -61,6 +61,11 @@ StepProbe::StepProbe(Communicator& comm, std::vector<StepRecord>* records, const
 void StepProbe::computed(const std::string& what, double flops) {
   rec_.flops += flops;
   rec_.computed += (rec_.computed.empty() ? "" : ", ") + what;
+}
+
+void StepProbe::skipped(const std::string& what) {
+  rec_.skipped_pairs += 1;
+  rec_.skipped += (rec_.skipped.empty() ? "" : ", ") + what;
 }
 
 void StepProbe::compute_done() {

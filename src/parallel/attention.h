@@ -25,10 +25,12 @@ struct RankContext {
   AllocTag ws, act, comm;
 };
 
-/// The attention every rank computes: causal or not, and the scale of the scores.
+/// The attention every rank computes: causal or not, the scale of the scores, and the mask of
+/// documents, window and padding over the padded sequence's slots (layer/packing.h; null: none).
 struct AttentionSpec {
   bool causal = true;
   double softmax_scale = 1;
+  const DocumentMask* mask = nullptr;
 };
 
 struct AttentionOut {
@@ -44,6 +46,8 @@ struct StepRecord {
   int step = 0;          ///< ring step i: the K/V block of ring rank (r - i) mod R
   int block_of = 0;      ///< the world rank whose K/V block was computed on (ring rank (r - i) mod R)
   std::string computed;  ///< "q[0:64] x k[128:192] ..." (global token ranges or strided sets), or "skipped"
+  std::string skipped;   ///< the (query run x key run) pairs the mask hid wholly, named as computed is
+  int skipped_pairs = 0;
   double flops = 0;      ///< attention FLOPs of this step (forward convention: 4 d per visible pair per head)
   int64_t bytes_sent = 0;
   double compute_s = 0, wait_s = 0;  ///< time computing, and waiting for this step's transfers after it
@@ -108,6 +112,8 @@ class StepProbe {
   ~StepProbe();
   /// A (query run x key run) pair computed in this step.
   void computed(const std::string& what, double flops);
+  /// A pair the mask hid wholly: no work.
+  void skipped(const std::string& what);
   /// The step's compute is queued: on a GPU wait for it, then time the wait that follows.
   void compute_done();
   double flops() const { return rec_.flops; }

@@ -23,10 +23,11 @@ int64_t param_count(const LayerConfig& c, int T) {
 struct Shares {
   ParallelConfig par;
   GroupCoords at;
-  int64_t b, n_c, n_t, H_t, Hkv_t, f_t, d;
+  int64_t b, S, n_c, n_t, H_t, Hkv_t, f_t, d;
   HeadShare heads;  // a2a: this rank's heads of its TP share
   Shares(const ParallelConfig& p, const LayerConfig& c, int P, int rank)
-      : par(p.resolved(P)), at(coords_of(par, rank)), b(c.b), n_c(c.s / par.cp), n_t(c.s / par.cp / par.tp),
+      : par(p.resolved(P)), at(coords_of(par, rank)), b(c.b), S(sequence_packing(par, c).S), n_c(S / par.cp),
+        n_t(S / par.cp / par.tp),
         H_t(c.H / par.tp), Hkv_t(c.Hkv / par.tp), f_t(c.f / par.tp), d(c.d()),
         heads(ulysses_head_share(H_t, Hkv_t, par.a2a_size(), at.u)) {}
   bool a2a() const { return par.cp_comm == CpComm::a2a || par.cp_comm == CpComm::a2a_p2p; }
@@ -72,7 +73,7 @@ CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& c, i
     case CpComm::none: break;
     case CpComm::p2p: ring_hops(mine.b * mine.n_c * mine.Hkv_t * mine.d * elem_bytes); break;
     case CpComm::all_gather: {
-      const int64_t kv = mine.b * c.s * mine.Hkv_t * mine.d;  // the whole sequence's K (or V)
+      const int64_t kv = mine.b * mine.S * mine.Hkv_t * mine.d;  // the whole (padded) sequence's K (or V)
       const int64_t kv_ag = ring_all_gather_bytes(kv, C, mine.at.c, dt), kv_rs = ring_reduce_scatter_bytes(kv, C, mine.at.c, dt);
       sent.forward += 2 * kv_ag;
       sent.backward += 2 * kv_ag + 2 * kv_rs;
@@ -115,7 +116,7 @@ int64_t parallel_forward_comm_peak(const ParallelConfig& par, const LayerConfig&
       attention = 4 * mine.par.a2a_size() * mine.b * mine.n_c * mine.heads.kv_attended() * mine.d * elem_bytes;
       break;
     case CpComm::all_gather:
-      attention = allgather_kv_bytes(c.b, c.s, mine.Hkv_t, mine.d, dt) * 3 / 2;  // K, V, and V's gather buffer
+      attention = allgather_kv_bytes(c.b, mine.S, mine.Hkv_t, mine.d, dt) * 3 / 2;  // K, V, and V's gather buffer
       break;
   }
   return std::max(tp, attention);
@@ -123,21 +124,21 @@ int64_t parallel_forward_comm_peak(const ParallelConfig& par, const LayerConfig&
 
 double parallel_attention_flops(const ParallelConfig& par, const LayerConfig& c, int P, int rank) {
   const Shares mine(par, c, P, rank);
-  const AttentionSpec spec{c.causal, c.softmax_scale()};
-  const Layout l = mine.par.layout(c);
+  const Packing packing = sequence_packing(mine.par, c);
+  const RingLayout layout = cp_layout(mine.par, c, packing);
+  const AttentionSpec spec{c.causal, c.softmax_scale(), packing.mask()};
   switch (mine.par.cp_comm) {
     case CpComm::p2p:
-      return ring_attention_flops({l, c.s}, spec, mine.par.cp, mine.at.c, c.b, mine.H_t, mine.Hkv_t, mine.d);
+      return ring_attention_flops(layout, spec, mine.at.c, c.b, mine.H_t, mine.Hkv_t, mine.d);
     case CpComm::a2a_p2p:
-      return ring_attention_flops({l, c.s}, spec, mine.par.ring_size(), mine.at.r, c.b, mine.heads.q_count,
-                                  mine.heads.kv_attended(), mine.d);
+      return ring_attention_flops(layout, spec, mine.at.r, c.b, mine.heads.q_count, mine.heads.kv_attended(), mine.d);
     case CpComm::all_gather:
-      return allgather_attention_flops({l, c.s}, spec, mine.par.cp, mine.at.c, c.b, mine.H_t, mine.Hkv_t, mine.d);
+      return allgather_attention_flops(layout, spec, mine.at.c, c.b, mine.H_t, mine.Hkv_t, mine.d);
     case CpComm::none:
     case CpComm::a2a: {
       AttentionParams p;  // whole sequences, our heads
-      p.b = c.b, p.sq = p.sk = c.s, p.H = mine.heads.q_count, p.Hkv = mine.heads.kv_attended(), p.d = mine.d;
-      p.causal = c.causal;
+      p.b = c.b, p.sq = p.sk = mine.S, p.H = mine.heads.q_count, p.Hkv = mine.heads.kv_attended(), p.d = mine.d;
+      p.causal = c.causal, p.mask = packing.mask();
       return kernels::cpu::attention_forward_flops(p);
     }
   }

@@ -7,8 +7,11 @@
 
 namespace ringside {
 
-/// Saved-activation bytes of world rank `rank`, with N_t = b s / (T C) tokens between the TP
-/// blocks, N_c = b s / C in its CP shard, H_t = H/T, Hkv_t = Hkv/T and f_t = f/T:
+/// Every formula counts the padded sequence's S slots (sequence_packing; S = s when s divides):
+/// a padding token costs what a real one does.
+///
+/// Saved-activation bytes of world rank `rank`, with N_t = b S / (T C) tokens between the TP
+/// blocks, N_c = b S / C in its CP shard, H_t = H/T, Hkv_t = Hkv/T and f_t = f/T:
 ///   token-wise   N_t (4 h + 4) + 2 N_c f_t          (x, h1, x2, h2, LayerNorm statistics; u, g)
 ///   attention, when the algorithm keeps its inputs (none, p2p, all_gather):
 ///                N_c (2 H_t d + 2 Hkv_t d + H_t)    (q, k, v, out, lse)
@@ -40,8 +43,8 @@ CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& cfg,
 /// and the attention's transfers:
 ///   p2p: two K and two V blocks, the one computed on and the one arriving, 4 N_c Hkv_t d
 ///     (a2a+p2p: 4 U N_c kv d, the ring's block after the all-to-all);
-///   all_gather: the whole sequence's K and V, 2 b s Hkv_t d (Llama 3's price, allgather_kv_bytes),
-///     plus V's gather buffer before it is put in sequence order, b s Hkv_t d;
+///   all_gather: the whole sequence's K and V, 2 b S Hkv_t d (Llama 3's price, allgather_kv_bytes),
+///     plus V's gather buffer before it is put in sequence order, b S Hkv_t d;
 ///   a2a: none (its buffers are the activations it produces).
 /// times sizeof(T).
 int64_t parallel_forward_comm_peak(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank, DType dt);
@@ -52,15 +55,15 @@ int64_t parallel_forward_comm_peak(const ParallelConfig& par, const LayerConfig&
 /// Replicated over CP (the same on every rank of a configuration).
 int64_t parallel_param_count(const ParallelConfig& par, const LayerConfig& cfg, int P);
 
-/// Forward attention FLOPs world rank `rank` computes (visible query-key pairs, 4 d per pair
-/// per head): the per-rank work table.
+/// Forward attention FLOPs world rank `rank` computes (visible query-key pairs under the mask:
+/// causal, documents, window, padding; 4 d per pair per head): the per-rank work table.
 double parallel_attention_flops(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank);
 
 // ---- the named strategies' formulas, as the lessons quote them --------------------------
 
-/// Throws ConfigError unless the ring splits the layer P ways (s % P; s % 2P for zigzag).
+/// Throws ConfigError unless the ring splits the layer P ways (any s: it pads).
 void validate_ring(const LayerConfig& cfg, int P);
-/// Throws ConfigError unless Ulysses splits the layer P ways (s % P, H % P).
+/// Throws ConfigError unless Ulysses splits the layer P ways (H % P; any s: it pads).
 void validate_ulysses(const LayerConfig& cfg, int P);
 /// The ring's saved bytes per rank: the reference's / P.
 int64_t ring_saved_bytes(const LayerConfig& cfg, int P, int rank, DType dt);

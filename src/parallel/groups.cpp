@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <regex>
 
 #include "core/error.h"
@@ -154,7 +155,7 @@ ParallelConfig parse_parallel_config(const std::string& name) {
 void ParallelConfig::validate(const LayerConfig& cfg, int P) const {
   cfg.validate();
   const ParallelConfig r = resolved(P);
-  const int T = r.tp, C = r.cp, U = r.a2a_size();
+  const int T = r.tp, U = r.a2a_size();
   // "v must be divisible by T x C = 8 (why)", naming only the degrees above 1.
   auto need = [&](int64_t v, const char* what, std::vector<std::pair<const char*, int64_t>> by, const char* why) {
     int64_t product = 1;
@@ -172,15 +173,16 @@ void ParallelConfig::validate(const LayerConfig& cfg, int P) const {
              : "TP splits the heads");
   need(cfg.Hkv, "kv heads Hkv", {{"T", T}}, "each TP rank computes Hkv/T key/value heads");
   need(cfg.f, "ffn width f", {{"T", T}}, "each TP rank holds f/T columns of the MLP");
-  need(cfg.s, "sequence length s", {{"T", T}, {"C", C}},
-       "each CP rank holds s/C tokens, and between the TP blocks each TP rank s/(T C) of them");
-  const Layout l = r.layout(cfg);
-  const bool gather = r.cp_comm == CpComm::all_gather;
-  const int64_t groups = gather ? C : r.ring_size();
-  if (l == Layout::zigzag && groups > 1)
-    need(cfg.s, "sequence length s", {{gather ? "2C" : "2R", 2 * groups}},
-         gather ? "zigzag cuts the sequence into two chunks per rank"
-                : "zigzag cuts the sequence into two chunks per ring rank");
+  // The padded sequence must fit where the real one does (BLAS's int, any machine's memory).
+  LayerConfig padded = cfg;
+  padded.s = sequence_packing(r, cfg).S, padded.docs.clear();
+  if (padded.s == cfg.s) return;
+  try {
+    padded.validate();
+  } catch (const ConfigError& e) {
+    throw ConfigError(detail::concat("the sequence, padded from s = ", cfg.s, " to S = ", padded.s,
+                                     " tokens so that every rank's shard is whole: ", e.what()));
+  }
 }
 
 Layout ParallelConfig::layout(const LayerConfig& cfg) const {
@@ -244,20 +246,47 @@ int world_rank_of(const ParallelConfig& par, int t, int c) {
   return par.order == RankOrder::tp_cp ? t + par.tp * c : c + par.cp * t;
 }
 
-std::vector<int64_t> cp_positions(const ParallelConfig& par, const LayerConfig& cfg, int c) {
-  const int U = par.a2a_size(), R = par.ring_size();
+namespace {
+// The ranks the layout spans: C for all_gather, the ring's R otherwise (1 without a ring).
+int layout_ranks(const ParallelConfig& par) { return par.cp_comm == CpComm::all_gather ? par.cp : par.ring_size(); }
+}  // namespace
+
+Packing sequence_packing(const ParallelConfig& par, const LayerConfig& cfg) {
+  const int64_t G = layout_ranks(par), TC = int64_t(par.tp) * par.cp;
   const Layout l = par.layout(cfg);
-  if (par.cp_comm == CpComm::all_gather) return layout_positions(l, cfg.s, par.cp, c);
-  const std::vector<int64_t> ring_shard = layout_positions(l, cfg.s, R, c / U);
+  if (per_document(l) && G > 1) return Packing(cfg, std::lcm(2 * G, TC), 2 * G);
+  return Packing(cfg, l == Layout::zigzag && G > 1 ? std::lcm(2 * G, TC) : TC);
+}
+
+RingLayout cp_layout(const ParallelConfig& par, const LayerConfig& cfg, const Packing& packing) {
+  const int G = layout_ranks(par);
+  const Layout l = par.layout(cfg);
+  return RingLayout(per_document(l) && G == 1 ? Layout::contiguous : l, packing, G, cfg.causal);
+}
+
+std::vector<int64_t> cp_positions(const ParallelConfig& par, const RingLayout& layout, int c) {
+  const int U = par.a2a_size();
+  if (par.cp_comm == CpComm::all_gather) return layout.positions(c);
+  const std::vector<int64_t> ring_shard = layout.positions(c / U);
   const int64_t n = int64_t(ring_shard.size()) / U, u = c % U;
   return {ring_shard.begin() + u * n, ring_shard.begin() + (u + 1) * n};
 }
 
-std::vector<int64_t> rank_positions(const ParallelConfig& par, const LayerConfig& cfg, int rank) {
+std::vector<int64_t> rank_positions(const ParallelConfig& par, const RingLayout& layout, int rank) {
   const GroupCoords g = coords_of(par, rank);
-  const std::vector<int64_t> shard = cp_positions(par, cfg, g.c);
+  const std::vector<int64_t> shard = cp_positions(par, layout, g.c);
   const int64_t n = int64_t(shard.size()) / par.tp;
   return {shard.begin() + g.t * n, shard.begin() + (g.t + 1) * n};
+}
+
+std::vector<int64_t> cp_positions(const ParallelConfig& par, const LayerConfig& cfg, int c) {
+  const Packing packing = sequence_packing(par, cfg);
+  return cp_positions(par, cp_layout(par, cfg, packing), c);
+}
+
+std::vector<int64_t> rank_positions(const ParallelConfig& par, const LayerConfig& cfg, int rank) {
+  const Packing packing = sequence_packing(par, cfg);
+  return rank_positions(par, cp_layout(par, cfg, packing), rank);
 }
 
 ProcessGroups::ProcessGroups(Communicator& w, const ParallelConfig& p)

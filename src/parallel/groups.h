@@ -21,6 +21,8 @@
 
 #include "comm/communicator.h"
 #include "layer/config.h"
+#include "layer/packing.h"
+#include "parallel/layout.h"
 
 namespace ringside {
 
@@ -58,8 +60,9 @@ struct ParallelConfig {
   /// degrees otherwise ("tp2xring2", not "tp2xring").
   std::string canonical_name() const;
   /// Throws ConfigError, with one message naming the broken rule, unless the layer splits this
-  /// way on P ranks: T x C = P, U | C, H % (T U), Hkv % T, f % T, s % (T C), and s % 2R for a
-  /// zigzag ring (s % 2C for a zigzag all_gather).
+  /// way on P ranks: T x C = P, U | C, H % (T U), Hkv % T, f % T, and the layer's own rules
+  /// (LayerConfig::validate). Any s splits: a length the shards do not divide is padded
+  /// (sequence_packing).
   void validate(const LayerConfig& cfg, int P) const;
   /// The token layout of the context-parallel shards: cfg's for p2p, all_gather and a2a+p2p
   /// (over the ring's R ranks); contiguous for a2a (every rank sees the whole sequence).
@@ -82,13 +85,26 @@ GroupCoords coords_of(const ParallelConfig& par, int rank);
 /// The world rank at coordinates (t, c): t + T c in tp-cp order, c + C t in cp-tp.
 int world_rank_of(const ParallelConfig& par, int t, int c);
 
-/// The global positions, ascending in local order, of CP rank c's shard: its layout's share for
-/// p2p and all_gather; the contiguous c-th of C for a2a; for a2a+p2p the u-th of U equal pieces
-/// of ring rank r's layout share, so that the all-to-all gathers exactly the ring's shard
-/// (forgetting this reorder is long-context-attention's issue 53).
-std::vector<int64_t> cp_positions(const ParallelConfig& par, const LayerConfig& cfg, int c);
-/// World rank `rank`'s own tokens between the TP blocks: the t-th of T equal pieces of its CP
+/// The padded sequence a resolved configuration splits (layer/packing.h). With G the ranks the
+/// layout spans (C for all_gather, R otherwise) every shard must hold S / (T C) tokens per rank
+/// between the TP blocks, so S is a multiple of T C, and of 2 G for zigzag (two chunks per rank);
+/// the per-document layouts pad each document to a multiple of 2 G and S to one of lcm(2 G, T C).
+/// The padding is the least that makes every split exact; none when s already divides.
+Packing sequence_packing(const ParallelConfig& par, const LayerConfig& cfg);
+/// The layout of the context-parallel shards over the G ranks it spans (see sequence_packing),
+/// on `packing` (which must outlive it).
+RingLayout cp_layout(const ParallelConfig& par, const LayerConfig& cfg, const Packing& packing);
+
+/// The slots (global positions of the padded sequence), ascending in local order, of CP rank
+/// c's shard: its layout's share for p2p and all_gather; the contiguous c-th of C for a2a; for
+/// a2a+p2p the u-th of U equal pieces of ring rank r's layout share, so that the all-to-all
+/// gathers exactly the ring's shard (forgetting this reorder is long-context-attention's issue 53).
+std::vector<int64_t> cp_positions(const ParallelConfig& par, const RingLayout& layout, int c);
+/// World rank `rank`'s own slots between the TP blocks: the t-th of T equal pieces of its CP
 /// shard (Megatron's sequence parallelism).
+std::vector<int64_t> rank_positions(const ParallelConfig& par, const RingLayout& layout, int rank);
+/// The same for cfg's own packing and layout (sequence_packing, cp_layout).
+std::vector<int64_t> cp_positions(const ParallelConfig& par, const LayerConfig& cfg, int c);
 std::vector<int64_t> rank_positions(const ParallelConfig& par, const LayerConfig& cfg, int rank);
 
 /// One rank's communicators, built with Communicator::split (collective over `world`).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "layer/config.h"
+#include "layer/packing.h"
 
 namespace ringside {
 
@@ -33,6 +34,41 @@ std::vector<Run> runs_of(const std::vector<int64_t>& pos);
 /// ring step costs the same at any s (a dry run of a million tokens takes the same steps as one
 /// of a thousand). A test checks the two agree for every layout, rank and small size.
 std::vector<Run> layout_runs(Layout layout, int64_t s, int P, int rank);
+
+/// Which slots of a padded sequence (layer/packing.h) each of `ranks` context-parallel ranks
+/// holds. The whole-sequence layouts (contiguous, zigzag, striped) are layout_positions over the
+/// S slots; the per-document ones cut every segment (each document, padded to a multiple of
+/// 2 ranks, and the trailing padding) into 2 ranks chunks of equal size:
+///   zigzag-per-doc  rank r holds chunks r and 2R-1-r of every segment (TransformerEngine's THD
+///                   load balance): under a causal mask alone every document's work is then equal
+///                   on every rank, but not under a window (every chunk past the first W keys
+///                   costs the same, and the pair of early chunks costs less)
+///   greedy          every rank holds two chunks of every segment (so shards stay equal), chosen
+///                   by taking the chunks in descending order of work (visible query-key pairs,
+///                   exact) and giving each to the least-loaded rank that has fewer than two of
+///                   its segment's (ties: the lower rank).
+/// A rank's positions are ascending.
+class RingLayout {
+ public:
+  /// `packing` must outlive the layout; `causal` is the mask greedy weighs the chunks by.
+  RingLayout(Layout layout, const Packing& packing, int ranks, bool causal = true);
+  Layout layout() const { return layout_; }
+  const Packing& packing() const { return *packing_; }
+  int ranks() const { return ranks_; }
+  /// Rank j's slots, ascending.
+  std::vector<int64_t> positions(int j) const;
+  /// Rank j's runs: O(1) for the whole-sequence layouts, a scan of positions(j) otherwise.
+  std::vector<Run> runs(int j) const;
+
+ private:
+  Layout layout_;
+  const Packing* packing_;
+  int ranks_;
+  std::vector<std::vector<int>> owner_;  // greedy: per segment, the rank of each of its 2 R chunks
+};
+
+/// Whether a layout cuts each document (zigzag-per-doc, greedy) rather than the whole sequence.
+inline bool per_document(Layout l) { return l == Layout::zigzag_per_doc || l == Layout::greedy; }
 
 /// layout_runs (or, by_scanning, runs_of) as {local start, length, first global position,
 /// stride} each, for the tests.

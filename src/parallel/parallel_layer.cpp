@@ -23,11 +23,11 @@ namespace ringside {
 namespace {
 
 // The attention algorithm of this configuration, over this rank's groups.
+// The mask, documents, window and padding, is the packing's, over its slots.
 std::unique_ptr<SequenceAttention> make_attention(const ProcessGroups& groups, const LayerConfig& cfg,
-                                                  const RankContext& ctx) {
+                                                  const RingLayout& layout, const RankContext& ctx) {
   const ParallelConfig& par = groups.par;
-  const AttentionSpec spec{cfg.causal, cfg.softmax_scale()};
-  const RingLayout layout{par.layout(cfg), cfg.s};
+  const AttentionSpec spec{cfg.causal, cfg.softmax_scale(), layout.packing().mask()};
   switch (par.cp_comm) {
     case CpComm::none: return std::make_unique<LocalAttention>(spec, ctx);
     case CpComm::p2p: return std::make_unique<RingAttention>(*groups.ring, layout, spec, ctx);
@@ -39,6 +39,14 @@ std::unique_ptr<SequenceAttention> make_attention(const ProcessGroups& groups, c
           *groups.a2a, std::make_unique<RingAttention>(*groups.ring, layout, spec, ctx), ctx);
   }
   throw Error("unknown cp_comm");
+}
+
+// Every rank's tokens [b, n, ...] gathered into the reference's layout [b, s, ...]: the slots
+// in sequence order, padding dropped.
+Tensor gather_real_tokens(Communicator& world, const Tensor& t, const std::function<std::vector<int64_t>(int)>& slots_of,
+                          const Packing& packing, AllocTag tag) {
+  const Tensor all = gather_tokens(world, t, slots_of, packing.S, tag);
+  return packing.identity() ? all : take_tokens(all, packing.real_slots(), tag);
 }
 
 std::vector<Tensor*> all_of(LayerWeights& w) {
@@ -60,17 +68,23 @@ RankResult parallel_layer_run(const ParallelConfig& config, const LayerConfig& c
   const RankContext ctx{be, dt, {rank, MemCategory::workspace, &tracker}, {rank, MemCategory::activations, &tracker},
                         {rank, MemCategory::comm, &tracker}};
 
-  // The tokens we hold (global positions: RoPE, dropout and the mask never see a local index),
-  // our share of the weights, and the reference's inputs at our tokens.
-  auto own_positions = [&](int r) { return rank_positions(par, cfg, r); };
-  const TokenPositions pos{own_positions(rank), cp_positions(par, cfg, groups.at.c)};
+  // The tokens we hold: slots of the padded sequence (layer/packing.h), whose mask, RoPE and
+  // dropout never see a local index. Our share of the weights, and the reference's inputs at our
+  // tokens (zero at padding, so that padding adds nothing to any gradient).
+  const Packing packing = sequence_packing(par, cfg);
+  const RingLayout layout = cp_layout(par, cfg, packing);
+  auto own_slots = [&](int r) { return rank_positions(par, layout, r); };
+  const std::vector<int64_t> own = own_slots(rank), own_tokens = packing.real_of(own);
+  std::vector<int64_t> dropout_keys = own_tokens;  // the global token index (padding: 0, its output is dropped)
+  for (int64_t& key : dropout_keys) key = key < 0 ? 0 : key;
+  const TokenPositions pos{dropout_keys, packing.rope_positions(cp_positions(par, layout, groups.at.c))};
   const LayerWeights w = tp_shard_weights(cfg, par.tp, groups.at.t, dt, {rank, MemCategory::weights, &tracker});
-  const Tensor x = random_input_tokens(cfg, static_cast<uint32_t>(RngSite::input_x), pos.own, dt, ctx.act);
-  const Tensor dout = random_input_tokens(cfg, static_cast<uint32_t>(RngSite::input_dout), pos.own, dt, ctx.ws);
+  const Tensor x = random_input_tokens(cfg, static_cast<uint32_t>(RngSite::input_x), own_tokens, dt, ctx.act);
+  const Tensor dout = random_input_tokens(cfg, static_cast<uint32_t>(RngSite::input_dout), own_tokens, dt, ctx.ws);
   // Under full recomputation nothing the attention keeps is saved: its forward runs again in the backward.
   const bool full_recompute = cfg.recompute == Recompute::full;
   const RankContext attention_ctx{be, dt, ctx.ws, full_recompute ? ctx.ws : ctx.act, ctx.comm};
-  const std::unique_ptr<SequenceAttention> attention = make_attention(groups, cfg, attention_ctx);
+  const std::unique_ptr<SequenceAttention> attention = make_attention(groups, cfg, layout, attention_ctx);
   const AllocTag qkv_tag = attention->keeps_inputs() && !full_recompute ? ctx.act : ctx.ws;
 
   RankResult res;
@@ -131,8 +145,8 @@ RankResult parallel_layer_run(const ParallelConfig& config, const LayerConfig& c
   res.steps = attention->steps;
 
   // ---- Results, gathered on every rank in the reference's layout (outside the timing).
-  res.out = gather_tokens(world, out, own_positions, cfg.s, ctx.ws);
-  res.dx = gather_tokens(world, dx, own_positions, cfg.s, ctx.ws);
+  res.out = gather_real_tokens(world, out, own_slots, packing, ctx.ws);
+  res.dx = gather_real_tokens(world, dx, own_slots, packing, ctx.ws);
   res.grads = gather_tp_grads(cfg, tp, weight_grads, ctx.ws);
   res.local_grads = weight_grads;
   return res;

@@ -125,7 +125,7 @@ AttentionParams pair_params(const AttentionSpec& spec, int64_t b, int64_t Hq, in
                             const Run& c) {
   AttentionParams p;
   p.b = b, p.sq = a.len, p.sk = c.len, p.H = Hq, p.Hkv = Hkv, p.d = d, p.causal = spec.causal;
-  p.softmax_scale = spec.softmax_scale;
+  p.softmax_scale = spec.softmax_scale, p.mask = spec.mask;
   p.q_offset = a.first, p.q_stride = a.stride, p.k_offset = c.first, p.k_stride = c.stride;
   return p;
 }
@@ -133,8 +133,9 @@ AttentionParams pair_params(const AttentionSpec& spec, const Tensor& q, const Te
   return pair_params(spec, q.dim(0), q.dim(2), k.dim(2), q.dim(3), a, c);
 }
 
-// Whether the causal mask hides every key of run c from every query of run a: skip the pair.
-bool hidden(const AttentionSpec& spec, const Run& a, const Run& c) { return spec.causal && c.first > a.last(); }
+// Whether the mask (causal, documents, window, padding) hides every key of the pair's key run
+// from every query of its query run: no visible pair, no work at all.
+bool hidden(const AttentionParams& p) { return kernels::cpu::attention_forward_flops(p) == 0; }
 
 }  // namespace
 
@@ -144,7 +145,7 @@ AttentionOut ring_attention_forward(Communicator& ring, const RingLayout& layout
   const int R = ring.size(), r = ring.rank();
   const int64_t b = q.dim(0), n = q.dim(1), Hq = q.dim(2), d = q.dim(3);
   Backend& be = ctx.be;
-  const std::vector<Run> my_runs = layout_runs(layout.layout, layout.s, R, r);
+  const std::vector<Run> my_runs = layout.runs(r);
 
   // Per query run: the queries, and the running (out, lse), starting empty (0, -inf).
   std::vector<Tensor> q_runs, out_runs, lse_runs;
@@ -160,9 +161,12 @@ AttentionOut ring_attention_forward(Communicator& ring, const RingLayout& layout
     StepProbe step(ring, steps, "forward", i, src);
     kv.pass_on(i);  // the next block moves while we compute on this one
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
-      for (const Run& c : layout_runs(layout.layout, layout.s, R, src)) {
-        if (hidden(spec, my_runs[ai], c)) continue;  // wholly masked: no work at all
+      for (const Run& c : layout.runs(src)) {
         const AttentionParams p = pair_params(spec, q, k, my_runs[ai], c);
+        if (hidden(p)) {  // wholly masked: no work at all
+          step.skipped(describe(my_runs[ai], c));
+          continue;
+        }
         Tensor part = be.empty(out_runs[ai].shape(), ctx.dt, ctx.ws), part_lse = be.empty(lse_runs[ai].shape(), ctx.dt, ctx.ws);
         be.attention_forward(p, q_runs[ai], run_of(kv.k(), c, ctx.ws), run_of(kv.v(), c, ctx.ws), part, part_lse);
         be.lse_merge(out_runs[ai], lse_runs[ai], part, part_lse);
@@ -186,7 +190,7 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
   const int R = ring.size(), r = ring.rank();
   const int64_t b = q.dim(0), n = q.dim(1), Hq = q.dim(2), d = q.dim(3);
   Backend& be = ctx.be;
-  const std::vector<Run> my_runs = layout_runs(layout.layout, layout.s, R, r);
+  const std::vector<Run> my_runs = layout.runs(r);
 
   // Per query run: q, out, dout and lse, and dQ, which stays home.
   std::vector<Tensor> q_runs, out_runs, dout_runs, lse_runs, dq_runs;
@@ -208,9 +212,12 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
     Tensor dk_part = i == 0 ? acc.dk(0) : be.zeros(k.shape(), ctx.dt, ctx.ws);
     Tensor dv_part = i == 0 ? acc.dv(0) : be.zeros(v.shape(), ctx.dt, ctx.ws);
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
-      for (const Run& c : layout_runs(layout.layout, layout.s, R, src)) {
-        if (hidden(spec, my_runs[ai], c)) continue;
+      for (const Run& c : layout.runs(src)) {
         const AttentionParams p = pair_params(spec, q, k, my_runs[ai], c);
+        if (hidden(p)) {
+          step.skipped(describe(my_runs[ai], c));
+          continue;
+        }
         Tensor dk_run = run_of(dk_part, c, ctx.ws), dv_run = run_of(dv_part, c, ctx.ws);
         be.attention_backward(p, q_runs[ai], run_of(kv.k(), c, ctx.ws), run_of(kv.v(), c, ctx.ws), out_runs[ai],
                               dout_runs[ai], lse_runs[ai], dq_runs[ai], dk_run, dv_run);
@@ -230,13 +237,12 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
   return g;
 }
 
-double ring_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int R, int rank, int64_t b,
-                            int64_t Hq, int64_t Hkv, int64_t d) {
+double ring_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int rank, int64_t b, int64_t Hq,
+                            int64_t Hkv, int64_t d) {
   double flops = 0;
-  for (const Run& a : layout_runs(layout.layout, layout.s, R, rank))
-    for (int src = 0; src < R; ++src)
-      for (const Run& c : layout_runs(layout.layout, layout.s, R, src))
-        if (!hidden(spec, a, c)) flops += kernels::cpu::attention_forward_flops(pair_params(spec, b, Hq, Hkv, d, a, c));
+  for (const Run& a : layout.runs(rank))
+    for (int src = 0; src < layout.ranks(); ++src)
+      for (const Run& c : layout.runs(src)) flops += kernels::cpu::attention_forward_flops(pair_params(spec, b, Hq, Hkv, d, a, c));
   return flops;
 }
 

@@ -6,16 +6,12 @@
 
 namespace ringside {
 
-/// The ring's token layout: rank j of the ring holds layout_positions(layout, s, R, j), s the
-/// length of the sequence the ring spans.
-struct RingLayout {
-  Layout layout = Layout::contiguous;
-  int64_t s = 0;
-};
-
 /// The forward ring over `ring` (R ranks): returns this rank's out [b, n, Hq, d] and lse
-/// [b, Hq, n] (allocated as ctx.act) over every key the mask lets it see, n = s / R.
-/// q [b, n, Hq, d], k, v [b, n, Hkv, d] are the rank's tokens in layout order. The next K/V
+/// [b, Hq, n] (allocated as ctx.act) over every key the mask lets it see, n = S / R (S the
+/// padded length, layout.packing().S). q [b, n, Hq, d], k, v [b, n, Hkv, d] are the rank's
+/// tokens in layout order (layout.positions(rank), R = layout.ranks()). A (query run x key run)
+/// pair the mask (causal, documents, window, padding) hides wholly is skipped, and the step
+/// records name it. The next K/V
 /// block is posted before each step's compute (double buffering), so the transfer hides
 /// behind the compute when a block's compute outlasts it. Per step records go to `steps`
 /// (optional). Throws CommError when a transfer fails or times out.
@@ -32,10 +28,10 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
                                        const AttentionOut& fwd, const Tensor& dout,
                                        std::vector<StepRecord>* steps = nullptr);
 
-/// Forward attention FLOPs ring rank `rank` of R computes under `layout` (visible query-key
-/// pairs, 4 d per pair per head, as attention_forward_flops counts them) with b, Hq, Hkv, d.
-double ring_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int R, int rank, int64_t b,
-                            int64_t Hq, int64_t Hkv, int64_t d);
+/// Forward attention FLOPs ring rank `rank` computes under `layout` (visible query-key pairs,
+/// 4 d per pair per head, as attention_forward_flops counts them) with b, Hq, Hkv, d.
+double ring_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int rank, int64_t b, int64_t Hq,
+                            int64_t Hkv, int64_t d);
 
 /// The ring as a SequenceAttention over `ring`.
 class RingAttention : public SequenceAttention {

@@ -68,7 +68,7 @@ expect 1 "verdict +FAIL: .*nothing to compare" "$RS" reference "${SMALL[@]}" --d
 # --- configuration errors are exit 2 everywhere, bench model included.
 expect 2 "sequence length s must be >= 1, got 0" "$RS" bench model --seq 0
 expect 2 "dropout p must be in \[0, 1\), got 2" "$RS" bench model --dropout 2
-expect 2 "no strategy can split this layer 3 ways" "$RS" bench model --ranks 3
+expect 2 "no strategy can split this layer 3 ways.*padded from s = 2147483647" "$RS" bench model --ranks 3 --seq 2147483647
 expect 2 "not a profile" "$RS" bench model --hw tpu-v9
 expect 2 "--min-bytes must not exceed --max-bytes" "$RS" bench comm --min-bytes 4096 --max-bytes 1024
 
