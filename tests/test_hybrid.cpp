@@ -10,26 +10,15 @@
 #include "parallel/harness.h"
 #include "parallel/formulas.h"
 #include "parallel/ulysses_attention.h"
+#include "configurations.h"
 #include "reference64.h"
 
 using namespace ringside;
 
 namespace {
 
-// Every configuration of (T, C) that the issue lists, with each cp_comm (and a2a size) that fits.
-std::vector<ParallelConfig> configurations() {
-  std::vector<ParallelConfig> all;
-  for (auto [T, C] : {std::pair{2, 2}, {1, 4}, {4, 1}, {2, 4}}) {
-    if (C == 1) {
-      all.push_back({T, 1, CpComm::none});
-      continue;
-    }
-    for (CpComm comm : {CpComm::p2p, CpComm::all_gather, CpComm::a2a}) all.push_back({T, C, comm});
-    for (int U = 2; U < C; ++U)
-      if (C % U == 0) all.push_back({T, C, CpComm::a2a_p2p, U});
-  }
-  return all;
-}
+// The configurations swept (tests/configurations.h).
+std::vector<ParallelConfig> configurations() { return testing::configurations({{2, 2}, {1, 4}, {4, 1}, {2, 4}}); }
 
 bool has_layout(const ParallelConfig& p) { return p.cp_comm != CpComm::none && p.cp_comm != CpComm::a2a; }
 

@@ -11,6 +11,7 @@
 #include "parallel/formulas.h"
 #include "parallel/groups.h"
 #include "parallel/harness.h"
+#include "configurations.h"
 #include "reference64.h"
 
 using namespace ringside;
@@ -63,19 +64,8 @@ double exact_rank_flops(const ParallelConfig& given, const LayerConfig& c, int P
   return 4.0 * double(c.d()) * double(heads) * double(c.b) * pairs;
 }
 
-// Every (T, C) the hybrid tests use, P 2 to 4 and the odd P 3, with each cp_comm that fits.
-std::vector<ParallelConfig> configurations() {
-  std::vector<ParallelConfig> all;
-  for (auto [T, C] : {std::pair{2, 2}, {1, 4}, {4, 1}, {1, 3}}) {
-    if (C == 1) {
-      all.push_back({T, 1, CpComm::none});
-      continue;
-    }
-    for (CpComm comm : {CpComm::p2p, CpComm::all_gather, CpComm::a2a}) all.push_back({T, C, comm});
-    if (C == 4) all.push_back({T, C, CpComm::a2a_p2p, 2});
-  }
-  return all;
-}
+// The configurations swept (tests/configurations.h).
+std::vector<ParallelConfig> configurations() { return testing::configurations({{2, 2}, {1, 4}, {4, 1}, {1, 3}}); }
 
 constexpr Layout kLayouts[] = {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::zigzag_per_doc, Layout::greedy};
 
@@ -373,4 +363,20 @@ TEST_CASE("the docs option: lists and random lengths, and the rules of a packed 
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("the documents sum past s = 48"));
   c.docs.clear(), c.window = -1;
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("the sliding window must be >= 1"));
+}
+
+TEST_CASE("on --device cuda a run that needs a mask is refused up front, naming --device cpu", "[packed]") {
+  LayerConfig c = small_layer();
+  c.s = 48;
+  const Strategy ring = find_strategy("ring");
+  REQUIRE_NOTHROW(ring.validate(c, 4, Device::cuda));  // 48 splits into 8 zigzag chunks: no mask
+  c.s = 45;
+  REQUIRE_NOTHROW(ring.validate(c, 4, Device::cpu));
+  REQUIRE_THROWS_WITH(ring.validate(c, 4, Device::cuda),
+                      Catch::Contains("ring with P = 4 on --device cuda needs s = 45 padded to S = 48 for its shards") &&
+                          Catch::Contains("(run with --device cpu)"));
+  c.s = 48, c.docs = {40, 8};
+  REQUIRE_THROWS_WITH(ring.validate(c, 4, Device::cuda), Catch::Contains("needs packed documents"));
+  c.docs.clear(), c.window = 16;
+  REQUIRE_THROWS_WITH(find_strategy("tp-sp").validate(c, 4, Device::cuda), Catch::Contains("needs a sliding window"));
 }

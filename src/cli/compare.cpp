@@ -507,7 +507,7 @@ std::vector<Strategy> choose_strategies(const CompareOptions& o, int P,
   std::vector<Strategy> valid;
   for (const Strategy& st : chosen) {
     try {
-      st.validate(o.cfg, P);
+      st.validate(o.cfg, P, o.device == "cuda" ? Device::cuda : Device::cpu);
     } catch (const ConfigError& e) {
       if (listed) throw;
       skipped.emplace_back(st.name, e.what());
@@ -798,7 +798,7 @@ int run_command(CompareOptions& o) {
   Setup s = setup(o, "run", [&](const Setup& s) {
     cfg.validate();
     chosen = strategy_from(o.strategy, o.parallel, s.P);
-    chosen->validate(cfg, s.P);
+    chosen->validate(cfg, s.P, s.device);
     chosen = resolve_strategy(*chosen, s.P);
     check_memory(cfg, s.P, s.mpi ? 1 : s.P, false);
     check_outputs(o, s);

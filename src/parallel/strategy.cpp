@@ -1,5 +1,6 @@
 #include "parallel/strategy.h"
 
+#include "core/error.h"
 #include "parallel/formulas.h"
 #include "parallel/parallel_layer.h"
 
@@ -46,6 +47,18 @@ Strategy resolve_strategy(const Strategy& st, int P) {
   Strategy r = make_strategy(par);
   r.name = par.canonical_name();
   return r;
+}
+
+void Strategy::validate(const LayerConfig& cfg, int P, Device device) const {
+  validate(cfg, P);
+  if (device != Device::cuda) return;
+  const Packing packing = sequence_packing(parallel.resolved(P), cfg);
+  if (!packing.mask()) return;
+  const std::string why = cfg.docs.size() > 1 ? "packed documents"
+                          : cfg.window > 0    ? "a sliding window"
+                                              : detail::concat("s = ", cfg.s, " padded to S = ", packing.S, " for its shards");
+  throw ConfigError(detail::concat(name, " with P = ", P, " on --device cuda needs ", why,
+                                   ", and the CUDA kernels take no mask but the causal one yet (run with --device cpu)"));
 }
 
 RankResult Strategy::run(const LayerConfig& cfg, Communicator& comm, Backend& be, MemoryTracker& tracker,

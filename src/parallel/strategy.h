@@ -45,6 +45,10 @@ struct Strategy {
 
   /// Throws ConfigError, identically on every rank, before any communication: the broken rule.
   void validate(const LayerConfig& cfg, int P) const { parallel.validate(cfg, P); }
+  /// The same, and the device's own rule: the CUDA kernels know the causal mask alone, so on
+  /// Device::cuda a run that needs packed documents, a window or padding (a length its shards
+  /// do not divide) is refused, naming why and --device cpu.
+  void validate(const LayerConfig& cfg, int P, Device device) const;
   /// Runs forward and backward as rank comm.rank() of comm.size(), in dtype dt, on inputs
   /// drawn from cfg.seed exactly as the reference draws them.
   RankResult run(const LayerConfig& cfg, Communicator& comm, Backend& be, MemoryTracker& tracker, DType dt) const;
