@@ -184,6 +184,9 @@ TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly, and 
   CHECK(num(s, "packed_greedy_max_over_min") < num(s, "packed_zigzag_per_doc_max_over_min"));
   CHECK(num(s, "packed_zigzag_per_doc_max_over_min") < num(s, "packed_zigzag_max_over_min"));
   CHECK(num(s, "packed_max_error") < 1e-5);
+  // The block picture draws the causal triangle over P or 2P chunks: not a packed run's mask.
+  CHECK_FALSE(viz::tile_map(s.trace, "ring packed greedy").has_value());
+  CHECK_FALSE(viz::tile_map(s.trace, "ring packed zigzag").has_value());
   // The tile map of a "ring zigzag" run is zigzag's, whatever otherData says.
   const auto m = viz::tile_map(s.trace, "ring striped");
   REQUIRE(m.has_value());

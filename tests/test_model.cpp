@@ -394,7 +394,7 @@ TEST_CASE("the trace writer refuses what the reader would refuse", "[model][trac
 }
 
 TEST_CASE("every strategy's schedule stays within the bound the memory check counts", "[model]") {
-  // model::schedule_events_bound(P) sizes the memory check before a dry run: it must hold.
+  // model::schedule_events_bound(P, cfg) sizes the memory check before a dry run: it must hold.
   LayerConfig cfg;
   cfg.b = 1, cfg.s = 512, cfg.h = 256, cfg.H = 16, cfg.Hkv = 16, cfg.f = 64;
   for (int P : {2, 4, 8, 16}) {
@@ -403,12 +403,30 @@ TEST_CASE("every strategy's schedule stays within the bound the memory check cou
       INFO(st.name << " P = " << P);
       size_t events = 0;
       for (const trace::RankTrace& r : dry_schedule(st, cfg, P).ranks) events += r.events.size();
-      REQUIRE(double(events) <= model::schedule_events_bound(P));
+      REQUIRE(double(events) <= model::schedule_events_bound(P, cfg));
       busiest = std::max(busiest, events);
     }
     // And not by a wide margin where P^2 rules: a measure, not a refusal of every large run.
-    if (P == 16) REQUIRE(double(busiest) >= 0.5 * model::schedule_events_bound(P));
+    if (P == 16) REQUIRE(double(busiest) >= 0.5 * model::schedule_events_bound(P, cfg));
   }
+  // A pack of many documents under a per-document layout: two runs a document on every rank.
+  LayerConfig packed = cfg;
+  packed.s = 4096, packed.docs = parse_docs("random:200", packed.s, 7), packed.window = 64;
+  for (Layout layout : {Layout::zigzag_per_doc, Layout::greedy})
+    for (int P : {2, 8}) {
+      packed.layout = layout;
+      size_t busiest = 0;
+      for (const char* name : {"ring", "all-gather", "ulysses2xring"}) {
+        if (P == 2 && std::string(name) == "ulysses2xring") continue;
+        const Strategy st = find_strategy(name);
+        INFO(st.name << " P = " << P << " " << to_string(layout));
+        size_t events = 0;
+        for (const trace::RankTrace& r : dry_schedule(st, packed, P).ranks) events += r.events.size();
+        REQUIRE(double(events) <= model::schedule_events_bound(P, packed));
+        busiest = std::max(busiest, events);
+      }
+      CHECK(double(busiest) >= 0.25 * model::schedule_events_bound(P, packed));
+    }
 }
 
 TEST_CASE("TP inside a node and the ring across nodes beats the reverse placement (1M tokens, 64 H100s)", "[model][hybrid]") {

@@ -353,6 +353,12 @@ TEST_CASE("the docs option: lists and random lengths, and the rules of a packed 
   CHECK_THROWS_WITH(parse_docs("random:6", 5, 3), Catch::Contains("6 documents of at least one token each do not fit in s = 5"));
   CHECK_THROWS_WITH(parse_docs("random:0", 5, 3), Catch::Contains("must be a positive integer, got '0'"));
   CHECK_THROWS_WITH(parse_docs("3,,4", 7, 3), Catch::Contains("each length must be a positive integer, got ''"));
+  // Past s, whatever the size: never "not a positive integer" for a number too large to read.
+  CHECK_THROWS_WITH(parse_docs("9223372036854775807,1", 64, 3),
+                    Catch::Contains("9223372036854775807 tokens is longer than the sequence, s = 64"));
+  CHECK_THROWS_WITH(parse_docs("random:99999999999999999999", 64, 3),
+                    Catch::Contains("99999999999999999999 documents of at least one token each do not fit in s = 64"));
+  CHECK(parse_docs("032,032", 64, 3) == std::vector<int64_t>{32, 32});
   CHECK_THROWS_WITH(parse_docs("3,-4", 7, 3), Catch::Contains("got '-4'"));
   LayerConfig c = small_layer();
   c.s = 48, c.docs = {20, 20};

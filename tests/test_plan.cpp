@@ -122,6 +122,7 @@ TEST_CASE("the planner rejects the invalid with their rule and the oversized wit
   const model::PlanRow& ring7 = row_named(seven, "ring zigzag none");
   CHECK(ring7.status != model::PlanStatus::invalid);
   CHECK(sequence_packing(ring7.candidate.par.resolved(7), ring7.candidate.layer(c)).S == 1036);
+  CHECK(ring7.reason.find("c = 148 ") != std::string::npos);  // the padded block, 1036 / 7
   // Only a sequence that cannot be padded leaves none: 2^31 - 1 tokens padded past BLAS's int.
   c.s = 2147483647;
   REQUIRE_THROWS_WITH(model::make_plan(c, o, {roomy}), Catch::Contains("no configuration of 7 GPUs") &&

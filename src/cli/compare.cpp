@@ -725,32 +725,54 @@ int compare_command(CompareOptions& o) {
     if (run.st->name != "ring") continue;
     // The load-balance table: measured for the layout that ran, analytic for the others (exact
     // counts of the pairs the mask leaves visible). S: the padded length each layout needs.
-    std::printf("\n  ring attention work per rank (forward GFLOP%s%s%s):\n  %-26s %6s", cfg.causal ? ", causal" : "",
+    struct Row {
+      Layout layout;
+      int64_t S;
+      bool ran;
+      std::vector<double> flops;  // per rank
+    };
+    std::vector<Row> rows;
+    double most = 0;
+    for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::zigzag_per_doc, Layout::greedy}) {
+      LayerConfig lc = cfg;
+      lc.layout = l;
+      Row row{l, sequence_packing(run.st->parallel.resolved(s.P), lc).S, l == cfg.cp_layout(), {}};
+      for (int r = 0; r < s.P; ++r) {
+        row.flops.push_back(row.ran ? run.ranks[r].attention_flops : ring_attention_flops(lc, s.P, r));
+        most = std::max(most, row.flops.back());
+      }
+      rows.push_back(std::move(row));
+    }
+    // One unit for the table, so that a small layer's work is not all 0.00.
+    const auto [unit, scale] = most >= 1e9 ? std::pair{"GFLOP", 1e9} : most >= 1e6 ? std::pair{"MFLOP", 1e6}
+                                                                               : std::pair{"kFLOP", 1e3};
+    std::printf("\n  ring attention work per rank (forward %s%s%s%s):\n  %-26s %6s", unit, cfg.causal ? ", causal" : "",
                 cfg.docs.size() > 1 ? detail::concat(", ", cfg.docs.size(), " documents").c_str() : "",
                 cfg.window > 0 ? detail::concat(", window ", cfg.window).c_str() : "", "layout", "S");
     for (int r = 0; r < s.P; ++r) std::printf(" %7s", ("rank " + std::to_string(r)).c_str());
     std::printf("   max/min\n");
     nlohmann::json& jl = js["ring_work_per_rank"];
-    for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::zigzag_per_doc, Layout::greedy}) {
-      LayerConfig lc = cfg;
-      lc.layout = l;
-      const int64_t S = sequence_packing(run.st->parallel.resolved(s.P), lc).S;
-      const bool ran = l == cfg.cp_layout();
-      double lo = 1e300, hi = 0;
+    auto fixed2 = [](double v) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.2f", v);
+      return std::string(b);
+    };
+    for (const Row& row : rows) {
+      nlohmann::json& j = jl[to_string(row.layout)];
       std::string cells;
-      for (int r = 0; r < s.P; ++r) {
-        const double f = ran ? run.ranks[r].attention_flops : ring_attention_flops(lc, s.P, r);
-        lo = std::min(lo, f), hi = std::max(hi, f);
-        char b[32];
-        std::snprintf(b, sizeof b, " %7.2f", f / 1e9);
-        cells += b;
-        jl[to_string(l)]["gflops"].push_back(f / 1e9);
+      for (double f : row.flops) {
+        cells += detail::concat(" ", pad(fixed2(f / scale), 7, true));
+        j["gflops"].push_back(f / 1e9);
       }
-      jl[to_string(l)]["max_over_min"] = lo > 0 ? hi / lo : 0;
-      jl[to_string(l)]["measured"] = ran;
-      jl[to_string(l)]["S"] = S;
-      std::printf("  %-26s %6lld%s   %7.2f\n", (std::string(to_string(l)) + (ran ? " (measured)" : " (formula)")).c_str(),
-                  (long long)S, cells.c_str(), lo > 0 ? hi / lo : 0.0);
+      const double lo = *std::min_element(row.flops.begin(), row.flops.end());
+      const double hi = *std::max_element(row.flops.begin(), row.flops.end());
+      // A rank with no work (it holds only padding, or keys nobody sees) has no ratio: inf.
+      j["max_over_min"] = lo > 0 ? nlohmann::json(hi / lo) : nlohmann::json(nullptr);
+      j["measured"] = row.ran;
+      j["S"] = row.S;
+      std::printf("  %-26s %6lld%s   %7s\n",
+                  (std::string(to_string(row.layout)) + (row.ran ? " (measured)" : " (formula)")).c_str(), (long long)row.S,
+                  cells.c_str(), lo > 0 ? fixed2(hi / lo).c_str() : hi > 0 ? "inf" : "-");
     }
   }
   for (const StrategyRun& run : runs) {

@@ -82,7 +82,7 @@ int model_command(const ModelCommandOptions& o) {
     // Tensors cost nothing in a dry run, but each rank lists its tokens' global positions
     // (RoPE, dropout, the layout): 8 bytes a token, a few lists at once. And the schedule
     // itself: model_schedule_bytes.
-    require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks),
+    require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks, o.cfg),
                    detail::concat("the dry run on ", o.ranks, " ranks (its schedule and token positions)"),
                    "--ranks, --seq or --batch", 0, 2 * o.ranks);
     std::printf("ringside model: %s on P = %d ranks, %s\n", st->name.c_str(), o.ranks, o.cfg.summary().c_str());

@@ -164,7 +164,7 @@ int plan_command(const PlanCommandOptions& o) {
   if (o.recompute != "any") po.modes = {parse_recompute(o.recompute)};
   o.cfg.validate();
   // The dry runs: each rank lists its tokens' global positions, and the schedule (model.h).
-  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.gpus),
+  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.gpus, o.cfg),
                  detail::concat("the plan's dry runs on ", o.gpus, " ranks"), "--gpus, --seq or --batch", 0, 2 * o.gpus);
 
   std::printf("ringside plan: %s%s on %d GPU%s, %d layer%s, recompute %s\n", o.preset.empty() ? "" : (o.preset + ": ").c_str(),
@@ -235,7 +235,7 @@ int bench_plan(const BenchPlanOptions& o) {
   std::vector<model::Hardware> profiles;
   for (const std::string& h : o.plan.hw) profiles.push_back(model::load_hardware(h));
   o.plan.cfg.validate();
-  require_memory(32.0 * double(o.plan.cfg.tokens()) + model::schedule_bytes(po.gpus),
+  require_memory(32.0 * double(o.plan.cfg.tokens()) + model::schedule_bytes(po.gpus, o.plan.cfg),
                  detail::concat("the plan's dry runs on ", po.gpus, " ranks"), "--gpus or --seq", 0, 2 * po.gpus);
   std::printf("ringside bench plan: %s, s = %lld, on %d GPUs of %s, %d layers, every recompute mode (target: under %.0f s)\n",
               o.plan.preset.c_str(), (long long)o.plan.cfg.s, po.gpus, o.plan.hw.front().c_str(), po.layers, o.target_s);

@@ -53,17 +53,21 @@ RopePositions parse_rope_positions(const std::string& s) {
 
 std::vector<int64_t> parse_docs(const std::string& spec, int64_t s, uint64_t seed) {
   const std::string shown = detail::shown_input(spec, 48);
-  auto integer = [&](const std::string& v, const char* what) {
-    const bool digits = !v.empty() && v.size() <= 18 && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-    if (!digits || std::stoll(v) < 1)
+  // A positive decimal integer (a leading zero is decimal); one past s, whatever its size, is
+  // too many tokens or documents: `fits` says which.
+  auto integer = [&](const std::string& v, const char* what, const char* fits) {
+    const bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    const std::string significant = digits ? v.substr(std::min(v.find_first_not_of('0'), v.size())) : "";
+    if (!digits || significant.empty())
       throw ConfigError(detail::concat("--docs '", shown, "': ", what, " must be a positive integer, got '",
                                        detail::shown_input(v, 24), "'"));
-    return int64_t(std::stoll(v));
+    if (significant.size() > 18 || std::stoll(significant) > s)
+      throw ConfigError(detail::concat("--docs '", shown, "': ", detail::shown_input(significant, 24), fits, s));
+    return int64_t(std::stoll(significant));
   };
   if (spec.rfind("random:", 0) == 0) {
-    const int64_t n = integer(spec.substr(7), "the number of documents");
-    if (n > s)
-      throw ConfigError(detail::concat("--docs '", shown, "': ", n, " documents of at least one token each do not fit in s = ", s));
+    const int64_t n =
+        integer(spec.substr(7), "the number of documents", " documents of at least one token each do not fit in s = ");
     // N - 1 distinct cut points in [1, s - 1] (Floyd's sampling), from SplitMix64.
     uint64_t state = seed ^ 0x9e3779b97f4a7c15ull;
     auto next = [&state] {
@@ -87,7 +91,8 @@ std::vector<int64_t> parse_docs(const std::string& spec, int64_t s, uint64_t see
   std::vector<int64_t> lengths;
   for (size_t at = 0;;) {
     const size_t comma = spec.find(',', at);
-    lengths.push_back(integer(spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at), "each length"));
+    lengths.push_back(integer(spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at), "each length",
+                              " tokens is longer than the sequence, s = "));
     if (comma == std::string::npos) break;
     at = comma + 1;
   }
@@ -147,8 +152,8 @@ void LayerConfig::validate() const {
       if (docs[i] < 1)
         fail(detail::concat("document ", i, " has length ", docs[i], "; every document needs at least one token"));
       if (docs[i] > s - sum)
-        fail(detail::concat("the documents sum past s = ", s, " (document ", i, " of length ", docs[i], " ends at ",
-                            double(sum) + double(docs[i]), ")"));
+        fail(detail::concat("the documents sum past s = ", s, " (document ", i, ", of ", docs[i], " tokens, starts at token ",
+                            sum, ")"));
       sum += docs[i];
     }
     if (sum != s)

@@ -411,9 +411,12 @@ class Replay {
 
 }  // namespace
 
-double schedule_events_bound(int P) { return 64.0 * P * P + 256.0 * P; }
+double schedule_events_bound(int P, const LayerConfig& cfg) {
+  const double documents = per_document(cfg.cp_layout()) ? double(cfg.docs.size()) + 1 : 0;
+  return 64.0 * P * P + 256.0 * P + 24.0 * P * P * documents;
+}
 
-double schedule_bytes(int P) { return 1024.0 * schedule_events_bound(P); }
+double schedule_bytes(int P, const LayerConfig& cfg) { return 1024.0 * schedule_events_bound(P, cfg); }
 
 trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o) {
   if (o.dtype != "bf16" && o.dtype != "fp32") throw ConfigError("--dtype " + o.dtype + ": bf16 or fp32");

@@ -60,13 +60,16 @@ trace::TraceData dry_run(const Strategy& st, const LayerConfig& cfg, int P, Memo
 /// An upper bound on the events a dry run of any strategy records on P ranks: each rank's
 /// schedule has O(P) steps (its ring's P steps, P - 1 for each ring collective), so the whole
 /// is O(P^2); measured, the ring (the largest) records 61.5 P^2 + 22 P (4,005,366 at P = 256),
-/// and test_model holds every strategy below this bound.
-double schedule_events_bound(int P);
+/// and test_model holds every strategy below this bound. A per-document layout (zigzag-per-doc,
+/// greedy) gives each rank two runs a document, and each ring step four (query run, key run)
+/// pairs a document, two or three events each: 24 P^2 (N + 1) more for N documents (measured,
+/// the ring at P = 2 records 16.4 P^2 N).
+double schedule_events_bound(int P, const LayerConfig& cfg);
 /// Bytes a dry run, its model and the modeled trace's writing hold at once on P ranks: about
 /// 1 KiB per event of schedule_events_bound (the recorded schedule, the model's copy, the
 /// metrics; 3.4 GB peak measured for the ring's 4.0 million events at P = 256), for the memory
 /// check before a dry run.
-double schedule_bytes(int P);
+double schedule_bytes(int P, const LayerConfig& cfg);
 
 struct ModelOptions {
   /// The element type to model: "bf16" halves the bytes of an fp32 trace (ops, transfers and

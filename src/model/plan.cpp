@@ -90,6 +90,9 @@ std::string num(double v) {
   return buf;
 }
 
+// The candidate's sequence as its shards hold it: s, or S padded to the multiple they need.
+int64_t padded_length(const PlanCandidate& c, const LayerConfig& cfg) { return sequence_packing(c.par, c.layer(cfg)).S; }
+
 // The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
 // bf16 (Liu et al. 2023); fp32 moves twice the bytes.
 std::string ring_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {
@@ -104,7 +107,7 @@ std::string ring_reason(const PlanCandidate& c, const LayerConfig& cfg, const Ha
     const HeadShare share = ulysses_head_share(cfg.H / par.tp, cfg.Hkv / par.tp, U, 0);
     kv_per_q = double(share.kv_attended()) / double(share.q_count);
   }
-  const double block = double(cfg.s) / R, threshold = kv_per_q * F / B * element_bytes(dtype) / 2;
+  const double block = double(padded_length(c, cfg)) / R, threshold = kv_per_q * F / B * element_bytes(dtype) / 2;
   return "ring " + std::to_string(R) + " " + link_words(across) + ": c = " + num(block) + (block >= threshold ? " >= " : " < ") +
          "(Hkv/H) F/B = " + num(threshold) + (block >= threshold ? ", K/V hidden" : ", K/V exposed");
 }
@@ -113,16 +116,18 @@ std::string a2a_reason(const PlanCandidate& c, const LayerConfig& cfg, const Har
   const int U = c.par.a2a_size(), P = c.par.tp * c.par.cp;
   const bool across = crosses_nodes(c.par, Kind::a2a, hw.gpus_per_node);
   // Jacobs et al. 2023: four all-to-alls of N h / P per GPU each (MHA), 4 N h / P per layer pass.
-  const double volume = 4.0 * double(cfg.tokens()) * double(cfg.h) / P * element_bytes(dtype);
+  const double volume = 4.0 * double(cfg.b * padded_length(c, cfg)) * double(cfg.h) / P * element_bytes(dtype);
   return "a2a " + std::to_string(U) + " " + link_words(across) + ": 4Nh/P = " + format_bytes(volume) +
          " each way, exposed (U <= H/T = " + std::to_string(cfg.H / c.par.tp) + ")";
 }
 
 std::string all_gather_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {
   const bool across = crosses_nodes(c.par, Kind::cp, hw.gpus_per_node);
-  const double kv = 2.0 * double(cfg.tokens()) * double(cfg.Hkv / c.par.tp) * double(cfg.d()) * element_bytes(dtype);
+  const int64_t S = padded_length(c, cfg);
+  const double kv = 2.0 * double(cfg.b * S) * double(cfg.Hkv / c.par.tp) * double(cfg.d()) * element_bytes(dtype);
   const double gather_s = kv * (c.par.cp - 1) / c.par.cp / (across ? hw.inter_bandwidth : hw.intra_bandwidth);
-  return "all_gather " + std::to_string(c.par.cp) + " " + link_words(across) + ": K/V 2 s Hkv d / T = " + format_bytes(kv) +
+  return "all_gather " + std::to_string(c.par.cp) + " " + link_words(across) + ": K/V 2 " + (S != cfg.s ? "S" : "s") +
+         " Hkv d / T = " + format_bytes(kv) +
          ", " + format_ns(gather_s * 1e9) + " a gather, exposed";
 }
 
@@ -130,7 +135,7 @@ std::string tp_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hard
   const bool across = crosses_nodes(c.par, Kind::tp, hw.gpus_per_node);
   const int T = c.par.tp;
   // Korthikanti et al. 2022: per block an all-gather and a reduce-scatter of N_c h, (T-1)/T each.
-  const double per = double(cfg.tokens()) / c.par.cp * double(cfg.h) * (T - 1) / T * element_bytes(dtype);
+  const double per = double(cfg.b * padded_length(c, cfg)) / c.par.cp * double(cfg.h) * (T - 1) / T * element_bytes(dtype);
   return "TP " + std::to_string(T) + " " + link_words(across) + ": " + format_bytes(per) +
          " per all-gather and reduce-scatter, exposed";
 }

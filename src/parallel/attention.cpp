@@ -53,19 +53,20 @@ AttentionGrads LocalAttention::backward(const Tensor& q, const Tensor& k, const 
 StepProbe::StepProbe(Communicator& comm, std::vector<StepRecord>* records, const char* phase, int step, int block_of,
                      const char* carried)
     : comm_(comm), records_(records), span_(new trace::Span(trace::Span::ring_step(step))),
-      rec_{phase, step, comm.world_rank(block_of), "", "", 0, 0, 0, 0, 0}, before_(comm.stats()),
+      rec_{phase, step, comm.world_rank(block_of), "", "", 0, 0, 0, 0, 0, 0}, before_(comm.stats()),
       t0_(std::chrono::steady_clock::now()) {
   if (trace::Event* e = span_->event()) e->detail = detail::concat("K/V block of rank ", rec_.block_of, carried);
 }
 
 void StepProbe::computed(const std::string& what, double flops) {
   rec_.flops += flops;
-  rec_.computed += (rec_.computed.empty() ? "" : ", ") + what;
+  rec_.computed_pairs += 1;
+  if (named_computed_ < kNamedPairs) rec_.computed += (named_computed_++ ? ", " : "") + what;
 }
 
 void StepProbe::skipped(const std::string& what) {
   rec_.skipped_pairs += 1;
-  rec_.skipped += (rec_.skipped.empty() ? "" : ", ") + what;
+  if (names_skipped()) rec_.skipped += (named_skipped_++ ? ", " : "") + what;
 }
 
 void StepProbe::compute_done() {
@@ -80,6 +81,8 @@ StepProbe::~StepProbe() {
   rec_.wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   rec_.bytes_sent = comm_.stats().bytes_sent - before_.bytes_sent;
   if (rec_.computed.empty()) rec_.computed = "skipped (wholly masked)";
+  if (rec_.computed_pairs > named_computed_) rec_.computed += detail::concat(", and ", rec_.computed_pairs - named_computed_, " more");
+  if (rec_.skipped_pairs > named_skipped_) rec_.skipped += detail::concat(", and ", rec_.skipped_pairs - named_skipped_, " more");
   records_->push_back(std::move(rec_));
 }
 

@@ -45,9 +45,11 @@ struct StepRecord {
   std::string phase;     ///< "forward" or "backward"
   int step = 0;          ///< ring step i: the K/V block of ring rank (r - i) mod R
   int block_of = 0;      ///< the world rank whose K/V block was computed on (ring rank (r - i) mod R)
-  std::string computed;  ///< "q[0:64] x k[128:192] ..." (global token ranges or strided sets), or "skipped"
+  /// "q[0:64] x k[128:192], ..." (global token ranges or strided sets), or "skipped": the
+  /// first StepProbe::kNamedPairs pairs by name, then ", and N more"
+  std::string computed;
   std::string skipped;   ///< the (query run x key run) pairs the mask hid wholly, named as computed is
-  int skipped_pairs = 0;
+  int64_t computed_pairs = 0, skipped_pairs = 0;
   double flops = 0;      ///< attention FLOPs of this step (forward convention: 4 d per visible pair per head)
   int64_t bytes_sent = 0;
   double compute_s = 0, wait_s = 0;  ///< time computing, and waiting for this step's transfers after it
@@ -110,10 +112,16 @@ class StepProbe {
   StepProbe(Communicator& comm, std::vector<StepRecord>* records, const char* phase, int step, int block_of,
             const char* carried = "");
   ~StepProbe();
+  /// Pairs a record names before it counts the rest (a pack of many documents has many).
+  static constexpr int64_t kNamedPairs = 8;
   /// A (query run x key run) pair computed in this step.
   void computed(const std::string& what, double flops);
   /// A pair the mask hid wholly: no work.
   void skipped(const std::string& what);
+  /// `count` more such pairs, not named.
+  void skipped(int64_t count) { rec_.skipped_pairs += count; }
+  /// Whether the next skipped pair would still be named.
+  bool names_skipped() const { return named_skipped_ < kNamedPairs; }
   /// The step's compute is queued: on a GPU wait for it, then time the wait that follows.
   void compute_done();
   double flops() const { return rec_.flops; }
@@ -123,6 +131,7 @@ class StepProbe {
   std::vector<StepRecord>* records_;
   std::unique_ptr<trace::Span> span_;
   StepRecord rec_;
+  int64_t named_computed_ = 0, named_skipped_ = 0;
   CommStats before_;
   std::chrono::steady_clock::time_point t0_;
 };

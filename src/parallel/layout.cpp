@@ -72,16 +72,54 @@ std::vector<std::array<int64_t, 4>> layout_run_list(Layout layout, int64_t s, in
 namespace ringside {
 
 RingLayout::RingLayout(Layout layout, const Packing& packing, int ranks, bool causal)
-    : layout_(layout), packing_(&packing), ranks_(ranks) {
+    : layout_(layout), packing_(&packing), ranks_(ranks), causal_(causal) {
   RS_CHECK(layout != Layout::automatic, "RingLayout: resolve the automatic layout first");
   const int64_t chunks = 2 * int64_t(ranks);
   if (per_document(layout))
     for (const Segment& g : packing.segments)
       RS_CHECK(g.padded % chunks == 0, "RingLayout: a segment of ", g.padded, " slots does not cut into ", chunks, " chunks");
-  if (layout != Layout::greedy) return;
+  if (layout == Layout::greedy) assign_greedy();
+  for (int j = 0; j < ranks; ++j) {
+    runs_.push_back(per_document(layout) ? runs_of(positions(j)) : layout_runs(layout, packing.S, ranks, j));
+    const std::vector<Run>& runs = runs_.back();
+    std::vector<size_t> order(runs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return runs[x].first < runs[y].first; });
+    std::vector<int64_t> reach;
+    for (size_t i : order) reach.push_back(std::max(reach.empty() ? runs[i].last() : reach.back(), runs[i].last()));
+    by_first_.push_back(std::move(order));
+    reach_.push_back(std::move(reach));
+  }
+}
+
+std::vector<size_t> RingLayout::runs_meeting(const Run& a, int j) const {
+  // The key positions a's queries may see: their documents' slots, padding included.
+  const Packing& packing = *packing_;
+  int64_t lo = packing.segment_of(a.first).slot;
+  const Segment& last = packing.segment_of(a.last());
+  int64_t hi = last.slot + last.padded - 1;
+  if (causal_) hi = std::min(hi, a.last());
+  if (const DocumentMask* m = packing.mask(); m && m->window > 0) {
+    lo = std::max(lo, a.first - m->window + 1);
+    if (!causal_) hi = std::min(hi, a.last() + m->window - 1);
+  }
+  const std::vector<Run>& runs = runs_[size_t(j)];
+  const std::vector<size_t>& order = by_first_[size_t(j)];
+  const std::vector<int64_t>& reach = reach_[size_t(j)];
+  std::vector<size_t> meeting;
+  for (size_t i = size_t(std::lower_bound(reach.begin(), reach.end(), lo) - reach.begin());
+       i < order.size() && runs[order[i]].first <= hi; ++i)
+    if (runs[order[i]].last() >= lo) meeting.push_back(order[i]);
+  std::sort(meeting.begin(), meeting.end());
+  return meeting;
+}
+
+void RingLayout::assign_greedy() {
+  const Packing& packing = *packing_;
+  const int64_t chunks = 2 * int64_t(ranks_);
   // Each chunk's work: the keys each of its queries sees, over the whole padded sequence.
   kernels::cpu::AttentionParams p;
-  p.sq = p.sk = packing.S, p.causal = causal, p.mask = packing.mask();
+  p.sq = p.sk = packing.S, p.causal = causal_, p.mask = packing.mask();
   std::vector<std::tuple<double, size_t, int64_t>> order;  // (-work, segment, chunk)
   for (size_t gi = 0; gi < packing.segments.size(); ++gi) {
     const Segment& g = packing.segments[gi];
@@ -94,11 +132,11 @@ RingLayout::RingLayout(Layout layout, const Packing& packing, int ranks, bool ca
   }
   std::sort(order.begin(), order.end());
   owner_.assign(packing.segments.size(), std::vector<int>(size_t(chunks), -1));
-  std::vector<double> load(size_t(ranks), 0);
-  std::vector<std::vector<int>> held(packing.segments.size(), std::vector<int>(size_t(ranks), 0));
+  std::vector<double> load(size_t(ranks_), 0);
+  std::vector<std::vector<int>> held(packing.segments.size(), std::vector<int>(size_t(ranks_), 0));
   for (const auto& [neg_work, gi, i] : order) {
     int best = -1;
-    for (int r = 0; r < ranks; ++r)
+    for (int r = 0; r < ranks_; ++r)
       if (held[gi][size_t(r)] < 2 && (best < 0 || load[size_t(r)] < load[size_t(best)])) best = r;
     owner_[gi][size_t(i)] = best;
     held[gi][size_t(best)] += 1;
@@ -121,8 +159,5 @@ std::vector<int64_t> RingLayout::positions(int j) const {
   return pos;
 }
 
-std::vector<Run> RingLayout::runs(int j) const {
-  return per_document(layout_) ? runs_of(positions(j)) : layout_runs(layout_, packing_->S, ranks_, j);
-}
 
 }  // namespace ringside

@@ -57,14 +57,29 @@ class RingLayout {
   int ranks() const { return ranks_; }
   /// Rank j's slots, ascending.
   std::vector<int64_t> positions(int j) const;
-  /// Rank j's runs: O(1) for the whole-sequence layouts, a scan of positions(j) otherwise.
-  std::vector<Run> runs(int j) const;
+  /// Rank j's runs (found once: O(1) each for the whole-sequence layouts, two a document for
+  /// the per-document ones).
+  const std::vector<Run>& runs(int j) const { return runs_[size_t(j)]; }
+  /// The indices into runs(j), ascending, of the runs that may hold keys some query of run `a`
+  /// sees: those reaching into a's documents (with their padding), no later than a's last
+  /// query when causal, and back no further than the window. A superset of the runs that meet
+  /// a under the mask, found by binary search, so that a pack of N documents costs O(N log N)
+  /// pairs a step, not N^2.
+  std::vector<size_t> runs_meeting(const Run& a, int j) const;
 
  private:
+  void assign_greedy();  // owner_, from the chunks' exact work
   Layout layout_;
   const Packing* packing_;
   int ranks_;
+  bool causal_;
   std::vector<std::vector<int>> owner_;  // greedy: per segment, the rank of each of its 2 R chunks
+  std::vector<std::vector<Run>> runs_;   // per rank
+  // Per rank: its runs' indices in order of first position, and the largest last position
+  // among that order's first i + 1 (non-decreasing, so a binary search finds where runs_meeting
+  // starts looking).
+  std::vector<std::vector<size_t>> by_first_;
+  std::vector<std::vector<int64_t>> reach_;
 };
 
 /// Whether a layout cuts each document (zigzag-per-doc, greedy) rather than the whole sequence.

@@ -137,6 +137,26 @@ AttentionParams pair_params(const AttentionSpec& spec, const Tensor& q, const Te
 // from every query of its query run: no visible pair, no work at all.
 bool hidden(const AttentionParams& p) { return kernels::cpu::attention_forward_flops(p) == 0; }
 
+// The key runs of block `src` that query run a may see (RingLayout::runs_meeting), in order;
+// the probe records the others as skipped, the mask hiding them wholly.
+std::vector<Run> runs_to_visit(const RingLayout& layout, const Run& a, int src, StepProbe& step) {
+  const std::vector<Run>& all = layout.runs(src);
+  const std::vector<size_t> meeting = layout.runs_meeting(a, src);
+  std::vector<Run> visit;
+  for (size_t ci : meeting) visit.push_back(all[ci]);
+  int64_t unnamed = int64_t(all.size() - meeting.size());
+  for (size_t ci = 0, m = 0; ci < all.size() && unnamed > 0 && step.names_skipped(); ++ci) {
+    if (m < meeting.size() && meeting[m] == ci) {
+      ++m;
+      continue;
+    }
+    step.skipped(describe(a, all[ci]));
+    --unnamed;
+  }
+  step.skipped(unnamed);
+  return visit;
+}
+
 }  // namespace
 
 AttentionOut ring_attention_forward(Communicator& ring, const RingLayout& layout, const AttentionSpec& spec,
@@ -145,7 +165,7 @@ AttentionOut ring_attention_forward(Communicator& ring, const RingLayout& layout
   const int R = ring.size(), r = ring.rank();
   const int64_t b = q.dim(0), n = q.dim(1), Hq = q.dim(2), d = q.dim(3);
   Backend& be = ctx.be;
-  const std::vector<Run> my_runs = layout.runs(r);
+  const std::vector<Run>& my_runs = layout.runs(r);
 
   // Per query run: the queries, and the running (out, lse), starting empty (0, -inf).
   std::vector<Tensor> q_runs, out_runs, lse_runs;
@@ -161,7 +181,7 @@ AttentionOut ring_attention_forward(Communicator& ring, const RingLayout& layout
     StepProbe step(ring, steps, "forward", i, src);
     kv.pass_on(i);  // the next block moves while we compute on this one
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
-      for (const Run& c : layout.runs(src)) {
+      for (const Run& c : runs_to_visit(layout, my_runs[ai], src, step)) {
         const AttentionParams p = pair_params(spec, q, k, my_runs[ai], c);
         if (hidden(p)) {  // wholly masked: no work at all
           step.skipped(describe(my_runs[ai], c));
@@ -190,7 +210,7 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
   const int R = ring.size(), r = ring.rank();
   const int64_t b = q.dim(0), n = q.dim(1), Hq = q.dim(2), d = q.dim(3);
   Backend& be = ctx.be;
-  const std::vector<Run> my_runs = layout.runs(r);
+  const std::vector<Run>& my_runs = layout.runs(r);
 
   // Per query run: q, out, dout and lse, and dQ, which stays home.
   std::vector<Tensor> q_runs, out_runs, dout_runs, lse_runs, dq_runs;
@@ -212,7 +232,7 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
     Tensor dk_part = i == 0 ? acc.dk(0) : be.zeros(k.shape(), ctx.dt, ctx.ws);
     Tensor dv_part = i == 0 ? acc.dv(0) : be.zeros(v.shape(), ctx.dt, ctx.ws);
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
-      for (const Run& c : layout.runs(src)) {
+      for (const Run& c : runs_to_visit(layout, my_runs[ai], src, step)) {
         const AttentionParams p = pair_params(spec, q, k, my_runs[ai], c);
         if (hidden(p)) {
           step.skipped(describe(my_runs[ai], c));
@@ -242,7 +262,8 @@ double ring_attention_flops(const RingLayout& layout, const AttentionSpec& spec,
   double flops = 0;
   for (const Run& a : layout.runs(rank))
     for (int src = 0; src < layout.ranks(); ++src)
-      for (const Run& c : layout.runs(src)) flops += kernels::cpu::attention_forward_flops(pair_params(spec, b, Hq, Hkv, d, a, c));
+      for (size_t c : layout.runs_meeting(a, src))
+        flops += kernels::cpu::attention_forward_flops(pair_params(spec, b, Hq, Hkv, d, a, layout.runs(src)[c]));
   return flops;
 }
 

@@ -38,8 +38,13 @@ std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy)
   const nlohmann::json& described = own_config ? *cfg : t.other;  // a dry run's config names its layout
   const auto lay = described.find("layout");
   std::string layout = lay != described.end() && lay->is_string() ? lay->get<std::string>() : (causal ? "zigzag" : "contiguous");
-  if (const std::string word = variant.substr(0, variant.find(' ')); word == "contiguous" || word == "zigzag" || word == "striped")
-    layout = word;
+  const std::string word = variant.substr(0, variant.find(' '));
+  if (word == "contiguous" || word == "zigzag" || word == "striped") layout = word;
+  // Packed documents or a window: the mask is not the causal triangle over the layout's chunks,
+  // and a per-document layout's chunks are not P or 2P blocks, so this picture would mislead.
+  if (word == "packed" || cfg->contains("docs") || cfg->contains("window") || layout == "zigzag-per-doc" ||
+      layout == "greedy")
+    return std::nullopt;
   TileMap m;
   m.strategy = strategy;
   if (base == "ulysses") {

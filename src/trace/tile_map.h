@@ -27,7 +27,9 @@ struct TileMap {
   const Tile& at(int q, int k) const { return tiles[size_t(q) * blocks + k]; }
 };
 /// From the trace's otherData (config, layout) and its strategies; nullopt for a strategy
-/// that is not ring or ulysses, or a trace without a config. A label "ring zigzag" (a strategy
+/// that is not ring or ulysses, a trace without a config, and a run with packed documents, a
+/// window or a per-document layout (a label "ring packed ..." too), whose mask this block
+/// picture cannot draw. A label "ring zigzag" (a strategy
 /// and a layout, as lesson 4 names its runs) takes its layout from the label.
 std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy);
 /// Which tiles have been computed by time t (ns): those whose ring step has ended by then on
