@@ -84,7 +84,7 @@ TEST_CASE("MPI: packed documents, a window and an s no P divides, every strategy
   std::vector<Strategy> all = default_strategies(P);
   if (P == 4) all.push_back(find_strategy("tp2xall-gather2"));
   for (const Strategy& st : all)
-    for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::zigzag_per_doc, Layout::greedy}) {
+    for (Layout layout : kLayouts) {
       const CpComm comm = st.parallel.cp_comm;
       if ((comm == CpComm::none || comm == CpComm::a2a) && layout != Layout::contiguous) continue;
       c.layout = layout;

@@ -67,7 +67,6 @@ double exact_rank_flops(const ParallelConfig& given, const LayerConfig& c, int P
 // The configurations swept (tests/configurations.h).
 std::vector<ParallelConfig> configurations() { return testing::configurations({{2, 2}, {1, 4}, {4, 1}, {1, 3}}); }
 
-constexpr Layout kLayouts[] = {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::zigzag_per_doc, Layout::greedy};
 
 LayerConfig small_layer() {
   LayerConfig c;

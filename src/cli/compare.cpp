@@ -562,6 +562,20 @@ int compare_command(CompareOptions& o) {
       throw Error(st.name + ": " + e.what());  // name the strategy that failed
     }
   }
+  // With documents or a window the layouts' balance is the question: the ring runs again under
+  // every other layout, each checked as a strategy is (the load-balance table's measured rows).
+  std::map<Layout, StrategyRun> layout_runs;
+  for (const Strategy& st : chosen) {
+    if (st.name != "ring" || (cfg.docs.size() <= 1 && cfg.window == 0)) continue;
+    for (Layout l : kLayouts) {
+      if (l == cfg.cp_layout()) continue;
+      LayerConfig lc = cfg;
+      lc.layout = l;
+      note(std::string("ring, layout ") + to_string(l) + " ...");
+      std::vector<trace::RankTrace> untraced;  // the trace holds the strategies, each once
+      layout_runs.emplace(l, run_one(st, lc, s, untraced));
+    }
+  }
   if (!s.root) return 0;  // rank 0 compares and prints; the others are done
   const Timelines timelines = finish_trace(o, "ringside compare", cfg, s, std::move(traces));
   const std::vector<trace::StrategyMetrics>& timeline = timelines.measured;
@@ -723,26 +737,46 @@ int compare_command(CompareOptions& o) {
   js["modeled"] = print_modeled(timelines, s.hw);
   for (const StrategyRun& run : runs) {
     if (run.st->name != "ring") continue;
-    // The load-balance table: measured for the layout that ran, analytic for the others (exact
-    // counts of the pairs the mask leaves visible). S: the padded length each layout needs.
+    // The load-balance table: measured for the layouts that ran (every one with documents or a
+    // window), analytic for the others (exact counts of the pairs the mask leaves visible).
+    // S: the padded length each layout needs.
     struct Row {
       Layout layout;
+      LayerConfig cfg;
+      const StrategyRun* run;  // null: the formula alone
       int64_t S;
-      bool ran;
       std::vector<double> flops;  // per rank
     };
     std::vector<Row> rows;
     double most = 0;
-    for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::zigzag_per_doc, Layout::greedy}) {
+    for (Layout l : kLayouts) {
       LayerConfig lc = cfg;
       lc.layout = l;
-      Row row{l, sequence_packing(run.st->parallel.resolved(s.P), lc).S, l == cfg.cp_layout(), {}};
+      const auto other = layout_runs.find(l);
+      Row row{l, lc, l == cfg.cp_layout() ? &run : other != layout_runs.end() ? &other->second : nullptr,
+              sequence_packing(run.st->parallel.resolved(s.P), lc).S, {}};
       for (int r = 0; r < s.P; ++r) {
-        row.flops.push_back(row.ran ? run.ranks[r].attention_flops : ring_attention_flops(lc, s.P, r));
+        row.flops.push_back(row.run ? row.run->ranks[r].attention_flops : ring_attention_flops(lc, s.P, r));
         most = std::max(most, row.flops.back());
       }
       rows.push_back(std::move(row));
     }
+    // A measured layout's verdict, as a strategy's: the error, and every rank's FLOPs, saved
+    // bytes and bytes sent equal to the formulas of its layout.
+    auto layout_check = [&](const Row& row) {
+      const auto w = worst_of(errors(row.run->result.out, row.run->result.dx, row.run->result.grads));
+      bool exact = true;
+      for (int r = 0; r < s.P; ++r) {
+        const RankNumbers& n = row.run->ranks[r];
+        const CommBytes cb = run.st->comm_bytes(row.cfg, s.P, r, DType::f32);
+        exact &= n.attention_flops == ring_attention_flops(row.cfg, s.P, r) &&
+                 n.peak_saved == double(run.st->saved_bytes(row.cfg, s.P, r, DType::f32)) &&
+                 n.fwd_sent == double(cb.forward) && n.bwd_sent == double(cb.backward);
+      }
+      const bool ok = w.second < 1e-5 && nothing_to_compare.empty() && exact;
+      failures += !ok;
+      return std::pair{w, std::string(ok ? "OK" : exact ? "FAIL: error above 1e-5" : "FAIL: FLOPs or bytes differ from the formulas")};
+    };
     // One unit for the table, so that a small layer's work is not all 0.00.
     const auto [unit, scale] = most >= 1e9 ? std::pair{"GFLOP", 1e9} : most >= 1e6 ? std::pair{"MFLOP", 1e6}
                                                                                : std::pair{"kFLOP", 1e3};
@@ -750,7 +784,7 @@ int compare_command(CompareOptions& o) {
                 cfg.docs.size() > 1 ? detail::concat(", ", cfg.docs.size(), " documents").c_str() : "",
                 cfg.window > 0 ? detail::concat(", window ", cfg.window).c_str() : "", "layout", "S");
     for (int r = 0; r < s.P; ++r) std::printf(" %7s", ("rank " + std::to_string(r)).c_str());
-    std::printf("   max/min\n");
+    std::printf("   max/min%s\n", layout_runs.empty() ? "" : "  worst error vs fp64        verdict");
     nlohmann::json& jl = js["ring_work_per_rank"];
     auto fixed2 = [](double v) {
       char b[32];
@@ -768,11 +802,18 @@ int compare_command(CompareOptions& o) {
       const double hi = *std::max_element(row.flops.begin(), row.flops.end());
       // A rank with no work (it holds only padding, or keys nobody sees) has no ratio: inf.
       j["max_over_min"] = lo > 0 ? nlohmann::json(hi / lo) : nlohmann::json(nullptr);
-      j["measured"] = row.ran;
+      j["measured"] = row.run != nullptr;
       j["S"] = row.S;
-      std::printf("  %-26s %6lld%s   %7s\n",
-                  (std::string(to_string(row.layout)) + (row.ran ? " (measured)" : " (formula)")).c_str(), (long long)row.S,
-                  cells.c_str(), lo > 0 ? fixed2(hi / lo).c_str() : hi > 0 ? "inf" : "-");
+      std::string checked;
+      if (row.run && !layout_runs.empty()) {
+        const auto [w, verdict] = layout_check(row);
+        checked = "  " + pad(sci(w.second) + " " + w.first, 25) + "  " + verdict;
+        j["worst"] = {{"tensor", w.first}, {"error", w.second}};
+        j["verdict"] = verdict;
+      }
+      std::printf("  %-26s %6lld%s   %7s%s\n",
+                  (std::string(to_string(row.layout)) + (row.run ? " (measured)" : " (formula)")).c_str(), (long long)row.S,
+                  cells.c_str(), lo > 0 ? fixed2(hi / lo).c_str() : hi > 0 ? "inf" : "-", checked.c_str());
     }
   }
   for (const StrategyRun& run : runs) {

@@ -15,6 +15,9 @@ namespace ringside {
 /// chunks r and 2R-1-r of every document, greedy gives each rank two chunks of every document,
 /// chosen by their work.
 enum class Layout { automatic, contiguous, zigzag, striped, zigzag_per_doc, greedy };
+/// Every layout a run can take (automatic resolves to one of them).
+inline constexpr Layout kLayouts[] = {Layout::contiguous, Layout::zigzag, Layout::striped, Layout::zigzag_per_doc,
+                                      Layout::greedy};
 /// "auto", "contiguous", "zigzag", "striped", "zigzag-per-doc", "greedy"; parse throws
 /// ConfigError on anything else.
 const char* to_string(Layout l);
