@@ -268,14 +268,16 @@ void load_balance(Script& L) {
   L.say("three give the single-device answer: out, dx and the weight gradients within %.1e of", packed_error);
   L.say("the fp32 run, the padding dropped. Zigzag's chunks of the pack fall some in the long");
   L.say("document, where a token sees up to 300 keys, some in short ones: its busiest rank does");
-  L.say("%.2fx the work of its idlest. Cutting each document balances", double(L.numbers["packed_zigzag_max_over_min"]));
-  L.say("each triangle but for the padding, which sits at each document's end, in chunk 2P-1:");
-  L.say("zigzag-per-doc gives all of it to rank 0 (%.3f). Greedy deals the chunks by their work",
+  L.say("%.2fx the work of its idlest. Cutting each document balances each triangle but for the",
+        double(L.numbers["packed_zigzag_max_over_min"]));
+  L.say("padding, which sits at each document's end, in its last chunks: zigzag-per-doc gives");
+  L.say("chunk 2P-1 to rank 0, so rank 0 holds most of it and works least (%.3f). Greedy deals",
         double(L.numbers["packed_zigzag_per_doc_max_over_min"]));
-  L.say("and reaches %.3f. Every rank computes only pairs inside documents: the ring skips each",
+  L.say("the chunks by their work and reaches %.3f. Every rank computes only pairs inside",
         double(L.numbers["packed_greedy_max_over_min"]));
-  L.say("(query run, key block) pair the mask hides wholly, and its step records name them.");
-  L.say("`ringside compare --docs ...` prints this table for any pack, with --window too.");
+  L.say("documents: the ring skips each (query run, key block) pair the mask hides wholly, and its");
+  L.say("step records name them. `ringside compare --ranks 4 --seq 510 --docs 300,20,130,60");
+  L.say("--hidden 128 --heads 8 --kv-heads 4 --ffn 512` prints this table (and runs every layout).");
 }
 
 }  // namespace ringside::lessons

@@ -110,7 +110,7 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, bool with_recompute) {
          "from --seed); each attends only within itself (FlashAttention's varlen cu_seqlens)")
       ->option_text("LENGTHS|random:N")
       ->group("Layer");
-  app.add_option("--window", cfg.window, "sliding-window attention: each query sees its W most recent keys (of its document)")
+  app.add_option("--window", cfg.window, "sliding-window attention: each query sees its W most recent keys of its document (|i - j| < W without causal)")
       ->check([](const std::string& v) {
         const std::string e = integer_in(1, std::numeric_limits<int64_t>::max())(v);
         return e.empty() ? e : "the window W " + e + " (a query sees its W most recent keys, itself included)";
