@@ -1,8 +1,12 @@
-// The parallel configurations the tests sweep: for each (T, C), every cp_comm that fits.
+// The parallel configurations the tests sweep (for each (T, C), every cp_comm that fits), and
+// the per-rank checks of a run of one against its formulas.
 #pragma once
+#include <catch2/catch.hpp>
+
 #include <utility>
 #include <vector>
 
+#include "parallel/formulas.h"
 #include "parallel/groups.h"
 
 namespace ringside::testing {
@@ -21,6 +25,21 @@ inline std::vector<ParallelConfig> configurations(const std::vector<std::pair<in
       if (C % U == 0) all.push_back({T, C, CpComm::a2a_p2p, U});
   }
   return all;
+}
+
+/// Every rank's saved bytes, bytes sent, forward transfer-buffer peak and attention FLOPs
+/// equal to the formulas of configuration `par` (Catch CHECKs, each naming the rank).
+inline void check_rank_formulas(const ParallelConfig& par, const LayerConfig& c, int P, const std::vector<RankResult>& res) {
+  const Strategy st = make_strategy(par);
+  for (int r = 0; r < P; ++r) {
+    INFO("rank " << r);
+    CHECK(res[size_t(r)].peak_saved == st.saved_bytes(c, P, r, DType::f32));
+    const CommBytes cb = st.comm_bytes(c, P, r, DType::f32);
+    CHECK(res[size_t(r)].forward.bytes_sent == cb.forward);
+    CHECK(res[size_t(r)].backward.bytes_sent == cb.backward);
+    CHECK(res[size_t(r)].peak_comm_forward == parallel_forward_comm_peak(par, c, P, r, DType::f32));
+    CHECK(res[size_t(r)].attention_flops == parallel_attention_flops(par, c, P, r));
+  }
 }
 
 }  // namespace ringside::testing

@@ -226,11 +226,11 @@ void load_balance(Script& L) {
     packed_runs.push_back({l, L.run(ring, c, P, std::string("ring packed ") + to_string(l))});
   }
   L.step("Packed documents: balance each document, not the sequence", L.phase("ring packed greedy", "forward"));
-  L.say("A packed sequence of %zu documents, s = %lld tokens; each token sees only the earlier tokens", packed.docs.size(),
-        (long long)packed.s);
+  L.say("A packed sequence of %zu documents, s = %lld tokens; each token sees itself and the earlier",
+        packed.docs.size(), (long long)packed.s);
   std::string cu_seqlens = "0";
   for (int64_t at = 0, k = 0; k < int64_t(packed.docs.size()); ++k) cu_seqlens += fmt(", %lld", (long long)(at += packed.docs[size_t(k)]));
-  L.say("of its own document (cu_seqlens = %s). Its work is one triangle per", cu_seqlens.c_str());
+  L.say("tokens of its own document (cu_seqlens = %s). Its work is one triangle per", cu_seqlens.c_str());
   L.say("document: %s visible pairs, not s(s+1)/2 = %s. s does not divide into 2P = %d", grouped(int64_t(pairs)).c_str(),
         grouped(packed.s * (packed.s + 1) / 2).c_str(), 2 * P);
   L.say("chunks, so each layout pads the sequence with masked tokens (they see nothing, no one sees");
