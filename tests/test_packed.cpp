@@ -99,6 +99,7 @@ TEST_CASE("every configuration and layout matches the fp64 reference with docume
       {"window 3 alone, s = 45", 45, {}, 3, true},
       {"documents 20, 1, 24 and window 5", 45, {20, 1, 24}, 5, true},
       {"s = 2 P 4 + 1 = 33, no documents", 33, {}, 0, true},
+      {"s = 2 P 16 + 1 = 129, window 1", 129, {}, 1, true},
       {"not causal: documents 10 and 35, window 4", 45, {10, 35}, 4, false},
   };
   int runs = 0;
@@ -134,8 +135,8 @@ TEST_CASE("every configuration and layout matches the fp64 reference with docume
       }
   }
   // 10 configurations run (Ulysses cannot split 8 heads over 3 ranks): the 7 with a ring or an
-  // all-gather in 5 layouts each, tp-sp and the two Ulysses in one; in each of 5 variants.
-  CHECK(runs == 5 * (7 * 5 + 3));
+  // all-gather in 5 layouts each, tp-sp and the two Ulysses in one; in each of 6 variants.
+  CHECK(runs == 6 * (7 * 5 + 3));
 }
 
 TEST_CASE("the padding each layout needs is the least that splits the sequence", "[packed]") {

@@ -230,8 +230,8 @@ void load_balance(Script& L) {
         packed.docs.size(), (long long)packed.s);
   std::string cu_seqlens = "0";
   for (int64_t at = 0, k = 0; k < int64_t(packed.docs.size()); ++k) cu_seqlens += fmt(", %lld", (long long)(at += packed.docs[size_t(k)]));
-  L.say("tokens of its own document (cu_seqlens = %s). Its work is one triangle per", cu_seqlens.c_str());
-  L.say("document: %s visible pairs, not s(s+1)/2 = %s. s does not divide into 2P = %d", grouped(int64_t(pairs)).c_str(),
+  L.say("tokens of its own document (cu_seqlens = %s). Its work is one triangle", cu_seqlens.c_str());
+  L.say("per document: %s visible pairs, not s(s+1)/2 = %s. s does not divide into 2P = %d", grouped(int64_t(pairs)).c_str(),
         grouped(packed.s * (packed.s + 1) / 2).c_str(), 2 * P);
   L.say("chunks, so each layout pads the sequence with masked tokens (they see nothing, no one sees");
   L.say("them, their gradients are zero) to the S slots it needs:");
