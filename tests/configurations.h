@@ -3,11 +3,15 @@
 #pragma once
 #include <catch2/catch.hpp>
 
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "parallel/formulas.h"
 #include "parallel/groups.h"
+#include "parallel/strategy.h"
 
 namespace ringside::testing {
 
@@ -25,6 +29,16 @@ inline std::vector<ParallelConfig> configurations(const std::vector<std::pair<in
       if (C % U == 0) all.push_back({T, C, CpComm::a2a_p2p, U});
   }
   return all;
+}
+
+/// Why the strategy refuses the layer on P ranks (its ConfigError), or nothing when it runs it.
+inline std::optional<std::string> refusal(const Strategy& st, const LayerConfig& c, int P) {
+  try {
+    st.validate(c, P);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return std::nullopt;
 }
 
 /// Every rank's saved bytes, bytes sent, forward transfer-buffer peak and attention FLOPs

@@ -114,10 +114,8 @@ TEST_CASE("every configuration and layout matches the fp64 reference with docume
         c.layout = layout;
         const Strategy st = make_strategy(par);
         const int P = par.tp * par.cp;
-        try {
-          st.validate(c, P);
-        } catch (const ConfigError& e) {
-          INFO(st.name << ": " << e.what());
+        if (const auto why = testing::refusal(st, c, P)) {
+          INFO(st.name << ": " << *why);
           REQUIRE(c.H % (par.tp * par.resolved(P).a2a_size()) != 0);  // only the heads may not split
           continue;
         }

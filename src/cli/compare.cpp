@@ -483,8 +483,8 @@ void print_measured_note(int P) {
 }
 
 // The strategies compare runs: --strategies, or the one configuration the degrees give (each must
-// fit P), or all that fit P; the others are listed in `skipped` with why.
-std::vector<Strategy> choose_strategies(const CompareOptions& o, int P,
+// fit P and the device), or all that fit; the others are listed in `skipped` with why.
+std::vector<Strategy> choose_strategies(const CompareOptions& o, int P, Device device,
                                         std::vector<std::pair<std::string, std::string>>& skipped) {
   std::vector<Strategy> chosen;
   const bool listed = !o.strategies.empty() || o.parallel.given();
@@ -507,7 +507,7 @@ std::vector<Strategy> choose_strategies(const CompareOptions& o, int P,
   std::vector<Strategy> valid;
   for (const Strategy& st : chosen) {
     try {
-      st.validate(o.cfg, P, o.device == "cuda" ? Device::cuda : Device::cpu);
+      st.validate(o.cfg, P, device);
     } catch (const ConfigError& e) {
       if (listed) throw;
       skipped.emplace_back(st.name, e.what());
@@ -533,7 +533,7 @@ int compare_command(CompareOptions& o) {
   std::vector<std::pair<std::string, std::string>> skipped;
   Setup s = setup(o, "compare", [&](const Setup& s) {
     cfg.validate();
-    chosen = choose_strategies(o, s.P, skipped);
+    chosen = choose_strategies(o, s.P, s.device, skipped);
     check_memory(cfg, s.P, s.mpi ? 1 : s.P, true);
     check_outputs(o, s);
   });
@@ -566,7 +566,7 @@ int compare_command(CompareOptions& o) {
   // every other layout, each checked as a strategy is (the load-balance table's measured rows).
   std::map<Layout, StrategyRun> layout_runs;
   for (const Strategy& st : chosen) {
-    if (st.name != "ring" || (cfg.docs.size() <= 1 && cfg.window == 0)) continue;
+    if (st.name != "ring" || !cfg.masked()) continue;
     for (Layout l : kLayouts) {
       if (l == cfg.cp_layout()) continue;
       LayerConfig lc = cfg;

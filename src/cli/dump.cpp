@@ -38,7 +38,8 @@ std::vector<std::string> dump_files(const LayerConfig& cfg) {
 // [slot, slot + len), then padded - len slots of padding). The tensors hold real tokens only.
 nlohmann::json mask_json(const LayerConfig& cfg, const Packing& packing) {
   std::vector<int64_t> cu_seqlens{0};
-  for (int64_t len : cfg.docs.empty() ? std::vector<int64_t>{cfg.s} : cfg.docs) cu_seqlens.push_back(cu_seqlens.back() + len);
+  for (const Segment& g : packing.segments)
+    if (g.len > 0) cu_seqlens.push_back(g.real + g.len);
   nlohmann::json segments = nlohmann::json::array();
   for (const Segment& g : packing.segments)
     segments.push_back({{"slot", g.slot}, {"real", g.real}, {"len", g.len}, {"padded", g.padded}});

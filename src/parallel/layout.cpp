@@ -67,10 +67,6 @@ std::vector<std::array<int64_t, 4>> layout_run_list(Layout layout, int64_t s, in
   return out;
 }
 
-}  // namespace ringside
-
-namespace ringside {
-
 RingLayout::RingLayout(Layout layout, const Packing& packing, int ranks, bool causal)
     : layout_(layout), packing_(&packing), ranks_(ranks), causal_(causal) {
   RS_CHECK(layout != Layout::automatic, "RingLayout: resolve the automatic layout first");
@@ -117,17 +113,17 @@ std::vector<size_t> RingLayout::runs_meeting(const Run& a, int j) const {
 void RingLayout::assign_greedy() {
   const Packing& packing = *packing_;
   const int64_t chunks = 2 * int64_t(ranks_);
-  // Each chunk's work: the keys each of its queries sees, over the whole padded sequence.
+  // Each chunk's work: its queries against the whole padded sequence, as the FLOP count has it
+  // (4 per visible pair with one head of d = 1).
   kernels::cpu::AttentionParams p;
-  p.sq = p.sk = packing.S, p.causal = causal_, p.mask = packing.mask();
+  p.sk = packing.S, p.d = 1, p.causal = causal_, p.mask = packing.mask();
   std::vector<std::tuple<double, size_t, int64_t>> order;  // (-work, segment, chunk)
   for (size_t gi = 0; gi < packing.segments.size(); ++gi) {
     const Segment& g = packing.segments[gi];
-    const int64_t c = g.padded / chunks;
+    p.sq = g.padded / chunks;
     for (int64_t i = 0; i < chunks; ++i) {
-      double work = 0;
-      for (int64_t t = g.slot + i * c; t < g.slot + (i + 1) * c; ++t) work += double(kernels::cpu::visible_key_range(p, t).size());
-      order.emplace_back(-work, gi, i);
+      p.q_offset = g.slot + i * p.sq;
+      order.emplace_back(-kernels::cpu::attention_forward_flops(p), gi, i);
     }
   }
   std::sort(order.begin(), order.end());
@@ -158,6 +154,5 @@ std::vector<int64_t> RingLayout::positions(int j) const {
   }
   return pos;
 }
-
 
 }  // namespace ringside

@@ -22,8 +22,8 @@ namespace ringside {
 
 namespace {
 
-// The attention algorithm of this configuration, over this rank's groups.
-// The mask, documents, window and padding, is the packing's, over its slots.
+// The attention algorithm of this configuration, over this rank's groups, on `layout`'s slots
+// with its packing's mask (documents, window, padding).
 std::unique_ptr<SequenceAttention> make_attention(const ProcessGroups& groups, const LayerConfig& cfg,
                                                   const RingLayout& layout, const RankContext& ctx) {
   const ParallelConfig& par = groups.par;
