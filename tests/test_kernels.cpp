@@ -12,6 +12,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/vec.h"
+#include "forced_isa.h"
 #include "naive.h"
 
 namespace kc = ringside::kernels::cpu;
@@ -242,13 +243,6 @@ TEST_CASE("attention forward and backward match the naive fp64 attention", "[ker
   }
 }
 
-// Restores the path in force when a test forces another.
-struct ForcedIsa {
-  kc::CpuIsa before = kc::active_cpu_isa();
-  explicit ForcedIsa(kc::CpuIsa isa) { kc::set_cpu_isa(isa); }
-  ~ForcedIsa() { kc::set_cpu_isa(before); }
-};
-
 TEST_CASE("both kernel versions, and version 2 on every path this CPU runs, match the naive fp64 attention",
           "[kernels][attention][isa]") {
   for (const AttnCase& c : attention_cases()) {
@@ -260,7 +254,7 @@ TEST_CASE("both kernel versions, and version 2 on every path this CPU runs, matc
         continue;
       }
       SECTION(c.name + " (version 2, " + kc::to_string(isa) + ")") {
-        ForcedIsa forced(isa);
+        ringside::ForcedIsa forced(isa);
         REQUIRE(kc::active_cpu_isa() == isa);
         check_attention<float>(c.p, 2e-6, 1e-5, kVersion2);
       }

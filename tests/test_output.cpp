@@ -124,9 +124,10 @@ TEST_CASE("output: a FIFO is written through, and checking it does not wait for 
   const fs::path dir = scratch("fifo");
   const fs::path fifo = dir / "pipe";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  // No reader yet: the check must return at once (opening a FIFO would block).
+  // No reader yet: the check must return at once (opening a FIFO would block for ever: the
+  // bound is 2 minutes, so that no load can pass it, only a block).
   auto checked = std::async(std::launch::async, [&] { output::check(fifo.string(), "--json"); });
-  REQUIRE(checked.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  REQUIRE(checked.wait_for(std::chrono::seconds(120)) == std::future_status::ready);
   checked.get();
   // The reader comes later; the writer waits for it, as a shell redirection would.
   auto reader = std::async(std::launch::async, [&] { return read(fifo); });

@@ -315,37 +315,6 @@ TEST_CASE("the measured per-rank FLOPs follow the layout, and wholly masked step
   }
 }
 
-TEST_CASE("overlap is real: the ring forward takes less than its compute plus its transfers", "[timing]") {
-  // Step 0 of a 2-rank ring computes on the local block while the other block travels. Give
-  // the link a delay per message so that the transfer (K and V: two messages, in turn on the
-  // sender's comm thread) takes about as long as the compute: posted first, it runs beside
-  // the compute, so the step takes far less than compute + transfer.
-  LayerConfig c;
-  c.b = 1, c.s = 2048, c.h = 256, c.H = 4, c.Hkv = 4, c.f = 64, c.causal = false, c.dropout = 0;
-  auto step0 = [&](const LocalOptions& o) {
-    MemoryTracker tracker;
-    const auto res = run_strategy_local(find_strategy("ring"), c, 2, DType::f32, tracker, o);
-    return res[0].steps[0];  // forward, step 0
-  };
-  const StepRecord fast = step0({});
-  LocalOptions slow;
-  slow.latency_us = fast.compute_s / 2 * 1e6;  // two messages: about the compute time in all
-  const double transfer = 2 * slow.latency_us * 1e-6;
-  // Hidden time = compute + transfer - step; with no overlap it would be 0. Require at least
-  // a quarter of the shorter of the two to be hidden (measured on 2 shared cores it ranges from
-  // about 0.5 to 1: a floor at 0.5 failed once in a clean run at 0.49). Timing on a shared
-  // machine is noisy: the best of five tries counts.
-  double best = 0;
-  for (int attempt = 0; attempt < 5 && best < 0.25; ++attempt) {
-    const StepRecord s0 = step0(slow);
-    const double wall = s0.compute_s + s0.wait_s;
-    const double hidden = s0.compute_s + transfer - wall;
-    best = std::max(best, hidden / std::min(s0.compute_s, transfer));
-    INFO("compute " << s0.compute_s << " s, transfer " << transfer << " s, step " << wall << " s");
-  }
-  CHECK(best >= 0.25);
-}
-
 TEST_CASE("ring: the O(1) runs of each layout equal those found by scanning its positions", "[strategies][ring]") {
   for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped})
     for (int P : {1, 2, 3, 4, 8})

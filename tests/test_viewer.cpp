@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -106,7 +107,11 @@ TEST_CASE("a trace with modeled twins: each group says whether it is measured or
     for (const auto& [sub, b] : m.comm_by_sublayer)
       if (sub == "attention") att = b;
     REQUIRE(att.comm_ns > 0);
-    const std::string want = "attention comm " + std::to_string(int(std::lround(att.overlap_pct()))) + "% hidden, " +
+    // (printf's rounding, half to even, as the header's: the measured group's percentage may
+    // fall on a half.)
+    char pct[16];
+    std::snprintf(pct, sizeof pct, "%.0f", att.overlap_pct());
+    const std::string want = "attention comm " + std::string(pct) + "% hidden, " +
                              format_ns(double(att.exposed_comm_ns) / 2) + " exposed/GPU";
     CHECK(comm_summary(m) == want);
   }
@@ -552,21 +557,42 @@ TEST_CASE("the default screenshot of the demo's trace has every group on screen,
     }
     CHECK(drawn > 100);
   }
-  // Ring steps: four forward and four backward labels a group, each phase's lettered (F0..F3)
-  // or, where the bands are narrow, numbered (0..3), none over another, all inside the view.
-  // (Which of the two a measured group gets depends on its measured times.)
+  // Ring steps, labelled, none over another. The modeled ring's times are the same on every
+  // machine: four forward and four backward labels, each in its band and inside the view,
+  // lettered (F0..F3) or, where the bands are narrow, numbered (0..3). The measured ring's bands
+  // are as wide as this CPU's steps took, which varies with load (issue 36: under ctest -j2 some
+  // became too narrow and the phase's labels merged, as designed), so of it only what no load
+  // changes is checked: each phase labelled, step by step or as one "F0-F3 (4 steps)".
   std::map<std::string, std::vector<nlohmann::json>> labels;
   for (const auto& l : s.layout["step_labels"]) labels[l["group"]].push_back(l);
   for (const char* ring : {"ring", "ring (modeled, a100-nvlink)"}) {
     INFO(ring);
     const auto& ls = labels[ring];
-    REQUIRE(ls.size() == 8);
     for (size_t i = 0; i + 1 < ls.size(); ++i) CHECK(ls[i]["x1"].get<float>() <= ls[i + 1]["x0"].get<float>());
+    std::vector<std::string> texts;
+    for (const auto& l : ls) texts.push_back(l["text"]);
+    if (std::string(ring) == "ring") {
+      // Each phase's labels: lettered, numbered, or one for the phase.
+      auto ways = [](const std::string& letter) {
+        return std::vector<std::vector<std::string>>{
+            {letter + "0", letter + "1", letter + "2", letter + "3"}, {"0", "1", "2", "3"}, {letter + "0-" + letter + "3 (4 steps)"}};
+      };
+      bool one_of_them = false;
+      for (const auto& forward : ways("F"))
+        for (const auto& backward : ways("B")) {
+          std::vector<std::string> both = forward;
+          both.insert(both.end(), backward.begin(), backward.end());
+          one_of_them = one_of_them || both == texts;
+        }
+      CHECK(one_of_them);
+      continue;
+    }
+    REQUIRE(ls.size() == 8);
     for (const auto& l : ls) CHECK((l["x0"].get<float>() >= s.layout["x0"].get<float>() && l["x1"].get<float>() <= s.layout["x1"].get<float>()));
     for (size_t i = 0; i < 8; ++i) {
-      const std::string text = ls[i]["text"], step = std::to_string(i % 4);
-      INFO(text);
-      CHECK((text == step || text == (i < 4 ? "F" : "B") + step));
+      const std::string step = std::to_string(i % 4);
+      INFO(texts[i]);
+      CHECK((texts[i] == step || texts[i] == (i < 4 ? "F" : "B") + step));
     }
   }
 }

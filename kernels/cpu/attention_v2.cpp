@@ -1,22 +1,23 @@
 // Attention, version 2: the fast float kernels. The algorithm is version 1's (attention_v1.cpp,
 // FlashAttention-2's blockwise online softmax), read the same way; what changes is how a tile's
 // products are computed. Version 1 calls BLAS on each tile; version 2 packs K and V once per
-// head into the layout its one register-blocked micro-kernel reads (the forward reads V and Q in
-// place where their rows are whole vectors), and fuses the softmax into
-// the tile loop, strip by strip of kRows query rows, so that the scores never leave L1.
+// head into the layout its one register-blocked micro-kernel reads (the forward reads Q in
+// place), and fuses the softmax into the tile loop, strip by strip of kRows query rows, so that
+// the scores never leave L1.
 //
 // The micro-kernel (micro below) computes C[kRows, NV vectors] (+)= A B, A read one element at
-// a time (broadcast, any strides: a row of Q, or a column of P when the product is P^T dO) and B
-// read a row of vectors at a time. Every product of attention is one of its uses:
+// a time (broadcast, any strides: a row of Q, or a column of P when the product is P^T dO; the
+// generic path, which has no broadcast load, reads it expanded: operand()) and B read a row of
+// vectors at a time. Every product of attention is one of its uses:
 //
 //   forward   S  = Qs K^T   A = Qs strip,  B = K^T panel      (scores, base 2, scale folded in Qs)
 //             O += P V      A = P strip,   B = V rows
 //   backward  S  = Qs K^T, P = 2^(S - lse2)           dP = dO V^T   (B = V^T panel)
 //             dV += P^T dO  A = P^T (strided), B = dO rows      dK += dS^T Qs   dQ += dS K
 //
-// Paths (kernels/cpu/isa.h): the same code compiled for AVX-512, AVX2 + FMA and a portable
-// fallback, GCC's vector extensions giving the vector type; products contract to FMA where the
-// path has it (this file is built with -ffp-contract=fast).
+// Paths (kernels/cpu/isa.h, chosen by isa_paths.h's one dispatch): the same code compiled for
+// AVX-512, AVX2 + FMA and a portable fallback, GCC's vector extensions giving the vector type;
+// products contract to FMA where the path has it (this file is built with -ffp-contract=fast).
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -29,19 +30,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/vec.h"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define RS_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
-#define RS_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#define RS_HAVE_X86_PATHS 1
-#else
-#define RS_TARGET_AVX512
-#define RS_TARGET_AVX2
-#define RS_HAVE_X86_PATHS 0
-#endif
-#define RS_INLINE __attribute__((always_inline)) inline
+#include "kernels/cpu/isa_paths.h"
 
 namespace ringside::kernels::cpu {
 
@@ -60,20 +49,28 @@ typedef int32_t i32x8 __attribute__((vector_size(32)));
 typedef float f32x4 __attribute__((vector_size(16)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
 
+// kExpandA: whether the micro-kernel reads its A operand expanded (operand() below).
 struct Avx512 {
   using V = f32x16;
   using I = i32x16;
   static constexpr int64_t W = 16, NV = 4;
+  static constexpr bool kExpandA = false;
 };
 struct Avx2 {
   using V = f32x8;
   using I = i32x8;
   static constexpr int64_t W = 8, NV = 2;
+  static constexpr bool kExpandA = false;
 };
 struct Generic {
   using V = f32x4;
   using I = i32x4;
   static constexpr int64_t W = 4, NV = 2;
+#if defined(__x86_64__)
+  static constexpr bool kExpandA = true;  // SSE2: no broadcast load
+#else
+  static constexpr bool kExpandA = false;
+#endif
 };
 
 // Unaligned loads and stores (a template argument drops the typedefs' aligned(4), so memcpy).
@@ -112,8 +109,24 @@ template <class A> RS_INLINE typename A::V exp2v(typename A::V x) {
   return p * (V)two_n;
 }
 
+// The A operand of the micro-kernel below, A(r, kk) = a[r a_row + kk a_k] for r < kRows and
+// kk < k, as the path reads it: in place where a vector can be loaded with one element in every
+// lane (AVX2's and AVX-512's broadcast loads); expanded into `room` where it cannot (SSE2
+// broadcasts with a shuffle, on the ports its adds need: the generic forward ran at 0.72 of
+// sgemm), each element W times, [k][kRows][W], so that the micro-kernel loads it as a vector.
+template <class A>
+RS_INLINE const float* operand(const float* a, int64_t a_row, int64_t a_k, int64_t k, float* room) {
+  if constexpr (!A::kExpandA) return a;
+  constexpr int64_t W = A::W;
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t r = 0; r < kRows; ++r)
+      store<typename A::V>(room + (kk * kRows + r) * W, splat<A>(a[r * a_row + kk * a_k]));
+  return room;
+}
+
 // The micro-kernel: C[r][0, NC W) (+)= sum_k A(r, k) B[k][0, NC W) for r < kRows, with
-// A(r, k) = a[r a_row + k a_k]. c has row stride ldc, b row stride ldb. NC <= A::NV.
+// A(r, k) = a[r a_row + k a_k] (a as operand() gives it). c has row stride ldc, b row stride
+// ldb. NC <= A::NV.
 template <class A, int64_t NC, bool kAccumulate>
 RS_INLINE void micro(const float* a, int64_t a_row, int64_t a_k, int64_t k, const float* b, int64_t ldb, float* c,
                      int64_t ldc) {
@@ -124,15 +137,24 @@ RS_INLINE void micro(const float* a, int64_t a_row, int64_t a_k, int64_t k, cons
   for (int64_t r = 0; r < kRows; ++r)
 #pragma GCC unroll 8
     for (int64_t v = 0; v < NC; ++v) acc[r][v] = kAccumulate ? load<V>(c + r * ldc + v * W) : V{};
+  // Unrolled 4 times: the loop's own increments and branch cost AVX2's 16-register path about
+  // 4% of its forward.
+#pragma GCC unroll 4
   for (int64_t kk = 0; kk < k; ++kk) {
     V bv[NC];
 #pragma GCC unroll 8
     for (int64_t v = 0; v < NC; ++v) bv[v] = load<V>(b + kk * ldb + v * W);
 #pragma GCC unroll 8
     for (int64_t r = 0; r < kRows; ++r) {
-      const float ar = a[r * a_row + kk * a_k];
+      if constexpr (A::kExpandA) {
+        const V ar = load<V>(a + (kk * kRows + r) * W);
 #pragma GCC unroll 8
-      for (int64_t v = 0; v < NC; ++v) acc[r][v] += ar * bv[v];
+        for (int64_t v = 0; v < NC; ++v) acc[r][v] += ar * bv[v];
+      } else {
+        const float ar = a[r * a_row + kk * a_k];
+#pragma GCC unroll 8
+        for (int64_t v = 0; v < NC; ++v) acc[r][v] += ar * bv[v];
+      }
     }
   }
 #pragma GCC unroll 8
@@ -204,10 +226,16 @@ RS_INLINE float lanes_sum(f32x16 x) {
 // sk, so that a panel's row is NR contiguous keys of one feature.
 void pack_transposed(const float* x, int64_t ld, int64_t s, int64_t d, int64_t NR, float* out) {
   const int64_t panels = round_up(s, NR) / NR;
-  std::fill(out, out + panels * d * NR, 0.0f);
-  for (int64_t j = 0; j < s; ++j) {
-    float* col = out + (j / NR) * d * NR + j % NR;
-    for (int64_t c = 0; c < d; ++c) col[c * NR] = x[j * ld + c];
+  // A panel at a time, written in order: each output row is NR keys' feature c, read from NR
+  // rows of x at once (a key at a time wrote d lines NR floats apart, 4% of the AVX2 forward).
+  for (int64_t pn = 0; pn < panels; ++pn) {
+    const int64_t j0 = pn * NR, keys = std::min(NR, s - j0);
+    float* panel = out + pn * d * NR;
+    for (int64_t c = 0; c < d; ++c) {
+      float* row = panel + c * NR;
+      for (int64_t jj = 0; jj < keys; ++jj) row[jj] = x[(j0 + jj) * ld + c];
+      for (int64_t jj = keys; jj < NR; ++jj) row[jj] = 0.0f;
+    }
   }
 }
 
@@ -277,22 +305,18 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
   const RowKeys keys(p);
   const float scale2 = static_cast<float>(p.softmax_scale * kLog2e);
 
-  // K^T is packed; V is read in place when its rows are whole vectors (d % W == 0), else packed
-  // with zero columns; Q is read in place, but for a last strip of fewer than kRows rows, which is
-  // copied so that the micro-kernel never reads past q.
-  const bool v_in_place = dp == d;
-  Scratch kt(sk_pad * d), vr(v_in_place ? 0 : sk_pad * dp), q_tail(kRows * d), s(kRows * t.Bk), acc(t.Bq * dp),
-      m(t.Bq), l(t.Bq);
+  // K^T is packed in panels of NR keys, V in rows of dp (both once per kv head): V's rows read in
+  // place lie Hkv d apart, so that each key of a strip's P V is a new cache line and, every few
+  // keys, a new page (AVX2's 16-column calls missed the TLB once a key, the largest part of what
+  // its forward lost to sgemm). Q is read in place, but for a last strip of fewer than kRows
+  // rows, which is copied so that the micro-kernel never reads past q.
+  Scratch kt(sk_pad * d), vp(sk_pad * dp), q_tail(kRows * d), s(kRows * t.Bk), acc(t.Bq * dp), m(t.Bq),
+      l(t.Bq), expanded(A::kExpandA ? kRows * W * std::max(d, t.Bk) : 0);
   const V scale2v = splat<A>(scale2);
   for (int64_t bi = 0; bi < p.b; ++bi)
     for (int64_t g = 0; g < Hkv; ++g) {
       pack_transposed(k + bi * p.sk * ldk + g * d, ldk, p.sk, d, NR, kt.get());
-      const float* vrows = v + bi * p.sk * ldk + g * d;
-      int64_t ldv = ldk;
-      if (!v_in_place) {
-        pack_rows(vrows, ldk, p.sk, d, p.sk, dp, 1.0f, vr.get());
-        vrows = vr.get(), ldv = dp;
-      }
+      pack_rows(v + bi * p.sk * ldk + g * d, ldk, p.sk, d, sk_pad, dp, 1.0f, vp.get());
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         const float* qh = q + bi * p.sq * ldq + h * d;
         float* oh = out + bi * p.sq * ldq + h * d;
@@ -319,8 +343,9 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
               float* sr = s.get();
               // S = Q K^T for the strip, then the mask: -inf outside each row's own keys.
               const bool tail = rows < kRows;
-              micro_panels<A>(tail ? q_tail.get() : qh + (i0 + r0) * ldq, tail ? d : ldq, d, kt.get() + (j0 + c0) * d,
-                              (width - c0) / NR, sr + c0, t.Bk);
+              const int64_t ldqs = tail ? d : ldq;
+              const float* qa = operand<A>(tail ? q_tail.get() : qh + (i0 + r0) * ldq, ldqs, 1, d, expanded.get());
+              micro_panels<A>(qa, ldqs, d, kt.get() + (j0 + c0) * d, (width - c0) / NR, sr + c0, t.Bk);
               for (int64_t r = 0; r < kRows; ++r) {
                 const KeyRange row = keys.row[i0 + r0 + r];
                 const int64_t lo = row.empty() ? width : std::clamp<int64_t>(row.begin - j0, c0, width);
@@ -334,11 +359,18 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
               for (int64_t r = 0; r < kRows; ++r) {
                 float* row = sr + r * t.Bk;
                 const int64_t ri = r0 + r;
-                V mx = splat<A>(kNegInf);
-                for (int64_t c = c0; c < width; c += W) {
-                  const V x = load<V>(row + c);
-                  mx = x > mx ? x : mx;
-                }
+                // The row's max over NV chains (the columns are whole panels), not one chain of
+                // dependent maxes.
+                V mxs[A::NV];
+                for (V& mv : mxs) mv = splat<A>(kNegInf);
+                for (int64_t c = c0; c < width; c += NR)
+#pragma GCC unroll 4
+                  for (int64_t v = 0; v < A::NV; ++v) {
+                    const V x = load<V>(row + c + v * W);
+                    mxs[v] = x > mxs[v] ? x : mxs[v];
+                  }
+                V mx = mxs[0];
+                for (int64_t v = 1; v < A::NV; ++v) mx = mxs[v] > mx ? mxs[v] : mx;
                 const float m_new = std::max(ri < bq ? m[ri] : kNegInf, scale2 * lanes_max(mx));
                 if (m_new == kNegInf) {  // nothing visible yet in this row: P = 0
                   std::fill(row + c0, row + width, 0.0f);
@@ -363,7 +395,8 @@ RS_INLINE void forward_impl(const AttentionParams& p, const float* q, const floa
                 }
               }
               // O += P V over the strip's keys.
-              micro_row<A, true>(sr + c0, t.Bk, 1, seen - c0, vrows + (j0 + c0) * ldv, ldv, dp, acc.get() + r0 * dp, dp);
+              micro_row<A, true>(operand<A>(sr + c0, t.Bk, 1, seen - c0, expanded.get()), t.Bk, 1, seen - c0,
+                                 vp.get() + (j0 + c0) * dp, dp, dp, acc.get() + r0 * dp, dp);
             }
           }
 
@@ -404,7 +437,8 @@ RS_INLINE void backward_impl(const AttentionParams& p, const float* q, const flo
   // accumulators kRows spare rows.
   const int64_t ldp = t.Bk + kRows;
   Scratch kt(sk_pad * d), vt(sk_pad * d), kr(sk_pad * dp), qs(sq_pad * dp), dos(sq_pad * dp), D(sq_pad),
-      lse2(sq_pad), dq_acc(sq_pad * dp), dk_acc(ldp * dp), dv_acc(ldp * dp), pt(t.Bq * ldp), dst(t.Bq * ldp);
+      lse2(sq_pad), dq_acc(sq_pad * dp), dk_acc(ldp * dp), dv_acc(ldp * dp), pt(t.Bq * ldp), dst(t.Bq * ldp),
+      expanded(A::kExpandA ? kRows * W * std::max({d, t.Bk, round_up(t.Bq, kRows)}) : 0);
   for (int64_t bi = 0; bi < p.b; ++bi)
     for (int64_t g = 0; g < Hkv; ++g) {
       const int64_t kbase = bi * p.sk * ldk + g * d;
@@ -454,11 +488,11 @@ RS_INLINE void backward_impl(const AttentionParams& p, const float* q, const flo
               const int64_t width = meets ? round_up(seen, NR) : 0;
               if (width > 0) {
                 // P = 2^(Qs K^T - lse2), zero outside each row's keys and in padding rows.
-                micro_panels<A>(qs.get() + (i0 + r0) * dp, dp, d, kt.get() + (j0 + c0) * d, (width - c0) / NR, pr + c0,
-                                ldp);
+                micro_panels<A>(operand<A>(qs.get() + (i0 + r0) * dp, dp, 1, d, expanded.get()), dp, d,
+                                kt.get() + (j0 + c0) * d, (width - c0) / NR, pr + c0, ldp);
                 // dP = dO V^T
-                micro_panels<A>(dos.get() + (i0 + r0) * dp, dp, d, vt.get() + (j0 + c0) * d, (width - c0) / NR,
-                                dsr + c0, ldp);
+                micro_panels<A>(operand<A>(dos.get() + (i0 + r0) * dp, dp, 1, d, expanded.get()), dp, d,
+                                vt.get() + (j0 + c0) * d, (width - c0) / NR, dsr + c0, ldp);
                 for (int64_t r = 0; r < kRows; ++r) {
                   const int64_t ri = i0 + r0 + r;
                   float* prow = pr + r * ldp;
@@ -481,8 +515,8 @@ RS_INLINE void backward_impl(const AttentionParams& p, const float* q, const flo
                   for (int64_t c = hi; c < width; ++c) prow[c] = dsrow[c] = 0.0f;
                 }
                 // dQ_i += dS K_j (scaled by softmax_scale at the end).
-                micro_row<A, true>(dsr + c0, ldp, 1, seen - c0, kr.get() + (j0 + c0) * dp, dp, dp,
-                                   dq_acc.get() + (i0 + r0) * dp, dp);
+                micro_row<A, true>(operand<A>(dsr + c0, ldp, 1, seen - c0, expanded.get()), ldp, 1, seen - c0,
+                                   kr.get() + (j0 + c0) * dp, dp, dp, dq_acc.get() + (i0 + r0) * dp, dp);
               }
               // The rest of the block's columns this strip does not see: zero, for P^T dO below.
               for (int64_t r = 0; r < kRows; ++r) {
@@ -492,8 +526,10 @@ RS_INLINE void backward_impl(const AttentionParams& p, const float* q, const flo
             }
             // dV_j += P^T dO_i and dK_j += dS^T Qs_i: A = P^T, read down P's columns.
             for (int64_t j = block_c0; j < block_seen; j += kRows) {
-              micro_row<A, true>(pt.get() + j, 1, ldp, strips, dos.get() + i0 * dp, dp, dp, dv_acc.get() + j * dp, dp);
-              micro_row<A, true>(dst.get() + j, 1, ldp, strips, qs.get() + i0 * dp, dp, dp, dk_acc.get() + j * dp, dp);
+              micro_row<A, true>(operand<A>(pt.get() + j, 1, ldp, strips, expanded.get()), 1, ldp, strips,
+                                 dos.get() + i0 * dp, dp, dp, dv_acc.get() + j * dp, dp);
+              micro_row<A, true>(operand<A>(dst.get() + j, 1, ldp, strips, expanded.get()), 1, ldp, strips,
+                                 qs.get() + i0 * dp, dp, dp, dk_acc.get() + j * dp, dp);
             }
           }
           if (!touched) continue;

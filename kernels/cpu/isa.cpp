@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/cpu/isa_paths.h"
 
 namespace ringside::kernels::cpu {
 
@@ -45,7 +46,7 @@ CpuIsa parse_cpu_isa(const char* name) {
 }
 
 bool cpu_supports(CpuIsa isa) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if RS_HAVE_X86_PATHS  // a build without the x86 paths (another compiler or CPU) runs generic alone
   switch (isa) {
     case CpuIsa::avx512: return __builtin_cpu_supports("avx512f");
     case CpuIsa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

@@ -1,6 +1,7 @@
-// Which vector instruction set the hand-written CPU kernels use (attention version 2): chosen
-// at run time from the CPU's features, as the exp's clones are, and overridable so that every
-// path can be tested on one machine.
+// Which vector instruction set the hand-written CPU kernels use (attention version 2 and the
+// float helpers of vec.cpp, each compiled once per path through isa_paths.h): chosen at run time
+// from the CPU's features, and overridable so that every path can be tested on one machine, and
+// so that the generic path gives the same float bits on every x86-64 CPU.
 //
 //   avx512   AVX-512F: 16 floats a vector, 32 registers
 //   avx2     AVX2 + FMA: 8 floats a vector, 16 registers

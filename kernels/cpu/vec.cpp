@@ -4,22 +4,17 @@
 #include <cmath>
 #include <limits>
 
-// One clone per ISA level, picked by the loader (GCC ifunc) from the CPU's *features*:
-// AVX-512, AVX2, baseline SSE2. ("arch=..." clones would test the CPU *model* and fall back to
-// the baseline on any newer model.) The build stays portable to any x86-64 while the hot loops
-// use the machine's vector width.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define RS_VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define RS_VEC_CLONES
-#endif
+#include "kernels/cpu/isa_paths.h"
 
+// Each float loop is written once (name_body, vectorised by its OpenMP SIMD pragma) and compiled
+// once per vector path of isa.h, chosen at run time by active_cpu_isa() (isa_paths.h): a
+// path's lane count and FMAs decide its float bits, so RINGSIDE_CPU_ISA picks them, not the CPU.
 namespace ringside::kernels::cpu {
 
 namespace {
-// always_inline: without it GCC will not inline a target-less function into the clones, and
-// the loops calling it stay scalar.
-__attribute__((always_inline)) inline float exp2_poly(float x) {
+// RS_INLINE (always_inline): without it GCC will not inline a target-less function into the
+// paths' functions, and the loops calling it stay scalar.
+RS_INLINE float exp2_poly(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
   // Ternaries, not std::min/max, and a union pun, not std::bit_cast: the forms GCC vectorises.
   float xc = x < -127.0f ? -127.0f : x;  // n = -127 builds the bit pattern 0, so 2^x = 0
@@ -46,14 +41,15 @@ __attribute__((always_inline)) inline float exp2_poly(float x) {
 
 float fast_exp2f(float x) { return exp2_poly(x); }
 
-RS_VEC_CLONES float row_max(const float* s, int64_t n) {
+static RS_INLINE float row_max_body(const float* s, int64_t n) {
   float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
   for (int64_t i = 0; i < n; ++i) m = s[i] > m ? s[i] : m;
   return m;
 }
+RS_ISA_DISPATCH(float, row_max, (const float* s, int64_t n), (s, n))
 
-RS_VEC_CLONES float exp2_shift_sum(float* s, int64_t n, float m) {
+static RS_INLINE float exp2_shift_sum_body(float* s, int64_t n, float m) {
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) {
@@ -63,28 +59,32 @@ RS_VEC_CLONES float exp2_shift_sum(float* s, int64_t n, float m) {
   }
   return sum;
 }
+RS_ISA_DISPATCH(float, exp2_shift_sum, (float* s, int64_t n, float m), (s, n, m))
 
-RS_VEC_CLONES void scale_row(float* x, int64_t n, float a) {
+static RS_INLINE void scale_row_body(float* x, int64_t n, float a) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) x[i] *= a;
 }
+RS_ISA_DISPATCH(void, scale_row, (float* x, int64_t n, float a), (x, n, a))
 
-RS_VEC_CLONES float dot(const float* a, const float* b, int64_t n) {
+static RS_INLINE float dot_body(const float* a, const float* b, int64_t n) {
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
   return sum;
 }
+RS_ISA_DISPATCH(float, dot, (const float* a, const float* b, int64_t n), (a, b, n))
 
-RS_VEC_CLONES void softmax_grad_row(const float* p, float* dp, int64_t n, float D) {
+static RS_INLINE void softmax_grad_row_body(const float* p, float* dp, int64_t n, float D) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) dp[i] = p[i] * (dp[i] - D);
 }
+RS_ISA_DISPATCH(void, softmax_grad_row, (const float* p, float* dp, int64_t n, float D), (p, dp, n, D))
 
 namespace {
 // erf(x) by Abramowitz & Stegun 7.1.26: 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-x^2),
 // t = 1 / (1 + p |x|), for x >= 0, odd in x; absolute error <= 1.5e-7 (float's own is 6e-8 at 1).
-__attribute__((always_inline)) inline float erf_as(float x) {
+RS_INLINE float erf_as(float x) {
   const float ax = x < 0 ? -x : x;
   const float t = 1.0f / (1.0f + 0.3275911f * ax);
   float poly = 1.061405429f;
@@ -97,12 +97,13 @@ __attribute__((always_inline)) inline float erf_as(float x) {
 }
 }  // namespace
 
-RS_VEC_CLONES void gelu_forward_f32(const float* x, int64_t n, float* y) {
+static RS_INLINE void gelu_forward_f32_body(const float* x, int64_t n, float* y) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + erf_as(x[i] * 0.70710678118654752f));
 }
+RS_ISA_DISPATCH(void, gelu_forward_f32, (const float* x, int64_t n, float* y), (x, n, y))
 
-RS_VEC_CLONES void gelu_backward_f32(const float* dy, const float* x, int64_t n, float* dx) {
+static RS_INLINE void gelu_backward_f32_body(const float* dy, const float* x, int64_t n, float* dx) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float cdf = 0.5f * (1.0f + erf_as(x[i] * 0.70710678118654752f));
@@ -110,8 +111,9 @@ RS_VEC_CLONES void gelu_backward_f32(const float* dy, const float* x, int64_t n,
     dx[i] = dy[i] * (cdf + x[i] * pdf);
   }
 }
+RS_ISA_DISPATCH(void, gelu_backward_f32, (const float* dy, const float* x, int64_t n, float* dx), (dy, x, n, dx))
 
-RS_VEC_CLONES void dropout_words(uint64_t seed, uint32_t site, uint64_t token, int64_t groups, uint32_t* words) {
+static RS_INLINE void dropout_words_body(uint64_t seed, uint32_t site, uint64_t token, int64_t groups, uint32_t* words) {
   // Philox4x32-10 (Salmon et al. 2011), as Random123 computes it, one lane per group g with
   // counter (g, token low, token high, site) and key (seed low, seed high): the same words as
   // dropout_bits4 (kernels/philox.h), several groups at a time.
@@ -130,6 +132,7 @@ RS_VEC_CLONES void dropout_words(uint64_t seed, uint32_t site, uint64_t token, i
     words[4 * g] = c0, words[4 * g + 1] = c1, words[4 * g + 2] = c2, words[4 * g + 3] = c3;
   }
 }
+RS_ISA_DISPATCH(void, dropout_words, (uint64_t seed, uint32_t site, uint64_t token, int64_t groups, uint32_t* words), (seed, site, token, groups, words))
 
 double row_max(const double* s, int64_t n) {
   double m = -std::numeric_limits<double>::infinity();

@@ -1,9 +1,9 @@
 // The vectorised float primitives: the attention kernels' row work between two GEMMs (version 1)
 // and GeLU's erf.
 // The kernels work in base 2 (scores pre-multiplied by log2 e), as FlashAttention does: 2^x
-// needs no ln 2 range reduction. The float versions are vectorised (OpenMP SIMD pragmas, one
-// clone per x86 ISA level chosen at load time) and use a polynomial 2^x accurate to about
-// 2 ulp; double uses std::exp2, since it is the reference's precision.
+// needs no ln 2 range reduction. The float versions are vectorised (OpenMP SIMD pragmas, compiled
+// once per path of isa.h and run on the path in force, RINGSIDE_CPU_ISA's) and use a polynomial
+// 2^x accurate to about 2 ulp; double uses std::exp2, since it is the reference's precision.
 #pragma once
 #include <cstdint>
 

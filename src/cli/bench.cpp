@@ -42,10 +42,10 @@ std::tuple<CLI::App*, CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, 
   k->add_option("--head-dim", o.d, "head dim d")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1024}));
   k->add_flag_callback("--causal", [&o] { o.causal = true; }, "causal mask (the default)")
       ->excludes(k->add_flag_callback("--no-causal", [&o] { o.causal = false; }, "full attention"));
-  k->add_option("--min-time", o.min_time, "seconds each repetition runs at least")
+  k->add_option("--min-time", o.min_time, "seconds each benchmark runs at least, in each round")
       ->capture_default_str()
       ->check(number_in(0.001, 60.0));  // CLI::Range lets NaN through
-  k->add_option("--repetitions", o.repetitions, "repetitions per benchmark; the best is reported")
+  k->add_option("--repetitions", o.repetitions, "rounds of every benchmark, interleaved; the best of each counts")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   k->add_option("--isa", o.isa, "kernel path: avx512, avx2, generic, or all this CPU runs (default: the active one)")
@@ -137,7 +137,7 @@ int bench_model(const BenchModelOptions& o) {
 namespace {
 
 // Keeps Google Benchmark's console output and records, per benchmark, the best seconds per
-// iteration over the repetitions. Best-of-N for both the kernel and sgemm: on a shared machine
+// iteration over the rounds. Best-of-N for both the kernel and sgemm: on a shared machine
 // noise only ever adds time, so the minimum is the most repeatable estimate of each.
 class Recorder : public benchmark::ConsoleReporter {
  public:
@@ -228,34 +228,35 @@ int bench_kernels(const BenchKernelsOptions& o) {
     return p;
   };
   auto shape_name = [&](const Shape& sh) { return detail::concat("d ", sh.d, sh.causal ? " causal" : " full"); };
+  // Each benchmark runs once per round, the rounds one after another (sgemm, then every path's
+  // forward and backward), and the best round of each counts: a slow spell of the machine (another
+  // process, a lower clock) weighs on the kernels and on their sgemm alike.
   auto add = [&](const std::string& name, auto body) {
-    benchmark::RegisterBenchmark(name.c_str(), body)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(o.min_time)
-        ->Repetitions(o.repetitions);
+    benchmark::RegisterBenchmark(name.c_str(), body)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(o.min_time);
   };
-  add("sgemm_2048", [&](benchmark::State& st) {
-    for (auto _ : st) kc::gemm(false, false, kGemm, kGemm, kGemm, 1.0f, A.data(), kGemm, B.data(), kGemm, 0.0f, C.data(), kGemm);
-  });
-  for (kc::CpuIsa isa : paths)
-    for (const Shape& sh : shapes) {
-      const kc::AttentionParams p = params(sh);
-      const std::string tag = detail::concat(kc::to_string(isa), " ", shape_name(sh));
-      add("forward " + tag, [&, p, isa](benchmark::State& st) {
-        kc::set_cpu_isa(isa);
-        for (auto _ : st) kc::attention_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data());
-      });
-      add("backward " + tag, [&, p, isa](benchmark::State& st) {
-        kc::set_cpu_isa(isa);
-        kc::attention_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data());
-        for (auto _ : st)
-          kc::attention_backward(p, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(), dq.data(),
-                                 dk.data(), dv.data());
-      });
-    }
+  for (int round = 0; round < o.repetitions; ++round) {
+    add("sgemm_2048", [&](benchmark::State& st) {
+      for (auto _ : st) kc::gemm(false, false, kGemm, kGemm, kGemm, 1.0f, A.data(), kGemm, B.data(), kGemm, 0.0f, C.data(), kGemm);
+    });
+    for (kc::CpuIsa isa : paths)
+      for (const Shape& sh : shapes) {
+        const kc::AttentionParams p = params(sh);
+        const std::string tag = detail::concat(kc::to_string(isa), " ", shape_name(sh));
+        add("forward " + tag, [&, p, isa](benchmark::State& st) {
+          kc::set_cpu_isa(isa);
+          for (auto _ : st) kc::attention_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data());
+        });
+        add("backward " + tag, [&, p, isa](benchmark::State& st) {
+          kc::set_cpu_isa(isa);
+          kc::attention_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data());
+          for (auto _ : st)
+            kc::attention_backward(p, q.data(), k.data(), v.data(), out.data(), dout.data(), lse.data(), dq.data(),
+                                   dk.data(), dv.data());
+        });
+      }
+  }
 
-  std::printf("ringside bench kernels: attention (version 2) at b 1, s %lld, H %lld, one thread, best of %d\n",
+  std::printf("ringside bench kernels: attention (version 2) at b 1, s %lld, H %lld, one thread, best of %d interleaved rounds\n",
               (long long)o.s, (long long)o.H, o.repetitions);
   std::printf("  backend: %s\n", make_cpu_backend()->describe().c_str());
   std::string path_names;

@@ -146,8 +146,8 @@ int bench_cuda(const BenchCudaOptions& o);
 struct BenchKernelsOptions {
   int64_t s = 4096, H = 8, d = 64;
   bool causal = true;
-  double min_time = 0.3;  ///< seconds per repetition (Google Benchmark's min_time)
-  int repetitions = 3;    ///< the best repetition is reported
+  double min_time = 0.3;  ///< seconds per benchmark in each round (Google Benchmark's min_time)
+  int repetitions = 3;    ///< rounds of every benchmark, interleaved; the best of each is reported
   std::string isa;        ///< "" (the active path), "avx512", "avx2", "generic" or "all"
   bool all_shapes = true;  ///< also d 128 and the other mask (issue 20)
   double forward_target = 0.80, backward_target = 0.75;  ///< of same-run sgemm (issue 20)

@@ -106,10 +106,25 @@ std::shared_ptr<Anchor> anchor_of(int device) {
   auto fresh = std::make_shared<Anchor>();
   OnDevice on(device);
   RS_CUDA(cudaEventCreate(&fresh->event));
-  RS_CUDA(cudaEventRecord(fresh->event, nullptr));
   // Polled, not waited for: the host sees it complete within a microsecond or so. (The legacy
-  // stream does not wait for the ranks' non-blocking streams: it is empty.)
-  while (!query(fresh->event)) {
+  // stream does not wait for the ranks' non-blocking streams: it is empty.) It completed after
+  // the host's read before the last query that found it pending (or before its record) and
+  // before the read after the query that found it done. A thread preempted in between widens
+  // that bracket by the preemption, which would shift every event read against the anchor: it
+  // is recorded again (up to 8 times) until the bracket is within 10 us, and the middle of the
+  // last one is the anchor's time.
+  int64_t bracket = INT64_MAX, host_ns = 0;
+  for (int attempt = 0; attempt < 8 && bracket > 10'000; ++attempt) {
+    int64_t lo = steady_now_ns();
+    RS_CUDA(cudaEventRecord(fresh->event, nullptr));
+    for (int64_t before = lo;; before = steady_now_ns()) {
+      if (query(fresh->event)) {
+        const int64_t hi = steady_now_ns();
+        bracket = hi - lo, host_ns = lo + bracket / 2;
+        break;
+      }
+      lo = before;
+    }
   }
   float ms = 0;
   if (a && now - a->ns < 10'000'000'000 && now - a->chain_start_ns < 60'000'000'000 &&
@@ -118,7 +133,7 @@ std::shared_ptr<Anchor> anchor_of(int device) {
     fresh->chain_start_ns = a->chain_start_ns;
   } else {
     cudaGetLastError();
-    fresh->ns = fresh->chain_start_ns = steady_now_ns();
+    fresh->ns = fresh->chain_start_ns = host_ns;
   }
   a = std::move(fresh);
   return a;
