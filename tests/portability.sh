@@ -33,6 +33,10 @@ main() {
     "loaded|||2"
     "isa-avx2-loaded|RINGSIDE_CPU_ISA=avx2||2"
   )
+  known=" ${CONDITIONS[*]%%|*} "
+  for name in "$@"; do
+    [[ "$known" == *" $name "* ]] || { echo "portability.sh: no condition '$name' (there are:${known% })" >&2; exit 2; }
+  done
   has_avx2() { grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; }
 
   busy=()
@@ -40,43 +44,43 @@ main() {
     ((${#busy[@]})) && kill "${busy[@]}" 2>/dev/null
     wait "${busy[@]}" 2>/dev/null
     busy=()
-}
-trap stop_busy EXIT
+  }
+  trap stop_busy EXIT
 
-failed=0
-for c in "${CONDITIONS[@]}"; do
-  IFS='|' read -r name environment prefix loops <<<"$c"
-  if (($#)) && [[ " $* " != *" $name "* ]]; then continue; fi
-  shown="${environment:-${prefix:-}}"
-  ((loops)) && shown="${shown:+$shown, }$loops busy loops beside ctest -j2"
-  if [[ "$environment$name" == *avx2* || "$environment" == *Haswell* || "$environment" == *Zen* ]] && ! has_avx2; then
-    printf 'SKIP  %-16s %-52s this CPU has no AVX2 and FMA\n' "$name" "$shown"
-    continue
-  fi
-  for ((i = 0; i < loops; i++)); do
-    (while :; do :; done) &
-    busy+=($!)
+  failed=0
+  for c in "${CONDITIONS[@]}"; do
+    IFS='|' read -r name environment prefix loops <<<"$c"
+    if (($#)) && [[ " $* " != *" $name "* ]]; then continue; fi
+    shown="${environment:-${prefix:-}}"
+    ((loops)) && shown="${shown:+$shown, }$loops busy loops beside ctest -j2"
+    if [[ "$environment$name" == *avx2* || "$environment" == *Haswell* || "$environment" == *Zen* ]] && ! has_avx2; then
+      printf 'SKIP  %-16s %-52s this CPU has no AVX2 and FMA\n' "$name" "$shown"
+      continue
+    fi
+    for ((i = 0; i < loops; i++)); do
+      (while :; do :; done) &
+      busy+=($!)
+    done
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    env $environment $prefix ctest --test-dir "$BUILD" -j 2 --output-on-failure > "$LOGS/$name.log" 2>&1
+    rc=$?
+    stop_busy
+    seconds=$(($(date +%s) - start))
+    log="$LOGS/$name.log"
+    summary=$(grep -Eo '[0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
+    total=$(sed -E 's/.* out of ([0-9]+)/\1/' <<<"$summary")
+    nfailed=$(sed -E 's/([0-9]+) tests failed.*/\1/' <<<"$summary")
+    # Tests that did not run, but for the GPU's (which need a GPU, not a kind of CPU).
+    skipped=$(sed -n '/The following tests did not run:/,/^$/p' "$log" | grep -E '^\s+[0-9]+ - ' | grep -vc ' - gpu:')
+    if [[ $rc -eq 0 && -n "$summary" ]]; then
+      printf 'PASS  %-16s %-52s %s tests, 0 failed, %s skipped (not counting gpu:), %d s\n' "$name" "$shown" "$total" "$skipped" "$seconds"
+    else
+      failed=1
+      names=$(sed -n '/The following tests FAILED:/,$p' "$log" | grep -E '^\s+[0-9]+ - ' | sed -E 's/^\s+[0-9]+ - //; s/ \([^()]*\)$//' | paste -sd ';' -)
+      printf 'FAIL  %-16s %-52s %s of %s failed (%s), %d s; log %s\n' "$name" "$shown" "${nfailed:-?}" "${total:-?}" "$names" "$seconds" "$log"
+    fi
   done
-  start=$(date +%s)
-  # shellcheck disable=SC2086
-  env $environment $prefix ctest --test-dir "$BUILD" -j 2 --output-on-failure > "$LOGS/$name.log" 2>&1
-  rc=$?
-  stop_busy
-  seconds=$(($(date +%s) - start))
-  log="$LOGS/$name.log"
-  summary=$(grep -Eo '[0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
-  total=$(sed -E 's/.* out of ([0-9]+)/\1/' <<<"$summary")
-  nfailed=$(sed -E 's/([0-9]+) tests failed.*/\1/' <<<"$summary")
-  # Tests that did not run, but for the GPU's (which need a GPU, not a kind of CPU).
-  skipped=$(sed -n '/The following tests did not run:/,/^$/p' "$log" | grep -E '^\s+[0-9]+ - ' | grep -vc ' - gpu:')
-  if [[ $rc -eq 0 && -n "$summary" ]]; then
-    printf 'PASS  %-16s %-52s %s tests, 0 failed, %s skipped (not counting gpu:), %d s\n' "$name" "$shown" "$total" "$skipped" "$seconds"
-  else
-    failed=1
-    names=$(sed -n '/The following tests FAILED:/,$p' "$log" | grep -E '^\s+[0-9]+ - ' | sed -E 's/^\s+[0-9]+ - //; s/ \([^()]*\)$//' | paste -sd ';' -)
-    printf 'FAIL  %-16s %-52s %s of %s failed (%s), %d s; log %s\n' "$name" "$shown" "${nfailed:-?}" "${total:-?}" "$names" "$seconds" "$log"
-  fi
-done
-exit $failed
+  exit $failed
 }
 main "$@"
