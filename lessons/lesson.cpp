@@ -226,17 +226,17 @@ const trace::StrategyMetrics& Script::modeled(const std::string& label) {
 }
 
 const trace::StrategyMetrics& Script::dry_run(const Strategy& st, const LayerConfig& cfg, int P, const std::string& label,
-                                              const model::Hardware* on) {
+                                              const model::Hardware* on, const model::ModelOptions& options) {
   const model::Hardware& profile = on ? *on : hw;
   const std::string name = modeled_name(label, on);
   for (const trace::RankTrace& r : trace.ranks) RS_CHECK(r.strategy != name, "lesson ", number, ": two runs labelled ", name);
   st.validate(cfg, P);
   const Strategy resolved = resolve_strategy(st, P);
   trackers.push_back(std::make_shared<MemoryTracker>());
-  const model::ModelOptions bf16;
-  trace::TraceData modeled = model::model_trace(model::dry_run(resolved, cfg, P, *trackers.back()), profile, bf16);
-  model::insert_modeled_group(trace, std::move(modeled.ranks), label, profile, bf16.dtype, trace.ranks.size())["dry_run"] =
-      cfg.to_json();
+  trace::TraceData modeled = model::model_trace(model::dry_run(resolved, cfg, P, *trackers.back()), profile, options);
+  nlohmann::json& entry = model::insert_modeled_group(trace, std::move(modeled.ranks), label, profile, options.dtype, trace.ranks.size());
+  entry["dry_run"] = cfg.to_json();
+  entry["efficiency"] = options.efficiency;
   if (!on) trace.other["modeled_hardware"] = hw.to_json();
   return modeled_metrics[name] = metrics_of(trace, name);
 }

@@ -101,9 +101,10 @@ struct Script {
   /// A dry run of `st` at any size (model::dry_run: the strategy's own code, no math, no
   /// memory) modeled on `hw`; the modeled timeline joins the trace as modeled_name(label).
   /// Returns its metrics. Throws ConfigError for a configuration st refuses.
-  /// With `on`, modeled on that profile instead of `hw`.
+  /// With `on`, modeled on that profile instead of `hw`; with `options`, at its efficiency
+  /// (the default: the rates real GPUs reach; "ideal": the datasheet roofline).
   const trace::StrategyMetrics& dry_run(const Strategy& st, const LayerConfig& cfg, int P, const std::string& label,
-                                        const model::Hardware* on = nullptr);
+                                        const model::Hardware* on = nullptr, const model::ModelOptions& options = {});
   /// The trace label of `label`'s modeled timeline: "ring (modeled, a100-nvlink)".
   std::string modeled_name(const std::string& label, const model::Hardware* on = nullptr) const {
     return model::modeled_label(label, (on ? *on : hw).name);

@@ -190,8 +190,9 @@ TEST_CASE("compare's modeled twin is the same on two runs, and what model --from
   }
 }
 
-TEST_CASE("the README's demo says what the demo's run says (a stale README fails)", "[cli-readme]") {
-  const nlohmann::json demo = json_from_env("RINGSIDE_DEMO_JSON");
+TEST_CASE("the README's demo and validation table say what their runs say (a stale README fails)", "[cli-readme]") {
+  nlohmann::json demo = json_from_env("RINGSIDE_DEMO_JSON");
+  demo["validate"] = json_from_env("RINGSIDE_VALIDATE_JSON");  // the validation table: /validate/table
   std::ifstream r(RINGSIDE_SOURCE_DIR "/README.md", std::ios::binary);
   REQUIRE(r.good());
   std::ostringstream readme;

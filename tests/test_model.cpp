@@ -453,7 +453,9 @@ TEST_CASE("TP inside a node and the ring across nodes beats the reverse placemen
       for (const trace::RankMetrics& r : m.ranks) layer_ns[name] = std::max(layer_ns[name], r.time.window_ns);
   }
   INFO("modeled layer: tp8xring8 " << layer_ns["tp8xring8"] / 1e6 << " ms, ring8xtp8 " << layer_ns["ring8xtp8"] / 1e6 << " ms");
-  CHECK(layer_ns["tp8xring8"] < 0.8 * layer_ns["ring8xtp8"]);
+  // At the rates real kernels reach the layer's compute is longer and hides more of TP's
+  // traffic across nodes, so the gain is smaller than the roofline's (0.77): 0.88 modeled.
+  CHECK(layer_ns["tp8xring8"] < 0.9 * layer_ns["ring8xtp8"]);
   // The README and lesson 7 quote them: modeled times are deterministic, so to the millisecond.
   auto quoted = [](const char* file, const char* pattern) {
     std::ifstream in(std::string(RINGSIDE_SOURCE_DIR "/") + file);

@@ -193,6 +193,7 @@ void combining(Script& L) {
   }
   L.table(t4);
   L.blank();
+  L.record("layer_tp_across_over_inside", ms["tp_across"] / ms["tp_inside"]);
   L.say("TP inside the node and the ring across it: %.1f ms; the reverse: %.1f ms, %.1fx slower, for",
         ms["tp_inside"], ms["tp_across"], ms["tp_across"] / ms["tp_inside"]);
   L.say("the same bytes in total. In ring2xtp8 each TP group has 4 GPUs in each node: 2 of the 8");

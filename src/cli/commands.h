@@ -15,6 +15,7 @@
 #include "parallel/strategy.h"
 #include "layer/weights.h"
 #include "model/model.h"
+#include "model/report.h"
 #include "trace/metrics.h"
 
 namespace ringside::cli {
@@ -248,8 +249,37 @@ struct ModelCommandOptions {
   int ranks = 4;
   std::string hw = "h100-nvlink";
   std::string dtype = "bf16";
+  std::string efficiency = "achieved";  ///< model::ModelOptions::efficiency
+  std::string attention_kernel;         ///< "" : the profile's default
+  std::string merge = "fused";          ///< model::ModelOptions::merge
+  std::string only;                     ///< "attention": the strategy's attention alone
   std::string trace;
+  std::string json;                     ///< the report (model/report.h) as JSON
 };
+
+/// The model options of `o` (dtype, efficiency, attention kernel).
+model::ModelOptions model_options(const ModelCommandOptions& o);
+
+/// One modeled run: the dry run (or the trace read) replayed on its profile.
+struct ModelRun {
+  model::Hardware hw;
+  trace::TraceData modeled;
+  std::vector<model::StrategyReport> reports;
+  std::optional<Strategy> strategy;  ///< the dry run's (none for --from)
+  MemoryTracker tracker;             ///< declared before `results`, so that it outlives them
+  std::vector<RankResult> results;   ///< the dry run's per rank (tensors without data)
+  double dry_s = 0, model_s = 0;     ///< measured seconds of this machine (varying)
+};
+
+/// Checks `o` as `ringside model` does before any work (the layer, the strategy on its ranks,
+/// the profile and the model options, flags that would have no effect); throws ConfigError.
+/// Returns the profile.
+model::Hardware check_model_command(const ModelCommandOptions& o);
+
+/// Runs `o` as `ringside model` does, printing nothing: validates, dry-runs (or reads --from),
+/// cuts to attention with --only attention, models. Throws ConfigError for bad options and
+/// what model_trace throws.
+void run_model(const ModelCommandOptions& o, ModelRun& run);
 
 /// `ringside model`: adds the subcommand; returns it.
 CLI::App* add_model(CLI::App& app, ModelCommandOptions& o);
@@ -258,6 +288,20 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o);
 /// the profile (exit 0 either way), and writes the modeled trace with --trace. Throws
 /// ConfigError for a bad configuration, profile or option pair.
 int model_command(const ModelCommandOptions& o);
+
+struct ValidateOptions {
+  std::vector<std::string> cases;  ///< case names (built-in) or JSON files; empty: every built-in case
+  std::string json;
+};
+
+/// `ringside validate`: adds the subcommand; returns it.
+CLI::App* add_validate(CLI::App& app, ValidateOptions& o);
+/// Models every case (model/validation.h) with its `ringside model` arguments, prints modeled
+/// against published with the error per case, the median and the worst, and each group's
+/// order; exit 0 when every case is within its tolerance and every order holds, 1 otherwise.
+/// Throws ConfigError (exit 2) for a case that is malformed, names an unknown profile, lacks a
+/// source, or whose arguments `ringside model` refuses.
+int validate_command(const ValidateOptions& o);
 
 struct PlanCommandOptions {
   LayerConfig cfg;

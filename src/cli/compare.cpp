@@ -415,24 +415,13 @@ Timelines finish_trace(const CompareOptions& o, const char* producer, const Laye
   return t;
 }
 
-// A profile's links as the model uses them: "300 GB/s + 3 us inside a node of 8 GPUs, 25 GB/s +
-// 5 us across nodes", or only the network when each GPU is a node of its own.
-std::string links_of(const model::Hardware& hw) {
-  char inside[96], across[96];
-  std::snprintf(inside, sizeof inside, "%.4g GB/s + %.3g us inside a node of %d GPUs", hw.intra_bandwidth / 1e9,
-                hw.intra_latency_s * 1e6, hw.gpus_per_node);
-  std::snprintf(across, sizeof across, "%.4g GB/s + %.3g us across nodes", hw.inter_bandwidth / 1e9, hw.inter_latency_s * 1e6);
-  if (hw.gpus_per_node == 1) return std::string(across) + " (one GPU per node)";
-  return std::string(inside) + ", " + across;
-}
-
 // The modeled twin's table: each strategy's layer on the profile, from the same schedule. Returns
 // it as JSON: {hardware, dtype, strategies: [metrics with layer_us], table: the printed table}.
 nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
-  std::printf("\n  modeled on %s: the recorded schedule (its FLOPs, bytes and order) replayed in bf16, ops at\n"
-              "  %.4g TFLOP/s or %.4g GB/s, transfers at %s; the same on every run and machine\n"
-              "  (ringside model --from the trace --hw %s gives it too). Per rank: the mean over the ranks.\n",
-              hw.name.c_str(), hw.peak_flops_bf16 / 1e12, hw.memory_bandwidth / 1e9, links_of(hw).c_str(), hw.name.c_str());
+  std::printf("\n  modeled on %s: the recorded schedule (its FLOPs, bytes and order) replayed in bf16 at\n"
+              "  %s;\n  the same on every run and machine (ringside model --from the trace --hw %s gives it\n"
+              "  too). Per rank: the mean over the ranks.\n",
+              hw.name.c_str(), model::rates_summary(hw, {}, "\n  ").c_str(), hw.name.c_str());
   size_t w = 14;
   for (const trace::StrategyMetrics& m : t.modeled) w = std::max(w, m.strategy.size());
   auto line = [&](const char* format, auto... args) {

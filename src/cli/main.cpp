@@ -1,4 +1,4 @@
-// The `ringside` command. Subcommands: reference, compare, run, bench, trace-stats, model, plan, lesson. Each has --help.
+// The `ringside` command. Subcommands: reference, compare, run, bench, trace-stats, model, validate, plan, lesson. Each has --help.
 #include <chrono>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -187,6 +187,9 @@ int main(int argc, char** argv) {
   cli::ModelCommandOptions model_opts;
   CLI::App* model_app = cli::add_model(app, model_opts);
 
+  cli::ValidateOptions validate_opts;
+  CLI::App* validate_app = cli::add_validate(app, validate_opts);
+
   cli::PlanCommandOptions plan_opts;
   CLI::App* plan_app = cli::add_plan(app, plan_opts);
   cli::BenchPlanOptions bench_plan_opts;
@@ -227,6 +230,7 @@ int main(int argc, char** argv) {
     if (app.get_subcommand("bench")->get_subcommand("cuda")->parsed()) rc = cli::bench_cuda(bench_cuda_opts);
     if (stats_app->parsed()) rc = cli::trace_stats_command(stats_opts);
     if (model_app->parsed()) rc = cli::model_command(model_opts);
+    if (validate_app->parsed()) rc = cli::validate_command(validate_opts);
     if (plan_app->parsed()) rc = cli::plan_command(plan_opts);
     if (bench_plan->parsed()) rc = cli::bench_plan(bench_plan_opts);
     if (bench_layer->parsed()) rc = cli::bench_layer(bench_layer_opts);

@@ -29,9 +29,32 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   m->add_option("--ranks", o.ranks, "number of ranks P (the dry run's threads), up to 256")->capture_default_str()->check(CLI::Range(1, 256));
   m->add_option("--hw", o.hw, "hardware: " + hw + ", or a profile JSON file")->capture_default_str()->check(
       non_empty("--hw needs a profile"));
-  m->add_option("--dtype", o.dtype, "the element type modeled: bf16 (bytes halved, bf16 peak) or fp32")
+  m->add_option("--dtype", o.dtype,
+                "the element type modeled: bf16 (bytes halved, bf16 rates), fp32, or fp8 (bf16 with the GEMMs at the FP8 rate, "
+                "as TransformerEngine runs them)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"bf16", "fp32"}));
+      ->check(CLI::IsMember({"bf16", "fp32", "fp8"}));
+  m->add_option("--efficiency", o.efficiency,
+                "achieved: the rates real GPUs and NCCL reach (the profile's efficiency, with sources); ideal: the roofline of "
+                "datasheet peaks and line rates")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"achieved", "ideal"}));
+  m->add_option("--attention-kernel", o.attention_kernel,
+                "the attention kernel's published rates: fa2, fa3 or cudnn (default: the best the GPU runs, FA3 on Hopper, FA2 on "
+                "Ampere)")
+      ->check(CLI::IsMember({"fa2", "fa3", "cudnn"}));
+  m->add_option("--merge", o.merge,
+                "how a ring merges each step's output: fused (one kernel, as ringside and TransformerEngine) or unfused "
+                "(ring-flash-attention's five fp32 torch ops a step)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fused", "unfused"}));
+  m->add_option("--only", o.only, "attention: model the strategy's attention alone (its communication included), as "
+                                  "attention benchmarks measure it")
+      ->check(CLI::IsMember({"attention"}));
+  m->add_option("--json", o.json, "write the modeled times (seconds: /layer/forward_s, /attention/backward_s, ...), per rank "
+                                  "and for the slowest rank")
+      ->option_text("FILE")
+      ->check(non_empty("--json needs a file name"));
   m->add_option("--trace", o.trace, "write the modeled timeline (Chrome trace JSON; ringside-viewer marks it modeled)")
       ->option_text("FILE")
       ->check(non_empty("--trace needs a file name"));
@@ -42,6 +65,8 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
       "Examples:\n"
       "  ringside model --seq 1048576 --ranks 64 --strategy ring --hw h100-nvlink --trace out/1m.json\n"
       "  ringside model --strategy ulysses --ranks 8 --seq 262144 --hw a100-nvlink\n"
+      "  ringside model --only attention --strategy ring --layout zigzag --ranks 8 --seq 65536 --hidden 4096 --heads 32 \\\n"
+      "      --kv-heads 8 --hw h800-nvlink --attention-kernel fa2 --json out/rfa.json\n"
       "  ringside model --tp 8 --cp 8 --ranks 64 --seq 1048576 --heads 64 --kv-heads 8 --hidden 8192 --ffn 28672\n"
       "  ringside run --strategy ring --trace out/r.json && ringside model --from out/r.json --hw h200");
   return m;
@@ -57,38 +82,55 @@ std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std:
 
 }  // namespace
 
-int model_command(const ModelCommandOptions& o) {
-  using clock = std::chrono::steady_clock;
+model::ModelOptions model_options(const ModelCommandOptions& o) {
+  model::ModelOptions mo;
+  mo.dtype = o.dtype;
+  mo.efficiency = o.efficiency;
+  mo.attention_kernel = o.attention_kernel;
+  mo.merge = o.merge;
+  return mo;
+}
+
+model::Hardware check_model_command(const ModelCommandOptions& o) {
   const bool dry = !o.strategy.empty() || o.parallel.given();
   if (o.from.empty() && !dry)
     throw ConfigError("model: give --strategy or the degrees (a dry run), or --from FILE (a recorded trace)");
   if (!o.from.empty() && dry)
     throw ConfigError("model: --strategy and the degrees (--tp, --cp, ...) run a dry run, --from reads a trace: give one");
-  // The inputs: the recorded trace, and a profile given as a file.
-  output::check_distinct({{"--trace", o.trace}}, {{"--from", o.from}, {"--hw", output::is_regular(o.hw) ? o.hw : ""}});
-  const model::Hardware hw = model::load_hardware(o.hw);
-  if (!o.trace.empty()) output::check(o.trace, "--trace");
+  model::Hardware hw = model::load_hardware(o.hw);
+  const model::ModelOptions mo = model_options(o);
+  model::check_model_options(hw, mo);
+  // Flags that would change nothing are refused, not ignored.
+  const bool achieved = o.efficiency == "achieved" && hw.efficiency.present;
+  if (!achieved && (!o.attention_kernel.empty() || o.merge != "fused"))
+    throw ConfigError(std::string(o.attention_kernel.empty() ? "--merge" : "--attention-kernel") + " has no effect " +
+                      (o.efficiency == "ideal" ? "under --efficiency ideal (the roofline)"
+                                               : "on " + hw.name + ", whose profile states no efficiency (the roofline)"));
+  if (dry) {
+    o.cfg.validate();
+    strategy_from(o.strategy, o.parallel, o.ranks).validate(o.cfg, o.ranks);
+  }
+  return hw;
+}
+
+void run_model(const ModelCommandOptions& o, ModelRun& run) {
+  using clock = std::chrono::steady_clock;
+  run.hw = check_model_command(o);  // before the dry run: a bad kernel or dtype costs nothing
+  const model::ModelOptions mo = model_options(o);
 
   trace::TraceData schedule;
-  std::optional<Strategy> st;
-  MemoryTracker tracker;  // outlives the results' (dry) tensors
-  std::vector<RankResult> results;
   auto t0 = clock::now();
   if (o.from.empty()) {
-    o.cfg.validate();
-    st = strategy_from(o.strategy, o.parallel, o.ranks);
-    st->validate(o.cfg, o.ranks);
-    st = resolve_strategy(*st, o.ranks);
+    run.strategy = strategy_from(o.strategy, o.parallel, o.ranks);
+    run.strategy = resolve_strategy(*run.strategy, o.ranks);
     // Tensors cost nothing in a dry run, but each rank lists its tokens' global positions
     // (RoPE, dropout, the layout): 8 bytes a token, a few lists at once. And the schedule
     // itself: model_schedule_bytes.
     require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks, o.cfg),
                    detail::concat("the dry run on ", o.ranks, " ranks (its schedule and token positions)"),
                    "--ranks, --seq or --batch", 0, 2 * o.ranks);
-    std::printf("ringside model: %s on P = %d ranks, %s\n", st->name.c_str(), o.ranks, o.cfg.summary().c_str());
-    std::fflush(stdout);
     // The dry run: the strategy's own code, with tensors that hold no memory and no math.
-    schedule = model::dry_run(*st, o.cfg, o.ranks, tracker, &results);
+    schedule = model::dry_run(*run.strategy, o.cfg, o.ranks, run.tracker, &run.results);
   } else {
     schedule = trace::read_trace(o.from);
     size_t recorded = 0;
@@ -99,30 +141,56 @@ int model_command(const ModelCommandOptions& o) {
         throw ConfigError(detail::concat("--from ", o.from, ": rank ", r.rank, r.strategy.empty() ? "" : " of " + r.strategy,
                                          " is beyond the ranks a ringside trace holds (0 to ", trace::kMaxRanks - 1,
                                          "), so --trace cannot write its model"));
-    std::printf("ringside model: the schedule recorded in %s\n", o.from.c_str());
   }
-  const double dry_s = std::chrono::duration<double>(clock::now() - t0).count();
+  if (o.only == "attention") schedule = model::attention_only(std::move(schedule));
+  run.dry_s = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();
-  model::ModelOptions mo;
-  mo.dtype = o.dtype;
-  const trace::TraceData modeled = model::model_trace(schedule, hw, mo);
-  const double model_s = std::chrono::duration<double>(clock::now() - t0).count();
+  run.modeled = model::model_trace(schedule, run.hw, mo);
+  run.model_s = std::chrono::duration<double>(clock::now() - t0).count();
+  size_t events = 0;
+  for (const trace::RankTrace& r : run.modeled.ranks) events += r.events.size();
+  if (events == 0 && !o.from.empty())
+    throw ConfigError("--from " + o.from + ": the trace holds only modeled twins (otherData.modeled_groups), no recorded run to model");
+  if (o.only == "attention" &&
+      std::none_of(run.modeled.ranks.begin(), run.modeled.ranks.end(), [](const trace::RankTrace& r) {
+        return std::any_of(r.events.begin(), r.events.end(), [](const trace::Event& e) { return e.sublayer == "attention"; });
+      }))
+    throw ConfigError("--only attention: the schedule has no attention sublayer to model");
+  run.reports = model::report_of(run.modeled);
+}
+
+int model_command(const ModelCommandOptions& o) {
+  // The outputs and the inputs: the recorded trace, and a profile given as a file.
+  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}},
+                         {{"--from", o.from}, {"--hw", output::is_regular(o.hw) ? o.hw : ""}});
+  if (!o.trace.empty()) output::check(o.trace, "--trace");
+  if (!o.json.empty()) output::check(o.json, "--json");
+  ModelRun run;
+  run_model(o, run);
+  const model::Hardware& hw = run.hw;
+  const trace::TraceData& modeled = run.modeled;
+  const std::optional<Strategy>& st = run.strategy;
   size_t events = 0;
   for (const trace::RankTrace& r : modeled.ranks) events += r.events.size();
-  if (events == 0)
-    throw ConfigError("--from " + o.from + ": the trace holds only modeled twins (otherData.modeled_groups), no recorded run to model");
-
+  if (st)
+    std::printf("ringside model: %s%s on P = %d ranks, %s\n", o.only == "attention" ? "the attention of " : "", st->name.c_str(),
+                o.ranks, o.cfg.summary().c_str());
+  else
+    std::printf("ringside model: the schedule recorded in %s%s\n", o.from.c_str(), o.only == "attention" ? ", its attention" : "");
   std::printf("  hardware   %s: %s\n", hw.name.c_str(), hw.description.c_str());
   char inside[96] = "";  // a profile of one GPU per node has no link inside a node
   if (hw.gpus_per_node > 1) std::snprintf(inside, sizeof inside, "%.4g GB/s %.1f us inside, ", hw.intra_bandwidth / 1e9, hw.intra_latency_s * 1e6);
-  std::printf("             %.4g TFLOP/s %s, %.4g GB/s memory, %.4g GB; %d GPU%s per node: %s%.4g GB/s %.1f us across\n",
-              (o.dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32) / 1e12, o.dtype.c_str(), hw.memory_bandwidth / 1e9,
-              hw.memory_bytes / 1e9, hw.gpus_per_node, hw.gpus_per_node == 1 ? "" : "s", inside, hw.inter_bandwidth / 1e9,
-              hw.inter_latency_s * 1e6);
-  std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s\n", events, modeled.ranks.size(),
-              o.from.empty() ? "dry run" : "read", dry_s, model_s);
-  std::printf("  model      op = max(FLOPs / peak, bytes / memory bandwidth); transfer = latency + bytes / link; %s\n",
-              o.dtype == "bf16" ? "bf16: half the fp32 run's bytes" : "fp32 bytes");
+  const double peak = o.dtype == "fp32" ? hw.peak_flops_fp32 : o.dtype == "fp8" ? hw.peak_flops_fp8 : hw.peak_flops_bf16;
+  std::printf("             %.4g TFLOP/s %s (peak), %.4g GB/s memory, %.4g GB; %d GPU%s per node: %s%.4g GB/s %.1f us across\n",
+              peak / 1e12, o.dtype.c_str(), hw.memory_bandwidth / 1e9, hw.memory_bytes / 1e9, hw.gpus_per_node,
+              hw.gpus_per_node == 1 ? "" : "s", inside, hw.inter_bandwidth / 1e9, hw.inter_latency_s * 1e6);
+  std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s (this machine, varying)\n", events,
+              modeled.ranks.size(), o.from.empty() ? "dry run" : "read", run.dry_s, run.model_s);
+  const std::string bytes = o.dtype == "fp32" ? "fp32 bytes" : "bf16: half the fp32 run's bytes";
+  const model::ModelOptions mo = model_options(o);
+  const std::string kernel = model::attention_kernel_of(hw, mo);
+  std::printf("  model      %s;\n             %s%s\n", model::rates_summary(hw, mo, "\n             ").c_str(), bytes.c_str(),
+              !kernel.empty() && o.merge == "unfused" ? "; the ring's merge unfused (ring-flash-attention's)" : "");
 
   for (const trace::StrategyMetrics& m : trace::compute_metrics(modeled)) {
     std::printf("\n  %s (modeled)\n", m.strategy.c_str());
@@ -142,16 +210,29 @@ int model_command(const ModelCommandOptions& o) {
       std::printf("  %5d %11s %11s %11s %8s %11s %13s\n", r.rank, seconds(double(r.time.window_ns)).c_str(),
                   seconds(double(r.time.compute_ns)).c_str(), seconds(double(r.time.comm_ns)).c_str(),
                   pct(r.time.overlap_pct()).c_str(), seconds(double(r.time.exposed_comm_ns)).c_str(),
-                  format_bytes(double(r.peak_memory_bytes)).c_str());
+                  o.only == "attention" ? "-" : format_bytes(double(r.peak_memory_bytes)).c_str());
     }
     std::printf("  %5s %11s %11s %11s %8s %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
                 seconds(double(m.total.comm_ns)).c_str(), pct(m.total.overlap_pct()).c_str(),
                 seconds(double(m.total.exposed_comm_ns)).c_str(), m.compute_imbalance);
-    std::printf("  layer      forward + backward %s on the slowest rank\n", seconds(double(span)).c_str());
+    const model::StrategyReport* report = nullptr;
+    for (const model::StrategyReport& r : run.reports)
+      if (r.strategy == m.strategy) report = &r;
+    if (o.only == "attention") {
+      std::printf("  attention  forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
+                  format_seconds(report->slowest.layer.forward_s).c_str(), format_seconds(report->slowest.layer.backward_s).c_str(),
+                  seconds(double(span)).c_str());
+      continue;  // no layer around it: its memory is the layer's (model without --only)
+    }
+    std::printf("  layer      forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
+                format_seconds(report->slowest.layer.forward_s).c_str(), format_seconds(report->slowest.layer.backward_s).c_str(),
+                seconds(double(span)).c_str());
+    std::printf("  attention  forward %s, backward %s of it\n", format_seconds(report->slowest.attention.forward_s).c_str(),
+                format_seconds(report->slowest.attention.backward_s).c_str());
     if (st) {
-      const double scale = o.dtype == "bf16" ? 0.5 : 1.0;
+      const double scale = o.dtype == "fp32" ? 1.0 : 0.5;
       int64_t saved = 0;
-      for (const RankResult& r : results) saved = std::max(saved, r.peak_saved);
+      for (const RankResult& r : run.results) saved = std::max(saved, r.peak_saved);
       std::printf("  saved      activations per rank %s (formula %s)\n", format_bytes(scale * double(saved)).c_str(),
                   format_bytes(scale * double(st->saved_bytes(o.cfg, o.ranks, 0, DType::f32))).c_str());
     }
@@ -167,6 +248,24 @@ int model_command(const ModelCommandOptions& o) {
       std::printf("  memory     fits: the largest peak, rank %d's %s, is %.0f%% of %s\n", worst, format_bytes(double(peak)).c_str(),
                   100.0 * double(peak) / hw.memory_bytes, capacity(hw.memory_bytes).c_str());
     }
+  }
+  if (!o.json.empty()) {
+    nlohmann::json j = {{"producer", "ringside model"},
+                        {"modeled", true},
+                        {"hardware", hw.name},
+                        {"efficiency", o.efficiency},
+                        {"dtype", o.dtype},
+                        {"ranks", int(modeled.ranks.size())}};
+    if (!kernel.empty()) j["attention_kernel"] = kernel;
+    if (!o.only.empty()) j["only"] = o.only;
+    if (st) j["config"] = o.cfg.to_json(), j["strategy"] = st->name;
+    j["strategies"] = nlohmann::json::array();
+    for (const model::StrategyReport& r : run.reports) j["strategies"].push_back(model::report_json(r, o.only == "attention"));
+    // The first strategy's figures at the top, for tools that read one run: /layer/forward_s, ...
+    if (!run.reports.empty()) j.update(model::report_json(run.reports.front(), o.only == "attention"));
+    j.erase("ranks"), j["ranks"] = j["strategies"].front()["ranks"];
+    output::write(o.json, j.dump(2) + "\n", "--json");
+    std::printf("\n  json: %s\n", o.json.c_str());
   }
   if (!o.trace.empty()) {
     trace::write_trace(o.trace, modeled);

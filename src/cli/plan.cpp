@@ -30,7 +30,9 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
       ->check(CLI::IsMember({"any", "none", "selective", "full"}));
   p->add_option("--layers", o.layers, "L, the layers of a step (default: the preset's depth, or 1)")->check(CLI::Range(1, 1000));
   p->add_option("--top", o.top, "rows of the ranked table (and of each kind of rejection) to print")->capture_default_str()->check(CLI::Range(1, 100000));
-  p->add_option("--dtype", o.dtype, "the element type modeled: bf16 or fp32")->capture_default_str()->check(CLI::IsMember({"bf16", "fp32"}));
+  p->add_option("--dtype", o.dtype, "the element type modeled: bf16, fp32, or fp8 (bf16 with the GEMMs at the FP8 rate)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp32", "fp8"}));
   p->add_option("--trace", o.trace, "write the winner's and the runner-up's modeled timelines (ringside-viewer shows them side by side)")
       ->option_text("FILE")
       ->check(non_empty("--trace needs a file name"));
@@ -91,9 +93,12 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
   const model::Hardware& hw = plan.hw;
   std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
   std::printf("  %.4g TFLOP/s %s per GPU, %s each; %d GPU%s per node, %.4g GB/s inside a node, %.4g GB/s across (modeled)\n",
-              (o.dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32) / 1e12, o.dtype.c_str(),
+              (o.dtype == "fp32" ? hw.peak_flops_fp32 : o.dtype == "fp8" ? hw.peak_flops_fp8 : hw.peak_flops_bf16) / 1e12, o.dtype.c_str(),
               format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), hw.gpus_per_node, hw.gpus_per_node == 1 ? "" : "s",
               hw.intra_bandwidth / 1e9, hw.inter_bandwidth / 1e9);
+  model::ModelOptions mo;
+  mo.dtype = o.dtype;
+  std::printf("  modeled at %s\n", model::rates_summary(hw, mo, "\n  ").c_str());
   const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
   size_t wname = 9;
   for (size_t i = 0; i < shown; ++i) wname = std::max(wname, plan.rows[i].candidate.name().size());
@@ -156,6 +161,9 @@ int plan_command(const PlanCommandOptions& o) {
   for (const std::string& h : o.hw) profiles.push_back(model::load_hardware(h));
   if (!o.trace.empty()) output::check(o.trace, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");
+  model::ModelOptions dtype;
+  dtype.dtype = o.dtype;
+  for (const model::Hardware& hw : profiles) model::check_model_options(hw, dtype);  // fp8 on an A100: refused now
 
   model::PlanOptions po;
   po.gpus = o.gpus;

@@ -47,15 +47,19 @@ const nlohmann::json& object(const nlohmann::json& j, const std::string& key, co
 }  // namespace
 
 nlohmann::json Hardware::to_json() const {
-  return {{"name", name},
+  nlohmann::json peaks = {{"bf16", peak_flops_bf16}, {"fp32", peak_flops_fp32}};
+  if (peak_flops_fp8 > 0) peaks["fp8"] = peak_flops_fp8;
+  nlohmann::json j = {{"name", name},
           {"description", description},
-          {"peak_flops", {{"bf16", peak_flops_bf16}, {"fp32", peak_flops_fp32}}},
+          {"peak_flops", peaks},
           {"memory_bandwidth_GBps", memory_bandwidth / 1e9},
           {"memory_GB", memory_bytes / 1e9},
           {"gpus_per_node", gpus_per_node},
           {"intra_node", {{"bandwidth_GBps", intra_bandwidth / 1e9}, {"latency_us", intra_latency_s * 1e6}}},
           {"inter_node", {{"bandwidth_GBps", inter_bandwidth / 1e9}, {"latency_us", inter_latency_s * 1e6}}},
           {"source", source}};
+  if (efficiency.present) j["efficiency"] = efficiency_json(efficiency);
+  return j;
 }
 
 Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
@@ -76,6 +80,7 @@ Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
   const nlohmann::json& peak = object(j, "peak_flops", source);
   h.peak_flops_bf16 = in_range(peak, "bf16", source, "peak_flops.", 1e6, 1e18);  // FLOP/s
   h.peak_flops_fp32 = in_range(peak, "fp32", source, "peak_flops.", 1e6, 1e18);
+  h.peak_flops_fp8 = peak.contains("fp8") ? in_range(peak, "fp8", source, "peak_flops.", 1e6, 1e18) : 0;
   h.memory_bandwidth = in_range(j, "memory_bandwidth_GBps", source, "", 1e-3, 1e6) * 1e9;
   h.memory_bytes = in_range(j, "memory_GB", source, "", 1e-3, 1e6) * 1e9;
   const double gpn = in_range(j, "gpus_per_node", source, "", 1, 1 << 20);
@@ -87,6 +92,14 @@ Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
   h.inter_bandwidth = in_range(out, "bandwidth_GBps", source, "inter_node.", 1e-3, 1e6) * 1e9;
   h.intra_latency_s = in_range(in, "latency_us", source, "intra_node.", 0, 1e6) * 1e-6;  // 0: an ideal link
   h.inter_latency_s = in_range(out, "latency_us", source, "inter_node.", 0, 1e6) * 1e-6;
+  if (j.contains("efficiency")) h.efficiency = parse_efficiency(j["efficiency"], source);
+  if (h.efficiency.present && h.efficiency.gemm.fp8 > 0 && h.peak_flops_fp8 == 0)
+    throw ConfigError(source + ": efficiency.gemm.fp8 needs peak_flops.fp8");
+  for (const auto& [family, k] : h.efficiency.attention)
+    for (const AttentionCurve* c : {&k.forward, &k.forward_causal, &k.backward, &k.backward_causal})
+      if (c->rate > h.peak_flops_bf16)
+        throw ConfigError(detail::concat(source, ": efficiency.attention.", family, ": ", c->rate / 1e12,
+                                         " TFLOP/s is above the bf16 peak (", h.peak_flops_bf16 / 1e12, ")"));
   return h;
 }
 
@@ -210,9 +223,8 @@ struct Point {
 // One strategy's ranks, replayed together.
 class Replay {
  public:
-  Replay(trace::TraceData& out, std::vector<size_t> procs, const Hardware& hw, double bytes_scale, double peak,
-         const std::vector<int>& node_of)
-      : out_(out), procs_(std::move(procs)), hw_(hw), scale_(bytes_scale), peak_(peak), node_of_(node_of) {
+  Replay(trace::TraceData& out, std::vector<size_t> procs, const Hardware& hw, double bytes_scale, const ModelOptions& o)
+      : out_(out), procs_(std::move(procs)), hw_(hw), scale_(bytes_scale), options_(o), node_of_(o.node_of) {
     for (size_t p : procs_) rank_of_.push_back(out_.ranks[p].rank);
     ranks_.resize(procs_.size());
     for (size_t i = 0; i < procs_.size(); ++i) build(i);
@@ -312,8 +324,8 @@ class Replay {
             s.t = std::max(s.t, *it->second.end);
           }
         } else if (!is_container(ev.cat)) {
-          // A compute op: the roofline of its FLOPs and its bytes.
-          const double sec = std::max(ev.flops / peak_, double(ev.bytes) * scale_ / hw_.memory_bandwidth);
+          // A compute op, at the rate this GPU achieves for its kind and shape.
+          const double sec = op_seconds(ev, double(ev.bytes) * scale_, hw_, options_);
           s.t = std::max(s.t, after(s.start[p.event], sec, [&] {
                                return detail::concat("op '", ev.name, "' of ", r.strategy, " rank ", r.rank);
                              }));
@@ -336,11 +348,9 @@ class Replay {
         if (!t.send_post || !t.recv_post) break;  // FIFO: later sends wait behind this one
         const int receiver = std::get<1>(q.front());
         const bool same_node = node(sender) == node(receiver);
-        const double bw = same_node ? hw_.intra_bandwidth : hw_.inter_bandwidth;
-        const double lat = same_node ? hw_.intra_latency_s : hw_.inter_latency_s;
         const int64_t start = std::max({*t.send_post, *t.recv_post, link_free_[sender]});
         t.start = start;
-        t.end = after(start, lat + double(t.bytes) / bw, [&] {
+        t.end = after(start, transfer_seconds(double(t.bytes), same_node, hw_, options_), [&] {
           return detail::concat("the transfer from rank ", sender, " to rank ", receiver, " (tag ", std::get<2>(q.front()),
                                 ", seq ", std::get<3>(q.front()), ", ", t.bytes, " bytes)");
         });
@@ -401,7 +411,8 @@ class Replay {
   }
 
   const Hardware& hw_;
-  double scale_, peak_;
+  double scale_;
+  const ModelOptions& options_;
   const std::vector<int>& node_of_;
   std::vector<RankState> ranks_;
   std::map<Key, Transfer> transfers_;
@@ -411,6 +422,127 @@ class Replay {
 
 }  // namespace
 
+void check_model_options(const Hardware& hw, const ModelOptions& o) {
+  if (o.dtype != "bf16" && o.dtype != "fp32" && o.dtype != "fp8") throw ConfigError("--dtype " + o.dtype + ": bf16, fp32 or fp8");
+  if (o.merge != "fused" && o.merge != "unfused") throw ConfigError("--merge " + o.merge + ": fused or unfused");
+  if (o.efficiency != "achieved" && o.efficiency != "ideal")
+    throw ConfigError("--efficiency " + o.efficiency + ": achieved or ideal");
+  if (o.dtype == "fp8" && hw.peak_flops_fp8 == 0)
+    throw ConfigError("--dtype fp8: " + hw.name + " has no FP8 tensor cores (its profile has no peak_flops.fp8)");
+  if (o.dtype == "fp8" && o.efficiency == "achieved" && hw.efficiency.present && hw.efficiency.gemm.fp8 == 0)
+    throw ConfigError("--dtype fp8: " + hw.name + "'s profile has no achieved FP8 GEMM fraction (efficiency.gemm.fp8)");
+  if (!o.attention_kernel.empty()) {
+    if (o.attention_kernel != "fa2" && o.attention_kernel != "fa3" && o.attention_kernel != "cudnn")
+      throw ConfigError("--attention-kernel " + o.attention_kernel + ": fa2, fa3 or cudnn");
+    if (o.efficiency == "achieved" && hw.efficiency.present && !hw.efficiency.attention.contains(o.attention_kernel)) {
+      std::string have;
+      for (const auto& [family, k] : hw.efficiency.attention) have += (have.empty() ? "" : ", ") + family;
+      throw ConfigError("--attention-kernel " + o.attention_kernel + ": " + hw.name + " has no published rates for it (it has " +
+                        have + ")");
+    }
+  }
+}
+
+std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o) {
+  if (o.efficiency == "ideal" || !hw.efficiency.present) return "";
+  return o.attention_kernel.empty() ? hw.efficiency.default_kernel : o.attention_kernel;
+}
+
+std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::string& wrap) {
+  const bool achieved = o.efficiency != "ideal" && hw.efficiency.present;
+  const Efficiency& e = hw.efficiency;
+  auto link = [&](double line, double fraction, double latency) {
+    return achieved ? detail::concat(std::lround(100 * fraction), "% of ", line / 1e9, " GB/s + ", latency * 1e6, " us")
+                    : detail::concat(line / 1e9, " GB/s + ", latency * 1e6, " us");
+  };
+  const std::string across = link(hw.inter_bandwidth, e.inter_link, hw.inter_latency_s) + " across nodes";
+  const std::string links =
+      hw.gpus_per_node == 1 ? across + " (one GPU per node)"
+                            : detail::concat(link(hw.intra_bandwidth, e.intra_link, hw.intra_latency_s), " inside a node of ",
+                                             hw.gpus_per_node, " GPUs, ", across);
+  const double peak = o.dtype == "fp32" ? hw.peak_flops_fp32 : o.dtype == "fp8" ? hw.peak_flops_fp8 : hw.peak_flops_bf16;
+  if (!achieved)
+    return detail::concat("ops at ", peak / 1e12, " TFLOP/s or ", hw.memory_bandwidth / 1e9, " GB/s;", wrap, "transfers at ", links,
+                          o.efficiency == "ideal" ? " (the roofline: --efficiency ideal)" : " (the roofline: the profile states no efficiency)");
+  const double mamf = o.dtype == "fp32" ? e.gemm.fp32 : o.dtype == "fp8" ? e.gemm.fp8 : e.gemm.bf16;
+  return detail::concat("GEMMs up to ", std::lround(100 * mamf), "% of ", peak / 1e12, " TFLOP/s ", o.dtype == "fp8" ? "FP8 " : "",
+                        "(by shape), attention at ", attention_kernel_of(hw, o), "'s published rates,", wrap, "memory-bound ops at ",
+                        std::lround(100 * e.memory_fraction), "% of ", hw.memory_bandwidth / 1e9, " GB/s + ", e.launch_s * 1e6,
+                        " us a kernel;", wrap, "transfers at ", links);
+}
+
+namespace {
+
+// The shapes the traced backend writes into an op's detail ("m=8192 n=6144 k=4096",
+// "b=1 sq=4096 sk=8192 H=32 Hkv=8 d=128 causal ..."); false when the trace does not give them.
+bool gemm_shape(const std::string& detail, long long& m, long long& n, long long& k) {
+  return std::sscanf(detail.c_str(), "m=%lld n=%lld k=%lld", &m, &n, &k) == 3 && m > 0 && n > 0 && k > 0;
+}
+
+bool attention_call(const trace::Event& ev, AttentionCall& call) {
+  long long b, sq, sk, H, Hkv, d;
+  if (std::sscanf(ev.detail.c_str(), "b=%lld sq=%lld sk=%lld H=%lld Hkv=%lld d=%lld", &b, &sq, &sk, &H, &Hkv, &d) != 6 ||
+      b <= 0 || sq <= 0 || sk <= 0 || H <= 0 || d <= 0)
+    return false;
+  call.b = b, call.sq = sq, call.sk = sk, call.H = H, call.d = d;
+  call.backward = ev.name == "attention_backward";
+  // The visible pairs, from the FLOPs (4 d per pair a head; the backward counts 2.5 forwards).
+  const double pairs = ev.flops / (call.backward ? 2.5 : 1.0) / (4.0 * double(d) * double(b) * double(H));
+  call.keys_per_query = pairs / double(sq);
+  call.masked = pairs < double(sq) * double(sk) - 0.5;
+  return true;
+}
+
+}  // namespace
+
+double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, const ModelOptions& o) {
+  if (ev.stream != trace::Stream::compute || ev.cat == "wait" || is_container(ev.cat)) return 0;
+  const bool fp8_gemm = o.dtype == "fp8" && ev.cat == "gemm";
+  const double peak = o.dtype == "fp32" ? hw.peak_flops_fp32 : fp8_gemm ? hw.peak_flops_fp8 : hw.peak_flops_bf16;
+  const Efficiency& e = hw.efficiency;
+  if (o.efficiency == "ideal" || !e.present) return std::max(ev.flops / peak, bytes / hw.memory_bandwidth);
+  // Achieved: memory-bound ops at the achievable fraction of HBM; GEMMs and attention at their
+  // shape's rate, and never faster than their bytes allow; every kernel pays its launch.
+  double kernels = 1;
+  if (ev.sublayer == "attention" && (ev.name == "lse_merge" || ev.name == "add") && o.dtype != "fp32") {
+    // The running output, lse and gradients a ring step merges into are fp32 accumulators in
+    // every implementation (ring-flash-attention, TransformerEngine), the block's own in bf16:
+    // per element 4 read + 4 written + 2 read, not the 2 + 2 + 2 of a bf16 merge.
+    bytes *= 10.0 / 6.0;
+    if (ev.name == "lse_merge" && o.merge == "unfused") bytes *= 3.8, kernels = 9;  // 38 bytes an element
+  }
+  const double memory_s = bytes / (hw.memory_bandwidth * e.memory_fraction);
+  double compute_s = 0;
+  if (ev.flops > 0 && ev.cat == "gemm") {
+    const double mamf = o.dtype == "fp32" ? e.gemm.fp32 : fp8_gemm ? e.gemm.fp8 : e.gemm.bf16;
+    long long m = 0, n = 0, k = 0;
+    const bool shaped = gemm_shape(ev.detail, m, n, k);
+    compute_s = ev.flops / (shaped ? gemm_rate(e, peak, mamf, m, n, k) : peak * mamf);
+  } else if (ev.flops > 0 && ev.cat == "attention") {
+    const AttentionKernel& kernel = e.attention.at(attention_kernel_of(hw, o));
+    AttentionCall call;
+    double rate = 0;
+    if (attention_call(ev, call)) {
+      rate = attention_rate(kernel, call, e.sms);
+    } else {
+      const bool backward = ev.name == "attention_backward";
+      rate = (backward ? kernel.backward : kernel.forward).rate;
+    }
+    // The kernels' rates are bf16's; fp32 (which no fused attention kernel runs) scales by the peaks.
+    compute_s = ev.flops / (rate * (o.dtype == "fp32" ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0));
+  } else if (ev.flops > 0) {
+    compute_s = ev.flops / peak;
+  }
+  return std::max(compute_s, memory_s) + kernels * e.launch_s;
+}
+
+double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o) {
+  const bool achieved = o.efficiency != "ideal" && hw.efficiency.present;
+  const double line = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
+  const double link = achieved ? (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link) : 1.0;
+  return (same_node ? hw.intra_latency_s : hw.inter_latency_s) + bytes / (line * link);
+}
+
 double schedule_events_bound(int P, const LayerConfig& cfg) {
   const double documents = per_document(cfg.cp_layout()) ? double(cfg.docs.size()) + 1 : 0;
   return 64.0 * P * P + 256.0 * P + 24.0 * P * P * documents;
@@ -419,14 +551,14 @@ double schedule_events_bound(int P, const LayerConfig& cfg) {
 double schedule_bytes(int P, const LayerConfig& cfg) { return 1024.0 * schedule_events_bound(P, cfg); }
 
 trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o) {
-  if (o.dtype != "bf16" && o.dtype != "fp32") throw ConfigError("--dtype " + o.dtype + ": bf16 or fp32");
+  check_model_options(hw, o);
   // A modeled trace's times and bytes are the model's already: model the recorded one.
   if (const auto m = schedule.other.find("modeled"); m != schedule.other.end() && m->is_boolean() && m->get<bool>())
     throw ConfigError("this trace is already modeled (otherData.modeled): model the trace the run recorded, or a dry run");
   // Traces record fp32 runs (otherData.dtype); bf16 halves every byte.
   const auto dt = schedule.other.find("dtype");
   const bool f64 = dt != schedule.other.end() && dt->is_string() && dt->get<std::string>() == "float64";
-  const double recorded = f64 ? 8 : 4, modeled = o.dtype == "bf16" ? 2 : 4;
+  const double recorded = f64 ? 8 : 4, modeled = o.dtype == "fp32" ? 4 : 2;
   trace::TraceData out = schedule;
   out.flows.clear();
   // A measured trace with its modeled twins: model what was recorded, not the twins.
@@ -436,11 +568,13 @@ trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& h
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t p = 0; p < out.ranks.size(); ++p) groups[out.ranks[p].strategy].push_back(p);
   for (auto& [strategy, procs] : groups)
-    Replay(out, procs, hw, modeled / recorded, o.dtype == "bf16" ? hw.peak_flops_bf16 : hw.peak_flops_fp32, o.node_of).run();
+    Replay(out, procs, hw, modeled / recorded, o).run();
   out.other["modeled"] = true;
   out.other["hardware"] = hw.to_json();
   out.other["model_dtype"] = o.dtype;
-  out.other["dtype"] = o.dtype == "bf16" ? "bfloat16" : "float32";
+  out.other["model_efficiency"] = o.efficiency;
+  if (const std::string k = attention_kernel_of(hw, o); !k.empty()) out.other["model_attention_kernel"] = k;
+  out.other["dtype"] = o.dtype == "fp32" ? "float32" : "bfloat16";
   out.other["device"] = hw.name + " (modeled)";
   return out;
 }
@@ -515,7 +649,7 @@ void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptio
       for (trace::Event& e : r.events) e.ts_ns += shift;
       for (trace::MemorySample& m : r.memory) m.ts_ns += shift;
     }
-    insert_modeled_group(t, std::move(modeled.ranks), strategy, hw, o.dtype, at);
+    insert_modeled_group(t, std::move(modeled.ranks), strategy, hw, o.dtype, at)["efficiency"] = o.efficiency;
   }
   t.other["modeled_hardware"] = hw.to_json();
 }

@@ -1,9 +1,13 @@
 // The what-if model: a recorded schedule (a dry run's trace, or a real one) replayed on named
 // hardware, as a discrete-event simulation of every rank's compute and comm streams.
 //
-//   compute op   max(FLOPs / peak FLOP/s, bytes / memory bandwidth)       (a roofline)
-//   transfer     latency + bytes / link bandwidth, inside or across nodes, starting when both
-//                ends have posted it and the sender's link is free (one message at a time)
+//   compute op   at the rate this GPU achieves for its kind and shape (efficiency.h: a GEMM by
+//                its waves and k, an attention call by its kernel family, block length, mask and
+//                head dim, a memory-bound op at the achievable fraction of HBM, each plus a
+//                launch); with --efficiency ideal, max(FLOPs / peak, bytes / HBM) (the roofline)
+//   transfer     latency + bytes / (link line rate x NCCL's efficiency), inside or across
+//                nodes, starting when both ends have posted it and the sender's link is free
+//                (one message at a time); ideal: the line rate
 //   wait         until its transfer has arrived: a step waits for its receive
 //
 // The schedule is the trace's program order (Event::order): ops, posts and waits in the order
@@ -15,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/efficiency.h"
 #include "parallel/harness.h"
 #include "trace/trace_file.h"
 
@@ -24,23 +29,27 @@ namespace ringside::model {
 struct Hardware {
   std::string name, description, source;
   double peak_flops_bf16 = 0, peak_flops_fp32 = 0;  ///< FLOP/s
+  double peak_flops_fp8 = 0;                         ///< FLOP/s; 0: no FP8 tensor cores
   double memory_bandwidth = 0;                       ///< bytes/s
   double memory_bytes = 0;                           ///< capacity per GPU
   int gpus_per_node = 1;
   double intra_bandwidth = 0, intra_latency_s = 0;  ///< bytes/s and seconds, inside a node
   double inter_bandwidth = 0, inter_latency_s = 0;  ///< across nodes
   bool memory_shared = false;  ///< this-machine: all ranks share one memory (the verdict sums them)
+  Efficiency efficiency;       ///< what it achieves, with sources (absent: the roofline only)
 
   /// The profile as JSON, in the file format (GB/s, us, GB).
   nlohmann::json to_json() const;
 };
 
-/// Parses a profile (fields as in src/model/hardware/*.json); throws ConfigError naming the
+/// Parses a profile (fields as in src/model/hardware/*.json, "efficiency" optional:
+/// parse_efficiency); throws ConfigError naming the
 /// field that is missing, of the wrong type, or outside its range (peaks 1e6 to 1e18 FLOP/s,
 /// bandwidths 1e-3 to 1e6 GB/s, latency 0 to 1e6 us, memory 1e-3 to 1e6 GB, 1 to 2^20 GPUs
 /// per node), which keeps every modeled time finite and catches unit slips.
 Hardware parse_hardware(const nlohmann::json& j, const std::string& source);
-/// The built-in profiles' names: a100-nvlink, h100-ib, h100-nvlink, h200 (and this-machine).
+/// The built-in profiles' names: a100-nvlink, a800-nvlink, h100-ib, h100-nvlink, h200,
+/// h800-nvlink (and this-machine).
 std::vector<std::string> hardware_names();
 /// A built-in profile by name, "this-machine" (measured now, see measure_this_machine), or a
 /// JSON file's path. Throws ConfigError listing the names for anything else.
@@ -73,13 +82,51 @@ double schedule_bytes(int P, const LayerConfig& cfg);
 
 struct ModelOptions {
   /// The element type to model: "bf16" halves the bytes of an fp32 trace (ops, transfers and
-  /// memory) and uses the bf16 peak; "fp32" keeps them and uses the fp32 peak.
+  /// memory) and uses the bf16 peak; "fp32" keeps them and uses the fp32 peak; "fp8" is bf16
+  /// with the GEMMs at the FP8 rate (TransformerEngine's recipe: attention and communication in
+  /// bf16, GEMM operands cast to FP8 inside the GEMM, so the bytes stay bf16's).
   std::string dtype = "bf16";
+  /// "achieved": the rates of the profile's efficiency (a profile without one: the roofline);
+  /// "ideal": the roofline of datasheet peaks and line rates, whatever the profile holds.
+  std::string efficiency = "achieved";
+  /// The attention kernel family: fa2, fa3 or cudnn; "" is the profile's default (the best the
+  /// GPU runs: FA3 on Hopper, FA2 on Ampere).
+  std::string attention_kernel;
+  /// How a ring merges each step's partial output into the running one (achieved only):
+  /// "fused", one kernel a merge (ringside's lse_merge, TransformerEngine's correction kernels);
+  /// "unfused", ring-flash-attention's update_out_and_lse: a cast of the block's output to fp32
+  /// and four elementwise torch ops, each a pass over the fp32 output (3.8x the fused bytes,
+  /// 9 kernels).
+  std::string merge = "fused";
   /// The node of each rank, by rank (empty: rank / gpus_per_node, the schedule's own order): a
   /// placement other than the recorded one, such as the same schedule with its groups placed
   /// in cp-tp order (the planner's reuse of a dry run). Ranks past its end: rank / gpus_per_node.
   std::vector<int> node_of;
 };
+
+/// Checks `o` against `hw` (dtype, efficiency and kernel known; fp8 only where the profile has an
+/// FP8 peak; the kernel one the profile has); throws ConfigError naming the option.
+void check_model_options(const Hardware& hw, const ModelOptions& o);
+
+/// The kernel family `o` runs on `hw` ("" under the roofline or a profile without efficiency).
+std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o);
+
+/// The rates `o` models on `hw`, in a line or two for a report's header: "GEMMs up to 87% of
+/// 312 TFLOP/s (by shape), attention at fa2's published rates, memory-bound ops at 85% of 2039
+/// GB/s + 3 us a kernel; transfers at 78% of 300 GB/s + 3 us inside a node of 8 GPUs, ...", or
+/// the roofline's peaks and line rates.
+/// `wrap` goes between the ops' rates and the transfers' ("\n  " to break the line).
+std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::string& wrap = " ");
+
+/// The modeled seconds of one compute event `ev` of a recorded trace (its bytes already scaled
+/// to the modeled element type: `bytes`), under `o` on `hw`: the formulas at the top of this file
+/// and efficiency.h. A GEMM or attention call whose shape the trace does not give (ev.detail)
+/// runs at the long-shape rate. Containers, waits and comm events are not ops: 0.
+double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, const ModelOptions& o);
+
+/// The modeled seconds of a `bytes` transfer inside a node or across nodes: latency +
+/// bytes / (line rate x link efficiency); ideal: / line rate.
+double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o);
 
 /// Replays every strategy of `schedule` on `hw` and returns the modeled trace (a trace that is
 /// already modeled is refused: ConfigError; the modeled twins of a measured trace, the groups

@@ -1,0 +1,163 @@
+// The validation cases and their comparison (validation.h).
+#include "model/validation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/json_input.h"
+#include "model/model.h"
+
+namespace ringside::model {
+
+extern const std::vector<std::pair<std::string, std::string>> kValidationCases;
+
+namespace {
+
+std::string text(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_string() || it->get<std::string>().empty())
+    throw ConfigError(where + key + " must be a non-empty string");
+  return it->get<std::string>();
+}
+
+const nlohmann::json& object(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) throw ConfigError(where + key + " must be an object");
+  return *it;
+}
+
+}  // namespace
+
+const std::vector<std::string>& validation_quantities() {
+  static const std::vector<std::string> q{"/layer/forward_s",     "/layer/backward_s",     "/layer/total_s",
+                                          "/attention/forward_s", "/attention/backward_s", "/attention/total_s"};
+  return q;
+}
+
+ValidationCase parse_validation_case(const nlohmann::json& j, const std::string& source) {
+  const std::string where = source + ": ";
+  if (!j.is_object()) throw ConfigError(source + ": a validation case is a JSON object");
+  ValidationCase c;
+  c.name = text(j, "name", where);
+  if (c.name.size() > 64 || std::any_of(c.name.begin(), c.name.end(), [](char ch) { return ch <= 0x20 || ch > 0x7e; }))
+    throw ConfigError(where + "name must be 1 to 64 printable characters without spaces");
+  const std::string at = where + "case " + c.name + ": ";
+  if (!j.contains("source") || !j["source"].is_object())
+    throw ConfigError(at + "source must say where the number was published ({title, url, where})");
+  const nlohmann::json& src = j["source"];
+  c.title = text(src, "title", at + "source.");
+  c.url = text(src, "url", at + "source.");
+  c.where = text(src, "where", at + "source.");
+  if (c.url.rfind("https://", 0) != 0 && c.url.rfind("http://", 0) != 0)
+    throw ConfigError(at + "source.url must be a URL (http:// or https://)");
+  const nlohmann::json& hw = object(j, "hardware", at);
+  c.profile = text(hw, "profile", at + "hardware.");
+  const std::vector<std::string> names = hardware_names();
+  if (c.profile == "this-machine" || std::find(names.begin(), names.end(), c.profile) == names.end()) {
+    std::string list;
+    for (const std::string& n : names)
+      if (n != "this-machine") list += (list.empty() ? "" : ", ") + n;
+    throw ConfigError(at + "hardware.profile " + detail::shown_input(c.profile) + " is not a built-in profile (" + list + ")");
+  }
+  c.hardware_note = hw.contains("note") ? text(hw, "note", at + "hardware.") : "";
+  c.kernel = text(j, "kernel", at);
+  c.configuration = text(j, "configuration", at);
+  const auto args = j.find("args");
+  if (args == j.end() || !args->is_array() || args->empty())
+    throw ConfigError(at + "args must be the `ringside model` arguments (an array of strings)");
+  for (const nlohmann::json& a : *args) {
+    if (!a.is_string()) throw ConfigError(at + "args must be an array of strings");
+    c.args.push_back(a.get<std::string>());
+  }
+  bool own_profile = false;
+  for (size_t i = 0; i < c.args.size(); ++i) {
+    if (c.args[i] == "--help" || c.args[i] == "-h") throw ConfigError(at + "args may not ask for --help");
+    own_profile |= c.args[i] == "--hw=" + c.profile || (c.args[i] == "--hw" && i + 1 < c.args.size() && c.args[i + 1] == c.profile);
+  }
+  if (!own_profile) throw ConfigError(at + "args must model the case's own profile: --hw " + c.profile);
+  const nlohmann::json& m = object(j, "measured", at);
+  const auto value = m.find("value");
+  if (value == m.end() || !value->is_number() || !std::isfinite(value->get<double>()) || value->get<double>() <= 0)
+    throw ConfigError(at + "measured.value must be a positive number");
+  const std::string unit = text(m, "unit", at + "measured.");
+  const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 0;
+  if (scale == 0) throw ConfigError(at + "measured.unit must be s, ms or us");
+  c.measured_s = value->get<double>() * scale;
+  // A GPU's layer or attention call: a microsecond to a day; outside it, a unit slip.
+  if (!(c.measured_s >= 1e-6 && c.measured_s <= 86400))
+    throw ConfigError(at + "measured.value must be between 1 us and 1 day (" + unit + " as given: check the unit)");
+  c.measured_text = detail::concat(value->get<double>(), " ", unit);
+  c.quantity = text(m, "quantity", at + "measured.");
+  const auto& known = validation_quantities();
+  if (std::find(known.begin(), known.end(), c.quantity) == known.end()) {
+    std::string list;
+    for (const std::string& q : known) list += (list.empty() ? "" : ", ") + q;
+    throw ConfigError(at + "measured.quantity " + detail::shown_input(c.quantity) + " is none of " + list);
+  }
+  c.definition = text(m, "definition", at + "measured.");
+  c.group = j.contains("group") ? text(j, "group", at) : c.name;
+  const auto tol = j.find("tolerance");
+  if (tol != j.end()) {
+    if (!tol->is_number() || !(tol->get<double>() > 0 && tol->get<double>() <= 1))
+      throw ConfigError(at + "tolerance must be a fraction in (0, 1]");
+    c.tolerance = tol->get<double>();
+  }
+  c.tolerance_reason = j.contains("tolerance_reason") ? text(j, "tolerance_reason", at) : "";
+  if (c.tolerance > 0.15 && c.tolerance_reason.empty())
+    throw ConfigError(at + "a tolerance past 0.15 needs tolerance_reason: why this case is held more loosely");
+  return c;
+}
+
+std::vector<ValidationCase> builtin_validation_cases() {
+  std::vector<ValidationCase> cases;
+  for (const auto& [name, body] : kValidationCases)
+    cases.push_back(parse_validation_case(parse_json(body, "src/model/validation/" + name + ".json"),
+                                          "src/model/validation/" + name + ".json"));
+  std::sort(cases.begin(), cases.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return cases;
+}
+
+bool ValidationRow::within() const { return std::isfinite(modeled_s) && std::fabs(error()) <= c.tolerance + 1e-12; }
+
+std::vector<ValidationOrder> validation_orders(const std::vector<ValidationRow>& rows) {
+  std::vector<ValidationOrder> orders;
+  std::vector<std::string> groups;
+  for (const ValidationRow& r : rows)
+    if (std::find(groups.begin(), groups.end(), r.c.group) == groups.end()) groups.push_back(r.c.group);
+  for (const std::string& g : groups) {
+    std::vector<const ValidationRow*> in;
+    for (const ValidationRow& r : rows)
+      if (r.c.group == g) in.push_back(&r);
+    if (in.size() < 2) continue;
+    ValidationOrder o{g, {}, {}};
+    auto names = [&](auto key) {
+      std::vector<const ValidationRow*> sorted = in;
+      std::stable_sort(sorted.begin(), sorted.end(), [&](const auto* a, const auto* b) { return key(a) < key(b); });
+      std::vector<std::string> n;
+      for (const ValidationRow* r : sorted) n.push_back(r->c.name);
+      return n;
+    };
+    o.measured = names([](const ValidationRow* r) { return r->c.measured_s; });
+    o.modeled = names([](const ValidationRow* r) { return r->modeled_s; });
+    orders.push_back(std::move(o));
+  }
+  return orders;
+}
+
+double median_abs_error(const std::vector<ValidationRow>& rows) {
+  std::vector<double> e;
+  for (const ValidationRow& r : rows) e.push_back(std::fabs(r.error()));
+  if (e.empty()) return 0;
+  std::sort(e.begin(), e.end());
+  const size_t n = e.size();
+  return n % 2 ? e[n / 2] : (e[n / 2 - 1] + e[n / 2]) / 2;
+}
+
+double worst_abs_error(const std::vector<ValidationRow>& rows) {
+  double w = 0;
+  for (const ValidationRow& r : rows) w = std::max(w, std::fabs(r.error()));
+  return w;
+}
+
+}  // namespace ringside::model
