@@ -204,7 +204,8 @@ TEST_CASE("the report: the slowest rank's forward and backward, attention's shar
   MemoryTracker tracker;
   const trace::TraceData schedule = dry("ring", cfg, 4, tracker);
   const model::Hardware hw = model::load_hardware("h100-nvlink");
-  const std::vector<model::StrategyReport> layer = model::report_of(model::model_trace(schedule, hw));
+  const trace::TraceData modeled = model::model_trace(schedule, hw);
+  const std::vector<model::StrategyReport> layer = model::report_of(modeled, trace::compute_metrics(modeled));
   REQUIRE(layer.size() == 1);
   const model::RankReport& w = layer[0].slowest;
   REQUIRE(layer[0].ranks.size() == 4);
@@ -223,7 +224,8 @@ TEST_CASE("the report: the slowest rank's forward and backward, attention's shar
   const trace::TraceData only = model::attention_only(schedule);
   for (const trace::RankTrace& r : only.ranks)
     for (const trace::Event& e : r.events) REQUIRE((e.cat == "phase" || e.sublayer == "attention"));
-  const std::vector<model::StrategyReport> att = model::report_of(model::model_trace(only, hw));
+  const trace::TraceData modeled_only = model::model_trace(only, hw);
+  const std::vector<model::StrategyReport> att = model::report_of(modeled_only, trace::compute_metrics(modeled_only));
   const double alone = att[0].slowest.total_s;
   CHECK(alone < w.total_s);
   CHECK(alone == Approx(w.attention.forward_s + w.attention.backward_s).epsilon(0.15));

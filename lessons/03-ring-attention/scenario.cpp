@@ -200,10 +200,11 @@ void ring_attention(Script& L) {
     kernel = &e.attention.at(e.default_kernel);
     B_real = B * (L.hw.gpus_per_node >= P3 ? e.intra_link : e.inter_link);
     R = kernel->forward.rate, k_half = kernel->forward.k_half;
-    // At a full GPU, 4 c^2 d H / (R c / (c + k_half)) = 4 c Hkv d / B_nccl gives, for H = Hkv,
-    // c* = R / B_nccl - k_half: the block length where the kernel's slower rate meets the link.
+    // At a full GPU, 4 c^2 d H / (R c / (c + k_half)) = 4 c Hkv d / B_nccl gives c* =
+    // (Hkv/H) R / B_nccl - k_half: the block length where the kernel's slower rate meets the link.
     full_gpu = double(e.sms) * 128.0 / double(gpu.b * gpu.H);  // query tiles of 128 rows, one per SM
-    c_star_real = L.record("threshold_tokens_achieved", double(gpu.Hkv) / double(gpu.H) * R / B_real - k_half);
+    const model::RingThreshold t = model::ring_threshold(L.hw, {}, L.hw.gpus_per_node >= P3, double(gpu.Hkv) / double(gpu.H));
+    c_star_real = L.record("threshold_tokens_achieved", t.tokens);
     for (int64_t c : sizes) {
       const Crossover x = crossover(c, fmt("ring c=%lld achieved", (long long)c), {}, B_real);
       const std::string key = fmt("c%lld_achieved", (long long)c);

@@ -264,7 +264,9 @@ model::ModelOptions model_options(const ModelCommandOptions& o);
 struct ModelRun {
   model::Hardware hw;
   trace::TraceData modeled;
-  std::vector<model::StrategyReport> reports;
+  size_t events = 0;                              ///< in `modeled`
+  std::vector<trace::StrategyMetrics> metrics;    ///< of `modeled`, per strategy
+  std::vector<model::StrategyReport> reports;     ///< the same order
   std::optional<Strategy> strategy;  ///< the dry run's (none for --from)
   MemoryTracker tracker;             ///< declared before `results`, so that it outlives them
   std::vector<RankResult> results;   ///< the dry run's per rank (tensors without data)

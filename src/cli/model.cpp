@@ -147,16 +147,16 @@ void run_model(const ModelCommandOptions& o, ModelRun& run) {
   t0 = clock::now();
   run.modeled = model::model_trace(schedule, run.hw, mo);
   run.model_s = std::chrono::duration<double>(clock::now() - t0).count();
-  size_t events = 0;
-  for (const trace::RankTrace& r : run.modeled.ranks) events += r.events.size();
-  if (events == 0 && !o.from.empty())
+  for (const trace::RankTrace& r : run.modeled.ranks) run.events += r.events.size();
+  if (run.events == 0 && !o.from.empty())
     throw ConfigError("--from " + o.from + ": the trace holds only modeled twins (otherData.modeled_groups), no recorded run to model");
   if (o.only == "attention" &&
       std::none_of(run.modeled.ranks.begin(), run.modeled.ranks.end(), [](const trace::RankTrace& r) {
         return std::any_of(r.events.begin(), r.events.end(), [](const trace::Event& e) { return e.sublayer == "attention"; });
       }))
     throw ConfigError("--only attention: the schedule has no attention sublayer to model");
-  run.reports = model::report_of(run.modeled);
+  run.metrics = trace::compute_metrics(run.modeled);
+  run.reports = model::report_of(run.modeled, run.metrics);
 }
 
 int model_command(const ModelCommandOptions& o) {
@@ -170,8 +170,6 @@ int model_command(const ModelCommandOptions& o) {
   const model::Hardware& hw = run.hw;
   const trace::TraceData& modeled = run.modeled;
   const std::optional<Strategy>& st = run.strategy;
-  size_t events = 0;
-  for (const trace::RankTrace& r : modeled.ranks) events += r.events.size();
   if (st)
     std::printf("ringside model: %s%s on P = %d ranks, %s\n", o.only == "attention" ? "the attention of " : "", st->name.c_str(),
                 o.ranks, o.cfg.summary().c_str());
@@ -180,11 +178,11 @@ int model_command(const ModelCommandOptions& o) {
   std::printf("  hardware   %s: %s\n", hw.name.c_str(), hw.description.c_str());
   char inside[96] = "";  // a profile of one GPU per node has no link inside a node
   if (hw.gpus_per_node > 1) std::snprintf(inside, sizeof inside, "%.4g GB/s %.1f us inside, ", hw.intra_bandwidth / 1e9, hw.intra_latency_s * 1e6);
-  const double peak = o.dtype == "fp32" ? hw.peak_flops_fp32 : o.dtype == "fp8" ? hw.peak_flops_fp8 : hw.peak_flops_bf16;
+  const double peak = hw.peak_flops(o.dtype);
   std::printf("             %.4g TFLOP/s %s (peak), %.4g GB/s memory, %.4g GB; %d GPU%s per node: %s%.4g GB/s %.1f us across\n",
               peak / 1e12, o.dtype.c_str(), hw.memory_bandwidth / 1e9, hw.memory_bytes / 1e9, hw.gpus_per_node,
               hw.gpus_per_node == 1 ? "" : "s", inside, hw.inter_bandwidth / 1e9, hw.inter_latency_s * 1e6);
-  std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s (this machine, varying)\n", events,
+  std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s (this machine, varying)\n", run.events,
               modeled.ranks.size(), o.from.empty() ? "dry run" : "read", run.dry_s, run.model_s);
   const std::string bytes = o.dtype == "fp32" ? "fp32 bytes" : "bf16: half the fp32 run's bytes";
   const model::ModelOptions mo = model_options(o);
@@ -192,7 +190,9 @@ int model_command(const ModelCommandOptions& o) {
   std::printf("  model      %s;\n             %s%s\n", model::rates_summary(hw, mo, "\n             ").c_str(), bytes.c_str(),
               !kernel.empty() && o.merge == "unfused" ? "; the ring's merge unfused (ring-flash-attention's)" : "");
 
-  for (const trace::StrategyMetrics& m : trace::compute_metrics(modeled)) {
+  for (size_t g = 0; g < run.metrics.size(); ++g) {
+    const trace::StrategyMetrics& m = run.metrics[g];
+    const model::StrategyReport* report = &run.reports[g];
     std::printf("\n  %s (modeled)\n", m.strategy.c_str());
     std::printf("  %5s %11s %11s %11s %8s %11s %13s\n", "rank", "time", "compute", "comm", "overlap", "exposed", "peak memory");
     const size_t n = m.ranks.size();
@@ -215,9 +215,6 @@ int model_command(const ModelCommandOptions& o) {
     std::printf("  %5s %11s %11s %11s %8s %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
                 seconds(double(m.total.comm_ns)).c_str(), pct(m.total.overlap_pct()).c_str(),
                 seconds(double(m.total.exposed_comm_ns)).c_str(), m.compute_imbalance);
-    const model::StrategyReport* report = nullptr;
-    for (const model::StrategyReport& r : run.reports)
-      if (r.strategy == m.strategy) report = &r;
     if (o.only == "attention") {
       std::printf("  attention  forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
                   format_seconds(report->slowest.layer.forward_s).c_str(), format_seconds(report->slowest.layer.backward_s).c_str(),

@@ -93,7 +93,7 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
   const model::Hardware& hw = plan.hw;
   std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
   std::printf("  %.4g TFLOP/s %s per GPU, %s each; %d GPU%s per node, %.4g GB/s inside a node, %.4g GB/s across (modeled)\n",
-              (o.dtype == "fp32" ? hw.peak_flops_fp32 : o.dtype == "fp8" ? hw.peak_flops_fp8 : hw.peak_flops_bf16) / 1e12, o.dtype.c_str(),
+              hw.peak_flops(o.dtype) / 1e12, o.dtype.c_str(),
               format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), hw.gpus_per_node, hw.gpus_per_node == 1 ? "" : "s",
               hw.intra_bandwidth / 1e9, hw.inter_bandwidth / 1e9);
   model::ModelOptions mo;

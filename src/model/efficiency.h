@@ -47,6 +47,8 @@ struct Efficiency {
   int sms = 0;  ///< streaming multiprocessors: the waves of a GEMM, the fill of an attention call
   struct {
     double bf16 = 0, fp8 = 0, fp32 = 0;  ///< MAMF / peak, per element type (fp8 0: none)
+    /// The fraction for a --dtype: bf16, fp32 or fp8.
+    double of(const std::string& dtype) const { return dtype == "fp32" ? fp32 : dtype == "fp8" ? fp8 : bf16; }
     int64_t best_m = 0, best_n = 0, best_k = 0;  ///< the shape MAMF was measured at (the rate is exact there)
     double k_half = 0;
     std::string source;

@@ -460,12 +460,11 @@ std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::
       hw.gpus_per_node == 1 ? across + " (one GPU per node)"
                             : detail::concat(link(hw.intra_bandwidth, e.intra_link, hw.intra_latency_s), " inside a node of ",
                                              hw.gpus_per_node, " GPUs, ", across);
-  const double peak = o.dtype == "fp32" ? hw.peak_flops_fp32 : o.dtype == "fp8" ? hw.peak_flops_fp8 : hw.peak_flops_bf16;
+  const double peak = hw.peak_flops(o.dtype);
   if (!achieved)
     return detail::concat("ops at ", peak / 1e12, " TFLOP/s or ", hw.memory_bandwidth / 1e9, " GB/s;", wrap, "transfers at ", links,
                           o.efficiency == "ideal" ? " (the roofline: --efficiency ideal)" : " (the roofline: the profile states no efficiency)");
-  const double mamf = o.dtype == "fp32" ? e.gemm.fp32 : o.dtype == "fp8" ? e.gemm.fp8 : e.gemm.bf16;
-  return detail::concat("GEMMs up to ", std::lround(100 * mamf), "% of ", peak / 1e12, " TFLOP/s ", o.dtype == "fp8" ? "FP8 " : "",
+  return detail::concat("GEMMs up to ", std::lround(100 * e.gemm.of(o.dtype)), "% of ", peak / 1e12, " TFLOP/s ", o.dtype == "fp8" ? "FP8 " : "",
                         "(by shape), attention at ", attention_kernel_of(hw, o), "'s published rates,", wrap, "memory-bound ops at ",
                         std::lround(100 * e.memory_fraction), "% of ", hw.memory_bandwidth / 1e9, " GB/s + ", e.launch_s * 1e6,
                         " us a kernel;", wrap, "transfers at ", links);
@@ -497,8 +496,9 @@ bool attention_call(const trace::Event& ev, AttentionCall& call) {
 
 double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, const ModelOptions& o) {
   if (ev.stream != trace::Stream::compute || ev.cat == "wait" || is_container(ev.cat)) return 0;
-  const bool fp8_gemm = o.dtype == "fp8" && ev.cat == "gemm";
-  const double peak = o.dtype == "fp32" ? hw.peak_flops_fp32 : fp8_gemm ? hw.peak_flops_fp8 : hw.peak_flops_bf16;
+  // Only GEMMs run in FP8 (TransformerEngine's recipe): every other op at bf16's rates.
+  const std::string dtype = o.dtype == "fp8" && ev.cat != "gemm" ? "bf16" : o.dtype;
+  const double peak = hw.peak_flops(dtype);
   const Efficiency& e = hw.efficiency;
   if (o.efficiency == "ideal" || !e.present) return std::max(ev.flops / peak, bytes / hw.memory_bandwidth);
   // Achieved: memory-bound ops at the achievable fraction of HBM; GEMMs and attention at their
@@ -514,7 +514,7 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
   const double memory_s = bytes / (hw.memory_bandwidth * e.memory_fraction);
   double compute_s = 0;
   if (ev.flops > 0 && ev.cat == "gemm") {
-    const double mamf = o.dtype == "fp32" ? e.gemm.fp32 : fp8_gemm ? e.gemm.fp8 : e.gemm.bf16;
+    const double mamf = e.gemm.of(dtype);
     long long m = 0, n = 0, k = 0;
     const bool shaped = gemm_shape(ev.detail, m, n, k);
     compute_s = ev.flops / (shaped ? gemm_rate(e, peak, mamf, m, n, k) : peak * mamf);
@@ -534,6 +534,17 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
     compute_s = ev.flops / peak;
   }
   return std::max(compute_s, memory_s) + kernels * e.launch_s;
+}
+
+RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q) {
+  const double B = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
+  const double bytes = o.dtype == "fp32" ? 4.0 : 2.0;  // of K and V; fp8 keeps bf16's
+  const double F = hw.peak_flops(o.dtype == "fp32" ? "fp32" : "bf16");
+  if (o.efficiency == "ideal" || !hw.efficiency.present) return {kv_per_q * F / B * bytes / 2, "(Hkv/H) F/B"};
+  const AttentionCurve& k = hw.efficiency.attention.at(attention_kernel_of(hw, o)).forward;
+  const double B_nccl = B * (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link);
+  const double R = k.rate * F / hw.peak_flops_bf16;  // the kernels' rates are bf16's
+  return {std::max(0.0, kv_per_q * R / B_nccl * bytes / 2 - k.k_half), "(Hkv/H) R/B_nccl - k_half"};
 }
 
 double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o) {

@@ -38,6 +38,11 @@ struct Hardware {
   bool memory_shared = false;  ///< this-machine: all ranks share one memory (the verdict sums them)
   Efficiency efficiency;       ///< what it achieves, with sources (absent: the roofline only)
 
+  /// The peak of a --dtype's GEMMs: bf16, fp32 or fp8 (0 where the GPU has no FP8).
+  double peak_flops(const std::string& dtype) const {
+    return dtype == "fp32" ? peak_flops_fp32 : dtype == "fp8" ? peak_flops_fp8 : peak_flops_bf16;
+  }
+
   /// The profile as JSON, in the file format (GB/s, us, GB).
   nlohmann::json to_json() const;
 };
@@ -117,6 +122,18 @@ std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o);
 /// the roofline's peaks and line rates.
 /// `wrap` goes between the ops' rates and the transfers' ("\n  " to break the line).
 std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::string& wrap = " ");
+
+/// Lesson 3's threshold: the tokens c a ring block needs for its compute to hide its K/V
+/// transfer, for `kv_per_q` K/V heads a query head (Hkv/H), on the link inside a node or across.
+/// The roofline (--efficiency ideal, or a profile without efficiency): (Hkv/H) F / B (Liu et al.
+/// 2023). Achieved: the attention kernel's forward rate R c / (c + k_half) against NCCL's share
+/// of the link gives (Hkv/H) R / B_nccl - k_half (at least 0). fp32 moves twice the bytes; fp8
+/// runs attention in bf16. `formula` names the one used: "(Hkv/H) F/B" or "(Hkv/H) R/B_nccl - k_half".
+struct RingThreshold {
+  double tokens = 0;
+  const char* formula = "";
+};
+RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q);
 
 /// The modeled seconds of one compute event `ev` of a recorded trace (its bytes already scaled
 /// to the modeled element type: `bytes`), under `o` on `hw`: the formulas at the top of this file

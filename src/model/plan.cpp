@@ -100,8 +100,6 @@ std::string ring_reason(const PlanCandidate& c, const LayerConfig& cfg, const Ha
   const ParallelConfig& par = c.par;
   const int R = par.ring_size(), U = par.a2a_size();
   const bool across = crosses_nodes(par, Kind::ring, hw.gpus_per_node);
-  const double F = dtype == "fp32" ? hw.peak_flops_fp32 : hw.peak_flops_bf16;  // attention runs bf16 under fp8
-  const double B = across ? hw.inter_bandwidth : hw.intra_bandwidth;
   // The heads a ring block carries per query head: Hkv/H, or after Ulysses the kv heads a rank reads.
   double kv_per_q = double(cfg.Hkv) / double(cfg.H);
   if (U > 1) {
@@ -109,19 +107,11 @@ std::string ring_reason(const PlanCandidate& c, const LayerConfig& cfg, const Ha
     kv_per_q = double(share.kv_attended()) / double(share.q_count);
   }
   const double block = double(padded_length(c, cfg)) / R;
-  double threshold = kv_per_q * F / B * element_bytes(dtype) / 2;
-  std::string formula = "(Hkv/H) F/B";
-  if (hw.efficiency.present) {
-    // At the rates real kernels and NCCL reach (lesson 3): the attention kernel's R c / (c +
-    // k_half) against the link's achieved share, c* = (Hkv/H) R / B_nccl - k_half.
-    const AttentionCurve& k = hw.efficiency.attention.at(hw.efficiency.default_kernel).forward;
-    const double B_nccl = B * (across ? hw.efficiency.inter_link : hw.efficiency.intra_link);
-    const double R_kernel = dtype == "fp32" ? k.rate * hw.peak_flops_fp32 / hw.peak_flops_bf16 : k.rate;
-    threshold = std::max(0.0, kv_per_q * R_kernel / B_nccl * element_bytes(dtype) / 2 - k.k_half);
-    formula = "(Hkv/H) R/B_nccl - k_half";
-  }
-  return "ring " + std::to_string(R) + " " + link_words(across) + ": c = " + num(block) + (block >= threshold ? " >= " : " < ") +
-         formula + " = " + num(threshold) + (block >= threshold ? ", K/V hidden" : ", K/V exposed");
+  ModelOptions mo;  // the planner models at the achieved rates (model_trace's default)
+  mo.dtype = dtype;
+  const RingThreshold t = ring_threshold(hw, mo, !across, kv_per_q);
+  return "ring " + std::to_string(R) + " " + link_words(across) + ": c = " + num(block) + (block >= t.tokens ? " >= " : " < ") +
+         t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", K/V hidden" : ", K/V exposed");
 }
 
 std::string a2a_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {

@@ -8,9 +8,9 @@
 
 namespace ringside::model {
 
-std::vector<StrategyReport> report_of(const trace::TraceData& modeled) {
+std::vector<StrategyReport> report_of(const trace::TraceData& modeled, const std::vector<trace::StrategyMetrics>& metrics) {
   std::vector<StrategyReport> out;
-  for (const trace::StrategyMetrics& m : trace::compute_metrics(modeled)) {
+  for (const trace::StrategyMetrics& m : metrics) {
     StrategyReport s;
     s.strategy = m.strategy;
     std::map<int, RankReport> by_rank;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trace/metrics.h"
 #include "trace/trace_file.h"
 
 namespace ringside::model {
@@ -36,8 +37,9 @@ struct StrategyReport {
   RankReport slowest;
 };
 
-/// The report of every strategy in `modeled` (a modeled trace: model_trace's), in file order.
-std::vector<StrategyReport> report_of(const trace::TraceData& modeled);
+/// The report of every strategy in `modeled` (a modeled trace: model_trace's) from its metrics
+/// (trace::compute_metrics(modeled), which the caller has already), in their order.
+std::vector<StrategyReport> report_of(const trace::TraceData& modeled, const std::vector<trace::StrategyMetrics>& metrics);
 
 /// As JSON: {strategy, layer: {forward_s, backward_s, total_s}, attention: {forward_s,
 /// backward_s, total_s}, compute_s, comm_s, exposed_s, peak_memory_bytes, ranks: [...]}, each
