@@ -22,7 +22,8 @@
 #include "core/units.h"
 #include "layer/config.h"
 #include "model/model.h"
-#include "parallel/harness.h"
+#include "check/check.h"
+#include "run/runner.h"
 #include "trace/metrics.h"
 #include "trace/trace_file.h"
 
@@ -89,41 +90,39 @@ struct Script {
   /// Records a number the lesson states under `key` (the tests assert it) and returns it.
   double record(const std::string& key, double value);
 
-  /// Runs `st` forward and backward on P local ranks (threads), traced; the ranks' timelines
-  /// are added to `trace` under `label` (the name the viewer and the focus use). Returns every
-  /// rank's result. Throws whatever the run throws (ConfigError for a bad configuration).
-  std::vector<RankResult> run(const Strategy& st, const LayerConfig& cfg, int P, const std::string& label,
-                              const LocalOptions& local = {});
+  /// Runs the plan forward and backward on its P local ranks (threads), traced; the ranks'
+  /// timelines are added to `trace` under `label` (the name the viewer and the focus use).
+  /// Returns every rank's record. Throws whatever the run throws.
+  std::vector<RunRecord> run(const RunPlan& plan, const std::string& label, const LocalOptions& local = {},
+                             const RankOptions& rank = {});
   /// The modeled twin of the run `label`: its recorded schedule replayed on `hw` in bf16 (it
   /// joins the trace as the group modeled_name(label), right after the run), and its metrics.
   /// Deterministic: the same on every run and machine.
   const trace::StrategyMetrics& modeled(const std::string& label);
-  /// A dry run of `st` at any size (model::dry_run: the strategy's own code, no math, no
+  /// A dry run of the plan at any size (model::dry_run: the strategy's own code, no math, no
   /// memory) modeled on `hw`; the modeled timeline joins the trace as modeled_name(label).
-  /// Returns its metrics. Throws ConfigError for a configuration st refuses.
-  /// With `on`, modeled on that profile instead of `hw`; with `options`, at its efficiency
-  /// (the default: the rates real GPUs reach; "ideal": the datasheet roofline).
-  const trace::StrategyMetrics& dry_run(const Strategy& st, const LayerConfig& cfg, int P, const std::string& label,
+  /// Returns its metrics. With `on`, modeled on that profile instead of `hw`; with `options`,
+  /// at its efficiency (the default: the rates real GPUs reach; "ideal": the datasheet roofline).
+  const trace::StrategyMetrics& dry_run(const RunPlan& plan, const std::string& label,
                                         const model::Hardware* on = nullptr, const model::ModelOptions& options = {});
   /// The trace label of `label`'s modeled timeline: "ring (modeled, a100-nvlink)".
   std::string modeled_name(const std::string& label, const model::Hardware* on = nullptr) const {
     return model::modeled_label(label, (on ? *on : hw).name);
   }
-  /// The single-device reference layer, forward and backward, in dtype dt (untraced).
-  struct Reference {
-    Tensor out, dx;
-    LayerWeights grads;
-    int64_t peak_saved = 0;  ///< bytes of saved activations at the forward's end (measured)
-  };
-  Reference reference(const LayerConfig& cfg, DType dt);
+
   /// The window of the events of `label` that match `pred`; nullopt when none does.
   std::optional<Focus> window(const std::string& label, const std::function<bool(const trace::Event&)>& pred) const;
   /// The window of a phase ("forward", "backward"; "": both) of `label`, over all its ranks.
   std::optional<Focus> phase(const std::string& label, const std::string& phase = "") const;
 };
 
-/// The worst relative (Frobenius) error over out, dx and every parameter gradient against `ref`.
-double worst_error(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const Script::Reference& ref);
+/// The plan of the configuration called `name` (parallel/config.h: "ring", "tp2xring2") for cfg on
+/// P ranks, in `layout` (automatic: zigzag when causal). Throws ConfigError as resolve does.
+RunPlan plan_of(const std::string& name, const LayerConfig& cfg, int P, Layout layout = Layout::automatic);
+
+/// The worst relative (Frobenius) error over out, dx and every parameter gradient against `ref`
+/// (check/check.h's errors_against).
+double worst_error(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const ReferenceRun& ref);
 
 /// A lesson: its number, folder name ("03-ring-attention"), title and scenario.
 struct Lesson {

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # No include runs back up the layers: a file may include its own layer and those below it.
-#   kernels < core < trace < device < comm < layer < parallel < model < lessons < cli, viz
+#   kernels < core < trace < device < comm < layer < parallel < run < check < model < lessons < cli, viz
 # (cli and viz on top, neither including the other). core/error.h, the error types, is below all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rank() {
   case "$1" in
     kernels) echo 0 ;; core) echo 1 ;; trace) echo 2 ;; device) echo 3 ;; comm) echo 4 ;; layer) echo 5 ;;
-    parallel) echo 6 ;; model) echo 7 ;; lessons) echo 8 ;; cli|viz) echo 9 ;; *) echo -1 ;;
+    parallel) echo 6 ;; run) echo 7 ;; check) echo 8 ;; model) echo 9 ;; lessons) echo 10 ;; cli|viz) echo 11 ;; *) echo -1 ;;
   esac
 }
 bad=0 checked=0
@@ -22,7 +22,7 @@ while IFS= read -r file; do
     to_rank=$(rank "$to")
     [ "$to_rank" -lt 0 ] || [ "$inc" = core/error.h ] && continue
     checked=$((checked + 1))
-    if [ "$to_rank" -gt "$from_rank" ] || { [ "$to_rank" -eq 9 ] && [ "$to" != "$from" ]; }; then
+    if [ "$to_rank" -gt "$from_rank" ] || { [ "$to_rank" -eq 11 ] && [ "$to" != "$from" ]; }; then
       echo "layering: $file ($from) includes $inc ($to)"
       bad=$((bad + 1))
     fi

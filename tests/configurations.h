@@ -11,7 +11,8 @@
 #include "core/error.h"
 #include "parallel/formulas.h"
 #include "parallel/groups.h"
-#include "parallel/strategy.h"
+#include "parallel/run_plan.h"
+#include "run/runner.h"
 
 namespace ringside::testing {
 
@@ -31,10 +32,11 @@ inline std::vector<ParallelConfig> configurations(const std::vector<std::pair<in
   return all;
 }
 
-/// Why the strategy refuses the layer on P ranks (its ConfigError), or nothing when it runs it.
-inline std::optional<std::string> refusal(const Strategy& st, const LayerConfig& c, int P) {
+/// Why the configuration refuses the layer on P ranks (resolve's ConfigError), or nothing when
+/// it runs it.
+inline std::optional<std::string> refusal(const ParallelConfig& par, const LayerConfig& c, int P) {
   try {
-    st.validate(c, P);
+    resolve(par, c, P);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -42,17 +44,16 @@ inline std::optional<std::string> refusal(const Strategy& st, const LayerConfig&
 }
 
 /// Every rank's saved bytes, bytes sent, forward transfer-buffer peak and attention FLOPs
-/// equal to the formulas of configuration `par` (Catch CHECKs, each naming the rank).
-inline void check_rank_formulas(const ParallelConfig& par, const LayerConfig& c, int P, const std::vector<RankResult>& res) {
-  const Strategy st = make_strategy(par);
-  for (int r = 0; r < P; ++r) {
+/// equal to the formulas of the plan (Catch CHECKs, each naming the rank).
+inline void check_rank_formulas(const RunPlan& plan, const std::vector<RunRecord>& res) {
+  for (int r = 0; r < plan.P; ++r) {
     INFO("rank " << r);
-    CHECK(res[size_t(r)].peak_saved == st.saved_bytes(c, P, r, DType::f32));
-    const CommBytes cb = st.comm_bytes(c, P, r, DType::f32);
+    CHECK(res[size_t(r)].peak_saved == parallel_saved_bytes(plan, r, DType::f32));
+    const CommBytes cb = parallel_comm_bytes(plan, r, DType::f32);
     CHECK(res[size_t(r)].forward.bytes_sent == cb.forward);
     CHECK(res[size_t(r)].backward.bytes_sent == cb.backward);
-    CHECK(res[size_t(r)].peak_comm_forward == parallel_forward_comm_peak(par, c, P, r, DType::f32));
-    CHECK(res[size_t(r)].attention_flops == parallel_attention_flops(par, c, P, r));
+    CHECK(res[size_t(r)].peak_comm_forward == parallel_forward_comm_peak(plan, r, DType::f32));
+    CHECK(res[size_t(r)].attention_flops == parallel_attention_flops(plan, r));
   }
 }
 

@@ -34,7 +34,8 @@
 #include "kernels/cpu/vec.h"
 #include "kernels/philox.h"
 #include "forced_isa.h"
-#include "parallel/harness.h"
+#include "parallel/run_plan.h"
+#include "run/runner.h"
 #include "reference64.h"
 
 using namespace ringside;
@@ -54,7 +55,7 @@ uint64_t result_hash(const Tensor& out, const Tensor& dx, const LayerWeights& gr
   for (auto& [name, t] : const_cast<LayerWeights&>(grads).named()) add(*t);
   return h;
 }
-uint64_t result_hash(const RankResult& r) { return result_hash(r.out, r.dx, r.grads); }
+uint64_t result_hash(const RunRecord& r) { return result_hash(r.out, r.dx, r.grads); }
 
 // The layer every check here runs: small, with GQA, RoPE, dropout and the causal mask.
 LayerConfig small_layer() {
@@ -64,9 +65,12 @@ LayerConfig small_layer() {
   return c;
 }
 
-uint64_t run_hash(const std::string& strategy, const LayerConfig& c, int P, DType dt, const LocalOptions& o = {}) {
+uint64_t run_hash(const std::string& strategy, const LayerConfig& c, int P, DType dt, const LocalOptions& o = {},
+                  Layout layout = Layout::automatic) {
   MemoryTracker tracker;
-  return result_hash(run_strategy_local(find_strategy(strategy), c, P, dt, tracker, o)[0]);
+  ParallelConfig par = parse_parallel_config(strategy);
+  par.layout = layout;
+  return result_hash(run_local_ranks(resolve(par, c, P), dt, tracker, o)[0]);
 }
 
 // The single-device reference (layer/reference.h), forward and backward, on cfg's inputs.
@@ -289,8 +293,8 @@ TEST_CASE("tp-sp, ring and ulysses compute bit for bit what they computed before
   for (size_t i = 0; i < kCaseCount; ++i) {
     const Case& k = kCases[i];
     LayerConfig c = small_layer();
-    c.Hkv = k.Hkv, c.causal = k.causal, c.rope = k.rope, c.dropout = k.dropout, c.layout = k.layout;
-    const uint64_t h = run_hash(k.strategy, c, k.P, k.dt);
+    c.Hkv = k.Hkv, c.causal = k.causal, c.rope = k.rope, c.dropout = k.dropout;
+    const uint64_t h = run_hash(k.strategy, c, k.P, k.dt, {}, k.layout);
     entry += (i == 0 ? "" : ", ") + hex(h);
     if (print) continue;
     INFO(k.strategy << " P=" << k.P << " " << (k.dt == DType::f32 ? "fp32" : "fp64") << " Hkv=" << k.Hkv

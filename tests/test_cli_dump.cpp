@@ -17,7 +17,8 @@
 #include "core/npy.h"
 #include "kernels/philox.h"
 #include "layer/reference.h"
-#include "parallel/strategy.h"
+#include "check/check.h"
+#include "parallel/config.h"
 
 using namespace ringside;
 namespace fs = std::filesystem;
@@ -119,7 +120,7 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
     double worst = 0;
     for (auto& [name, e] : s.at("errors").items()) worst = std::max(worst, e.get<double>());
     REQUIRE(s.at("worst").at("error").get<double>() == worst);
-    REQUIRE(worst < 1e-5);
+    REQUIRE(worst < kTolerance);
     REQUIRE(s.at("per_rank").size() == 4);
     // The configuration, resolved: its degrees multiply to P and name it.
     const auto& par = s.at("parallel");
@@ -127,7 +128,7 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
     REQUIRE(T * C == 4);
     const CpComm comm = parse_cp_comm(par.at("cp_comm_type"));
     REQUIRE(U * R == (comm == CpComm::all_gather ? 1 : C));  // all_gather: neither an all-to-all nor a ring
-    const ParallelConfig named = find_strategy(s.at("name")).parallel.resolved(4);
+    const ParallelConfig named = parse_parallel_config(s.at("name")).resolved(4);
     REQUIRE((named.tp == T && named.cp == C && named.cp_comm == comm && named.a2a_size() == U && named.ring_size() == R));
     for (const auto& r : s.at("per_rank")) {
       REQUIRE(r.at("peak_saved_bytes") == r.at("formula_saved_bytes"));

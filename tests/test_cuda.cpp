@@ -14,7 +14,10 @@
 
 #include "cuda_kernel_cases.h"
 #include "core/gpu.h"
-#include "parallel/strategy.h"
+#include "check/check.h"
+#include "parallel/formulas.h"
+#include "parallel/run_plan.h"
+#include "run/runner.h"
 #include "reference64.h"
 #include "trace/metrics.h"
 
@@ -89,23 +92,24 @@ TEST_CASE("cuda backend: dropout masks through the backend equal the CPU backend
 
 TEST_CASE("every strategy on P = 2, 4, 8 virtual GPU ranks matches the fp64 reference", "[cuda]") {
   for (const char* layout : {"zigzag", "contiguous", "striped"}) {
-    LayerConfig c = small();
-    c.layout = parse_layout(layout);
-    const Reference ref = reference64(c);
-    for (const Strategy& st : strategies()) {
-      if (st.name != "ring" && std::string(layout) != "zigzag") continue;  // the layout is the ring's
+    const LayerConfig c = small();
+    const ReferenceRun ref = reference64(c);
+    for (const ParallelConfig& named : strategies()) {
+      ParallelConfig par = named;
+      par.layout = parse_layout(layout);
+      if (par.name() != "ring" && std::string(layout) != "zigzag") continue;  // the layout is the ring's
       for (int P : {2, 4, 8}) {
-        INFO(st.name << " P=" << P << " layout=" << layout);
-        st.validate(c, P);  // the matrix must run, not be skipped
+        INFO(par.name() << " P=" << P << " layout=" << layout);
+        const RunPlan plan = resolve(par, c, P, Device::cuda);  // the matrix must run, not be skipped
         MemoryTracker tracker;
-        const auto res = run_strategy_local(st, c, P, DType::f32, tracker, on_gpu());
+        const auto res = run_local_ranks(plan, DType::f32, tracker, on_gpu());
         REQUIRE(res[0].out.device() == Device::cpu);
         const auto [err, which] = worst_error(res[0], ref);
         INFO("worst " << which << " " << err);
-        CHECK(err < 1e-5);
+        CHECK(err < kTolerance);
         for (int r = 0; r < P; ++r) {  // device memory is tracked as host memory is
-          CHECK(res[r].peak_saved == st.saved_bytes(c, P, r, DType::f32));
-          const CommBytes cb = st.comm_bytes(c, P, r, DType::f32);
+          CHECK(res[r].peak_saved == parallel_saved_bytes(plan, r, DType::f32));
+          const CommBytes cb = parallel_comm_bytes(plan, r, DType::f32);
           CHECK(res[r].forward.bytes_sent == cb.forward);
           CHECK(res[r].backward.bytes_sent == cb.backward);
         }
@@ -117,15 +121,14 @@ TEST_CASE("every strategy on P = 2, 4, 8 virtual GPU ranks matches the fp64 refe
 TEST_CASE("GQA and no dropout on GPU ranks: Ulysses replicates kv heads, the ring carries Hkv", "[cuda]") {
   LayerConfig c = small();
   c.Hkv = 2, c.dropout = 0, c.causal = false;
-  const Reference ref = reference64(c);
+  const ReferenceRun ref = reference64(c);
   // Hkv = 2 < P = 4: Ulysses replicates each kv head twice; TP splits kv heads, so P = 2.
   for (auto [name, P] : {std::pair{"ring", 4}, std::pair{"ulysses", 4}, std::pair{"tp-sp", 2}}) {
-    const Strategy& st = find_strategy(name);
-    st.validate(c, P);
+    const RunPlan plan = resolve(parse_parallel_config(name), c, P, Device::cuda);
     MemoryTracker tracker;
-    const auto res = run_strategy_local(st, c, P, DType::f32, tracker, on_gpu());
+    const auto res = run_local_ranks(plan, DType::f32, tracker, on_gpu());
     INFO(name << " P=" << P);
-    CHECK(worst_error(res[0], ref).first < 1e-5);
+    CHECK(worst_error(res[0], ref).first < kTolerance);
   }
 }
 
@@ -138,7 +141,7 @@ TEST_CASE("the CUDA timeline: events timed on the streams, inside their phases, 
   trace::Clock clock;
   clock.origin_ns = trace::Clock::steady_now_ns();
   TraceSink sink{clock, &traces};
-  run_strategy_local(find_strategy("ring"), c, P, DType::f32, tracker, on_gpu(), &sink);
+  run_local_ranks(resolve(parse_parallel_config("ring"), c, P, Device::cuda), DType::f32, tracker, on_gpu(), &sink);
   REQUIRE(traces.size() == size_t(P));
   for (const trace::RankTrace& t : traces) {
     int64_t begin = INT64_MAX, end = INT64_MIN, kv_bytes = 0;
@@ -171,25 +174,26 @@ TEST_CASE("the CUDA timeline: events timed on the streams, inside their phases, 
 TEST_CASE("a failing GPU rank takes the job down with its message", "[cuda]") {
   setenv("RINGSIDE_INJECT_FAILURE", "1:backward", 1);
   MemoryTracker tracker;
-  CHECK_THROWS_WITH(run_strategy_local(find_strategy("ring"), small(), 2, DType::f32, tracker, on_gpu()),
+  CHECK_THROWS_WITH(run_local_ranks(resolve(parse_parallel_config("ring"), small(), 2, Device::cuda), DType::f32, tracker, on_gpu()),
                     Catch::Contains("rank 1") && Catch::Contains("injected failure"));
   unsetenv("RINGSIDE_INJECT_FAILURE");
-  CHECK_THROWS_WITH(run_strategy_local(find_strategy("ring"), small(), 2, DType::f64, tracker, on_gpu()),
+  CHECK_THROWS_WITH(run_local_ranks(resolve(parse_parallel_config("ring"), small(), 2, Device::cuda), DType::f64, tracker, on_gpu()),
                     Catch::Contains("f32"));
 }
 
 TEST_CASE("nccl: every strategy on one GPU per rank matches the fp64 reference", "[cuda][nccl]") {
   const LayerConfig c = small();
-  const Reference ref = reference64(c);
+  const ReferenceRun ref = reference64(c);
   LocalOptions o = on_gpu();
   o.nccl = true;
   const int P = std::min(gpu::device_count(), 4);
-  for (const Strategy& st : strategies()) {
-    INFO(st.name << " P=" << P);
+  for (const ParallelConfig& par : strategies()) {
+    INFO(par.name() << " P=" << P);
+    const RunPlan plan = resolve(par, c, P, Device::cuda);
     MemoryTracker tracker;
-    const auto res = run_strategy_local(st, c, P, DType::f32, tracker, o);
-    CHECK(worst_error(res[0], ref).first < 1e-5);
-    for (int r = 0; r < P; ++r) CHECK(res[r].forward.bytes_sent == st.comm_bytes(c, P, r, DType::f32).forward);
+    const auto res = run_local_ranks(plan, DType::f32, tracker, o);
+    CHECK(worst_error(res[0], ref).first < kTolerance);
+    for (int r = 0; r < P; ++r) CHECK(res[r].forward.bytes_sent == parallel_comm_bytes(plan, r, DType::f32).forward);
   }
 }
 

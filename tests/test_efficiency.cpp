@@ -10,8 +10,8 @@
 #include "model/model.h"
 #include "model/report.h"
 #include "model/validation.h"
-#include "parallel/harness.h"
-#include "parallel/strategy.h"
+#include "parallel/run_plan.h"
+#include "run/runner.h"
 #include "trace/metrics.h"
 
 using namespace ringside;
@@ -36,7 +36,7 @@ double chart_fwd_bwd(const model::AttentionKernel& k, int64_t L, bool causal, in
 const int64_t kLengths[] = {512, 1024, 2048, 4096, 8192, 16384};
 
 trace::TraceData dry(const char* strategy, const LayerConfig& cfg, int P, MemoryTracker& tracker) {
-  return model::dry_run(find_strategy(strategy), cfg, P, tracker);
+  return model::dry_run(resolve(parse_parallel_config(strategy), cfg, P), tracker);
 }
 
 }  // namespace

@@ -7,9 +7,11 @@
 #include <map>
 
 #include "parallel/allgather_attention.h"
-#include "parallel/harness.h"
+#include "check/check.h"
 #include "parallel/formulas.h"
+#include "parallel/run_plan.h"
 #include "parallel/ulysses_attention.h"
+#include "run/runner.h"
 #include "configurations.h"
 #include "reference64.h"
 
@@ -32,33 +34,34 @@ TEST_CASE("every configuration matches the fp64 reference, and its bytes and mem
       LayerConfig c;
       c.b = 2, c.s = 32, c.h = 64, c.H = 8, c.Hkv = Hkv, c.f = 64, c.seed = 7;
       c.causal = variant == 0, c.rope = variant < 2, c.dropout = variant < 2 ? 0.1 : 0.0;
-      const Reference ref = reference64(c);
-      for (const ParallelConfig& par : configurations())
+      const ReferenceRun ref = reference64(c);
+      for (const ParallelConfig& config : configurations())
         for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
-          if (!has_layout(par) && layout != Layout::contiguous) continue;
-          c.layout = layout;
-          const Strategy st = make_strategy(par);
+          if (!has_layout(config) && layout != Layout::contiguous) continue;
+          ParallelConfig par = config;
+          par.layout = layout;
           const int P = par.tp * par.cp;
-          if (const auto why = testing::refusal(st, c, P)) {
-            INFO(st.name << " Hkv=" << Hkv << ": " << *why);
+          if (const auto why = testing::refusal(par, c, P)) {
+            INFO(par.name() << " Hkv=" << Hkv << ": " << *why);
             REQUIRE(Hkv % par.tp != 0);  // the only rule these shapes may break: TP splits the kv heads
             continue;
           }
-          INFO(st.name << " (" << to_string(par.cp_comm) << ") P=" << P << " " << to_string(layout) << " Hkv=" << Hkv
-                       << " causal=" << c.causal << " rope=" << c.rope << " p=" << c.dropout);
+          INFO(par.name() << " (" << to_string(par.cp_comm) << ") P=" << P << " " << to_string(layout) << " Hkv=" << Hkv
+                          << " causal=" << c.causal << " rope=" << c.rope << " p=" << c.dropout);
+          const RunPlan plan = resolve(par, c, P);
           MemoryTracker tracker;
-          const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
+          const auto res = run_local_ranks(plan, DType::f32, tracker);
           const auto [err, which] = worst_error(res[0], ref);
           INFO("worst " << which << " " << err);
-          CHECK(err < 1e-5);
-          testing::check_rank_formulas(par, c, P, res);
+          CHECK(err < kTolerance);
+          testing::check_rank_formulas(plan, res);
           double flops = 0;
           for (int r = 0; r < P; ++r) flops += res[r].attention_flops;
           // Over the ranks, the whole layer's attention (a head split or a sequence split of it).
           AttentionParams whole;
           whole.b = c.b, whole.sq = whole.sk = c.s, whole.H = c.H, whole.Hkv = c.Hkv, whole.d = c.d(), whole.causal = c.causal;
           CHECK(flops == Approx(kernels::cpu::attention_forward_flops(whole)).epsilon(1e-12));
-          ++runs, ++names[st.name];
+          ++runs, ++names[par.name()];
         }
     }
   // 12 configurations, 28 with their layouts, per layer; with Hkv 1 only the 10 without TP.
@@ -80,20 +83,20 @@ TEST_CASE("ulysses sends a kv head read on two ranks to both, and matches the re
       LayerConfig c;
       c.b = 2, c.s = 24, c.h = 8 * H, c.H = H, c.Hkv = Hkv, c.f = 64, c.seed = 11, c.causal = causal;
       INFO("H " << H << " Hkv " << Hkv << " P " << P << " causal " << causal);
-      const Strategy st = find_strategy("ulysses");
+      const RunPlan plan = resolve(parse_parallel_config("ulysses"), c, P);
       MemoryTracker tracker;
-      const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
+      const auto res = run_local_ranks(plan, DType::f32, tracker);
       const auto [err, which] = worst_error(res[0], reference64(c));
       INFO("worst " << which << " " << err);
-      CHECK(err < 1e-5);
+      CHECK(err < kTolerance);
       for (int r = 0; r < P; ++r) {
-        CHECK(res[r].peak_saved == st.saved_bytes(c, P, r, DType::f32));
-        CHECK(res[r].forward.bytes_sent == st.comm_bytes(c, P, r, DType::f32).forward);
-        CHECK(res[r].backward.bytes_sent == st.comm_bytes(c, P, r, DType::f32).backward);
+        CHECK(res[r].peak_saved == parallel_saved_bytes(plan, r, DType::f32));
+        CHECK(res[r].forward.bytes_sent == parallel_comm_bytes(plan, r, DType::f32).forward);
+        CHECK(res[r].backward.bytes_sent == parallel_comm_bytes(plan, r, DType::f32).backward);
       }
       // In fp64, to rounding: the shared heads' gradients are summed, not overwritten.
       MemoryTracker t64;
-      const auto res64 = run_strategy_local(st, c, P, DType::f64, t64);
+      const auto res64 = run_local_ranks(plan, DType::f64, t64);
       CHECK(worst_error(res64[0], reference64(c)).first < 1e-12);
     }
 }
@@ -108,15 +111,16 @@ TEST_CASE("USP reorders the tokens by both degrees, so the ring sees zigzag shar
     // What the all-to-all gathers on a2a group r (the u shards in rank order) is ring rank r's
     // zigzag shard. Split in order instead (rank c holding the c-th of C pieces, the input
     // long-context-attention's issue 53 fed its hybrid), it gathers a contiguous piece.
+    const RunPlan plan = resolve(par, c, U * R);
     ParallelConfig in_order_par = par;
-    LayerConfig in_order = c;
-    in_order.layout = Layout::contiguous;
+    in_order_par.layout = Layout::contiguous;
+    const RunPlan in_order = resolve(in_order_par, c, U * R);
     for (int r = 0; r < R; ++r) {
       std::vector<int64_t> gathered, naive;
       for (int u = 0; u < U; ++u) {
-        const auto mine = cp_positions(par, c, u + U * r);
+        const auto mine = plan.cp_positions(u + U * r);
         gathered.insert(gathered.end(), mine.begin(), mine.end());
-        const auto wrong = cp_positions(in_order_par, in_order, u + U * r);
+        const auto wrong = in_order.cp_positions(u + U * r);
         CHECK(wrong == layout_positions(Layout::contiguous, c.s, U * R, u + U * r));
         naive.insert(naive.end(), wrong.begin(), wrong.end());
       }
@@ -126,17 +130,16 @@ TEST_CASE("USP reorders the tokens by both degrees, so the ring sees zigzag shar
     // ... and the ring's causal work would be lopsided: about 3 times for R = 2.
     double lo_in_order = 1e300, hi_in_order = 0;
     for (int rank = 0; rank < U * R; ++rank) {
-      const double f = parallel_attention_flops(par, in_order, U * R, rank);
+      const double f = parallel_attention_flops(in_order, rank);
       lo_in_order = std::min(lo_in_order, f), hi_in_order = std::max(hi_in_order, f);
     }
     CHECK(hi_in_order / lo_in_order > 2.5);
     // Correct against the reference, and each rank's attention work within 1.05 of every other's.
-    const Strategy st = make_strategy(par);
     MemoryTracker tracker;
-    const auto res = run_strategy_local(st, c, U * R, DType::f32, tracker);
-    CHECK(worst_error(res[0], reference64(c)).first < 1e-5);
+    const auto res = run_local_ranks(plan, DType::f32, tracker);
+    CHECK(worst_error(res[0], reference64(c)).first < kTolerance);
     double lo = 1e300, hi = 0;
-    for (const RankResult& r : res) lo = std::min(lo, r.attention_flops), hi = std::max(hi, r.attention_flops);
+    for (const RunRecord& r : res) lo = std::min(lo, r.attention_flops), hi = std::max(hi, r.attention_flops);
     INFO("attention FLOPs per rank: " << lo << " to " << hi);
     CHECK(hi / lo <= 1.05);
     REQUIRE(res[0].steps.size() == size_t(2 * R));  // the inner ring's steps, forward and backward
@@ -148,10 +151,10 @@ TEST_CASE("all-gather CP holds the whole sequence's K/V for a while: the tracker
   c.b = 2, c.s = 64, c.h = 64, c.H = 8, c.Hkv = 2, c.f = 64;
   const int P = 4;
   for (const char* name : {"all-gather", "tp2xall-gather2", "ring"}) {
-    const Strategy st = find_strategy(name);
+    const RunPlan plan = resolve(parse_parallel_config(name), c, P);
     MemoryTracker tracker;
-    const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
-    const ParallelConfig par = st.parallel.resolved(P);
+    const auto res = run_local_ranks(plan, DType::f32, tracker);
+    const ParallelConfig par = plan.par;
     const int64_t kv = allgather_kv_bytes(c.b, c.s, c.Hkv / par.tp, c.d(), DType::f32);
     for (int r = 0; r < P; ++r) {
       INFO(name << " rank " << r);
@@ -159,7 +162,7 @@ TEST_CASE("all-gather CP holds the whole sequence's K/V for a while: the tracker
         // The gathered K and V at once, and V's gather buffer before it is put in sequence order
         // (under TP 2 here, TP's reduce-scatter buffers, 3 b (s/P) h, are larger still).
         CHECK(res[r].peak_comm_forward == (par.tp == 1 ? kv + kv / 2 : 3 * c.b * (c.s / P) * c.h * 4));
-        CHECK(res[r].peak_comm_forward == parallel_forward_comm_peak(par, c, P, r, DType::f32));
+        CHECK(res[r].peak_comm_forward == parallel_forward_comm_peak(plan, r, DType::f32));
       } else {
         // The ring's forward holds two blocks of K and two of V in flight: 4 b (s/C) Hkv d, half of it at C 4.
         CHECK(res[r].peak_comm_forward == 2 * kv / par.cp);
@@ -169,43 +172,43 @@ TEST_CASE("all-gather CP holds the whole sequence's K/V for a while: the tracker
 }
 
 TEST_CASE("configuration names and flags describe the same thing", "[hybrid]") {
-  CHECK(find_strategy("tp-sp").parallel.cp_comm == CpComm::none);
-  CHECK(find_strategy("tp2xring2").parallel.resolved(4).tp == 2);
-  CHECK(find_strategy("ring2xtp2").parallel.order == RankOrder::cp_tp);
+  CHECK(parse_parallel_config("tp-sp").cp_comm == CpComm::none);
+  CHECK(parse_parallel_config("tp2xring2").resolved(4).tp == 2);
+  CHECK(parse_parallel_config("ring2xtp2").order == RankOrder::cp_tp);
   for (const char* name : {"tp-sp", "ring", "ulysses", "all-gather", "tp2xring2", "ulysses2xring2", "tp2xulysses2xring2",
                            "ring2xtp2", "tp2xall-gather", "ulysses4xring"})
-    CHECK(find_strategy(name).name == name);
+    CHECK(parse_parallel_config(name).name() == name);
   for (const char* bad : {"", "x", "tp2x", "ringxtp2xtp2", "ringxulysses2", "warp4", "ring0", "tp-sp2", "ulyssesxring2"})
-    CHECK_THROWS_AS(find_strategy(bad), ConfigError);
+    CHECK_THROWS_AS(parse_parallel_config(bad), ConfigError);
   // Tables print one name per configuration: the short name of one kind of context parallelism
   // over every rank, the degrees otherwise.
-  CHECK(resolve_strategy(find_strategy("ring4"), 4).name == "ring");
-  CHECK(resolve_strategy(find_strategy("tp1xulysses"), 4).name == "ulysses");
-  CHECK(resolve_strategy(find_strategy("tp4"), 4).name == "tp-sp");
-  CHECK(resolve_strategy(find_strategy("tp2xring"), 4).name == "tp2xring2");
-  CHECK(resolve_strategy(find_strategy("ulysses2xring"), 8).name == "ulysses2xring4");
-  CHECK(resolve_strategy(find_strategy("ulysses2xring"), 8).parallel.cp == 8);
-  CHECK_THROWS_AS(resolve_strategy(find_strategy("tp2xring"), 3), ConfigError);
-  CHECK_THROWS_AS(find_strategy("ulysses2xring524289"), ConfigError);  // U x R above kMaxRanks, not wrapped
-  CHECK_THROWS_AS(find_strategy("ring2000000"), ConfigError);
-  CHECK_THROWS_WITH(find_strategy("ring99999999999999999999"), Catch::Contains("is above 1048576 ranks"));
-  CHECK_THROWS_WITH(find_strategy("ring4x"), Catch::Contains("cannot end with 'x'"));
+  CHECK(parse_parallel_config("ring4").resolved(4).canonical_name() == "ring");
+  CHECK(parse_parallel_config("tp1xulysses").resolved(4).canonical_name() == "ulysses");
+  CHECK(parse_parallel_config("tp4").resolved(4).canonical_name() == "tp-sp");
+  CHECK(parse_parallel_config("tp2xring").resolved(4).canonical_name() == "tp2xring2");
+  CHECK(parse_parallel_config("ulysses2xring").resolved(8).canonical_name() == "ulysses2xring4");
+  CHECK(parse_parallel_config("ulysses2xring").resolved(8).cp == 8);
+  CHECK_THROWS_AS(parse_parallel_config("tp2xring").resolved(3), ConfigError);
+  CHECK_THROWS_AS(parse_parallel_config("ulysses2xring524289"), ConfigError);  // U x R above kMaxRanks, not wrapped
+  CHECK_THROWS_AS(parse_parallel_config("ring2000000"), ConfigError);
+  CHECK_THROWS_WITH(parse_parallel_config("ring99999999999999999999"), Catch::Contains("is above 1048576 ranks"));
+  CHECK_THROWS_WITH(parse_parallel_config("ring4x"), Catch::Contains("cannot end with 'x'"));
   // USP with a group of one is the other algorithm alone, run and named as it.
-  CHECK(resolve_strategy(find_strategy("ulysses1xring4"), 4).name == "ring");
-  CHECK(resolve_strategy(find_strategy("ulysses1xring4"), 4).parallel.cp_comm == CpComm::p2p);
-  CHECK(resolve_strategy(find_strategy("tp2xulysses2xring1"), 4).name == "tp2xulysses2");
-  CHECK(resolve_strategy(find_strategy("ulysses4xring1"), 4).parallel.cp_comm == CpComm::a2a);
+  CHECK(parse_parallel_config("ulysses1xring4").resolved(4).canonical_name() == "ring");
+  CHECK(parse_parallel_config("ulysses1xring4").resolved(4).cp_comm == CpComm::p2p);
+  CHECK(parse_parallel_config("tp2xulysses2xring1").resolved(4).canonical_name() == "tp2xulysses2");
+  CHECK(parse_parallel_config("ulysses4xring1").resolved(4).cp_comm == CpComm::a2a);
   // The groups by world rank, as run prints them.
-  CHECK(describe_groups(find_strategy("tp2xring2").parallel.resolved(4)) == "TP {0 1} {2 3}; ring {0 2} {1 3}");
-  CHECK(describe_groups(find_strategy("ring2xtp2").parallel.resolved(4)) == "TP {0 2} {1 3}; ring {0 1} {2 3}");
-  CHECK(describe_groups(find_strategy("ulysses2xring2").parallel.resolved(4)) == "all-to-all {0 1} {2 3}; ring {0 2} {1 3}");
-  CHECK(describe_groups(find_strategy("tp2xall-gather2").parallel.resolved(4)) == "TP {0 1} {2 3}; all-gather {0 2} {1 3}");
-  CHECK(describe_groups(find_strategy("tp8xring8").parallel.resolved(64), 2) ==
+  CHECK(describe_groups(parse_parallel_config("tp2xring2").resolved(4)) == "TP {0 1} {2 3}; ring {0 2} {1 3}");
+  CHECK(describe_groups(parse_parallel_config("ring2xtp2").resolved(4)) == "TP {0 2} {1 3}; ring {0 1} {2 3}");
+  CHECK(describe_groups(parse_parallel_config("ulysses2xring2").resolved(4)) == "all-to-all {0 1} {2 3}; ring {0 2} {1 3}");
+  CHECK(describe_groups(parse_parallel_config("tp2xall-gather2").resolved(4)) == "TP {0 1} {2 3}; all-gather {0 2} {1 3}");
+  CHECK(describe_groups(parse_parallel_config("tp8xring8").resolved(64), 2) ==
         "TP {0 1 2 3 4 5 6 7} {8 9 10 11 12 13 14 15} ... (8 groups); ring {0 8 16 24 32 40 48 56} "
         "{1 9 17 25 33 41 49 57} ... (8 groups)");
-  CHECK(describe_groups(find_strategy("tp-sp").parallel.resolved(1)).empty());
+  CHECK(describe_groups(parse_parallel_config("tp-sp").resolved(1)).empty());
   // Placement: tp-cp puts a TP group on neighbouring ranks, cp-tp a CP group.
-  const ParallelConfig tpcp = find_strategy("tp2xring4").parallel.resolved(8), cptp = find_strategy("ring4xtp2").parallel.resolved(8);
+  const ParallelConfig tpcp = parse_parallel_config("tp2xring4").resolved(8), cptp = parse_parallel_config("ring4xtp2").resolved(8);
   CHECK(world_rank_of(tpcp, 1, 0) == 1);
   CHECK(world_rank_of(cptp, 0, 1) == 1);
   CHECK(coords_of(cptp, 5).t == 1);
@@ -218,10 +221,10 @@ TEST_CASE("a ring step names its K/V block by the world rank that owns it", "[hy
   LayerConfig c;
   c.b = 1, c.s = 32, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 32;
   for (const char* name : {"tp2xring2", "ring2xtp2", "ulysses2xring2"}) {
-    const Strategy st = find_strategy(name);
-    const ParallelConfig par = st.parallel.resolved(4);
+    const RunPlan plan = resolve(parse_parallel_config(name), c, 4);
+    const ParallelConfig par = plan.par;
     MemoryTracker tracker;
-    const auto res = run_strategy_local(st, c, 4, DType::f32, tracker);
+    const auto res = run_local_ranks(plan, DType::f32, tracker);
     for (int rank = 0; rank < 4; ++rank) {
       const GroupCoords at = coords_of(par, rank);
       const int R = par.ring_size(), U = par.a2a_size();

@@ -184,9 +184,15 @@ TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly, and 
   CHECK(num(s, "packed_greedy_max_over_min") < num(s, "packed_zigzag_per_doc_max_over_min"));
   CHECK(num(s, "packed_zigzag_per_doc_max_over_min") < num(s, "packed_zigzag_max_over_min"));
   CHECK(num(s, "packed_max_error") < 1e-5);
-  // The block picture draws the causal triangle over P or 2P chunks: not a packed run's mask.
-  CHECK_FALSE(viz::tile_map(s.trace, "ring packed greedy").has_value());
-  CHECK_FALSE(viz::tile_map(s.trace, "ring packed zigzag").has_value());
+  // The map draws what ran, packed runs too (issue 38): the layout the label names, and more
+  // blocks under greedy (two chunks of each of 4 documents and the padding, per rank) than
+  // under zigzag over the pack (2P chunks).
+  const auto greedy = viz::tile_map(s.trace, "ring packed greedy"), zigzag = viz::tile_map(s.trace, "ring packed zigzag");
+  REQUIRE(greedy.has_value());
+  REQUIRE(zigzag.has_value());
+  CHECK(greedy->layout == "greedy");
+  CHECK(zigzag->blocks == 8);
+  CHECK(greedy->blocks > zigzag->blocks);
   // The tile map of a "ring zigzag" run is zigzag's, whatever otherData says.
   const auto m = viz::tile_map(s.trace, "ring striped");
   REQUIRE(m.has_value());

@@ -13,8 +13,9 @@
 #include "core/error.h"
 #include "layer/weights.h"
 #include "model/model.h"
-#include "parallel/harness.h"
-#include "parallel/strategy.h"
+#include "parallel/formulas.h"
+#include "parallel/run_plan.h"
+#include "run/runner.h"
 #include "trace/metrics.h"
 #include "trace/trace.h"
 
@@ -28,15 +29,22 @@ LayerConfig small() {
   return c;
 }
 
-std::vector<trace::RankTrace> traced(const Strategy& st, const LayerConfig& c, int P, bool dry, MemoryTracker& tracker,
-                                     std::vector<RankResult>* results = nullptr) {
+// The plan of the configuration `name` for c on P ranks, in `layout`.
+RunPlan plan_of(const std::string& name, const LayerConfig& c, int P, Layout layout = Layout::automatic) {
+  ParallelConfig par = parse_parallel_config(name);
+  par.layout = layout;
+  return resolve(par, c, P);
+}
+
+std::vector<trace::RankTrace> traced(const RunPlan& plan, bool dry, MemoryTracker& tracker,
+                                     std::vector<RunRecord>* results = nullptr) {
   std::vector<trace::RankTrace> out;
   trace::Clock clock;
   clock.origin_ns = trace::Clock::steady_now_ns();
   TraceSink sink{clock, &out};
   LocalOptions o;
   o.dry_run = dry;
-  auto r = run_strategy_local(st, c, P, DType::f32, tracker, o, &sink);
+  auto r = run_local_ranks(plan, DType::f32, tracker, o, &sink);
   if (results) *results = std::move(r);
   return out;
 }
@@ -47,11 +55,11 @@ TEST_CASE("a dry run records the real run's schedule: the same events in the sam
   for (const char* name : {"tp-sp", "ring", "ulysses"})
     for (int P : {2, 4}) {
       INFO(name << " P = " << P);
-      const Strategy& st = find_strategy(name);
+      const RunPlan plan = plan_of(name, small(), P);
       MemoryTracker real_t, dry_t;
-      std::vector<RankResult> real_r, dry_r;
-      const auto real = traced(st, small(), P, false, real_t, &real_r);
-      const auto dry = traced(st, small(), P, true, dry_t, &dry_r);
+      std::vector<RunRecord> real_r, dry_r;
+      const auto real = traced(plan, false, real_t, &real_r);
+      const auto dry = traced(plan, true, dry_t, &dry_r);
       REQUIRE(real.size() == dry.size());
       for (size_t p = 0; p < real.size(); ++p) {
         // Program order is the schedule; the vector order (completion) may differ with timing.
@@ -98,10 +106,9 @@ model::Hardware ideal(double F, double B) {
   return h;
 }
 
-trace::TraceData dry_schedule(const Strategy& st, const LayerConfig& c, int P, std::vector<RankResult>* results = nullptr,
-                              MemoryTracker* tracker = nullptr) {
+trace::TraceData dry_schedule(const RunPlan& plan, std::vector<RunRecord>* results = nullptr, MemoryTracker* tracker = nullptr) {
   MemoryTracker local;
-  return model::dry_run(st, c, P, tracker ? *tracker : local, results);
+  return model::dry_run(plan, tracker ? *tracker : local, results);
 }
 
 // The exposed communication of forward ring step `step`, summed over the ranks (ns).
@@ -123,8 +130,8 @@ TEST_CASE("the model flips the ring from exposed to hidden at c = F/B tokens (Li
     INFO("c = " << c << " tokens per block");
     LayerConfig cfg;
     cfg.b = 1, cfg.s = 2 * c, cfg.h = 512, cfg.H = 8, cfg.Hkv = 8, cfg.f = 64;  // MHA, d = 64
-    cfg.causal = false, cfg.layout = Layout::contiguous, cfg.dropout = 0;
-    const trace::TraceData modeled = model::model_trace(dry_schedule(find_strategy("ring"), cfg, 2), a100);
+    cfg.causal = false, cfg.dropout = 0;
+    const trace::TraceData modeled = model::model_trace(dry_schedule(plan_of("ring", cfg, 2, Layout::contiguous)), a100);
     // Step 0 computes on the local block while the neighbour's K and V arrive.
     const int64_t exposed = exposed_at_step(modeled, 0);
     if (c < 1040) REQUIRE(exposed > 0);
@@ -193,7 +200,7 @@ TEST_CASE("the modeled trace of a run holds the measured trace's events, in orde
     MemoryTracker tracker;
     trace::TraceData measured;
     measured.other["dtype"] = "float32";
-    measured.ranks = traced(find_strategy(name), small(), 4, false, tracker);
+    measured.ranks = traced(plan_of(name, small(), 4), false, tracker);
     const trace::TraceData m = model::model_trace(measured, model::load_hardware("h100-nvlink"));
     REQUIRE(m.ranks.size() == measured.ranks.size());
     for (size_t p = 0; p < m.ranks.size(); ++p) {
@@ -224,7 +231,7 @@ TEST_CASE("a measured trace's modeled twin: after each group, aligned at the lay
   trace::TraceData measured;
   measured.other["dtype"] = "float32";
   for (const char* name : {"tp-sp", "ring"}) {
-    std::vector<trace::RankTrace> r = traced(find_strategy(name), small(), 4, false, tracker);
+    std::vector<trace::RankTrace> r = traced(plan_of(name, small(), 4), false, tracker);
     measured.ranks.insert(measured.ranks.end(), r.begin(), r.end());
   }
   const model::Hardware hw = model::load_hardware("a100-nvlink");
@@ -234,8 +241,13 @@ TEST_CASE("a measured trace's modeled twin: after each group, aligned at the lay
   for (size_t p = 0; p < both.ranks.size(); ++p) CHECK(both.ranks[p].strategy == want[p / 4]);
   CHECK(both.other["modeled_groups"]["ring (modeled, a100-nvlink)"]["of"] == "ring");
   CHECK(both.other["modeled_groups"]["ring (modeled, a100-nvlink)"]["hardware"] == "a100-nvlink");
-  CHECK(model::is_modeled_twin(both.other, "ring (modeled, a100-nvlink)"));
-  CHECK_FALSE(model::is_modeled_twin(both.other, "ring"));
+  const trace::RunInfo info = trace::run_info(both.other);
+  REQUIRE(info.group("ring (modeled, a100-nvlink)") != nullptr);
+  CHECK(info.group("ring (modeled, a100-nvlink)")->of == "ring");
+  CHECK(info.group("ring (modeled, a100-nvlink)")->dtype == "bf16");
+  CHECK(info.group("ring") == nullptr);
+  CHECK(info.is_modeled("ring (modeled, a100-nvlink)"));
+  CHECK_FALSE(info.is_modeled("ring"));
   // Aligned: each twin's first forward starts when its recorded group's does.
   auto forward_start = [&](const std::string& label) {
     int64_t t = INT64_MAX;
@@ -277,9 +289,10 @@ TEST_CASE("at 1M tokens the dry run's memory per rank equals each strategy's for
     LayerConfig c;
     c.s = 1 << 20, c.H = k.H, c.Hkv = k.Hkv;
     MemoryTracker tracker;  // outlives the results' tensors
-    std::vector<RankResult> res;
-    dry_schedule(find_strategy(k.name), c, k.P, &res, &tracker);
-    for (int r = 0; r < k.P; ++r) REQUIRE(res[size_t(r)].peak_saved == find_strategy(k.name).saved_bytes(c, k.P, r, DType::f32));
+    std::vector<RunRecord> res;
+    const RunPlan plan = plan_of(k.name, c, k.P);
+    dry_schedule(plan, &res, &tracker);
+    for (int r = 0; r < k.P; ++r) REQUIRE(res[size_t(r)].peak_saved == parallel_saved_bytes(plan, r, DType::f32));
   }
 }
 
@@ -287,7 +300,7 @@ TEST_CASE("Ulysses moves 4Nh/P per link: N h / P^2 per message, four all-to-alls
   LayerConfig c;
   c.b = 1, c.s = 4096, c.h = 512, c.H = 8, c.Hkv = 8, c.f = 64;  // MHA: Hkv' = H
   const int P = 8;
-  const trace::TraceData m = model::model_trace(dry_schedule(find_strategy("ulysses"), c, P), model::load_hardware("h100-nvlink"));
+  const trace::TraceData m = model::model_trace(dry_schedule(plan_of("ulysses", c, P)), model::load_hardware("h100-nvlink"));
   const double N = double(c.tokens()), h = double(c.h), e = 2;  // bf16
   for (const trace::RankTrace& r : m.ranks) {
     double sent = 0;
@@ -349,7 +362,7 @@ TEST_CASE("the model never overflows: past the trace's range it names the op, be
     INFO("s = " << s);
     cfg.s = s;
     try {
-      const trace::TraceData m = model::model_trace(dry_schedule(find_strategy("ring"), cfg, 2), slow);
+      const trace::TraceData m = model::model_trace(dry_schedule(plan_of("ring", cfg, 2)), slow);
       REQUIRE(!refused);  // once past the range, a longer sequence cannot come back into it
       int64_t end = 0;
       for (const trace::RankTrace& r : m.ranks)
@@ -394,38 +407,38 @@ TEST_CASE("the trace writer refuses what the reader would refuse", "[model][trac
 }
 
 TEST_CASE("every strategy's schedule stays within the bound the memory check counts", "[model]") {
-  // model::schedule_events_bound(P, cfg) sizes the memory check before a dry run: it must hold.
+  // model::schedule_events_bound(P, cfg, layout) sizes the memory check before a dry run: it must hold.
   LayerConfig cfg;
   cfg.b = 1, cfg.s = 512, cfg.h = 256, cfg.H = 16, cfg.Hkv = 16, cfg.f = 64;
   for (int P : {2, 4, 8, 16}) {
     size_t busiest = 0;
-    for (const Strategy& st : default_strategies(P)) {
-      INFO(st.name << " P = " << P);
+    for (const ParallelConfig& par : default_strategies(P)) {
+      INFO(par.name() << " P = " << P);
+      const RunPlan plan = resolve(par, cfg, P);
       size_t events = 0;
-      for (const trace::RankTrace& r : dry_schedule(st, cfg, P).ranks) events += r.events.size();
-      REQUIRE(double(events) <= model::schedule_events_bound(P, cfg));
+      for (const trace::RankTrace& r : dry_schedule(plan).ranks) events += r.events.size();
+      REQUIRE(double(events) <= model::schedule_events_bound(P, cfg, plan.requested_layout()));
       busiest = std::max(busiest, events);
     }
     // And not by a wide margin where P^2 rules: a measure, not a refusal of every large run.
-    if (P == 16) REQUIRE(double(busiest) >= 0.5 * model::schedule_events_bound(P, cfg));
+    if (P == 16) REQUIRE(double(busiest) >= 0.5 * model::schedule_events_bound(P, cfg, ParallelConfig{}.requested_layout(cfg.causal)));
   }
   // A pack of many documents under a per-document layout: two runs a document on every rank.
   LayerConfig packed = cfg;
   packed.s = 4096, packed.docs = parse_docs("random:200", packed.s, 7), packed.window = 64;
   for (Layout layout : {Layout::zigzag_per_doc, Layout::greedy})
     for (int P : {2, 8}) {
-      packed.layout = layout;
       size_t busiest = 0;
       for (const char* name : {"ring", "all-gather", "ulysses2xring"}) {
         if (P == 2 && std::string(name) == "ulysses2xring") continue;
-        const Strategy st = find_strategy(name);
-        INFO(st.name << " P = " << P << " " << to_string(layout));
+        const RunPlan plan = plan_of(name, packed, P, layout);
+        INFO(name << " P = " << P << " " << to_string(layout));
         size_t events = 0;
-        for (const trace::RankTrace& r : dry_schedule(st, packed, P).ranks) events += r.events.size();
-        REQUIRE(double(events) <= model::schedule_events_bound(P, packed));
+        for (const trace::RankTrace& r : dry_schedule(plan).ranks) events += r.events.size();
+        REQUIRE(double(events) <= model::schedule_events_bound(P, packed, plan.requested_layout()));
         busiest = std::max(busiest, events);
       }
-      CHECK(double(busiest) >= 0.25 * model::schedule_events_bound(P, packed));
+      CHECK(double(busiest) >= 0.25 * model::schedule_events_bound(P, packed, layout));
     }
 }
 
@@ -437,8 +450,8 @@ TEST_CASE("TP inside a node and the ring across nodes beats the reverse placemen
   REQUIRE(hw.gpus_per_node == 8);
   std::map<std::string, int64_t> layer_ns;
   for (const char* name : {"tp8xring8", "ring8xtp8", "ring"}) {
-    const Strategy st = find_strategy(name);
-    const trace::TraceData schedule = dry_schedule(st, cfg, 64);
+    const ParallelConfig par = parse_parallel_config(name);
+    const trace::TraceData schedule = dry_schedule(resolve(par, cfg, 64));
     // Where the TP collectives go: inside the node in tp-cp order, across nodes in cp-tp.
     int64_t tp_inside = 0, tp_across = 0;
     for (const trace::RankTrace& r : schedule.ranks)
@@ -446,8 +459,8 @@ TEST_CASE("TP inside a node and the ring across nodes beats the reverse placemen
         if (e.stream == trace::Stream::comm && e.direction == "send" && e.cat != "p2p" && e.sublayer != "grad_sync")
           (r.rank / 8 == e.peer / 8 ? tp_inside : tp_across) += e.bytes;
     INFO(name << ": TP bytes inside nodes " << tp_inside << ", across " << tp_across);
-    if (st.parallel.tp == 1) CHECK((tp_inside == 0 && tp_across == 0));  // the plain ring: no TP
-    else if (st.parallel.order == RankOrder::tp_cp) CHECK((tp_inside > 0 && tp_across == 0));
+    if (par.tp == 1) CHECK((tp_inside == 0 && tp_across == 0));  // the plain ring: no TP
+    else if (par.order == RankOrder::tp_cp) CHECK((tp_inside > 0 && tp_across == 0));
     else CHECK((tp_across > 0 && tp_inside == 0));
     for (const trace::StrategyMetrics& m : trace::compute_metrics(model::model_trace(schedule, hw)))
       for (const trace::RankMetrics& r : m.ranks) layer_ns[name] = std::max(layer_ns[name], r.time.window_ns);
@@ -483,7 +496,7 @@ TEST_CASE("a rank's modeled peak falls as ranks are added: no rank draws the who
   cfg.s = 262144, cfg.h = 1024, cfg.H = 16, cfg.Hkv = 16, cfg.f = 1024;
   std::map<int, int64_t> peak;
   for (int P : {16, 32}) {
-    const trace::TraceData schedule = dry_schedule(find_strategy("ring"), cfg, P);
+    const trace::TraceData schedule = dry_schedule(plan_of("ring", cfg, P));
     for (const trace::StrategyMetrics& m : trace::compute_metrics(schedule))
       for (const trace::RankMetrics& r : m.ranks) peak[P] = std::max(peak[P], r.peak_memory_bytes);
   }

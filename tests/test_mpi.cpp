@@ -9,27 +9,29 @@ TEST_CASE("MPI point-to-point and split", "[mpi]") { comm_checks::p2p_and_split(
 
 #include <map>
 
+#include "check/check.h"
 #include "parallel/formulas.h"
+#include "parallel/run_plan.h"
 #include "reference64.h"
+#include "run/runner.h"
 
 namespace {
 
-// This rank's run of st against the fp64 reference, with its saved bytes, bytes sent and
+// This rank's run of the plan against the fp64 reference, with its saved bytes, bytes sent and
 // attention FLOPs equal to the formulas.
-void run_and_check(const ringside::Strategy& st, const ringside::LayerConfig& c, ringside::Communicator& world,
-                   ringside::Backend& be, const ringside::Reference& ref) {
+void run_and_check(const ringside::RunPlan& plan, ringside::Communicator& world, ringside::Backend& be,
+                   const ringside::ReferenceRun& ref) {
   using namespace ringside;
-  const int P = world.size();
   MemoryTracker tracker;
-  const RankResult r = st.run(c, world, be, tracker, DType::f32);
+  const RunRecord r = run_rank(plan, world, be, tracker, DType::f32);
   const auto [err, which] = worst_error(r, ref);
   INFO("worst " << which << " " << err);
-  CHECK(err < 1e-5);
-  CHECK(r.peak_saved == st.saved_bytes(c, P, world.rank(), DType::f32));
-  const CommBytes cb = st.comm_bytes(c, P, world.rank(), DType::f32);
+  CHECK(err < kTolerance);
+  CHECK(r.peak_saved == parallel_saved_bytes(plan, world.rank(), DType::f32));
+  const CommBytes cb = parallel_comm_bytes(plan, world.rank(), DType::f32);
   CHECK(r.forward.bytes_sent == cb.forward);
   CHECK(r.backward.bytes_sent == cb.backward);
-  CHECK(r.attention_flops == parallel_attention_flops(st.parallel, c, P, world.rank()));
+  CHECK(r.attention_flops == parallel_attention_flops(plan, world.rank()));
 }
 
 }  // namespace
@@ -47,24 +49,26 @@ TEST_CASE("MPI: every strategy and hybrid matches the fp64 reference, with its f
       c.causal = causal, c.rope = rope, c.dropout = variant == 3 ? 0.0 : 0.1;
       // The fp64 reference, on every rank (no communication).
       auto be = make_cpu_backend();
-      const Reference ref = reference64(c);
-      std::vector<Strategy> all = default_strategies(P);  // at P 4: the hybrids tp2xring2, ulysses2xring2
+      const ReferenceRun ref = reference64(c);
+      std::vector<ParallelConfig> all = default_strategies(P);  // at P 4: the hybrids tp2xring2, ulysses2xring2
       if (P == 4)
-        for (const char* name : {"tp2xall-gather2", "tp2xulysses2", "ring2xtp2"}) all.push_back(find_strategy(name));
-      for (const Strategy& st : all)
+        for (const char* name : {"tp2xall-gather2", "tp2xulysses2", "ring2xtp2"}) all.push_back(parse_parallel_config(name));
+      for (const ParallelConfig& named : all)
         for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
-          const CpComm comm = st.parallel.cp_comm;  // layouts are for the ring and the all-gather
+          const CpComm comm = named.cp_comm;  // layouts are for the ring and the all-gather
           if ((comm == CpComm::none || comm == CpComm::a2a) && layout != Layout::contiguous) continue;
-          c.layout = layout;
+          ParallelConfig par = named;
+          par.layout = layout;
+          RunPlan plan;
           try {
-            st.validate(c, P);
+            plan = resolve(par, c, P);
           } catch (const ConfigError&) {
             continue;  // the same on every rank
           }
-          INFO(to_string(layout) << " " << st.name << " P=" << P << " Hkv=" << Hkv << " causal=" << causal
+          INFO(to_string(layout) << " " << par.name() << " P=" << P << " Hkv=" << Hkv << " causal=" << causal
                                  << " rope=" << rope << " p=" << c.dropout);
-          run_and_check(st, c, world, *be, ref);
-          ++ran[st.name];
+          run_and_check(plan, world, *be, ref);
+          ++ran[par.name()];
         }
     }
   // P 2: tp-sp, ring, ulysses, all-gather; P 3: ring and all-gather (3 divides no head count); P 4: and 5 hybrids.
@@ -79,22 +83,24 @@ TEST_CASE("MPI: packed documents, a window and an s no P divides, every strategy
   c.b = 2, c.s = 45, c.h = 32, c.H = 8, c.Hkv = 4, c.f = 64, c.seed = 5, c.dropout = 0.1;
   c.docs = {1, 2, 17, 25}, c.window = 6;
   auto be = make_cpu_backend();
-  const Reference ref = reference64(c);
+  const ReferenceRun ref = reference64(c);
   int ran = 0;
-  std::vector<Strategy> all = default_strategies(P);
-  if (P == 4) all.push_back(find_strategy("tp2xall-gather2"));
-  for (const Strategy& st : all)
+  std::vector<ParallelConfig> all = default_strategies(P);
+  if (P == 4) all.push_back(parse_parallel_config("tp2xall-gather2"));
+  for (const ParallelConfig& named : all)
     for (Layout layout : kLayouts) {
-      const CpComm comm = st.parallel.cp_comm;
+      const CpComm comm = named.cp_comm;
       if ((comm == CpComm::none || comm == CpComm::a2a) && layout != Layout::contiguous) continue;
-      c.layout = layout;
+      ParallelConfig par = named;
+      par.layout = layout;
+      RunPlan plan;
       try {
-        st.validate(c, P);
+        plan = resolve(par, c, P);
       } catch (const ConfigError&) {
         continue;  // heads that do not split: the same on every rank
       }
-      INFO(to_string(layout) << " " << st.name << " P=" << P);
-      run_and_check(st, c, world, *be, ref);
+      INFO(to_string(layout) << " " << par.name() << " P=" << P);
+      run_and_check(plan, world, *be, ref);
       ++ran;
     }
   CHECK(ran >= (P == 1 ? 4 : 6));

@@ -7,10 +7,12 @@
 #include <cstring>
 #include <map>
 
+#include "check/check.h"
 #include "comm/tensor_comm.h"
 #include "parallel/formulas.h"
 #include "parallel/groups.h"
-#include "parallel/harness.h"
+#include "parallel/run_plan.h"
+#include "run/runner.h"
 #include "configurations.h"
 #include "reference64.h"
 
@@ -38,34 +40,42 @@ int64_t visible_keys(const LayerConfig& c, int64_t q) {
 
 // The forward attention FLOPs world rank `rank` must compute: 4 d per visible (query, key) pair
 // per head, over the real queries it attends for and the heads it holds.
-double exact_rank_flops(const ParallelConfig& given, const LayerConfig& c, int P, int rank) {
-  const ParallelConfig par = given.resolved(P);
+double exact_rank_flops(const RunPlan& plan, int rank) {
+  const ParallelConfig& par = plan.par;
+  const LayerConfig& c = plan.layer;
   const GroupCoords at = coords_of(par, rank);
   const int U = par.a2a_size();
   std::vector<int64_t> slots;  // the queries this rank attends for, as slots of the padded sequence
   if (par.cp_comm == CpComm::none || par.cp_comm == CpComm::a2a) {
-    slots = cp_positions(par, c, 0);
+    slots = plan.cp_positions(0);
     for (int j = 1; j < par.cp; ++j) {
-      const auto more = cp_positions(par, c, j);
+      const auto more = plan.cp_positions(j);
       slots.insert(slots.end(), more.begin(), more.end());
     }
   } else if (par.cp_comm == CpComm::a2a_p2p) {
     for (int u = 0; u < U; ++u) {
-      const auto more = cp_positions(par, c, u + U * at.r);
+      const auto more = plan.cp_positions(u + U * at.r);
       slots.insert(slots.end(), more.begin(), more.end());
     }
   } else {
-    slots = cp_positions(par, c, at.c);
+    slots = plan.cp_positions(at.c);
   }
   const int64_t heads = c.H / par.tp / U;
   double pairs = 0;
-  for (int64_t t : sequence_packing(par, c).real_of(slots))
+  for (int64_t t : plan.packing->real_of(slots))
     if (t >= 0) pairs += double(visible_keys(c, t));
   return 4.0 * double(c.d()) * double(heads) * double(c.b) * pairs;
 }
 
 // The configurations swept (tests/configurations.h).
 std::vector<ParallelConfig> configurations() { return testing::configurations({{2, 2}, {1, 4}, {4, 1}, {1, 3}}); }
+
+// The plan of the configuration `name` for c on P ranks, in `layout`.
+RunPlan plan_of(const std::string& name, const LayerConfig& c, int P, Layout layout = Layout::automatic) {
+  ParallelConfig par = parse_parallel_config(name);
+  par.layout = layout;
+  return resolve(par, c, P);
+}
 
 
 LayerConfig small_layer() {
@@ -106,29 +116,30 @@ TEST_CASE("every configuration and layout matches the fp64 reference with docume
   for (const Variant& v : variants) {
     LayerConfig c = small_layer();
     c.s = v.s, c.docs = v.docs, c.window = v.window, c.causal = v.causal;
-    const Reference ref = reference64(c);
-    for (const ParallelConfig& par : configurations())
+    const ReferenceRun ref = reference64(c);
+    for (const ParallelConfig& config : configurations())
       for (Layout layout : kLayouts) {
-        const bool has_layout = par.cp_comm != CpComm::none && par.cp_comm != CpComm::a2a;
+        const bool has_layout = config.cp_comm != CpComm::none && config.cp_comm != CpComm::a2a;
         if (!has_layout && layout != Layout::contiguous) continue;
-        c.layout = layout;
-        const Strategy st = make_strategy(par);
+        ParallelConfig par = config;
+        par.layout = layout;
         const int P = par.tp * par.cp;
-        if (const auto why = testing::refusal(st, c, P)) {
-          INFO(st.name << ": " << *why);
+        if (const auto why = testing::refusal(par, c, P)) {
+          INFO(par.name() << ": " << *why);
           REQUIRE(c.H % (par.tp * par.resolved(P).a2a_size()) != 0);  // only the heads may not split
           continue;
         }
-        INFO(v.name << ": " << st.name << " (" << to_string(par.cp_comm) << ") P=" << P << " " << to_string(layout)
-                    << ", S = " << sequence_packing(par.resolved(P), c).S);
+        const RunPlan plan = resolve(par, c, P);
+        INFO(v.name << ": " << par.name() << " (" << to_string(par.cp_comm) << ") P=" << P << " " << to_string(layout)
+                    << ", S = " << plan.packing->S);
         MemoryTracker tracker;
-        const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
+        const auto res = run_local_ranks(plan, DType::f32, tracker);
         const auto [err, which] = worst_error(res[0], ref);
         INFO("worst " << which << " " << err);
-        CHECK(err < 1e-5);
+        CHECK(err < kTolerance);
         CHECK(res[0].out.dim(1) == c.s);  // padding dropped, every real token kept
-        testing::check_rank_formulas(par, c, P, res);
-        for (int r = 0; r < P; ++r) CHECK(res[r].attention_flops == exact_rank_flops(par, c, P, r));
+        testing::check_rank_formulas(plan, res);
+        for (int r = 0; r < P; ++r) CHECK(res[r].attention_flops == exact_rank_flops(plan, r));
         ++runs;
       }
   }
@@ -140,10 +151,7 @@ TEST_CASE("every configuration and layout matches the fp64 reference with docume
 TEST_CASE("the padding each layout needs is the least that splits the sequence", "[packed]") {
   LayerConfig c = small_layer();
   c.s = 2999, c.docs = {700, 2000, 299};
-  auto S = [&](const char* name, int P, Layout l) {
-    c.layout = l;
-    return sequence_packing(find_strategy(name).parallel.resolved(P), c).S;
-  };
+  auto S = [&](const char* name, int P, Layout l) { return plan_of(name, c, P, l).packing->S; };
   CHECK(S("ring", 4, Layout::contiguous) == 3000);  // a multiple of P
   CHECK(S("ring", 4, Layout::zigzag) == 3000);      // of 2P: 3000 = 8 x 375
   CHECK(S("ring", 4, Layout::striped) == 3000);
@@ -182,18 +190,18 @@ TEST_CASE("zigzag-per-doc and greedy cut every document into 2R chunks, two per 
 TEST_CASE("TE 1930: a 7-token document padded to 8 on CP 2 is exact, no token dropped", "[packed]") {
   LayerConfig c = small_layer();
   c.s = 7, c.docs = {7};
-  const Reference ref = reference64(c);
+  const ReferenceRun ref = reference64(c);
   for (Layout layout : {Layout::zigzag, Layout::zigzag_per_doc, Layout::contiguous}) {
-    c.layout = layout;
     INFO(to_string(layout));
-    CHECK(sequence_packing(find_strategy("ring").parallel.resolved(2), c).S == 8);
+    const RunPlan plan = plan_of("ring", c, 2, layout);
+    CHECK(plan.packing->S == 8);
     MemoryTracker tracker;
-    const auto res = run_strategy_local(find_strategy("ring"), c, 2, DType::f32, tracker);
+    const auto res = run_local_ranks(plan, DType::f32, tracker);
     REQUIRE(res[0].out.dim(1) == 7);
-    CHECK(worst_error(res[0], ref).first < 1e-5);
+    CHECK(worst_error(res[0], ref).first < kTolerance);
     // The seventh token, which a 6-token split would lose: its output and gradient too.
-    CHECK(token_error(res[0].out, 6, 1, slice_seq(ref.out, 6, 1, {})) < 1e-5);
-    CHECK(token_error(res[0].dx, 6, 1, slice_seq(ref.dx, 6, 1, {})) < 1e-5);
+    CHECK(token_error(res[0].out, 6, 1, slice_seq(ref.out, 6, 1, {})) < kTolerance);
+    CHECK(token_error(res[0].dx, 6, 1, slice_seq(ref.dx, 6, 1, {})) < kTolerance);
   }
 }
 
@@ -201,14 +209,15 @@ TEST_CASE("a 698-token document padded to 704 on CP 4: deterministic gradients, 
           "[packed]") {
   LayerConfig c = small_layer();
   c.b = 1, c.s = 698, c.h = 16, c.H = 4, c.Hkv = 2, c.f = 32;
-  REQUIRE(sequence_packing(find_strategy("ring").parallel.resolved(4), c).S == 704);
-  const Reference ref = reference64(c);
+  const RunPlan plan = plan_of("ring", c, 4);
+  REQUIRE(plan.packing->S == 704);
+  const ReferenceRun ref = reference64(c);
   MemoryTracker t1, t2;
-  const auto a = run_strategy_local(find_strategy("ring"), c, 4, DType::f32, t1);
-  const auto b = run_strategy_local(find_strategy("ring"), c, 4, DType::f32, t2);
+  const auto a = run_local_ranks(plan, DType::f32, t1);
+  const auto b = run_local_ranks(plan, DType::f32, t2);
   const auto [err, which] = worst_error(a[0], ref);
   INFO(which << " " << err);
-  CHECK(err < 1e-5);
+  CHECK(err < kTolerance);
   CHECK(bit_equal(a[0].dx, b[0].dx));
   for (size_t i = 0; i < a[0].grads.named().size(); ++i) {
     INFO(a[0].grads.named()[i].first);
@@ -225,9 +234,8 @@ TEST_CASE("axolotl 3608: a 5-document pack on cp 2 equals each document alone, n
   const Tensor x = random_input(c, static_cast<uint32_t>(RngSite::input_x), DType::f64, {});
   const Tensor dout = random_input(c, static_cast<uint32_t>(RngSite::input_dout), DType::f64, {});
   for (Layout layout : {Layout::zigzag, Layout::zigzag_per_doc, Layout::greedy}) {
-    c.layout = layout;
     MemoryTracker tracker;
-    const auto res = run_strategy_local(find_strategy("ring"), c, 2, DType::f32, tracker);
+    const auto res = run_local_ranks(plan_of("ring", c, 2, layout), DType::f32, tracker);
     int64_t start = 0;
     for (size_t i = 0; i < c.docs.size(); ++i) {
       // The document alone, from its own inputs: one document of its length, RoPE from 0.
@@ -237,14 +245,13 @@ TEST_CASE("axolotl 3608: a 5-document pack on cp 2 equals each document alone, n
       ForwardResult f = reference_forward<double>(alone, w, xi, *be);
       Gradients g = reference_backward<double>(alone, w, f.saved, douti, *be);
       INFO(to_string(layout) << ": document " << i << " at " << start);
-      CHECK(token_error(res[0].out, start, alone.s, f.out) < 1e-5);
-      CHECK(token_error(res[0].dx, start, alone.s, g.dx) < 1e-5);
+      CHECK(token_error(res[0].out, start, alone.s, f.out) < kTolerance);
+      CHECK(token_error(res[0].dx, start, alone.s, g.dx) < kTolerance);
       start += alone.s;
     }
   }
   // And in the reference itself: perturbing document 1's input changes every output of document 1
   // and no bit of document 2's.
-  c.layout = Layout::automatic;
   Tensor x2 = x.clone({});
   for (int64_t bi = 0; bi < c.b; ++bi)
     for (int64_t t = 9; t < 26; ++t) x2.data<double>()[(bi * c.s + t) * c.h] += 1.0;
@@ -262,14 +269,13 @@ TEST_CASE("PyTorch 189902: documents of 4 and 12 tokens on 2 ranks, balanced by 
           "[packed]") {
   LayerConfig c = small_layer();
   c.s = 16, c.docs = {4, 12};
-  const Reference ref = reference64(c);
+  const ReferenceRun ref = reference64(c);
   std::map<Layout, double> max_over_min;
   for (Layout layout : kLayouts) {
-    c.layout = layout;
     MemoryTracker tracker;
-    const auto res = run_strategy_local(find_strategy("ring"), c, 2, DType::f32, tracker);
+    const auto res = run_local_ranks(plan_of("ring", c, 2, layout), DType::f32, tracker);
     INFO(to_string(layout));
-    CHECK(worst_error(res[0], ref).first < 1e-5);
+    CHECK(worst_error(res[0], ref).first < kTolerance);
     const double f0 = res[0].attention_flops, f1 = res[1].attention_flops;
     max_over_min[layout] = std::max(f0, f1) / std::min(f0, f1);
   }
@@ -289,10 +295,10 @@ TEST_CASE("with a window, greedy balances ragged documents that zigzag-per-doc d
   c.b = 1, c.h = 512, c.H = 8, c.Hkv = 4, c.f = 2048, c.seed = 1234;
   c.s = 2999, c.docs = parse_docs("random:7", c.s, c.seed), c.window = 512;
   auto ratio = [&](Layout l) {
-    c.layout = l;
+    const RunPlan plan = plan_of("ring", c, 4, l);
     double lo = 1e300, hi = 0, total = 0;
     for (int r = 0; r < 4; ++r) {
-      const double f = ring_attention_flops(c, 4, r);
+      const double f = parallel_attention_flops(plan, r);
       lo = std::min(lo, f), hi = std::max(hi, f), total += f;
     }
     return std::pair{hi / lo, total};
@@ -311,9 +317,9 @@ TEST_CASE("with a window, greedy balances ragged documents that zigzag-per-doc d
 
 TEST_CASE("the ring's step records name the pairs a document boundary hides", "[packed]") {
   LayerConfig c = small_layer();
-  c.s = 16, c.docs = {8, 8}, c.layout = Layout::contiguous;
+  c.s = 16, c.docs = {8, 8};
   MemoryTracker tracker;
-  const auto res = run_strategy_local(find_strategy("ring"), c, 2, DType::f32, tracker);
+  const auto res = run_local_ranks(plan_of("ring", c, 2, Layout::contiguous), DType::f32, tracker);
   // Rank 1 holds document 2 (tokens 8..15); at step 1 it holds rank 0's block, document 1: not
   // hidden by causality (its keys come first) but by the document boundary.
   const StepRecord& step = res[1].steps[1];
@@ -364,15 +370,15 @@ TEST_CASE("the docs option: lists and random lengths, and the rules of a packed 
 TEST_CASE("on --device cuda a run that needs a mask is refused up front, naming --device cpu", "[packed]") {
   LayerConfig c = small_layer();
   c.s = 48;
-  const Strategy ring = find_strategy("ring");
-  REQUIRE_NOTHROW(ring.validate(c, 4, Device::cuda));  // 48 splits into 8 zigzag chunks: no mask
+  const ParallelConfig ring = parse_parallel_config("ring");
+  REQUIRE_NOTHROW(resolve(ring, c, 4, Device::cuda));  // 48 splits into 8 zigzag chunks: no mask
   c.s = 45;
-  REQUIRE_NOTHROW(ring.validate(c, 4, Device::cpu));
-  REQUIRE_THROWS_WITH(ring.validate(c, 4, Device::cuda),
+  REQUIRE_NOTHROW(resolve(ring, c, 4, Device::cpu));
+  REQUIRE_THROWS_WITH(resolve(ring, c, 4, Device::cuda),
                       Catch::Contains("ring with P = 4 on --device cuda needs s = 45 padded to S = 48 for its shards") &&
                           Catch::Contains("(run with --device cpu)"));
   c.s = 48, c.docs = {40, 8};
-  REQUIRE_THROWS_WITH(ring.validate(c, 4, Device::cuda), Catch::Contains("needs packed documents"));
+  REQUIRE_THROWS_WITH(resolve(ring, c, 4, Device::cuda), Catch::Contains("needs packed documents"));
   c.docs.clear(), c.window = 16;
-  REQUIRE_THROWS_WITH(find_strategy("tp-sp").validate(c, 4, Device::cuda), Catch::Contains("needs a sliding window"));
+  REQUIRE_THROWS_WITH(resolve(parse_parallel_config("tp-sp"), c, 4, Device::cuda), Catch::Contains("needs a sliding window"));
 }

@@ -10,6 +10,7 @@
 #include "model/plan.h"
 #include "parallel/formulas.h"
 #include "parallel/groups.h"
+#include "parallel/run_plan.h"
 #include "trace/metrics.h"
 
 using namespace ringside;
@@ -65,14 +66,14 @@ TEST_CASE("the planner enumerates every configuration of 8 GPUs, listed independ
   REQUIRE(expected.size() == 144);  // (13 + 20 + 14 + 1) x 3
 
   std::multiset<std::string> listed;
-  for (const model::PlanCandidate& c : model::plan_candidates(small_layer(), 8, {Recompute::none, Recompute::selective, Recompute::full}))
+  for (const model::PlanCandidate& c : model::plan_candidates(small_layer(), Layout::automatic, 8, {Recompute::none, Recompute::selective, Recompute::full}))
     listed.insert(c.name());
   CHECK(listed == expected);
 
   // Without a causal mask every layout does the same work: one each.
   LayerConfig full = small_layer();
   full.causal = false;
-  CHECK(model::plan_candidates(full, 8, {Recompute::none}).size() == configurations.size());
+  CHECK(model::plan_candidates(full, Layout::automatic, 8, {Recompute::none}).size() == configurations.size());
 }
 
 TEST_CASE("the planner rejects the invalid with their rule and the oversized with the binding term", "[plan]") {
@@ -111,8 +112,9 @@ TEST_CASE("the planner rejects the invalid with their rule and the oversized wit
   CHECK(ring.status == model::PlanStatus::out_of_memory);
   CHECK(ring.reason.find("binding: saved activations") != std::string::npos);
   // ... exactly L x the formula, in bf16, with L x the weights and gradients beside it.
-  const double saved = 1000.0 * parallel_saved_bytes(ring.candidate.par, ring.candidate.layer(c), 8, 0, DType::f32) / 2;
-  const double weights = 1000.0 * 2 * 2 * double(parallel_param_count(ring.candidate.par, c, 8));
+  const RunPlan ring_plan = resolve(ring.candidate.par, c, 8);
+  const double saved = 1000.0 * parallel_saved_bytes(ring_plan, 0, DType::f32) / 2;
+  const double weights = 1000.0 * 2 * 2 * double(parallel_param_count(ring_plan));
   CHECK(ring.peak_bytes == Approx(saved + weights).epsilon(1e-12));
 
   // 7 GPUs split s = 1024 by padding it with masked tokens (T = 7 splits no head count here,
@@ -121,7 +123,7 @@ TEST_CASE("the planner rejects the invalid with their rule and the oversized wit
   const model::Plan seven = model::make_plan(c, o, {roomy}).front();
   const model::PlanRow& ring7 = row_named(seven, "ring zigzag none");
   CHECK(ring7.status != model::PlanStatus::invalid);
-  CHECK(sequence_packing(ring7.candidate.par.resolved(7), ring7.candidate.layer(c)).S == 1036);
+  CHECK(resolve(ring7.candidate.par, c, 7).packing->S == 1036);
   CHECK(ring7.reason.find("c = 148 ") != std::string::npos);  // the padded block, 1036 / 7
   // Only a sequence that cannot be padded leaves none: 2^31 - 1 tokens padded past BLAS's int.
   c.s = 2147483647;
@@ -172,7 +174,9 @@ TEST_CASE("planner facts: all_gather's exposed gather is K/V bytes over the link
   const model::Hardware gpu = ideal(1e15, B, B, 8);
   model::PlanOptions o;
   o.gpus = 8, o.modes = {Recompute::none};
-  model::PlanCandidate ag{ParallelConfig{1, 8, CpComm::all_gather}.resolved(8), Layout::zigzag, Recompute::none};
+  ParallelConfig all_gather{1, 8, CpComm::all_gather};
+  all_gather.layout = Layout::zigzag, all_gather.recompute = Recompute::none;
+  const model::PlanCandidate ag{all_gather.resolved(8)};
   const std::vector<trace::RankTrace> ranks = model::candidate_timeline(ag, c, 8, gpu, "bf16", "all-gather");
   trace::TraceData t;
   t.ranks = ranks;
@@ -193,17 +197,17 @@ TEST_CASE("planner facts: full recompute wins only when nothing else fits", "[pl
   o.gpus = 4, o.layers = 64;
   const model::Hardware roomy = ideal(1e14, 1e11, 1e10, 8);
   const model::Plan free_plan = model::make_plan(c, o, {roomy}).front();
-  CHECK(free_plan.rows.front().candidate.recompute == Recompute::none);
+  CHECK(free_plan.rows.front().candidate.par.recompute == Recompute::none);
   // Memory between what full recompute needs and what anything else needs.
   double need_full = 1e30, need_other = 1e30;
   for (const model::PlanRow& r : free_plan.rows)
     if (r.status == model::PlanStatus::ranked)
-      (r.candidate.recompute == Recompute::full ? need_full : need_other) =
-          std::min(r.candidate.recompute == Recompute::full ? need_full : need_other, r.peak_bytes);
+      (r.candidate.par.recompute == Recompute::full ? need_full : need_other) =
+          std::min(r.candidate.par.recompute == Recompute::full ? need_full : need_other, r.peak_bytes);
   REQUIRE(need_full < need_other);
   model::Hardware tight = roomy;
   tight.memory_bytes = (need_full + need_other) / 2;
   const model::Plan tight_plan = model::make_plan(c, o, {tight}).front();
-  CHECK(tight_plan.rows.front().candidate.recompute == Recompute::full);
+  CHECK(tight_plan.rows.front().candidate.par.recompute == Recompute::full);
   CHECK(tight_plan.verdict.find("because nothing with less recomputation fits") != std::string::npos);
 }

@@ -7,22 +7,29 @@
 #include <cstring>
 #include <map>
 
+#include "check/check.h"
 #include "layer/presets.h"
 #include "model/model.h"
 #include "parallel/formulas.h"
-#include "parallel/harness.h"
+#include "parallel/run_plan.h"
 #include "reference64.h"
+#include "run/runner.h"
 #include "trace/metrics.h"
 
 using namespace ringside;
 
 namespace {
 
-LayerConfig small_layer(Recompute rc) {
+LayerConfig small_layer() {
   LayerConfig c;
   c.b = 2, c.s = 32, c.h = 64, c.H = 8, c.Hkv = 4, c.f = 96, c.seed = 11;
-  c.recompute = rc;
   return c;
+}
+
+// The plan of `par` for c on P ranks, recomputing as `rc` says.
+RunPlan plan_of(ParallelConfig par, const LayerConfig& c, int P, Recompute rc) {
+  par.recompute = rc;
+  return resolve(par, c, P);
 }
 
 // The configurations of four ranks: each algorithm once, and the two hybrids.
@@ -53,24 +60,23 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("recomputation changes no bit of the results, and saves the bytes of each mode's formula", "[recompute]") {
-  const Reference ref = reference64(small_layer(Recompute::none));
+  const ReferenceRun ref = reference64(small_layer());
   for (const ParallelConfig& par : four_rank_configurations()) {
-    const Strategy st = make_strategy(par);
     MemoryTracker trackers[3];  // outlive the results they count
-    std::vector<RankResult> none;
+    std::vector<RunRecord> none;
     for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
-      const LayerConfig c = small_layer(rc);
-      INFO(st.name << " --recompute " << to_string(rc));
+      const RunPlan plan = plan_of(par, small_layer(), 4, rc);
+      INFO(par.name() << " --recompute " << to_string(rc));
       MemoryTracker& tracker = trackers[int(rc)];
-      const std::vector<RankResult> res = run_strategy_local(st, c, 4, DType::f32, tracker);
-      CHECK(worst_error(res[0], ref).first < 1e-5);
+      const std::vector<RunRecord> res = run_local_ranks(plan, DType::f32, tracker);
+      CHECK(worst_error(res[0], ref).first < kTolerance);
       for (int r = 0; r < 4; ++r) {
         INFO("rank " << r);
-        CHECK(res[r].peak_saved == st.saved_bytes(c, 4, r, DType::f32));
-        const CommBytes cb = st.comm_bytes(c, 4, r, DType::f32);
+        CHECK(res[r].peak_saved == parallel_saved_bytes(plan, r, DType::f32));
+        const CommBytes cb = parallel_comm_bytes(plan, r, DType::f32);
         CHECK(res[r].forward.bytes_sent == cb.forward);
         CHECK(res[r].backward.bytes_sent == cb.backward);
-        CHECK(res[r].attention_flops == parallel_attention_flops(par, c, 4, r));  // the forward's, not twice
+        CHECK(res[r].attention_flops == parallel_attention_flops(plan, r));  // the forward's, not twice
       }
       if (rc == Recompute::none) {
         none = res;
@@ -83,7 +89,7 @@ TEST_CASE("recomputation changes no bit of the results, and saves the bytes of e
       const auto grads_none = none[0].grads.named();
       for (size_t i = 0; i < grads.size(); ++i) CHECK(same_bits(*grads[i].second, *grads_none[i].second));
       // Under full, the backward sends the forward's bytes again; under selective, nothing more.
-      const CommBytes base = st.comm_bytes(small_layer(Recompute::none), 4, 0, DType::f32);
+      const CommBytes base = parallel_comm_bytes(plan_of(par, small_layer(), 4, Recompute::none), 0, DType::f32);
       CHECK(res[0].backward.bytes_sent == base.backward + (rc == Recompute::full ? base.forward : 0));
       CHECK(res[0].steps.size() == none[0].steps.size());  // the recomputed ring steps are not steps of their own
     }
@@ -92,39 +98,41 @@ TEST_CASE("recomputation changes no bit of the results, and saves the bytes of e
 
 TEST_CASE("what each mode saves, element by element, and full recompute's 2sbh (Korthikanti et al. 2022)", "[recompute]") {
   // The ring on P = 4: a rank holds n = s / 4 tokens whole.
-  LayerConfig c = small_layer(Recompute::none);
+  const LayerConfig c = small_layer();
   const int64_t n = c.b * c.s / 4, h = c.h, f = c.f, Hd = c.H * c.d(), Hkv_d = c.Hkv * c.d(), H = c.H;
-  const ParallelConfig ring{1, 4, CpComm::p2p};
+  ParallelConfig ring{1, 4, CpComm::p2p};
   const int64_t attention = n * (2 * Hd + 2 * Hkv_d + H);  // q, k, v, out, lse
-  CHECK(parallel_saved_bytes(ring, c, 4, 0, DType::f32) == 4 * (n * (4 * h + 4 + 2 * f) + attention));
-  c.recompute = Recompute::selective;  // x, x2, u and attention's
-  CHECK(parallel_saved_bytes(ring, c, 4, 0, DType::f32) == 4 * (n * (2 * h + f) + attention));
-  c.recompute = Recompute::full;  // x alone
-  CHECK(parallel_saved_bytes(ring, c, 4, 0, DType::f32) == 4 * n * h);
+  CHECK(parallel_saved_bytes(resolve(ring, c, 4), 0, DType::f32) == 4 * (n * (4 * h + 4 + 2 * f) + attention));
+  ring.recompute = Recompute::selective;  // x, x2, u and attention's
+  CHECK(parallel_saved_bytes(resolve(ring, c, 4), 0, DType::f32) == 4 * (n * (2 * h + f) + attention));
+  ring.recompute = Recompute::full;  // x alone
+  CHECK(parallel_saved_bytes(resolve(ring, c, 4), 0, DType::f32) == 4 * n * h);
 
   // GPT-3 175B, s 2048, b 1, TP+SP over t = 8: full recomputation keeps 2 s b h / t bytes per
   // layer in 16-bit (Korthikanti et al. 2022, section 5), 6,291,456; this project counts fp32
   // and fp64 elements, two and four times that.
   LayerConfig gpt3;
   apply_preset(find_preset("gpt3-175b"), gpt3);
-  gpt3.s = 2048, gpt3.recompute = Recompute::full;
-  const ParallelConfig tp8{8, 1, CpComm::none};
+  gpt3.s = 2048;
+  ParallelConfig tp8{8, 1, CpComm::none};
+  tp8.recompute = Recompute::full;
+  const RunPlan tp8_plan = resolve(tp8, gpt3, 8);
   for (int r = 0; r < 8; ++r) {
-    CHECK(parallel_saved_bytes(tp8, gpt3, 8, r, DType::f32) == 2 * 6291456);
-    CHECK(parallel_saved_bytes(tp8, gpt3, 8, r, DType::f64) == 4 * 6291456);
+    CHECK(parallel_saved_bytes(tp8_plan, r, DType::f32) == 2 * 6291456);
+    CHECK(parallel_saved_bytes(tp8_plan, r, DType::f64) == 4 * 6291456);
   }
 }
 
 TEST_CASE("the extra FLOPs of recomputation are on the trace, so the model charges for them", "[recompute][model]") {
-  const Strategy ring = find_strategy("ring");
+  const ParallelConfig ring = parse_parallel_config("ring");
   std::map<Recompute, std::map<std::string, Work>> work, cheap;
   std::map<Recompute, int64_t> layer_ns;
   model::Hardware gpu = model::load_hardware("h100-nvlink");
   for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
-    LayerConfig c = small_layer(rc);
+    LayerConfig c = small_layer();
     c.s = 4096, c.h = 1024, c.H = 8, c.Hkv = 8, c.f = 4096;
     MemoryTracker tracker;
-    const trace::TraceData schedule = model::dry_run(ring, c, 4, tracker);
+    const trace::TraceData schedule = model::dry_run(plan_of(ring, c, 4, rc), tracker);
     work[rc] = work_by_phase(schedule);
     cheap[rc] = work_by_phase(schedule, {"layernorm_forward", "gelu_forward"});
     const trace::TraceData modeled = model::model_trace(schedule, gpu);

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <map>
 
+#include "check/check.h"
 #include "comm/tensor_comm.h"
-#include "parallel/harness.h"
 #include "reference64.h"
 #include "parallel/formulas.h"
 #include "parallel/groups.h"
+#include "parallel/run_plan.h"
+#include "run/runner.h"
 
 using namespace ringside;
 
@@ -20,6 +22,13 @@ LayerConfig base() {
   LayerConfig c;
   c.b = 2, c.s = 24, c.h = 48, c.H = 12, c.f = 96, c.seed = 99;
   return c;
+}
+
+// The plan of the configuration `name` for c on P ranks, in `layout`.
+RunPlan plan_of(const std::string& name, const LayerConfig& c, int P, Layout layout = Layout::automatic) {
+  ParallelConfig par = parse_parallel_config(name);
+  par.layout = layout;
+  return resolve(par, c, P);
 }
 
 }  // namespace
@@ -32,26 +41,26 @@ TEST_CASE("tp-sp and ulysses match the fp64 reference over P, causal, rope, drop
         for (double p : {0.0, 0.1}) {
           LayerConfig c = base();
           c.Hkv = Hkv, c.causal = causal, c.rope = rope, c.dropout = p;
-          const Reference ref = reference64(c);
+          const ReferenceRun ref = reference64(c);
           for (const char* name : {"tp-sp", "ulysses"})
             for (int P : {1, 2, 3, 4}) {
-              const Strategy& st = find_strategy(name);
+              RunPlan plan;
               bool valid = true;
               try {
-                st.validate(c, P);
+                plan = plan_of(name, c, P);
               } catch (const ConfigError&) {
                 valid = false;
               }
               if (!valid) continue;
               INFO(name << " P=" << P << " Hkv=" << Hkv << " causal=" << causal << " rope=" << rope << " p=" << p);
               MemoryTracker tracker;
-              const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
+              const auto res = run_local_ranks(plan, DType::f32, tracker);
               const auto [err, which] = worst_error(res[0], ref);
               INFO("worst " << which << " " << err);
-              CHECK(err < 1e-5);
+              CHECK(err < kTolerance);
               // In fp64 the strategy must agree with the reference to rounding.
               MemoryTracker t64;
-              const auto res64 = run_strategy_local(st, c, P, DType::f64, t64);
+              const auto res64 = run_local_ranks(plan, DType::f64, t64);
               const auto [err64, which64] = worst_error(res64[0], ref);
               INFO("fp64: worst " << which64 << " " << err64);
               CHECK(err64 < 1e-12);
@@ -69,18 +78,18 @@ TEST_CASE("measured saved activations and bytes sent equal the analytic formulas
       for (int64_t Hkv : {12, 1}) {
         LayerConfig c = base();
         c.Hkv = Hkv;
-        const Strategy& st = find_strategy(name);
+        RunPlan plan;
         try {
-          st.validate(c, P);
+          plan = plan_of(name, c, P);
         } catch (const ConfigError&) {
           continue;
         }
         MemoryTracker tracker;
-        const auto res = run_strategy_local(st, c, P, DType::f32, tracker);
+        const auto res = run_local_ranks(plan, DType::f32, tracker);
         for (int r = 0; r < P; ++r) {
           INFO(name << " P=" << P << " Hkv=" << Hkv << " rank " << r);
-          REQUIRE(res[r].peak_saved == st.saved_bytes(c, P, r, DType::f32));
-          const CommBytes expect = st.comm_bytes(c, P, r, DType::f32);
+          REQUIRE(res[r].peak_saved == parallel_saved_bytes(plan, r, DType::f32));
+          const CommBytes expect = parallel_comm_bytes(plan, r, DType::f32);
           REQUIRE(res[r].forward.bytes_sent == expect.forward);
           REQUIRE(res[r].backward.bytes_sent == expect.backward);
         }
@@ -93,7 +102,7 @@ TEST_CASE("tp-sp saves 1/P of the reference's activations and moves what plain T
   c.Hkv = 12;
   for (int P : {2, 3, 4}) {
     MemoryTracker tracker;
-    const auto res = run_strategy_local(find_strategy("tp-sp"), c, P, DType::f32, tracker);
+    const auto res = run_local_ranks(plan_of("tp-sp", c, P), DType::f32, tracker);
     REQUIRE(res[0].peak_saved * P == saved_activation_bytes(c, DType::f32));
     // Plain TP: 2 all-reduces of N h per forward, 2 (P-1)/P N h elements each (ring).
     const int64_t allreduce = ring_all_reduce_bytes(c.tokens() * c.h, P, 0, DType::f32);
@@ -108,7 +117,7 @@ TEST_CASE("ulysses forward volume is (2 + 2 Hkv/H) N h (P-1)/P^2 per rank", "[st
     c.Hkv = Hkv;
     const int P = 2;
     MemoryTracker tracker;
-    const auto res = run_strategy_local(find_strategy("ulysses"), c, P, DType::f32, tracker);
+    const auto res = run_local_ranks(plan_of("ulysses", c, P), DType::f32, tracker);
     const double expect = (2.0 + 2.0 * double(Hkv) / double(c.H)) * double(c.tokens() * c.h) * (P - 1) / (P * P) * 4;
     REQUIRE(double(res[1].forward.bytes_sent) == expect);
   }
@@ -125,7 +134,7 @@ TEST_CASE("every strategy reports its attention FLOPs: over the ranks, the layer
     for (const char* name : {"tp-sp", "ring", "ulysses"}) {
       INFO(name << (causal ? " causal" : " full"));
       MemoryTracker tracker;
-      const auto res = run_strategy_local(find_strategy(name), c, 2, DType::f32, tracker);
+      const auto res = run_local_ranks(plan_of(name, c, 2), DType::f32, tracker);
       REQUIRE(res[0].attention_flops + res[1].attention_flops == Approx(layer).epsilon(1e-12));
       if (std::string(name) != "ring" || !causal) REQUIRE(res[0].attention_flops == res[1].attention_flops);
     }
@@ -135,7 +144,7 @@ TEST_CASE("every strategy reports its attention FLOPs: over the ranks, the layer
 TEST_CASE("after backward the LayerNorm gradients are identical on every tp-sp rank", "[strategies]") {
   const LayerConfig c = base();
   MemoryTracker tracker;
-  const auto res = run_strategy_local(find_strategy("tp-sp"), c, 4, DType::f32, tracker);
+  const auto res = run_local_ranks(plan_of("tp-sp", c, 4), DType::f32, tracker);
   for (int r = 1; r < 4; ++r)
     for (const char* n : {"ln1.gamma", "ln1.beta", "ln2.gamma", "ln2.beta", "o.bias", "fc2.bias"}) {
       INFO("rank " << r << " " << n);
@@ -153,7 +162,7 @@ TEST_CASE("invalid configs fail with the same message on every rank before any c
   LayerConfig c = base();
   auto message = [&](const char* name, int P) {
     try {
-      find_strategy(name).validate(c, P);
+      resolve(parse_parallel_config(name), c, P);
     } catch (const ConfigError& e) {
       return std::string(e.what());
     }
@@ -164,9 +173,7 @@ TEST_CASE("invalid configs fail with the same message on every rank before any c
   REQUIRE_THAT(message("ulysses", 5), Catch::Contains("heads H = 12 must be divisible by U = 5"));
   // No length is refused for not dividing: the sequence is padded with masked tokens to the
   // multiple the strategy's shards need (T x C, and 2R or 2C for zigzag's two chunks a rank).
-  auto padded = [&](const char* name, int P) {
-    return sequence_packing(parse_parallel_config(name).resolved(P), c).S;
-  };
+  auto padded = [&](const char* name, int P) { return plan_of(name, c, P).packing->S; };
   c.s = 25;
   REQUIRE(message("ulysses", 2).empty());
   REQUIRE(padded("ulysses", 2) == 26);
@@ -197,7 +204,7 @@ TEST_CASE("invalid configs fail with the same message on every rank before any c
   std::vector<std::string> seen(4);
   run_local(4, [&](Communicator& comm) {
     try {
-      find_strategy("tp-sp").run(c, comm, *make_cpu_backend(), tracker, DType::f32);
+      run_rank(resolve(parse_parallel_config("tp-sp"), c, comm.size()), comm, *make_cpu_backend(), tracker, DType::f32);
     } catch (const ConfigError& e) {
       seen[comm.rank()] = e.what();
     }
@@ -210,7 +217,7 @@ TEST_CASE("invalid configs fail with the same message on every rank before any c
 TEST_CASE("a rank that fails mid-run takes the strategy down with its message", "[strategies]") {
   setenv("RINGSIDE_INJECT_FAILURE", "2:backward", 1);
   MemoryTracker tracker;
-  REQUIRE_THROWS_WITH(run_strategy_local(find_strategy("tp-sp"), base(), 4, DType::f32, tracker),
+  REQUIRE_THROWS_WITH(run_local_ranks(plan_of("tp-sp", base(), 4), DType::f32, tracker),
                       Catch::Contains("rank 2 failed: injected failure at the start of the backward"));
   unsetenv("RINGSIDE_INJECT_FAILURE");
 }
@@ -227,24 +234,24 @@ TEST_CASE("ring matches the fp64 reference over P, layout, causal, rope, Hkv, dr
             LayerConfig c;
             c.b = b, c.s = 48, c.h = 32, c.H = 4, c.Hkv = Hkv, c.f = 64, c.seed = 11;
             c.causal = causal, c.rope = rope, c.dropout = p;
-            const Reference ref = reference64(c);
+            const ReferenceRun ref = reference64(c);
             for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped})
               for (int P : {1, 2, 3, 4, 8}) {
-                c.layout = l;
                 if (l == Layout::zigzag && c.s % (2 * P) != 0) continue;  // 48 % 16 == 0: all run
                 INFO("ring P=" << P << " " << to_string(l) << " b=" << b << " Hkv=" << Hkv << " causal=" << causal
                                << " rope=" << rope << " p=" << p);
+                const RunPlan plan = plan_of("ring", c, P, l);
                 MemoryTracker tracker;
-                const auto res = run_strategy_local(find_strategy("ring"), c, P, DType::f32, tracker);
+                const auto res = run_local_ranks(plan, DType::f32, tracker);
                 const auto [err, which] = worst_error(res[0], ref);
                 INFO("worst " << which << " " << err);
-                CHECK(err < 1e-5);
+                CHECK(err < kTolerance);
                 for (int r = 0; r < P; ++r) {
-                  CHECK(res[r].peak_saved == ring_saved_bytes(c, P, r, DType::f32));
-                  const CommBytes cb = ring_comm_bytes(c, P, r, DType::f32);
+                  CHECK(res[r].peak_saved == parallel_saved_bytes(plan, r, DType::f32));
+                  const CommBytes cb = parallel_comm_bytes(plan, r, DType::f32);
                   CHECK(res[r].forward.bytes_sent == cb.forward);
                   CHECK(res[r].backward.bytes_sent == cb.backward);
-                  CHECK(res[r].attention_flops == ring_attention_flops(c, P, r));
+                  CHECK(res[r].attention_flops == parallel_attention_flops(plan, r));
                 }
                 ++runs;
               }
@@ -255,11 +262,10 @@ TEST_CASE("ring matches the fp64 reference over P, layout, causal, rope, Hkv, dr
 TEST_CASE("ring in fp64 agrees with the reference to rounding", "[strategies][ring]") {
   LayerConfig c;
   c.b = 2, c.s = 32, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 64, c.seed = 3;
-  const Reference ref = reference64(c);
+  const ReferenceRun ref = reference64(c);
   for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
-    c.layout = l;
     MemoryTracker tracker;
-    const auto res = run_strategy_local(find_strategy("ring"), c, 4, DType::f64, tracker);
+    const auto res = run_local_ranks(plan_of("ring", c, 4, l), DType::f64, tracker);
     INFO(to_string(l));
     CHECK(worst_error(res[0], ref).first < 1e-12);
   }
@@ -270,10 +276,10 @@ TEST_CASE("causal work per rank: zigzag and striped balanced, contiguous 2P-1 ti
     LayerConfig c;
     c.s = 2 * P * 64, c.h = 64, c.H = 1, c.Hkv = 1;  // FLOPs scale with H: one head suffices
     auto ratio = [&](Layout l) {
-      c.layout = l;
+      const RunPlan plan = plan_of("ring", c, P, l);
       double lo = 1e300, hi = 0;
       for (int r = 0; r < P; ++r) {
-        const double f = ring_attention_flops(c, P, r);
+        const double f = parallel_attention_flops(plan, r);
         lo = std::min(lo, f), hi = std::max(hi, f);
       }
       return std::pair{hi / lo, lo};
@@ -284,24 +290,24 @@ TEST_CASE("causal work per rank: zigzag and striped balanced, contiguous 2P-1 ti
     // Contiguous: rank 0 sees only its own diagonal block, n(n+1)/2 pairs; rank P-1 sees
     // P-1 full blocks and the diagonal: (P-1) n^2 + n(n+1)/2. With n = s/P = 128 that is
     // 1 + 2(P-1) n/(n+1), i.e. 2P-1 to within 1%.
-    c.layout = Layout::contiguous;
+    const RunPlan contiguous = plan_of("ring", c, P, Layout::contiguous);
     const double n = double(c.s / P);
-    const double first = ring_attention_flops(c, P, 0), last = ring_attention_flops(c, P, P - 1);
+    const double first = parallel_attention_flops(contiguous, 0), last = parallel_attention_flops(contiguous, P - 1);
     CHECK(first == 4.0 * c.d() * n * (n + 1) / 2);
     CHECK(last / first == Approx(1 + 2.0 * (P - 1) * n / (n + 1)).epsilon(1e-12));
     CHECK(last / first == Approx(2.0 * P - 1).epsilon(0.01));
     // The total is the same whatever the layout: s(s+1)/2 pairs.
     double total = 0;
-    for (int r = 0; r < P; ++r) total += ring_attention_flops(c, P, r);
+    for (int r = 0; r < P; ++r) total += parallel_attention_flops(contiguous, r);
     CHECK(total == 4.0 * c.d() * double(c.s) * double(c.s + 1) / 2);
   }
 }
 
 TEST_CASE("the measured per-rank FLOPs follow the layout, and wholly masked steps are skipped", "[strategies][ring]") {
   LayerConfig c;
-  c.s = 64, c.h = 32, c.H = 4, c.Hkv = 4, c.f = 64, c.layout = Layout::contiguous;
+  c.s = 64, c.h = 32, c.H = 4, c.Hkv = 4, c.f = 64;
   MemoryTracker tracker;
-  const auto res = run_strategy_local(find_strategy("ring"), c, 4, DType::f32, tracker);
+  const auto res = run_local_ranks(plan_of("ring", c, 4, Layout::contiguous), DType::f32, tracker);
   // Contiguous causal: rank r computes at forward steps 0..r only (blocks of ranks r, r-1, ..., 0).
   for (int r = 0; r < 4; ++r) {
     int computed = 0;
@@ -327,33 +333,34 @@ TEST_CASE("ring: the O(1) runs of each layout equal those found by scanning its 
 
 TEST_CASE("ring: every length fits every layout by padding, and only a padded length past the limits is refused", "[strategies][ring]") {
   LayerConfig c = base();
+  ParallelConfig ring = parse_parallel_config("ring");
   c.s = 24;
-  c.layout = Layout::zigzag;
-  REQUIRE_NOTHROW(validate_ring(c, 8));  // padded to 32: two chunks of 2 on each of 8 ranks
-  c.layout = Layout::contiguous;
+  ring.layout = Layout::zigzag;
+  REQUIRE_NOTHROW(resolve(ring, c, 8));  // padded to 32: two chunks of 2 on each of 8 ranks
+  ring.layout = Layout::contiguous;
   c.s = 25;
-  REQUIRE_NOTHROW(validate_ring(c, 2));  // padded to 26
+  REQUIRE_NOTHROW(resolve(ring, c, 2));  // padded to 26
   c.s = 2147483647, c.b = 1;
-  REQUIRE_THROWS_WITH(validate_ring(c, 2), Catch::Contains("padded from s = 2147483647 to S = 2147483648"));
+  REQUIRE_THROWS_WITH(resolve(ring, c, 2), Catch::Contains("padded from s = 2147483647 to S = 2147483648"));
   c.s = 25, c.b = 2;
   // Automatic: zigzag when causal, contiguous otherwise.
-  c.layout = Layout::automatic;
-  REQUIRE(c.cp_layout() == Layout::zigzag);
+  ring.layout = Layout::automatic;
+  REQUIRE(ring.requested_layout(c.causal) == Layout::zigzag);
   c.causal = false;
-  REQUIRE(c.cp_layout() == Layout::contiguous);
+  REQUIRE(ring.requested_layout(c.causal) == Layout::contiguous);
 }
 
 TEST_CASE("a query whose keys all sit on later ranks gets no NaN, forward or backward", "[strategies][ring]") {
   // Striped with P = 4: rank 0's first query (position 0) sees only key 0; with P = 8 and
   // s = 16 the first query of every rank r > 0 sees no key of the blocks of ranks > r at all.
   LayerConfig c;
-  c.s = 16, c.h = 32, c.H = 4, c.Hkv = 1, c.f = 64, c.layout = Layout::striped;
-  const Reference ref = reference64(c);
+  c.s = 16, c.h = 32, c.H = 4, c.Hkv = 1, c.f = 64;
+  const ReferenceRun ref = reference64(c);
   MemoryTracker tracker;
-  const auto res = run_strategy_local(find_strategy("ring"), c, 8, DType::f32, tracker);
+  const auto res = run_local_ranks(plan_of("ring", c, 8, Layout::striped), DType::f32, tracker);
   for (const Tensor* t : {&res[0].out, &res[0].dx})
     for (int64_t i = 0; i < t->numel(); ++i) REQUIRE_FALSE(std::isnan(t->data<float>()[i]));
-  CHECK(worst_error(res[0], ref).first < 1e-5);
+  CHECK(worst_error(res[0], ref).first < kTolerance);
 }
 
 TEST_CASE("a rank that times out while a slow transfer is in flight fails cleanly, and the run ends", "[strategies][comm]") {
@@ -367,7 +374,7 @@ TEST_CASE("a rank that times out while a slow transfer is in flight fails cleanl
   o.timeout_s = 0.2;
   for (const char* name : {"ring", "ulysses", "tp-sp"}) {
     MemoryTracker tracker;
-    CHECK_THROWS_WITH(run_strategy_local(find_strategy(name), c, 2, DType::f32, tracker, o),
+    CHECK_THROWS_WITH(run_local_ranks(plan_of(name, c, 2), DType::f32, tracker, o),
                       Catch::Contains("did not complete within 0.2 s"));
   }
 }

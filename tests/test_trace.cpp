@@ -13,7 +13,8 @@
 #include "catapult_reading.h"
 #include "core/output.h"
 #include "model/model.h"
-#include "parallel/harness.h"
+#include "parallel/run_plan.h"
+#include "run/runner.h"
 #include "trace/metrics.h"
 #include "trace/trace_file.h"
 
@@ -28,16 +29,23 @@ LayerConfig small() {
   return c;
 }
 
-// A traced run of `name` on P local ranks; the results and the timeline.
+// The plan of the configuration `name` for c on P ranks, in `layout`.
+RunPlan plan_of(const std::string& name, const LayerConfig& c, int P, Layout layout = Layout::automatic) {
+  ParallelConfig par = parse_parallel_config(name);
+  par.layout = layout;
+  return resolve(par, c, P);
+}
+
+// A traced run of `name` on P local ranks (in `layout`); the results and the timeline.
 struct TracedRun {
   std::unique_ptr<MemoryTracker> tracker = std::make_unique<MemoryTracker>();
-  std::vector<RankResult> results;
+  std::vector<RunRecord> results;
   TraceData trace;
 };
-TracedRun traced(const std::string& name, const LayerConfig& c, int P) {
+TracedRun traced(const std::string& name, const LayerConfig& c, int P, Layout layout = Layout::automatic) {
   TracedRun t;
   const TraceSink sink{Clock{Clock::steady_now_ns()}, &t.trace.ranks};
-  t.results = run_strategy_local(find_strategy(name), c, P, DType::f32, *t.tracker, {}, &sink);
+  t.results = run_local_ranks(plan_of(name, c, P, layout), DType::f32, *t.tracker, {}, &sink);
   return t;
 }
 
@@ -342,10 +350,9 @@ TEST_CASE("a traced run's file follows the Chrome trace format", "[trace]") {
 
 TEST_CASE("a ring run's trace holds P-1 ring steps of K/V per rank per pass, with the right peers and bytes", "[trace]") {
   for (Layout layout : {Layout::contiguous, Layout::zigzag}) {
-    LayerConfig c = small();
-    c.layout = layout;
+    const LayerConfig c = small();
     const int P = 4;
-    TracedRun run = traced("ring", c, P);
+    TracedRun run = traced("ring", c, P, layout);
     const int64_t kv = c.b * (c.s / P) * c.Hkv * c.d() * 4;
     REQUIRE(run.trace.ranks.size() == size_t(P));
     for (const RankTrace& t : run.trace.ranks) {
@@ -389,7 +396,7 @@ TEST_CASE("the trace's memory peak equals the MemoryTracker's and its sends the 
     REQUIRE(m[0].ranks.size() == size_t(P));
     for (int r = 0; r < P; ++r) {
       INFO(name << " rank " << r);
-      const RankResult& res = run.results[r];
+      const RunRecord& res = run.results[r];
       CHECK(res.peak_bytes > 0);
       CHECK(m[0].ranks[r].peak_memory_bytes == res.peak_bytes);
       CHECK(m[0].ranks[r].bytes_sent == res.forward.bytes_sent + res.backward.bytes_sent);
@@ -429,7 +436,7 @@ TEST_CASE("every strategy marks its sublayers in order, and every op inside a ph
 
 TEST_CASE("tracing leaves the results bit for bit unchanged", "[trace]") {
   MemoryTracker tracker;
-  const auto plain = run_strategy_local(find_strategy("ring"), small(), 2, DType::f32, tracker);
+  const auto plain = run_local_ranks(plan_of("ring", small(), 2), DType::f32, tracker);
   TracedRun run = traced("ring", small(), 2);
   CHECK(relative_error(plain[0].out, run.results[0].out) == 0);
   CHECK(relative_error(plain[0].dx, run.results[0].dx) == 0);
@@ -482,7 +489,7 @@ TEST_CASE("the reader survives every truncation and random corruption of a real 
   // The ring's schedule replayed on a modeled GPU: a real trace whose every byte is the same on
   // every run, so that the corruptions below are too (a measured trace's times change them).
   MemoryTracker tracker;
-  const TraceData schedule = model::dry_run(find_strategy("ring"), small(), 2, tracker);
+  const TraceData schedule = model::dry_run(plan_of("ring", small(), 2), tracker);
   const std::string text = to_chrome_json(model::model_trace(schedule, model::load_hardware("a100-nvlink"))).dump();
   REQUIRE(parse_trace(text).ranks.size() == 2);
   // Every cut is an error (a prefix of a JSON object is never a JSON object), never a crash.
@@ -602,7 +609,7 @@ TEST_CASE("a live sink sees the ranks' traces grow while they run", "[trace]") {
     seen.push_back(n);
   };
   MemoryTracker tracker;
-  run_strategy_local(find_strategy("ring"), c, 2, DType::f32, tracker, slow, &sink);
+  run_local_ranks(plan_of("ring", c, 2), DType::f32, tracker, slow, &sink);
   size_t total = 0;
   for (const RankTrace& r : final_ranks) total += r.events.size();
   REQUIRE(seen.size() >= 2);

@@ -8,9 +8,11 @@
 #include <fstream>
 #include <set>
 
+#include "kernels/cpu/attention.h"
 #include "model/model.h"
-#include "parallel/strategy.h"
-#include "parallel/harness.h"
+#include "parallel/formulas.h"
+#include "parallel/run_plan.h"
+#include "run/runner.h"
 #include "stb_image.h"
 #include "viz/view_model.h"
 
@@ -28,16 +30,24 @@ Event ev(const char* name, const char* cat, int64_t ts, int64_t dur, Stream stre
 }
 
 // A traced ring run on P local ranks, as a trace file would hold it.
-trace::TraceData ring_trace(int P, Layout layout, bool causal = true) {
-  LayerConfig c;
-  c.b = 1, c.s = 64, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 32, c.layout = layout, c.causal = causal;
+// The plan run on local ranks, traced, as the viewer reads its file; `records`, every rank's.
+trace::TraceData traced(const RunPlan& plan, std::vector<RunRecord>* records = nullptr) {
   trace::TraceData t;
   MemoryTracker tracker;
   const TraceSink sink{trace::Clock{trace::Clock::steady_now_ns()}, &t.ranks};
-  run_strategy_local(find_strategy("ring"), c, P, DType::f32, tracker, {}, &sink);
-  t.other["config"] = c.to_json();
-  t.other["layout"] = to_string(c.cp_layout());
-  return trace::parse_trace(trace::to_chrome_json(t).dump());  // as the viewer reads it
+  std::vector<RunRecord> all = run_local_ranks(plan, DType::f32, tracker, {}, &sink);
+  if (records) *records = std::move(all);
+  t.other["config"] = plan.config_json();
+  t.other["layout"] = to_string(plan.requested_layout());
+  return trace::parse_trace(trace::to_chrome_json(t).dump());
+}
+
+trace::TraceData ring_trace(int P, Layout layout, bool causal = true) {
+  LayerConfig c;
+  c.b = 1, c.s = 64, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 32, c.causal = causal;
+  ParallelConfig ring = parse_parallel_config("ring");
+  ring.layout = layout;
+  return traced(resolve(ring, c, P));
 }
 
 }  // namespace
@@ -176,9 +186,10 @@ TEST_CASE("the attention tile map gives each tile its rank and ring step, masked
       for (int k = 0; k < m->blocks; ++k) {
         const Tile& tile = m->at(q, k);
         auto owner = [&](int c) { return layout == Layout::zigzag ? (c < P ? c : 2 * P - 1 - c) : c; };
-        CHECK(tile.rank == owner(q));
-        CHECK(tile.step == (owner(q) - owner(k) + P) % P);
         CHECK(tile.masked == (layout != Layout::striped && k > q));
+        // A masked tile ran nowhere (the map draws what ran): no rank, no step.
+        CHECK(tile.rank == (tile.masked ? -1 : owner(q)));
+        CHECK(tile.step == (tile.masked ? 0 : (owner(q) - owner(k) + P) % P));
         computed += !tile.masked;
       }
     // Against the trace: every rank computed exactly the (non-masked) tiles of its query blocks,
@@ -201,6 +212,70 @@ TEST_CASE("the attention tile map gives each tile its rank and ring step, masked
   trace::TraceData plain;
   CHECK(!tile_map(plain, "ring"));  // no config: no map
   CHECK(!tile_map(ring_trace(2, Layout::contiguous), "tp-sp"));
+}
+
+TEST_CASE("the tile map of a zigzag-per-doc run with documents and a window draws the pairs the ring computed", "[viewer]") {
+  // Issue 38: the map is what ran (each ring step's recorded pairs), not a copy of the layout
+  // rule, so it draws packed documents and windows too. Checked here against the layout and
+  // the mask independently: every chunk of every rank is a block; a tile is computed, by the
+  // rank holding its query chunk at step (owner(q) - owner(k)) mod P, exactly when the mask
+  // leaves some of its pairs (the kernels' count of visible pairs), and partly masked exactly
+  // when it leaves fewer than all.
+  for (Layout layout : {Layout::zigzag_per_doc, Layout::greedy, Layout::zigzag}) {
+    INFO(to_string(layout));
+    LayerConfig c;
+    c.b = 1, c.s = 120, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 32;
+    c.docs = {50, 7, 40, 23}, c.window = 20;
+    const int P = 4;
+    ParallelConfig ring = parse_parallel_config("ring");
+    ring.layout = layout;
+    const RunPlan plan = resolve(ring, c, P);
+    std::vector<RunRecord> res;
+    const trace::TraceData t = traced(plan, &res);
+    const auto m = tile_map(t, "ring");
+    REQUIRE(m);
+    CHECK(m->layout == to_string(layout));
+    // The chunks, by first slot, with their owner: from the layout.
+    std::map<int64_t, std::pair<Run, int>> chunks;
+    for (int r = 0; r < P; ++r)
+      for (const Run& run : plan.ring->runs(r))
+        for (const Run& ch : plan.ring->chunks_of(run)) chunks.emplace(ch.first, std::pair{ch, r});
+    // A chunk whose queries see nothing (padding alone) is no row: the map holds the rest.
+    std::vector<std::pair<Run, int>> rows;
+    AttentionParams base;
+    base.b = c.b, base.H = c.H, base.Hkv = c.Hkv, base.d = c.d(), base.causal = c.causal, base.mask = plan.packing->mask();
+    auto visible = [&](const Run& q, const Run& k) {
+      AttentionParams p = base;
+      p.sq = q.len, p.q_offset = q.first, p.q_stride = q.stride, p.sk = k.len, p.k_offset = k.first, p.k_stride = k.stride;
+      return kernels::cpu::attention_forward_flops(p) / (4.0 * double(c.H * c.d()));
+    };
+    for (const auto& [first, chunk] : chunks) {
+      bool sees = false;
+      for (const auto& [kf, key] : chunks) sees |= visible(chunk.first, key.first) > 0;
+      if (sees) rows.push_back(chunk);
+    }
+    REQUIRE(m->blocks == int(rows.size()));
+    int computed = 0;
+    for (int q = 0; q < m->blocks; ++q)
+      for (int k = 0; k < m->blocks; ++k) {
+        const Tile& tile = m->at(q, k);
+        const auto& [qc, q_owner] = rows[size_t(q)];
+        const auto& [kc, k_owner] = rows[size_t(k)];
+        const double pairs = visible(qc, kc);
+        INFO("tile " << q << ", " << k);
+        CHECK(tile.masked == (pairs == 0));
+        if (tile.masked) continue;
+        ++computed;
+        CHECK(tile.rank == q_owner);
+        CHECK(tile.step == (q_owner - k_owner + P) % P);
+        CHECK(tile.diagonal == (pairs < double(qc.len * kc.len)));
+      }
+    CHECK(computed > m->blocks);  // documents longer than a chunk: tiles off the diagonal too
+    double flops = 0;
+    for (const RunRecord& r : res) flops += r.attention_flops;
+    CHECK(flops == parallel_attention_flops(plan, 0) + parallel_attention_flops(plan, 1) +
+                       parallel_attention_flops(plan, 2) + parallel_attention_flops(plan, 3));
+  }
 }
 
 TEST_CASE("hit testing finds the event under the mouse, the deepest in its row", "[viewer]") {

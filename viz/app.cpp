@@ -50,14 +50,15 @@ Loaded load(const std::string& path) {
     const auto it = obj.find(k);
     return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
   };
-  const std::string device = text(o, "device");
+  l.info = trace::run_info(o);
+  const std::string& device = l.info.device;
   for (const trace::StrategyMetrics& m : l.metrics) {
     l.tag[m.strategy] = group_tag(o, m.strategy), l.comm[m.strategy] = comm_summary(m);
     if (l.tag[m.strategy] == "MEASURED" && !device.empty()) l.tag[m.strategy] += device == "cpu" ? " on CPU" : " on " + device;
     // Its bytes' element type: a twin's own, a modeled trace's, else the run's.
-    std::string dt = text(o, "dtype");
-    if (model::is_modeled_twin(o, m.strategy)) dt = text(o["modeled_groups"][m.strategy], "dtype");
-    else if (!text(o, "model_dtype").empty()) dt = text(o, "model_dtype");
+    std::string dt = l.info.dtype;
+    if (const trace::GroupInfo* twin = l.info.group(m.strategy)) dt = twin->dtype;
+    else if (!l.info.model_dtype.empty()) dt = l.info.model_dtype;
     l.dtype[m.strategy] = dt == "float32" ? "fp32" : dt == "float64" ? "fp64" : dt == "bfloat16" ? "bf16" : dt;
     for (const trace::RankMetrics& r : m.ranks) {
       l.sent[m.strategy] = std::max(l.sent[m.strategy], r.bytes_sent);

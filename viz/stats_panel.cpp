@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 
 #include "viz/app.h"
 
@@ -89,6 +90,39 @@ bool App::selection_cached() const {
          cached_for_->second == generation_;
 }
 
+// Many GPUs: the least, the median and the greatest of each column, with whose; the outliers
+// of each column become notes below the table.
+static void spread_rows(const trace::StrategyMetrics& s, const std::function<void(const std::string&)>& lead, int64_t top_peak,
+                 std::vector<std::string>& notes) {
+  std::vector<int> ranks;
+  for (const auto& r : s.ranks) ranks.push_back(r.rank);
+  std::vector<Spread> spreads;
+  for (const Column& c : kColumns) {
+    std::vector<double> v;
+    for (const auto& r : s.ranks) v.push_back(c.of(r));
+    spreads.push_back(spread(v, ranks));
+    const std::vector<int> out = outlier_ranks(v, ranks);
+    if (!out.empty() && c.name != std::string("overlap")) {
+      std::string line = s.strategy + ": " + c.name + " outliers (median " + c.print(spreads.back().median) + "): GPU";
+      for (size_t i = 0; i < out.size() && i < 12; ++i) line += (i ? ", " : " ") + std::to_string(out[i]);
+      if (out.size() > 12) line += " and " + std::to_string(out.size() - 12) + " more";
+      notes.push_back(line);
+    }
+  }
+  for (int row = 0; row < 3; ++row) {
+    lead(row == 0 ? "min" : row == 1 ? "median" : "max");
+    for (size_t k = 0; k < spreads.size(); ++k) {
+      const Spread& sp = spreads[k];
+      const double v = row == 0 ? sp.min : row == 1 ? sp.median : sp.max;
+      ImGui::TableNextColumn();
+      const std::string who = row == 1 ? "" : " (" + std::to_string(row == 0 ? sp.min_rank : sp.max_rank) + ")";
+      if (k == kPeakColumn && row != 1 && top_peak > 0 && int64_t(v) == top_peak)
+        ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s%s max", kColumns[k].print(v).c_str(), who.c_str());
+      else ImGui::TextUnformatted((kColumns[k].print(v) + who).c_str());
+    }
+  }
+}
+
 // One table for every trace: compared traces side by side, row for row. Only the highest peak
 // of all is tagged "max".
 void App::stats_table(const NamedMetrics& all, const char* id) {
@@ -145,34 +179,7 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
           }
         }
       } else {
-        // Many GPUs: the least, the median and the greatest of each column, with whose.
-        std::vector<int> ranks;
-        for (const auto& r : s.ranks) ranks.push_back(r.rank);
-        std::vector<Spread> spreads;
-        for (const Column& c : kColumns) {
-          std::vector<double> v;
-          for (const auto& r : s.ranks) v.push_back(c.of(r));
-          spreads.push_back(spread(v, ranks));
-          const std::vector<int> out = outlier_ranks(v, ranks);
-          if (!out.empty() && c.name != std::string("overlap")) {
-            std::string line = s.strategy + ": " + c.name + " outliers (median " + c.print(spreads.back().median) + "): GPU";
-            for (size_t i = 0; i < out.size() && i < 12; ++i) line += (i ? ", " : " ") + std::to_string(out[i]);
-            if (out.size() > 12) line += " and " + std::to_string(out.size() - 12) + " more";
-            notes.push_back(line);
-          }
-        }
-        for (int row = 0; row < 3; ++row) {
-          lead(row == 0 ? "min" : row == 1 ? "median" : "max");
-          for (size_t k = 0; k < spreads.size(); ++k) {
-            const Spread& sp = spreads[k];
-            const double v = row == 0 ? sp.min : row == 1 ? sp.median : sp.max;
-            ImGui::TableNextColumn();
-            const std::string who = row == 1 ? "" : " (" + std::to_string(row == 0 ? sp.min_rank : sp.max_rank) + ")";
-            if (k == kPeakColumn && row != 1 && top_peak > 0 && int64_t(v) == top_peak)
-              ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s%s max", kColumns[k].print(v).c_str(), who.c_str());
-            else ImGui::TextUnformatted((kColumns[k].print(v) + who).c_str());
-          }
-        }
+        spread_rows(s, lead, top_peak, notes);
       }
       lead("sum");
       const trace::Breakdown& b = s.total;

@@ -12,8 +12,7 @@ namespace ringside::viz {
 void App::tile_maps() {
   for (size_t ti = 0; ti < traces_.size(); ++ti)
     for (const Group& g : traces_[ti].layout.groups) {
-      const nlohmann::json& other = traces_[ti].data.other;
-      if (model::is_modeled_twin(other, g.strategy)) continue;
+      if (traces_[ti].info.group(g.strategy)) continue;  // a twin's map is its run's
       if (auto m = tile_map(traces_[ti].data, g.strategy))
         draw_tile_map(traces_[ti], *m, view_of(traces_[ti], g).head, traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + ": " : std::string());
     }

@@ -193,7 +193,7 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   if (!tag.empty()) {  // a modeled timeline must not pass for a measured one, nor the reverse
     const float x1 = x + ImGui::CalcTextSize(tag.c_str()).x + 3;
     dl->AddRectFilled(ImVec2(x - 3, ty - 1), ImVec2(x1, ty + 14),
-                      tag.starts_with("MODELED") ? IM_COL32(230, 159, 0, 255) : IM_COL32(150, 150, 160, 255));
+                      t.modeled(g.strategy) ? IM_COL32(230, 159, 0, 255) : IM_COL32(150, 150, 160, 255));
     dl->AddText(ImVec2(x, ty), IM_COL32(0, 0, 0, 255), tag.c_str());
     x = x1 + 10;
   }

@@ -13,6 +13,7 @@
 
 #include "core/units.h"
 #include "trace/metrics.h"
+#include "trace/run_info.h"
 #include "trace/tile_map.h"
 #include "trace/trace_file.h"
 
@@ -161,8 +162,8 @@ std::string trace_tag(const nlohmann::json& other);
 /// exposed/GPU" (attention's own traffic, as the sublayer table gives it; without attention
 /// traffic, all of it: "comm 0% hidden, ..."); "" for a group with no communication.
 std::string comm_summary(const trace::StrategyMetrics& m);
-/// The groups `--fit WHAT` frames: "all", "modeled" (the modeled groups: group_tag starts with
-/// MODELED), "measured" (the others), or one group's label. Empty when nothing matches.
+/// The groups `--fit WHAT` frames: "all", "modeled" (the modeled groups: RunInfo::is_modeled),
+/// "measured" (the others), or one group's label. Empty when nothing matches.
 std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
 
 /// `--fit`'s WHAT[:PHASE] split: the whole text when it names groups (a group's name may hold a

@@ -35,7 +35,10 @@ void on_drop(GLFWwindow*, int count, const char** paths) {
   if (g_app) g_app->drop(count, paths);
 }
 
-int run(Options o) {
+// The options' own rules, before any work: the window size (returned), the pairs that go
+// together, and the outputs of a headless run (never an input, never each other, writable). A
+// lesson without a file takes the lesson's trace.
+std::pair<int, int> check_options(Options& o) {
   int w = 1600, h = 1000;
   char extra = 0;
   if (!std::regex_match(o.size, std::regex("[0-9]{1,5}x[0-9]{1,5}")) || std::sscanf(o.size.c_str(), "%dx%d%c", &w, &h, &extra) != 2 ||
@@ -65,6 +68,35 @@ int run(Options o) {
       o.files.push_back(path);
     }
   }
+  return {w, h};
+}
+
+// The rendered frame, read back, as a PNG at o.screenshot (and the layout as JSON): encoded in
+// memory, then written whole (core/output.h), never half a PNG. Returns the exit status.
+int save_screenshot(const Options& o, const App& app, int fw, int fh) {
+  std::vector<unsigned char> px(size_t(fw) * size_t(fh) * 4), flipped(px.size());
+  glReadBuffer(GL_BACK);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, fw, fh, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+  for (int y = 0; y < fh; ++y)
+    std::copy_n(px.data() + size_t(fh - 1 - y) * size_t(fw) * 4, size_t(fw) * 4, flipped.data() + size_t(y) * size_t(fw) * 4);
+  std::string png;
+  const auto append = [](void* to, void* data, int size) { static_cast<std::string*>(to)->append(static_cast<char*>(data), size_t(size)); };
+  try {
+    if (!stbi_write_png_to_func(append, &png, fw, fh, 4, flipped.data(), fw * 4))
+      throw std::runtime_error("--screenshot: cannot encode the PNG");
+    output::write(o.screenshot, png, "--screenshot");
+    if (!o.layout_json.empty()) output::write(o.layout_json, app.layout_json().dump(2) + "\n", "--layout-json");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringside-viewer: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+int run(Options o) {
+  const bool headless = o.screenshot_given;
+  const auto [w, h] = check_options(o);
   App app(o);
   // A file that cannot be read: headless runs fail with the message; windows show it.
   if (headless && app.errors().empty() && app.any_trace() && !app.any_event()) {
@@ -123,24 +155,7 @@ int run(Options o) {
     // Headless: the third frame has a settled layout (ImGui sizes windows and tables from the
     // frames before); read it back and stop.
     if (headless && ++frames == 3) {
-      std::vector<unsigned char> px(size_t(fw) * size_t(fh) * 4), flipped(px.size());
-      glReadBuffer(GL_BACK);
-      glPixelStorei(GL_PACK_ALIGNMENT, 1);
-      glReadPixels(0, 0, fw, fh, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
-      for (int y = 0; y < fh; ++y)
-        std::copy_n(px.data() + size_t(fh - 1 - y) * size_t(fw) * 4, size_t(fw) * 4, flipped.data() + size_t(y) * size_t(fw) * 4);
-      // Encoded in memory, then written whole (core/output.h): never half a PNG.
-      std::string png;
-      const auto append = [](void* to, void* data, int size) { static_cast<std::string*>(to)->append(static_cast<char*>(data), size_t(size)); };
-      try {
-        if (!stbi_write_png_to_func(append, &png, fw, fh, 4, flipped.data(), fw * 4))
-          throw std::runtime_error("--screenshot: cannot encode the PNG");
-        output::write(o.screenshot, png, "--screenshot");
-        if (!o.layout_json.empty()) output::write(o.layout_json, app.layout_json().dump(2) + "\n", "--layout-json");
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "ringside-viewer: %s\n", e.what());
-        status = 1;
-      }
+      status = save_screenshot(o, app, fw, fh);
       break;
     }
     glfwSwapBuffers(window);

@@ -9,11 +9,9 @@
 
 #include "core/error.h"
 
-namespace ringside::kernels::cpu {
-
-namespace {
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-}  // namespace
+// The contract of kernels/attention_params.h: what a call must satisfy, which keys a row sees,
+// and what the call costs.
+namespace ringside::kernels {
 
 void validate(const AttentionParams& p) {
   RS_CHECK(p.b >= 1 && p.sq >= 1 && p.sk >= 1 && p.H >= 1 && p.Hkv >= 1 && p.d >= 1,
@@ -62,28 +60,6 @@ KeyRange visible_key_range(const AttentionParams& p, int64_t i) {
   return {begin, end};
 }
 
-template <class T>
-void lse_merge(int64_t b, int64_t sq, int64_t H, int64_t d, T* out, T* lse, const T* out_b, const T* lse_b) {
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < sq; ++i) {
-        T& la = lse[(bi * H + h) * sq + i];
-        const T lb = lse_b[(bi * H + h) * sq + i];
-        const T hi = std::max(la, lb), lo = std::min(la, lb);
-        T* o = out + ((bi * sq + i) * H + h) * d;
-        const T* ob = out_b + ((bi * sq + i) * H + h) * d;
-        if (hi == static_cast<T>(kNegInf)) {  // neither part saw a key
-          std::fill(o, o + d, T(0));
-          la = hi;
-          continue;
-        }
-        const T l = hi + std::log1p(std::exp(lo - hi));
-        const T wa = std::exp(la - l), wb = std::exp(lb - l);
-        for (int64_t c = 0; c < d; ++c) o[c] = wa * o[c] + wb * ob[c];
-        la = l;
-      }
-}
-
 double attention_forward_flops(const AttentionParams& p) {
   // Visible (query, key) pairs per head; each costs 2d for QK^T and 2d for PV.
   double pairs = 0;
@@ -105,6 +81,36 @@ double attention_forward_flops(const AttentionParams& p) {
     for (int64_t i = 0; i < p.sq; ++i) pairs += double(visible_key_range(p, i).size());
   }
   return 4.0 * double(p.d) * pairs * double(p.b) * double(p.H);
+}
+
+}  // namespace ringside::kernels
+
+namespace ringside::kernels::cpu {
+
+namespace {
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+}  // namespace
+
+template <class T>
+void lse_merge(int64_t b, int64_t sq, int64_t H, int64_t d, T* out, T* lse, const T* out_b, const T* lse_b) {
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < sq; ++i) {
+        T& la = lse[(bi * H + h) * sq + i];
+        const T lb = lse_b[(bi * H + h) * sq + i];
+        const T hi = std::max(la, lb), lo = std::min(la, lb);
+        T* o = out + ((bi * sq + i) * H + h) * d;
+        const T* ob = out_b + ((bi * sq + i) * H + h) * d;
+        if (hi == static_cast<T>(kNegInf)) {  // neither part saw a key
+          std::fill(o, o + d, T(0));
+          la = hi;
+          continue;
+        }
+        const T l = hi + std::log1p(std::exp(lo - hi));
+        const T wa = std::exp(la - l), wb = std::exp(lb - l);
+        for (int64_t c = 0; c < d; ++c) o[c] = wa * o[c] + wb * ob[c];
+        la = l;
+      }
 }
 
 // float runs version 2, double version 1 (the fp64 reference's precision, where speed is not

@@ -187,7 +187,7 @@ constexpr int kFwdKeys = 32;  // keys per shared-memory tile
 int bwd_keys(int64_t d) { return d > 128 ? 32 : 64; }
 constexpr int kBwdRows = 16;  // query rows per backward tile
 
-struct Pos {  // global positions of a block's rows and keys (kernels/cpu/attention.h)
+struct Pos {  // global positions of a block's rows and keys (kernels/attention_params.h)
   int64_t q_offset, q_stride, k_offset, k_stride;
   __device__ int64_t q(int64_t i) const { return q_offset + i * q_stride; }
   __device__ int64_t k(int64_t j) const { return k_offset + j * k_stride; }

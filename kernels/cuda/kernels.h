@@ -10,11 +10,11 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/cpu/attention.h"
+#include "kernels/attention_params.h"
 
 namespace ringside::kernels::cuda {
 
-using AttentionParams = kernels::cpu::AttentionParams;
+using AttentionParams = kernels::AttentionParams;
 using Stream = void*;
 
 /// x[i] = value for i < n.
@@ -57,7 +57,7 @@ void merge_qkv(const float* dq, const float* dk, const float* dv, float* dqkv, i
 int64_t attention_smem_bytes(int64_t d, bool backward);
 /// FlashAttention-2 forward (Dao 2023, Algorithm 1): a block per (64 query rows, head, batch),
 /// a thread per query row, K/V tiles of 32 keys in shared memory, online softmax in base 2,
-/// fp32 accumulation. Layouts and the causal mask on global positions as kernels/cpu.
+/// fp32 accumulation. Layouts and the causal mask on global positions: kernels/attention_params.h.
 void attention_forward(const AttentionParams& p, const float* q, const float* k, const float* v, float* out, float* lse,
                        Stream stream);
 /// FlashAttention-2 backward (Algorithm 2): D = rowsum(dout * out) into `D` ([b, H, sq]

@@ -38,7 +38,7 @@ void memory_wall(Script& L) {
   for (int64_t s : {128, 256, 512}) {
     LayerConfig c = cfg;
     c.s = s;
-    const Script::Reference ref = L.reference(c, DType::f32);
+    const ReferenceRun ref = run_reference(c, DType::f32);
     const int64_t formula = saved_activation_bytes(c, DType::f32);
     L.record(fmt("saved_s%lld", (long long)s), double(ref.peak_saved));
     L.record(fmt("formula_s%lld", (long long)s), double(formula));
@@ -100,16 +100,16 @@ void memory_wall(Script& L) {
   L.say("peak memory (weights, gradients, activations, workspace, buffers):");
   L.blank();
   Table t4({"P", "saved per rank", "reference / P", "peak per rank", "weights + grads"});
-  const Strategy ring = find_strategy("ring");
   const int64_t ref_saved = saved_activation_bytes(cfg, DType::f32);
   for (int P : {1, 2, 4}) {
-    const std::vector<RankResult> rr = L.run(ring, cfg, P, fmt("P=%d", P));
+    const RunPlan ring = plan_of("ring", cfg, P);
+    const std::vector<RunRecord> rr = L.run(ring, fmt("P=%d", P));
     int64_t saved = 0, peak = 0;
-    for (const RankResult& r : rr) saved = std::max(saved, r.peak_saved), peak = std::max(peak, r.peak_bytes);
+    for (const RunRecord& r : rr) saved = std::max(saved, r.peak_saved), peak = std::max(peak, r.peak_bytes);
     int64_t params = 0;
     for (auto& [name, shape] : weight_shapes(cfg)) params += numel(shape);
     L.record(fmt("ring_saved_p%d", P), double(saved));
-    L.record(fmt("ring_saved_formula_p%d", P), double(ring_saved_bytes(cfg, P, 0, DType::f32)));
+    L.record(fmt("ring_saved_formula_p%d", P), double(parallel_saved_bytes(ring, 0, DType::f32)));
     t4.row({std::to_string(P), grouped(saved), grouped(ref_saved / P), format_bytes(double(peak)), format_bytes(8.0 * double(params))});
   }
   L.table(t4);

@@ -5,7 +5,7 @@
 
 #include "layer/reference.h"
 #include "lessons/lesson.h"
-#include "parallel/strategy.h"
+#include "run/runner.h"
 
 namespace ringside::lessons {
 
@@ -25,7 +25,8 @@ void megatron_sp(Script& L) {
   cfg.b = 1, cfg.s = 256, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
   const int P = 4;
   const int64_t b = cfg.b, s = cfg.s, h = cfg.h, d = cfg.d(), N = cfg.tokens();
-  const std::vector<RankResult> rr = L.run(find_strategy("tp-sp"), cfg, P, "tp-sp");
+  // The un-reduced gradients too: step 5 shows what forgetting their all-reduce gives.
+  const std::vector<RunRecord> rr = L.run(plan_of("tp-sp", cfg, P), "tp-sp", {}, RankOptions{.keep_partial_grads = true});
   const trace::RankTrace* r0 = nullptr;
   for (const trace::RankTrace& t : L.trace.ranks)
     if (t.strategy == "tp-sp" && t.rank == 0) r0 = &t;
@@ -128,7 +129,7 @@ void megatron_sp(Script& L) {
   L.step("Forgetting that all-reduce: the classic SP bug", L.window("tp-sp", [](const trace::Event& e) {
            return e.cat == "sublayer" && e.name == "grad_sync";
          }));
-  const Script::Reference ref = L.reference(cfg, DType::f64);
+  const ReferenceRun ref = run_reference(cfg, DType::f64);
   L.say("ln1.gamma's gradient against the fp64 reference (relative Frobenius error):");
   L.blank();
   Table t5({"rank", "partial (its s/P tokens only)", "after the all-reduce"});

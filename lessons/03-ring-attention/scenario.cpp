@@ -62,16 +62,16 @@ void ring_attention(Script& L) {
   // Full (non-causal) attention, contiguous: every step does the same work. Lesson 4 adds the mask.
   LayerConfig cfg;
   cfg.b = 1, cfg.s = 1024, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
-  cfg.causal = false, cfg.layout = Layout::contiguous;
+  cfg.causal = false;
   const int P = 4;
   const int64_t c = cfg.s / P, d = cfg.d(), e = 4;  // block tokens, head dim, fp32 bytes
   const int64_t kv_block = 2 * cfg.b * c * cfg.Hkv * d * e;  // K and V of one block
-  const Strategy ring = find_strategy("ring");
+  const RunPlan ring = plan_of("ring", cfg, P, Layout::contiguous);
 
   L.step("The LSE merge by hand, on a 2 x 2 example");
   merge_by_hand(L);
 
-  const std::vector<RankResult> rr = L.run(ring, cfg, P, "ring");
+  const std::vector<RunRecord> rr = L.run(ring, "ring");
   auto block = [&](int r) { return fmt("[%lld, %lld)", (long long)(r * c), (long long)((r + 1) * c)); };
 
   L.step("Who holds what", L.phase("ring", "forward"));
@@ -136,9 +136,9 @@ void ring_attention(Script& L) {
   L.table(tb);
   L.blank();
   L.say("Forward bytes per rank: 2 (Hkv/H) N h (P-1)/P x 4 B = %s; measured %s.",
-        grouped(ring_comm_bytes(cfg, P, 0, DType::f32).forward).c_str(), grouped(rr[0].forward.bytes_sent).c_str());
+        grouped(parallel_comm_bytes(ring, 0, DType::f32).forward).c_str(), grouped(rr[0].forward.bytes_sent).c_str());
   L.record("forward_bytes_rank0", double(rr[0].forward.bytes_sent));
-  L.record("forward_bytes_formula", double(ring_comm_bytes(cfg, P, 0, DType::f32).forward));
+  L.record("forward_bytes_formula", double(parallel_comm_bytes(ring, 0, DType::f32).forward));
 
   // ---- when overlap hides the transfer, on a GPU
   // The same ring code, dry-run at two block sizes of a GPU-sized layer (multi-head, d = 128)
@@ -155,7 +155,7 @@ void ring_attention(Script& L) {
   const double c_star_ib = L.record("threshold_tokens_h100_ib", ib.peak_flops_bf16 / link(ib).first);
   LayerConfig gpu;
   gpu.b = 1, gpu.h = 2048, gpu.H = 16, gpu.Hkv = 16, gpu.f = 8192;
-  gpu.causal = false, gpu.layout = Layout::contiguous;
+  gpu.causal = false;
   const int64_t sizes[] = {512, 2048};  // tokens per block: c* / 2 and 2 c* on an A100
   struct Crossover {
     int64_t c;
@@ -168,7 +168,7 @@ void ring_attention(Script& L) {
   peak.efficiency = "ideal";
   auto crossover = [&](int64_t c, const std::string& label, const model::ModelOptions& options, double link_bandwidth) {
     gpu.s = c * P3;
-    const trace::StrategyMetrics& m = L.dry_run(ring, gpu, P3, label, nullptr, options);
+    const trace::StrategyMetrics& m = L.dry_run(plan_of("ring", gpu, P3, Layout::contiguous), label, nullptr, options);
     // Forward step 1: a block that arrived, computed on while the next one moves.
     const trace::StepMetrics* st = nullptr;
     for (const trace::StepMetrics& x : m.steps)

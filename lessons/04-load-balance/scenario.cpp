@@ -40,32 +40,28 @@ void load_balance(Script& L) {
   cfg.b = 1, cfg.s = 512, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
   cfg.causal = true;
   const int P = 4;
-  const Strategy ring = find_strategy("ring");
 
   struct Run {
     Layout layout;
     std::string label;
-    std::vector<RankResult> ranks;
+    RunPlan plan;
+    std::vector<RunRecord> ranks;
   };
   std::vector<Run> runs;
   for (Layout l : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
-    LayerConfig c = cfg;
-    c.layout = l;
-    runs.push_back({l, std::string("ring ") + to_string(l), {}});
-    runs.back().ranks = L.run(ring, c, P, runs.back().label);
+    runs.push_back({l, std::string("ring ") + to_string(l), plan_of("ring", cfg, P, l), {}});
+    runs.back().ranks = L.run(runs.back().plan, runs.back().label);
   }
   L.trace.other["layout"] = "zigzag";  // the label of each run names its own
 
   // The per-rank work table of one layout: measured FLOPs against ring_attention_flops.
   auto work = [&](const Run& run, const char* key) {
-    LayerConfig c = cfg;
-    c.layout = run.layout;
     Table t({"rank", "tokens", "attention MFLOP", "formula", "/ mean"});
     double sum = 0, max = 0;
-    for (const RankResult& r : run.ranks) sum += r.attention_flops, max = std::max(max, r.attention_flops);
+    for (const RunRecord& r : run.ranks) sum += r.attention_flops, max = std::max(max, r.attention_flops);
     const double mean = sum / P;
     for (int r = 0; r < P; ++r) {
-      const RankResult& rr = run.ranks[size_t(r)];
+      const RunRecord& rr = run.ranks[size_t(r)];
       const std::vector<int64_t> pos = layout_positions(run.layout, cfg.s, P, r);
       std::string tokens;
       if (run.layout == Layout::striped) tokens = fmt("%d, %d, %d, ...", r, r + P, r + 2 * P);
@@ -74,7 +70,7 @@ void load_balance(Script& L) {
                      (long long)pos[pos.size() / 2], (long long)(pos.back() + 1));
       else tokens = fmt("[%lld, %lld)", (long long)pos.front(), (long long)(pos.back() + 1));
       L.record(fmt("%s_flops_rank%d", key, r), rr.attention_flops);
-      t.row({std::to_string(r), tokens, fmt("%.2f", rr.attention_flops / 1e6), fmt("%.2f", ring_attention_flops(c, P, r) / 1e6),
+      t.row({std::to_string(r), tokens, fmt("%.2f", rr.attention_flops / 1e6), fmt("%.2f", parallel_attention_flops(run.plan, r) / 1e6),
              fmt("%.3f", rr.attention_flops / mean)});
     }
     L.table(t);
@@ -157,13 +153,13 @@ void load_balance(Script& L) {
   big.causal = true;
   struct Modeled {
     Layout layout;
+    RunPlan plan;
     const trace::StrategyMetrics* m;
   };
   std::vector<Modeled> modeled;
   for (Layout l : {Layout::contiguous, Layout::zigzag}) {
-    LayerConfig c = big;
-    c.layout = l;
-    modeled.push_back({l, &L.dry_run(ring, c, P, std::string("ring ") + to_string(l) + " s=64K")});
+    const RunPlan plan = plan_of("ring", big, P, l);
+    modeled.push_back({l, plan, &L.dry_run(plan, std::string("ring ") + to_string(l) + " s=64K")});
   }
   L.step(fmt("Balance as time, on %s", L.hw.name.c_str()), L.phase(L.modeled_name("ring contiguous s=64K")));
   L.say("On a GPU the ring steps are lock-step: each rank waits for the block its neighbour sends,");
@@ -176,20 +172,18 @@ void load_balance(Script& L) {
   double time_of[2] = {0, 0};
   for (size_t li = 0; li < modeled.size(); ++li) {
     const Modeled& mo = modeled[li];
-    LayerConfig c = big;
-    c.layout = mo.layout;
     const double layer = double(layer_ns(*mo.m));
     time_of[li] = layer;
     const std::string key = to_string(mo.layout);
     for (const trace::RankMetrics& r : mo.m->ranks) {
       L.record(fmt("modeled_%s_idle_ns_rank%d", key.c_str(), r.rank), double(r.time.idle_ns));
-      tm.row({r.rank == 0 ? key : "", std::to_string(r.rank), fmt("%.1f", ring_attention_flops(c, P, r.rank) / 1e9),
+      tm.row({r.rank == 0 ? key : "", std::to_string(r.rank), fmt("%.1f", parallel_attention_flops(mo.plan, r.rank) / 1e9),
               format_ns(double(r.time.compute_ns)), format_ns(double(r.time.idle_ns)), r.rank == 0 ? format_ns(layer) : ""});
     }
     L.record(fmt("modeled_%s_layer_ns", key.c_str()), layer);
     double lo = 1e300, hi = 0, sum = 0;
     for (int r = 0; r < P; ++r) {
-      const double f = ring_attention_flops(c, P, r);
+      const double f = parallel_attention_flops(mo.plan, r);
       lo = std::min(lo, f), hi = std::max(hi, f), sum += f;
     }
     L.record(fmt("modeled_%s_work_imbalance", key.c_str()), hi / (sum / P));
@@ -214,16 +208,16 @@ void load_balance(Script& L) {
   for (int64_t len : packed.docs) pairs += double(len) * double(len + 1) / 2;
   const double flops_per_pair = 4.0 * double(packed.d()) * double(packed.H);
   L.record("packed_flops_total", pairs * flops_per_pair);
-  const Script::Reference packed_ref = L.reference(packed, DType::f32);
+  const ReferenceRun packed_ref = run_reference(packed, DType::f32);
   struct PackedRun {
     Layout layout;
-    std::vector<RankResult> ranks;
+    RunPlan plan;
+    std::vector<RunRecord> ranks;
   };
   std::vector<PackedRun> packed_runs;
   for (Layout l : {Layout::zigzag, Layout::zigzag_per_doc, Layout::greedy}) {
-    LayerConfig c = packed;
-    c.layout = l;
-    packed_runs.push_back({l, L.run(ring, c, P, std::string("ring packed ") + to_string(l))});
+    const RunPlan plan = plan_of("ring", packed, P, l);
+    packed_runs.push_back({l, plan, L.run(plan, std::string("ring packed ") + to_string(l))});
   }
   L.step("Packed documents: balance each document, not the sequence", L.phase("ring packed greedy", "forward"));
   L.say("A packed sequence of %zu documents, s = %lld tokens; each token sees itself and the earlier",
@@ -243,19 +237,17 @@ void load_balance(Script& L) {
   Table tp({"layout", "S", "rank 0 MFLOP", "rank 1", "rank 2", "rank 3", "max / min"});
   double packed_error = 0;
   for (const PackedRun& run : packed_runs) {
-    LayerConfig c = packed;
-    c.layout = run.layout;
     const std::string key = std::string("packed_") + (run.layout == Layout::zigzag_per_doc ? "zigzag_per_doc" : to_string(run.layout));
-    std::vector<std::string> row{to_string(run.layout), std::to_string(sequence_packing(ring.parallel.resolved(P), c).S)};
+    std::vector<std::string> row{to_string(run.layout), std::to_string(run.plan.packing->S)};
     double lo = 1e300, hi = 0;
     for (int r = 0; r < P; ++r) {
       const double f = run.ranks[size_t(r)].attention_flops;
-      RS_CHECK(f == ring_attention_flops(c, P, r), "lesson 4: rank ", r, " of ", key, " counted ", f, " FLOPs, not its formula");
+      RS_CHECK(f == parallel_attention_flops(run.plan, r), "lesson 4: rank ", r, " of ", key, " counted ", f, " FLOPs, not its formula");
       L.record(fmt("%s_flops_rank%d", key.c_str(), r), f);
       lo = std::min(lo, f), hi = std::max(hi, f);
       row.push_back(fmt("%.2f", f / 1e6));
     }
-    L.record(key + "_S", double(sequence_packing(ring.parallel.resolved(P), c).S));
+    L.record(key + "_S", double(run.plan.packing->S));
     const double error = worst_error(run.ranks[0].out, run.ranks[0].dx, run.ranks[0].grads, packed_ref);
     packed_error = std::max(packed_error, error);
     row.push_back(fmt("%.3f", L.record(key + "_max_over_min", hi / lo)));

@@ -14,8 +14,9 @@ void ulysses(Script& L) {
   const int P = 4;
   const int64_t b = cfg.b, s = cfg.s, H = cfg.H, d = cfg.d(), sl = s / P, e = 4;
   const int64_t Hkv_rep = ulysses_kv_heads(cfg, P), R = Hkv_rep / cfg.Hkv;  // K/V heads received together; ranks per head
-  const std::vector<RankResult> rr = L.run(find_strategy("ulysses"), cfg, P, "ulysses");
-  const std::vector<RankResult> ring = L.run(find_strategy("ring"), cfg, P, "ring");
+  const RunPlan ulysses_plan = plan_of("ulysses", cfg, P), ring_plan = plan_of("ring", cfg, P);
+  const std::vector<RunRecord> rr = L.run(ulysses_plan, "ulysses");
+  const std::vector<RunRecord> ring = L.run(ring_plan, "ring");
   auto a2a_window = [&](int nth) {
     // The nth forward all-to-all call (the same call number on every rank).
     int64_t call = -1;
@@ -106,7 +107,7 @@ void ulysses(Script& L) {
   L.step("The head-count limit");
   std::string refused;
   try {
-    validate_ulysses(cfg, 16);
+    plan_of("ulysses", cfg, 16);
   } catch (const ConfigError& ex) {
     refused = ex.what();
   }
@@ -125,9 +126,9 @@ void ulysses(Script& L) {
   L.step("Volume against the ring", L.phase("ulysses", "forward"));
   const double uly_fwd = double(rr[0].forward.bytes_sent), ring_fwd = double(ring[0].forward.bytes_sent);
   L.record("ulysses_forward_bytes", uly_fwd);
-  L.record("ulysses_forward_formula", double(ulysses_comm_bytes(cfg, P, 0, DType::f32).forward));
+  L.record("ulysses_forward_formula", double(parallel_comm_bytes(ulysses_plan, 0, DType::f32).forward));
   L.record("ring_forward_bytes", ring_fwd);
-  L.record("ring_forward_formula", double(ring_comm_bytes(cfg, P, 0, DType::f32).forward));
+  L.record("ring_forward_formula", double(parallel_comm_bytes(ring_plan, 0, DType::f32).forward));
   L.say("Forward bytes sent per rank, measured at P = %d: Ulysses %s (q, k, v and out),", P,
         grouped(int64_t(uly_fwd)).c_str());
   L.say("the ring %s (K and V, P-1 hops). The formulas, per rank, N = b s tokens, e bytes per", grouped(int64_t(ring_fwd)).c_str());
@@ -140,9 +141,11 @@ void ulysses(Script& L) {
   LayerConfig mha = cfg;
   mha.Hkv = cfg.H;
   for (int p : {2, 4, 8}) {
-    t5.row({std::to_string(p), grouped(ulysses_comm_bytes(cfg, p, 0, DType::f32).forward),
-            grouped(ring_comm_bytes(cfg, p, 0, DType::f32).forward), grouped(ulysses_comm_bytes(mha, p, 0, DType::f32).forward),
-            grouped(ring_comm_bytes(mha, p, 0, DType::f32).forward)});
+    auto forward_bytes = [&](const char* name, const LayerConfig& c) {
+      return grouped(parallel_comm_bytes(plan_of(name, c, p), 0, DType::f32).forward);
+    };
+    t5.row({std::to_string(p), forward_bytes("ulysses", cfg), forward_bytes("ring", cfg), forward_bytes("ulysses", mha),
+            forward_bytes("ring", mha)});
   }
   L.table(t5);
   L.blank();

@@ -14,9 +14,10 @@ void choosing(Script& L) {
   cfg.b = 1, cfg.s = 2048, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
   const int P = 4;
   const char* names[] = {"tp-sp", "ring", "ulysses"};
-  std::vector<std::vector<RankResult>> runs;
-  for (const char* n : names) runs.push_back(L.run(find_strategy(n), cfg, P, n));
-  const Script::Reference ref64 = L.reference(cfg, DType::f64), ref32 = L.reference(cfg, DType::f32);
+  std::vector<RunPlan> plans;
+  std::vector<std::vector<RunRecord>> runs;
+  for (const char* n : names) plans.push_back(plan_of(n, cfg, P)), runs.push_back(L.run(plans.back(), n));
+  const ReferenceRun ref64 = run_reference(cfg, DType::f64), ref32 = run_reference(cfg, DType::f32);
 
   // ---- 1. one answer ------------------------------------------------------------------------------
   L.step("Three strategies, one answer");
@@ -29,7 +30,7 @@ void choosing(Script& L) {
   Table t1({"run", "worst error vs fp64", "ratio to the fp32 reference"});
   t1.row({"reference fp32", fmt("%.2e", e32), "1.0"});
   for (size_t i = 0; i < runs.size(); ++i) {
-    const RankResult& r = runs[i][0];
+    const RunRecord& r = runs[i][0];
     const double e = L.record(fmt("error_%s", names[i]), worst_error(r.out, r.dx, r.grads, ref64));
     t1.row({names[i], fmt("%.2e", e), fmt("%.2f", e / e32)});
   }
@@ -48,7 +49,7 @@ void choosing(Script& L) {
   for (auto& [name, shape] : weight_shapes(cfg)) params += numel(shape);
   for (size_t i = 0; i < runs.size(); ++i) {
     int64_t saved = 0, peak = 0;
-    for (const RankResult& r : runs[i]) saved = std::max(saved, r.peak_saved), peak = std::max(peak, r.peak_bytes);
+    for (const RunRecord& r : runs[i]) saved = std::max(saved, r.peak_saved), peak = std::max(peak, r.peak_bytes);
     L.record(fmt("saved_%s", names[i]), double(saved));
     L.record(fmt("peak_%s", names[i]), double(peak));
     t2.row({names[i], grouped(saved), format_bytes(double(peak)), i == 0 ? "1/P of them" : "all of them"});
@@ -68,9 +69,8 @@ void choosing(Script& L) {
   L.blank();
   Table t3({"run", "forward", "formula", "backward", "formula"});
   for (size_t i = 0; i < runs.size(); ++i) {
-    const Strategy& st = find_strategy(names[i]);
-    const CommBytes f = st.comm_bytes(cfg, P, 0, DType::f32);
-    const RankResult& r = runs[i][0];
+    const CommBytes f = parallel_comm_bytes(plans[i], 0, DType::f32);
+    const RunRecord& r = runs[i][0];
     L.record(fmt("forward_bytes_%s", names[i]), double(r.forward.bytes_sent));
     L.record(fmt("forward_formula_%s", names[i]), double(f.forward));
     L.record(fmt("backward_bytes_%s", names[i]), double(r.backward.bytes_sent));
@@ -92,7 +92,7 @@ void choosing(Script& L) {
   const model::Hardware nvlink = model::load_hardware("h100-nvlink"), ib = model::load_hardware("h100-ib");
   const char* modeled_names[] = {"tp-sp", "ring", "ulysses", "all-gather", "tp2xring4", "ulysses2xring4"};
   for (const char* n : modeled_names)
-    for (const model::Hardware* hw : {&nvlink, &ib}) L.dry_run(find_strategy(n), big, P8, std::string(n) + " 128K", hw);
+    for (const model::Hardware* hw : {&nvlink, &ib}) L.dry_run(plan_of(n, big, P8), std::string(n) + " 128K", hw);
   L.step("Time on GPUs: one node, or across nodes", L.phase(L.modeled_name("ring 128K", &ib)));
   L.say("Times of toy layers on GPUs are all latency, so this step dry-runs each strategy's own");
   L.say("code (no math, only its schedule) on P = %d GPUs for a layer the size of Llama 3 8B's,", P8);

@@ -52,7 +52,7 @@ struct Placement {
 };
 Placement model_placement(const std::string& name, const LayerConfig& cfg, int P, const model::Hardware& hw) {
   MemoryTracker tracker;
-  const trace::TraceData schedule = model::dry_run(find_strategy(name), cfg, P, tracker);
+  const trace::TraceData schedule = model::dry_run(plan_of(name, cfg, P), tracker);
   Placement p;
   for (const trace::RankTrace& r : schedule.ranks)
     for (const trace::Event& e : r.events)
@@ -70,13 +70,15 @@ void combining(Script& L) {
   cfg.b = 1, cfg.s = 512, cfg.h = 128, cfg.H = 8, cfg.Hkv = 4, cfg.f = 512;
   const int P = 4;
   const std::vector<std::string> names = {"tp2xring2", "ulysses2xring2"};
-  std::vector<std::vector<RankResult>> runs;
-  for (const std::string& n : names) runs.push_back(L.run(find_strategy(n), cfg, P, n));
-  const Script::Reference ref = L.reference(cfg, DType::f64);
-  auto worst = [&](const RankResult& r) { return worst_error(r.out, r.dx, r.grads, ref); };
+  std::vector<RunPlan> plans;
+  std::vector<std::vector<RunRecord>> runs;
+  for (const std::string& n : names) plans.push_back(plan_of(n, cfg, P)), runs.push_back(L.run(plans.back(), n));
+  const ReferenceRun ref = run_reference(cfg, DType::f64);
+  auto worst = [&](const RunRecord& r) { return worst_error(r.out, r.dx, r.grads, ref); };
 
   // ---- 1. TP x CP ------------------------------------------------------------------------------
-  const ParallelConfig tpcp = find_strategy("tp2xring2").parallel.resolved(P);
+  const RunPlan& tpcp_plan = plans[0];
+  const ParallelConfig& tpcp = tpcp_plan.par;
   L.step("TP x CP: two groups, one layer", L.phase("tp2xring2"));
   L.say("P = %d ranks as T = 2 (Megatron TP with SP) x C = 2 (the ring), on this layer:", P);
   L.say("  %s", cfg.summary().c_str());
@@ -89,8 +91,8 @@ void combining(Script& L) {
   for (int r = 0; r < P; ++r) {
     const GroupCoords g = coords_of(tpcp, r);
     t1.row({std::to_string(r), fmt("%d, %d", g.t, g.c), fmt("%d %d", world_rank_of(tpcp, 0, g.c), world_rank_of(tpcp, 1, g.c)),
-            fmt("%d %d", world_rank_of(tpcp, g.t, 0), world_rank_of(tpcp, g.t, 1)), tokens_of(cp_positions(tpcp, cfg, g.c)),
-            tokens_of(rank_positions(tpcp, cfg, r)), fmt("%d-%d", g.t * 4, g.t * 4 + 3)});
+            fmt("%d %d", world_rank_of(tpcp, g.t, 0), world_rank_of(tpcp, g.t, 1)), tokens_of(tpcp_plan.cp_positions(g.c)),
+            tokens_of(tpcp_plan.rank_positions(r)), fmt("%d-%d", g.t * 4, g.t * 4 + 3)});
   }
   L.table(t1);
   L.blank();
@@ -121,7 +123,8 @@ void combining(Script& L) {
   L.say("GPU's). The chatty group belongs on the fast link.");
 
   // ---- 3. Ulysses x ring ----------------------------------------------------------------------
-  const ParallelConfig usp = find_strategy("ulysses2xring2").parallel.resolved(P);
+  const RunPlan& usp_plan = plans[1];
+  const ParallelConfig& usp = usp_plan.par;
   L.step("Ulysses x ring: reorder by both degrees", L.phase("ulysses2xring2"));
   L.say("USP (Fang and Zhao 2024): an all-to-all over U = 2 ranks gives each the whole ring shard for");
   L.say("half the heads, then the ring over R = 2 shards runs on those heads. For the ring to be");
@@ -134,17 +137,17 @@ void combining(Script& L) {
     const GroupCoords g = coords_of(usp, r);
     const double f = runs[1][size_t(r)].attention_flops;
     lo = std::min(lo, f), hi = std::max(hi, f);
-    t3.row({std::to_string(r), fmt("%d, %d", g.u, g.r), tokens_of(rank_positions(usp, cfg, r)),
+    t3.row({std::to_string(r), fmt("%d, %d", g.u, g.r), tokens_of(usp_plan.rank_positions(r)),
             tokens_of(layout_positions(Layout::zigzag, cfg.s, 2, g.r)), fmt("%d-%d", g.u * 4, g.u * 4 + 3),
             fmt("%.2f", f / 1e6)});
   }
   L.table(t3);
   L.blank();
-  LayerConfig in_order = cfg;  // the input split in order, not reordered (long-context-attention issue 53)
-  in_order.layout = Layout::contiguous;
+  // The input split in order, not reordered (long-context-attention issue 53).
+  const RunPlan in_order = plan_of("ulysses2xring2", cfg, P, Layout::contiguous);
   double lo_c = 1e300, hi_c = 0;
   for (int r = 0; r < P; ++r) {
-    const double f = parallel_attention_flops(usp, in_order, P, r);
+    const double f = parallel_attention_flops(in_order, r);
     lo_c = std::min(lo_c, f), hi_c = std::max(hi_c, f);
   }
   L.say("Attention FLOPs per rank: max / min = %.3f. Split the input in order instead (rank c",

@@ -23,7 +23,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/philox.h"
 #include "model/model.h"
-#include "parallel/harness.h"
+#include "run/runner.h"
 #include "trace/metrics.h"
 #include <thread>
 
@@ -66,12 +66,12 @@ std::tuple<CLI::App*, CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, 
       ->check(CLI::Range(int64_t{64}, int64_t{1} << 30));
 
   CLI::App* t = bench->add_subcommand("trace", "What tracing costs: off (per hook, times hooks per run) and on, as ratios of the run");
-  add_config_flags(*t, to.cfg);
+  add_config_flags(*t, to.cfg, to.choices);
   t->add_option("--strategy", to.strategy, "the strategy to run")->capture_default_str();
   t->add_option("--ranks", to.ranks, "local ranks P")->capture_default_str()->check(CLI::Range(1, 64));
   t->add_option("--repetitions", to.repetitions, "runs each way; the best counts")->capture_default_str()->check(CLI::Range(1, 50));
   CLI::App* m = bench->add_subcommand("model", "The what-if model's speed: dry run + model of every strategy at 1M tokens on 64 ranks");
-  add_config_flags(*m, mo.cfg);
+  add_config_flags(*m, mo.cfg, mo.choices);
   m->add_option("--ranks", mo.ranks, "ranks P")->capture_default_str()->check(CLI::Range(1, 1024));
   m->add_option("--hw", mo.hw, "hardware profile")->capture_default_str();
   c->parse_complete_callback([&co, c] { co.given = given_options(*c); });
@@ -85,40 +85,45 @@ int bench_model(const BenchModelOptions& o) {
   const model::Hardware hw = model::load_hardware(o.hw);
   // The named strategies, then the hybrids with TP (or Ulysses) inside a node and the ring or
   // all-gather across nodes, and the ring inside with TP across (the wrong placement).
-  std::vector<Strategy> chosen = strategies();
+  std::vector<ParallelConfig> chosen = strategies();
   const int T = hw.gpus_per_node;
   if (T > 1 && T < o.ranks && o.ranks % T == 0)
     for (const std::string& name : {detail::concat("tp", T, "xring", o.ranks / T), detail::concat("ulysses", T, "xring", o.ranks / T),
                                      detail::concat("tp", T, "xall-gather", o.ranks / T), detail::concat("ring", o.ranks / T, "xtp", T)})
-      chosen.push_back(find_strategy(name));
-  std::vector<std::pair<Strategy, std::string>> runs;  // (strategy, why it cannot run here)
+      chosen.push_back(parse_parallel_config(name));
+  struct Candidate {
+    std::string name;
+    std::optional<RunPlan> plan;  // none: why, it cannot run here
+    std::string why;
+  };
+  std::vector<Candidate> runs;
   std::string why_none;
-  for (const Strategy& st : chosen) {
+  for (const ParallelConfig& par : chosen) {
     try {
-      st.validate(o.cfg, o.ranks);
-      runs.emplace_back(st, "");
+      const RunPlan plan = resolve(o.choices.applied_to(par), o.cfg, o.ranks);
+      runs.push_back({plan.name, plan, ""});
     } catch (const ConfigError& e) {
-      runs.emplace_back(st, e.what());
+      runs.push_back({par.name(), std::nullopt, e.what()});
       why_none += (why_none.empty() ? "" : "; ") + std::string(e.what());
     }
   }
-  if (std::all_of(runs.begin(), runs.end(), [](const auto& r) { return !r.second.empty(); }))
+  if (std::all_of(runs.begin(), runs.end(), [](const Candidate& r) { return !r.plan; }))
     throw ConfigError(detail::concat("no strategy can split this layer ", o.ranks, " ways: ", why_none));
-  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks, o.cfg),
+  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks, o.cfg, o.choices.applied_to({}).requested_layout(o.cfg.causal)),
                  detail::concat("the dry run on ", o.ranks, " ranks (its schedule and token positions)"),
                  "--ranks, --seq or --batch", 0, 2 * o.ranks);
   std::printf("ringside bench model: dry run + model of each strategy, P = %d, %s, on %s (target: under %.0f s each)\n",
-              o.ranks, o.cfg.summary().c_str(), hw.name.c_str(), o.target_s);
+              o.ranks, o.cfg.summary(o.choices.recompute).c_str(), hw.name.c_str(), o.target_s);
   std::printf("  %-16s %9s %8s %8s %9s %12s  %s\n", "strategy", "events", "dry run", "model", "total", "layer (mod.)",
               "verdict");
-  for (const auto& [st, why] : runs) {
-    if (!why.empty()) {
-      std::printf("  %-16s skipped: %s\n", st.name.c_str(), why.c_str());
+  for (const Candidate& c : runs) {
+    if (!c.plan) {
+      std::printf("  %-16s skipped: %s\n", c.name.c_str(), c.why.c_str());
       continue;
     }
     const auto t0 = clock::now();
     MemoryTracker tracker;
-    const trace::TraceData schedule = model::dry_run(st, o.cfg, o.ranks, tracker);
+    const trace::TraceData schedule = model::dry_run(*c.plan, tracker);
     const auto t1 = clock::now();
     const trace::TraceData m = model::model_trace(schedule, hw);
     const auto t2 = clock::now();
@@ -127,7 +132,7 @@ int bench_model(const BenchModelOptions& o) {
     const double dry = std::chrono::duration<double>(t1 - t0).count(), mod = std::chrono::duration<double>(t2 - t1).count();
     int64_t layer_ns = 0;  // the modeled layer: the slowest rank's forward + backward, as `model` says it
     for (const trace::StrategyMetrics& sm : trace::compute_metrics(m)) layer_ns = std::max(layer_ns, trace::layer_ns(sm));
-    std::printf("  %-16s %9zu %7.2fs %7.2fs %8.2fs %12s  %s\n", st.name.c_str(), events, dry, mod, dry + mod,
+    std::printf("  %-16s %9zu %7.2fs %7.2fs %8.2fs %12s  %s\n", c.name.c_str(), events, dry, mod, dry + mod,
                 format_seconds(double(layer_ns) / 1e9).c_str(), dry + mod < o.target_s ? "OK" : "SLOW");
     std::fflush(stdout);
   }
@@ -293,125 +298,11 @@ int bench_kernels(const BenchKernelsOptions& o) {
 
 }  // namespace ringside::cli
 
-namespace ringside::cli {
-
-namespace {
-
-struct CommRow {
-  std::string op;
-  int64_t bytes;
-  double seconds, memcpy_gbps;
-};
-
-// nccl-tests' bus bandwidth factors (PERFORMANCE.md): what each rank's link must carry
-// relative to the buffer size, so that busbw is comparable with the hardware's peak.
-double bus_factor(const std::string& op, int P) {
-  if (op == "all_reduce") return 2.0 * (P - 1) / P;
-  if (op == "sendrecv") return 1.0;
-  return double(P - 1) / P;  // all_gather, reduce_scatter, all_to_all
-}
-
-// One rank's part; rank 0 returns the rows.
-std::vector<CommRow> bench_comm_rank(Communicator& c, const BenchCommOptions& o) {
-  const int P = c.size(), r = c.rank();
-  std::vector<CommRow> rows;
-  const char* ops[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "sendrecv"};
-  for (const char* op : ops)
-    for (int64_t S = o.min_bytes; S <= o.max_bytes; S *= 4) {
-      const int64_t n = S / 4;  // float32 elements in the full buffer
-      const auto counts = even_counts(n, P);
-      // all_to_all: block j (counts[j] elements) to rank j, so rank j's block to us is counts[r].
-      const std::vector<int64_t> a2a_recv(P, counts[r]);
-      std::vector<float> full(n, 1.0f), part(counts[r] + 1, 1.0f), out(n + P, 0.0f);
-      auto once = [&] {
-        const std::string o_ = op;
-        if (o_ == "all_gather") c.all_gather(part.data(), out.data(), counts, DType::f32);
-        else if (o_ == "reduce_scatter") c.reduce_scatter(full.data(), part.data(), counts, DType::f32);
-        else if (o_ == "all_reduce") c.all_reduce(full.data(), n, DType::f32);
-        else if (o_ == "all_to_all") c.all_to_all(full.data(), counts, out.data(), a2a_recv, DType::f32);
-        else {  // ring send/recv: every rank sends S bytes right and receives S bytes from the left
-          auto rr = c.irecv(out.data(), n * 4, (r + P - 1) % P, 9);
-          auto sr = c.isend(full.data(), n * 4, (r + 1) % P, 9);
-          c.wait(rr);
-          c.wait(sr);
-        }
-      };
-      const int iters = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / S, 2, 100));
-      once();  // warm-up
-      c.barrier();
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) once();
-      const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-      std::vector<double> all(P);
-      c.all_gather(&mine, all.data(), std::vector<int64_t>(P, 1), DType::f64);
-      if (r != 0) continue;
-      // memcpy of the same S bytes, in this run, on this rank.
-      const auto m0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) {
-        std::memcpy(out.data(), full.data(), static_cast<size_t>(S));
-        benchmark::DoNotOptimize(out.data());
-      }
-      const double mt = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count() / iters;
-      rows.push_back({op, S, *std::max_element(all.begin(), all.end()), double(S) / mt / 1e9});
-    }
-  return rows;
-}
-
-}  // namespace
-
-int bench_comm(const BenchCommOptions& o) {
-  const bool mpi = o.backend == "mpi" || (o.backend.empty() && launched_by_mpirun());
-  std::vector<CommRow> rows;
-  int P = o.ranks;
-  if (mpi && !launched_by_mpirun()) throw ConfigError("--backend mpi: this process was not started by mpirun");
-  Communicator* world = mpi ? &mpi_world() : nullptr;
-  if (world) {
-    P = world->size();
-    check_ranks_agree(*world, "bench comm", o.given);
-  }
-  checked_on_every_rank(world, [&] {
-    if (o.min_bytes > o.max_bytes) throw ConfigError("--min-bytes must not exceed --max-bytes");
-    if (world && o.ranks_given && o.ranks != P)
-      throw ConfigError(detail::concat("--ranks ", o.ranks, " but mpirun started ", P, " processes (use -np ", o.ranks, ")"));
-    // Each rank holds a send and a receive buffer of the largest size, P times over for all_gather.
-    require_memory(double(o.max_bytes) * (P + 2) * (world ? 1 : P), "bench comm", "--max-bytes or --ranks");
-  });
-  if (mpi) {
-    Communicator& w = *world;
-    rows = bench_comm_rank(w, o);
-    if (w.rank() != 0) return 0;
-  } else {
-    run_local(P, [&](Communicator& c) {
-      auto mine = bench_comm_rank(c, o);
-      if (c.rank() == 0) rows = std::move(mine);
-    });
-  }
-  std::printf("ringside bench comm: %d ranks, %s backend, float32; time = slowest rank, mean over the iterations\n",
-              P, mpi ? "mpi" : "local");
-  std::printf("  algbw = size / time; busbw = algbw x (P-1)/P (all_gather, reduce_scatter, all_to_all),\n"
-              "  2(P-1)/P (all_reduce), 1 (sendrecv): nccl-tests' PERFORMANCE.md. memcpy: the same bytes, one thread.\n\n");
-  std::printf("  %-15s %10s %11s %12s %12s %12s %8s\n", "op", "size", "time", "algbw", "busbw", "memcpy", "bus/mem");
-  std::string last;
-  for (const CommRow& row : rows) {
-    if (row.op != last && !last.empty()) std::printf("\n");
-    last = row.op;
-    const double alg = double(row.bytes) / row.seconds / 1e9, bus = alg * bus_factor(row.op, P);
-    std::printf("  %-15s %10s %11s %8.2f GB/s %7.2f GB/s %7.2f GB/s %8.2f\n", row.op.c_str(),
-                format_bytes(double(row.bytes)).c_str(), format_seconds(row.seconds).c_str(), alg, bus,
-                row.memcpy_gbps, bus / row.memcpy_gbps);
-  }
-  return 0;
-}
-
-}  // namespace ringside::cli
-
 // ---- bench trace: what the timeline costs.
 namespace ringside::cli {
 
 int bench_trace(const BenchTraceOptions& o) {
-  o.cfg.validate();
-  const Strategy& st = find_strategy(o.strategy);
-  st.validate(o.cfg, o.ranks);
+  const RunPlan plan = resolve(o.choices.applied_to(parse_parallel_config(o.strategy)), o.cfg, o.ranks);
   check_memory(o.cfg, o.ranks, o.ranks, false);
   // 1. One hook with tracing off: the thread-local check every instrumented site makes (a
   //    Span, as around every copy and collective; the communicator and the memory tracker make
@@ -440,7 +331,7 @@ int bench_trace(const BenchTraceOptions& o) {
     {
       MemoryTracker tracker;
       const auto t0 = std::chrono::steady_clock::now();
-      run_strategy_local(st, o.cfg, o.ranks, DType::f32, tracker);
+      run_local_ranks(plan, DType::f32, tracker);
       plain = std::min(plain, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     {
@@ -448,7 +339,7 @@ int bench_trace(const BenchTraceOptions& o) {
       std::vector<trace::RankTrace> ranks;
       const TraceSink sink{trace::Clock{trace::Clock::steady_now_ns()}, &ranks};
       const auto t0 = std::chrono::steady_clock::now();
-      run_strategy_local(st, o.cfg, o.ranks, DType::f32, tracker, {}, &sink);
+      run_local_ranks(plan, DType::f32, tracker, {}, &sink);
       traced = std::min(traced, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       // Every recorded item passed at least one hook; a transfer passes two (post and wait).
       hooks = 0;
@@ -459,7 +350,7 @@ int bench_trace(const BenchTraceOptions& o) {
     }
   }
   const double off_s = double(hooks) * off_ns * 1e-9;
-  std::printf("ringside bench trace: %s on %d local ranks, %s\n", st.name.c_str(), o.ranks, o.cfg.summary().c_str());
+  std::printf("ringside bench trace: %s on %d local ranks, %s\n", plan.name.c_str(), o.ranks, o.cfg.summary(plan.recompute()).c_str());
   std::printf("  run untraced (best of %d)   %s\n", o.repetitions, format_seconds(plain).c_str());
   std::printf("  hooks per run               %zu (events, memory samples and transfers, all ranks)\n", hooks);
   std::printf("  one hook, tracing off       %.2f ns (Google Benchmark, best of 3)\n", off_ns);

@@ -13,7 +13,7 @@
 #include "cli/format.h"
 #include "device/backend.h"
 #include "core/gpu.h"
-#include "parallel/harness.h"
+#include "run/runner.h"
 #include "trace/metrics.h"
 
 namespace ringside::cli {
@@ -96,18 +96,16 @@ int bench_cuda(const BenchCudaOptions& o) {
 
   // The ring on virtual ranks: each has its own compute and comm streams, transfers are
   // device-to-device copies on the comm streams; the trace says how much of them compute hid.
-  const Strategy& ring = find_strategy("ring");
-  ring.validate(o.ring, o.ranks);
+  const RunPlan ring = resolve(parse_parallel_config("ring"), o.ring, o.ranks, Device::cuda);
   std::vector<trace::RankTrace> traces;
   trace::Clock clock;
   clock.origin_ns = trace::Clock::steady_now_ns();
   TraceSink sink{clock, &traces};
   LocalOptions opts;
-  opts.device = Device::cuda;
   MemoryTracker ring_tracker;
   for (int r = 0; r < o.repetitions; ++r) {  // the last run is the one measured (pools warm)
     traces.clear();
-    run_strategy_local(ring, o.ring, o.ranks, DType::f32, ring_tracker, opts, &sink);
+    run_local_ranks(ring, DType::f32, ring_tracker, opts, &sink);
   }
   const auto m = trace::compute_metrics(trace::TraceData{{}, traces, {}});
   std::printf("\n  ring attention, %d virtual ranks on GPU 0: %s\n", o.ranks, o.ring.summary().c_str());

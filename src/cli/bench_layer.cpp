@@ -21,7 +21,7 @@ namespace kc = kernels::cpu;
 
 CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o) {
   CLI::App* l = bench.add_subcommand("layer", "The reference layer's forward and backward GFLOP/s against OpenBLAS sgemm, one thread");
-  add_config_flags(*l, o.cfg, /*with_recompute=*/false);
+  add_config_flags(*l, o.cfg, o.choices, /*with_recompute=*/false);
   l->add_option("--repetitions", o.repetitions, "runs of sgemm, forward and backward, interleaved; the best of each counts")->capture_default_str()->check(CLI::Range(1, 50));
   return l;
 }

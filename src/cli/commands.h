@@ -12,7 +12,9 @@
 #include "core/memory_limits.h"
 #include "layer/config.h"
 #include "layer/packing.h"
-#include "parallel/strategy.h"
+#include "check/check.h"
+#include "parallel/run_plan.h"
+#include "run/runner.h"
 #include "layer/weights.h"
 #include "model/model.h"
 #include "model/report.h"
@@ -32,11 +34,24 @@ std::function<std::string(const std::string&)> integer_in(int64_t lo, int64_t hi
 /// no leading space).
 std::function<std::string(const std::string&)> number_in(double lo, double hi);
 
+/// The two choices of how a configuration runs that the layer flags carry, --layout and
+/// --recompute: ParallelConfig's layout and recompute (parallel/config.h).
+struct RunChoices {
+  Layout layout = Layout::automatic;
+  Recompute recompute = Recompute::none;
+  /// `par` with these choices.
+  ParallelConfig applied_to(ParallelConfig par) const {
+    par.layout = layout, par.recompute = recompute;
+    return par;
+  }
+};
+
 /// The layer flags every subcommand shares: --batch --seq --hidden --heads --kv-heads --ffn
-/// --causal/--no-causal --rope/--no-rope --dropout --seed --layout, bound to cfg (defaults from
-/// LayerConfig). Each value must be one number as written (a seed 0 to 2^64 - 1); a flag and
-/// its opposite together are an error.
-void add_config_flags(CLI::App& app, LayerConfig& cfg, bool with_recompute = true);
+/// --causal/--no-causal --rope/--no-rope --dropout --seed --docs --window --rope-positions,
+/// bound to cfg (defaults from LayerConfig), and --layout and (with_recompute) --recompute,
+/// bound to `choices`. Each value must be one number as written (a seed 0 to 2^64 - 1); a flag
+/// and its opposite together are an error.
+void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool with_recompute = true);
 
 /// A parallel configuration given as degrees (--tp, --cp, --cp-comm, --cp-a2a, --order)
 /// instead of a --strategy name.
@@ -47,11 +62,11 @@ struct ParallelFlags {
 };
 /// Adds --tp, --cp, --cp-comm, --cp-a2a and --order (group "Parallel").
 void add_parallel_flags(CLI::App& app, ParallelFlags& p);
-/// The strategy named `strategy`, or the configuration the flags give for P ranks (groups.h; a
-/// degree left out takes the rest of P, and with no --cp-comm a C above 1 is the ring). Throws
+/// The configuration named `strategy`, or the one the flags give for P ranks (parallel/config.h;
+/// a degree left out takes the rest of P, and with no --cp-comm a C above 1 is the ring). Throws
 /// ConfigError when both or neither are given, or the flags contradict (a2a+p2p without
 /// --cp-a2a, --cp-a2a without a2a+p2p or not dividing --cp, --tp not dividing P).
-Strategy strategy_from(const std::string& strategy, const ParallelFlags& p, int P);
+ParallelConfig strategy_from(const std::string& strategy, const ParallelFlags& p, int P);
 
 /// The options given on a command line, by name, with their values as given ("--seq", "4096").
 using GivenOptions = std::vector<std::pair<std::string, std::string>>;
@@ -67,15 +82,6 @@ void check_ranks_agree(Communicator& world, const std::string& command, const Gi
 /// other communication: if any rank throws a ConfigError, every rank throws one, and the lowest
 /// such rank says it ("rank 2: ..."; ConfigError::reporting_rank). Alone, it runs the checks.
 void checked_on_every_rank(Communicator* world, const std::function<void()>& checks);
-
-/// A run's result tensors by name, in the dump's order: out, grad.x, grad.<param>.
-std::vector<std::pair<std::string, const Tensor*>> named_results(const Tensor& out, const Tensor& dx,
-                                                                 const LayerWeights& grads);
-
-/// "" or, when tensors of the fp64 reference are all zero, "nothing to compare: grad.X and N
-/// more tensors are all zero ...": an error of 0 against such a tensor is no evidence (a
-/// dropout near 1 can drop every element of a small layer), so a check over it is not OK.
-std::string nothing_to_compare_in(const std::vector<std::pair<std::string, const Tensor*>>& reference);
 
 /// Bytes the reference run holds at its peak, roughly (weights and grads, saved activations,
 /// the backward's workspace, inputs and outputs), in double so absurd sizes do not overflow.
@@ -98,12 +104,14 @@ void prepare_dump_dir(const std::string& dir, const LayerConfig& cfg);
 /// and grad.<param>, all over the s real tokens. Whole or not at all: written into a fresh
 /// directory inside DIR, then moved in under a lock on DIR, the manifest last. Throws
 /// ringside::Error on any write failure (DIR then as it was).
-void write_dump(const std::string& dir, const LayerConfig& cfg, const Packing& packing, const Tensor& out,
-                const Tensor& dx, const LayerWeights& grads, const std::string& producer);
+/// `config` is the manifest's "config" (a run's RunPlan::config_json, or the layer's).
+void write_dump(const std::string& dir, const LayerConfig& cfg, const nlohmann::json& config, const Packing& packing,
+                const Tensor& out, const Tensor& dx, const LayerWeights& grads, const std::string& producer);
 
 /// Options of `ringside compare` and `ringside run`.
 struct CompareOptions {
   LayerConfig cfg;
+  RunChoices choices;  ///< --layout, --recompute
   std::string strategies;  ///< comma-separated; empty: all
   std::string strategy;    ///< for run
   ParallelFlags parallel;  ///< the configuration as degrees (run: instead of --strategy; compare: of --strategies)
@@ -165,6 +173,7 @@ struct BenchCommOptions {
 
 struct BenchTraceOptions {
   LayerConfig cfg;
+  RunChoices choices;
   std::string strategy = "ring";
   int ranks = 4;
   int repetitions = 3;
@@ -178,6 +187,7 @@ struct BenchModelOptions {
     c.s = 1 << 20, c.h = 4096, c.H = 64, c.Hkv = 8, c.f = 16384;
     return c;
   }();
+  RunChoices choices;
   int ranks = 64;
   std::string hw = "h100-nvlink";
   double target_s = 30;  ///< issue 8: a dry run plus model under 30 s on the 2-core machine
@@ -210,6 +220,7 @@ int bench_kernels(const BenchKernelsOptions& o);
 
 struct BenchLayerOptions {
   LayerConfig cfg;
+  RunChoices choices;  ///< --layout (the reference layer has none)
   int repetitions = 5;  ///< runs of each, interleaved; the best counts
   double forward_target = 0.75, backward_target = 0.70;  ///< of same-run sgemm (issue 20)
 };
@@ -243,6 +254,7 @@ nlohmann::json metrics_json(const trace::StrategyMetrics& s);
 
 struct ModelCommandOptions {
   LayerConfig cfg;
+  RunChoices choices;
   std::string strategy;  ///< a dry run of this strategy (or of `parallel`), or
   ParallelFlags parallel;
   std::string from;      ///< a recorded trace to model
@@ -267,16 +279,16 @@ struct ModelRun {
   size_t events = 0;                              ///< in `modeled`
   std::vector<trace::StrategyMetrics> metrics;    ///< of `modeled`, per strategy
   std::vector<model::StrategyReport> reports;     ///< the same order
-  std::optional<Strategy> strategy;  ///< the dry run's (none for --from)
+  std::optional<RunPlan> plan;       ///< the dry run's (none for --from)
   MemoryTracker tracker;             ///< declared before `results`, so that it outlives them
-  std::vector<RankResult> results;   ///< the dry run's per rank (tensors without data)
+  std::vector<RunRecord> results;    ///< the dry run's per rank (tensors without data)
   double dry_s = 0, model_s = 0;     ///< measured seconds of this machine (varying)
 };
 
 /// Checks `o` as `ringside model` does before any work (the layer, the strategy on its ranks,
 /// the profile and the model options, flags that would have no effect); throws ConfigError.
-/// Returns the profile.
-model::Hardware check_model_command(const ModelCommandOptions& o);
+/// Returns the profile, and with `plan` the dry run's plan (resolved once, here).
+model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan = nullptr);
 
 /// Runs `o` as `ringside model` does, printing nothing: validates, dry-runs (or reads --from),
 /// cuts to attention with --only attention, models. Throws ConfigError for bad options and
@@ -307,6 +319,7 @@ int validate_command(const ValidateOptions& o);
 
 struct PlanCommandOptions {
   LayerConfig cfg;
+  RunChoices choices;  ///< --layout (--recompute is the planner's own, below)
   int gpus = 8;
   std::vector<std::string> hw{"h100-nvlink"};  ///< profiles: names or JSON files
   std::string recompute = "any";               ///< any, none, selective or full

@@ -78,7 +78,8 @@ void prepare_dump_dir(const std::string& d, const LayerConfig& cfg) {
 // Whole dumps: the files are written into a fresh directory inside DIR, then moved into DIR,
 // the manifest last, under a lock on DIR. A dump that fails partway (a full disk) leaves DIR
 // as it was, and two dumps into one DIR never mix their files.
-void write_dump(const std::string& d, const LayerConfig& cfg, const Packing& packing, const Tensor& out,
+void write_dump(const std::string& d, const LayerConfig& cfg, const nlohmann::json& config, const Packing& packing,
+                const Tensor& out,
                 const Tensor& dx, const LayerWeights& grads, const std::string& producer) {
   namespace fs = std::filesystem;
   const fs::path dir = d;
@@ -89,7 +90,7 @@ void write_dump(const std::string& d, const LayerConfig& cfg, const Packing& pac
   nlohmann::json manifest;
   manifest["ringside_version"] = RINGSIDE_VERSION;
   manifest["producer"] = producer;
-  manifest["config"] = cfg.to_json();
+  manifest["config"] = config;
   manifest["dtype"] = "float32";
   manifest["order"] = "C";
   manifest["mask"] = mask_json(cfg, packing);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -23,52 +24,17 @@
 #include "core/memory_limits.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/philox.h"
+#include "check/check.h"
+#include "check/reference_run.h"
 #include "layer/reference.h"
+#include "parallel/run_plan.h"
 
 namespace ringside::cli {
 
 namespace {
 
-struct ReferenceRun {
-  ForwardResult fwd;  ///< out; the saved activations are released after the backward
-  Gradients grads;
-  Tensor x, dout;
-  double forward_s = 0, backward_s = 0;
-  int64_t peak_saved = 0;
-  Shape q_shape, k_shape, lse_shape, u_shape;
-};
-
-template <class T>
-ReferenceRun run_reference(const LayerConfig& cfg, Backend& be, MemoryTracker& tracker, int rank) {
-  const AllocTag tag{rank, MemCategory::workspace, &tracker};
-  constexpr DType dt = dtype_of<T>();
-  const LayerWeights w = init_weights(cfg, dt, tag);
-  ReferenceRun r;
-  r.x = random_input(cfg, static_cast<uint32_t>(RngSite::input_x), dt, tag);
-  r.dout = random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), dt, tag);
-  using clock = std::chrono::steady_clock;
-  auto t0 = clock::now();
-  r.fwd = reference_forward<T>(cfg, w, r.x, be, tag);
-  auto t1 = clock::now();
-  r.grads = reference_backward<T>(cfg, w, r.fwd.saved, r.dout, be, tag);
-  auto t2 = clock::now();
-  r.forward_s = std::chrono::duration<double>(t1 - t0).count();
-  r.backward_s = std::chrono::duration<double>(t2 - t1).count();
-  r.peak_saved = tracker.peak(rank, MemCategory::activations);
-  // Release the saved activations (a --check run of fp64 follows); keep what is printed.
-  SavedActivations kept;
-  kept.positions = r.fwd.saved.positions;
-  r.q_shape = r.fwd.saved.q.shape(), r.k_shape = r.fwd.saved.k.shape();
-  r.lse_shape = r.fwd.saved.lse.shape(), r.u_shape = r.fwd.saved.u.shape();
-  r.fwd.saved = std::move(kept);
-  return r;
-}
-
-std::vector<std::pair<std::string, const Tensor*>> results(const ReferenceRun& r) {
-  return named_results(r.fwd.out, r.grads.dx, r.grads.grads);
-}
-
-int reference_command(LayerConfig cfg, const std::string& dtype, bool check, const std::optional<std::string>& dump_dir) {
+int reference_command(LayerConfig cfg, const cli::RunChoices& choices, const std::string& dtype, bool check,
+                      const std::optional<std::string>& dump_dir) {
   cfg.validate();
   if (cfg.dropout == 0) cfg.dropout = 0.0;  // print and save -0 as 0
   const bool f64 = dtype == "f64";
@@ -78,15 +44,13 @@ int reference_command(LayerConfig cfg, const std::string& dtype, bool check, con
   require_memory(reference_peak_bytes(cfg, dt) + (check ? reference_peak_bytes(cfg, DType::f64) : 0.0),
                  check ? "this layer (fp32 and fp64)" : "this layer", "--seq, --batch or --ffn");
 
-  auto be = make_cpu_backend();
-  MemoryTracker tracker;
   std::printf("ringside reference: the single-device layer, forward and backward (%s)\n", f64 ? "fp64" : "fp32");
-  std::printf("  config     %s\n", cfg.summary().c_str());
-  std::printf("  backend    %s\n", be->describe().c_str());
+  std::printf("  config     %s\n", cfg.summary(choices.recompute).c_str());
+  std::printf("  backend    %s\n", make_cpu_backend()->describe().c_str());
   std::fflush(stdout);
 
-  const ReferenceRun r = f64 ? run_reference<double>(cfg, *be, tracker, 0) : run_reference<float>(cfg, *be, tracker, 0);
-  std::printf("  shapes     x %s  q %s  k,v %s  lse %s  u,g %s\n", to_string(r.x.shape()).c_str(),
+  const ReferenceRun r = run_reference(cfg, dt);
+  std::printf("  shapes     x %s  q %s  k,v %s  lse %s  u,g %s\n", to_string(Shape{cfg.b, cfg.s, cfg.h}).c_str(),
               to_string(r.q_shape).c_str(), to_string(r.k_shape).c_str(), to_string(r.lse_shape).c_str(),
               to_string(r.u_shape).c_str());
   int64_t params = 0;
@@ -105,27 +69,144 @@ int reference_command(LayerConfig cfg, const std::string& dtype, bool check, con
   if (check && !f64) {
     std::printf("  check      against the fp64 reference (relative Frobenius error):\n");
     std::fflush(stdout);
-    MemoryTracker t64;
-    const ReferenceRun ref = run_reference<double>(cfg, *be, t64, 0);
-    const auto mine = results(r), theirs = results(ref);
-    double worst = -1;
-    std::string worst_name;
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const double e = relative_error(*mine[i].second, *theirs[i].second);
-      std::printf("    %-16s %.2e\n", mine[i].first.c_str(), e);
-      if (!(e <= worst)) worst = e, worst_name = mine[i].first;
-    }
-    const std::string empty = nothing_to_compare_in(theirs);
-    const bool ok = worst < 1e-5 && empty.empty();
-    std::printf("  verdict    %s: worst %s at %.2e (bound 1e-5)%s\n", ok ? "OK" : "FAIL", worst_name.c_str(), worst,
-                empty.empty() ? "" : ("; " + empty).c_str());
+    const ReferenceRun ref = run_reference(cfg, DType::f64);
+    const TensorErrors errors = errors_against(r.out, r.dx, r.grads, ref);
+    for (const auto& [name, e] : errors.errors) std::printf("    %-16s %.2e\n", name.c_str(), e);
+    const std::string empty = nothing_to_compare_in(named_results(ref.out, ref.dx, ref.grads));
+    const bool ok = errors.worst.second < kTolerance && empty.empty();
+    std::printf("  verdict    %s: worst %s at %.2e (bound %s)%s\n", ok ? "OK" : "FAIL", errors.worst.first.c_str(),
+                errors.worst.second, kToleranceText, empty.empty() ? "" : ("; " + empty).c_str());
     status = ok ? 0 : 1;
   }
   if (dump_dir) {
-    write_dump(*dump_dir, cfg, Packing(cfg), r.fwd.out, r.grads.dx, r.grads.grads, "reference");
-    std::printf("  dump       %s/manifest.json and %zu .npy files\n", dump_dir->c_str(), 4 + 12 + results(r).size());
+    write_dump(*dump_dir, cfg, config_json(cfg, choices.applied_to({})), Packing(cfg), r.out, r.dx, r.grads, "reference");
+    std::printf("  dump       %s/manifest.json and %zu .npy files\n", dump_dir->c_str(),
+                4 + 12 + named_results(r.out, r.dx, r.grads).size());
   }
   return status;
+}
+
+// The options of `ringside reference`.
+struct ReferenceOptions {
+  LayerConfig cfg;
+  RunChoices choices;
+  std::string dtype = "f32";
+  std::optional<std::string> dump_dir;
+  bool check = false;
+};
+
+CLI::App* add_reference(CLI::App& app, ReferenceOptions& o) {
+  CLI::App* ref = app.add_subcommand("reference", "Run the single-device reference layer forward and backward once");
+  add_config_flags(*ref, o.cfg, o.choices);
+  ref->add_option("--dtype", o.dtype, "compute type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  ref->add_flag("--check", o.check, "also run fp64 and print each tensor's relative error (exit 1 above 1e-5)");
+  ref->add_option("--dump", o.dump_dir, "write every tensor as fp32 .npy and DIR/manifest.json")->option_text("DIR")->check(
+      non_empty("--dump needs a directory name"));
+  ref->footer(
+      "Examples:\n"
+      "  ringside reference --check                       # default layer, fp32 checked against fp64\n"
+      "  ringside reference --seq 1024 --kv-heads 1 --no-rope\n"
+      "  ringside reference --seq 256 --dump out/ref      # .npy files + manifest.json");
+  return ref;
+}
+
+/// Every subcommand, and the options the parser fills in for it. The parser holds references
+/// into these, so there is one, made in main and never copied.
+struct Commands {
+  Commands() = default;
+  Commands(const Commands&) = delete;
+  Commands& operator=(const Commands&) = delete;
+
+  ReferenceOptions ref_opts;
+  CompareOptions cmp_opts;  // compare and run
+  BenchKernelsOptions bench_opts;
+  BenchCommOptions bench_comm_opts;
+  BenchTraceOptions bench_trace_opts;
+  BenchModelOptions bench_model_opts;
+  BenchCudaOptions bench_cuda_opts;
+  TraceStatsOptions stats_opts;
+  ModelCommandOptions model_opts;
+  ValidateOptions validate_opts;
+  PlanCommandOptions plan_opts;
+  BenchPlanOptions bench_plan_opts;
+  BenchLayerOptions bench_layer_opts;
+  LessonOptions lesson_opts;
+
+  CLI::App *ref = nullptr, *compare_app = nullptr, *run_app = nullptr;
+  CLI::App *bench_kernels = nullptr, *bench_comm = nullptr, *bench_trace = nullptr, *bench_model = nullptr;
+  CLI::App *stats_app = nullptr, *model_app = nullptr, *validate_app = nullptr, *plan_app = nullptr;
+  CLI::App *bench_plan = nullptr, *bench_layer = nullptr, *lesson_app = nullptr;
+};
+
+// Adds the subcommands to `app`, in the order --help lists them.
+void add_commands(CLI::App& app, Commands& c) {
+  c.ref = add_reference(app, c.ref_opts);
+  std::tie(c.compare_app, c.run_app) = add_compare_and_run(app, c.cmp_opts);
+
+  c.bench_trace_opts.cfg.s = 1024;  // a run of a few seconds on 2 cores
+  std::tie(c.bench_kernels, c.bench_comm, c.bench_trace, c.bench_model) =
+      add_bench(app, c.bench_opts, c.bench_comm_opts, c.bench_trace_opts, c.bench_model_opts);
+  add_bench_cuda(*app.get_subcommand("bench"), c.bench_cuda_opts);
+
+  c.stats_app = add_trace_stats(app, c.stats_opts);
+  c.model_app = add_model(app, c.model_opts);
+  c.validate_app = add_validate(app, c.validate_opts);
+
+  c.plan_app = add_plan(app, c.plan_opts);
+  c.bench_plan = add_bench_plan(*app.get_subcommand("bench"), c.bench_plan_opts);
+  c.bench_layer = add_bench_layer(*app.get_subcommand("bench"), c.bench_layer_opts);
+
+  c.lesson_app = add_lesson(app, c.lesson_opts);
+  strict_values(app);
+}
+
+// CLI11 answers a misspelt subcommand with "A subcommand is required"; this names it instead.
+// True when argv names a subcommand that does not exist (it has said so on stderr).
+bool refused_unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  CLI::App* level = &app;
+  for (int i = 1; i < argc && argv[i][0] != '-' && !level->get_subcommands({}).empty(); ++i) {
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : level->get_subcommands({}))
+      if (sub->get_name() == argv[i]) next = sub;
+    if (!next) {
+      std::string names;
+      for (CLI::App* sub : level->get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+      std::fprintf(stderr, "ringside: unknown subcommand '%s' (expected one of: %s; see --help)\n", argv[i],
+                   names.c_str());
+      return true;
+    }
+    level = next;
+  }
+  return false;
+}
+
+// Runs the subcommand the command line named (after parsing) and returns its exit status.
+// `argv0` is how this command was called: the lesson looks for the viewer beside it.
+int run_parsed(Commands& c, CLI::App& app, const char* argv0) {
+  int rc = 0;
+  if (c.ref->parsed()) {
+    const ReferenceOptions& o = c.ref_opts;
+    rc = reference_command(o.cfg, o.choices, o.dtype, o.check, o.dump_dir);
+  }
+  if (c.compare_app->parsed()) rc = compare_command(c.cmp_opts);
+  if (c.run_app->parsed()) rc = run_command(c.cmp_opts);
+  if (c.bench_kernels->parsed()) rc = bench_kernels(c.bench_opts);
+  if (c.bench_comm->parsed()) rc = bench_comm(c.bench_comm_opts);
+  if (c.bench_trace->parsed()) rc = bench_trace(c.bench_trace_opts);
+  if (c.bench_model->parsed()) rc = bench_model(c.bench_model_opts);
+  if (app.get_subcommand("bench")->get_subcommand("cuda")->parsed()) rc = bench_cuda(c.bench_cuda_opts);
+  if (c.stats_app->parsed()) rc = trace_stats_command(c.stats_opts);
+  if (c.model_app->parsed()) rc = model_command(c.model_opts);
+  if (c.validate_app->parsed()) rc = validate_command(c.validate_opts);
+  if (c.plan_app->parsed()) rc = plan_command(c.plan_opts);
+  if (c.bench_plan->parsed()) rc = bench_plan(c.bench_plan_opts);
+  if (c.bench_layer->parsed()) rc = bench_layer(c.bench_layer_opts);
+  if (c.lesson_app->parsed()) {
+    // The viewer is built beside this command; say how to call it from here.
+    const std::filesystem::path viewer = std::filesystem::path(argv0).parent_path() / "ringside-viewer";
+    rc = lesson_command(c.lesson_opts, std::filesystem::exists(viewer) ? viewer.string() : "ringside-viewer");
+  }
+  return rc;
 }
 
 }  // namespace
@@ -151,94 +232,14 @@ int main(int argc, char** argv) {
                                         " (CPU only)"
 #endif
   );
-
-  LayerConfig cfg;
-  std::string dtype = "f32";
-  std::optional<std::string> dump_dir;
-  bool check = false;
-  CLI::App* ref = app.add_subcommand("reference", "Run the single-device reference layer forward and backward once");
-  cli::add_config_flags(*ref, cfg);
-  ref->add_option("--dtype", dtype, "compute type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
-  ref->add_flag("--check", check, "also run fp64 and print each tensor's relative error (exit 1 above 1e-5)");
-  ref->add_option("--dump", dump_dir, "write every tensor as fp32 .npy and DIR/manifest.json")->option_text("DIR")->check(
-      cli::non_empty("--dump needs a directory name"));
-  ref->footer(
-      "Examples:\n"
-      "  ringside reference --check                       # default layer, fp32 checked against fp64\n"
-      "  ringside reference --seq 1024 --kv-heads 1 --no-rope\n"
-      "  ringside reference --seq 256 --dump out/ref      # .npy files + manifest.json");
-
-  cli::CompareOptions cmp_opts;
-  auto [compare_app, run_app] = cli::add_compare_and_run(app, cmp_opts);
-
-  cli::BenchKernelsOptions bench_opts;
-  cli::BenchCommOptions bench_comm_opts;
-  cli::BenchTraceOptions bench_trace_opts;
-  bench_trace_opts.cfg.s = 1024;  // a run of a few seconds on 2 cores
-  cli::BenchModelOptions bench_model_opts;
-  auto [bench_kernels, bench_comm, bench_trace, bench_model] =
-      cli::add_bench(app, bench_opts, bench_comm_opts, bench_trace_opts, bench_model_opts);
-  cli::BenchCudaOptions bench_cuda_opts;
-  cli::add_bench_cuda(*app.get_subcommand("bench"), bench_cuda_opts);
-
-  cli::TraceStatsOptions stats_opts;
-  CLI::App* stats_app = cli::add_trace_stats(app, stats_opts);
-
-  cli::ModelCommandOptions model_opts;
-  CLI::App* model_app = cli::add_model(app, model_opts);
-
-  cli::ValidateOptions validate_opts;
-  CLI::App* validate_app = cli::add_validate(app, validate_opts);
-
-  cli::PlanCommandOptions plan_opts;
-  CLI::App* plan_app = cli::add_plan(app, plan_opts);
-  cli::BenchPlanOptions bench_plan_opts;
-  CLI::App* bench_plan = cli::add_bench_plan(*app.get_subcommand("bench"), bench_plan_opts);
-  cli::BenchLayerOptions bench_layer_opts;
-  CLI::App* bench_layer = cli::add_bench_layer(*app.get_subcommand("bench"), bench_layer_opts);
-
-  cli::LessonOptions lesson_opts;
-  CLI::App* lesson_app = cli::add_lesson(app, lesson_opts);
-  cli::strict_values(app);
+  cli::Commands commands;
+  cli::add_commands(app, commands);
 
   try {
-    // CLI11 answers a misspelt subcommand with "A subcommand is required"; name it instead.
-    CLI::App* level = &app;
-    for (int i = 1; i < argc && argv[i][0] != '-' && !level->get_subcommands({}).empty(); ++i) {
-      CLI::App* next = nullptr;
-      for (CLI::App* sub : level->get_subcommands({}))
-        if (sub->get_name() == argv[i]) next = sub;
-      if (!next) {
-        std::string names;
-        for (CLI::App* sub : level->get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
-        std::fprintf(stderr, "ringside: unknown subcommand '%s' (expected one of: %s; see --help)\n", argv[i],
-                     names.c_str());
-        return 2;
-      }
-      level = next;
-    }
+    if (cli::refused_unknown_subcommand(app, argc, argv)) return 2;
     app.parse(argc, argv);
     kernels::cpu::active_cpu_isa();  // a bad RINGSIDE_CPU_ISA is refused here, before any work
-    int rc = 0;
-    if (ref->parsed()) rc = cli::reference_command(cfg, dtype, check, dump_dir);
-    if (compare_app->parsed()) rc = cli::compare_command(cmp_opts);
-    if (run_app->parsed()) rc = cli::run_command(cmp_opts);
-    if (bench_kernels->parsed()) rc = cli::bench_kernels(bench_opts);
-    if (bench_comm->parsed()) rc = cli::bench_comm(bench_comm_opts);
-    if (bench_trace->parsed()) rc = cli::bench_trace(bench_trace_opts);
-    if (bench_model->parsed()) rc = cli::bench_model(bench_model_opts);
-    if (app.get_subcommand("bench")->get_subcommand("cuda")->parsed()) rc = cli::bench_cuda(bench_cuda_opts);
-    if (stats_app->parsed()) rc = cli::trace_stats_command(stats_opts);
-    if (model_app->parsed()) rc = cli::model_command(model_opts);
-    if (validate_app->parsed()) rc = cli::validate_command(validate_opts);
-    if (plan_app->parsed()) rc = cli::plan_command(plan_opts);
-    if (bench_plan->parsed()) rc = cli::bench_plan(bench_plan_opts);
-    if (bench_layer->parsed()) rc = cli::bench_layer(bench_layer_opts);
-    if (lesson_app->parsed()) {
-      // The viewer is built beside this command; say how to call it from here.
-      const std::filesystem::path viewer = std::filesystem::path(argv[0]).parent_path() / "ringside-viewer";
-      rc = cli::lesson_command(lesson_opts, std::filesystem::exists(viewer) ? viewer.string() : "ringside-viewer");
-    }
+    const int rc = cli::run_parsed(commands, app, argv[0]);
     mpi_finalize();
     return rc;
   } catch (const CLI::ParseError& e) {

@@ -9,18 +9,18 @@
 #include "core/error.h"
 #include "core/output.h"
 #include "model/model.h"
-#include "parallel/harness.h"
+#include "run/runner.h"
 #include "trace/metrics.h"
 
 namespace ringside::cli {
 
 CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   std::string names, hw;
-  for (const Strategy& s : strategies()) names += (names.empty() ? "" : ", ") + s.name;
+  for (const ParallelConfig& s : strategies()) names += (names.empty() ? "" : ", ") + s.name();
   for (const std::string& n : model::hardware_names()) hw += (hw.empty() ? "" : ", ") + n;
   CLI::App* m = app.add_subcommand(
       "model", "What if: a dry run of one strategy at any size, replayed on named hardware (time, overlap, memory)");
-  add_config_flags(*m, o.cfg);
+  add_config_flags(*m, o.cfg, o.choices);
   m->add_option("--strategy", o.strategy, "one of: " + names + ", or a configuration such as tp8xring8 (or the degrees below)")
       ->check(non_empty("--strategy needs a name"));
   add_parallel_flags(*m, o.parallel);
@@ -91,7 +91,7 @@ model::ModelOptions model_options(const ModelCommandOptions& o) {
   return mo;
 }
 
-model::Hardware check_model_command(const ModelCommandOptions& o) {
+model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan) {
   const bool dry = !o.strategy.empty() || o.parallel.given();
   if (o.from.empty() && !dry)
     throw ConfigError("model: give --strategy or the degrees (a dry run), or --from FILE (a recorded trace)");
@@ -107,30 +107,28 @@ model::Hardware check_model_command(const ModelCommandOptions& o) {
                       (o.efficiency == "ideal" ? "under --efficiency ideal (the roofline)"
                                                : "on " + hw.name + ", whose profile states no efficiency (the roofline)"));
   if (dry) {
-    o.cfg.validate();
-    strategy_from(o.strategy, o.parallel, o.ranks).validate(o.cfg, o.ranks);
+    RunPlan p = resolve(o.choices.applied_to(strategy_from(o.strategy, o.parallel, o.ranks)), o.cfg, o.ranks);
+    if (plan) *plan = std::move(p);
   }
   return hw;
 }
 
 void run_model(const ModelCommandOptions& o, ModelRun& run) {
   using clock = std::chrono::steady_clock;
-  run.hw = check_model_command(o);  // before the dry run: a bad kernel or dtype costs nothing
+  run.hw = check_model_command(o, &run.plan);  // before the dry run: a bad kernel or dtype costs nothing
   const model::ModelOptions mo = model_options(o);
 
   trace::TraceData schedule;
   auto t0 = clock::now();
   if (o.from.empty()) {
-    run.strategy = strategy_from(o.strategy, o.parallel, o.ranks);
-    run.strategy = resolve_strategy(*run.strategy, o.ranks);
     // Tensors cost nothing in a dry run, but each rank lists its tokens' global positions
     // (RoPE, dropout, the layout): 8 bytes a token, a few lists at once. And the schedule
     // itself: model_schedule_bytes.
-    require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks, o.cfg),
+    require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks, o.cfg, run.plan->requested_layout()),
                    detail::concat("the dry run on ", o.ranks, " ranks (its schedule and token positions)"),
                    "--ranks, --seq or --batch", 0, 2 * o.ranks);
     // The dry run: the strategy's own code, with tensors that hold no memory and no math.
-    schedule = model::dry_run(*run.strategy, o.cfg, o.ranks, run.tracker, &run.results);
+    schedule = model::dry_run(*run.plan, run.tracker, &run.results);
   } else {
     schedule = trace::read_trace(o.from);
     size_t recorded = 0;
@@ -159,6 +157,71 @@ void run_model(const ModelCommandOptions& o, ModelRun& run) {
   run.reports = model::report_of(run.modeled, run.metrics);
 }
 
+namespace {
+
+// Prints one modeled strategy's block: each rank's time, compute, communication and peak memory
+// (the first and last four of more than 12), their sums, the layer's and attention's times on
+// the slowest rank, and whether the peaks fit the GPU's memory.
+void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const trace::StrategyMetrics& m,
+                    const model::StrategyReport& report) {
+  const model::Hardware& hw = run.hw;
+  const std::optional<RunPlan>& st = run.plan;
+  std::printf("\n  %s (modeled)\n", m.strategy.c_str());
+  std::printf("  %5s %11s %11s %11s %8s %11s %13s\n", "rank", "time", "compute", "comm", "overlap", "exposed", "peak memory");
+  const size_t n = m.ranks.size();
+  int64_t peak = 0, span = 0, total_peak = 0;
+  int worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const trace::RankMetrics& r = m.ranks[i];
+    if (r.peak_memory_bytes > peak) peak = r.peak_memory_bytes, worst = r.rank;
+    total_peak += r.peak_memory_bytes;
+    span = std::max(span, r.time.window_ns);
+    if (n > 12 && i >= 4 && i + 4 < n) {
+      if (i == 4) std::printf("  %5s\n", "...");
+      continue;
+    }
+    std::printf("  %5d %11s %11s %11s %8s %11s %13s\n", r.rank, seconds(double(r.time.window_ns)).c_str(),
+                seconds(double(r.time.compute_ns)).c_str(), seconds(double(r.time.comm_ns)).c_str(),
+                pct(r.time.overlap_pct()).c_str(), seconds(double(r.time.exposed_comm_ns)).c_str(),
+                o.only == "attention" ? "-" : format_bytes(double(r.peak_memory_bytes)).c_str());
+  }
+  std::printf("  %5s %11s %11s %11s %8s %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
+              seconds(double(m.total.comm_ns)).c_str(), pct(m.total.overlap_pct()).c_str(),
+              seconds(double(m.total.exposed_comm_ns)).c_str(), m.compute_imbalance);
+  if (o.only == "attention") {
+    std::printf("  attention  forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
+                format_seconds(report.slowest.layer.forward_s).c_str(), format_seconds(report.slowest.layer.backward_s).c_str(),
+                seconds(double(span)).c_str());
+    return;  // no layer around it: its memory is the layer's (model without --only)
+  }
+  std::printf("  layer      forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
+              format_seconds(report.slowest.layer.forward_s).c_str(), format_seconds(report.slowest.layer.backward_s).c_str(),
+              seconds(double(span)).c_str());
+  std::printf("  attention  forward %s, backward %s of it\n", format_seconds(report.slowest.attention.forward_s).c_str(),
+              format_seconds(report.slowest.attention.backward_s).c_str());
+  if (st) {
+    const double scale = o.dtype == "fp32" ? 1.0 : 0.5;
+    int64_t saved = 0;
+    for (const RunRecord& r : run.results) saved = std::max(saved, r.peak_saved);
+    std::printf("  saved      activations per rank %s (formula %s)\n", format_bytes(scale * double(saved)).c_str(),
+                format_bytes(scale * double(parallel_saved_bytes(*st, 0, DType::f32))).c_str());
+  }
+  // A what-if that does not fit is an answer, not a failure: the exit status stays 0.
+  if (hw.memory_shared) {  // this machine: the ranks share one memory
+    std::printf("  memory     %s: the ranks' peaks add up to %s of this machine's %s\n",
+                double(total_peak) > hw.memory_bytes ? "OUT OF MEMORY" : "fits", format_bytes(double(total_peak)).c_str(),
+                capacity(hw.memory_bytes).c_str());
+  } else if (double(peak) > hw.memory_bytes) {
+    std::printf("  memory     OUT OF MEMORY: rank %d needs %s at its peak; a %s has %s\n", worst, format_bytes(double(peak)).c_str(),
+                hw.name.c_str(), capacity(hw.memory_bytes).c_str());
+  } else {
+    std::printf("  memory     fits: the largest peak, rank %d's %s, is %.0f%% of %s\n", worst, format_bytes(double(peak)).c_str(),
+                100.0 * double(peak) / hw.memory_bytes, capacity(hw.memory_bytes).c_str());
+  }
+}
+
+}  // namespace
+
 int model_command(const ModelCommandOptions& o) {
   // The outputs and the inputs: the recorded trace, and a profile given as a file.
   output::check_distinct({{"--trace", o.trace}, {"--json", o.json}},
@@ -169,10 +232,10 @@ int model_command(const ModelCommandOptions& o) {
   run_model(o, run);
   const model::Hardware& hw = run.hw;
   const trace::TraceData& modeled = run.modeled;
-  const std::optional<Strategy>& st = run.strategy;
+  const std::optional<RunPlan>& st = run.plan;
   if (st)
     std::printf("ringside model: %s%s on P = %d ranks, %s\n", o.only == "attention" ? "the attention of " : "", st->name.c_str(),
-                o.ranks, o.cfg.summary().c_str());
+                o.ranks, o.cfg.summary(st->recompute()).c_str());
   else
     std::printf("ringside model: the schedule recorded in %s%s\n", o.from.c_str(), o.only == "attention" ? ", its attention" : "");
   std::printf("  hardware   %s: %s\n", hw.name.c_str(), hw.description.c_str());
@@ -190,62 +253,7 @@ int model_command(const ModelCommandOptions& o) {
   std::printf("  model      %s;\n             %s%s\n", model::rates_summary(hw, mo, "\n             ").c_str(), bytes.c_str(),
               !kernel.empty() && o.merge == "unfused" ? "; the ring's merge unfused (ring-flash-attention's)" : "");
 
-  for (size_t g = 0; g < run.metrics.size(); ++g) {
-    const trace::StrategyMetrics& m = run.metrics[g];
-    const model::StrategyReport* report = &run.reports[g];
-    std::printf("\n  %s (modeled)\n", m.strategy.c_str());
-    std::printf("  %5s %11s %11s %11s %8s %11s %13s\n", "rank", "time", "compute", "comm", "overlap", "exposed", "peak memory");
-    const size_t n = m.ranks.size();
-    int64_t peak = 0, span = 0, total_peak = 0;
-    int worst = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const trace::RankMetrics& r = m.ranks[i];
-      if (r.peak_memory_bytes > peak) peak = r.peak_memory_bytes, worst = r.rank;
-      total_peak += r.peak_memory_bytes;
-      span = std::max(span, r.time.window_ns);
-      if (n > 12 && i >= 4 && i + 4 < n) {
-        if (i == 4) std::printf("  %5s\n", "...");
-        continue;
-      }
-      std::printf("  %5d %11s %11s %11s %8s %11s %13s\n", r.rank, seconds(double(r.time.window_ns)).c_str(),
-                  seconds(double(r.time.compute_ns)).c_str(), seconds(double(r.time.comm_ns)).c_str(),
-                  pct(r.time.overlap_pct()).c_str(), seconds(double(r.time.exposed_comm_ns)).c_str(),
-                  o.only == "attention" ? "-" : format_bytes(double(r.peak_memory_bytes)).c_str());
-    }
-    std::printf("  %5s %11s %11s %11s %8s %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
-                seconds(double(m.total.comm_ns)).c_str(), pct(m.total.overlap_pct()).c_str(),
-                seconds(double(m.total.exposed_comm_ns)).c_str(), m.compute_imbalance);
-    if (o.only == "attention") {
-      std::printf("  attention  forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
-                  format_seconds(report->slowest.layer.forward_s).c_str(), format_seconds(report->slowest.layer.backward_s).c_str(),
-                  seconds(double(span)).c_str());
-      continue;  // no layer around it: its memory is the layer's (model without --only)
-    }
-    std::printf("  layer      forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
-                format_seconds(report->slowest.layer.forward_s).c_str(), format_seconds(report->slowest.layer.backward_s).c_str(),
-                seconds(double(span)).c_str());
-    std::printf("  attention  forward %s, backward %s of it\n", format_seconds(report->slowest.attention.forward_s).c_str(),
-                format_seconds(report->slowest.attention.backward_s).c_str());
-    if (st) {
-      const double scale = o.dtype == "fp32" ? 1.0 : 0.5;
-      int64_t saved = 0;
-      for (const RankResult& r : run.results) saved = std::max(saved, r.peak_saved);
-      std::printf("  saved      activations per rank %s (formula %s)\n", format_bytes(scale * double(saved)).c_str(),
-                  format_bytes(scale * double(st->saved_bytes(o.cfg, o.ranks, 0, DType::f32))).c_str());
-    }
-    // A what-if that does not fit is an answer, not a failure: the exit status stays 0.
-    if (hw.memory_shared) {  // this machine: the ranks share one memory
-      std::printf("  memory     %s: the ranks' peaks add up to %s of this machine's %s\n",
-                  double(total_peak) > hw.memory_bytes ? "OUT OF MEMORY" : "fits", format_bytes(double(total_peak)).c_str(),
-                  capacity(hw.memory_bytes).c_str());
-    } else if (double(peak) > hw.memory_bytes) {
-      std::printf("  memory     OUT OF MEMORY: rank %d needs %s at its peak; a %s has %s\n", worst, format_bytes(double(peak)).c_str(),
-                  hw.name.c_str(), capacity(hw.memory_bytes).c_str());
-    } else {
-      std::printf("  memory     fits: the largest peak, rank %d's %s, is %.0f%% of %s\n", worst, format_bytes(double(peak)).c_str(),
-                  100.0 * double(peak) / hw.memory_bytes, capacity(hw.memory_bytes).c_str());
-    }
-  }
+  for (size_t g = 0; g < run.metrics.size(); ++g) print_strategy(o, run, run.metrics[g], run.reports[g]);
   if (!o.json.empty()) {
     nlohmann::json j = {{"producer", "ringside model"},
                         {"modeled", true},
@@ -255,7 +263,7 @@ int model_command(const ModelCommandOptions& o) {
                         {"ranks", int(modeled.ranks.size())}};
     if (!kernel.empty()) j["attention_kernel"] = kernel;
     if (!o.only.empty()) j["only"] = o.only;
-    if (st) j["config"] = o.cfg.to_json(), j["strategy"] = st->name;
+    if (st) j["config"] = st->config_json(), j["strategy"] = st->name;
     j["strategies"] = nlohmann::json::array();
     for (const model::StrategyReport& r : run.reports) j["strategies"].push_back(model::report_json(r, o.only == "attention"));
     // The first strategy's figures at the top, for tools that read one run: /layer/forward_s, ...

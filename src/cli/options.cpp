@@ -10,7 +10,7 @@
 
 #include "layer/presets.h"
 #include "parallel/groups.h"
-#include "parallel/strategy.h"
+#include "parallel/run_plan.h"
 #include "core/strict_flags.h"
 #include "core/error.h"
 
@@ -36,7 +36,7 @@ std::function<std::string(const std::string&)> number_in(double lo, double hi) {
   };
 }
 
-void add_config_flags(CLI::App& app, LayerConfig& cfg, bool with_recompute) {
+void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool with_recompute) {
   // The sizes' own rules (>= 1, divisibility, BLAS's int) are LayerConfig::validate's, which
   // names them; here only what the value is: one integer that fits.
   const auto any_int64 = integer_in(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
@@ -81,7 +81,7 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, bool with_recompute) {
       ->check(number_in(-std::numeric_limits<double>::max(), std::numeric_limits<double>::max()))
       ->group("Layer");
   app.add_option_function<std::string>(
-         "--layout", [&cfg](const std::string& v) { cfg.layout = parse_layout(v); },
+         "--layout", [&choices](const std::string& v) { choices.layout = parse_layout(v); },
          "how context parallelism (ring, all_gather, USP) maps tokens to ranks: contiguous, zigzag, striped, "
          "zigzag-per-doc (each document in 2R chunks, TransformerEngine's THD), greedy (each document's chunks "
          "by work), auto (zigzag when causal)")
@@ -89,7 +89,7 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, bool with_recompute) {
       ->group("Layer");
   if (with_recompute)
     app.add_option_function<std::string>(
-         "--recompute", [&cfg](const std::string& v) { cfg.recompute = parse_recompute(v); },
+         "--recompute", [&choices](const std::string& v) { choices.recompute = parse_recompute(v); },
          "activation recomputation, as Megatron's: none (the default), selective (both LayerNorms and the GeLU "
          "again in the backward), full (keep only the layer input; the backward runs the forward again)")
       ->check(CLI::IsMember({"none", "selective", "full"}))
@@ -145,12 +145,12 @@ void add_parallel_flags(CLI::App& app, ParallelFlags& p) {
 
 bool ParallelFlags::given() const { return tp || cp || !cp_comm.empty() || cp_a2a || !order.empty(); }
 
-Strategy strategy_from(const std::string& strategy, const ParallelFlags& p, int P) {
+ParallelConfig strategy_from(const std::string& strategy, const ParallelFlags& p, int P) {
   if (!strategy.empty() && p.given())
     throw ConfigError("give --strategy NAME or the degrees (--tp, --cp, --cp-comm, --cp-a2a, --order), not both");
   if (!p.given()) {
     if (strategy.empty()) throw ConfigError("give --strategy NAME or the degrees (--tp T --cp C --cp-comm ...)");
-    return find_strategy(strategy);
+    return parse_parallel_config(strategy);
   }
   if (!p.tp && !p.cp && p.cp_comm.empty())
     throw ConfigError("--cp-a2a and --order need the degrees: --tp T and/or --cp C (with --cp-comm)");
@@ -174,7 +174,7 @@ Strategy strategy_from(const std::string& strategy, const ParallelFlags& p, int 
                                      " (a2a+p2p runs the ring over C / U groups of U ranks)"));
   if (p.cp_a2a) par.cp_a2a = p.cp_a2a;
   if (!p.order.empty()) par.order = parse_rank_order(p.order);
-  return make_strategy(par);
+  return par;
 }
 
 GivenOptions given_options(const CLI::App& app) {

@@ -18,7 +18,7 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
   for (const std::string& n : model::hardware_names()) hw += (hw.empty() ? "" : ", ") + n;
   CLI::App* p = app.add_subcommand(
       "plan", "Which layout for this model, sequence and cluster: every TP/CP split dry-run and modeled, ranked, with reasons");
-  add_config_flags(*p, o.cfg, false);
+  add_config_flags(*p, o.cfg, o.choices, false);
   p->get_option("--preset")->each([&o](const std::string& v) { o.preset = v; });
   p->add_option("--gpus", o.gpus, "number of GPUs P to split the layer over, up to 256")->capture_default_str()->check(CLI::Range(1, 256));
   p->add_option("--hw", o.hw, "hardware profiles to plan for (each its own table): " + hw + ", or profile JSON files")
@@ -74,8 +74,8 @@ nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int 
                       {"cp_comm", to_string(c.par.cp_comm)},
                       {"cp_a2a", c.par.a2a_size()},
                       {"order", to_string(c.par.order)},
-                      {"layout", to_string(c.layout)},
-                      {"recompute", to_string(c.recompute)},
+                      {"layout", to_string(c.par.layout)},
+                      {"recompute", to_string(c.par.recompute)},
                       {"status", status_name(r.status)},
                       {"reason", r.reason}};
   if (r.status == model::PlanStatus::ranked) {
@@ -170,9 +170,11 @@ int plan_command(const PlanCommandOptions& o) {
   po.layers = o.layers ? o.layers : !o.preset.empty() ? find_preset(o.preset).layers : 1;
   po.dtype = o.dtype;
   if (o.recompute != "any") po.modes = {parse_recompute(o.recompute)};
+  po.layout = o.choices.layout;
+  const ParallelConfig given = o.choices.applied_to({});
   o.cfg.validate();
   // The dry runs: each rank lists its tokens' global positions, and the schedule (model.h).
-  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.gpus, o.cfg),
+  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.gpus, o.cfg, given.requested_layout(o.cfg.causal)),
                  detail::concat("the plan's dry runs on ", o.gpus, " ranks"), "--gpus, --seq or --batch", 0, 2 * o.gpus);
 
   std::printf("ringside plan: %s%s on %d GPU%s, %d layer%s, recompute %s\n", o.preset.empty() ? "" : (o.preset + ": ").c_str(),
@@ -198,7 +200,7 @@ int plan_command(const PlanCommandOptions& o) {
         const std::string of = std::string(row == second ? "runner-up " : "winner ") + row->candidate.name();
         std::vector<trace::RankTrace> ranks = model::candidate_timeline(row->candidate, o.cfg, o.gpus, plan.hw, o.dtype, of);
         if (t.other.empty()) {
-          t.other = {{"producer", "ringside plan"}, {"config", o.cfg.to_json()}, {"ranks", o.gpus}, {"modeled", true},
+          t.other = {{"producer", "ringside plan"}, {"config", config_json(o.cfg, given)}, {"ranks", o.gpus}, {"modeled", true},
                      {"hardware", plan.hw.to_json()}, {"model_dtype", o.dtype}};
         }
         model::insert_modeled_group(t, std::move(ranks), of, plan.hw, o.dtype, t.ranks.size())["layers"] = po.layers;
@@ -210,8 +212,7 @@ int plan_command(const PlanCommandOptions& o) {
   if (!o.json.empty()) {
     // The layer without what the plan varies: each row says its layout and recompute mode.
     nlohmann::json config = o.cfg.to_json();
-    config.erase("recompute");
-    if (o.cfg.layout == Layout::automatic) config.erase("layout");
+    if (given.layout != Layout::automatic) config["layout"] = to_string(given.requested_layout(o.cfg.causal));
     nlohmann::json js = {{"config", config}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", po.layers},
                          {"dtype", o.dtype}, {"recompute", o.recompute}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"dry_runs", stats.dry_runs},
@@ -243,7 +244,7 @@ int bench_plan(const BenchPlanOptions& o) {
   std::vector<model::Hardware> profiles;
   for (const std::string& h : o.plan.hw) profiles.push_back(model::load_hardware(h));
   o.plan.cfg.validate();
-  require_memory(32.0 * double(o.plan.cfg.tokens()) + model::schedule_bytes(po.gpus, o.plan.cfg),
+  require_memory(32.0 * double(o.plan.cfg.tokens()) + model::schedule_bytes(po.gpus, o.plan.cfg, o.plan.choices.applied_to({}).requested_layout(o.plan.cfg.causal)),
                  detail::concat("the plan's dry runs on ", po.gpus, " ranks"), "--gpus or --seq", 0, 2 * po.gpus);
   std::printf("ringside bench plan: %s, s = %lld, on %d GPUs of %s, %d layers, every recompute mode (target: under %.0f s)\n",
               o.plan.preset.c_str(), (long long)o.plan.cfg.s, po.gpus, o.plan.hw.front().c_str(), po.layers, o.target_s);

@@ -1,5 +1,6 @@
 #include "comm/tensor_comm.h"
 
+#include "device/backend.h"
 #include "trace/trace.h"
 
 namespace ringside {
@@ -194,6 +195,107 @@ Tensor slice_rows(const Tensor& m, int64_t r0, int64_t n, AllocTag tag) {
   trace::Span copy("slice_rows", "memory", 0, 2 * out.nbytes());
   if (out.is_dry()) return out;
   copy_bytes(out.raw_data(), static_cast<const char*>(m.raw_data()) + r0 * cols * es, n * cols * es);
+  return out;
+}
+
+// Heads [from, from + count) of src [b, n, Hs, d] into heads [to, to + count) of dst [b, n, Hd, d]:
+// one strided copy of b n rows. The callers own the dry-run check.
+static void copy_heads(Tensor& dst, int64_t to, const Tensor& src, int64_t from, int64_t count) {
+  const int64_t head = src.dim(3) * dtype_size(src.dtype());  // bytes per head
+  copy_rows(static_cast<char*>(dst.raw_data()) + to * head, dst.dim(2) * head,
+            static_cast<const char*>(src.raw_data()) + from * head, src.dim(2) * head, count * head,
+            dst.dim(0) * dst.dim(1));
+}
+
+Tensor heads_of(const Tensor& t, int64_t first, int64_t count, AllocTag tag) {
+  Tensor out = Tensor::empty({t.dim(0), t.dim(1), count, t.dim(3)}, t.dtype(), tag, t.device());
+  if (!t.is_dry()) copy_heads(out, 0, t, first, count);
+  return out;
+}
+
+void put_heads(Tensor& dst, const Tensor& src, int64_t first) {
+  if (!dst.is_dry()) copy_heads(dst, first, src, 0, src.dim(2));
+}
+
+void add_into_heads(Backend& be, Tensor& dst, int64_t first, const Tensor& src) {
+  Tensor sum = Tensor::empty(src.shape(), src.dtype(), src.tag(), src.device());
+  if (!dst.is_dry()) copy_heads(sum, 0, dst, first, src.dim(2));
+  be.add(sum, src, sum);
+  put_heads(dst, sum, first);
+}
+
+// Where each rank's block starts in a buffer of the blocks in rank order: [0, c0, c0 + c1, ...].
+static std::vector<int64_t> offsets(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> off(counts.size() + 1, 0);
+  for (size_t j = 0; j < counts.size(); ++j) off[j + 1] = off[j] + counts[j];
+  return off;
+}
+
+Tensor seq_to_heads(Communicator& comm, const Tensor& t, const HeadRanges& heads, AllocTag tag) {
+  const int U = comm.size(), me = comm.rank();
+  const int64_t b = t.dim(0), n = t.dim(1), X = t.dim(2), d = t.dim(3), cm = heads[me].second, es = dtype_size(t.dtype());
+  std::vector<int64_t> send_counts, recv_counts(U, b * n * cm * d);
+  for (const auto& [first, count] : heads) send_counts.push_back(b * n * count * d);
+  const std::vector<int64_t> soff = offsets(send_counts), roff = offsets(recv_counts);
+  Tensor send = Tensor::empty({soff[U]}, t.dtype(), tag), recv = Tensor::empty({roff[U]}, t.dtype(), tag);
+  {
+    trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
+    for (int j = 0; j < U && !send.is_dry(); ++j)  // to rank j: its heads of our tokens
+      copy_rows(static_cast<char*>(send.raw_data()) + soff[j] * es, heads[j].second * d * es,
+                static_cast<const char*>(t.raw_data()) + heads[j].first * d * es, X * d * es, heads[j].second * d * es, b * n);
+  }
+  comm.all_to_all(send.raw_data(), send_counts, recv.raw_data(), recv_counts, t.dtype());
+  Tensor out = Tensor::empty({b, n * U, cm, d}, t.dtype(), tag);
+  trace::Span copy("all_to_all unpack", "memory", 0, 2 * out.nbytes());
+  for (int j = 0; j < U && !out.is_dry(); ++j)  // from rank j: its tokens [j n, (j+1) n), our heads
+    copy_rows(static_cast<char*>(out.raw_data()) + j * n * cm * d * es, n * U * cm * d * es,
+              static_cast<const char*>(recv.raw_data()) + roff[j] * es, n * cm * d * es, n * cm * d * es, b);
+  return out;
+}
+
+Tensor heads_to_seq(Communicator& comm, Backend& be, const Tensor& t, int64_t H, const HeadRanges& heads, AllocTag tag) {
+  const int U = comm.size();
+  const int64_t b = t.dim(0), n = t.dim(1) / U, cm = t.dim(2), d = t.dim(3), es = dtype_size(t.dtype());
+  std::vector<int64_t> send_counts(U, b * n * cm * d), recv_counts;
+  for (const auto& [first, count] : heads) recv_counts.push_back(b * n * count * d);
+  const std::vector<int64_t> roff = offsets(recv_counts);
+  Tensor send = Tensor::empty({U * b * n * cm * d}, t.dtype(), tag), recv = Tensor::empty({roff[U]}, t.dtype(), tag);
+  {
+    trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
+    for (int j = 0; j < U && !send.is_dry(); ++j)  // to rank j: its tokens, our heads
+      copy_rows(static_cast<char*>(send.raw_data()) + j * b * n * cm * d * es, n * cm * d * es,
+                static_cast<const char*>(t.raw_data()) + j * n * cm * d * es, n * U * cm * d * es, n * cm * d * es, b);
+  }
+  comm.all_to_all(send.raw_data(), send_counts, recv.raw_data(), recv_counts, t.dtype());
+  bool shared = false;
+  for (int j = 1; j < U; ++j) shared |= heads[j].first < heads[j - 1].first + heads[j - 1].second;
+  Tensor out = shared ? be.zeros({b, n, H, d}, t.dtype(), tag) : Tensor::empty({b, n, H, d}, t.dtype(), tag);
+  trace::Span copy("all_to_all unpack", "memory", 0, 2 * out.nbytes());
+  for (int j = 0; j < U && !out.is_dry(); ++j) {  // from rank j: its heads of our tokens
+    const auto* block = static_cast<const char*>(recv.raw_data()) + roff[j] * es;
+    if (!shared) {
+      copy_rows(static_cast<char*>(out.raw_data()) + heads[j].first * d * es, H * d * es, block,
+                heads[j].second * d * es, heads[j].second * d * es, b * n);
+      continue;
+    }
+    Tensor part = Tensor::empty({b, n, heads[j].second, d}, t.dtype(), tag);
+    copy_bytes(part.raw_data(), block, part.nbytes());
+    add_into_heads(be, out, heads[j].first, part);
+  }
+  return out;
+}
+
+Tensor repeat_kv_heads(const Tensor& t, const std::vector<int64_t>& kv_of, AllocTag tag) {
+  const int64_t heads = static_cast<int64_t>(kv_of.size());
+  Tensor out = Tensor::empty({t.dim(0), t.dim(1), heads, t.dim(3)}, t.dtype(), tag, t.device());
+  trace::Span copy("repeat kv heads", "memory", 0, t.nbytes() + out.nbytes());
+  for (int64_t i = 0; i < heads && !out.is_dry(); ++i) copy_heads(out, i, t, kv_of[i], 1);
+  return out;
+}
+
+Tensor sum_kv_heads(Backend& be, const Tensor& dt, const std::vector<int64_t>& kv_of, int64_t Hkv, AllocTag tag) {
+  Tensor out = be.zeros({dt.dim(0), dt.dim(1), Hkv, dt.dim(3)}, dt.dtype(), tag);
+  for (size_t i = 0; i < kv_of.size(); ++i) add_into_heads(be, out, kv_of[i], heads_of(dt, int64_t(i), 1, tag));
   return out;
 }
 

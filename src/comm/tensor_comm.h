@@ -1,7 +1,9 @@
-// Tensors over ranks: slicing a tensor by tokens, columns or rows, and putting the slices back
-// together across a communicator (all-gather, reduce-scatter, all-reduce), with the bytes each
-// ring collective makes a rank send. Every strategy and the token-wise layer split and gather
-// through these (as picotron's *_communications files do).
+// Tensors over ranks: slicing a tensor by tokens, columns, rows or heads, and putting the slices
+// back together across a communicator (all-gather, reduce-scatter, all-reduce, the all-to-all
+// of heads), with the bytes each ring collective makes a rank send. Every strategy and the
+// token-wise layer split and gather through these (as picotron's *_communications files do).
+// Each helper owns the dry run: a tensor without data (Tensor::is_dry) is allocated, counted and
+// traced as in a real run, but no bytes are copied.
 #pragma once
 #include <functional>
 #include <utility>
@@ -11,6 +13,8 @@
 #include "core/tensor.h"
 
 namespace ringside {
+
+class Backend;
 
 /// Sums the tensors over all ranks, in place, with one ring all-reduce of their concatenation
 /// (one message stream, not one per tensor). The staging buffer is tagged `tag` (comm).
@@ -46,6 +50,43 @@ Tensor gather_cols(Communicator& comm, const Tensor& local, int64_t cols,
                    const std::function<std::vector<std::pair<int64_t, int64_t>>(int)>& segments_of, AllocTag tag);
 /// Rows [r0, r0 + n) of m [rows, cols].
 Tensor slice_rows(const Tensor& m, int64_t r0, int64_t n, AllocTag tag);
+
+// Heads. Attention tensors are [b, n, H, d]: b batch rows, n tokens, H heads (Hkv for k and v)
+// of d elements. The sequence layout holds a rank's n tokens and every head; the head layout,
+// what DeepSpeed-Ulysses attends in, holds the U n tokens of a group of U ranks and a block of
+// the heads.
+
+/// Heads [first, first + count) of t [b, n, H, d] -> [b, n, count, d], tagged `tag`, on t's device.
+Tensor heads_of(const Tensor& t, int64_t first, int64_t count, AllocTag tag);
+/// Copies src [b, n, c, d] into heads [first, first + c) of dst [b, n, H, d].
+void put_heads(Tensor& dst, const Tensor& src, int64_t first);
+/// Adds src [b, n, c, d] into heads [first, first + c) of dst [b, n, H, d] (through a contiguous
+/// copy tagged like src, so that the backend's add runs on any device).
+void add_into_heads(Backend& be, Tensor& dst, int64_t first, const Tensor& src);
+
+/// Per rank j of an all-to-all group, in rank order: the block of heads it holds in head
+/// layout, (first head, count). Blocks may overlap (a kv head read by query heads on two ranks).
+using HeadRanges = std::vector<std::pair<int64_t, int64_t>>;
+
+/// The all-to-all from sequence to head layout over the U = comm.size() ranks of `comm`:
+/// t [b, n, H, d] (our n tokens, all H heads) -> [b, U n, c, d] (the group's U n tokens in rank
+/// order, our c = heads[comm.rank()].second heads), tagged `tag`. Rank j is sent heads[j] of our
+/// tokens: b n heads[j].second d elements, times dtype_size bytes (our own block is copied, not
+/// sent). The send and receive buffers are tagged `tag` too. Throws CommError when the exchange
+/// fails (communicator.h).
+Tensor seq_to_heads(Communicator& comm, const Tensor& t, const HeadRanges& heads, AllocTag tag);
+/// The inverse: t [b, U n, c, d] (the group's tokens, our heads) -> [b, n, H, d] (our tokens, all
+/// H heads), tagged `tag`. Rank j is sent its n tokens of our heads, b n c d elements. A head
+/// that several ranks hold (a shared kv head's gradient) gets the sum of their blocks. Throws
+/// CommError when the exchange fails.
+Tensor heads_to_seq(Communicator& comm, Backend& be, const Tensor& t, int64_t H, const HeadRanges& heads, AllocTag tag);
+
+/// Grouped-query attention's repeat_kv: t [b, n, Hkv, d] -> [b, n, kv_of.size(), d], head i a
+/// copy of kv head kv_of[i] (for a kernel that must read one kv head per query head), on t's device.
+Tensor repeat_kv_heads(const Tensor& t, const std::vector<int64_t>& kv_of, AllocTag tag);
+/// Its backward: dt [b, n, kv_of.size(), d] -> [b, n, Hkv, d], kv head j's gradient the sum of
+/// the heads i with kv_of[i] = j (zero when none).
+Tensor sum_kv_heads(Backend& be, const Tensor& dt, const std::vector<int64_t>& kv_of, int64_t Hkv, AllocTag tag);
 
 /// Bytes a ring all_gather / reduce_scatter / all_reduce makes rank `rank` send when n elements
 /// are split as even_counts(n, P) (communicator.h derives these): exact also for uneven splits.

@@ -166,13 +166,13 @@ void LayerConfig::validate() const {
 nlohmann::json LayerConfig::to_json() const {
   nlohmann::json j = {{"b", b},           {"s", s},           {"h", h},       {"H", H},       {"Hkv", Hkv}, {"f", f},
           {"causal", causal}, {"rope", rope},     {"dropout", dropout}, {"seed", seed}, {"eps", eps},
-          {"rope_theta", rope_theta}, {"layout", to_string(cp_layout())}, {"recompute", to_string(recompute)}};
+          {"rope_theta", rope_theta}};
   if (!docs.empty()) j["docs"] = docs, j["rope_positions"] = to_string(rope_positions);
   if (window > 0) j["window"] = window;
   return j;
 }
 
-std::string LayerConfig::summary() const {
+std::string LayerConfig::summary(Recompute recompute) const {
   std::ostringstream os;
   os << "b=" << b << " s=" << s << " h=" << h << " H=" << H << " Hkv=" << Hkv << " d=" << (H ? h / H : 0)
      << " f=" << f << (causal ? " causal" : " full") << (rope ? " rope" : " no-rope") << " dropout=" << dropout

@@ -71,8 +71,6 @@ struct LayerConfig {
   uint64_t seed = 1234;
   double eps = 1e-5;            ///< LayerNorm epsilon
   double rope_theta = 10000.0;  ///< RoPE base
-  Layout layout = Layout::automatic;  ///< token-to-rank map of the ring strategy (others ignore it)
-  Recompute recompute = Recompute::none;  ///< activation recomputation (every strategy)
   /// Packed documents: their lengths, in order, summing to s (FlashAttention's varlen
   /// cu_seqlens are their prefix sums). Empty: the sequence is one document. A query sees only
   /// keys of its own document.
@@ -82,11 +80,6 @@ struct LayerConfig {
 
   /// Whether attention needs more than the causal (or full) mask: documents or a window.
   bool masked() const { return docs.size() > 1 || window > 0; }
-
-  /// The layout in force: automatic resolved by causal.
-  Layout cp_layout() const {
-    return layout != Layout::automatic ? layout : (causal ? Layout::zigzag : Layout::contiguous);
-  }
 
   int64_t d() const { return h / H; }
   /// b * s, the number of tokens N.
@@ -102,13 +95,14 @@ struct LayerConfig {
   /// documents that do not sum to s or of length < 1, a window < 0.
   void validate() const;
 
-  /// {"b":..,"s":..,"h":..,"H":..,"Hkv":..,"f":..,"causal":..,"rope":..,"dropout":..,"seed":..,"eps":..,"recompute":..},
-  /// and "docs", "window", "rope_positions" when the sequence is packed or windowed.
+  /// {"b":..,"s":..,"h":..,"H":..,"Hkv":..,"f":..,"causal":..,"rope":..,"dropout":..,"seed":..,"eps":..,"rope_theta":..},
+  /// and "docs", "window", "rope_positions" when the sequence is packed or windowed. (A run's
+  /// configuration adds its layout and recomputation: config_json in parallel/run_plan.h.)
   nlohmann::json to_json() const;
   /// One line: "b=1 s=4096 h=512 H=8 Hkv=4 d=64 f=2048 causal rope dropout=0.1 seed=1234", and
-  /// " recompute=full" (or selective) when it recomputes, " docs=7" (their count) and
+  /// " recompute=full" (or selective) when the run recomputes, " docs=7" (their count) and
   /// " window=512" when given.
-  std::string summary() const;
+  std::string summary(Recompute recompute = Recompute::none) const;
 };
 
 }  // namespace ringside

@@ -28,8 +28,8 @@ std::vector<std::pair<int64_t, int64_t>> qkv_columns(const LayerConfig& c, int T
 // Where a tensor the backward reads is counted: saved (`act`) unless the recompute mode makes it
 // again in the backward: then it is workspace, dropped at the forward's end (drop_recomputed).
 // `cheap`: a LayerNorm's output or statistics, or GeLU(u), which selective recomputes.
-AllocTag saved_tag(const LayerConfig& cfg, bool cheap, AllocTag act, AllocTag ws) {
-  const bool recomputed = cfg.recompute == Recompute::full || (cfg.recompute == Recompute::selective && cheap);
+AllocTag saved_tag(Recompute recompute, bool cheap, AllocTag act, AllocTag ws) {
+  const bool recomputed = recompute == Recompute::full || (recompute == Recompute::selective && cheap);
   return recomputed ? ws : act;
 }
 
@@ -77,15 +77,15 @@ LayerWeights gather_tp_grads(const LayerConfig& cfg, Communicator& tp, const Lay
   return G;
 }
 
-void qkv_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp, const Tensor& x,
-                 const TokenPositions& pos, TokenwiseSaved& sv, Tensor& q, Tensor& k, Tensor& v, AllocTag act,
-                 AllocTag qkv_tag, AllocTag ws) {
+void qkv_forward(const TpRank& r, const Tensor& x, TokenwiseSaved& sv, Tensor& q, Tensor& k, Tensor& v, AllocTag act,
+                 AllocTag qkv_tag) {
+  const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
   const DType dt = x.dtype();
   const int T = tp.size();
   const int64_t b = x.dim(0), n = int64_t(pos.group.size()), N = b * x.dim(1), d = cfg.d();
   trace::sublayer("ln1");
   sv.x = x;
-  const AllocTag norm = saved_tag(cfg, true, act, ws);
+  const AllocTag norm = saved_tag(recompute, true, act, ws);
   sv.mean1 = be.empty({N}, dt, norm), sv.rstd1 = be.empty({N}, dt, norm), sv.h1 = be.empty(x.shape(), dt, norm);
   be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, sv.h1, sv.mean1, sv.rstd1);
   trace::sublayer("qkv");
@@ -105,8 +105,8 @@ void qkv_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Com
   }
 }
 
-Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp,
-                              const Tensor& a, const TokenPositions& pos, TokenwiseSaved& sv, AllocTag act, AllocTag ws) {
+Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& sv, AllocTag act) {
+  const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
   const DType dt = a.dtype();
   const int T = tp.size();
   const int64_t b = a.dim(0), n = a.dim(1), h = cfg.h, nl = int64_t(pos.own.size()), N = b * nl;
@@ -120,7 +120,7 @@ Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Bac
   }
   be.add_bias(y, w.o_bias);  // the bias once, after the sum
   be.dropout_forward(y, y, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite1);
-  const AllocTag kept = saved_tag(cfg, false, act, ws), cheap = saved_tag(cfg, true, act, ws);
+  const AllocTag kept = saved_tag(recompute, false, act, ws), cheap = saved_tag(recompute, true, act, ws);
   sv.x2 = be.empty({b, nl, h}, dt, kept);
   be.add(sv.x, y, sv.x2);
   // LayerNorm 2 on our tokens; g; column-parallel W_1 on our f/T columns.
@@ -149,16 +149,17 @@ Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Bac
   return out;
 }
 
-void drop_recomputed(const LayerConfig& cfg, TokenwiseSaved& sv) {
-  if (cfg.recompute == Recompute::none) return;
+void drop_recomputed(Recompute recompute, TokenwiseSaved& sv) {
+  if (recompute == Recompute::none) return;
   sv.mean1 = sv.rstd1 = sv.h1 = sv.mean2 = sv.rstd2 = sv.h2 = sv.g = Tensor();
-  if (cfg.recompute == Recompute::full) sv.x2 = sv.u = Tensor();
+  if (recompute == Recompute::full) sv.x2 = sv.u = Tensor();
 }
 
-void recompute_tokenwise(const LayerConfig& cfg, const LayerWeights& w, Backend& be, TokenwiseSaved& sv, AllocTag ws) {
+void recompute_tokenwise(const TpRank& r, TokenwiseSaved& sv) {
+  const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
   const DType dt = sv.x.dtype();
   const int64_t N = sv.x.dim(0) * sv.x.dim(1);
-  trace::RecomputeScope recompute;
+  trace::RecomputeScope recomputing;
   trace::sublayer("recompute");
   sv.mean1 = be.empty({N}, dt, ws), sv.rstd1 = be.empty({N}, dt, ws), sv.h1 = be.empty(sv.x.shape(), dt, ws);
   be.layernorm_forward(sv.x, w.ln1_gamma, w.ln1_beta, cfg.eps, sv.h1, sv.mean1, sv.rstd1);
@@ -168,9 +169,9 @@ void recompute_tokenwise(const LayerConfig& cfg, const LayerWeights& w, Backend&
   be.gelu_forward(sv.u, sv.g);
 }
 
-Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp,
-                               const Tensor& a, const Tensor& dout, const TokenPositions& pos, const TokenwiseSaved& sv,
-                               LayerWeights& gw, Tensor& dx2, AllocTag ws) {
+Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& dout, const TokenwiseSaved& sv,
+                               LayerWeights& gw, Tensor& dx2) {
+  const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
   const DType dt = dout.dtype();
   const int64_t b = a.dim(0), n = a.dim(1), h = cfg.h, nl = dout.dim(1), Hd = a.dim(2) * a.dim(3);
   // The MLP. The backward of a reduce-scatter is an all-gather, and vice versa.
@@ -215,9 +216,9 @@ Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Ba
   return da.reshape(a.shape());
 }
 
-Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp, Tensor& dq, Tensor& dk,
-                    const Tensor& dv, const TokenPositions& pos, const TokenwiseSaved& sv, const Tensor& dx2,
-                    LayerWeights& gw, AllocTag ws) {
+Tensor qkv_backward(const TpRank& r, Tensor& dq, Tensor& dk, const Tensor& dv, const TokenwiseSaved& sv, const Tensor& dx2,
+                    LayerWeights& gw) {
+  const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
   const DType dt = dq.dtype();
   const int64_t b = dq.dim(0), n = dq.dim(1);
   trace::sublayer("qkv");

@@ -31,7 +31,7 @@ struct TokenPositions {
 };
 
 /// What the token-wise parts keep for backward: tagged as saved activations, except what
-/// cfg.recompute makes again in the backward (workspace until drop_recomputed releases it at
+/// the run's recomputation makes again in the backward (workspace until drop_recomputed releases it at
 /// the forward's end): selective keeps x, x2 and u; full keeps only x.
 struct TokenwiseSaved {
   Tensor x, mean1, rstd1, h1, x2, mean2, rstd2, h2, u, g;
@@ -48,32 +48,42 @@ LayerWeights gather_tp_grads(const LayerConfig& cfg, Communicator& tp, const Lay
 /// on every TP rank, their gradients partial sums over its tokens until all-reduced.
 std::vector<Tensor*> sequence_parallel_params(LayerWeights& w);
 
-/// LayerNorm 1 on the rank's tokens, all-gather over `tp`, the QKV projection for the rank's
-/// heads and RoPE: fills q, k, v (tagged qkv_tag). Saves x, mean1, rstd1, h1.
-void qkv_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp, const Tensor& x,
-                 const TokenPositions& pos, TokenwiseSaved& sv, Tensor& q, Tensor& k, Tensor& v, AllocTag act,
-                 AllocTag qkv_tag, AllocTag ws);
+/// One rank's view of the token-wise parts: the layer, the rank's weight shards (tp_shard_weights),
+/// its TP group, where its tokens sit, what the run recomputes (LayerConfig's Recompute), and
+/// the tag of its workspace.
+struct TpRank {
+  const LayerConfig& cfg;
+  const LayerWeights& w;
+  Backend& be;
+  Communicator& tp;
+  const TokenPositions& pos;
+  Recompute recompute;
+  AllocTag ws;
+};
+
+/// LayerNorm 1 on the rank's tokens, all-gather over the TP group, the QKV projection for the
+/// rank's heads and RoPE: fills q, k, v (tagged qkv_tag). Saves x, mean1, rstd1, h1 (tagged
+/// `act` unless recomputed).
+void qkv_forward(const TpRank& r, const Tensor& x, TokenwiseSaved& sv, Tensor& q, Tensor& k, Tensor& v, AllocTag act,
+                 AllocTag qkv_tag);
 /// From the attention output a to the layer's output [b, n/T, h]: W_o and a reduce-scatter,
 /// dropout 1, residual, LayerNorm 2, an all-gather and the MLP, a reduce-scatter, dropout 2,
 /// residual. Saves x2, mean2, rstd2, h2, u, g.
-Tensor post_attention_forward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp,
-                              const Tensor& a, const TokenPositions& pos, TokenwiseSaved& sv, AllocTag act, AllocTag ws);
+Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& sv, AllocTag act);
 /// Its backward from dout: adds the o, ln2, fc1 and fc2 gradients into gw, sets dx2 (the
 /// gradient reaching the first residual) and returns da [b, n, H/T, d].
-Tensor post_attention_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp,
-                               const Tensor& a, const Tensor& dout, const TokenPositions& pos, const TokenwiseSaved& sv,
-                               LayerWeights& gw, Tensor& dx2, AllocTag ws);
-/// At the forward's end, releases what cfg.recompute makes again in the backward (selective:
+Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& dout, const TokenwiseSaved& sv,
+                               LayerWeights& gw, Tensor& dx2);
+/// At the forward's end, releases what `recompute` makes again in the backward (selective:
 /// the LayerNorms' outputs and statistics and GeLU(u); full: everything but x).
-void drop_recomputed(const LayerConfig& cfg, TokenwiseSaved& sv);
+void drop_recomputed(Recompute recompute, TokenwiseSaved& sv);
 /// Selective recomputation, at the backward's start: both LayerNorms again from x and x2 and
-/// GeLU again from u, bit for bit the forward's (tagged `ws`; phase "recompute" on the trace).
-/// Extra work per rank: two LayerNorms of n/T tokens and a GeLU of n f/T elements.
-void recompute_tokenwise(const LayerConfig& cfg, const LayerWeights& w, Backend& be, TokenwiseSaved& sv, AllocTag ws);
+/// GeLU again from u, bit for bit the forward's (tagged workspace; phase "recompute" on the
+/// trace). Extra work per rank: two LayerNorms of n/T tokens and a GeLU of n f/T elements.
+void recompute_tokenwise(const TpRank& r, TokenwiseSaved& sv);
 /// The backward of qkv_forward from dq, dk, dv (RoPE undone in place): adds the qkv and ln1
 /// gradients into gw and returns dx = LayerNorm 1's backward + dx2.
-Tensor qkv_backward(const LayerConfig& cfg, const LayerWeights& w, Backend& be, Communicator& tp, Tensor& dq, Tensor& dk,
-                    const Tensor& dv, const TokenPositions& pos, const TokenwiseSaved& sv, const Tensor& dx2,
-                    LayerWeights& gw, AllocTag ws);
+Tensor qkv_backward(const TpRank& r, Tensor& dq, Tensor& dk, const Tensor& dv, const TokenwiseSaved& sv, const Tensor& dx2,
+                    LayerWeights& gw);
 
 }  // namespace ringside

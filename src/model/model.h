@@ -20,7 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "model/efficiency.h"
-#include "parallel/harness.h"
+#include "run/runner.h"
+#include "trace/run_info.h"
 #include "trace/trace_file.h"
 
 namespace ringside::model {
@@ -64,12 +65,11 @@ Hardware load_hardware(const std::string& name_or_path);
 /// local ping-pong as its link latency, physical memory as its capacity; every rank one node.
 Hardware measure_this_machine();
 
-/// The dry run: `st` on P local ranks with tensors that hold no memory, a backend without math
-/// and transfers that move nothing; returns its schedule (every rank's trace; otherData names the
-/// run). Allocations are counted in `tracker`, which must outlive `results` (every rank's
-/// result, whose tensors hold no data). Throws ConfigError for a configuration st refuses.
-trace::TraceData dry_run(const Strategy& st, const LayerConfig& cfg, int P, MemoryTracker& tracker,
-                         std::vector<RankResult>* results = nullptr);
+/// The dry run: the plan on its P local ranks with tensors that hold no memory, a backend
+/// without math and transfers that move nothing; returns its schedule (every rank's trace;
+/// otherData names the run). Allocations are counted in `tracker`, which must outlive
+/// `results` (every rank's record, whose tensors hold no data).
+trace::TraceData dry_run(const RunPlan& plan, MemoryTracker& tracker, std::vector<RunRecord>* results = nullptr);
 
 /// An upper bound on the events a dry run of any strategy records on P ranks: each rank's
 /// schedule has O(P) steps (its ring's P steps, P - 1 for each ring collective), so the whole
@@ -78,12 +78,12 @@ trace::TraceData dry_run(const Strategy& st, const LayerConfig& cfg, int P, Memo
 /// greedy) gives each rank two runs a document, and each ring step four (query run, key run)
 /// pairs a document, two or three events each: 24 P^2 (N + 1) more for N documents (measured,
 /// the ring at P = 2 records 16.4 P^2 N).
-double schedule_events_bound(int P, const LayerConfig& cfg);
+double schedule_events_bound(int P, const LayerConfig& cfg, Layout layout);
 /// Bytes a dry run, its model and the modeled trace's writing hold at once on P ranks: about
 /// 1 KiB per event of schedule_events_bound (the recorded schedule, the model's copy, the
 /// metrics; 3.4 GB peak measured for the ring's 4.0 million events at P = 256), for the memory
 /// check before a dry run.
-double schedule_bytes(int P, const LayerConfig& cfg);
+double schedule_bytes(int P, const LayerConfig& cfg, Layout layout);
 
 struct ModelOptions {
   /// The element type to model: "bf16" halves the bytes of an fp32 trace (ops, transfers and
@@ -176,9 +176,6 @@ void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptio
 /// entry, for more fields (a dry run's config).
 nlohmann::json& insert_modeled_group(trace::TraceData& t, std::vector<trace::RankTrace> ranks, const std::string& of,
                                      const Hardware& hw, const std::string& dtype, size_t at);
-
-/// Whether a trace process is a modeled twin (its strategy is in otherData.modeled_groups).
-bool is_modeled_twin(const nlohmann::json& other, const std::string& strategy);
 
 /// The default profile of the modeled twins of compare, run and lesson: a100-nvlink. The demo's
 /// default layer (P = 4, s 4096, Hkv/H 1/2, zigzag steps of 512 x 1024 tokens) sits near its

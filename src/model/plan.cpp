@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -27,42 +28,9 @@ double element_bytes(const std::string& dtype) { return dtype == "fp32" ? 4.0 : 
 
 // ---- where a configuration's groups sit -------------------------------------------------
 
-// The world ranks of every group of one kind, by coordinates (groups.h): TP groups vary t, the
-// a2a groups u, the ring groups r, the CP groups c.
-enum class Kind { tp, a2a, ring, cp };
-
-std::vector<std::vector<int>> groups_of(const ParallelConfig& par, Kind kind) {
-  const int T = par.tp, C = par.cp, U = par.a2a_size(), R = par.ring_size();
-  std::vector<std::vector<int>> all;
-  if (kind == Kind::tp) {
-    for (int c = 0; c < C; ++c) {
-      all.emplace_back();
-      for (int t = 0; t < T; ++t) all.back().push_back(world_rank_of(par, t, c));
-    }
-    return all;
-  }
-  for (int t = 0; t < T; ++t) {
-    if (kind == Kind::cp) {
-      all.emplace_back();
-      for (int c = 0; c < C; ++c) all.back().push_back(world_rank_of(par, t, c));
-    } else if (kind == Kind::a2a) {
-      for (int r = 0; r < R; ++r) {
-        all.emplace_back();
-        for (int u = 0; u < U; ++u) all.back().push_back(world_rank_of(par, t, u + U * r));
-      }
-    } else {
-      for (int u = 0; u < U; ++u) {
-        all.emplace_back();
-        for (int r = 0; r < R; ++r) all.back().push_back(world_rank_of(par, t, u + U * r));
-      }
-    }
-  }
-  return all;
-}
-
 // Whether any group of the kind spans two nodes (consecutive world ranks fill a node).
-bool crosses_nodes(const ParallelConfig& par, Kind kind, int gpus_per_node) {
-  for (const std::vector<int>& g : groups_of(par, kind))
+bool crosses_nodes(const ParallelConfig& par, GroupKind kind, int gpus_per_node) {
+  for (const std::vector<int>& g : group_members(par, kind))
     for (int r : g)
       if (r / gpus_per_node != g.front() / gpus_per_node) return true;
   return false;
@@ -92,21 +60,21 @@ std::string num(double v) {
 }
 
 // The candidate's sequence as its shards hold it: s, or S padded to the multiple they need.
-int64_t padded_length(const PlanCandidate& c, const LayerConfig& cfg) { return sequence_packing(c.par, c.layer(cfg)).S; }
 
 // The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
 // bf16 (Liu et al. 2023); fp32 moves twice the bytes.
-std::string ring_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {
+std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
+  const LayerConfig& cfg = plan.layer;
   const ParallelConfig& par = c.par;
   const int R = par.ring_size(), U = par.a2a_size();
-  const bool across = crosses_nodes(par, Kind::ring, hw.gpus_per_node);
+  const bool across = crosses_nodes(par, GroupKind::ring, hw.gpus_per_node);
   // The heads a ring block carries per query head: Hkv/H, or after Ulysses the kv heads a rank reads.
   double kv_per_q = double(cfg.Hkv) / double(cfg.H);
   if (U > 1) {
     const HeadShare share = ulysses_head_share(cfg.H / par.tp, cfg.Hkv / par.tp, U, 0);
     kv_per_q = double(share.kv_attended()) / double(share.q_count);
   }
-  const double block = double(padded_length(c, cfg)) / R;
+  const double block = double(plan.packing->S) / R;
   ModelOptions mo;  // the planner models at the achieved rates (model_trace's default)
   mo.dtype = dtype;
   const RingThreshold t = ring_threshold(hw, mo, !across, kv_per_q);
@@ -114,18 +82,20 @@ std::string ring_reason(const PlanCandidate& c, const LayerConfig& cfg, const Ha
          t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", K/V hidden" : ", K/V exposed");
 }
 
-std::string a2a_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {
+std::string a2a_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
+  const LayerConfig& cfg = plan.layer;
   const int U = c.par.a2a_size(), P = c.par.tp * c.par.cp;
-  const bool across = crosses_nodes(c.par, Kind::a2a, hw.gpus_per_node);
+  const bool across = crosses_nodes(c.par, GroupKind::a2a, hw.gpus_per_node);
   // Jacobs et al. 2023: four all-to-alls of N h / P per GPU each (MHA), 4 N h / P per layer pass.
-  const double volume = 4.0 * double(cfg.b * padded_length(c, cfg)) * double(cfg.h) / P * element_bytes(dtype);
+  const double volume = 4.0 * double(cfg.b * plan.packing->S) * double(cfg.h) / P * element_bytes(dtype);
   return "a2a " + std::to_string(U) + " " + link_words(across) + ": 4Nh/P = " + format_bytes(volume) +
          " each way, exposed (U <= H/T = " + std::to_string(cfg.H / c.par.tp) + ")";
 }
 
-std::string all_gather_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {
-  const bool across = crosses_nodes(c.par, Kind::cp, hw.gpus_per_node);
-  const int64_t S = padded_length(c, cfg);
+std::string all_gather_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
+  const LayerConfig& cfg = plan.layer;
+  const bool across = crosses_nodes(c.par, GroupKind::cp, hw.gpus_per_node);
+  const int64_t S = plan.packing->S;
   const double kv = 2.0 * double(cfg.b * S) * double(cfg.Hkv / c.par.tp) * double(cfg.d()) * element_bytes(dtype);
   const double gather_s = kv * (c.par.cp - 1) / c.par.cp / (across ? hw.inter_bandwidth : hw.intra_bandwidth);
   return "all_gather " + std::to_string(c.par.cp) + " " + link_words(across) + ": K/V 2 " + (S != cfg.s ? "S" : "s") +
@@ -133,17 +103,18 @@ std::string all_gather_reason(const PlanCandidate& c, const LayerConfig& cfg, co
          ", " + format_ns(gather_s * 1e9) + " a gather, exposed";
 }
 
-std::string tp_reason(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype) {
-  const bool across = crosses_nodes(c.par, Kind::tp, hw.gpus_per_node);
+std::string tp_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
+  const LayerConfig& cfg = plan.layer;
+  const bool across = crosses_nodes(c.par, GroupKind::tp, hw.gpus_per_node);
   const int T = c.par.tp;
   // Korthikanti et al. 2022: per block an all-gather and a reduce-scatter of N_c h, (T-1)/T each.
-  const double per = double(cfg.b * padded_length(c, cfg)) / c.par.cp * double(cfg.h) * (T - 1) / T * element_bytes(dtype);
+  const double per = double(cfg.b * plan.packing->S) / c.par.cp * double(cfg.h) * (T - 1) / T * element_bytes(dtype);
   return "TP " + std::to_string(T) + " " + link_words(across) + ": " + format_bytes(per) +
          " per all-gather and reduce-scatter, exposed";
 }
 
 // What sets the candidate's time: the sublayer whose communication is most exposed.
-std::string reason_for(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw, const std::string& dtype,
+std::string reason_for(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype,
                        const trace::StrategyMetrics& m) {
   std::string worst;
   int64_t most = -1;
@@ -152,10 +123,10 @@ std::string reason_for(const PlanCandidate& c, const LayerConfig& cfg, const Har
   const bool has_cp = c.par.cp > 1, has_tp = c.par.tp > 1;
   auto cp_reason = [&] {
     switch (c.par.cp_comm) {
-      case CpComm::p2p: return ring_reason(c, cfg, hw, dtype);
-      case CpComm::a2a: return a2a_reason(c, cfg, hw, dtype);
-      case CpComm::a2a_p2p: return a2a_reason(c, cfg, hw, dtype) + "; " + ring_reason(c, cfg, hw, dtype);
-      case CpComm::all_gather: return all_gather_reason(c, cfg, hw, dtype);
+      case CpComm::p2p: return ring_reason(c, plan, hw, dtype);
+      case CpComm::a2a: return a2a_reason(c, plan, hw, dtype);
+      case CpComm::a2a_p2p: return a2a_reason(c, plan, hw, dtype) + "; " + ring_reason(c, plan, hw, dtype);
+      case CpComm::all_gather: return all_gather_reason(c, plan, hw, dtype);
       case CpComm::none: break;
     }
     return std::string();
@@ -163,19 +134,19 @@ std::string reason_for(const PlanCandidate& c, const LayerConfig& cfg, const Har
   // The most exposed first, then each group's formula: TP's, then context parallelism's.
   std::vector<std::string> parts;
   if (worst == "grad_sync" && has_cp) {
-    const double grads = 2.0 * double(parallel_param_count(c.par, cfg, c.par.tp * c.par.cp)) * element_bytes(dtype) *
+    const double grads = 2.0 * double(parallel_param_count(plan)) * element_bytes(dtype) *
                          (c.par.cp - 1) / c.par.cp;
     parts.push_back("grad all-reduce over CP " + std::to_string(c.par.cp) + " " +
-                    link_words(crosses_nodes(c.par, Kind::cp, hw.gpus_per_node)) + ": " + format_bytes(grads) + " exposed");
+                    link_words(crosses_nodes(c.par, GroupKind::cp, hw.gpus_per_node)) + ": " + format_bytes(grads) + " exposed");
   }
   if (worst == "attention" && has_cp) parts.push_back(cp_reason());
-  if (has_tp) parts.push_back(tp_reason(c, cfg, hw, dtype));
+  if (has_tp) parts.push_back(tp_reason(c, plan, hw, dtype));
   if (has_cp && worst != "attention") parts.push_back(cp_reason());
   if (parts.empty()) parts.push_back("no communication");
   std::string why;
   for (const std::string& p : parts) why += (why.empty() ? "" : "; ") + p;
-  if (c.recompute == Recompute::full) why += "; full recompute (+1 forward)";
-  else if (c.recompute == Recompute::selective) why += "; selective recompute";
+  if (c.par.recompute == Recompute::full) why += "; full recompute (+1 forward)";
+  else if (c.par.recompute == Recompute::selective) why += "; selective recompute";
   return why;
 }
 
@@ -188,12 +159,11 @@ struct MemoryNeed {
 };
 
 // What L layers hold per GPU by the formulas alone: a lower bound of the peak.
-MemoryNeed memory_floor(const PlanCandidate& c, const LayerConfig& cfg, int P, int L, const std::string& dtype) {
-  const LayerConfig layer = c.layer(cfg);
+MemoryNeed memory_floor(const RunPlan& plan, int L, const std::string& dtype) {
   MemoryNeed m;
-  m.weights_and_grads = L * 2.0 * double(parallel_param_count(c.par, layer, P)) * element_bytes(dtype);
+  m.weights_and_grads = L * 2.0 * double(parallel_param_count(plan)) * element_bytes(dtype);
   int64_t saved = 0;
-  for (int r = 0; r < P; ++r) saved = std::max(saved, parallel_saved_bytes(c.par, layer, P, r, DType::f32));
+  for (int r = 0; r < plan.P; ++r) saved = std::max(saved, parallel_saved_bytes(plan, r, DType::f32));
   m.saved = L * double(saved) * element_bytes(dtype) / 4;
   return m;
 }
@@ -216,21 +186,25 @@ std::string floor_reason(const MemoryNeed& m, int L, const Hardware& hw, int T) 
 using ShapeKey = std::tuple<int, int, int, int, int, int>;  // T, C, cp_comm, U, layout, recompute
 
 ShapeKey shape_of(const PlanCandidate& c) {
-  return {c.par.tp, c.par.cp, int(c.par.cp_comm), c.par.a2a_size(), int(c.layout), int(c.recompute)};
+  return {c.par.tp, c.par.cp, int(c.par.cp_comm), c.par.a2a_size(), int(c.par.layout), int(c.par.recompute)};
 }
 
 struct Recorded {
-  std::unique_ptr<MemoryTracker> tracker;  // first: it outlives the results' tensors
+  RunPlan plan;  // the candidate's in tp-cp order, which the dry run records
+  std::unique_ptr<MemoryTracker> tracker;  // before the results: it outlives their tensors
   trace::TraceData schedule;
-  std::vector<RankResult> results;
+  std::vector<RunRecord> results;
 };
 
-Recorded record(const PlanCandidate& c, const LayerConfig& cfg, int P) {
+// The dry run of a candidate's schedule (`plan`, resolved), recorded in tp-cp order: every
+// order places the same coordinates, so one schedule serves both (placement re-maps it).
+Recorded record(const RunPlan& plan) {
   Recorded rec;
-  rec.tracker = std::make_unique<MemoryTracker>();
-  ParallelConfig recorded = c.par;
+  ParallelConfig recorded = plan.par;
   recorded.order = RankOrder::tp_cp;
-  rec.schedule = dry_run(make_strategy(recorded), c.layer(cfg), P, *rec.tracker, &rec.results);
+  rec.plan = recorded.order == plan.par.order ? plan : resolve(recorded, plan.layer, plan.P);
+  rec.tracker = std::make_unique<MemoryTracker>();
+  rec.schedule = dry_run(rec.plan, *rec.tracker, &rec.results);
   return rec;
 }
 
@@ -247,7 +221,7 @@ std::pair<double, double> link_traffic(const trace::TraceData& schedule, const s
   return {intra, inter};
 }
 
-void fill_modeled(PlanRow& row, const Recorded& rec, const LayerConfig& cfg, int P, const PlanOptions& o, const Hardware& hw) {
+void fill_modeled(PlanRow& row, const Recorded& rec, int P, const PlanOptions& o, const Hardware& hw) {
   const PlanCandidate& c = row.candidate;
   const int L = o.layers;
   const double scale = element_bytes(o.dtype) / 4;
@@ -268,10 +242,9 @@ void fill_modeled(PlanRow& row, const Recorded& rec, const LayerConfig& cfg, int
   // Memory for L layers: one layer's working peak, measured by the dry run, and L - 1 more
   // layers' weights, gradients and saved activations (the formulas, which the tests hold equal
   // to what the dry run counts).
-  const LayerConfig layer = c.layer(cfg);
-  const double weights_and_grads = 2.0 * double(parallel_param_count(c.par, layer, P)) * element_bytes(o.dtype);
+  const double weights_and_grads = 2.0 * double(parallel_param_count(rec.plan)) * element_bytes(o.dtype);
   double peak = 0, one_layer = 0, more_saved = 0;
-  for (const RankResult& r : rec.results) {
+  for (const RunRecord& r : rec.results) {
     const double saved = double(r.peak_saved) * scale, mine = double(r.peak_bytes) * scale + (L - 1) * (weights_and_grads + saved);
     if (mine > peak) peak = mine, one_layer = double(r.peak_bytes) * scale, more_saved = (L - 1) * saved;
   }
@@ -287,23 +260,23 @@ void fill_modeled(PlanRow& row, const Recorded& rec, const LayerConfig& cfg, int
     return;
   }
   row.status = PlanStatus::ranked;
-  row.reason = reason_for(c, layer, hw, o.dtype, m);
+  row.reason = reason_for(c, rec.plan, hw, o.dtype, m);
 }
 
 // ---- the verdict ----------------------------------------------------------------------
 
 std::string where(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw) {
   std::vector<std::string> parts;
-  auto say = [&](Kind kind, const std::string& what, int size) {
+  auto say = [&](GroupKind kind, const std::string& what, int size) {
     if (size < 2) return;
     const bool across = crosses_nodes(c.par, kind, hw.gpus_per_node);
     parts.push_back("its " + what + " of " + std::to_string(size) + (across ? " crosses nodes" : " sits inside a node") + " (" +
                     num((across ? hw.inter_bandwidth : hw.intra_bandwidth) / 1e9) + " GB/s)");
   };
-  say(Kind::tp, "TP group", c.par.tp);
-  if (c.par.cp_comm == CpComm::all_gather) say(Kind::cp, "all_gather group", c.par.cp);
-  say(Kind::a2a, "all-to-all group", c.par.a2a_size());
-  say(Kind::ring, "ring", c.par.ring_size());
+  say(GroupKind::tp, "TP group", c.par.tp);
+  if (c.par.cp_comm == CpComm::all_gather) say(GroupKind::cp, "all_gather group", c.par.cp);
+  say(GroupKind::a2a, "all-to-all group", c.par.a2a_size());
+  say(GroupKind::ring, "ring", c.par.ring_size());
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i) s += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
   return s.empty() ? "a single GPU, no groups" : s;
@@ -318,16 +291,16 @@ std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptio
                 plan.hw.name.c_str(), format_ns(win.step_s * 1e9).c_str(), o.layers, o.layers == 1 ? "" : "s");
   std::string v = std::string(head) + "Placement: " + where(win.candidate, cfg, plan.hw) + ". Why: " + win.reason + ".";
   // The recompute it needs, against the fastest that needs less.
-  if (win.candidate.recompute != Recompute::none) {
+  if (win.candidate.par.recompute != Recompute::none) {
     const PlanRow* lighter = nullptr;
     for (const PlanRow& r : plan.rows)
-      if (r.status == PlanStatus::out_of_memory && int(r.candidate.recompute) < int(win.candidate.recompute) &&
+      if (r.status == PlanStatus::out_of_memory && int(r.candidate.par.recompute) < int(win.candidate.par.recompute) &&
           (!lighter || r.peak_bytes < lighter->peak_bytes))
         lighter = &r;
     bool lighter_ranked = false;
-    for (size_t i = 0; i < n; ++i) lighter_ranked |= int(plan.rows[i].candidate.recompute) < int(win.candidate.recompute);
+    for (size_t i = 0; i < n; ++i) lighter_ranked |= int(plan.rows[i].candidate.par.recompute) < int(win.candidate.par.recompute);
     if (lighter && !lighter_ranked)
-      v += " It recomputes (" + std::string(to_string(win.candidate.recompute)) + ") because nothing with less recomputation fits: the least memory without it is " +
+      v += " It recomputes (" + std::string(to_string(win.candidate.par.recompute)) + ") because nothing with less recomputation fits: the least memory without it is " +
            lighter->candidate.name() + "'s, " + lighter->reason.substr(lighter->reason.find("needs")) + ".";
   }
   if (const PlanRow* second = runner_up(plan)) {
@@ -344,14 +317,8 @@ std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptio
 std::string PlanCandidate::name() const {
   std::string n = par.canonical_name();
   if (par.cp_comm == CpComm::p2p || par.cp_comm == CpComm::all_gather || par.cp_comm == CpComm::a2a_p2p)
-    n += std::string(" ") + to_string(layout);
-  return n + " " + to_string(recompute);
-}
-
-LayerConfig PlanCandidate::layer(const LayerConfig& cfg) const {
-  LayerConfig c = cfg;
-  c.layout = layout, c.recompute = recompute;
-  return c;
+    n += std::string(" ") + to_string(par.layout);
+  return n + " " + to_string(par.recompute);
 }
 
 const PlanRow* runner_up(const Plan& plan) {
@@ -365,14 +332,15 @@ size_t Plan::ranked() const {
   return size_t(std::count_if(rows.begin(), rows.end(), [](const PlanRow& r) { return r.status == PlanStatus::ranked; }));
 }
 
-std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, int P, const std::vector<Recompute>& modes) {
+std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, Layout given, int P, const std::vector<Recompute>& modes) {
   std::vector<PlanCandidate> all;
   auto add = [&](ParallelConfig par, Layout layout) {
     const bool two_orders = par.tp > 1 && par.cp > 1;
+    par.layout = layout;
     for (RankOrder order : {RankOrder::tp_cp, RankOrder::cp_tp}) {
       if (order == RankOrder::cp_tp && !two_orders) continue;
       par.order = order;
-      for (Recompute rc : modes) all.push_back({par, layout, rc});
+      for (Recompute rc : modes) par.recompute = rc, all.push_back({par});
     }
   };
   for (int T = 1; T <= P; ++T) {
@@ -390,7 +358,7 @@ std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, int P, const 
         add(par, Layout::contiguous);
         continue;
       }
-      if (cfg.layout != Layout::automatic) add(par, cfg.layout);  // --layout given: that one alone
+      if (given != Layout::automatic) add(par, given);  // --layout given: that one alone
       else
         for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) add(par, layout);
     }
@@ -406,19 +374,18 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
   if (o.modes.empty()) throw ConfigError("plan: give at least one recompute mode");
   cfg.validate();
   const int P = o.gpus;
-  const std::vector<PlanCandidate> candidates = plan_candidates(cfg, P, o.modes);
+  const std::vector<PlanCandidate> candidates = plan_candidates(cfg, o.layout, P, o.modes);
   PlanStats st;
   st.candidates = candidates.size();
 
   // Every row starts invalid or waiting; the rules first, on every candidate.
   std::vector<std::vector<PlanRow>> rows(profiles.size(), std::vector<PlanRow>(candidates.size()));
-  std::vector<bool> valid(candidates.size());
+  std::vector<std::optional<RunPlan>> valid(candidates.size());  // resolved once, or refused
   std::vector<std::string> rules;
   for (size_t i = 0; i < candidates.size(); ++i) {
     std::string why;
     try {
-      candidates[i].par.validate(candidates[i].layer(cfg), P);
-      valid[i] = true;
+      valid[i] = resolve(candidates[i].par, cfg, P);
     } catch (const ConfigError& e) {
       why = e.what();
       if (std::find(rules.begin(), rules.end(), why) == rules.end()) rules.push_back(why);
@@ -445,7 +412,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
     const std::vector<size_t>& members = shapes[key];
     bool needed = false;
     for (size_t i : members) {
-      const MemoryNeed floor = memory_floor(candidates[i], cfg, P, o.layers, o.dtype);  // the same on every profile
+      const MemoryNeed floor = memory_floor(*valid[i], o.layers, o.dtype);  // the same on every profile
       for (size_t p = 0; p < profiles.size(); ++p) {
         PlanRow& row = rows[p][i];
         if (floor.total() > profiles[p].memory_bytes) {
@@ -459,12 +426,12 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
       }
     }
     if (!needed) continue;
-    const Recorded rec = record(candidates[members.front()], cfg, P);
+    const Recorded rec = record(*valid[members.front()]);
     ++st.dry_runs;
     size_t replays = 0;
     for (size_t p = 0; p < profiles.size(); ++p)
       for (size_t i : members)
-        if (rows[p][i].status == PlanStatus::ranked) fill_modeled(rows[p][i], rec, cfg, P, o, profiles[p]), ++replays;
+        if (rows[p][i].status == PlanStatus::ranked) fill_modeled(rows[p][i], rec, P, o, profiles[p]), ++replays;
     st.reused += replays - 1;
   }
 
@@ -503,7 +470,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
 std::vector<trace::RankTrace> candidate_timeline(const PlanCandidate& c, const LayerConfig& cfg, int P, const Hardware& hw,
                                                  const std::string& dtype, const std::string& label) {
   MemoryTracker tracker;
-  const trace::TraceData schedule = dry_run(make_strategy(c.par), c.layer(cfg), P, tracker);
+  const trace::TraceData schedule = dry_run(resolve(c.par, cfg, P), tracker);
   ModelOptions mo;
   mo.dtype = dtype;
   trace::TraceData modeled = model_trace(schedule, hw, mo);

@@ -1,7 +1,7 @@
 // The planner: which parallel layout for this model, this sequence length and these GPUs.
 //
 // It enumerates every configuration of P GPUs (plan_candidates), rejects those the layer cannot
-// split that way (the rule ParallelConfig::validate names) and those that do not fit in a GPU's
+// split that way (the rule resolve names, parallel/run_plan.h) and those that do not fit in a GPU's
 // memory (the binding term), dry-runs the strategy code of the rest and replays each schedule
 // on the hardware profiles (model.h), and ranks them by the modeled step time of L layers.
 //
@@ -23,28 +23,25 @@ namespace ringside::model {
 /// One configuration the planner weighs: degrees and rank order (placement), the token layout
 /// and the recompute mode.
 struct PlanCandidate {
-  ParallelConfig par;  ///< resolved for P
-  Layout layout = Layout::contiguous;
-  Recompute recompute = Recompute::none;
+  ParallelConfig par;  ///< resolved for P, with its layout and recompute mode
   /// The configuration's name, its layout where layouts differ, its order when it has two, and
   /// its recompute mode: "tp8xring8 zigzag full", "ring8xtp8 zigzag none" (cp-tp), "ulysses none".
   std::string name() const;
-  /// The layer as this candidate runs it (cfg with its layout and recompute mode).
-  LayerConfig layer(const LayerConfig& cfg) const;
 };
 
 /// Every candidate for P GPUs, valid or not, in this order: T over the divisors of P, ascending
 /// (C = P / T); for C = 1 TP alone; for C > 1 cp_comm p2p, all_gather, a2a, then a2a+p2p for each
 /// U dividing C with 1 < U < C; under a causal mask the layouts contiguous, zigzag and striped
-/// for p2p, all_gather and a2a+p2p, or cfg.layout alone when it is not auto (for a2a, TP alone, or without a mask, contiguous alone: every
+/// for p2p, all_gather and a2a+p2p, or the `given` layout alone when it is not auto (for a2a, TP alone, or without a mask, contiguous alone: every
 /// layout does the same work); the orders tp-cp and cp-tp when T > 1 and C > 1; each of `modes`.
-std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, int P, const std::vector<Recompute>& modes);
+std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, Layout given, int P, const std::vector<Recompute>& modes);
 
 struct PlanOptions {
   int gpus = 8;     ///< P
   int layers = 1;   ///< L
   std::vector<Recompute> modes{Recompute::none, Recompute::selective, Recompute::full};
   std::string dtype = "bf16";  ///< the modeled element type (ModelOptions::dtype)
+  Layout layout = Layout::automatic;  ///< --layout: automatic weighs every layout that differs
 };
 
 enum class PlanStatus { ranked, invalid, out_of_memory };

@@ -2,24 +2,11 @@
 #include "parallel/allgather_attention.h"
 
 #include "comm/tensor_comm.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/attention_params.h"
 
 namespace ringside {
 
 namespace {
-
-// The parameters of query run a against the whole sequence of s keys at positions 0, 1, ...
-AttentionParams run_params(const AttentionSpec& spec, int64_t b, int64_t s, int64_t Hq, int64_t Hkv, int64_t d,
-                           const Run& a) {
-  AttentionParams p;
-  p.b = b, p.sq = a.len, p.sk = s, p.H = Hq, p.Hkv = Hkv, p.d = d;
-  p.causal = spec.causal, p.softmax_scale = spec.softmax_scale, p.mask = spec.mask;
-  p.q_offset = a.first, p.q_stride = a.stride;
-  return p;
-}
-AttentionParams run_params(const AttentionSpec& spec, const Tensor& q, const Tensor& k_full, const Run& a) {
-  return run_params(spec, q.dim(0), k_full.dim(1), q.dim(2), k_full.dim(2), q.dim(3), a);
-}
 
 // K or V of every rank of the group, in sequence order: [b, S, Hkv, d].
 Tensor gather_kv(Communicator& group, const RingLayout& layout, const Tensor& t, AllocTag tag) {
@@ -33,7 +20,7 @@ AttentionOut allgather_attention_forward(Communicator& group, const RingLayout& 
   const Tensor k_full = gather_kv(group, layout, k, ctx.comm), v_full = gather_kv(group, layout, v, ctx.comm);
   AttentionOut res{ctx.be.empty(q.shape(), ctx.dt, ctx.act), ctx.be.empty({q.dim(0), q.dim(2), q.dim(1)}, ctx.dt, ctx.act)};
   for (const Run& a : layout.runs(group.rank())) {
-    const AttentionParams p = run_params(spec, q, k_full, a);
+    const AttentionParams p = params_for(spec, q, k_full, a, whole_sequence(k_full.dim(1)));
     Tensor out = ctx.be.empty({q.dim(0), a.len, q.dim(2), q.dim(3)}, ctx.dt, ctx.ws);
     Tensor lse = ctx.be.empty({q.dim(0), q.dim(2), a.len}, ctx.dt, ctx.ws);
     ctx.be.attention_forward(p, run_of(q, a, ctx.ws), k_full, v_full, out, lse);
@@ -53,8 +40,9 @@ AttentionGrads allgather_attention_backward(Communicator& group, const RingLayou
     Tensor lse = ctx.be.empty({q.dim(0), q.dim(2), a.len}, ctx.dt, ctx.ws);
     lse_columns(lse, 0, fwd.lse, a.start, a.len);
     Tensor dq = ctx.be.zeros({q.dim(0), a.len, q.dim(2), q.dim(3)}, ctx.dt, ctx.ws);
-    ctx.be.attention_backward(run_params(spec, q, k_full, a), run_of(q, a, ctx.ws), k_full, v_full,
-                              run_of(fwd.out, a, ctx.ws), run_of(dout, a, ctx.ws), lse, dq, dk_full, dv_full);
+    const AttentionParams p = params_for(spec, q, k_full, a, whole_sequence(k_full.dim(1)));
+    ctx.be.attention_backward(p, run_of(q, a, ctx.ws), k_full, v_full, run_of(fwd.out, a, ctx.ws),
+                              run_of(dout, a, ctx.ws), lse, dq, dk_full, dv_full);
     put_seq(g.dq, dq, a.start);
   }
   // Every rank holds a partial dK/dV for the whole sequence: sum them, each rank keeping its tokens.
@@ -68,7 +56,7 @@ double allgather_attention_flops(const RingLayout& layout, const AttentionSpec& 
                                  int64_t Hkv, int64_t d) {
   double flops = 0;
   for (const Run& a : layout.runs(rank))
-    flops += kernels::cpu::attention_forward_flops(run_params(spec, b, layout.packing().S, Hq, Hkv, d, a));
+    flops += kernels::attention_forward_flops(params_for(spec, b, Hq, Hkv, d, a, whole_sequence(layout.packing().S)));
   return flops;
 }
 

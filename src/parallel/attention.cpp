@@ -1,10 +1,11 @@
 #include "parallel/attention.h"
 
 #include <exception>
+#include <sstream>
 
 #include "comm/tensor_comm.h"
 #include "core/gpu.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/attention_params.h"
 
 namespace ringside {
 
@@ -19,18 +20,26 @@ void lse_columns(Tensor& dst, int64_t dst_at, const Tensor& src, int64_t src_at,
             static_cast<const char*>(src.raw_data()) + src_at * es, src.dim(2) * es, len * es, rows);
 }
 
-AttentionParams LocalAttention::params(const Tensor& q, const Tensor& k) const {
+AttentionParams params_for(const AttentionSpec& spec, int64_t b, int64_t H, int64_t Hkv, int64_t d, const Run& q_run,
+                           const Run& k_run) {
   AttentionParams p;
-  p.b = q.dim(0), p.sq = q.dim(1), p.sk = k.dim(1), p.H = q.dim(2), p.Hkv = k.dim(2), p.d = q.dim(3);
-  p.causal = spec_.causal, p.softmax_scale = spec_.softmax_scale, p.mask = spec_.mask;
+  p.b = b, p.sq = q_run.len, p.sk = k_run.len, p.H = H, p.Hkv = Hkv, p.d = d;
+  p.causal = spec.causal, p.softmax_scale = spec.softmax_scale, p.mask = spec.mask;
+  p.q_offset = q_run.first, p.q_stride = q_run.stride;
+  p.k_offset = k_run.first, p.k_stride = k_run.stride;
   return p;
 }
 
+AttentionParams params_for(const AttentionSpec& spec, const Tensor& q, const Tensor& k, const Run& q_run,
+                           const Run& k_run) {
+  return params_for(spec, q.dim(0), q.dim(2), k.dim(2), q.dim(3), q_run, k_run);
+}
+
 AttentionOut LocalAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const AttentionParams p = params(q, k);
+  const AttentionParams p = params_for(spec_, q, k, whole_sequence(q.dim(1)), whole_sequence(k.dim(1)));
   AttentionOut res{ctx_.be.empty(q.shape(), ctx_.dt, ctx_.act), ctx_.be.empty({p.b, p.H, p.sq}, ctx_.dt, ctx_.act)};
   ctx_.be.attention_forward(p, q, k, v, res.out, res.lse);
-  flops += kernels::cpu::attention_forward_flops(p);
+  flops += kernels::attention_forward_flops(p);
   return res;
 }
 
@@ -46,27 +55,69 @@ AttentionGrads LocalAttention::backward(const Tensor& q, const Tensor& k, const 
                                         const Tensor& dout) {
   AttentionGrads g{ctx_.be.zeros(q.shape(), ctx_.dt, ctx_.ws), ctx_.be.zeros(k.shape(), ctx_.dt, ctx_.ws),
                    ctx_.be.zeros(v.shape(), ctx_.dt, ctx_.ws)};
-  ctx_.be.attention_backward(params(q, k), q, k, v, fwd.out, dout, fwd.lse, g.dq, g.dk, g.dv);
+  const AttentionParams p = params_for(spec_, q, k, whole_sequence(q.dim(1)), whole_sequence(k.dim(1)));
+  ctx_.be.attention_backward(p, q, k, v, fwd.out, dout, fwd.lse, g.dq, g.dk, g.dv);
   return g;
 }
 
-StepProbe::StepProbe(Communicator& comm, std::vector<StepRecord>* records, const char* phase, int step, int block_of,
-                     const char* carried)
-    : comm_(comm), records_(records), span_(new trace::Span(trace::Span::ring_step(step))),
+StepProbe::StepProbe(Communicator& comm, const RingLayout& layout, std::vector<StepRecord>* records, const char* phase,
+                     int step, int block_of, const char* carried)
+    : comm_(comm), layout_(layout), records_(records), span_(new trace::Span(trace::Span::ring_step(step))),
       rec_{phase, step, comm.world_rank(block_of), "", "", 0, 0, 0, 0, 0, 0}, before_(comm.stats()),
       t0_(std::chrono::steady_clock::now()) {
   if (trace::Event* e = span_->event()) e->detail = detail::concat("K/V block of rank ", rec_.block_of, carried);
 }
 
-void StepProbe::computed(const std::string& what, double flops) {
-  rec_.flops += flops;
-  rec_.computed_pairs += 1;
-  if (named_computed_ < kNamedPairs) rec_.computed += (named_computed_++ ? ", " : "") + what;
+namespace {
+
+// "q[0:64] x k[128:192]", a stride after a second colon: the pair's global slots.
+std::string describe(const Run& q, const Run& k) {
+  std::ostringstream os;
+  auto one = [&](const char* n, const Run& r) {
+    os << n << "[" << r.first << ":" << r.last() + 1;
+    if (r.stride != 1) os << ":" << r.stride;
+    os << "]";
+  };
+  one("q", q);
+  os << " x ";
+  one("k", k);
+  return os.str();
 }
 
-void StepProbe::skipped(const std::string& what) {
+}  // namespace
+
+void StepProbe::computed(const AttentionParams& p, double forward_flops, double times) {
+  rec_.flops += times * forward_flops;
+  rec_.computed_pairs += 1;
+  const Run q{0, p.sq, p.q_offset, p.q_stride}, k{0, p.sk, p.k_offset, p.k_stride};
+  if (named_computed_ < kNamedPairs) rec_.computed += (named_computed_++ ? ", " : "") + describe(q, k);
+  record_tiles(p, forward_flops);
+}
+
+void StepProbe::record_tiles(const AttentionParams& p, double forward_flops) {
+  trace::Event* e = span_->event();
+  if (!e || !e->tiles_complete) return;
+  const std::vector<Run> qs = layout_.chunks_of(Run{0, p.sq, p.q_offset, p.q_stride});
+  const std::vector<Run> ks = layout_.chunks_of(Run{0, p.sk, p.k_offset, p.k_stride});
+  const AttentionSpec spec{p.causal, p.softmax_scale, p.mask};  // the pair's, for each chunk pair of it
+  for (const Run& q : qs)
+    for (const Run& k : ks) {
+      const AttentionParams chunk = params_for(spec, p.b, p.H, p.Hkv, p.d, q, k);
+      const double flops = qs.size() * ks.size() == 1 ? forward_flops : kernels::attention_forward_flops(chunk);
+      if (flops == 0) continue;  // the mask hides this chunk pair wholly
+      if (e->tiles.size() == trace::kMaxTilePairs) {
+        e->tiles.clear(), e->tiles_complete = false;
+        return;
+      }
+      // Partly masked when the visible pairs are fewer than all of them (4 d per pair per head).
+      const double all = 4.0 * double(p.b) * double(p.H) * double(p.d) * double(q.len) * double(k.len);
+      e->tiles.push_back({q.first, q.len, q.stride, k.first, k.len, k.stride, flops < all});
+    }
+}
+
+void StepProbe::skipped(const Run& q, const Run& k) {
   rec_.skipped_pairs += 1;
-  if (names_skipped()) rec_.skipped += (named_skipped_++ ? ", " : "") + what;
+  if (names_skipped()) rec_.skipped += (named_skipped_++ ? ", " : "") + describe(q, k);
 }
 
 void StepProbe::compute_done() {

@@ -4,7 +4,7 @@
 //
 // Shapes, on one rank holding n of the sequence's tokens:
 //   q, out, dq, dout  [b, n, Hq, d]      k, v, dk, dv  [b, n, Hkv, d]      lse [b, Hq, n]
-// (query head i reads kv head i / (Hq / Hkv); kernels/cpu/attention.h).
+// (query head i reads kv head i / (Hq / Hkv); kernels/attention_params.h).
 #pragma once
 #include <chrono>
 #include <memory>
@@ -32,6 +32,27 @@ struct AttentionSpec {
   double softmax_scale = 1;
   const DocumentMask* mask = nullptr;
 };
+
+/// The run of a whole sequence of n tokens in order: local tokens [0, n) at global slots 0, 1, ...
+inline Run whole_sequence(int64_t n) { return Run{0, n, 0, 1}; }
+
+/// The kernels' parameters (kernels/attention_params.h) for attention between query run `q_run`
+/// and key run `k_run`: the one place where a (query run x key run) block of a sequence
+/// becomes a call. Its fields:
+///   b, H, Hkv, d         batch, query heads, kv heads (query head i reads kv head i / (H / Hkv)),
+///                        dimension per head: the shapes given
+///   sq, sk               q_run.len queries against k_run.len keys
+///   causal, softmax_scale, mask   the spec's (the mask over the padded sequence's slots)
+///   q_offset, q_stride   query row i sits at global slot q_run.first + i * q_run.stride
+///   k_offset, k_stride   key j at global slot k_run.first + j * k_run.stride
+/// block_q and block_k keep the kernels' defaults. Shapes alone, without tensors, serve the
+/// FLOP counts of a dry run and of the formulas; whole_sequence(n) is a run of all n tokens.
+AttentionParams params_for(const AttentionSpec& spec, int64_t b, int64_t H, int64_t Hkv, int64_t d, const Run& q_run,
+                           const Run& k_run);
+/// The same, with b, H and d read from q [b, ., H, d] and Hkv from k [b, ., Hkv, d]: the
+/// rank's tensors or the runs' slices of them alike, since their lengths are not read.
+AttentionParams params_for(const AttentionSpec& spec, const Tensor& q, const Tensor& k, const Run& q_run,
+                           const Run& k_run);
 
 struct AttentionOut {
   Tensor out, lse;
@@ -89,7 +110,6 @@ class LocalAttention : public SequenceAttention {
                           const Tensor& dout) override;
 
  private:
-  AttentionParams params(const Tensor& q, const Tensor& k) const;
   AttentionSpec spec_;
   RankContext ctx_;
 };
@@ -106,18 +126,21 @@ void lse_columns(Tensor& dst, int64_t dst_at, const Tensor& src, int64_t src_at,
 /// bytes sent.
 class StepProbe {
  public:
-  /// Step `step` of `phase` on the ring `comm`, computing on the K/V block of ring rank
-  /// `block_of` (recorded, and named in the trace, by its world rank); `carried` names what
-  /// travels with the block besides K/V ("" or " and its dK/dV").
-  StepProbe(Communicator& comm, std::vector<StepRecord>* records, const char* phase, int step, int block_of,
-            const char* carried = "");
+  /// Step `step` of `phase` on the ring `comm` over `layout`, computing on the K/V block of
+  /// ring rank `block_of` (recorded, and named in the trace, by its world rank); `carried`
+  /// names what travels with the block besides K/V ("" or " and its dK/dV").
+  StepProbe(Communicator& comm, const RingLayout& layout, std::vector<StepRecord>* records, const char* phase, int step,
+            int block_of, const char* carried = "");
   ~StepProbe();
   /// Pairs a record names before it counts the rest (a pack of many documents has many).
   static constexpr int64_t kNamedPairs = 8;
-  /// A (query run x key run) pair computed in this step.
-  void computed(const std::string& what, double flops);
+  /// The (query run x key run) pair of `p` (its offsets, strides and lengths) computed in this
+  /// step, whose forward costs `forward_flops` (kernels' attention_forward_flops), at `times`
+  /// that (the backward: 2.5): named in the record, and on the timeline as the TilePairs of the
+  /// layout's chunks it is made of (RingLayout::chunks_of) that the mask leaves some pair of.
+  void computed(const AttentionParams& p, double forward_flops, double times = 1.0);
   /// A pair the mask hid wholly: no work.
-  void skipped(const std::string& what);
+  void skipped(const Run& q, const Run& k);
   /// `count` more such pairs, not named.
   void skipped(int64_t count) { rec_.skipped_pairs += count; }
   /// Whether the next skipped pair would still be named.
@@ -127,7 +150,9 @@ class StepProbe {
   double flops() const { return rec_.flops; }
 
  private:
+  void record_tiles(const AttentionParams& p, double forward_flops);
   Communicator& comm_;
+  const RingLayout& layout_;
   std::vector<StepRecord>* records_;
   std::unique_ptr<trace::Span> span_;
   StepRecord rec_;

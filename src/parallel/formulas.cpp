@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "comm/tensor_comm.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/attention_params.h"
 #include "parallel/allgather_attention.h"
 #include "parallel/ring_attention.h"
 #include "parallel/ulysses_attention.h"
@@ -25,24 +25,25 @@ struct Shares {
   GroupCoords at;
   int64_t b, S, n_c, n_t, H_t, Hkv_t, f_t, d;
   HeadShare heads;  // a2a: this rank's heads of its TP share
-  Shares(const ParallelConfig& p, const LayerConfig& c, int P, int rank)
-      : par(p.resolved(P)), at(coords_of(par, rank)), b(c.b), S(sequence_packing(par, c).S), n_c(S / par.cp),
+  Shares(const RunPlan& plan, int rank)
+      : par(plan.par), at(plan.coords(rank)), b(plan.layer.b), S(plan.packing->S), n_c(S / par.cp),
         n_t(S / par.cp / par.tp),
-        H_t(c.H / par.tp), Hkv_t(c.Hkv / par.tp), f_t(c.f / par.tp), d(c.d()),
+        H_t(plan.layer.H / par.tp), Hkv_t(plan.layer.Hkv / par.tp), f_t(plan.layer.f / par.tp), d(plan.layer.d()),
         heads(ulysses_head_share(H_t, Hkv_t, par.a2a_size(), at.u)) {}
   bool a2a() const { return par.cp_comm == CpComm::a2a || par.cp_comm == CpComm::a2a_p2p; }
 };
 
 }  // namespace
 
-int64_t parallel_saved_bytes(const ParallelConfig& par, const LayerConfig& c, int P, int rank, DType dt) {
-  const Shares mine(par, c, P, rank);
+int64_t parallel_saved_bytes(const RunPlan& plan, int rank, DType dt) {
+  const LayerConfig& c = plan.layer;
+  const Shares mine(plan, rank);
   const int64_t U = mine.par.a2a_size();
   // Full recomputation keeps the layer's input alone (Korthikanti et al. 2022, 5: 2 s b h bytes
   // in 16-bit, here s b h elements, 1/(T C) of them on a rank).
-  if (c.recompute == Recompute::full) return mine.b * mine.n_t * c.h * dtype_size(dt);
+  if (plan.recompute() == Recompute::full) return mine.b * mine.n_t * c.h * dtype_size(dt);
   // Selective keeps x and x2 and u, not the LayerNorms' outputs and statistics nor GeLU(u).
-  int64_t elems = c.recompute == Recompute::selective
+  int64_t elems = plan.recompute() == Recompute::selective
                       ? mine.b * mine.n_t * 2 * c.h + mine.b * mine.n_c * mine.f_t
                       : mine.b * mine.n_t * (4 * c.h + 4) + 2 * mine.b * mine.n_c * mine.f_t;
   if (!mine.a2a())
@@ -53,8 +54,9 @@ int64_t parallel_saved_bytes(const ParallelConfig& par, const LayerConfig& c, in
   return elems * dtype_size(dt);
 }
 
-CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& c, int P, int rank, DType dt) {
-  const Shares mine(par, c, P, rank);
+CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt) {
+  const LayerConfig& c = plan.layer;
+  const Shares mine(plan, rank);
   const int T = mine.par.tp, C = mine.par.cp, U = mine.par.a2a_size(), R = mine.par.ring_size();
   const int64_t elem_bytes = dtype_size(dt);
   CommBytes sent;
@@ -93,17 +95,16 @@ CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& c, i
     }
   }
   // Full recomputation runs the forward again in the backward, its transfers included.
-  if (c.recompute == Recompute::full) sent.backward += sent.forward;
+  if (plan.recompute() == Recompute::full) sent.backward += sent.forward;
   sent.backward += ring_all_reduce_bytes(param_count(c, T), C, mine.at.c, dt);  // gradients over CP
   return sent;
 }
 
-int64_t parallel_param_count(const ParallelConfig& par, const LayerConfig& c, int P) {
-  return param_count(c, par.resolved(P).tp);
-}
+int64_t parallel_param_count(const RunPlan& plan) { return param_count(plan.layer, plan.par.tp); }
 
-int64_t parallel_forward_comm_peak(const ParallelConfig& par, const LayerConfig& c, int P, int rank, DType dt) {
-  const Shares mine(par, c, P, rank);
+int64_t parallel_forward_comm_peak(const RunPlan& plan, int rank, DType dt) {
+  const LayerConfig& c = plan.layer;
+  const Shares mine(plan, rank);
   const int64_t elem_bytes = dtype_size(dt);
   // TP's g-bar: the ring reduce-scatter's incoming chunk and two partial sums, N_t h each.
   const int64_t tp = mine.par.tp > 1 ? 3 * mine.b * mine.n_t * c.h * elem_bytes : 0;
@@ -122,11 +123,11 @@ int64_t parallel_forward_comm_peak(const ParallelConfig& par, const LayerConfig&
   return std::max(tp, attention);
 }
 
-double parallel_attention_flops(const ParallelConfig& par, const LayerConfig& c, int P, int rank) {
-  const Shares mine(par, c, P, rank);
-  const Packing packing = sequence_packing(mine.par, c);
-  const RingLayout layout = cp_layout(mine.par, c, packing);
-  const AttentionSpec spec{c.causal, c.softmax_scale(), packing.mask()};
+double parallel_attention_flops(const RunPlan& plan, int rank) {
+  const LayerConfig& c = plan.layer;
+  const Shares mine(plan, rank);
+  const RingLayout& layout = *plan.ring;
+  const AttentionSpec spec{c.causal, c.softmax_scale(), plan.packing->mask()};
   switch (mine.par.cp_comm) {
     case CpComm::p2p:
       return ring_attention_flops(layout, spec, mine.at.c, c.b, mine.H_t, mine.Hkv_t, mine.d);
@@ -136,31 +137,16 @@ double parallel_attention_flops(const ParallelConfig& par, const LayerConfig& c,
       return allgather_attention_flops(layout, spec, mine.at.c, c.b, mine.H_t, mine.Hkv_t, mine.d);
     case CpComm::none:
     case CpComm::a2a: {
-      AttentionParams p;  // whole sequences, our heads
-      p.b = c.b, p.sq = p.sk = mine.S, p.H = mine.heads.q_count, p.Hkv = mine.heads.kv_attended(), p.d = mine.d;
-      p.causal = c.causal, p.mask = packing.mask();
-      return kernels::cpu::attention_forward_flops(p);
+      const Run all = whole_sequence(mine.S);  // whole sequences, our heads
+      return kernels::attention_forward_flops(
+          params_for(spec, c.b, mine.heads.q_count, mine.heads.kv_attended(), mine.d, all, all));
     }
   }
   return 0;
 }
 
-// ---- the named strategies' formulas
+// ---- Ulysses
 
-void validate_ring(const LayerConfig& cfg, int P) { find_strategy("ring").validate(cfg, P); }
-void validate_ulysses(const LayerConfig& cfg, int P) { find_strategy("ulysses").validate(cfg, P); }
-int64_t ring_saved_bytes(const LayerConfig& cfg, int P, int rank, DType dt) {
-  return find_strategy("ring").saved_bytes(cfg, P, rank, dt);
-}
-CommBytes ring_comm_bytes(const LayerConfig& cfg, int P, int rank, DType dt) {
-  return find_strategy("ring").comm_bytes(cfg, P, rank, dt);
-}
-double ring_attention_flops(const LayerConfig& cfg, int P, int rank) {
-  return parallel_attention_flops(find_strategy("ring").parallel, cfg, P, rank);
-}
-CommBytes ulysses_comm_bytes(const LayerConfig& cfg, int P, int rank, DType dt) {
-  return find_strategy("ulysses").comm_bytes(cfg, P, rank, dt);
-}
 int64_t ulysses_kv_heads(const LayerConfig& cfg, int P) { return cfg.Hkv % P == 0 ? cfg.Hkv : P; }
 
 }  // namespace ringside

@@ -3,11 +3,17 @@
 // measured value, and the tests hold the two equal, byte for byte (docs/design.md's formulas and the
 // papers each line cites).
 #pragma once
-#include "parallel/strategy.h"
+#include "core/tensor.h"
+#include "parallel/run_plan.h"
 
 namespace ringside {
 
-/// Every formula counts the padded sequence's S slots (sequence_packing; S = s when s divides):
+/// Bytes one rank sends, per phase, as a configuration's analytic formula predicts them.
+struct CommBytes {
+  int64_t forward = 0, backward = 0;
+};
+
+/// Every formula counts the padded sequence's S slots (plan.packing; S = s when s divides):
 /// a padding token costs what a real one does.
 ///
 /// Saved-activation bytes of world rank `rank`, with N_t = b S / (T C) tokens between the TP
@@ -19,10 +25,10 @@ namespace ringside {
 ///   heads (HeadShare): N_c H_t d (out, sequence layout) + U N_c (q_count (2 d + 1) + 2 kv d),
 ///   kv = HeadShare::kv_attended() (q, k, v, out and lse in head layout).
 /// times sizeof(T). T = P gives Korthikanti et al. 2022's 1/P of the reference; the ring and
-/// Ulysses formulas of docs/design.md are the cases C = P. Under cfg.recompute:
+/// Ulysses formulas of docs/design.md are the cases C = P. Under plan.recompute():
 ///   selective  token-wise N_t 2 h + N_c f_t (x, x2; u), attention as above
 ///   full       N_t h alone (x: Korthikanti et al.'s 2 s b h per layer in 16-bit, / (T C))
-int64_t parallel_saved_bytes(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank, DType dt);
+int64_t parallel_saved_bytes(const RunPlan& plan, int rank, DType dt);
 
 /// Bytes world rank `rank` sends in each phase (ring collectives' bytes from tensor_comm.h):
 ///   TP, forward: 2 all-gathers + 2 reduce-scatters of N_c h over T (Korthikanti et al. 2022,
@@ -36,7 +42,7 @@ int64_t parallel_saved_bytes(const ParallelConfig& par, const LayerConfig& cfg, 
 ///     reads: Jacobs et al. 2023's 4 N h / P per link when Hkv = H); the same four backward.
 ///   and an all-reduce over C of every gradient (weights are replicated over CP).
 ///   Full recomputation adds the forward's bytes to the backward's (the forward runs again).
-CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank, DType dt);
+CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt);
 
 /// Peak bytes world rank `rank` holds in communication buffers (MemCategory::comm) during the
 /// forward: the larger of TP's reduce-scatter, 3 N_t h (one chunk arriving, two partial sums),
@@ -47,32 +53,18 @@ CommBytes parallel_comm_bytes(const ParallelConfig& par, const LayerConfig& cfg,
 ///     plus V's gather buffer before it is put in sequence order, b S Hkv_t d;
 ///   a2a: none (its buffers are the activations it produces).
 /// times sizeof(T).
-int64_t parallel_forward_comm_peak(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank, DType dt);
+int64_t parallel_forward_comm_peak(const RunPlan& plan, int rank, DType dt);
 
 /// Parameters one rank holds (and gradients it keeps), of its TP shard: W_qkv's and W_1's columns
 /// and W_o's and W_2's rows divided by T, the LayerNorms and the row-parallel biases whole:
 /// h (H + 2 Hkv) d / T + (H + 2 Hkv) d / T + H d h / T + h + 2 h f / T + f / T + h + 4 h.
 /// Replicated over CP (the same on every rank of a configuration).
-int64_t parallel_param_count(const ParallelConfig& par, const LayerConfig& cfg, int P);
+int64_t parallel_param_count(const RunPlan& plan);
 
 /// Forward attention FLOPs world rank `rank` computes (visible query-key pairs under the mask:
 /// causal, documents, window, padding; 4 d per pair per head): the per-rank work table.
-double parallel_attention_flops(const ParallelConfig& par, const LayerConfig& cfg, int P, int rank);
+double parallel_attention_flops(const RunPlan& plan, int rank);
 
-// ---- the named strategies' formulas, as the lessons quote them --------------------------
-
-/// Throws ConfigError unless the ring splits the layer P ways (any s: it pads).
-void validate_ring(const LayerConfig& cfg, int P);
-/// Throws ConfigError unless Ulysses splits the layer P ways (H % P; any s: it pads).
-void validate_ulysses(const LayerConfig& cfg, int P);
-/// The ring's saved bytes per rank: the reference's / P.
-int64_t ring_saved_bytes(const LayerConfig& cfg, int P, int rank, DType dt);
-/// The ring's bytes sent per rank (parallel_comm_bytes with C = P, p2p).
-CommBytes ring_comm_bytes(const LayerConfig& cfg, int P, int rank, DType dt);
-/// The ring's forward attention FLOPs of `rank` under cfg's layout.
-double ring_attention_flops(const LayerConfig& cfg, int P, int rank);
-/// Ulysses's bytes sent per rank (parallel_comm_bytes with C = P, a2a).
-CommBytes ulysses_comm_bytes(const LayerConfig& cfg, int P, int rank, DType dt);
 /// The kv heads Ulysses gives each of P ranks, times P: Hkv when P divides it, else P (when
 /// Hkv divides P each rank receives the one kv head its query heads read).
 int64_t ulysses_kv_heads(const LayerConfig& cfg, int P);

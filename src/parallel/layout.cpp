@@ -88,6 +88,30 @@ RingLayout::RingLayout(Layout layout, const Packing& packing, int ranks, bool ca
   }
 }
 
+std::vector<Run> RingLayout::chunks_of(const Run& run) const {
+  if (run.stride != 1) {
+    if (layout_ == Layout::striped) return {run};
+    std::vector<Run> tokens;  // zigzag over 2R slots: a run of its two single-token chunks
+    for (int64_t i = 0; i < run.len; ++i) tokens.push_back(Run{run.start + i, 1, run.first + i * run.stride, 1});
+    return tokens;
+  }
+  if (layout_ != Layout::zigzag && !per_document(layout_)) return {run};
+  const int64_t whole = packing_->S / (2 * int64_t(ranks_));  // zigzag's chunk
+  std::vector<Run> pieces;
+  for (int64_t at = run.first, end = run.first + run.len; at < end;) {
+    int64_t chunk_start = at / whole * whole, chunk = whole;
+    if (per_document(layout_)) {
+      const Segment& g = packing_->segment_of(at);
+      chunk = g.padded / (2 * int64_t(ranks_));
+      chunk_start = g.slot + (at - g.slot) / chunk * chunk;
+    }
+    const int64_t piece_end = std::min(chunk_start + chunk, end);
+    pieces.push_back(Run{run.start + (at - run.first), piece_end - at, at, 1});
+    at = piece_end;
+  }
+  return pieces;
+}
+
 std::vector<size_t> RingLayout::runs_meeting(const Run& a, int j) const {
   // The key positions a's queries may see: their documents' slots, padding included.
   const Packing& packing = *packing_;

@@ -66,6 +66,11 @@ class RingLayout {
   /// a under the mask, found by binary search, so that a pack of N documents costs O(N log N)
   /// pairs a step, not N^2.
   std::vector<size_t> runs_meeting(const Run& a, int j) const;
+  /// The layout's chunks that make up a run of a rank (a run may join adjacent chunks: zigzag's
+  /// rank R-1 holds chunks R-1 and R, one run): pieces of S/(2R) slots for zigzag, of each
+  /// segment's padded/(2R) for the per-document layouts, the run itself for contiguous and
+  /// striped (a strided run of single tokens: each token). What the tile map draws as blocks.
+  std::vector<Run> chunks_of(const Run& run) const;
 
  private:
   void assign_greedy();  // owner_, from the chunks' exact work

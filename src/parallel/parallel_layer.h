@@ -1,16 +1,52 @@
 // The layer split T x C ways: tensor parallelism with sequence parallelism over T ranks, and
-// context parallelism over C, by any of the attention algorithms (groups.h). Every strategy is
-// a configuration of it: tp-sp = T P, ring = C P p2p, ulysses = C P a2a, all-gather = C P
-// all_gather, and the hybrids (TP x CP, Ulysses x ring). What a rank of it saves, sends and
-// computes is predicted by parallel/formulas.h; the tests hold the measured values to them.
+// context parallelism over C, by any of the attention algorithms (parallel/config.h). Every
+// strategy is a configuration of it: tp-sp = T P, ring = C P p2p, ulysses = C P a2a,
+// all-gather = C P all_gather, and the hybrids (TP x CP, Ulysses x ring). What a rank of it
+// saves, sends and computes is predicted by parallel/formulas.h; the tests hold the measured
+// values to them. Drawing the inputs, measuring the phases and gathering the results is the
+// runner's (run/runner.h).
 #pragma once
-#include "parallel/strategy.h"
+#include <functional>
+#include <vector>
+
+#include "layer/tokenwise.h"
+#include "layer/weights.h"
+#include "parallel/attention.h"
+#include "parallel/groups.h"
+#include "parallel/run_plan.h"
 
 namespace ringside {
 
-/// One rank of the layer under `par` (resolved for comm.size()), forward and backward (see
-/// Strategy::run). Validates on every rank before any communication.
-RankResult parallel_layer_run(const ParallelConfig& par, const LayerConfig& cfg, Communicator& comm, Backend& be,
-                              MemoryTracker& tracker, DType dt);
+/// One rank's inputs, prepared by the runner: its TP share of the weights, the reference's
+/// inputs at its tokens x and dout [b, n/T, h] (zero at padding), and where its tokens sit.
+struct LayerInputs {
+  LayerWeights w;
+  Tensor x, dout;
+  TokenPositions pos;
+};
+
+/// What one rank's layer gives back: its own tensors, not gathered.
+struct LocalLayer {
+  Tensor out, dx;              ///< [b, n/T, h] at the rank's slots
+  LayerWeights weight_grads;   ///< its shards' gradients, summed over the groups that share them
+  /// With LayerOptions::keep_partial_grads and T > 1: the sequence-parallel parameters'
+  /// gradients (LayerNorms, o.bias, fc2.bias) before their all-reduce over TP, i.e. over this
+  /// rank's share of the tokens alone (lesson 2 shows what forgetting the all-reduce gives).
+  LayerWeights partial_grads;
+  double attention_flops = 0;     ///< forward attention FLOPs
+  std::vector<StepRecord> steps;  ///< per ring step, forward then backward (configurations with a ring)
+};
+
+struct LayerOptions {
+  bool keep_partial_grads = false;
+  /// Called where the forward starts (after the attention is set up) and where it ends: the
+  /// runner's phase boundaries.
+  std::function<void()> forward_starts, forward_done;
+};
+
+/// One rank of the layer under plan.par, forward and backward, on `groups` (this rank's
+/// communicators over plan.par), in ctx's dtype, with ctx's tags. Collective over groups.world.
+LocalLayer parallel_layer(const RunPlan& plan, const ProcessGroups& groups, const LayerInputs& in, const RankContext& ctx,
+                          const LayerOptions& opts = {});
 
 }  // namespace ringside

@@ -15,10 +15,9 @@
 #include "parallel/ring_attention.h"
 
 #include <limits>
-#include <sstream>
 
 #include "comm/tensor_comm.h"
-#include "kernels/cpu/attention.h"
+#include "kernels/attention_params.h"
 
 namespace ringside {
 
@@ -107,35 +106,9 @@ class TravellingGrads {
   std::vector<RequestPtr> send_, recv_;
 };
 
-std::string describe(const Run& q, const Run& k) {
-  std::ostringstream os;
-  auto one = [&](const char* n, const Run& r) {
-    os << n << "[" << r.first << ":" << r.last() + 1;
-    if (r.stride != 1) os << ":" << r.stride;
-    os << "]";
-  };
-  one("q", q);
-  os << " x ";
-  one("k", k);
-  return os.str();
-}
-
-// The parameters of attention between query run a and key run c (their global positions).
-AttentionParams pair_params(const AttentionSpec& spec, int64_t b, int64_t Hq, int64_t Hkv, int64_t d, const Run& a,
-                            const Run& c) {
-  AttentionParams p;
-  p.b = b, p.sq = a.len, p.sk = c.len, p.H = Hq, p.Hkv = Hkv, p.d = d, p.causal = spec.causal;
-  p.softmax_scale = spec.softmax_scale, p.mask = spec.mask;
-  p.q_offset = a.first, p.q_stride = a.stride, p.k_offset = c.first, p.k_stride = c.stride;
-  return p;
-}
-AttentionParams pair_params(const AttentionSpec& spec, const Tensor& q, const Tensor& k, const Run& a, const Run& c) {
-  return pair_params(spec, q.dim(0), q.dim(2), k.dim(2), q.dim(3), a, c);
-}
-
 // Whether the mask (causal, documents, window, padding) hides every key of the pair's key run
 // from every query of its query run: no visible pair, no work at all.
-bool hidden(const AttentionParams& p) { return kernels::cpu::attention_forward_flops(p) == 0; }
+bool hidden(const AttentionParams& p) { return kernels::attention_forward_flops(p) == 0; }
 
 // The key runs of block `src` that query run a may see (RingLayout::runs_meeting), in order;
 // the probe records the others as skipped, the mask hiding them wholly.
@@ -150,7 +123,7 @@ std::vector<Run> runs_to_visit(const RingLayout& layout, const Run& a, int src, 
       ++m;
       continue;
     }
-    step.skipped(describe(a, all[ci]));
+    step.skipped(a, all[ci]);
     --unnamed;
   }
   step.skipped(unnamed);
@@ -178,19 +151,19 @@ AttentionOut ring_attention_forward(Communicator& ring, const RingLayout& layout
   KvRing kv(ring, k, v, ctx);
   for (int i = 0; i < R; ++i) {
     const int src = (r - i + R) % R;  // whose block we hold at step i
-    StepProbe step(ring, steps, "forward", i, src);
+    StepProbe step(ring, layout, steps, "forward", i, src);
     kv.pass_on(i);  // the next block moves while we compute on this one
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
       for (const Run& c : runs_to_visit(layout, my_runs[ai], src, step)) {
-        const AttentionParams p = pair_params(spec, q, k, my_runs[ai], c);
+        const AttentionParams p = params_for(spec, q, k, my_runs[ai], c);
         if (hidden(p)) {  // wholly masked: no work at all
-          step.skipped(describe(my_runs[ai], c));
+          step.skipped(my_runs[ai], c);
           continue;
         }
         Tensor part = be.empty(out_runs[ai].shape(), ctx.dt, ctx.ws), part_lse = be.empty(lse_runs[ai].shape(), ctx.dt, ctx.ws);
         be.attention_forward(p, q_runs[ai], run_of(kv.k(), c, ctx.ws), run_of(kv.v(), c, ctx.ws), part, part_lse);
         be.lse_merge(out_runs[ai], lse_runs[ai], part, part_lse);
-        step.computed(describe(my_runs[ai], c), kernels::cpu::attention_forward_flops(p));
+        step.computed(p, kernels::attention_forward_flops(p));
       }
     step.compute_done();
     kv.arrive(i);
@@ -226,16 +199,16 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
   TravellingGrads acc(ring, k, v, ctx);
   for (int i = 0; i < R; ++i) {
     const int src = (r - i + R) % R;
-    StepProbe step(ring, steps, "backward", i, src, " and its dK/dV");
+    StepProbe step(ring, layout, steps, "backward", i, src, " and its dK/dV");
     kv.pass_on(i);
     // This step's contribution to the block's dK/dV (step 0: straight into our own accumulators).
     Tensor dk_part = i == 0 ? acc.dk(0) : be.zeros(k.shape(), ctx.dt, ctx.ws);
     Tensor dv_part = i == 0 ? acc.dv(0) : be.zeros(v.shape(), ctx.dt, ctx.ws);
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
       for (const Run& c : runs_to_visit(layout, my_runs[ai], src, step)) {
-        const AttentionParams p = pair_params(spec, q, k, my_runs[ai], c);
+        const AttentionParams p = params_for(spec, q, k, my_runs[ai], c);
         if (hidden(p)) {
-          step.skipped(describe(my_runs[ai], c));
+          step.skipped(my_runs[ai], c);
           continue;
         }
         Tensor dk_run = run_of(dk_part, c, ctx.ws), dv_run = run_of(dv_part, c, ctx.ws);
@@ -245,7 +218,7 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
           put_seq(dk_part, dk_run, c.start);
           put_seq(dv_part, dv_run, c.start);
         }
-        step.computed(describe(my_runs[ai], c), 2.5 * kernels::cpu::attention_forward_flops(p));
+        step.computed(p, kernels::attention_forward_flops(p), 2.5);
       }
     step.compute_done();
     kv.arrive(i);
@@ -263,7 +236,7 @@ double ring_attention_flops(const RingLayout& layout, const AttentionSpec& spec,
   for (const Run& a : layout.runs(rank))
     for (int src = 0; src < layout.ranks(); ++src)
       for (size_t c : layout.runs_meeting(a, src))
-        flops += kernels::cpu::attention_forward_flops(pair_params(spec, b, Hq, Hkv, d, a, layout.runs(src)[c]));
+        flops += kernels::attention_forward_flops(params_for(spec, b, Hq, Hkv, d, a, layout.runs(src)[c]));
   return flops;
 }
 

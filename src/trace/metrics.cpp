@@ -130,8 +130,21 @@ MemoryPeak memory_peak(const RankTrace& r, int64_t begin, int64_t end) {
   return p;
 }
 
-std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<Interval> window) {
-  std::vector<StrategyMetrics> out;
+namespace {
+
+// A ring step's key: (phase order, step), so that the forward's steps come before the backward's.
+using StepKey = std::pair<int, int>;
+
+// A strategy's ring steps, summed as its ranks are added: each step's metrics, and the
+// duration of each rank's span of it (for the step's imbalance).
+struct StepTally {
+  std::map<StepKey, StepMetrics> steps;
+  std::map<StepKey, std::vector<double>> durations;
+};
+
+// The ranks of each strategy, the strategies in the order they first appear in the trace; `out`
+// gets one StrategyMetrics for each, named.
+std::vector<std::vector<const RankTrace*>> group_by_strategy(const TraceData& t, std::vector<StrategyMetrics>& out) {
   std::map<std::string, size_t> index;
   std::vector<std::vector<const RankTrace*>> members;
   for (const RankTrace& r : t.ranks) {
@@ -143,107 +156,148 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
     }
     members[it->second].push_back(&r);
   }
-  for (size_t si = 0; si < out.size(); ++si) {
-    StrategyMetrics& sm = out[si];
-    auto& ranks = members[si];
-    std::sort(ranks.begin(), ranks.end(), [](const RankTrace* a, const RankTrace* b) { return a->rank < b->rank; });
-    // The window: the forward and backward of every rank, or the selection.
-    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-    int64_t any_lo = lo, any_hi = hi;
-    for (const RankTrace* r : ranks)
-      for (const Event& e : r->events) {
-        any_lo = std::min(any_lo, e.ts_ns), any_hi = std::max(any_hi, e.end_ns());
-        if (e.cat == "phase") lo = std::min(lo, e.ts_ns), hi = std::max(hi, e.end_ns());
-      }
-    if (lo > hi) lo = any_lo, hi = any_hi;
-    if (window) lo = window->begin, hi = window->end;
-    if (lo > hi) lo = hi = 0;  // no events at all
-    sm.begin_ns = lo, sm.end_ns = hi;
+  return members;
+}
 
-    std::vector<double> computes;
-    std::map<std::pair<int, int>, StepMetrics> steps;  // (phase order, step)
-    std::map<std::pair<int, int>, std::vector<double>> step_durations;
-    for (const RankTrace* r : ranks) {
-      RankMetrics rm;
-      rm.rank = r->rank;
-      std::vector<const Event*> evs;
-      for (const Event& e : r->events) evs.push_back(&e);
-      rm.time = breakdown_of(evs, lo, hi);
-      // Memory, bytes and FLOPs over this rank's own forward + backward (ranks start and end
-      // at different times; what a rank holds while it sets up is not the layer's).
-      int64_t rlo = lo, rhi = hi;
-      if (!window)
-        if (const auto own = phase_window(*r)) rlo = own->begin, rhi = own->end;
-      for (const Event* e : evs) {
-        if (e->ts_ns < rlo || e->ts_ns >= rhi) continue;
-        if (e->stream == Stream::comm && e->direction == "send") add_to(rm.bytes_sent, e->bytes);
-        if (is_compute(*e)) rm.flops += e->flops;
-      }
-      const MemoryPeak peak = memory_peak(*r, rlo, rhi);
-      rm.peak_memory_bytes = peak.bytes, rm.peak_memory_ts_ns = peak.ts_ns, rm.peak_by_category = peak.by_category;
-      // Ring steps: each rank's step span, and what ran and moved in it.
-      std::vector<Interval> compute_all;
-      for (const Event* e : evs)
-        if (is_compute(*e)) compute_all.push_back({e->ts_ns, e->end_ns()});
-      compute_all = merge_intervals(std::move(compute_all));
-      std::map<std::pair<int, int>, std::vector<const Event*>> in_step;
-      std::map<std::pair<int, int>, Interval> span;
-      for (const Event* e : evs) {
-        if (e->step < 0 || e->phase == "recompute") continue;  // the forward's steps again: not steps of their own
-        const std::pair<int, int> key{e->phase == "backward" ? 1 : 0, e->step};
-        if (e->cat == "ring_step") span[key] = {std::max(e->ts_ns, lo), std::min(e->end_ns(), hi)};
-        else in_step[key].push_back(e);
-      }
-      for (auto& [key, s] : span) {
-        if (s.end <= s.begin) continue;  // outside the window
-        StepMetrics& st = steps[key];
-        st.phase = key.first ? "backward" : "forward";
-        st.step = key.second;
-        // A step's window runs from its start until its own transfers finish, which may be
-        // during the next step (the ring backward passes dK/dV on while computing the next
-        // block): whatever compute runs in that window hides them.
-        int64_t end = s.end;
-        std::vector<Interval> comm;
-        for (const Event* e : in_step[key])
-          if (e->stream == Stream::comm) end = std::max(end, std::min(e->end_ns(), hi)), comm.push_back({e->ts_ns, e->end_ns()});
-        // The rank's compute inside the window: a binary search into its merged intervals.
-        auto first = std::lower_bound(compute_all.begin(), compute_all.end(), s.begin,
-                                      [](const Interval& i, int64_t t) { return i.end <= t; });
-        std::vector<Interval> compute;
-        for (auto it = first; it != compute_all.end() && it->begin < end; ++it) compute.push_back(*it);
-        const Breakdown b = breakdown(std::move(compute), std::move(comm), s.begin, end);
-        st.ranks.push_back(b);
-        st.total += b;
-        for (const Event* e : in_step[key])
-          if (e->stream == Stream::comm && e->direction == "send") add_to(st.bytes_sent, e->bytes);
-        step_durations[key].push_back(double(s.end - s.begin));
-        st.span_ns.push_back(s.end - s.begin);
-      }
-      // Communication per sublayer: the transfers posted in it against all of the rank's compute.
-      std::map<std::string, std::vector<Interval>> comm_of;
-      for (const Event* e : evs)
-        if (e->stream == Stream::comm) {
-          auto [it, fresh] = comm_of.try_emplace(e->sublayer);
-          if (fresh && std::find_if(sm.comm_by_sublayer.begin(), sm.comm_by_sublayer.end(),
-                                    [&](auto& p) { return p.first == e->sublayer; }) == sm.comm_by_sublayer.end())
-            sm.comm_by_sublayer.emplace_back(e->sublayer, Breakdown{});
-          it->second.push_back({e->ts_ns, e->end_ns()});
-        }
-      for (auto& [name, comm] : comm_of) {
-        const Breakdown b = breakdown(compute_all, std::move(comm), lo, hi);
-        for (auto& [n, total] : sm.comm_by_sublayer)
-          if (n == name) add_to(total.comm_ns, b.comm_ns), add_to(total.overlap_ns, b.overlap_ns), add_to(total.exposed_comm_ns, b.exposed_comm_ns);
-      }
-      computes.push_back(double(rm.time.compute_ns));
-      sm.total += rm.time;
-      sm.ranks.push_back(rm);
+// The window of a strategy: the forward and backward of every rank, or the selection; without
+// phases, all its events; [0, 0] without events.
+Interval strategy_window(const std::vector<const RankTrace*>& ranks, std::optional<Interval> window) {
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  int64_t any_lo = lo, any_hi = hi;
+  for (const RankTrace* r : ranks)
+    for (const Event& e : r->events) {
+      any_lo = std::min(any_lo, e.ts_ns), any_hi = std::max(any_hi, e.end_ns());
+      if (e.cat == "phase") lo = std::min(lo, e.ts_ns), hi = std::max(hi, e.end_ns());
     }
-    sm.compute_imbalance = max_over_mean(computes);
-    for (auto& [key, st] : steps) {
-      st.imbalance = max_over_mean(step_durations[key]);
-      sm.steps.push_back(std::move(st));
-    }
+  if (lo > hi) lo = any_lo, hi = any_hi;
+  if (window) lo = window->begin, hi = window->end;
+  if (lo > hi) lo = hi = 0;  // no events at all
+  return {lo, hi};
+}
+
+// One rank's time over the window [lo, hi], and its bytes, FLOPs and memory peak. With
+// `selected` (a window the caller chose) those count in the window too; else over the rank's
+// own forward + backward (ranks start and end at different times; what a rank holds while it
+// sets up is not the layer's).
+RankMetrics rank_metrics(const RankTrace& r, const std::vector<const Event*>& evs, int64_t lo, int64_t hi, bool selected) {
+  RankMetrics rm;
+  rm.rank = r.rank;
+  rm.time = breakdown_of(evs, lo, hi);
+  int64_t rlo = lo, rhi = hi;
+  if (!selected)
+    if (const auto own = phase_window(r)) rlo = own->begin, rhi = own->end;
+  for (const Event* e : evs) {
+    if (e->ts_ns < rlo || e->ts_ns >= rhi) continue;
+    if (e->stream == Stream::comm && e->direction == "send") add_to(rm.bytes_sent, e->bytes);
+    if (is_compute(*e)) rm.flops += e->flops;
   }
+  const MemoryPeak peak = memory_peak(r, rlo, rhi);
+  rm.peak_memory_bytes = peak.bytes, rm.peak_memory_ts_ns = peak.ts_ns, rm.peak_by_category = peak.by_category;
+  return rm;
+}
+
+// All of a rank's compute, merged.
+std::vector<Interval> compute_intervals(const std::vector<const Event*>& evs) {
+  std::vector<Interval> compute_all;
+  for (const Event* e : evs)
+    if (is_compute(*e)) compute_all.push_back({e->ts_ns, e->end_ns()});
+  return merge_intervals(std::move(compute_all));
+}
+
+// Ring steps: one rank's step spans inside [lo, hi], and what ran and moved in each, added to
+// the tally.
+void add_ring_steps(const std::vector<const Event*>& evs, const std::vector<Interval>& compute_all, int64_t lo, int64_t hi,
+                    StepTally& tally) {
+  std::map<StepKey, std::vector<const Event*>> in_step;
+  std::map<StepKey, Interval> span;
+  for (const Event* e : evs) {
+    if (e->step < 0 || e->phase == "recompute") continue;  // the forward's steps again: not steps of their own
+    const StepKey key{e->phase == "backward" ? 1 : 0, e->step};
+    if (e->cat == "ring_step") span[key] = {std::max(e->ts_ns, lo), std::min(e->end_ns(), hi)};
+    else in_step[key].push_back(e);
+  }
+  for (auto& [key, s] : span) {
+    if (s.end <= s.begin) continue;  // outside the window
+    StepMetrics& st = tally.steps[key];
+    st.phase = key.first ? "backward" : "forward";
+    st.step = key.second;
+    // A step's window runs from its start until its own transfers finish, which may be
+    // during the next step (the ring backward passes dK/dV on while computing the next
+    // block): whatever compute runs in that window hides them.
+    int64_t end = s.end;
+    std::vector<Interval> comm;
+    for (const Event* e : in_step[key])
+      if (e->stream == Stream::comm) end = std::max(end, std::min(e->end_ns(), hi)), comm.push_back({e->ts_ns, e->end_ns()});
+    // The rank's compute inside the window: a binary search into its merged intervals.
+    auto first = std::lower_bound(compute_all.begin(), compute_all.end(), s.begin,
+                                  [](const Interval& i, int64_t t) { return i.end <= t; });
+    std::vector<Interval> compute;
+    for (auto it = first; it != compute_all.end() && it->begin < end; ++it) compute.push_back(*it);
+    const Breakdown b = breakdown(std::move(compute), std::move(comm), s.begin, end);
+    st.ranks.push_back(b);
+    st.total += b;
+    for (const Event* e : in_step[key])
+      if (e->stream == Stream::comm && e->direction == "send") add_to(st.bytes_sent, e->bytes);
+    tally.durations[key].push_back(double(s.end - s.begin));
+    st.span_ns.push_back(s.end - s.begin);
+  }
+}
+
+// Communication per sublayer: one rank's transfers posted in each against all of its compute
+// over [lo, hi], added to `by_sublayer` (a sublayer joins it when it first sends).
+void add_sublayer_comm(const std::vector<const Event*>& evs, const std::vector<Interval>& compute_all, int64_t lo, int64_t hi,
+                       std::vector<std::pair<std::string, Breakdown>>& by_sublayer) {
+  std::map<std::string, std::vector<Interval>> comm_of;
+  for (const Event* e : evs)
+    if (e->stream == Stream::comm) {
+      auto [it, fresh] = comm_of.try_emplace(e->sublayer);
+      if (fresh && std::find_if(by_sublayer.begin(), by_sublayer.end(),
+                                [&](auto& p) { return p.first == e->sublayer; }) == by_sublayer.end())
+        by_sublayer.emplace_back(e->sublayer, Breakdown{});
+      it->second.push_back({e->ts_ns, e->end_ns()});
+    }
+  for (auto& [name, comm] : comm_of) {
+    const Breakdown b = breakdown(compute_all, std::move(comm), lo, hi);
+    for (auto& [n, total] : by_sublayer)
+      if (n == name) add_to(total.comm_ns, b.comm_ns), add_to(total.overlap_ns, b.overlap_ns), add_to(total.exposed_comm_ns, b.exposed_comm_ns);
+  }
+}
+
+// Fills in one strategy's metrics from its ranks (sorted here into rank order): the window, each
+// rank's breakdown, the ring steps, the sublayers' communication and the imbalances.
+void strategy_metrics(StrategyMetrics& sm, std::vector<const RankTrace*>& ranks, std::optional<Interval> window) {
+  std::sort(ranks.begin(), ranks.end(), [](const RankTrace* a, const RankTrace* b) { return a->rank < b->rank; });
+  const Interval w = strategy_window(ranks, window);
+  const int64_t lo = w.begin, hi = w.end;
+  sm.begin_ns = lo, sm.end_ns = hi;
+
+  std::vector<double> computes;
+  StepTally tally;
+  for (const RankTrace* r : ranks) {
+    std::vector<const Event*> evs;
+    for (const Event& e : r->events) evs.push_back(&e);
+    const RankMetrics rm = rank_metrics(*r, evs, lo, hi, window.has_value());
+    const std::vector<Interval> compute_all = compute_intervals(evs);
+    add_ring_steps(evs, compute_all, lo, hi, tally);
+    add_sublayer_comm(evs, compute_all, lo, hi, sm.comm_by_sublayer);
+    computes.push_back(double(rm.time.compute_ns));
+    sm.total += rm.time;
+    sm.ranks.push_back(rm);
+  }
+  // Imbalance: max / mean of the ranks' compute, and of each step's spans.
+  sm.compute_imbalance = max_over_mean(computes);
+  for (auto& [key, st] : tally.steps) {
+    st.imbalance = max_over_mean(tally.durations[key]);
+    sm.steps.push_back(std::move(st));
+  }
+}
+
+}  // namespace
+
+std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<Interval> window) {
+  std::vector<StrategyMetrics> out;
+  std::vector<std::vector<const RankTrace*>> members = group_by_strategy(t, out);
+  for (size_t si = 0; si < out.size(); ++si) strategy_metrics(out[si], members[si], window);
   return out;
 }
 

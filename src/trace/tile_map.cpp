@@ -1,73 +1,117 @@
 #include "trace/tile_map.h"
 
+#include "trace/run_info.h"
+
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <tuple>
 
 namespace ringside::trace {
+
+namespace {
+
+// The layout a label names ("ring zigzag", "ring packed greedy": the first word that is one),
+// or "".
+std::string layout_named(const std::string& variant) {
+  static const char* layouts[] = {"contiguous", "zigzag", "striped", "zigzag-per-doc", "greedy"};
+  size_t at = 0;
+  while (at < variant.size()) {
+    const size_t end = std::min(variant.find(' ', at), variant.size());
+    const std::string word = variant.substr(at, end - at);
+    for (const char* l : layouts)
+      if (word == l) return word;
+    at = end + 1;
+  }
+  return "";
+}
+
+using RunKey = std::tuple<int64_t, int64_t, int64_t>;  // first, len, stride
+
+// The ring's map from what its forward steps recorded: the blocks are the query runs the ranks
+// computed, in order of their first slot; a tile is computed by the rank whose step recorded
+// the pair, at that step; a pair no step recorded is masked. nullopt when a step recorded too
+// many pairs, a key run is no query run, or the picture would exceed 128 x 128 tiles.
+std::optional<TileMap> recorded_map(const TraceData& t, const std::string& strategy) {
+  struct Computed {
+    int rank, step;
+    TilePair pair;
+  };
+  std::vector<Computed> pairs;
+  for (const RankTrace& r : t.ranks) {
+    if (r.strategy != strategy) continue;
+    for (const Event& e : r.events) {
+      if (e.cat != "ring_step" || e.phase != "forward") continue;
+      if (!e.tiles_complete) return std::nullopt;
+      for (const TilePair& p : e.tiles) pairs.push_back({r.rank, e.step, p});
+    }
+  }
+  std::map<RunKey, int> block;  // query run -> its row
+  for (const Computed& c : pairs) block.emplace(RunKey{c.pair.q_first, c.pair.q_len, c.pair.q_stride}, 0);
+  if (block.empty() || block.size() > 128) return std::nullopt;
+  int index = 0;
+  for (auto& [run, row] : block) row = index++;
+  TileMap m;
+  m.blocks = int(block.size());
+  m.tiles.assign(size_t(m.blocks) * size_t(m.blocks), Tile{-1, 0, true, false});
+  for (const Computed& c : pairs) {
+    const auto k = block.find(RunKey{c.pair.k_first, c.pair.k_len, c.pair.k_stride});
+    if (k == block.end()) return std::nullopt;
+    const int q = block.at(RunKey{c.pair.q_first, c.pair.q_len, c.pair.q_stride});
+    m.tiles[size_t(q) * size_t(m.blocks) + size_t(k->second)] = Tile{c.rank, c.step, false, c.pair.partial};
+  }
+  return m;
+}
+
+}  // namespace
 
 std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy) {
   // A strategy's label is its name, or its name and a variant ("ring zigzag" in lesson 4, where
   // one trace holds a run per layout): a variant that names a layout overrides otherData's.
-  // A modeled twin (otherData.modeled_groups) is its recorded run's map; a dry run's twin
-  // carries its own config.
+  // A modeled twin (otherData.modeled_groups) names its recorded run; a dry run's twin carries
+  // its own config.
+  const RunInfo info = run_info(t.other);
   std::string label = strategy;
   const nlohmann::json* config = nullptr;
-  if (const auto g = t.other.find("modeled_groups"); g != t.other.end() && g->is_object())
-    if (const auto twin = g->find(strategy); twin != g->end() && twin->is_object()) {
-      if (const auto of = twin->find("of"); of != twin->end() && of->is_string()) label = of->get<std::string>();
-      if (const auto dry = twin->find("dry_run"); dry != twin->end() && dry->is_object()) config = &*dry;
-    }
+  if (const GroupInfo* twin = info.group(strategy)) {
+    if (!twin->of.empty()) label = twin->of;
+    if (twin->dry_run) config = &*twin->dry_run;
+  }
   const std::string base = label.substr(0, label.find(' '));
   const std::string variant = base.size() < label.size() ? label.substr(base.size() + 1) : "";
   if (base != "ring" && base != "ulysses") return std::nullopt;
   const bool own_config = config != nullptr;
   if (!config) {
-    const auto cfg = t.other.find("config");
-    if (cfg == t.other.end() || !cfg->is_object()) return std::nullopt;
-    config = &*cfg;
+    if (!info.config) return std::nullopt;
+    config = &*info.config;
   }
-  const nlohmann::json* cfg = config;
   int P = 0;
   for (const RankTrace& r : t.ranks)
     if (r.strategy == strategy) P = std::max(P, r.rank + 1);
   if (P < 1 || P > 64) return std::nullopt;  // a map beyond 128 x 128 tiles says nothing
   // A config of the wrong types (a foreign or hand-edited file) gives no map, not an error.
-  const auto c = cfg->find("causal");
-  const bool causal = c == cfg->end() || !c->is_boolean() || c->get<bool>();
-  const nlohmann::json& described = own_config ? *cfg : t.other;  // a dry run's config names its layout
-  const auto lay = described.find("layout");
-  std::string layout = lay != described.end() && lay->is_string() ? lay->get<std::string>() : (causal ? "zigzag" : "contiguous");
-  const std::string word = variant.substr(0, variant.find(' '));
-  if (word == "contiguous" || word == "zigzag" || word == "striped") layout = word;
-  // Packed documents or a window: the mask is not the causal triangle over the layout's chunks,
-  // and a per-document layout's chunks are not P or 2P blocks, so this picture would mislead.
-  if (word == "packed" || cfg->contains("docs") || cfg->contains("window") || layout == "zigzag-per-doc" ||
-      layout == "greedy")
-    return std::nullopt;
-  TileMap m;
-  m.strategy = strategy;
+  const auto c = config->find("causal");
+  const bool causal = c == config->end() || !c->is_boolean() || c->get<bool>();
   if (base == "ulysses") {
-    m.layout = "contiguous";
-    m.blocks = P;
+    // Every rank computes every tile, for its H/P heads, over the whole sequence in order.
+    if (config->contains("docs") || config->contains("window")) return std::nullopt;
+    TileMap m;
+    m.strategy = strategy, m.layout = "contiguous", m.blocks = P;
     for (int q = 0; q < P; ++q)
       for (int k = 0; k < P; ++k) m.tiles.push_back(Tile{-1, 0, causal && k > q, causal && k == q});
     return m;
   }
-  m.layout = layout;
-  const bool zigzag = layout == "zigzag", striped = layout == "striped";
-  m.blocks = zigzag ? 2 * P : P;
-  auto owner = [&](int c) { return zigzag ? (c < P ? c : 2 * P - 1 - c) : c; };
-  for (int q = 0; q < m.blocks; ++q)
-    for (int k = 0; k < m.blocks; ++k) {
-      Tile tile;
-      tile.rank = owner(q);
-      tile.step = ((owner(q) - owner(k)) % P + P) % P;
-      // Striped blocks are rank r's tokens r, r+P, ...: every pair is partly visible.
-      tile.masked = causal && !striped && k > q;
-      tile.diagonal = causal && (striped || k == q);
-      m.tiles.push_back(tile);
-    }
+  std::optional<TileMap> m = recorded_map(t, strategy);
+  if (!m) return std::nullopt;
+  m->strategy = strategy;
+  // A dry run's config names its layout; a recorded run's, otherData.
+  std::string layout = info.layout;
+  if (own_config) {
+    const auto lay = config->find("layout");
+    layout = lay != config->end() && lay->is_string() ? lay->get<std::string>() : "";
+  }
+  m->layout = !layout.empty() ? layout : causal ? "zigzag" : "contiguous";
+  if (const std::string named = layout_named(variant); !named.empty()) m->layout = named;
   return m;
 }
 

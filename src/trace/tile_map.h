@@ -10,12 +10,13 @@
 namespace ringside::trace {
 
 /// The attention matrix of a ring or Ulysses run, in blocks: tile (q, k) is query block q
-/// against key block k. For the ring, blocks are the layout's chunks (P, or 2P for zigzag);
-/// the tile is computed by the rank that holds query block q, at the ring step at which the
-/// key block's owner's K/V arrives ((owner(q) - owner(k)) mod P). For Ulysses every rank
-/// computes every tile for its H/P heads (rank -1, step 0).
+/// against key block k. For the ring, what ran: the blocks are the runs of slots the ranks'
+/// forward ring steps recorded (TilePair: the layout's chunks, P or 2P of them, or two per
+/// document under the per-document layouts), in order; a tile is computed by the rank that
+/// recorded the pair, at that ring step; a tile no step computed is masked. For Ulysses every
+/// rank computes every tile for its H/P heads (rank -1, step 0).
 struct Tile {
-  int rank = -1;    ///< -1: all ranks (Ulysses)
+  int rank = -1;    ///< -1: all ranks (Ulysses), or none (masked: the ring never computed it)
   int step = 0;
   bool masked = false;   ///< wholly hidden by the causal mask: never computed
   bool diagonal = false; ///< partly masked (causal, the block against itself)
@@ -26,11 +27,11 @@ struct TileMap {
   std::vector<Tile> tiles;  ///< row-major, q-major
   const Tile& at(int q, int k) const { return tiles[size_t(q) * blocks + k]; }
 };
-/// From the trace's otherData (config, layout) and its strategies; nullopt for a strategy
-/// that is not ring or ulysses, a trace without a config, and a run with packed documents, a
-/// window or a per-document layout (a label "ring packed ..." too), whose mask this block
-/// picture cannot draw. A label "ring zigzag" (a strategy
-/// and a layout, as lesson 4 names its runs) takes its layout from the label.
+/// From the trace's ring steps (their recorded pairs) and otherData (config, layout); nullopt
+/// for a strategy that is not ring or ulysses, a trace without a config, a ring whose steps
+/// recorded no pairs (or more than kMaxTilePairs in a step), more than 128 blocks, and Ulysses
+/// over packed documents or a window. A label "ring zigzag" (a strategy and a layout, as
+/// lesson 4 names its runs; "ring packed greedy") takes its layout's name from the label.
 std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy);
 /// Which tiles have been computed by time t (ns): those whose ring step has ended by then on
 /// the computing rank (all of a step's tiles light up together).

@@ -33,6 +33,19 @@ namespace ringside::trace {
 
 enum class Stream : int { compute = 0, comm = 1 };
 
+/// One (query run x key run) pair of attention a ring step computed: the queries at global slots
+/// q_first, q_first + q_stride, ... (q_len of them) against the keys at k_first, k_first +
+/// k_stride, ... (k_len), and whether the mask hides some of their pairs (partial) or none.
+/// The tile map draws what ran from these (trace/tile_map.h).
+struct TilePair {
+  int64_t q_first = 0, q_len = 0, q_stride = 1, k_first = 0, k_len = 0, k_stride = 1;
+  bool partial = false;
+  bool operator==(const TilePair&) const = default;
+};
+/// The most pairs one ring step records; a step of more (a pack of many documents) records none
+/// and says so (Event::tiles_complete false).
+inline constexpr size_t kMaxTilePairs = 256;
+
 /// One interval on a rank's timeline (a Chrome trace `X` event). Times are nanoseconds on the
 /// run's shared clock.
 struct Event {
@@ -54,6 +67,8 @@ struct Event {
   int tag = -1;             ///< comm: message tag
   int64_t seq = -1;         ///< comm: index among messages of (sender, receiver, tag): pairs a send with its receive
   std::string detail;       ///< free text: shapes, what a wait was for
+  std::vector<TilePair> tiles;  ///< ring_step: the attention pairs it computed
+  bool tiles_complete = true;   ///< false: the step computed more than kMaxTilePairs pairs, `tiles` holds none
   /// Program order on the rank (the schedule the what-if model replays): a counter taken when
   /// the event begins and when it ends. A transfer's order is when it was posted (end_order
   /// equal); a wait names its transfer by direction, peer, tag and seq. -1: not recorded.
@@ -63,6 +78,12 @@ struct Event {
   int64_t mark_begin = -1, mark_end = -1;
   int64_t end_ns() const { return ts_ns + dur_ns; }
 };
+
+/// Whether an event of kind `cat` encloses others rather than doing work itself: a phase, a
+/// sublayer, a ring step, or a collective call's span (its transfers are the comm stream's).
+inline bool is_container(const std::string& cat) {
+  return cat == "phase" || cat == "sublayer" || cat == "ring_step" || cat == "collective";
+}
 
 /// Bytes live per MemCategory at one instant (a Chrome trace `C` counter sample).
 struct MemorySample {

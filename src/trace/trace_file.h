@@ -39,6 +39,8 @@ namespace ringside::trace {
 /// FLOPs up to 1e24.
 inline constexpr double kMaxTimeUs = 9e12;
 inline constexpr int64_t kMaxTimeNs = 9'000'000'000'000'000;
+/// The memory counter's series, by MemCategory, as the file names them.
+inline constexpr const char* kCategoryNames[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm"};
 inline constexpr double kMaxBytes = 9007199254740992.0;
 inline constexpr double kMaxFlops = 1e24;
 /// Ranks the writer can name, 0 to kMaxRanks - 1: pid = strategy index * kMaxRanks + rank.

@@ -1,0 +1,148 @@
+// The script a scenario builds: its steps and what they say, the numbers it records, its traced
+// runs and their modeled twins, and the windows of the trace its steps are about.
+#include "lessons/lesson.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <memory>
+
+#include "core/error.h"
+#include "device/backend.h"
+#include "layer/reference.h"
+#include "layer/weights.h"
+#include "lessons/text.h"
+
+namespace ringside::lessons {
+
+Step& Script::step(const std::string& title, std::optional<Focus> focus) {
+  steps.push_back(Step{title, "", std::move(focus), {}});
+  return steps.back();
+}
+
+void Script::say(const char* format, ...) {
+  RS_CHECK(!steps.empty(), "lesson ", number, ": say() before the first step");
+  va_list args;
+  va_start(args, format);
+  steps.back().text += vformat(format, args) + '\n';
+  va_end(args);
+}
+
+void Script::table(const Table& t) {
+  RS_CHECK(!steps.empty(), "lesson ", number, ": table() before the first step");
+  steps.back().text += t.str();
+  steps.back().tables.push_back(t.str());
+}
+
+void Script::block(const std::string& lines) {
+  RS_CHECK(!steps.empty(), "lesson ", number, ": block() before the first step");
+  steps.back().text += lines;
+  steps.back().tables.push_back(lines);
+}
+
+void Script::blank() {
+  RS_CHECK(!steps.empty(), "lesson ", number, ": blank() before the first step");
+  steps.back().text += '\n';
+}
+
+double Script::record(const std::string& key, double value) {
+  numbers[key] = value;
+  return value;
+}
+
+std::vector<RunRecord> Script::run(const RunPlan& plan, const std::string& label, const LocalOptions& local,
+                                   const RankOptions& rank) {
+  for (const trace::RankTrace& r : trace.ranks)
+    RS_CHECK(r.strategy != label, "lesson ", number, ": two runs labelled ", label);
+  if (trace.ranks.empty()) {
+    // The first run describes the trace (the viewer's header and tile map read these).
+    trace.other["producer"] = "ringside lesson " + std::to_string(number);
+    trace.other["config"] = plan.config_json();
+    trace.other["layout"] = to_string(plan.requested_layout());
+    trace.other["ranks"] = plan.P;
+    trace.other["backend"] = "local";
+    trace.other["dtype"] = "float32";
+    trace.other["device"] = "cpu";
+    trace.other["clock"] = "steady_clock, one process";
+  }
+  static const int64_t origin = trace::Clock::steady_now_ns();
+  trace::Clock clock;
+  clock.origin_ns = origin;
+  const size_t first = trace.ranks.size();
+  TraceSink sink{clock, &trace.ranks};
+  trackers.push_back(std::make_shared<MemoryTracker>());  // outlives the results' tensors
+  std::vector<RunRecord> out = run_local_ranks(plan, DType::f32, *trackers.back(), local, &sink, rank);
+  for (size_t i = first; i < trace.ranks.size(); ++i) trace.ranks[i].strategy = label;
+  return out;
+}
+
+namespace {
+
+// The metrics of one group of a trace, computed on that group alone.
+trace::StrategyMetrics metrics_of(const trace::TraceData& t, const std::string& label) {
+  trace::TraceData one;
+  one.other = t.other;
+  for (const trace::RankTrace& r : t.ranks)
+    if (r.strategy == label) one.ranks.push_back(r);
+  std::vector<trace::StrategyMetrics> m = trace::compute_metrics(one);
+  RS_CHECK(m.size() == 1, "no timeline labelled ", label);
+  return m[0];
+}
+
+}  // namespace
+
+const trace::StrategyMetrics& Script::modeled(const std::string& label) {
+  const std::string name = modeled_name(label);
+  if (const auto it = modeled_metrics.find(name); it != modeled_metrics.end()) return it->second;
+  model::add_modeled_twins(trace, hw, {}, label);
+  return modeled_metrics[name] = metrics_of(trace, name);
+}
+
+const trace::StrategyMetrics& Script::dry_run(const RunPlan& plan, const std::string& label, const model::Hardware* on,
+                                              const model::ModelOptions& options) {
+  const model::Hardware& profile = on ? *on : hw;
+  const std::string name = modeled_name(label, on);
+  for (const trace::RankTrace& r : trace.ranks) RS_CHECK(r.strategy != name, "lesson ", number, ": two runs labelled ", name);
+  trackers.push_back(std::make_shared<MemoryTracker>());
+  trace::TraceData modeled = model::model_trace(model::dry_run(plan, *trackers.back()), profile, options);
+  nlohmann::json& entry = model::insert_modeled_group(trace, std::move(modeled.ranks), label, profile, options.dtype, trace.ranks.size());
+  entry["dry_run"] = plan.config_json();
+  entry["efficiency"] = options.efficiency;
+  if (!on) trace.other["modeled_hardware"] = hw.to_json();
+  return modeled_metrics[name] = metrics_of(trace, name);
+}
+
+double attention_hidden_pct(const trace::StrategyMetrics& m) {
+  const std::optional<trace::Breakdown> b = trace::sublayer_comm(m, "attention");
+  return b ? b->overlap_pct() : std::nan("");
+}
+
+RunPlan plan_of(const std::string& name, const LayerConfig& cfg, int P, Layout layout) {
+  ParallelConfig par = parse_parallel_config(name);
+  par.layout = layout;
+  return resolve(par, cfg, P);
+}
+
+double worst_error(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const ReferenceRun& ref) {
+  return errors_against(out, dx, grads, ref).worst.second;
+}
+
+std::optional<Focus> Script::window(const std::string& label, const std::function<bool(const trace::Event&)>& pred) const {
+  std::optional<Focus> f;
+  for (const trace::RankTrace& r : trace.ranks) {
+    if (r.strategy != label) continue;
+    for (const trace::Event& e : r.events)
+      if (pred(e)) {
+        if (!f) f = Focus{label, e.ts_ns, e.end_ns()};
+        f->begin_ns = std::min(f->begin_ns, e.ts_ns);
+        f->end_ns = std::max(f->end_ns, e.end_ns());
+      }
+  }
+  return f;
+}
+
+std::optional<Focus> Script::phase(const std::string& label, const std::string& name) const {
+  return window(label, [&](const trace::Event& e) { return e.cat == "phase" && (name.empty() || e.name == name); });
+}
+
+}  // namespace ringside::lessons

@@ -1,0 +1,157 @@
+// What one op or transfer costs on a profile: the rates of model/efficiency.h applied to a
+// traced op, the ring's threshold, and the checks of the model's options.
+#include "model/model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include <unistd.h>
+
+#include "comm/communicator.h"
+#include "core/error.h"
+#include "core/json_input.h"
+#include "core/output.h"
+#include "kernels/cpu/blas.h"
+
+namespace ringside::model {
+
+void check_model_options(const Hardware& hw, const ModelOptions& o) {
+  if (o.dtype != "bf16" && o.dtype != "fp32" && o.dtype != "fp8") throw ConfigError("--dtype " + o.dtype + ": bf16, fp32 or fp8");
+  if (o.merge != "fused" && o.merge != "unfused") throw ConfigError("--merge " + o.merge + ": fused or unfused");
+  if (o.efficiency != "achieved" && o.efficiency != "ideal")
+    throw ConfigError("--efficiency " + o.efficiency + ": achieved or ideal");
+  if (o.dtype == "fp8" && hw.peak_flops_fp8 == 0)
+    throw ConfigError("--dtype fp8: " + hw.name + " has no FP8 tensor cores (its profile has no peak_flops.fp8)");
+  if (o.dtype == "fp8" && o.efficiency == "achieved" && hw.efficiency.present && hw.efficiency.gemm.fp8 == 0)
+    throw ConfigError("--dtype fp8: " + hw.name + "'s profile has no achieved FP8 GEMM fraction (efficiency.gemm.fp8)");
+  if (!o.attention_kernel.empty()) {
+    if (o.attention_kernel != "fa2" && o.attention_kernel != "fa3" && o.attention_kernel != "cudnn")
+      throw ConfigError("--attention-kernel " + o.attention_kernel + ": fa2, fa3 or cudnn");
+    if (o.efficiency == "achieved" && hw.efficiency.present && !hw.efficiency.attention.contains(o.attention_kernel)) {
+      std::string have;
+      for (const auto& [family, k] : hw.efficiency.attention) have += (have.empty() ? "" : ", ") + family;
+      throw ConfigError("--attention-kernel " + o.attention_kernel + ": " + hw.name + " has no published rates for it (it has " +
+                        have + ")");
+    }
+  }
+}
+
+std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o) {
+  if (o.efficiency == "ideal" || !hw.efficiency.present) return "";
+  return o.attention_kernel.empty() ? hw.efficiency.default_kernel : o.attention_kernel;
+}
+
+std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::string& wrap) {
+  const bool achieved = o.efficiency != "ideal" && hw.efficiency.present;
+  const Efficiency& e = hw.efficiency;
+  auto link = [&](double line, double fraction, double latency) {
+    return achieved ? detail::concat(std::lround(100 * fraction), "% of ", line / 1e9, " GB/s + ", latency * 1e6, " us")
+                    : detail::concat(line / 1e9, " GB/s + ", latency * 1e6, " us");
+  };
+  const std::string across = link(hw.inter_bandwidth, e.inter_link, hw.inter_latency_s) + " across nodes";
+  const std::string links =
+      hw.gpus_per_node == 1 ? across + " (one GPU per node)"
+                            : detail::concat(link(hw.intra_bandwidth, e.intra_link, hw.intra_latency_s), " inside a node of ",
+                                             hw.gpus_per_node, " GPUs, ", across);
+  const double peak = hw.peak_flops(o.dtype);
+  if (!achieved)
+    return detail::concat("ops at ", peak / 1e12, " TFLOP/s or ", hw.memory_bandwidth / 1e9, " GB/s;", wrap, "transfers at ", links,
+                          o.efficiency == "ideal" ? " (the roofline: --efficiency ideal)" : " (the roofline: the profile states no efficiency)");
+  return detail::concat("GEMMs up to ", std::lround(100 * e.gemm.of(o.dtype)), "% of ", peak / 1e12, " TFLOP/s ", o.dtype == "fp8" ? "FP8 " : "",
+                        "(by shape), attention at ", attention_kernel_of(hw, o), "'s published rates,", wrap, "memory-bound ops at ",
+                        std::lround(100 * e.memory_fraction), "% of ", hw.memory_bandwidth / 1e9, " GB/s + ", e.launch_s * 1e6,
+                        " us a kernel;", wrap, "transfers at ", links);
+}
+
+namespace {
+
+// The shapes the traced backend writes into an op's detail ("m=8192 n=6144 k=4096",
+// "b=1 sq=4096 sk=8192 H=32 Hkv=8 d=128 causal ..."); false when the trace does not give them.
+bool gemm_shape(const std::string& detail, long long& m, long long& n, long long& k) {
+  return std::sscanf(detail.c_str(), "m=%lld n=%lld k=%lld", &m, &n, &k) == 3 && m > 0 && n > 0 && k > 0;
+}
+
+bool attention_call(const trace::Event& ev, AttentionCall& call) {
+  long long b, sq, sk, H, Hkv, d;
+  if (std::sscanf(ev.detail.c_str(), "b=%lld sq=%lld sk=%lld H=%lld Hkv=%lld d=%lld", &b, &sq, &sk, &H, &Hkv, &d) != 6 ||
+      b <= 0 || sq <= 0 || sk <= 0 || H <= 0 || d <= 0)
+    return false;
+  call.b = b, call.sq = sq, call.sk = sk, call.H = H, call.d = d;
+  call.backward = ev.name == "attention_backward";
+  // The visible pairs, from the FLOPs (4 d per pair a head; the backward counts 2.5 forwards).
+  const double pairs = ev.flops / (call.backward ? 2.5 : 1.0) / (4.0 * double(d) * double(b) * double(H));
+  call.keys_per_query = pairs / double(sq);
+  call.masked = pairs < double(sq) * double(sk) - 0.5;
+  return true;
+}
+
+}  // namespace
+
+double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, const ModelOptions& o) {
+  if (ev.stream != trace::Stream::compute || ev.cat == "wait" || trace::is_container(ev.cat)) return 0;
+  // Only GEMMs run in FP8 (TransformerEngine's recipe): every other op at bf16's rates.
+  const std::string dtype = o.dtype == "fp8" && ev.cat != "gemm" ? "bf16" : o.dtype;
+  const double peak = hw.peak_flops(dtype);
+  const Efficiency& e = hw.efficiency;
+  if (o.efficiency == "ideal" || !e.present) return std::max(ev.flops / peak, bytes / hw.memory_bandwidth);
+  // Achieved: memory-bound ops at the achievable fraction of HBM; GEMMs and attention at their
+  // shape's rate, and never faster than their bytes allow; every kernel pays its launch.
+  double kernels = 1;
+  if (ev.sublayer == "attention" && (ev.name == "lse_merge" || ev.name == "add") && o.dtype != "fp32") {
+    // The running output, lse and gradients a ring step merges into are fp32 accumulators in
+    // every implementation (ring-flash-attention, TransformerEngine), the block's own in bf16:
+    // per element 4 read + 4 written + 2 read, not the 2 + 2 + 2 of a bf16 merge.
+    bytes *= 10.0 / 6.0;
+    if (ev.name == "lse_merge" && o.merge == "unfused") bytes *= 3.8, kernels = 9;  // 38 bytes an element
+  }
+  const double memory_s = bytes / (hw.memory_bandwidth * e.memory_fraction);
+  double compute_s = 0;
+  if (ev.flops > 0 && ev.cat == "gemm") {
+    const double mamf = e.gemm.of(dtype);
+    long long m = 0, n = 0, k = 0;
+    const bool shaped = gemm_shape(ev.detail, m, n, k);
+    compute_s = ev.flops / (shaped ? gemm_rate(e, peak, mamf, m, n, k) : peak * mamf);
+  } else if (ev.flops > 0 && ev.cat == "attention") {
+    const AttentionKernel& kernel = e.attention.at(attention_kernel_of(hw, o));
+    AttentionCall call;
+    double rate = 0;
+    if (attention_call(ev, call)) {
+      rate = attention_rate(kernel, call, e.sms);
+    } else {
+      const bool backward = ev.name == "attention_backward";
+      rate = (backward ? kernel.backward : kernel.forward).rate;
+    }
+    // The kernels' rates are bf16's; fp32 (which no fused attention kernel runs) scales by the peaks.
+    compute_s = ev.flops / (rate * (o.dtype == "fp32" ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0));
+  } else if (ev.flops > 0) {
+    compute_s = ev.flops / peak;
+  }
+  return std::max(compute_s, memory_s) + kernels * e.launch_s;
+}
+
+RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q) {
+  const double B = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
+  const double bytes = o.dtype == "fp32" ? 4.0 : 2.0;  // of K and V; fp8 keeps bf16's
+  const double F = hw.peak_flops(o.dtype == "fp32" ? "fp32" : "bf16");
+  if (o.efficiency == "ideal" || !hw.efficiency.present) return {kv_per_q * F / B * bytes / 2, "(Hkv/H) F/B"};
+  const AttentionCurve& k = hw.efficiency.attention.at(attention_kernel_of(hw, o)).forward;
+  const double B_nccl = B * (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link);
+  const double R = k.rate * F / hw.peak_flops_bf16;  // the kernels' rates are bf16's
+  return {std::max(0.0, kv_per_q * R / B_nccl * bytes / 2 - k.k_half), "(Hkv/H) R/B_nccl - k_half"};
+}
+
+double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o) {
+  const bool achieved = o.efficiency != "ideal" && hw.efficiency.present;
+  const double line = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
+  const double link = achieved ? (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link) : 1.0;
+  return (same_node ? hw.intra_latency_s : hw.inter_latency_s) + bytes / (line * link);
+}
+
+}  // namespace ringside::model

@@ -1,0 +1,175 @@
+// The what-if model's hardware profiles: the built-in ones, a profile file, and this machine.
+#include "model/model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include <unistd.h>
+
+#include "comm/communicator.h"
+#include "core/error.h"
+#include "core/json_input.h"
+#include "core/output.h"
+#include "kernels/cpu/blas.h"
+
+namespace ringside::model {
+
+// The built-in profiles, embedded from src/model/hardware/*.json by CMake.
+extern const std::vector<std::pair<std::string, std::string>> kBuiltinProfiles;
+
+// ---- profiles ------------------------------------------------------------------------------
+
+namespace {
+
+// A number in [lo, hi]: the ranges keep every modeled time finite and catch unit slips (a
+// peak of 989 meant as TFLOP/s is 989 FLOP/s).
+double in_range(const nlohmann::json& j, const std::string& key, const std::string& source, const std::string& where,
+                double lo, double hi) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < lo || it->get<double>() > hi)
+    throw ConfigError(detail::concat(source, ": ", where, key, " must be a number in [", lo, ", ", hi, "]"));
+  return it->get<double>();
+}
+
+const nlohmann::json& object(const nlohmann::json& j, const std::string& key, const std::string& source) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) throw ConfigError(source + ": " + key + " must be an object");
+  return *it;
+}
+
+}  // namespace
+
+nlohmann::json Hardware::to_json() const {
+  nlohmann::json peaks = {{"bf16", peak_flops_bf16}, {"fp32", peak_flops_fp32}};
+  if (peak_flops_fp8 > 0) peaks["fp8"] = peak_flops_fp8;
+  nlohmann::json j = {{"name", name},
+          {"description", description},
+          {"peak_flops", peaks},
+          {"memory_bandwidth_GBps", memory_bandwidth / 1e9},
+          {"memory_GB", memory_bytes / 1e9},
+          {"gpus_per_node", gpus_per_node},
+          {"intra_node", {{"bandwidth_GBps", intra_bandwidth / 1e9}, {"latency_us", intra_latency_s * 1e6}}},
+          {"inter_node", {{"bandwidth_GBps", inter_bandwidth / 1e9}, {"latency_us", inter_latency_s * 1e6}}},
+          {"source", source}};
+  if (efficiency.present) j["efficiency"] = efficiency_json(efficiency);
+  return j;
+}
+
+Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) throw ConfigError(source + ": a hardware profile is a JSON object");
+  Hardware h;
+  auto str = [&](const char* k) {
+    const auto it = j.find(k);
+    if (it == j.end() || !it->is_string()) throw ConfigError(source + ": " + k + " must be a string");
+    return it->get<std::string>();
+  };
+  h.name = str("name");
+  // The name labels tables, traces and the viewer's groups: short, and printable.
+  if (h.name.empty() || h.name.size() > 64 ||
+      std::any_of(h.name.begin(), h.name.end(), [](char c) { return c < 0x20 || c > 0x7e; }))
+    throw ConfigError(source + ": name must be 1 to 64 printable characters");
+  h.description = j.contains("description") ? str("description") : "";
+  h.source = j.contains("source") ? str("source") : "";
+  const nlohmann::json& peak = object(j, "peak_flops", source);
+  h.peak_flops_bf16 = in_range(peak, "bf16", source, "peak_flops.", 1e6, 1e18);  // FLOP/s
+  h.peak_flops_fp32 = in_range(peak, "fp32", source, "peak_flops.", 1e6, 1e18);
+  h.peak_flops_fp8 = peak.contains("fp8") ? in_range(peak, "fp8", source, "peak_flops.", 1e6, 1e18) : 0;
+  h.memory_bandwidth = in_range(j, "memory_bandwidth_GBps", source, "", 1e-3, 1e6) * 1e9;
+  h.memory_bytes = in_range(j, "memory_GB", source, "", 1e-3, 1e6) * 1e9;
+  const double gpn = in_range(j, "gpus_per_node", source, "", 1, 1 << 20);
+  if (gpn != std::floor(gpn)) throw ConfigError(source + ": gpus_per_node must be a whole number");
+  h.gpus_per_node = int(gpn);
+  const nlohmann::json& in = object(j, "intra_node", source);
+  const nlohmann::json& out = object(j, "inter_node", source);
+  h.intra_bandwidth = in_range(in, "bandwidth_GBps", source, "intra_node.", 1e-3, 1e6) * 1e9;
+  h.inter_bandwidth = in_range(out, "bandwidth_GBps", source, "inter_node.", 1e-3, 1e6) * 1e9;
+  h.intra_latency_s = in_range(in, "latency_us", source, "intra_node.", 0, 1e6) * 1e-6;  // 0: an ideal link
+  h.inter_latency_s = in_range(out, "latency_us", source, "inter_node.", 0, 1e6) * 1e-6;
+  if (j.contains("efficiency")) h.efficiency = parse_efficiency(j["efficiency"], source);
+  if (h.efficiency.present && h.efficiency.gemm.fp8 > 0 && h.peak_flops_fp8 == 0)
+    throw ConfigError(source + ": efficiency.gemm.fp8 needs peak_flops.fp8");
+  for (const auto& [family, k] : h.efficiency.attention)
+    for (const AttentionCurve* c : {&k.forward, &k.forward_causal, &k.backward, &k.backward_causal})
+      if (c->rate > h.peak_flops_bf16)
+        throw ConfigError(detail::concat(source, ": efficiency.attention.", family, ": ", c->rate / 1e12,
+                                         " TFLOP/s is above the bf16 peak (", h.peak_flops_bf16 / 1e12, ")"));
+  return h;
+}
+
+std::vector<std::string> hardware_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : kBuiltinProfiles) names.push_back(name);
+  names.push_back("this-machine");
+  return names;
+}
+
+Hardware load_hardware(const std::string& name_or_path) {
+  for (const auto& [name, text] : kBuiltinProfiles)
+    if (name == name_or_path) return parse_hardware(nlohmann::json::parse(text), name);
+  if (name_or_path == "this-machine") return measure_this_machine();
+  if (output::is_regular(name_or_path)) {
+    // A profile is a few hundred bytes: anything past 1 MiB is not one (and is not read whole).
+    const std::string text = output::read_input(name_or_path, "--hw", 1u << 20);
+    try {
+      return parse_hardware(parse_json(text, name_or_path), detail::shown_input(name_or_path, 200));
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ConfigError(e.what());  // a profile that is not JSON is a bad --hw, before any work
+    }
+  }
+  std::string names;
+  for (const std::string& n : hardware_names()) names += (names.empty() ? "" : ", ") + n;
+  throw ConfigError("--hw " + detail::shown_input(name_or_path) + ": not a profile (" + names + ") nor a JSON file");
+}
+
+Hardware measure_this_machine() {
+  using clock = std::chrono::steady_clock;
+  auto best_of = [](int reps, auto&& fn) {
+    double best = 1e300;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = clock::now();
+      fn();
+      best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count());
+    }
+    return std::max(best, 1e-9);
+  };
+  Hardware h;
+  h.name = "this-machine";
+  h.description = "this machine, measured now: one core's sgemm, memcpy as memory and link, a local ping-pong";
+  h.source = "measured by ringside (sgemm n = 1024 best of 3; memcpy 64 MiB best of 3; 200 round trips)";
+  kernels::cpu::set_blas_single_threaded();
+  const int64_t n = 1024;
+  std::vector<float> a(size_t(n * n), 0.5f), b(a), c(a.size());
+  const double gemm_s = best_of(3, [&] { kernels::cpu::gemm(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n); });
+  h.peak_flops_fp32 = h.peak_flops_bf16 = 2.0 * double(n * n * n) / gemm_s;  // no bf16 units: the same
+  const size_t bytes = 64u << 20;
+  std::vector<char> src(bytes, 1), dst(bytes);
+  const double copy_s = best_of(3, [&] { std::memcpy(dst.data(), src.data(), bytes); });
+  h.memory_bandwidth = h.intra_bandwidth = h.inter_bandwidth = double(bytes) / copy_s;
+  // Latency: half a round trip of an 8-byte message between two local ranks.
+  double rtt = 0;
+  run_local(2, [&](Communicator& comm) {
+    int64_t v = 0;
+    const auto t0 = clock::now();
+    for (int i = 0; i < 200; ++i) {
+      if (comm.rank() == 0) comm.send(&v, 8, 1, 7), comm.recv(&v, 8, 1, 7);
+      else comm.recv(&v, 8, 0, 7), comm.send(&v, 8, 0, 7);
+    }
+    if (comm.rank() == 0) rtt = std::chrono::duration<double>(clock::now() - t0).count() / 200;
+  });
+  h.intra_latency_s = h.inter_latency_s = rtt / 2;
+  h.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  h.gpus_per_node = 1 << 20;  // one process: every rank in one "node"
+  h.memory_shared = true;     // and one memory for all of them
+  return h;
+}
+
+}  // namespace ringside::model

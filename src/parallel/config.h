@@ -1,0 +1,70 @@
+// Parallel configurations: how the layer is split over P ranks.
+//
+// A configuration is degrees whose product is the number of ranks P: tensor parallelism T
+// (Megatron TP with sequence parallelism) and context parallelism C, whose attention is one of
+// TransformerEngine's cp_comm_type values:
+//   p2p        the K/V ring (ring attention)
+//   all_gather all-gather K/V, attend locally, reduce-scatter dK/dV (Llama 3)
+//   a2a        all-to-all from sequence to heads and back (DeepSpeed-Ulysses)
+//   a2a+p2p    all-to-all inside groups of U ranks, the ring across the C/U groups (USP, LoongTrain)
+// Ranks are numbered TP innermost, then the a2a group, then the ring (Megatron's tp-cp order),
+// so that neighbouring ranks, which share a node, share the chattiest group; cp-tp reverses it
+// to show what the wrong placement costs. With the degrees go the two choices of how the split
+// runs: the token layout of the context-parallel shards and the activation recomputation.
+//
+// A configuration's name says the degrees, innermost group first: tp2xring2 (T 2 x ring 2),
+// ulysses2xring2 (a2a+p2p, U 2, R 2), tp2xall-gather2, ring2xtp2 (cp-tp order). A degree left
+// out takes the rest of P: "ring" is the ring over every rank, "tp-sp" TP over every rank.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "layer/config.h"
+
+namespace ringside {
+
+/// none: no context parallelism (C = 1, TP only: attention on whole sequences).
+enum class CpComm { none, p2p, all_gather, a2a, a2a_p2p };
+/// "none", "p2p", "all_gather", "a2a", "a2a+p2p"; parse throws ConfigError on anything else.
+const char* to_string(CpComm c);
+CpComm parse_cp_comm(const std::string& s);
+
+enum class RankOrder { tp_cp, cp_tp };
+const char* to_string(RankOrder o);
+RankOrder parse_rank_order(const std::string& s);
+
+/// The most ranks a configuration may name (degrees and their products).
+inline constexpr int64_t kMaxRanks = 1 << 20;
+
+struct ParallelConfig {
+  int tp = 1;  ///< T; 0: the rest of P
+  int cp = 1;  ///< C; 0: the rest of P
+  CpComm cp_comm = CpComm::p2p;
+  int cp_a2a = 1;  ///< U, the all-to-all degree of a2a+p2p (a2a: C); the ring has R = C / U
+  RankOrder order = RankOrder::tp_cp;
+  Layout layout = Layout::automatic;      ///< token-to-rank map of the context-parallel shards
+  Recompute recompute = Recompute::none;  ///< activation recomputation (every configuration)
+  /// The degrees for P ranks (a degree of 0 takes the rest); a2a+p2p with U = 1 or U = C is
+  /// the ring or Ulysses alone, and becomes it, as C = 1 under TP becomes TP alone. Throws
+  /// ConfigError naming the rule: T x C != P, or U not dividing C.
+  ParallelConfig resolved(int P) const;
+  int a2a_size() const { return cp_comm == CpComm::a2a ? cp : cp_comm == CpComm::a2a_p2p ? cp_a2a : 1; }
+  int ring_size() const { return cp_comm == CpComm::p2p ? cp : cp_comm == CpComm::a2a_p2p ? cp / cp_a2a : 1; }
+  /// The layout asked for, automatic resolved: zigzag when causal (balanced work), contiguous
+  /// otherwise. (What the shards of a resolved configuration use is RunPlan::layout.)
+  Layout requested_layout(bool causal) const {
+    return layout != Layout::automatic ? layout : (causal ? Layout::zigzag : Layout::contiguous);
+  }
+  /// The name (see above); for the three pure strategies and all_gather, their short names
+  /// ("tp-sp", "ring", "ulysses", "all-gather") when the degrees are left to P.
+  std::string name() const;
+  /// The name of a resolved configuration as every table prints it: the short names for TP
+  /// alone and for one kind of context parallelism over every rank ("ring", not "ring4"), the
+  /// degrees otherwise ("tp2xring2", not "tp2xring").
+  std::string canonical_name() const;
+};
+
+/// Parses a configuration's name (see above). Throws ConfigError with the grammar otherwise.
+ParallelConfig parse_parallel_config(const std::string& name);
+
+}  // namespace ringside

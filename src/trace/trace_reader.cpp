@@ -1,0 +1,383 @@
+// The trace reader: Chrome trace JSON into a TraceData, every field checked (a corrupt or
+// foreign file is an error naming the event, never a crash).
+#include "trace/trace_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "core/error.h"
+#include "core/json_input.h"
+#include "core/memory_limits.h"
+#include "core/output.h"
+
+namespace ringside::trace {
+
+namespace {
+
+// Field access with errors that say where and what.
+class EventReader {
+ public:
+  EventReader(const nlohmann::json& e, std::string where) : e_(e), where_(std::move(where)) {}
+
+  [[noreturn]] void fail(const std::string& what) const { throw Error(where_ + ": " + what); }
+
+  const nlohmann::json* find(const nlohmann::json& obj, const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+  std::string str(const char* key, bool required) const { return str_in(e_, key, required, ""); }
+  std::string str_in(const nlohmann::json& obj, const char* key, bool required, const char* prefix) const {
+    const nlohmann::json* v = find(obj, key);
+    if (!v) {
+      if (required) fail(detail::concat("missing '", prefix, key, "'"));
+      return {};
+    }
+    if (!v->is_string()) fail(detail::concat("'", prefix, key, "' must be a string, got ", v->type_name()));
+    return v->get<std::string>();
+  }
+  // An integer in [lo, hi]: JSON integers only (1e3 or 2.5 are not ids).
+  int64_t integer_in(const nlohmann::json& obj, const char* key, bool required, int64_t lo, int64_t hi, int64_t dflt,
+                     const char* prefix = "") const {
+    const nlohmann::json* v = find(obj, key);
+    if (!v) {
+      if (required) fail(detail::concat("missing '", prefix, key, "'"));
+      return dflt;
+    }
+    if (v->is_number_unsigned()) {
+      const uint64_t u = v->get<uint64_t>();
+      if (u > uint64_t(hi)) fail(detail::concat("'", prefix, key, "' = ", u, " is out of range [", lo, ", ", hi, "]"));
+      return int64_t(u);
+    }
+    if (!v->is_number_integer()) fail(detail::concat("'", prefix, key, "' must be an integer, got ", describe(*v)));
+    const int64_t i = v->get<int64_t>();
+    if (i < lo || i > hi) fail(detail::concat("'", prefix, key, "' = ", i, " is out of range [", lo, ", ", hi, "]"));
+    return i;
+  }
+  // A finite number in [lo, hi].
+  double number_in(const nlohmann::json& obj, const char* key, bool required, double lo, double hi,
+                   const char* prefix = "") const {
+    const nlohmann::json* v = find(obj, key);
+    if (!v) {
+      if (required) fail(detail::concat("missing '", prefix, key, "'"));
+      return 0;
+    }
+    if (!v->is_number()) fail(detail::concat("'", prefix, key, "' must be a number, got ", describe(*v)));
+    const double d = v->get<double>();
+    if (!std::isfinite(d) || d < lo || d > hi)
+      fail(detail::concat("'", prefix, key, "' = ", d, " is out of range [", lo, ", ", hi, "]"));
+    return d;
+  }
+  // Microseconds in the file -> integer ns.
+  int64_t time_ns(const char* key, bool required, double lo) const {
+    return std::llround(number_in(e_, key, required, lo, kMaxTimeUs) * 1000.0);
+  }
+  const nlohmann::json& args() const {
+    static const nlohmann::json empty = nlohmann::json::object();
+    const nlohmann::json* a = find(e_, "args");
+    if (!a) return empty;
+    if (!a->is_object()) fail(detail::concat("'args' must be an object, got ", a->type_name()));
+    return *a;
+  }
+  const nlohmann::json& json() const { return e_; }
+
+ private:
+  static std::string describe(const nlohmann::json& v) {
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (std::isfinite(d) && d == std::floor(d)) return detail::concat(d, " (written as a floating-point number, or beyond 64 bits)");
+      return detail::concat("the non-integer ", d);
+    }
+    return v.type_name();
+  }
+  const nlohmann::json& e_;
+  std::string where_;
+};
+
+// A ring step's "tiles": at most kMaxTilePairs pairs, each [q_first, q_len, q_stride, k_first,
+// k_len, k_stride, partial] of non-negative integers (lengths and strides >= 1, partial 0 or 1);
+// and "tiles_complete", a boolean.
+void read_tiles(const EventReader& rd, const nlohmann::json& a, Event& e) {
+  if (const nlohmann::json* done = rd.find(a, "tiles_complete")) {
+    if (!done->is_boolean()) rd.fail("'args.tiles_complete' must be a boolean");
+    e.tiles_complete = done->get<bool>();
+  }
+  const nlohmann::json* tiles = rd.find(a, "tiles");
+  if (!tiles) return;
+  if (!tiles->is_array() || tiles->size() > kMaxTilePairs)
+    rd.fail(detail::concat("'args.tiles' must be an array of at most ", kMaxTilePairs, " pairs"));
+  for (const nlohmann::json& t : *tiles) {
+    if (!t.is_array() || t.size() != 7)
+      rd.fail("'args.tiles' holds [q_first, q_len, q_stride, k_first, k_len, k_stride, partial] arrays");
+    int64_t v[7];
+    for (size_t i = 0; i < 7; ++i) {
+      if (!t[i].is_number_integer()) rd.fail("'args.tiles' values must be integers");
+      v[i] = t[i].get<int64_t>();
+      const int64_t lo = i == 1 || i == 2 || i == 4 || i == 5 ? 1 : 0, hi = i == 6 ? 1 : int64_t(kMaxBytes);
+      if (v[i] < lo || v[i] > hi) rd.fail(detail::concat("'args.tiles' value ", v[i], " is out of range [", lo, ", ", hi, "]"));
+    }
+    e.tiles.push_back({v[0], v[1], v[2], v[3], v[4], v[5], v[6] == 1});
+  }
+}
+
+bool is_comm_kind(const std::string& cat) {
+  return cat == "p2p" || cat == "all_gather" || cat == "reduce_scatter" || cat == "all_reduce" || cat == "all_to_all";
+}
+
+}  // namespace
+
+namespace {
+
+// One file's reading: the processes (from otherData.processes, the process names, or the pid),
+// then every event by its phase, then the streams, the flows and the memory order.
+class TraceReader {
+ public:
+  TraceReader(const nlohmann::json& other, std::string source) : source_(std::move(source)) { out_.other = other; }
+
+  // Processes: from otherData.processes (strategy, rank, clock) where present, else pid = rank.
+  void read_processes() {
+    if (auto p = out_.other.find("processes"); p != out_.other.end()) {
+      if (!p->is_array()) throw Error(source_ + ": otherData.processes must be an array");
+      for (size_t i = 0; i < p->size(); ++i) {
+        const nlohmann::json& e = (*p)[i];
+        if (!e.is_object()) throw Error(detail::concat(source_, ": otherData.processes[", i, "] must be an object"));
+        EventReader rd(e, detail::concat(source_, ": otherData.processes[", i, "]"));
+        const int64_t pid = rd.integer_in(e, "pid", true, 0, INT32_MAX, 0);
+        if (!described_.insert(pid).second) rd.fail(detail::concat("pid ", pid, " is listed twice"));
+        RankTrace& r = process(pid);
+        r.strategy = rd.str("strategy", false);
+        r.rank = int(rd.integer_in(e, "rank", true, 0, INT32_MAX, 0));
+        r.clock_offset_ns = rd.integer_in(e, "clock_offset_ns", false, INT64_MIN / 4, INT64_MAX / 4, 0);
+        r.clock_uncertainty_ns = rd.integer_in(e, "clock_uncertainty_ns", false, 0, INT64_MAX / 4, 0);
+      }
+    }
+  }
+
+  void read_event(const nlohmann::json& ev, size_t i) {
+    EventReader rd(ev, detail::concat(source_, ": traceEvents[", i, "]"));
+    if (!ev.is_object()) rd.fail(detail::concat("an event must be an object, got ", ev.type_name()));
+    const std::string ph = rd.str("ph", true);
+    if ((ph == "i" || ph == "I") && rd.str("s", false) == "g") return;  // a global instant: no rank's
+    const int64_t pid = rd.integer_in(ev, "pid", true, 0, INT32_MAX, 0);
+    if (ph == "X" || ph == "i" || ph == "I") read_slice(rd, ev, ph, pid);
+    else if (ph == "C") read_counter(rd, pid);
+    else if (ph == "M") read_metadata(rd, ev, pid);
+    else if (ph == "s" || ph == "f") read_flow(rd, ev, ph, pid);
+    else refuse_phase(rd, ph);
+  }
+
+  TraceData finish() {
+    // Processes otherData does not describe: "<strategy>: GPU r" or "GPU r" as ringside names
+    // them, else the process name (or nothing) as the strategy and the pid as the rank.
+    for (auto& [pid, index] : proc_) {
+      if (described_.count(pid)) continue;
+      RankTrace& r = out_.ranks[index];
+      auto it = process_names_.find(pid);
+      if (it == process_names_.end()) continue;
+      const std::string& n = it->second;
+      const size_t g = n.rfind("GPU ");
+      const bool numbered = g != std::string::npos && g + 4 < n.size() && n.size() - g - 4 <= 9 &&
+                            std::all_of(n.begin() + long(g) + 4, n.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (numbered && (g == 0 || (g >= 2 && n.compare(g - 2, 2, ": ") == 0))) {
+        r.rank = std::stoi(n.substr(g + 4));
+        r.strategy = g == 0 ? "" : n.substr(0, g - 2);
+      } else {
+        r.strategy = n;
+      }
+    }
+    {  // One process per (strategy, rank): metrics group by it.
+      std::map<std::pair<std::string, int>, int64_t> seen;
+      for (auto& [pid, index] : proc_) {
+        const RankTrace& r = out_.ranks[index];
+        auto [it, fresh] = seen.try_emplace({r.strategy, r.rank}, pid);
+        if (!fresh)
+          throw Error(detail::concat(source_, ": pids ", it->second, " and ", pid, " are both rank ", r.rank,
+                                     r.strategy.empty() ? std::string() : " of strategy '" + r.strategy + "'"));
+      }
+    }
+    for (Pending& p : xs_) {
+      // Comm: a comm lane of ringside's, a collective or p2p kind, or a NCCL kernel (as HTA
+      // classifies kernels by name).
+      auto tn = thread_names_.find({p.pid, p.tid});
+      const bool nccl = p.e.name.size() >= 4 && (p.e.name.compare(0, 4, "nccl") == 0 || p.e.name.compare(0, 4, "NCCL") == 0);
+      const bool comm = (tn != thread_names_.end() && tn->second.starts_with("comm")) || is_comm_kind(p.e.cat) || nccl;
+      p.e.stream = comm ? Stream::comm : Stream::compute;
+      out_.ranks[proc_.at(p.pid)].events.push_back(std::move(p.e));
+    }
+    for (auto& [key, pair] : flows_) {
+      const std::string id = key.substr(2);
+      if (pair.first.pid < 0) throw Error(source_ + ": flow id " + id + " has a finish ('f') but no start ('s')");
+      if (pair.second.pid < 0) throw Error(source_ + ": flow id " + id + " has a start ('s') but no finish ('f')");
+      Flow f;
+      f.id = key[0] == 'i' ? std::stoll(id) : int64_t(out_.flows.size());
+      f.from = proc_.at(pair.first.pid), f.to = proc_.at(pair.second.pid);
+      f.from_ts_ns = pair.first.ts_ns, f.to_ts_ns = pair.second.ts_ns;
+      out_.flows.push_back(f);
+    }
+    for (RankTrace& r : out_.ranks)
+      std::stable_sort(r.memory.begin(), r.memory.end(), [](const MemorySample& a, const MemorySample& b) { return a.ts_ns < b.ts_ns; });
+    return std::move(out_);
+  }
+
+ private:
+  RankTrace& process(int64_t pid) {
+    auto [it, fresh] = proc_.try_emplace(pid, out_.ranks.size());
+    if (fresh) {
+      RankTrace r;
+      r.rank = int(pid);  // until otherData or the process name says otherwise
+      out_.ranks.push_back(r);
+    }
+    return out_.ranks[it->second];
+  }
+
+  void read_slice(const EventReader& rd, const nlohmann::json& ev, const std::string& ph, int64_t pid) {
+    // A slice, or an instant: an event of no duration (ringside writes its zero-length
+    // events so). A global instant belongs to no rank: left out.
+    const bool instant = ph != "X";
+    Pending p{pid, rd.integer_in(ev, "tid", !instant, 0, INT32_MAX, 0), {}};
+    Event& e = p.e;
+    e.name = rd.str("name", true);
+    e.cat = rd.str("cat", false);
+    e.ts_ns = rd.time_ns("ts", true, -kMaxTimeUs);
+    e.dur_ns = instant ? 0 : rd.time_ns("dur", true, 0);
+    const nlohmann::json& a = rd.args();
+    e.phase = rd.str_in(a, "phase", false, "args.");
+    e.sublayer = rd.str_in(a, "sublayer", false, "args.");
+    e.step = int(rd.integer_in(a, "step", false, 0, INT32_MAX, -1, "args."));
+    e.peer = int(rd.integer_in(a, "peer", false, 0, INT32_MAX, -1, "args."));
+    e.bytes = int64_t(rd.number_in(a, "bytes", false, 0, kMaxBytes, "args."));
+    e.flops = rd.number_in(a, "flops", false, 0, kMaxFlops, "args.");
+    e.collective = rd.integer_in(a, "collective", false, 0, INT64_MAX / 4, -1, "args.");
+    e.direction = rd.str_in(a, "direction", false, "args.");
+    e.tag = int(rd.integer_in(a, "tag", false, 0, INT32_MAX, -1, "args."));
+    e.seq = rd.integer_in(a, "seq", false, 0, INT64_MAX / 4, -1, "args.");
+    e.order = rd.integer_in(a, "order", false, 0, INT64_MAX / 4, -1, "args.");
+    e.end_order = rd.integer_in(a, "end_order", false, 0, INT64_MAX / 4, -1, "args.");
+    e.detail = rd.str_in(a, "detail", false, "args.");
+    read_tiles(rd, a, e);
+    process(pid);
+    xs_.push_back(std::move(p));
+  }
+
+  void read_counter(const EventReader& rd, int64_t pid) {
+    const std::string name = rd.str("name", true);
+    const int64_t ts = rd.time_ns("ts", true, -kMaxTimeUs);
+    const nlohmann::json& a = rd.args();
+    MemorySample m{ts, {}};
+    for (auto it = a.begin(); it != a.end(); ++it)
+      rd.number_in(a, it.key().c_str(), true, -kMaxBytes, kMaxBytes, "args.");  // every value a sane number
+    if (name == "memory") {
+      for (int c = 0; c < kNumMemCategories; ++c)
+        m.bytes[c] = int64_t(rd.number_in(a, kCategoryNames[c], false, 0, kMaxBytes, "args."));
+      process(pid).memory.push_back(m);
+    }
+  }
+
+  void read_metadata(const EventReader& rd, const nlohmann::json& ev, int64_t pid) {
+    const std::string name = rd.str("name", true);
+    const nlohmann::json& a = rd.args();
+    if (name == "process_name") {
+      process_names_[pid] = rd.str_in(a, "name", true, "args.");
+      process(pid);
+    } else if (name == "thread_name") {
+      thread_names_[{pid, rd.integer_in(ev, "tid", true, 0, INT32_MAX, 0)}] = rd.str_in(a, "name", true, "args.");
+    } else if (name == "process_sort_index" || name == "thread_sort_index") {
+      rd.integer_in(a, "sort_index", true, INT32_MIN, INT32_MAX, 0, "args.");
+    } else if (name != "process_labels" && name != "process_uptime_seconds") {
+      rd.fail("unknown metadata event '" + name + "'");
+    }
+  }
+
+  void read_flow(const EventReader& rd, const nlohmann::json& ev, const std::string& ph, int64_t pid) {
+    const nlohmann::json* id = rd.find(ev, "id");
+    if (!id) rd.fail("missing 'id'");
+    std::string key;
+    if (id->is_string()) key = "s:" + id->get<std::string>();
+    else key = "i:" + std::to_string(rd.integer_in(ev, "id", true, 0, INT64_MAX / 4, 0));
+    rd.integer_in(ev, "tid", true, 0, INT32_MAX, 0);
+    auto& pair = flows_[key];
+    FlowEnd& end = ph == "s" ? pair.first : pair.second;
+    if (end.pid >= 0) rd.fail(detail::concat("flow id ", id->dump(), " has a second '", ph, "' event"));
+    end = FlowEnd{pid, rd.time_ns("ts", true, -kMaxTimeUs)};
+    process(pid);
+  }
+
+  [[noreturn]] static void refuse_phase(const EventReader& rd, const std::string& ph) {
+    static const char* chrome_phases[] = {"B", "E", "b", "e", "n", "t", "P", "O", "N", "D", "R", "c", "(", ")", "S", "T", "p", "F", "V", "v"};
+    const bool chrome = std::find_if(std::begin(chrome_phases), std::end(chrome_phases),
+                                     [&](const char* p) { return ph == p; }) != std::end(chrome_phases);
+    rd.fail(chrome ? "phase '" + ph + "' is Chrome trace but ringside reads only X, i, C, M, s and f events"
+                   : "unknown phase '" + ph + "'");
+  }
+
+  struct FlowEnd {
+    int64_t pid = -1, ts_ns = 0;
+  };
+  struct Pending {
+    int64_t pid, tid;
+    Event e;
+  };
+  std::string source_;
+  TraceData out_;
+  std::map<int64_t, size_t> proc_;  // pid -> index into out_.ranks
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names_;
+  std::map<int64_t, std::string> process_names_;  // from `M` process_name events
+  std::set<int64_t> described_;                   // pids that otherData.processes names
+  std::map<std::string, std::pair<FlowEnd, FlowEnd>> flows_;  // id -> (s, f)
+  std::vector<Pending> xs_;
+};
+
+}  // namespace
+
+TraceData parse_trace(std::string_view text, const std::string& source) {
+  const nlohmann::json doc = parse_json(text, source);
+  const nlohmann::json* list = &doc;
+  nlohmann::json other;
+  if (doc.is_object()) {
+    auto it = doc.find("traceEvents");
+    if (it == doc.end()) throw Error(source + ": not a Chrome trace: the object has no 'traceEvents'");
+    list = &*it;
+    if (auto o = doc.find("otherData"); o != doc.end()) {
+      if (!o->is_object()) throw Error(source + ": 'otherData' must be an object, got " + std::string(o->type_name()));
+      other = *o;
+    }
+  }
+  if (!list->is_array())
+    throw Error(source + ": 'traceEvents' must be an array, got " + std::string(list->type_name()));
+  TraceReader reader(other, source);
+  reader.read_processes();
+  for (size_t i = 0; i < list->size(); ++i) reader.read_event((*list)[i], i);
+  return reader.finish();
+}
+
+TraceData read_trace(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  RS_CHECK(!ec, "cannot read trace ", path, ": ", ec.message());
+  RS_CHECK(!std::filesystem::is_directory(status), "cannot read trace ", path, ": it is a directory");
+  RS_CHECK(std::filesystem::is_regular_file(status), "cannot read trace ", path, ": not a regular file");
+  const auto size = std::filesystem::file_size(path, ec);
+  RS_CHECK(!ec, "cannot read trace ", path, ": ", ec.message());
+  RS_CHECK(size <= (uint64_t(4) << 30), "trace ", path, " is ", size >> 20, " MiB; ringside reads traces up to 4 GiB");
+  // The parsed JSON and the events take about 13 times the file (a 92 MB trace: 1.19 GB).
+  require_memory(14.0 * double(size), "reading trace " + path, "trace", 1);
+  std::ifstream f(path, std::ios::binary);
+  RS_CHECK(f.good(), "cannot read trace ", path, ": ", std::strerror(errno));
+  try {
+    std::string text(size, '\0');
+    f.read(text.data(), std::streamsize(size));
+    RS_CHECK(!f.bad() && size_t(f.gcount()) == size, "cannot read trace ", path, ": read failed");
+    return parse_trace(text, path);
+  } catch (const std::bad_alloc&) {
+    throw Error(detail::concat("trace ", path, ": out of memory reading ", size >> 20, " MiB"));
+  }
+}
+
+}  // namespace ringside::trace
