@@ -30,10 +30,10 @@ Event ev(const char* name, const char* cat, int64_t ts, int64_t dur, Stream stre
 }
 
 // A traced ring run on P local ranks, as a trace file would hold it.
-// The plan run on local ranks, traced, as the viewer reads its file; `records`, every rank's.
-trace::TraceData traced(const RunPlan& plan, std::vector<RunRecord>* records = nullptr) {
+// The plan run on local ranks, traced, as the viewer reads its file; `records`, every rank's
+// (their tensors counted in `tracker`, which must outlive them).
+trace::TraceData traced(const RunPlan& plan, MemoryTracker& tracker, std::vector<RunRecord>* records = nullptr) {
   trace::TraceData t;
-  MemoryTracker tracker;
   const TraceSink sink{trace::Clock{trace::Clock::steady_now_ns()}, &t.ranks};
   std::vector<RunRecord> all = run_local_ranks(plan, DType::f32, tracker, {}, &sink);
   if (records) *records = std::move(all);
@@ -47,7 +47,8 @@ trace::TraceData ring_trace(int P, Layout layout, bool causal = true) {
   c.b = 1, c.s = 64, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 32, c.causal = causal;
   ParallelConfig ring = parse_parallel_config("ring");
   ring.layout = layout;
-  return traced(resolve(ring, c, P));
+  MemoryTracker tracker;
+  return traced(resolve(ring, c, P), tracker);
 }
 
 }  // namespace
@@ -110,6 +111,20 @@ TEST_CASE("a trace with modeled twins: each group says whether it is measured or
   CHECK(trace_tag(t.other) == "(measured, and modeled on a100-nvlink)");
   CHECK(trace_tag(modeled_trace) == "(MODELED on h200)");
   CHECK(trace_tag(nlohmann::json::object()) == "(measured)");
+  CHECK(twin_of(t.other, "ring (modeled, a100-nvlink)") == "ring");
+  CHECK(twin_of(t.other, "ring").empty());
+  {  // A recorded group's name past the short-string buffer: the twin names it whole (a twin_of
+     // that kept a pointer into its RunInfo read freed memory here).
+    trace::TraceData named = ring_trace(2, Layout::zigzag);
+    for (trace::RankTrace& r : named.ranks) r.strategy = "ring contiguous s=64K, a long label";
+    named = model::with_modeled_twin(std::move(named), model::load_hardware("a100-nvlink"));
+    CHECK(twin_of(named.other, "ring contiguous s=64K, a long label (modeled, a100-nvlink)") == "ring contiguous s=64K, a long label");
+  }
+  // otherData of the wrong kind (a foreign file) reads as nothing modeled, and loses nothing.
+  nlohmann::json null_other;
+  CHECK(trace::run_info(null_other).groups.empty());
+  trace::drop_groups(null_other);
+  CHECK(null_other.is_null());
   // The header's summary is the attention sublayer's overlap and its exposed time per GPU.
   for (const trace::StrategyMetrics& m : trace::compute_metrics(t)) {
     INFO(m.strategy);
@@ -230,8 +245,9 @@ TEST_CASE("the tile map of a zigzag-per-doc run with documents and a window draw
     ParallelConfig ring = parse_parallel_config("ring");
     ring.layout = layout;
     const RunPlan plan = resolve(ring, c, P);
+    MemoryTracker tracker;  // before the records, whose tensors it counts
     std::vector<RunRecord> res;
-    const trace::TraceData t = traced(plan, &res);
+    const trace::TraceData t = traced(plan, tracker, &res);
     const auto m = tile_map(t, "ring");
     REQUIRE(m);
     CHECK(m->layout == to_string(layout));
@@ -268,7 +284,7 @@ TEST_CASE("the tile map of a zigzag-per-doc run with documents and a window draw
         ++computed;
         CHECK(tile.rank == q_owner);
         CHECK(tile.step == (q_owner - k_owner + P) % P);
-        CHECK(tile.diagonal == (pairs < double(qc.len * kc.len)));
+        CHECK(tile.partial == (pairs < double(qc.len * kc.len)));
       }
     CHECK(computed > m->blocks);  // documents longer than a chunk: tiles off the diagonal too
     double flops = 0;

@@ -25,7 +25,8 @@ std::string group_tag(const nlohmann::json& other, const std::string& strategy) 
 }
 
 std::string twin_of(const nlohmann::json& other, const std::string& strategy) {
-  const trace::GroupInfo* twin = trace::run_info(other).group(strategy);
+  const trace::RunInfo info = trace::run_info(other);  // outlives the group it is asked for
+  const trace::GroupInfo* twin = info.group(strategy);
   return twin ? twin->of : "";
 }
 

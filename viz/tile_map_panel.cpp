@@ -26,6 +26,8 @@ void App::draw_tile_map(const Loaded& t, const TileMap& m, double head, const st
                 m.blocks, m.blocks);
   const std::vector<bool> done = tiles_done(t.data, m, std::isinf(head) ? INT64_MAX : int64_t(head));
   const float cell = std::min(28.0f, 220.0f / float(m.blocks));
+  const nlohmann::json config = t.info.config.value_or(nlohmann::json::object());
+  const bool causal_only = !config.contains("docs") && !config.contains("window") && m.layout != "striped";
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();
   for (int q = 0; q < m.blocks; ++q)
@@ -39,11 +41,17 @@ void App::draw_tile_map(const Loaded& t, const TileMap& m, double head, const st
       Color c = rank_color(tile.rank);
       if (!done[size_t(q) * m.blocks + k]) c = (c & 0x00ffffff) | 0x50000000;
       dl->AddRectFilled(a, b, c);
-      if (tile.diagonal) dl->AddTriangleFilled(ImVec2(a.x, a.y), ImVec2(b.x, a.y), ImVec2(b.x, b.y), IM_COL32(40, 40, 40, 200));
+      // Partly masked: the causal triangle of a block against itself under the causal mask alone;
+      // any other shape (a window, a document edge, striped tokens) a shade over the whole tile,
+      // not a guess of its shape.
+      if (tile.partial && q == k && causal_only)
+        dl->AddTriangleFilled(ImVec2(a.x, a.y), ImVec2(b.x, a.y), ImVec2(b.x, b.y), IM_COL32(40, 40, 40, 200));
+      else if (tile.partial)
+        dl->AddRectFilled(a, b, IM_COL32(40, 40, 40, 110));
       if (cell >= 14 && tile.rank >= 0) dl->AddText(ImVec2(a.x + 2, b.y - 13), IM_COL32(0, 0, 0, 255), std::to_string(tile.step).c_str());
     }
   ImGui::Dummy(ImVec2(cell * float(m.blocks), cell * float(m.blocks)));
-  ImGui::TextDisabled("rows: query blocks, columns: key blocks; dark: masked; faint: not yet computed");
+  ImGui::TextDisabled("rows: query blocks, columns: key blocks; dark: masked; shaded: partly masked; faint: not yet computed");
   if (m.strategy == "ulysses") return;
   int P = 0;
   for (const Tile& tile : m.tiles) P = std::max(P, tile.rank + 1);

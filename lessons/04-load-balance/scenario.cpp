@@ -25,7 +25,7 @@ std::string tile_text(const trace::TileMap& m) {
     out += fmt("   q %2d ", q);
     for (int k = 0; k < m.blocks; ++k) {
       const trace::Tile& t = m.tiles[size_t(q * m.blocks + k)];
-      out += t.masked ? "    . " : fmt(" r%d.%d%s", t.rank, t.step, t.diagonal ? "/" : " ");
+      out += t.masked ? "    . " : fmt(" r%d.%d%s", t.rank, t.step, t.partial ? "/" : " ");
     }
     while (out.back() == ' ') out.pop_back();
     out += '\n';

@@ -95,7 +95,8 @@ void print_measured_note(int P);
 // ---- the ring's load balance (cli/load_balance.cpp) ---------------------------------------
 
 /// With documents or a window the layouts' balance is the question: the ring runs again under
-/// every other layout (untraced), each checked as a strategy is. Keyed by layout; empty unless
+/// every other layout (its timeline not kept: the trace holds each strategy once), each
+/// checked as a strategy is. Keyed by layout; empty unless
 /// `ring` is the ring over every rank of a masked layer.
 std::map<Layout, JobRecord> run_other_layouts(const RunPlan& ring, const Setup& s,
                                               const std::function<void(const std::string&)>& note);

@@ -61,8 +61,8 @@ std::map<Layout, JobRecord> run_other_layouts(const RunPlan& ring, const Setup& 
   for (Layout l : kLayouts) {
     if (l == ring.requested_layout()) continue;
     note(std::string("ring, layout ") + to_string(l) + " ...");
-    std::vector<trace::RankTrace> untraced;  // the trace holds the strategies, each once
-    runs.emplace(l, run_job(in_layout(ring, l), s.where, untraced));
+    std::vector<trace::RankTrace> not_kept;  // traced, but the file holds each strategy once
+    runs.emplace(l, run_job(in_layout(ring, l), s.where, not_kept));
   }
   return runs;
 }

@@ -99,7 +99,7 @@ CLI::App* add_reference(CLI::App& app, ReferenceOptions& o) {
   CLI::App* ref = app.add_subcommand("reference", "Run the single-device reference layer forward and backward once");
   add_config_flags(*ref, o.cfg, o.choices);
   ref->add_option("--dtype", o.dtype, "compute type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
-  ref->add_flag("--check", o.check, "also run fp64 and print each tensor's relative error (exit 1 above 1e-5)");
+  ref->add_flag("--check", o.check, std::string("also run fp64 and print each tensor's relative error (exit 1 above ") + kToleranceText + ")");
   ref->add_option("--dump", o.dump_dir, "write every tensor as fp32 .npy and DIR/manifest.json")->option_text("DIR")->check(
       non_empty("--dump needs a directory name"));
   ref->footer(

@@ -58,6 +58,7 @@ nlohmann::json& put_group(nlohmann::json& other, const std::string& label, const
 }
 
 void drop_groups(nlohmann::json& other) {
+  if (!other.is_object()) return;  // a trace without otherData has none
   other.erase(kGroups);
   other.erase("modeled_hardware");
 }

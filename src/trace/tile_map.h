@@ -19,7 +19,8 @@ struct Tile {
   int rank = -1;    ///< -1: all ranks (Ulysses), or none (masked: the ring never computed it)
   int step = 0;
   bool masked = false;   ///< wholly hidden by the causal mask: never computed
-  bool diagonal = false; ///< partly masked (causal, the block against itself)
+  bool partial = false;  ///< partly masked: the mask hides some of its pairs (the causal diagonal, a window, a document
+                         ///< edge, padding)
 };
 struct TileMap {
   std::string strategy, layout;

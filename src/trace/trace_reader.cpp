@@ -119,6 +119,8 @@ void read_tiles(const EventReader& rd, const nlohmann::json& a, Event& e) {
     int64_t v[7];
     for (size_t i = 0; i < 7; ++i) {
       if (!t[i].is_number_integer()) rd.fail("'args.tiles' values must be integers");
+      if (t[i].is_number_unsigned() && t[i].get<uint64_t>() > uint64_t(INT64_MAX))
+        rd.fail(detail::concat("'args.tiles' value ", t[i].get<uint64_t>(), " is out of range"));
       v[i] = t[i].get<int64_t>();
       const int64_t lo = i == 1 || i == 2 || i == 4 || i == 5 ? 1 : 0, hi = i == 6 ? 1 : int64_t(kMaxBytes);
       if (v[i] < lo || v[i] > hi) rd.fail(detail::concat("'args.tiles' value ", v[i], " is out of range [", lo, ", ", hi, "]"));
