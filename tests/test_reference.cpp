@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "check/check.h"
 #include "core/error.h"
 #include "kernels/philox.h"
 #include "layer/presets.h"
@@ -190,7 +191,7 @@ TEST_CASE("fp32 reference against fp64 on the default config has every tensor be
   for (size_t i = 0; i < r32.size(); ++i) {
     const double e = relative_error(r32[i].second, r64[i].second);
     INFO(r32[i].first << ": relative error " << e);
-    CHECK(e < 1e-5);
+    CHECK(e < kTolerance);
     CHECK(e > 0);  // fp32 really ran in fp32
   }
 }
