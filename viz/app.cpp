@@ -51,6 +51,8 @@ Loaded load(const std::string& path) {
     return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
   };
   l.info = trace::run_info(o);
+  for (const trace::StrategyMetrics& m : l.metrics)  // once: the map reads every ring step's pairs
+    if (!l.info.group(m.strategy)) l.tiles[m.strategy] = tile_map(l.data, m.strategy);  // a twin's map is its run's
   const std::string& device = l.info.device;
   for (const trace::StrategyMetrics& m : l.metrics) {
     l.tag[m.strategy] = group_tag(o, m.strategy), l.comm[m.strategy] = comm_summary(m);

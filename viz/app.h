@@ -48,6 +48,7 @@ struct Loaded {
   // process, and the most bytes any group sends per GPU: the answers the picture marks in gold.
   std::map<bool, int64_t> top_peak, top_sent;
   trace::RunInfo info;  // otherData, read once at load
+  std::map<std::string, std::optional<TileMap>> tiles;  // per recorded group, its tile map (found at load)
   bool modeled(const std::string& strategy) const { return info.is_modeled(strategy); }
   std::string summary;                                // "s=4096 h=512 H=8 P=4 (measured)": trace_tag
   std::map<std::string, std::string> tag, comm;       // per group: group_tag (MEASURED says on what) and comm_summary

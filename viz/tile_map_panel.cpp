@@ -12,9 +12,9 @@ namespace ringside::viz {
 void App::tile_maps() {
   for (size_t ti = 0; ti < traces_.size(); ++ti)
     for (const Group& g : traces_[ti].layout.groups) {
-      if (traces_[ti].info.group(g.strategy)) continue;  // a twin's map is its run's
-      if (auto m = tile_map(traces_[ti].data, g.strategy))
-        draw_tile_map(traces_[ti], *m, view_of(traces_[ti], g).head, traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + ": " : std::string());
+      const auto m = traces_[ti].tiles.find(g.strategy);  // none for a twin: its map is its run's
+      if (m != traces_[ti].tiles.end() && m->second)
+        draw_tile_map(traces_[ti], *m->second, view_of(traces_[ti], g).head, traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + ": " : std::string());
     }
 }
 

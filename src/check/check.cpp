@@ -68,14 +68,19 @@ std::string RunCheck::verdict() const {
   return v;
 }
 
-RunCheck check_run(const JobRecord& job, const ReferenceRun& ref64, const ReferenceRun* ref32,
-                   const trace::StrategyMetrics* timeline) {
+Yardstick yardstick(const ReferenceRun& fp64, const ReferenceRun* fp32) {
+  Yardstick y{fp64, fp32, {}, nothing_to_compare_in(named_results(fp64.out, fp64.dx, fp64.grads))};
+  if (fp32) y.fp32_errors = errors_against(fp32->out, fp32->dx, fp32->grads, fp64);
+  return y;
+}
+
+RunCheck check_run(const JobRecord& job, const Yardstick& y, const trace::StrategyMetrics* timeline) {
   RunCheck c;
   c.name = job.plan.name;
-  c.errors = errors_against(job.root.out, job.root.dx, job.root.grads, ref64);
-  c.nothing_to_compare = nothing_to_compare_in(named_results(ref64.out, ref64.dx, ref64.grads));
-  if (ref32) {
-    const double e32 = errors_against(ref32->out, ref32->dx, ref32->grads, ref64).of(c.errors.worst.first);
+  c.errors = errors_against(job.root.out, job.root.dx, job.root.grads, y.fp64);
+  c.nothing_to_compare = y.nothing_to_compare;
+  if (y.fp32) {
+    const double e32 = y.fp32_errors.of(c.errors.worst.first);
     c.ratio_to_fp32 = e32 > 0 ? c.errors.worst.second / e32 : 0;
   }
   c.traced = timeline != nullptr;

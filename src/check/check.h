@@ -75,10 +75,20 @@ struct RunCheck {
   std::string verdict() const;
 };
 
-/// The check of `job` (its root's gathered tensors, every rank's numbers) against the fp64
-/// reference, the fp32 one (null: no ratio), the formulas of job.plan in f32, and, when given,
-/// the run's timeline metrics (one row per rank).
-RunCheck check_run(const JobRecord& job, const ReferenceRun& ref64, const ReferenceRun* ref32,
-                   const trace::StrategyMetrics* timeline = nullptr);
+/// The references every run of a command is held against, and what is derived from them once
+/// for all the checks: the fp32 reference's own errors against fp64 (its ratio's denominator)
+/// and whether fp64 has anything to compare.
+struct Yardstick {
+  const ReferenceRun& fp64;
+  const ReferenceRun* fp32 = nullptr;  ///< null: no ratio to the fp32 reference
+  TensorErrors fp32_errors;            ///< fp32's errors against fp64 (empty without fp32)
+  std::string nothing_to_compare;      ///< nothing_to_compare_in(fp64's results)
+};
+Yardstick yardstick(const ReferenceRun& fp64, const ReferenceRun* fp32 = nullptr);
+
+/// The check of `job` (its root's gathered tensors, every rank's numbers) against the
+/// yardstick, the formulas of job.plan in f32, and, when given, the run's timeline metrics (one
+/// row per rank).
+RunCheck check_run(const JobRecord& job, const Yardstick& y, const trace::StrategyMetrics* timeline = nullptr);
 
 }  // namespace ringside

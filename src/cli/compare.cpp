@@ -274,12 +274,12 @@ int compare_command(CompareOptions& o) {
   const Timelines timelines = finish_trace(o, "ringside compare", s, std::move(traces));
 
   note("reference, fp64 ...");
-  References refs{run_reference(cfg, DType::f64), {}};
+  const ReferenceRun fp64 = run_reference(cfg, DType::f64);
   note("reference, fp32 ...");
-  refs.fp32 = run_reference(cfg, DType::f32);
+  const ReferenceRun fp32 = run_reference(cfg, DType::f32);
+  const Yardstick y = yardstick(fp64, &fp32);
   std::vector<RunCheck> checks;
-  for (const JobRecord& job : jobs)
-    checks.push_back(check_run(job, refs.fp64, &refs.fp32, &timelines.measured_of(job.plan.name)));
+  for (const JobRecord& job : jobs) checks.push_back(check_run(job, y, &timelines.measured_of(job.plan.name)));
 
   std::printf("ringside compare: %s\n", cfg.summary(o.choices.recompute).c_str());
   std::printf("  backend    %s\n", make_backend(s.device)->describe().c_str());
@@ -293,10 +293,10 @@ int compare_command(CompareOptions& o) {
   js["backend"] = s.backend;
   js["device"] = to_string(s.device);
   js["dtype"] = "float32";
-  int failures = report_checks(jobs, checks, refs, skipped, timelines, s, js);
+  int failures = report_checks(jobs, checks, y, skipped, timelines, s, js);
   js["modeled"] = print_modeled(timelines, s.hw);
   for (const JobRecord& job : jobs)
-    if (job.plan.name == "ring") failures += report_load_balance(job, other_layouts, refs, s, js);
+    if (job.plan.name == "ring") failures += report_load_balance(job, other_layouts, y, s, js);
   report_all_gather(jobs, checks, js);
   print_compare_footer(timelines, s);
   if (!o.trace.empty())

@@ -65,15 +65,10 @@ Timelines finish_trace(const CompareOptions& o, const char* producer, const Setu
 
 // ---- the report (cli/compare_report.cpp) -------------------------------------------------
 
-/// The references every check is held against.
-struct References {
-  ReferenceRun fp64, fp32;
-};
-
-/// compare's measured table (the fp32 reference's row, one row per check, the skipped
-/// strategies), printed, and its JSON: reference_fp32, reference_fp64, strategies, skipped.
+/// compare's measured table (the fp32 reference's row, y.fp32 against y.fp64; one row per
+/// check; the skipped strategies), printed, and its JSON: reference_fp32, reference_fp64, strategies, skipped.
 /// Returns the failures (rows not OK).
-int report_checks(const std::vector<JobRecord>& jobs, const std::vector<RunCheck>& checks, const References& refs,
+int report_checks(const std::vector<JobRecord>& jobs, const std::vector<RunCheck>& checks, const Yardstick& y,
                   const std::vector<std::pair<std::string, std::string>>& skipped, const Timelines& timelines,
                   const Setup& s, nlohmann::json& js);
 
@@ -105,7 +100,7 @@ std::map<Layout, JobRecord> run_other_layouts(const RunPlan& ring, const Setup& 
 /// for the layouts that ran (the ring's own job and `others`), the formula for the rest, with
 /// max/min, and the measured layouts' verdicts. Prints it, adds ring_work_per_rank to js and
 /// returns the failures.
-int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>& others, const References& refs,
+int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>& others, const Yardstick& y,
                         const Setup& s, nlohmann::json& js);
 
 }  // namespace ringside::cli

@@ -15,17 +15,6 @@ namespace ringside::cli {
 
 namespace {
 
-std::string pad(const std::string& s, size_t n, bool right = false) {
-  if (s.size() >= n) return s;
-  return right ? std::string(n - s.size(), ' ') + s : s + std::string(n - s.size(), ' ');
-}
-
-std::string sci(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2e", v);
-  return b;
-}
-
 nlohmann::json errors_json(const TensorErrors& e) {
   nlohmann::json j;
   for (const auto& [n, x] : e.errors) j[n] = x;
@@ -86,7 +75,7 @@ struct Columns {
 
 }  // namespace
 
-int report_checks(const std::vector<JobRecord>& jobs, const std::vector<RunCheck>& checks, const References& refs,
+int report_checks(const std::vector<JobRecord>& jobs, const std::vector<RunCheck>& checks, const Yardstick& y,
                   const std::vector<std::pair<std::string, std::string>>& skipped, const Timelines& timelines,
                   const Setup& s, nlohmann::json& js) {
   const LayerConfig& cfg = jobs.front().plan.layer;
@@ -102,9 +91,9 @@ int report_checks(const std::vector<JobRecord>& jobs, const std::vector<RunCheck
 
   int failures = 0;
   {  // the yardstick: the single-device fp32 run against fp64
-    const ReferenceRun& ref32 = refs.fp32;
-    const TensorErrors e = errors_against(ref32.out, ref32.dx, ref32.grads, refs.fp64);
-    const std::string nothing = nothing_to_compare_in(named_results(refs.fp64.out, refs.fp64.dx, refs.fp64.grads));
+    const ReferenceRun& ref32 = *y.fp32;
+    const TensorErrors& e = y.fp32_errors;
+    const std::string& nothing = y.nothing_to_compare;
     const double seconds = ref32.forward_s + ref32.backward_s;
     const std::string row = cols.row("reference fp32", 1, sci(e.worst.second) + " " + e.worst.first, "1.00",
                                      format_bytes(double(ref32.peak_saved)) + " (" +
@@ -119,7 +108,7 @@ int report_checks(const std::vector<JobRecord>& jobs, const std::vector<RunCheck
     j["worst"] = {{"tensor", e.worst.first}, {"error", e.worst.second}};
     j["time_s"] = seconds;
     j["peak_saved_bytes"] = ref32.peak_saved;
-    js["reference_fp64"]["time_s"] = refs.fp64.forward_s + refs.fp64.backward_s;
+    js["reference_fp64"]["time_s"] = y.fp64.forward_s + y.fp64.backward_s;
   }
   for (size_t i = 0; i < checks.size(); ++i) {
     const RunCheck& c = checks[i];

@@ -24,4 +24,17 @@ inline std::string format_flops(double flops_per_s) {
   return buf;
 }
 
+/// `s` padded with spaces to n characters, on the right (or, right-aligned, on the left).
+inline std::string pad(const std::string& s, size_t n, bool right = false) {
+  if (s.size() >= n) return s;
+  return right ? std::string(n - s.size(), ' ') + s : s + std::string(n - s.size(), ' ');
+}
+
+/// A number in the tables' scientific form: 1.64e-06.
+inline std::string sci(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2e", v);
+  return b;
+}
+
 }  // namespace ringside::cli

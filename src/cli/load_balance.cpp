@@ -17,21 +17,10 @@ RunPlan in_layout(const RunPlan& ring, Layout layout) {
   return resolve(par, ring.layer, ring.P, ring.device);
 }
 
-std::string sci(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2e", v);
-  return b;
-}
-
 std::string fixed2(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.2f", v);
   return b;
-}
-
-std::string padded(const std::string& s, size_t n, bool right = false) {
-  if (s.size() >= n) return s;
-  return right ? std::string(n - s.size(), ' ') + s : s + std::string(n - s.size(), ' ');
 }
 
 // One layout's row: its plan (the padded length it needs), the job that ran it (null: the
@@ -44,8 +33,8 @@ struct Row {
 
 // A measured layout's verdict, as a strategy's: the error, and every rank's FLOPs, saved bytes
 // and bytes sent equal to the formulas of its layout.
-std::pair<RunCheck, std::string> layout_verdict(const JobRecord& job, const References& refs) {
-  RunCheck c = check_run(job, refs.fp64, nullptr);
+std::pair<RunCheck, std::string> layout_verdict(const JobRecord& job, const Yardstick& y) {
+  RunCheck c = check_run(job, y);
   const bool exact = c.flops_ok() && c.saved_ok() && c.sent_ok();
   std::string v = c.accurate() && exact ? "OK" : exact ? std::string("FAIL: error above ") + kToleranceText
                                                        : "FAIL: FLOPs or bytes differ from the formulas";
@@ -67,7 +56,7 @@ std::map<Layout, JobRecord> run_other_layouts(const RunPlan& ring, const Setup& 
   return runs;
 }
 
-int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>& others, const References& refs,
+int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>& others, const Yardstick& y,
                         const Setup& s, nlohmann::json& js) {
   const LayerConfig& cfg = ring.plan.layer;
   std::vector<Row> rows;
@@ -96,7 +85,7 @@ int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>
     nlohmann::json& j = jl[to_string(layout)];
     std::string cells;
     for (double f : row.flops) {
-      cells += detail::concat(" ", padded(fixed2(f / scale), 7, true));
+      cells += detail::concat(" ", pad(fixed2(f / scale), 7, true));
       j["gflops"].push_back(f / 1e9);
     }
     const double lo = *std::min_element(row.flops.begin(), row.flops.end());
@@ -107,10 +96,10 @@ int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>
     j["S"] = row.plan.packing->S;
     std::string checked;
     if (row.job && !others.empty()) {
-      const auto [check, verdict] = layout_verdict(*row.job, refs);
+      const auto [check, verdict] = layout_verdict(*row.job, y);
       failures += verdict != "OK";
       const auto& w = check.errors.worst;
-      checked = "  " + padded(sci(w.second) + " " + w.first, 25) + "  " + verdict;
+      checked = "  " + pad(sci(w.second) + " " + w.first, 25) + "  " + verdict;
       j["worst"] = {{"tensor", w.first}, {"error", w.second}};
       j["verdict"] = verdict;
     }

@@ -51,11 +51,6 @@ namespace {
 
 std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std::lround(p))) + "%"; }
 
-std::string pad(const std::string& s, size_t w, bool right = false) {
-  if (s.size() >= w) return s;
-  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
-}
-
 const char* status_name(model::PlanStatus s) {
   switch (s) {
     case model::PlanStatus::ranked: return "ranked";
