@@ -56,14 +56,12 @@ std::vector<RunRecord> Script::run(const RunPlan& plan, const std::string& label
     RS_CHECK(r.strategy != label, "lesson ", number, ": two runs labelled ", label);
   if (trace.ranks.empty()) {
     // The first run describes the trace (the viewer's header and tile map read these).
-    trace.other["producer"] = "ringside lesson " + std::to_string(number);
-    trace.other["config"] = plan.config_json();
-    trace.other["layout"] = to_string(plan.requested_layout());
-    trace.other["ranks"] = plan.P;
-    trace.other["backend"] = "local";
-    trace.other["dtype"] = "float32";
-    trace.other["device"] = "cpu";
-    trace.other["clock"] = "steady_clock, one process";
+    trace::RunInfo& run = trace.run;
+    run.producer = "ringside lesson " + std::to_string(number);
+    run.config = plan.config_json();
+    run.layout = to_string(plan.requested_layout());
+    run.ranks = plan.P, run.backend = "local", run.dtype = "float32", run.device = "cpu";
+    run.clock = "steady_clock, one process";
   }
   static const int64_t origin = trace::Clock::steady_now_ns();
   trace::Clock clock;
@@ -81,7 +79,7 @@ namespace {
 // The metrics of one group of a trace, computed on that group alone.
 trace::StrategyMetrics metrics_of(const trace::TraceData& t, const std::string& label) {
   trace::TraceData one;
-  one.other = t.other;
+  one.run = t.run, one.other = t.other;
   for (const trace::RankTrace& r : t.ranks)
     if (r.strategy == label) one.ranks.push_back(r);
   std::vector<trace::StrategyMetrics> m = trace::compute_metrics(one);
@@ -105,10 +103,10 @@ const trace::StrategyMetrics& Script::dry_run(const RunPlan& plan, const std::st
   for (const trace::RankTrace& r : trace.ranks) RS_CHECK(r.strategy != name, "lesson ", number, ": two runs labelled ", name);
   trackers.push_back(std::make_shared<MemoryTracker>());
   trace::TraceData modeled = model::model_trace(model::dry_run(plan, *trackers.back()), profile, options);
-  nlohmann::json& entry = model::insert_modeled_group(trace, std::move(modeled.ranks), label, profile, options.dtype, trace.ranks.size());
-  entry["dry_run"] = plan.config_json();
-  entry["efficiency"] = options.efficiency;
-  if (!on) trace.other["modeled_hardware"] = hw.to_json();
+  trace::GroupInfo& entry = model::insert_modeled_group(trace, std::move(modeled.ranks), label, profile, options.dtype, trace.ranks.size());
+  entry.dry_run = plan.config_json();
+  entry.efficiency = options.efficiency;
+  if (!on) trace.run.twins_hardware = hw.to_json();
   return modeled_metrics[name] = metrics_of(trace, name);
 }
 
@@ -142,7 +140,7 @@ std::optional<Focus> Script::window(const std::string& label, const std::functio
 }
 
 std::optional<Focus> Script::phase(const std::string& label, const std::string& name) const {
-  return window(label, [&](const trace::Event& e) { return e.cat == "phase" && (name.empty() || e.name == name); });
+  return window(label, [&](const trace::Event& e) { return e.kind == trace::Kind::phase && (name.empty() || e.name == name); });
 }
 
 }  // namespace ringside::lessons

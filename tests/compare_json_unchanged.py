@@ -8,13 +8,12 @@ the new document with the same value, once what varies is set aside.
 What varies from run to run or machine to machine is not compared: wall-clock times (time_s,
 forward_s, backward_s and every *_us, overlap and imbalance of a measured timeline and its ring steps), and the
 errors' last bits (they depend on the BLAS kernel set), which become whether they are below the
-tolerance. Everything else must be equal: the configuration, bytes, memory peaks, FLOPs, formulas,
+tolerance that the document itself states (each strategy's checks.tolerance: kTolerance). Everything else must be equal: the configuration, bytes, memory peaks, FLOPs, formulas,
 verdicts, the load-balance table and the modeled twin (a deterministic replay). A field that the
 new document adds is allowed; one that it drops or changes is not."""
 import json
 import sys
 
-TOLERANCE = 1e-5
 TIMES = {"time_s", "forward_s", "backward_s"}
 
 
@@ -28,7 +27,15 @@ def measured_timeline(t):
     return t
 
 
-def normalise(x, key=""):
+def tolerance_of(doc):
+    """The tolerance compare checked against, as its document states it (one for every strategy)."""
+    stated = {s["checks"]["tolerance"] for s in doc["strategies"]}
+    if len(stated) != 1:
+        raise SystemExit(f"the document states {len(stated)} tolerances, {sorted(stated)}: expected one")
+    return stated.pop()
+
+
+def normalise(x, tolerance, key=""):
     if isinstance(x, dict):
         out = {}
         for k, v in x.items():
@@ -37,14 +44,14 @@ def normalise(x, key=""):
             if k == "timeline" and key != "modeled":
                 out[k] = measured_timeline(v)
             elif k == "errors":
-                out[k] = {n: e < TOLERANCE for n, e in v.items()}
+                out[k] = {n: e < tolerance for n, e in v.items()}
             elif k == "worst":
-                out[k] = {"below_tolerance": v["error"] < TOLERANCE}
+                out[k] = {"below_tolerance": v["error"] < tolerance}
             else:
-                out[k] = normalise(v, k)
+                out[k] = normalise(v, tolerance, k)
         return out
     if isinstance(x, list):
-        return [normalise(v, key) for v in x]
+        return [normalise(v, tolerance, key) for v in x]
     return x
 
 
@@ -70,13 +77,15 @@ def differences(golden, new, path=""):
 
 def main(argv):
     if len(argv) == 3 and argv[1] == "--normalise":
-        print(json.dumps(normalise(json.load(open(argv[2]))), indent=1, sort_keys=True))
+        doc = json.load(open(argv[2]))
+        print(json.dumps(normalise(doc, tolerance_of(doc)), indent=1, sort_keys=True))
         return 0
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
     golden = json.load(open(argv[1]))
-    new = normalise(json.load(open(argv[2])))
+    doc = json.load(open(argv[2]))
+    new = normalise(doc, tolerance_of(doc))
     diffs = list(differences(golden, new))
     for d in diffs[:40]:
         print(d)

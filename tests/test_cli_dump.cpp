@@ -170,7 +170,7 @@ TEST_CASE("compare's modeled twin is the same on two runs, and what model --from
   const char* trace_path = std::getenv("RINGSIDE_COMPARE_TRACE");
   REQUIRE(trace_path != nullptr);
   const trace::TraceData recorded = trace::read_trace(trace_path);
-  REQUIRE(recorded.other.at("modeled_groups").size() == a.at("strategies").size());
+  REQUIRE(recorded.run.groups.size() == a.at("strategies").size());
   std::vector<std::string> order;
   for (const trace::RankTrace& r : recorded.ranks)
     if (order.empty() || order.back() != r.strategy) order.push_back(r.strategy);

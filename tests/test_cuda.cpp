@@ -147,17 +147,17 @@ TEST_CASE("the CUDA timeline: events timed on the streams, inside their phases, 
     int64_t begin = INT64_MAX, end = INT64_MIN, kv_bytes = 0;
     int attention = 0;
     for (const trace::Event& e : t.events)
-      if (e.cat == "phase") begin = std::min(begin, e.ts_ns), end = std::max(end, e.end_ns());
+      if (e.kind == trace::Kind::phase) begin = std::min(begin, e.ts_ns), end = std::max(end, e.end_ns());
     for (const trace::Event& e : t.events) {
       CHECK(e.mark_begin == -1);  // every mark resolved into a time
-      if (e.cat == "attention") {
+      if (e.kind == trace::Kind::attention) {
         ++attention;
         // Within the phases, to the clocks' agreement: phases are host times read after a
         // stream synchronisation, ops are event times anchored to the host clock.
         CHECK(e.ts_ns >= begin - 20000);
         CHECK(e.end_ns() <= end + 20000);
       }
-      if (e.stream == trace::Stream::comm && e.direction == "send" && (e.name == "send k" || e.name == "send v") &&
+      if (e.stream == trace::Stream::comm && e.direction == trace::Direction::send && (e.name == "send k" || e.name == "send v") &&
           e.phase == "forward")
         kv_bytes += e.bytes;
     }
@@ -165,7 +165,7 @@ TEST_CASE("the CUDA timeline: events timed on the streams, inside their phases, 
     // Forward: P - 1 steps, each sending our current K and V blocks [b, s/P, Hkv, d] in f32.
     CHECK(kv_bytes == (P - 1) * 2 * c.b * (c.s / P) * c.Hkv * c.d() * 4);
   }
-  const auto m = trace::compute_metrics(trace::TraceData{{}, traces, {}});
+  const auto m = trace::compute_metrics(trace::TraceData{{}, {}, traces, {}});
   REQUIRE(m.size() == 1);
   CHECK(m[0].total.comm_ns > 0);
   CHECK(m[0].total.compute_ns > 0);

@@ -178,7 +178,7 @@ TEST_CASE("the roofline, --efficiency ideal, is today's model exactly, whatever 
     }
   // Every op of the roofline is max(FLOPs / peak, bytes / HBM), to the ns.
   for (const trace::Event& e : a.ranks[0].events)
-    if (e.stream == trace::Stream::compute && (e.cat == "gemm" || e.cat == "attention" || e.cat == "norm"))
+    if (e.stream == trace::Stream::compute && (e.kind == trace::Kind::gemm || e.kind == trace::Kind::attention || e.kind == trace::Kind::norm))
       REQUIRE(e.dur_ns == std::llround(1e9 * std::max(e.flops / with.peak_flops_bf16, double(e.bytes) / with.memory_bandwidth)));
   // Achieved is slower, never faster: every rate is a fraction of its peak.
   const trace::TraceData c = model::model_trace(schedule, with);
@@ -223,7 +223,7 @@ TEST_CASE("the report: the slowest rank's forward and backward, attention's shar
   // sublayer's, without the GEMMs around it (the ring's K/V included).
   const trace::TraceData only = model::attention_only(schedule);
   for (const trace::RankTrace& r : only.ranks)
-    for (const trace::Event& e : r.events) REQUIRE((e.cat == "phase" || e.sublayer == "attention"));
+    for (const trace::Event& e : r.events) REQUIRE((e.kind == trace::Kind::phase || e.sublayer == "attention"));
   const trace::TraceData modeled_only = model::model_trace(only, hw);
   const std::vector<model::StrategyReport> att = model::report_of(modeled_only, trace::compute_metrics(modeled_only));
   const double alone = att[0].slowest.total_s;

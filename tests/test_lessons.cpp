@@ -417,14 +417,14 @@ TEST_CASE("the teaching numbers of lessons 1 to 7 are the same on two runs", "[l
 
 TEST_CASE("a lesson's runs have modeled twins in its trace, tagged by profile", "[lessons]") {
   const Script s = build_lesson(6);
-  const nlohmann::json& groups = s.trace.other.at("modeled_groups");
   for (const char* run : {"tp-sp", "ring", "ulysses"}) {
     INFO(run);
-    const std::string twin = model::modeled_label(run, "a100-nvlink");
-    REQUIRE(groups.contains(twin));
-    CHECK(groups[twin]["of"] == run);
-    CHECK(std::count_if(s.trace.ranks.begin(), s.trace.ranks.end(), [&](const trace::RankTrace& r) { return r.strategy == twin; }) == 4);
+    const std::string label = model::modeled_label(run, "a100-nvlink");
+    const trace::GroupInfo* twin = s.trace.run.group(label);
+    REQUIRE(twin != nullptr);
+    CHECK(twin->of == run);
+    CHECK(std::count_if(s.trace.ranks.begin(), s.trace.ranks.end(), [&](const trace::RankTrace& r) { return r.strategy == label; }) == 4);
   }
-  CHECK(groups.contains(model::modeled_label("ring 128K", "h100-ib")));
+  CHECK(s.trace.run.group(model::modeled_label("ring 128K", "h100-ib")) != nullptr);
   CHECK_THROWS_AS(build_lesson(1, "no-such-gpu"), ConfigError);
 }

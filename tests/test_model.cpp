@@ -72,7 +72,7 @@ TEST_CASE("a dry run records the real run's schedule: the same events in the sam
         for (size_t i = 0; i < a.size(); ++i) {
           INFO("rank " << p << " event " << i << ": " << a[i].name << " / " << b[i].name);
           REQUIRE(a[i].name == b[i].name);
-          REQUIRE(a[i].cat == b[i].cat);
+          REQUIRE(a[i].kind == b[i].kind);
           REQUIRE(a[i].order == b[i].order);
           REQUIRE(a[i].end_order == b[i].end_order);
           REQUIRE(a[i].flops == b[i].flops);
@@ -142,22 +142,22 @@ TEST_CASE("the model flips the ring from exposed to hidden at c = F/B tokens (Li
 TEST_CASE("a transfer takes latency + bytes / bandwidth, an op max(FLOPs / peak, bytes / memory bandwidth)", "[model]") {
   // Two ranks by hand: rank 0 computes, then sends 1 MB; rank 1 posts its receive and waits.
   trace::TraceData t;
-  t.other["dtype"] = "float32";
+  t.run.dtype = "float32";
   for (int r = 0; r < 2; ++r) {
     trace::RankTrace rt;
     rt.strategy = "hand", rt.rank = r;
     int64_t pc = 0;
     if (r == 0) {
       trace::Event op;
-      op.name = "matmul", op.cat = "gemm", op.flops = 2e9, op.bytes = 4'000'000, op.order = pc++, op.end_order = pc++;
+      op.name = "matmul", op.kind = trace::Kind::gemm, op.flops = 2e9, op.bytes = 4'000'000, op.order = pc++, op.end_order = pc++;
       rt.events.push_back(op);
     }
     trace::Event post;
-    post.name = r == 0 ? "send x" : "recv x", post.cat = "p2p", post.stream = trace::Stream::comm;
-    post.direction = r == 0 ? "send" : "recv", post.peer = 1 - r, post.tag = 5, post.seq = 0, post.bytes = 1'000'000;
+    post.name = r == 0 ? "send x" : "recv x", post.kind = trace::Kind::p2p, post.stream = trace::Stream::comm;
+    post.direction = r == 0 ? trace::Direction::send : trace::Direction::recv, post.peer = 1 - r, post.tag = 5, post.seq = 0, post.bytes = 1'000'000;
     post.order = post.end_order = pc++;
     trace::Event wait;
-    wait.name = "wait", wait.cat = "wait", wait.direction = post.direction, wait.peer = post.peer, wait.tag = 5, wait.seq = 0;
+    wait.name = "wait", wait.kind = trace::Kind::wait, wait.direction = post.direction, wait.peer = post.peer, wait.tag = 5, wait.seq = 0;
     wait.order = pc++, wait.end_order = pc++;
     rt.events.push_back(post), rt.events.push_back(wait);
     t.ranks.push_back(rt);
@@ -173,8 +173,8 @@ TEST_CASE("a transfer takes latency + bytes / bandwidth, an op max(FLOPs / peak,
   REQUIRE(send.ts_ns == 2'000'000);                // posted after the op; the receive was posted at 0
   REQUIRE(send.dur_ns == 10'000 + 500'000);         // 10 us + 0.5 MB (bf16) / 1 GB/s
   REQUIRE(m.ranks[1].events[1].end_ns() == 2'510'000);  // the receiver waits until it arrives
-  REQUIRE(m.other["modeled"] == true);
-  REQUIRE(m.other["hardware"]["name"] == "test");
+  REQUIRE(m.run.modeled);
+  REQUIRE(m.run.hardware_name() == "test");
 
   // A wait whose transfer is never posted: an error naming it, not a hang.
   trace::TraceData cut = t;
@@ -199,7 +199,7 @@ TEST_CASE("the modeled trace of a run holds the measured trace's events, in orde
     INFO(name);
     MemoryTracker tracker;
     trace::TraceData measured;
-    measured.other["dtype"] = "float32";
+    measured.run.dtype = "float32";
     measured.ranks = traced(plan_of(name, small(), 4), false, tracker);
     const trace::TraceData m = model::model_trace(measured, model::load_hardware("h100-nvlink"));
     REQUIRE(m.ranks.size() == measured.ranks.size());
@@ -229,7 +229,7 @@ TEST_CASE("the modeled trace of a run holds the measured trace's events, in orde
 TEST_CASE("a measured trace's modeled twin: after each group, aligned at the layer's start, left out when modeled again", "[model]") {
   MemoryTracker tracker;
   trace::TraceData measured;
-  measured.other["dtype"] = "float32";
+  measured.run.dtype = "float32";
   for (const char* name : {"tp-sp", "ring"}) {
     std::vector<trace::RankTrace> r = traced(plan_of(name, small(), 4), false, tracker);
     measured.ranks.insert(measured.ranks.end(), r.begin(), r.end());
@@ -239,9 +239,12 @@ TEST_CASE("a measured trace's modeled twin: after each group, aligned at the lay
   REQUIRE(both.ranks.size() == 2 * measured.ranks.size());
   const std::vector<std::string> want = {"tp-sp", "tp-sp (modeled, a100-nvlink)", "ring", "ring (modeled, a100-nvlink)"};
   for (size_t p = 0; p < both.ranks.size(); ++p) CHECK(both.ranks[p].strategy == want[p / 4]);
-  CHECK(both.other["modeled_groups"]["ring (modeled, a100-nvlink)"]["of"] == "ring");
-  CHECK(both.other["modeled_groups"]["ring (modeled, a100-nvlink)"]["hardware"] == "a100-nvlink");
-  const trace::RunInfo info = trace::run_info(both.other);
+  // As the file says it: otherData.modeled_groups, read back.
+  const nlohmann::json other = trace::to_chrome_json(both)["otherData"];
+  CHECK(other["modeled_groups"]["ring (modeled, a100-nvlink)"]["of"] == "ring");
+  CHECK(other["modeled_groups"]["ring (modeled, a100-nvlink)"]["hardware"] == "a100-nvlink");
+  CHECK(other["modeled_hardware"]["name"] == "a100-nvlink");
+  const trace::RunInfo info = trace::run_info(other);
   REQUIRE(info.group("ring (modeled, a100-nvlink)") != nullptr);
   CHECK(info.group("ring (modeled, a100-nvlink)")->of == "ring");
   CHECK(info.group("ring (modeled, a100-nvlink)")->dtype == "bf16");
@@ -254,7 +257,7 @@ TEST_CASE("a measured trace's modeled twin: after each group, aligned at the lay
     for (const trace::RankTrace& r : both.ranks)
       if (r.strategy == label)
         for (const trace::Event& e : r.events)
-          if (e.cat == "phase") t = std::min(t, e.ts_ns);
+          if (e.kind == trace::Kind::phase) t = std::min(t, e.ts_ns);
     return t;
   };
   CHECK(forward_start("ring") == forward_start("ring (modeled, a100-nvlink)"));
@@ -305,8 +308,8 @@ TEST_CASE("Ulysses moves 4Nh/P per link: N h / P^2 per message, four all-to-alls
   for (const trace::RankTrace& r : m.ranks) {
     double sent = 0;
     for (const trace::Event& ev : r.events)
-      if (ev.stream == trace::Stream::comm && ev.direction == "send" && ev.phase == "forward") {
-        REQUIRE(ev.cat == "all_to_all");
+      if (ev.stream == trace::Stream::comm && ev.direction == trace::Direction::send && ev.phase == "forward") {
+        REQUIRE(ev.kind == trace::Kind::all_to_all);
         REQUIRE(double(ev.bytes) == N * h / (P * P) * e);  // one link's share of one tensor
         sent += double(ev.bytes);
       }
@@ -387,7 +390,7 @@ TEST_CASE("the trace writer refuses what the reader would refuse", "[model][trac
   trace::RankTrace r;
   r.strategy = "s", r.rank = 0;
   trace::Event e;
-  e.name = "op", e.cat = "gemm", e.ts_ns = trace::kMaxTimeNs, e.dur_ns = trace::kMaxTimeNs, e.order = 0, e.end_order = 1;
+  e.name = "op", e.kind = trace::Kind::gemm, e.ts_ns = trace::kMaxTimeNs, e.dur_ns = trace::kMaxTimeNs, e.order = 0, e.end_order = 1;
   r.events.push_back(e);
   t.ranks.push_back(r);
   // At the edge of the range: written and read back exactly.
@@ -456,7 +459,7 @@ TEST_CASE("TP inside a node and the ring across nodes beats the reverse placemen
     int64_t tp_inside = 0, tp_across = 0;
     for (const trace::RankTrace& r : schedule.ranks)
       for (const trace::Event& e : r.events)
-        if (e.stream == trace::Stream::comm && e.direction == "send" && e.cat != "p2p" && e.sublayer != "grad_sync")
+        if (e.stream == trace::Stream::comm && e.direction == trace::Direction::send && e.kind != trace::Kind::p2p && e.sublayer != "grad_sync")
           (r.rank / 8 == e.peer / 8 ? tp_inside : tp_across) += e.bytes;
     INFO(name << ": TP bytes inside nodes " << tp_inside << ", across " << tp_across);
     if (par.tp == 1) CHECK((tp_inside == 0 && tp_across == 0));  // the plain ring: no TP

@@ -10,6 +10,7 @@ TEST_CASE("MPI point-to-point and split", "[mpi]") { comm_checks::p2p_and_split(
 #include <map>
 
 #include "check/check.h"
+#include "comm/trace_exchange.h"
 #include "parallel/formulas.h"
 #include "parallel/run_plan.h"
 #include "reference64.h"
@@ -104,4 +105,66 @@ TEST_CASE("MPI: packed documents, a window and an s no P divides, every strategy
       ++ran;
     }
   CHECK(ran >= (P == 1 ? 4 : 6));
+}
+
+namespace {
+
+// Rank r's trace for the gather test: every field of an event set to a value of r's own.
+ringside::trace::RankTrace trace_of_rank(int r) {
+  using namespace ringside::trace;
+  RankTrace t;
+  t.strategy = "ring", t.rank = r, t.clock_offset_ns = 11 * r, t.clock_uncertainty_ns = 3 + r;
+  Event step;
+  step.name = "ring step", step.kind = Kind::ring_step, step.ts_ns = 100 + r, step.dur_ns = 50, step.step = r;
+  step.phase = "forward", step.sublayer = "attention", step.order = 4, step.end_order = 9;
+  step.tiles = {{r, 8, 2, 0, 8, 1, false}, {8, 8, 1, 8 * r, 8, 3, true}};
+  Event big = step;
+  big.tiles.clear(), big.tiles_complete = false;  // a step of more pairs than kMaxTilePairs
+  Event send;
+  send.name = "send k", send.kind = Kind::p2p, send.stream = Stream::comm, send.direction = Direction::send;
+  send.peer = (r + 1) % 4, send.bytes = 4096 + r, send.tag = 2, send.seq = r, send.flops = 0.5, send.detail = "k";
+  Event wait = send;
+  wait.name = "wait recv k", wait.kind = Kind::wait, wait.stream = Stream::compute, wait.direction = Direction::recv;
+  Event gather;
+  gather.name = "all_gather", gather.kind = Kind::all_gather, gather.collective = 7, gather.stream = Stream::comm;
+  t.events = {step, big, send, wait, gather};
+  t.memory = {{5, {1, 2, 3, 4, r}}};
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("MPI: rank 0 gathers every rank's trace whole: kinds, directions and the ring steps' tiles", "[mpi]") {
+  using namespace ringside::trace;
+  ringside::Communicator& world = ringside::mpi_world();
+  const std::vector<RankTrace> all = gather_to_root(world, trace_of_rank(world.rank()));
+  if (world.rank() != 0) {
+    CHECK(all.empty());
+    return;
+  }
+  REQUIRE(all.size() == size_t(world.size()));
+  for (int r = 0; r < world.size(); ++r) {
+    const RankTrace want = trace_of_rank(r), &got = all[r];
+    CHECK(got.rank == r);
+    CHECK(got.clock_offset_ns == want.clock_offset_ns);
+    CHECK(got.clock_uncertainty_ns == want.clock_uncertainty_ns);
+    REQUIRE(got.events.size() == want.events.size());
+    for (size_t i = 0; i < want.events.size(); ++i) {
+      const Event &a = want.events[i], &b = got.events[i];
+      INFO("rank " << r << " event " << a.name);
+      CHECK(b.kind == a.kind);
+      CHECK(b.direction == a.direction);
+      CHECK(b.stream == a.stream);
+      CHECK(b.tiles == a.tiles);
+      CHECK(b.tiles_complete == a.tiles_complete);
+      CHECK(b.peer == a.peer);
+      CHECK(b.bytes == a.bytes);
+      CHECK(b.seq == a.seq);
+      CHECK(b.collective == a.collective);
+      CHECK(b.order == a.order);
+      CHECK(b.detail == a.detail);
+    }
+    REQUIRE(got.memory.size() == 1);
+    CHECK(got.memory[0].bytes == want.memory[0].bytes);
+  }
 }

@@ -49,13 +49,13 @@ TracedRun traced(const std::string& name, const LayerConfig& c, int P, Layout la
   return t;
 }
 
-Event ev(const char* name, const char* cat, int64_t ts, int64_t dur, Stream stream = Stream::compute) {
+Event ev(const char* name, Kind kind, int64_t ts, int64_t dur, Stream stream = Stream::compute) {
   Event e;
-  e.name = name, e.cat = cat, e.ts_ns = ts, e.dur_ns = dur, e.stream = stream;
+  e.name = name, e.kind = kind, e.ts_ns = ts, e.dur_ns = dur, e.stream = stream;
   return e;
 }
-Event comm(int64_t ts, int64_t dur, const char* dir = "send", int peer = 1) {
-  Event e = ev(dir, "p2p", ts, dur, Stream::comm);
+Event comm(int64_t ts, int64_t dur, Direction dir = Direction::send, int peer = 1) {
+  Event e = ev(to_string(dir), Kind::p2p, ts, dur, Stream::comm);
   e.direction = dir, e.peer = peer, e.bytes = 100;
   return e;
 }
@@ -67,7 +67,7 @@ TraceData hand_built(std::vector<std::vector<Event>> ranks, int64_t end) {
     RankTrace rt;
     rt.strategy = "s", rt.rank = int(r);
     rt.events = std::move(ranks[r]);
-    Event phase = ev("forward", "phase", 0, end);
+    Event phase = ev("forward", Kind::phase, 0, end);
     phase.phase = "forward";
     rt.events.push_back(phase);
     t.ranks.push_back(rt);
@@ -100,7 +100,7 @@ TEST_CASE("intervals merge into a union and intersect exactly", "[trace]") {
 
 TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
   SECTION("no overlap at all") {
-    const auto m = compute_metrics(hand_built({{ev("gemm", "gemm", 0, 10), comm(10, 10)}}, 20));
+    const auto m = compute_metrics(hand_built({{ev("gemm", Kind::gemm, 0, 10), comm(10, 10)}}, 20));
     const Breakdown& b = m.at(0).ranks.at(0).time;
     CHECK(b.compute_ns == 10);
     CHECK(b.comm_ns == 10);
@@ -110,7 +110,7 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
     CHECK(b.overlap_pct() == 0);
   }
   SECTION("comm wholly inside compute") {
-    const auto m = compute_metrics(hand_built({{ev("attn", "attention", 0, 100), comm(20, 30)}}, 100));
+    const auto m = compute_metrics(hand_built({{ev("attn", Kind::attention, 0, 100), comm(20, 30)}}, 100));
     const Breakdown& b = m.at(0).ranks.at(0).time;
     CHECK(b.overlap_ns == 30);
     CHECK(b.overlap_pct() == 100);
@@ -119,8 +119,8 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
   }
   SECTION("nested compute counts once; a wait and a collective span are not compute") {
     const auto m = compute_metrics(hand_built(
-        {{ev("attn", "attention", 0, 100), ev("inner", "elementwise", 10, 10), ev("all_gather", "collective", 100, 40),
-          ev("wait", "wait", 100, 40), comm(90, 40)}},
+        {{ev("attn", Kind::attention, 0, 100), ev("inner", Kind::elementwise, 10, 10), ev("all_gather", Kind::collective, 100, 40),
+          ev("wait", Kind::wait, 100, 40), comm(90, 40)}},
         140));
     const Breakdown& b = m.at(0).ranks.at(0).time;
     CHECK(b.compute_ns == 100);
@@ -131,8 +131,8 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
     CHECK(b.idle_ns == 10);  // [130, 140): waiting with nothing in flight
   }
   SECTION("adjacent intervals, two comm lanes at once, and idle time") {
-    const auto m = compute_metrics(hand_built({{ev("a", "gemm", 0, 10), ev("b", "norm", 10, 10), comm(5, 10, "send"),
-                                                comm(8, 10, "recv"), ev("c", "gemm", 100, 50)}},
+    const auto m = compute_metrics(hand_built({{ev("a", Kind::gemm, 0, 10), ev("b", Kind::norm, 10, 10), comm(5, 10, Direction::send),
+                                                comm(8, 10, Direction::recv), ev("c", Kind::gemm, 100, 50)}},
                                               200));
     const Breakdown& b = m.at(0).ranks.at(0).time;
     CHECK(b.compute_ns == 70);
@@ -142,7 +142,7 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
     CHECK(m.at(0).ranks.at(0).bytes_sent == 100);  // only the send
   }
   SECTION("imbalance across ranks, and totals") {
-    const auto m = compute_metrics(hand_built({{ev("a", "gemm", 0, 30)}, {ev("a", "gemm", 0, 10), comm(10, 20)}}, 40));
+    const auto m = compute_metrics(hand_built({{ev("a", Kind::gemm, 0, 30)}, {ev("a", Kind::gemm, 0, 10), comm(10, 20)}}, 40));
     CHECK(m.at(0).compute_imbalance == Approx(1.5));  // 30 / mean(30, 10)
     CHECK(m.at(0).total.compute_ns == 40);
     CHECK(m.at(0).total.comm_ns == 20);
@@ -150,7 +150,7 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
     CHECK(std::isnan(m.at(0).ranks.at(0).time.overlap_pct()));  // rank 0 never communicates
   }
   SECTION("a selection clips every interval") {
-    const auto m = compute_metrics(hand_built({{ev("a", "gemm", 0, 100), comm(50, 100)}}, 200), Interval{75, 125});
+    const auto m = compute_metrics(hand_built({{ev("a", Kind::gemm, 0, 100), comm(50, 100)}}, 200), Interval{75, 125});
     const Breakdown& b = m.at(0).ranks.at(0).time;
     CHECK(b.window_ns == 50);
     CHECK(b.compute_ns == 25);
@@ -160,7 +160,7 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
   SECTION("ring steps: each rank's step span with its ops and transfers") {
     std::vector<Event> r0;
     for (int step = 0; step < 2; ++step) {
-      Event s = ev("ring step", "ring_step", step * 100, 100), a = ev("attn", "attention", step * 100, 60);
+      Event s = ev("ring step", Kind::ring_step, step * 100, 100), a = ev("attn", Kind::attention, step * 100, 60);
       Event c = comm(step * 100 + 40, 40);
       s.step = a.step = c.step = step;
       s.phase = a.phase = c.phase = "forward";
@@ -178,8 +178,8 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
     CHECK(st.bytes_sent == 100);
   }
   SECTION("a step's transfer that runs on into the next step is hidden by the next step's compute") {
-    Event s0 = ev("ring step", "ring_step", 0, 100), a0 = ev("attn", "attention", 0, 60), c0 = comm(90, 40);
-    Event s1 = ev("ring step", "ring_step", 100, 100), a1 = ev("attn", "attention", 100, 60);
+    Event s0 = ev("ring step", Kind::ring_step, 0, 100), a0 = ev("attn", Kind::attention, 0, 60), c0 = comm(90, 40);
+    Event s1 = ev("ring step", Kind::ring_step, 100, 100), a1 = ev("attn", Kind::attention, 100, 60);
     s0.step = a0.step = c0.step = 0;
     s1.step = a1.step = 1;
     for (Event* e : {&s0, &a0, &c0, &s1, &a1}) e->phase = "backward";
@@ -191,7 +191,7 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
     CHECK(st.total.overlap_pct() == Approx(75));
   }
   SECTION("memory: the peak inside the window, counting what was live when it opened") {
-    TraceData t = hand_built({{ev("a", "gemm", 10, 10)}}, 100);
+    TraceData t = hand_built({{ev("a", Kind::gemm, 10, 10)}}, 100);
     t.ranks[0].memory = {{-5, {500, 0, 0, 0, 0}}, {20, {500, 0, 300, 0, 0}}, {30, {500, 0, 0, 0, 0}}, {150, {9999, 0, 0, 0, 0}}};
     const RankMetrics& r = compute_metrics(t).at(0).ranks.at(0);
     CHECK(r.peak_memory_bytes == 800);
@@ -199,7 +199,7 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
     CHECK(r.peak_by_category[2] == 300);
   }
   SECTION("memory: a rank's peak is over its own forward + backward, not its setup while others run") {
-    TraceData t = hand_built({{ev("a", "gemm", 10, 10)}, {ev("a", "gemm", 60, 10)}}, 100);
+    TraceData t = hand_built({{ev("a", Kind::gemm, 10, 10)}, {ev("a", Kind::gemm, 60, 10)}}, 100);
     t.ranks[1].events.back().ts_ns = 50, t.ranks[1].events.back().dur_ns = 50;  // rank 1 starts at 50
     t.ranks[1].memory = {{20, {7000, 0, 0, 0, 0}}, {40, {100, 0, 0, 0, 0}}, {60, {100, 0, 50, 0, 0}}};
     const auto m = compute_metrics(t);
@@ -210,25 +210,29 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
 
 TEST_CASE("the trace writer and reader round-trip every field", "[trace]") {
   TraceData t;
-  t.other = {{"producer", "test"}, {"ranks", 2}};
+  t.run.producer = "test", t.run.ranks = 2;
+  t.other["lesson"] = {{"number", 3}};  // a producer's own field
   for (const char* strategy : {"ring", "ulysses"})
     for (int r = 0; r < 2; ++r) {
       RankTrace rt;
       rt.strategy = strategy, rt.rank = r, rt.clock_offset_ns = 17 * r, rt.clock_uncertainty_ns = 3 * r;
-      Event a = ev("attention_forward", "attention", 1000 + r, 123456);
+      Event a = ev("attention_forward", Kind::attention, 1000 + r, 123456);
       a.phase = "forward", a.sublayer = "attention", a.step = 1, a.flops = 1.5e9, a.bytes = 4096, a.detail = "b=1 sq=8";
-      Event s = comm(2000, 777, r == 0 ? "send" : "recv", 1 - r);
+      Event s = comm(2000, 777, r == 0 ? Direction::send : Direction::recv, 1 - r);
       s.phase = "forward", s.step = 1, s.tag = 2, s.seq = 0, s.name = r == 0 ? "send k" : "recv k";
-      Event g = comm(5000, 10, "send", 1 - r);
-      g.name = g.cat = "all_gather", g.collective = 4, g.tag = 1 << 20, g.seq = 3;
+      Event g = comm(5000, 10, Direction::send, 1 - r);
+      g.name = "all_gather", g.kind = Kind::all_gather, g.collective = 4, g.tag = 1 << 20, g.seq = 3;
       rt.events = {a, s, g};
       rt.memory = {{0, {1, 2, 3, 4, 5}}, {999, {10, 20, 30, 40, 50}}};
       t.ranks.push_back(rt);
     }
   const std::string text = to_chrome_json(t).dump();
   const TraceData back = parse_trace(text);
-  CHECK(back.other["producer"] == "test");
-  CHECK(back.other["ringside_version"] == RINGSIDE_VERSION);
+  CHECK(back.run.producer == "test");
+  CHECK(back.run.ranks == 2);
+  CHECK(back.run.version == RINGSIDE_VERSION);
+  CHECK(back.other["lesson"]["number"] == 3);
+  CHECK_FALSE(back.other.contains("producer"));  // typed once: in run, not again in other
   REQUIRE(back.ranks.size() == t.ranks.size());
   for (size_t i = 0; i < t.ranks.size(); ++i) {
     const RankTrace &a = t.ranks[i], &b = back.ranks[i];
@@ -240,7 +244,7 @@ TEST_CASE("the trace writer and reader round-trip every field", "[trace]") {
     for (size_t k = 0; k < a.events.size(); ++k) {  // written in start order, as these were
       const Event &x = a.events[k], &y = b.events[k];
       CHECK(y.name == x.name);
-      CHECK(y.cat == x.cat);
+      CHECK(y.kind == x.kind);
       CHECK(y.ts_ns == x.ts_ns);
       CHECK(y.dur_ns == x.dur_ns);
       CHECK(y.stream == x.stream);
@@ -267,6 +271,36 @@ TEST_CASE("the trace writer and reader round-trip every field", "[trace]") {
   CHECK(back.flows[0].from_ts_ns == 2001);  // 1 ns inside the send that starts at 2000, never at its edge
   // Written again, the same text.
   CHECK(to_chrome_json(back).dump() == text);
+}
+
+TEST_CASE("every kind and direction is its file name and back, and a foreign kind reads and writes as other", "[trace]") {
+  for (int k = 0; k <= int(Kind::other); ++k) {
+    INFO(to_string(Kind(k)));
+    CHECK(kind_of(to_string(Kind(k))) == Kind(k));
+  }
+  CHECK(std::string(to_string(Kind::ring_step)) == "ring_step");  // the file's name, as design.md gives it
+  CHECK(std::string(to_string(Kind::all_to_all)) == "all_to_all");
+  for (Direction d : {Direction::none, Direction::send, Direction::recv}) CHECK(direction_of(to_string(d)) == d);
+  CHECK(kind_of("kernel") == Kind::other);
+  CHECK(kind_of("") == Kind::other);
+  CHECK(kind_of("Ring_Step") == Kind::other);  // names are exact
+  CHECK(direction_of("sideways") == Direction::none);
+  // A foreign event: kind other and no direction, read; written back, its cat is "other".
+  const TraceData t = parse_trace(R"js({"traceEvents":[
+    {"ph":"X","name":"sm90_gemm","cat":"kernel","ts":0,"dur":10,"pid":3,"tid":0,"args":{"direction":"sideways"}}]})js");
+  REQUIRE(t.ranks.size() == 1);
+  REQUIRE(t.ranks[0].events.size() == 1);
+  CHECK(t.ranks[0].events[0].kind == Kind::other);
+  CHECK(t.ranks[0].events[0].direction == Direction::none);
+  const nlohmann::json back = to_chrome_json(t);
+  int written = 0;
+  for (const auto& e : back["traceEvents"])
+    if (e.value("ph", "") == "X") {
+      ++written;
+      CHECK(e["cat"] == "other");
+      CHECK_FALSE(e["args"].contains("direction"));
+    }
+  CHECK(written == 1);
 }
 
 TEST_CASE("a traced run's file follows the Chrome trace format", "[trace]") {
@@ -362,12 +396,12 @@ TEST_CASE("a ring run's trace holds P-1 ring steps of K/V per rank per pass, wit
         int step_spans = 0;
         for (const Event& e : t.events) {
           if (e.phase != phase) continue;
-          if (e.cat == "ring_step") ++step_spans;
-          if (e.cat != "p2p") continue;
+          if (e.kind == Kind::ring_step) ++step_spans;
+          if (e.kind != Kind::p2p) continue;
           INFO("rank " << r << " " << phase << " " << e.name << " step " << e.step);
           CHECK(e.stream == Stream::comm);
           CHECK(e.bytes == kv);
-          CHECK(e.peer == (e.direction == "send" ? right : left));
+          CHECK(e.peer == (e.direction == Direction::send ? right : left));
           CHECK(steps[e.name].insert(e.step).second);  // once per step
         }
         CHECK(step_spans == P);  // P compute steps, the last without a transfer
@@ -419,14 +453,14 @@ TEST_CASE("every strategy marks its sublayers in order, and every op inside a ph
       INFO(name << " rank " << t.rank);
       std::vector<const Event*> spans;
       for (const Event& e : t.events)
-        if (e.cat == "sublayer") spans.push_back(&e);
+        if (e.kind == Kind::sublayer) spans.push_back(&e);
       std::sort(spans.begin(), spans.end(), [](auto* a, auto* b) { return a->ts_ns < b->ts_ns; });
       std::vector<std::string> fwd, bwd;
       for (const Event* e : spans) (e->phase == "forward" ? fwd : bwd).push_back(e->name);
       CHECK(fwd == forward);
       CHECK(bwd == backward);
       for (const Event& e : t.events)
-        if (!e.phase.empty() && e.cat != "phase") {
+        if (!e.phase.empty() && e.kind != Kind::phase) {
           INFO(e.name << " at " << e.ts_ns);
           CHECK(!e.sublayer.empty());
         }
@@ -529,17 +563,17 @@ TEST_CASE("the ring gives every transfer but the last compute to hide behind: po
       INFO("P = " << P << ", rank " << rt.rank);
       // Per (phase, step): the first attention op's order and the last one's end_order.
       std::map<std::pair<std::string, int>, std::pair<int64_t, int64_t>> attention;
-      std::map<std::tuple<std::string, int, int, int64_t>, int64_t> waited;  // (direction, peer, tag, seq) -> order
+      std::map<std::tuple<Direction, int, int, int64_t>, int64_t> waited;  // (direction, peer, tag, seq) -> order
       for (const Event& e : rt.events) {
-        if (e.cat == "attention" && e.step >= 0) {
+        if (e.kind == Kind::attention && e.step >= 0) {
           auto [it, fresh] = attention.try_emplace({e.phase, e.step}, e.order, e.end_order);
           it->second = {std::min(it->second.first, e.order), std::max(it->second.second, e.end_order)};
         }
-        if (e.cat == "wait" && e.step >= 0) waited[{e.direction, e.peer, e.tag, e.seq}] = e.order;
+        if (e.kind == Kind::wait && e.step >= 0) waited[{e.direction, e.peer, e.tag, e.seq}] = e.order;
       }
       int hidden = 0, exposed = 0;
       for (const Event& e : rt.events) {
-        if (e.cat != "p2p" || e.step < 0) continue;
+        if (e.kind != Kind::p2p || e.step < 0) continue;
         INFO(e.phase << " step " << e.step << ": " << e.name);
         const bool gradient = e.name.find("dk") != std::string::npos || e.name.find("dv") != std::string::npos;
         const int behind = gradient ? e.step + 1 : e.step;
@@ -713,17 +747,17 @@ TEST_CASE("the writer binds flows and nests slices unambiguously where times tou
     e.order = order, e.end_order = end_order;
     return e;
   };
-  auto transfer = [&](int64_t ts, int64_t dur, const char* dir, int peer, int64_t seq, int64_t order) {
+  auto transfer = [&](int64_t ts, int64_t dur, Direction dir, int peer, int64_t seq, int64_t order) {
     Event e = comm(ts, dur, dir, peer);
     e.tag = 3, e.seq = seq;
     return numbered(e, order, order);
   };
-  Event ln1 = numbered(ev("ln1", "sublayer", 0, 100), 1, 4);
-  Event op = numbered(ev("layernorm_forward", "norm", 0, 100), 2, 3);
-  Event wait = numbered(ev("wait recv k", "wait", 100, 0), 5, 6);
-  Event next = numbered(ev("matmul", "gemm", 100, 50), 7, 8);
-  std::vector<Event> r0{ln1, op, wait, next, transfer(10, 40, "send", 1, 0, 9), transfer(50, 40, "send", 1, 1, 10)};
-  std::vector<Event> r1{transfer(10, 40, "recv", 0, 0, 1), transfer(50, 45, "recv", 0, 1, 2)};
+  Event ln1 = numbered(ev("ln1", Kind::sublayer, 0, 100), 1, 4);
+  Event op = numbered(ev("layernorm_forward", Kind::norm, 0, 100), 2, 3);
+  Event wait = numbered(ev("wait recv k", Kind::wait, 100, 0), 5, 6);
+  Event next = numbered(ev("matmul", Kind::gemm, 100, 50), 7, 8);
+  std::vector<Event> r0{ln1, op, wait, next, transfer(10, 40, Direction::send, 1, 0, 9), transfer(50, 40, Direction::send, 1, 1, 10)};
+  std::vector<Event> r1{transfer(10, 40, Direction::recv, 0, 0, 1), transfer(50, 45, Direction::recv, 0, 1, 2)};
   TraceData t = hand_built({r0, r1}, 200);
   for (RankTrace& r : t.ranks) {
     r.events.back().order = 0, r.events.back().end_order = 99;  // the phase holds everything

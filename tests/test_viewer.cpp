@@ -23,9 +23,9 @@ using trace::Stream;
 
 namespace {
 
-Event ev(const char* name, const char* cat, int64_t ts, int64_t dur, Stream stream = Stream::compute) {
+Event ev(const char* name, trace::Kind kind, int64_t ts, int64_t dur, Stream stream = Stream::compute) {
   Event e;
-  e.name = name, e.cat = cat, e.ts_ns = ts, e.dur_ns = dur, e.stream = stream;
+  e.name = name, e.kind = kind, e.ts_ns = ts, e.dur_ns = dur, e.stream = stream;
   return e;
 }
 
@@ -37,8 +37,8 @@ trace::TraceData traced(const RunPlan& plan, MemoryTracker& tracker, std::vector
   const TraceSink sink{trace::Clock{trace::Clock::steady_now_ns()}, &t.ranks};
   std::vector<RunRecord> all = run_local_ranks(plan, DType::f32, tracker, {}, &sink);
   if (records) *records = std::move(all);
-  t.other["config"] = plan.config_json();
-  t.other["layout"] = to_string(plan.requested_layout());
+  t.run.config = plan.config_json();
+  t.run.layout = to_string(plan.requested_layout());
   return trace::parse_trace(trace::to_chrome_json(t).dump());
 }
 
@@ -74,8 +74,8 @@ TEST_CASE("the layout gives every strategy a group and every GPU its lanes", "[v
     for (int r = 1; r >= 0; --r) {  // out of rank order on purpose
       trace::RankTrace rt;
       rt.strategy = st, rt.rank = r;
-      rt.events = {ev("forward", "phase", 0, 100), ev("attention", "attention", 10, 50), ev("send", "p2p", 20, 30, Stream::comm),
-                   ev("recv", "p2p", 25, 30, Stream::comm), ev("late", "p2p", 60, 10, Stream::comm)};
+      rt.events = {ev("forward", trace::Kind::phase, 0, 100), ev("attention", trace::Kind::attention, 10, 50), ev("send", trace::Kind::p2p, 20, 30, Stream::comm),
+                   ev("recv", trace::Kind::p2p, 25, 30, Stream::comm), ev("late", trace::Kind::p2p, 60, 10, Stream::comm)};
       t.ranks.push_back(rt);
     }
   LayoutOptions o;
@@ -103,27 +103,27 @@ TEST_CASE("a trace with modeled twins: each group says whether it is measured or
   trace::TraceData t = model::with_modeled_twin(ring_trace(2, Layout::zigzag), model::load_hardware("a100-nvlink"));
   const TimelineLayout layout = make_layout(t);
   REQUIRE(layout.groups.size() == 2);
-  CHECK(group_tag(t.other, "ring") == "MEASURED");
-  CHECK(group_tag(t.other, "ring (modeled, a100-nvlink)") == "MODELED on a100-nvlink");
-  nlohmann::json modeled_trace = {{"modeled", true}, {"hardware", {{"name", "h200"}}}};
+  CHECK(group_tag(t.run, "ring") == "MEASURED");
+  CHECK(group_tag(t.run, "ring (modeled, a100-nvlink)") == "MODELED on a100-nvlink");
+  const trace::RunInfo modeled_trace = trace::run_info({{"modeled", true}, {"hardware", {{"name", "h200"}}}});
   CHECK(group_tag(modeled_trace, "ring") == "MODELED on h200");
-  CHECK(group_tag(nlohmann::json::object(), "ring").empty());
-  CHECK(trace_tag(t.other) == "(measured, and modeled on a100-nvlink)");
+  CHECK(group_tag(trace::RunInfo{}, "ring").empty());
+  CHECK(trace_tag(t.run) == "(measured, and modeled on a100-nvlink)");
   CHECK(trace_tag(modeled_trace) == "(MODELED on h200)");
-  CHECK(trace_tag(nlohmann::json::object()) == "(measured)");
-  CHECK(twin_of(t.other, "ring (modeled, a100-nvlink)") == "ring");
-  CHECK(twin_of(t.other, "ring").empty());
+  CHECK(trace_tag(trace::RunInfo{}) == "(measured)");
+  CHECK(twin_of(t.run, "ring (modeled, a100-nvlink)") == "ring");
+  CHECK(twin_of(t.run, "ring").empty());
   {  // A recorded group's name past the short-string buffer: the twin names it whole (a twin_of
      // that kept a pointer into its RunInfo read freed memory here).
     trace::TraceData named = ring_trace(2, Layout::zigzag);
     for (trace::RankTrace& r : named.ranks) r.strategy = "ring contiguous s=64K, a long label";
     named = model::with_modeled_twin(std::move(named), model::load_hardware("a100-nvlink"));
-    CHECK(twin_of(named.other, "ring contiguous s=64K, a long label (modeled, a100-nvlink)") == "ring contiguous s=64K, a long label");
+    CHECK(twin_of(named.run, "ring contiguous s=64K, a long label (modeled, a100-nvlink)") == "ring contiguous s=64K, a long label");
   }
   // otherData of the wrong kind (a foreign file) reads as nothing modeled, and loses nothing.
   nlohmann::json null_other;
   CHECK(trace::run_info(null_other).groups.empty());
-  trace::drop_groups(null_other);
+  CHECK(trace::without_run_info(null_other).empty());
   CHECK(null_other.is_null());
   // The header's summary is the attention sublayer's overlap and its exposed time per GPU.
   for (const trace::StrategyMetrics& m : trace::compute_metrics(t)) {
@@ -141,21 +141,21 @@ TEST_CASE("a trace with modeled twins: each group says whether it is measured or
     CHECK(comm_summary(m) == want);
   }
   // --fit: modeled, measured, all, a group's name; nothing for a name no group has.
-  CHECK(groups_to_fit(layout, t.other, "all").size() == 2);
-  REQUIRE(groups_to_fit(layout, t.other, "modeled").size() == 1);
-  CHECK(groups_to_fit(layout, t.other, "modeled")[0]->strategy == "ring (modeled, a100-nvlink)");
-  REQUIRE(groups_to_fit(layout, t.other, "measured").size() == 1);
-  CHECK(groups_to_fit(layout, t.other, "measured")[0]->strategy == "ring");
-  CHECK(groups_to_fit(layout, t.other, "ring").size() == 1);
-  CHECK(groups_to_fit(layout, t.other, "warp").empty());
+  CHECK(groups_to_fit(layout, t.run, "all").size() == 2);
+  REQUIRE(groups_to_fit(layout, t.run, "modeled").size() == 1);
+  CHECK(groups_to_fit(layout, t.run, "modeled")[0]->strategy == "ring (modeled, a100-nvlink)");
+  REQUIRE(groups_to_fit(layout, t.run, "measured").size() == 1);
+  CHECK(groups_to_fit(layout, t.run, "measured")[0]->strategy == "ring");
+  CHECK(groups_to_fit(layout, t.run, "ring").size() == 1);
+  CHECK(groups_to_fit(layout, t.run, "warp").empty());
   // Aligned: both groups' zero is their forward's start, at the same time.
   CHECK(layout.groups[0].zero_ns == layout.groups[1].zero_ns);
 }
 
 TEST_CASE("exposed communication is comm minus compute", "[viewer]") {
   trace::RankTrace r;
-  r.events = {ev("a", "attention", 0, 100), ev("w", "wait", 100, 50), ev("c", "p2p", 80, 60, Stream::comm),
-              ev("d", "all_reduce", 200, 40, Stream::comm), ev("g", "gemm", 210, 10)};
+  r.events = {ev("a", trace::Kind::attention, 0, 100), ev("w", trace::Kind::wait, 100, 50), ev("c", trace::Kind::p2p, 80, 60, Stream::comm),
+              ev("d", trace::Kind::all_reduce, 200, 40, Stream::comm), ev("g", trace::Kind::gemm, 210, 10)};
   const auto x = exposed_intervals(r);
   REQUIRE(x.size() == 3);
   CHECK(x[0].begin == 100);  // the wait does not hide it
@@ -298,10 +298,10 @@ TEST_CASE("hit testing finds the event under the mouse, the deepest in its row",
   trace::TraceData t;
   trace::RankTrace r;
   r.strategy = "ring";
-  r.events = {ev("forward", "phase", 0, 1'000'000), ev("attention_forward", "attention", 100'000, 200'000),
-              ev("send k", "p2p", 150'000, 100'000, Stream::comm)};  // ns: 1 ms, 200 us, 100 us
+  r.events = {ev("forward", trace::Kind::phase, 0, 1'000'000), ev("attention_forward", trace::Kind::attention, 100'000, 200'000),
+              ev("send k", trace::Kind::p2p, 150'000, 100'000, Stream::comm)};  // ns: 1 ms, 200 us, 100 us
   r.events[1].flops = 2e9, r.events[1].phase = "forward", r.events[1].sublayer = "attention", r.events[1].step = 2;
-  r.events[2].bytes = 1 << 20, r.events[2].peer = 1, r.events[2].direction = "send";
+  r.events[2].bytes = 1 << 20, r.events[2].peer = 1, r.events[2].direction = trace::Direction::send;
   t.ranks.push_back(r);
   LayoutOptions o;
   const TimelineLayout l = make_layout(t, o);
@@ -341,7 +341,7 @@ TEST_CASE("the memory series follows the samples and marks the peak", "[viewer]"
   CHECK(m.by_category[2] == std::vector<int64_t>{5, 90, 1});
   // With phases, setup's transient does not count: the peak is the trace metrics' peak.
   r.memory.insert(r.memory.begin(), trace::MemorySample{-20, {9999, 0, 0, 0, 0}});
-  r.events = {ev("forward", "phase", 10, 100)};
+  r.events = {ev("forward", trace::Kind::phase, 10, 100)};
   const MemorySeries w = memory_series(r);
   CHECK(w.peak == 103);
   trace::TraceData t;
@@ -377,15 +377,15 @@ TEST_CASE("the headless screenshot of a hand-built trace has its pixels where th
   const float comm_h = o.row * 0.75f;
   // In the trace: attention [0, 400) us, gemm [400, 600); p2p [100, 300) hidden under the
   // attention; all_reduce [700, 1000) exposed. Sample past the labels drawn at each event's left.
-  CHECK(pixel(a.x_of(280e3), comm + 3) == color_of_kind("p2p"));
-  CHECK(pixel(a.x_of(980e3), comm + 3) == color_of_kind("all_reduce"));
-  CHECK(pixel(a.x_of(380e3), compute + o.row - 2) == color_of_kind("attention"));
-  CHECK(pixel(a.x_of(580e3), compute + o.row - 2) == color_of_kind("gemm"));
+  CHECK(pixel(a.x_of(280e3), comm + 3) == color_of_kind(trace::Kind::p2p));
+  CHECK(pixel(a.x_of(980e3), comm + 3) == color_of_kind(trace::Kind::all_reduce));
+  CHECK(pixel(a.x_of(380e3), compute + o.row - 2) == color_of_kind(trace::Kind::attention));
+  CHECK(pixel(a.x_of(580e3), compute + o.row - 2) == color_of_kind(trace::Kind::gemm));
   // Under the comm lane: hidden (green) under the send, exposed (red) under the all_reduce.
   CHECK(pixel(a.x_of(200e3), comm + comm_h - 2.5f) == kHiddenColor);
   CHECK(pixel(a.x_of(850e3), comm + comm_h - 2.5f) == kExposedColor);
   // Nothing drawn at 650 us in the comm lane: the background shows.
-  CHECK(pixel(a.x_of(650e3), comm + 3) != color_of_kind("p2p"));
+  CHECK(pixel(a.x_of(650e3), comm + 3) != color_of_kind(trace::Kind::p2p));
   stbi_image_free(px);
 }
 
@@ -405,8 +405,8 @@ TEST_CASE("the palette keeps every kind that shares a lane apart, for normal vis
   };
   const std::vector<Vision> all{Vision::normal, Vision::protanopia, Vision::deuteranopia, Vision::tritanopia};
   std::vector<std::pair<std::string, Color>> comm, compute, every;
-  for (const std::string& k : comm_kinds()) comm.push_back({k, color_of_kind(k)});
-  for (const std::string& k : compute_kinds()) compute.push_back({k, color_of_kind(k)});
+  for (trace::Kind k : comm_kinds()) comm.push_back({trace::to_string(k), color_of_kind(k)});
+  for (trace::Kind k : compute_kinds()) compute.push_back({trace::to_string(k), color_of_kind(k)});
   REQUIRE(comm.size() == 5);
   REQUIRE(compute.size() == 6);
   every = comm;
@@ -425,7 +425,7 @@ TEST_CASE("collapsed groups: a summary row per GPU, thinner with many GPUs, one 
     for (int r = 0; r < 4; ++r) {
       trace::RankTrace rt;
       rt.strategy = st, rt.rank = r;
-      rt.events = {ev("forward", "phase", 0, 100), ev("attention", "attention", 10, 50), ev("send", "p2p", 20, 30, Stream::comm)};
+      rt.events = {ev("forward", trace::Kind::phase, 0, 100), ev("attention", trace::Kind::attention, 10, 50), ev("send", trace::Kind::p2p, 20, 30, Stream::comm)};
       rt.memory = {trace::MemorySample{0, {100, 0, r == 2 ? 500 : 50, 0, 0}}};  // GPU 2 peaks
       t.ranks.push_back(rt);
     }
@@ -464,7 +464,7 @@ TEST_CASE("collapsed groups: a summary row per GPU, thinner with many GPUs, one 
   for (int r = 0; r < 64; ++r) {
     trace::RankTrace rt;
     rt.strategy = "ring", rt.rank = r;
-    rt.events = {ev("forward", "phase", 0, 100)};
+    rt.events = {ev("forward", trace::Kind::phase, 0, 100)};
     many.ranks.push_back(rt);
   }
   o.expanded.clear();
@@ -475,13 +475,13 @@ TEST_CASE("collapsed groups: a summary row per GPU, thinner with many GPUs, one 
 
 TEST_CASE("what a summary row shows: compute ops in their colours and exposed comm, idle is what neither covers", "[viewer]") {
   trace::RankTrace r;
-  r.events = {ev("forward", "phase", 0, 1000), ev("attention", "attention", 0, 400), ev("matmul", "gemm", 400, 200),
-              ev("wait", "wait", 600, 100), ev("send", "p2p", 100, 200, Stream::comm), ev("all_reduce", "all_reduce", 700, 300, Stream::comm)};
+  r.events = {ev("forward", trace::Kind::phase, 0, 1000), ev("attention", trace::Kind::attention, 0, 400), ev("matmul", trace::Kind::gemm, 400, 200),
+              ev("wait", trace::Kind::wait, 600, 100), ev("send", trace::Kind::p2p, 100, 200, Stream::comm), ev("all_reduce", trace::Kind::all_reduce, 700, 300, Stream::comm)};
   const auto exposed = exposed_intervals(r);
   const auto a = activity(r, exposed);
   REQUIRE(a.size() == 3);
-  CHECK((a[0].begin == 0 && a[0].end == 400 && a[0].color == color_of_kind("attention")));
-  CHECK((a[1].begin == 400 && a[1].end == 600 && a[1].color == color_of_kind("gemm")));
+  CHECK((a[0].begin == 0 && a[0].end == 400 && a[0].color == color_of_kind(trace::Kind::attention)));
+  CHECK((a[1].begin == 400 && a[1].end == 600 && a[1].color == color_of_kind(trace::Kind::gemm)));
   CHECK((a[2].begin == 700 && a[2].end == 1000 && a[2].color == kExposedColor));  // [600, 700): idle
 }
 
@@ -489,28 +489,28 @@ TEST_CASE("framing: --fit fits the layer or one phase, not the setup before it, 
   trace::TraceData t;
   trace::RankTrace r;
   r.strategy = "ring";
-  r.events = {ev("setup", "memory", 0, 900), ev("forward", "phase", 1000, 400), ev("backward", "phase", 1400, 800)};
+  r.events = {ev("setup", trace::Kind::memory, 0, 900), ev("forward", trace::Kind::phase, 1000, 400), ev("backward", trace::Kind::phase, 1400, 800)};
   t.ranks.push_back(r);
   const TimelineLayout l = make_layout(t);
   REQUIRE(l.groups.size() == 1);
   CHECK(l.groups[0].zero_ns == 1000);
   CHECK(l.groups[0].layer_end_ns == 2200);
-  const auto layer = fit_window(l, t.other, "all");
+  const auto layer = fit_window(l, t.run, "all");
   REQUIRE(layer);
   CHECK((layer->begin == 0 && layer->end == 1200));  // the layer, in group time: no setup
-  const auto bwd = fit_window(l, t.other, "ring:backward");
+  const auto bwd = fit_window(l, t.run, "ring:backward");
   REQUIRE(bwd);
   CHECK((bwd->begin == 400 && bwd->end == 1200));
-  CHECK(fit_window(l, t.other, "all:forward")->end == 400);
-  CHECK(!fit_window(l, t.other, "ring:sideways"));
+  CHECK(fit_window(l, t.run, "all:forward")->end == 400);
+  CHECK(!fit_window(l, t.run, "ring:sideways"));
   // A group's name may hold a colon: the whole name first, then WHAT:PHASE.
   trace::TraceData colon = t;
   colon.ranks[0].strategy = "x:forward";
   const TimelineLayout lc = make_layout(colon);
-  CHECK(split_fit(lc, colon.other, "x:forward") == std::make_pair(std::string("x:forward"), std::string()));
-  CHECK(split_fit(lc, colon.other, "x:forward:backward") == std::make_pair(std::string("x:forward"), std::string("backward")));
-  CHECK(fit_window(lc, colon.other, "x:forward")->end == 1200);
-  CHECK(!fit_window(l, t.other, "ulysses"));
+  CHECK(split_fit(lc, colon.run, "x:forward") == std::make_pair(std::string("x:forward"), std::string()));
+  CHECK(split_fit(lc, colon.run, "x:forward:backward") == std::make_pair(std::string("x:forward"), std::string("backward")));
+  CHECK(fit_window(lc, colon.run, "x:forward")->end == 1200);
+  CHECK(!fit_window(l, t.run, "ulysses"));
   CHECK((parse_zoom("0,150us").begin == 0 && parse_zoom("0,150us").end == 150'000));
   CHECK((parse_zoom("1ms,2.5ms").begin == 1'000'000 && parse_zoom("1ms,2.5ms").end == 2'500'000));
   CHECK(parse_zoom("0.001,0.002").end == 2'000'000);  // seconds, as --at
@@ -603,8 +603,8 @@ struct Shot {
   }
   size_t event_pixels_in_row(float y) const {
     std::set<Color> kinds{kExposedColor};
-    for (const std::string& k : compute_kinds()) kinds.insert(color_of_kind(k));
-    for (const std::string& k : comm_kinds()) kinds.insert(color_of_kind(k));
+    for (trace::Kind k : compute_kinds()) kinds.insert(color_of_kind(k));
+    for (trace::Kind k : comm_kinds()) kinds.insert(color_of_kind(k));
     size_t n = 0;
     for (float x = layout["x0"].get<float>(); x < layout["x1"].get<float>(); x += 1) n += kinds.count(at(x, y));
     return n;

@@ -34,33 +34,28 @@ Loaded load(const std::string& path) {
     l.memory.push_back(memory_series(r));
     for (int64_t v : l.memory.back().total) l.memory_scale = std::max(l.memory_scale, v);
   }
-  // The run's description, read defensively: otherData is free-form in foreign files.
-  const nlohmann::json& o = l.data.other;
+  // The run's description (the reader's RunInfo; its config read defensively, as a foreign
+  // file may hold anything there).
+  const trace::RunInfo& info = l.data.run;
   auto field = [](const nlohmann::json& obj, const char* k) -> std::string {
     const auto it = obj.find(k);
     return it != obj.end() && it->is_number() ? it->dump() : "?";
   };
-  if (const auto c = o.find("config"); c != o.end() && c->is_object())
-    l.summary = "s=" + field(*c, "s") + " h=" + field(*c, "h") + " H=" + field(*c, "H") + " ";
+  if (info.config) l.summary = "s=" + field(*info.config, "s") + " h=" + field(*info.config, "h") + " H=" + field(*info.config, "H") + " ";
   size_t P = 0;
   for (const auto& m : l.metrics) P = std::max(P, m.ranks.size());
-  l.summary += "P=" + std::to_string(P) + " " + trace_tag(o);
+  l.summary += "P=" + std::to_string(P) + " " + trace_tag(info);
   l.exposed_ns.assign(l.data.ranks.size(), 0);
-  auto text = [](const nlohmann::json& obj, const char* k) -> std::string {
-    const auto it = obj.find(k);
-    return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-  };
-  l.info = trace::run_info(o);
   for (const trace::StrategyMetrics& m : l.metrics)  // once: the map reads every ring step's pairs
-    if (!l.info.group(m.strategy)) l.tiles[m.strategy] = tile_map(l.data, m.strategy);  // a twin's map is its run's
-  const std::string& device = l.info.device;
+    if (!info.group(m.strategy)) l.tiles[m.strategy] = tile_map(l.data, m.strategy);  // a twin's map is its run's
+  const std::string& device = info.device;
   for (const trace::StrategyMetrics& m : l.metrics) {
-    l.tag[m.strategy] = group_tag(o, m.strategy), l.comm[m.strategy] = comm_summary(m);
+    l.tag[m.strategy] = group_tag(info, m.strategy), l.comm[m.strategy] = comm_summary(m);
     if (l.tag[m.strategy] == "MEASURED" && !device.empty()) l.tag[m.strategy] += device == "cpu" ? " on CPU" : " on " + device;
     // Its bytes' element type: a twin's own, a modeled trace's, else the run's.
-    std::string dt = l.info.dtype;
-    if (const trace::GroupInfo* twin = l.info.group(m.strategy)) dt = twin->dtype;
-    else if (!l.info.model_dtype.empty()) dt = l.info.model_dtype;
+    std::string dt = info.dtype;
+    if (const trace::GroupInfo* twin = info.group(m.strategy)) dt = twin->dtype;
+    else if (!info.model_dtype.empty()) dt = info.model_dtype;
     l.dtype[m.strategy] = dt == "float32" ? "fp32" : dt == "float64" ? "fp64" : dt == "bfloat16" ? "bf16" : dt;
     for (const trace::RankMetrics& r : m.ranks) {
       l.sent[m.strategy] = std::max(l.sent[m.strategy], r.bytes_sent);
@@ -79,7 +74,7 @@ Loaded load(const std::string& path) {
 }
 
 std::string shown_name(const Loaded& t, const std::string& strategy) {
-  const std::string of = twin_of(t.data.other, strategy);
+  const std::string of = twin_of(t.data.run, strategy);
   return !of.empty() ? of : strategy.empty() ? "(unnamed)" : strategy;
 }
 
@@ -180,7 +175,7 @@ void App::fit() {
   std::optional<Window> w;
   auto widen = [&](const std::string& what) {
     for (const Loaded& t : traces_)
-      if (const auto tw = fit_window(t.layout, t.data.other, what, [&](const Group& g) { return scale_of(t, g.strategy); }))
+      if (const auto tw = fit_window(t.layout, t.data.run, what, [&](const Group& g) { return scale_of(t, g.strategy); }))
         w = w ? Window{std::min(w->begin, tw->begin), std::max(w->end, tw->end)} : *tw;
   };
   widen(opt_.fit);
@@ -227,7 +222,7 @@ void App::frame(float width, float height) {
     // --fit names groups: bring the first of them into view.
     if (opt_.fit != "all" && !traces_.empty()) {
       const Loaded& t = traces_.front();
-      const auto groups = groups_to_fit(t.layout, t.data.other, split_fit(t.layout, t.data.other, opt_.fit).first);
+      const auto groups = groups_to_fit(t.layout, t.data.run, split_fit(t.layout, t.data.run, opt_.fit).first);
       if (!groups.empty() && t.layout.height > ImGui::GetContentRegionAvail().y) scroll_to_ = groups.front()->y;
     }
   }

@@ -47,9 +47,8 @@ struct Loaded {
   // Per family (modeled groups, measured ones): the highest forward + backward peak of any
   // process, and the most bytes any group sends per GPU: the answers the picture marks in gold.
   std::map<bool, int64_t> top_peak, top_sent;
-  trace::RunInfo info;  // otherData, read once at load
   std::map<std::string, std::optional<TileMap>> tiles;  // per recorded group, its tile map (found at load)
-  bool modeled(const std::string& strategy) const { return info.is_modeled(strategy); }
+  bool modeled(const std::string& strategy) const { return data.run.is_modeled(strategy); }
   std::string summary;                                // "s=4096 h=512 H=8 P=4 (measured)": trace_tag
   std::map<std::string, std::string> tag, comm;       // per group: group_tag (MEASURED says on what) and comm_summary
   std::map<std::string, std::string> dtype;           // per group: the element type of its bytes ("fp32", "bf16")

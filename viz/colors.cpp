@@ -10,33 +10,39 @@ namespace ringside::viz {
 
 using trace::Event;
 
-Color color_of_kind(const std::string& cat) {
+Color color_of_kind(trace::Kind kind) {
   // Communication in the Okabe-Ito hues; compute in lighter tones of others; waits grey.
-  if (cat == "attention") return rgba(0x77, 0x99, 0xff);
-  if (cat == "gemm") return rgba(0x88, 0xee, 0xbb);
-  if (cat == "norm") return rgba(0xaa, 0x99, 0xbb);
-  if (cat == "elementwise") return rgba(0xff, 0xcc, 0x77);
-  if (cat == "memory") return rgba(0xaa, 0x66, 0x44);
-  if (cat == "wait") return rgba(90, 90, 90);
-  if (cat == "p2p") return rgba(0xe6, 0x9f, 0x00);             // orange
-  if (cat == "all_gather") return rgba(0xf0, 0xe4, 0x42);      // yellow
-  if (cat == "reduce_scatter") return rgba(0xcc, 0x79, 0xa7);  // reddish purple
-  if (cat == "all_reduce") return rgba(0x00, 0x72, 0xb2);      // blue
-  if (cat == "all_to_all") return rgba(0x56, 0xb4, 0xe9);      // sky blue
-  if (cat == "collective") return rgba(140, 110, 60);
-  if (cat == "phase") return rgba(70, 70, 80);
-  if (cat == "sublayer") return rgba(95, 95, 110);
-  if (cat == "ring_step") return rgba(60, 90, 130);
+  using trace::Kind;
+  switch (kind) {
+    case Kind::attention: return rgba(0x77, 0x99, 0xff);
+    case Kind::gemm: return rgba(0x88, 0xee, 0xbb);
+    case Kind::norm: return rgba(0xaa, 0x99, 0xbb);
+    case Kind::elementwise: return rgba(0xff, 0xcc, 0x77);
+    case Kind::memory: return rgba(0xaa, 0x66, 0x44);
+    case Kind::wait: return rgba(90, 90, 90);
+    case Kind::p2p: return rgba(0xe6, 0x9f, 0x00);             // orange
+    case Kind::all_gather: return rgba(0xf0, 0xe4, 0x42);      // yellow
+    case Kind::reduce_scatter: return rgba(0xcc, 0x79, 0xa7);  // reddish purple
+    case Kind::all_reduce: return rgba(0x00, 0x72, 0xb2);      // blue
+    case Kind::all_to_all: return rgba(0x56, 0xb4, 0xe9);      // sky blue
+    case Kind::collective: return rgba(140, 110, 60);
+    case Kind::phase: return rgba(70, 70, 80);
+    case Kind::sublayer: return rgba(95, 95, 110);
+    case Kind::ring_step: return rgba(60, 90, 130);
+    case Kind::other: break;
+  }
   return rgba(160, 160, 160);
 }
 
-const std::vector<std::string>& compute_kinds() {
-  static const std::vector<std::string> k{"attention", "gemm", "norm", "elementwise", "memory", "wait"};
+const std::vector<trace::Kind>& compute_kinds() {
+  using trace::Kind;
+  static const std::vector<Kind> k{Kind::attention, Kind::gemm, Kind::norm, Kind::elementwise, Kind::memory, Kind::wait};
   return k;
 }
 
-const std::vector<std::string>& comm_kinds() {
-  static const std::vector<std::string> k{"p2p", "all_gather", "reduce_scatter", "all_reduce", "all_to_all"};
+const std::vector<trace::Kind>& comm_kinds() {
+  using trace::Kind;
+  static const std::vector<Kind> k{Kind::p2p, Kind::all_gather, Kind::reduce_scatter, Kind::all_reduce, Kind::all_to_all};
   return k;
 }
 
@@ -75,7 +81,9 @@ double color_distance(Color a, Color b, Vision v) {
   return std::hypot(x[0] - y[0], x[1] - y[1], x[2] - y[2]);
 }
 
-Color color_of(const Event& e) { return e.cat == "collective" ? color_of_kind(e.name) : color_of_kind(e.cat); }
+Color color_of(const Event& e) {
+  return color_of_kind(e.kind == trace::Kind::collective ? trace::kind_of(e.name) : e.kind);
+}
 
 Color rank_color(int r) {
   // Pastel hues: not to be confused with the event kinds' saturated colours.

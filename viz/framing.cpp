@@ -18,20 +18,19 @@ using trace::Interval;
 using trace::RankTrace;
 using trace::TraceData;
 
-std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what) {
+std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const trace::RunInfo& run, const std::string& what) {
   std::vector<const Group*> out;
-  const trace::RunInfo info = trace::run_info(other);
   for (const Group& g : layout.groups) {
-    const bool modeled = info.is_modeled(g.strategy);
+    const bool modeled = run.is_modeled(g.strategy);
     if (what == "all" || (what == "modeled" && modeled) || (what == "measured" && !modeled) || what == g.strategy)
       out.push_back(&g);
   }
   return out;
 }
 
-std::pair<std::string, std::string> split_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what) {
+std::pair<std::string, std::string> split_fit(const TimelineLayout& layout, const trace::RunInfo& run, const std::string& what) {
   const size_t colon = what.rfind(':');
-  if (colon == std::string::npos || !groups_to_fit(layout, other, what).empty()) return {what, ""};
+  if (colon == std::string::npos || !groups_to_fit(layout, run, what).empty()) return {what, ""};
   return {what.substr(0, colon), what.substr(colon + 1)};
 }
 
@@ -48,11 +47,11 @@ std::optional<Interval> group_window(const Group& g, const std::string& phase) {
 }
 }  // namespace
 
-std::optional<Window> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what,
+std::optional<Window> fit_window(const TimelineLayout& layout, const trace::RunInfo& run, const std::string& what,
                                  const std::function<double(const Group&)>& scale) {
-  const auto [groups, phase] = split_fit(layout, other, what);
+  const auto [groups, phase] = split_fit(layout, run, what);
   std::optional<Window> out;
-  for (const Group* g : groups_to_fit(layout, other, groups))
+  for (const Group* g : groups_to_fit(layout, run, groups))
     if (const auto w = group_window(*g, phase)) {
       const double k = scale ? scale(*g) : 1.0, b = double(w->begin) / k, e = double(w->end) / k;
       out = out ? Window{std::min(out->begin, b), std::max(out->end, e)} : Window{b, e};
@@ -87,7 +86,7 @@ std::vector<StepMark> step_marks(const TraceData& t) {
   std::map<std::tuple<std::string, int, int>, std::pair<int64_t, int64_t>> first;  // (strategy, phase order, step) -> extent
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events)
-      if (e.cat == "ring_step" && e.step >= 0 && e.phase != "recompute") {
+      if (e.kind == trace::Kind::ring_step && e.step >= 0 && e.phase != "recompute") {
         auto key = std::make_tuple(r.strategy, e.phase == "backward" ? 1 : 0, e.step);
         auto [it, fresh] = first.try_emplace(key, e.ts_ns, e.end_ns());
         it->second.first = std::min(it->second.first, e.ts_ns), it->second.second = std::max(it->second.second, e.end_ns());

@@ -16,22 +16,19 @@ std::string modeled_on(const std::string& hw) { return hw.empty() ? "MODELED" : 
 
 }  // namespace
 
-std::string group_tag(const nlohmann::json& other, const std::string& strategy) {
-  const trace::RunInfo info = trace::run_info(other);
+std::string group_tag(const trace::RunInfo& info, const std::string& strategy) {
   // A modeled group names its own profile (a plan's groups may be on several).
   if (const trace::GroupInfo* twin = info.group(strategy)) return modeled_on(twin->hardware);
-  if (info.modeled) return modeled_on(info.hardware);
-  return !info.groups.empty() || !info.twins_hardware.empty() ? "MEASURED" : "";
+  if (info.modeled) return modeled_on(info.hardware_name());
+  return !info.groups.empty() || !info.twins_hardware.is_null() ? "MEASURED" : "";
 }
 
-std::string twin_of(const nlohmann::json& other, const std::string& strategy) {
-  const trace::RunInfo info = trace::run_info(other);  // outlives the group it is asked for
+std::string twin_of(const trace::RunInfo& info, const std::string& strategy) {
   const trace::GroupInfo* twin = info.group(strategy);
   return twin ? twin->of : "";
 }
 
-std::string trace_tag(const nlohmann::json& other) {
-  const trace::RunInfo info = trace::run_info(other);
+std::string trace_tag(const trace::RunInfo& info) {
   if (info.modeled) {
     // Every profile the groups are modeled on, in order (a plan on several), else the trace's.
     std::vector<std::string> profiles;
@@ -40,9 +37,10 @@ std::string trace_tag(const nlohmann::json& other) {
         profiles.push_back(group.hardware);
     std::string names;
     for (const std::string& p : profiles) names += (names.empty() ? "" : ", ") + p;
-    return "(" + modeled_on(names.empty() ? info.hardware : names) + ")";
+    return "(" + modeled_on(names.empty() ? info.hardware_name() : names) + ")";
   }
-  return info.twins_hardware.empty() ? "(measured)" : "(measured, and modeled on " + info.twins_hardware + ")";
+  const std::string twins = info.twins_hardware_name();
+  return twins.empty() ? "(measured)" : "(measured, and modeled on " + twins + ")";
 }
 
 std::string comm_summary(const trace::StrategyMetrics& m) {
@@ -59,13 +57,13 @@ std::string comm_summary(const trace::StrategyMetrics& m) {
 
 std::vector<std::string> describe_event(const Event& e) {
   std::vector<std::string> out;
-  out.push_back(e.name + "  [" + e.cat + "]");
+  out.push_back(e.name + "  [" + trace::to_string(e.kind) + "]");
   std::string where = e.phase.empty() ? "" : e.phase;
   if (!e.sublayer.empty()) where += (where.empty() ? "" : " / ") + e.sublayer;
   if (e.step >= 0) where += (where.empty() ? "" : ", ") + std::string("ring step ") + std::to_string(e.step);
   if (!where.empty()) out.push_back(where);
   out.push_back("duration " + format_ns(double(e.dur_ns)) + ", at " + format_ns(double(e.ts_ns)));
-  if (e.peer >= 0) out.push_back((e.direction == "recv" ? "from rank " : e.direction == "send" ? "to rank " : "peer rank ") + std::to_string(e.peer));
+  if (e.peer >= 0) out.push_back((e.direction == trace::Direction::recv ? "from rank " : e.direction == trace::Direction::send ? "to rank " : "peer rank ") + std::to_string(e.peer));
   if (e.bytes > 0) {
     std::string line = format_bytes(double(e.bytes));
     if (e.dur_ns > 0) {

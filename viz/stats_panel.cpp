@@ -152,7 +152,7 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
   // A twin's name short, "ring (modeled)": the trace's tag above the table names the profile.
   auto short_name = [&](const std::string& strategy) {
     for (const Loaded& t : traces_)
-      if (const std::string of = twin_of(t.data.other, strategy); !of.empty()) return of + " (modeled)";
+      if (const std::string of = twin_of(t.data.run, strategy); !of.empty()) return of + " (modeled)";
     return strategy;
   };
   std::vector<std::string> notes;
@@ -211,18 +211,18 @@ void App::colour_key() {
     ImGui::TextUnformatted(text);
   };
   ImGui::TextDisabled("colours: compute");
-  for (const std::string& k : compute_kinds()) {
-    swatch(k, color_of_kind(k), k.c_str());
-    if (&k != &compute_kinds().back()) ImGui::SameLine();
-  }
+  auto swatches = [&](const std::vector<trace::Kind>& kinds) {
+    for (trace::Kind k : kinds) {
+      swatch(trace::to_string(k), color_of_kind(k), trace::to_string(k));
+      if (k != kinds.back()) ImGui::SameLine();
+    }
+  };
+  swatches(compute_kinds());
   ImGui::TextDisabled("communication (colour-blind safe: Okabe-Ito)");
-  for (const std::string& k : comm_kinds()) {
-    swatch(k, color_of_kind(k), k.c_str());
-    if (&k != &comm_kinds().back()) ImGui::SameLine();
-  }
+  swatches(comm_kinds());
   swatch("exposed", kExposedColor, "exposed comm (strip under the comm lane; in a summary row, the row)");
   swatch("hidden", kHiddenColor, "comm hidden under compute");
-  swatch("phase", color_of_kind("phase"), "phase, sublayer (grey), ring step (blue); summary row: dark = idle");
+  swatch("phase", color_of_kind(trace::Kind::phase), "phase, sublayer (grey), ring step (blue); summary row: dark = idle");
   ImGui::TextDisabled("memory (stacked)");
   const char* cats[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm buffers"};
   for (int c = 0; c < kNumMemCategories; ++c) {

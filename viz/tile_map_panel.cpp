@@ -26,7 +26,7 @@ void App::draw_tile_map(const Loaded& t, const TileMap& m, double head, const st
                 m.blocks, m.blocks);
   const std::vector<bool> done = tiles_done(t.data, m, std::isinf(head) ? INT64_MAX : int64_t(head));
   const float cell = std::min(28.0f, 220.0f / float(m.blocks));
-  const nlohmann::json config = t.info.config.value_or(nlohmann::json::object());
+  const nlohmann::json config = t.data.run.config.value_or(nlohmann::json::object());
   const bool causal_only = !config.contains("docs") && !config.contains("window") && m.layout != "striped";
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();

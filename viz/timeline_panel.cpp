@@ -53,8 +53,8 @@ void App::ruler(float h) {
   };
   key(kExposedColor, "exposed comm");
   key(kHiddenColor, "hidden");
-  for (const std::string& k : compute_kinds()) key(color_of_kind(k), k);
-  for (const std::string& k : comm_kinds()) key(color_of_kind(k), k);
+  for (trace::Kind k : compute_kinds()) key(color_of_kind(k), trace::to_string(k));
+  for (trace::Kind k : comm_kinds()) key(color_of_kind(k), trace::to_string(k));
   const float y = ky + kKeyHeight;
   h -= kKeyHeight;
   const int rows = mixed_ ? 2 : 1;

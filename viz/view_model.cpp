@@ -132,8 +132,8 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
     for (size_t p : g.processes)
       for (const Event& e : t.ranks[p].events) {
         g.begin_ns = std::min(g.begin_ns, e.ts_ns), g.end_ns = std::max(g.end_ns, e.end_ns());
-        g.ring_steps |= e.cat == "ring_step";
-        if (e.cat != "phase") continue;
+        g.ring_steps |= e.kind == trace::Kind::ring_step;
+        if (e.kind != trace::Kind::phase) continue;
         auto [it, fresh] = phases.try_emplace(e.name, trace::Interval{e.ts_ns, e.end_ns()});
         if (fresh) phase_order.push_back(e.name);
         it->second.begin = std::min(it->second.begin, e.ts_ns), it->second.end = std::max(it->second.end, e.end_ns());
@@ -186,9 +186,8 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
 std::vector<Activity> activity(const RankTrace& r, const std::vector<Interval>& exposed) {
   std::vector<Activity> out;
   for (const Event& e : r.events)
-    if (e.stream == Stream::compute && e.dur_ns > 0 && e.cat != "wait" && e.cat != "collective" && e.cat != "phase" &&
-        e.cat != "sublayer" && e.cat != "ring_step")
-      out.push_back({e.ts_ns, e.end_ns(), color_of_kind(e.cat)});
+    if (e.stream == Stream::compute && e.dur_ns > 0 && trace::is_work(e.kind))
+      out.push_back({e.ts_ns, e.end_ns(), color_of_kind(e.kind)});
   for (const Interval& iv : exposed) out.push_back({iv.begin, iv.end, kExposedColor});
   std::stable_sort(out.begin(), out.end(), [](const Activity& a, const Activity& b) { return a.begin < b.begin; });
   return out;
@@ -198,7 +197,7 @@ std::vector<Interval> exposed_intervals(const RankTrace& r) {
   std::vector<Interval> compute, comm;
   for (const Event& e : r.events) {
     if (e.stream == Stream::comm) comm.push_back({e.ts_ns, e.end_ns()});
-    else if (e.cat != "wait" && e.cat != "collective" && e.cat != "phase" && e.cat != "sublayer" && e.cat != "ring_step")
+    else if (trace::is_work(e.kind))
       compute.push_back({e.ts_ns, e.end_ns()});
   }
   compute = trace::merge_intervals(std::move(compute));

@@ -33,7 +33,7 @@ constexpr Color rgba(uint8_t r, uint8_t g, uint8_t b, uint8_t a = 255) {
 /// "Color Universal Design", 2008), chosen to stay apart for the common colour-vision
 /// deficiencies; the compute kinds are lighter tones of other hues. tests/test_viewer.cpp holds
 /// every pair at least kMinColorDistance apart, with normal vision and the three dichromacies.
-Color color_of_kind(const std::string& cat);
+Color color_of_kind(trace::Kind kind);
 /// An event's colour: its kind's, and for a collective's span on the compute lane, that
 /// collective's (its name).
 Color color_of(const trace::Event& e);
@@ -41,8 +41,8 @@ inline constexpr Color kExposedColor = rgba(213, 94, 0);   // Okabe-Ito vermilli
 inline constexpr Color kHiddenColor = rgba(0, 158, 115);   // Okabe-Ito bluish green
 inline constexpr Color kBackground = rgba(24, 24, 28);
 /// The kinds the colour key lists: compute kinds, then wait, then communication kinds.
-const std::vector<std::string>& compute_kinds();
-const std::vector<std::string>& comm_kinds();
+const std::vector<trace::Kind>& compute_kinds();
+const std::vector<trace::Kind>& comm_kinds();
 
 /// How a colour is seen: with normal vision, or with one of the dichromacies simulated.
 enum class Vision { normal, protanopia, deuteranopia, tritanopia };
@@ -151,24 +151,24 @@ std::vector<Activity> activity(const trace::RankTrace& r, const std::vector<trac
 /// What a group's header says it is: "MODELED on a100-nvlink" for a modeled twin (a group that
 /// otherData.modeled_groups lists) or any group of a modeled trace (otherData.modeled), "MEASURED"
 /// for a recorded group of a trace that holds twins beside it, and "" otherwise.
-std::string group_tag(const nlohmann::json& other, const std::string& strategy);
+std::string group_tag(const trace::RunInfo& run, const std::string& strategy);
 /// The recorded group a modeled twin replays ("ring" for "ring (modeled, a100-nvlink)", as
 /// otherData.modeled_groups says), or "" for a group that is not a twin.
-std::string twin_of(const nlohmann::json& other, const std::string& strategy);
+std::string twin_of(const trace::RunInfo& run, const std::string& strategy);
 /// What a whole trace is, for the stats panel: "(MODELED on h100-nvlink)" for a modeled trace,
 /// "(measured, and modeled on a100-nvlink)" for one with modeled twins, else "(measured)".
-std::string trace_tag(const nlohmann::json& other);
+std::string trace_tag(const trace::RunInfo& run);
 /// A group's communication in a few words, for its header: "attention comm 59% hidden, 40 us
 /// exposed/GPU" (attention's own traffic, as the sublayer table gives it; without attention
 /// traffic, all of it: "comm 0% hidden, ..."); "" for a group with no communication.
 std::string comm_summary(const trace::StrategyMetrics& m);
 /// The groups `--fit WHAT` frames: "all", "modeled" (the modeled groups: RunInfo::is_modeled),
 /// "measured" (the others), or one group's label. Empty when nothing matches.
-std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
+std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const trace::RunInfo& run, const std::string& what);
 
 /// `--fit`'s WHAT[:PHASE] split: the whole text when it names groups (a group's name may hold a
 /// colon), else what precedes the last colon and the phase after it ("" when none).
-std::pair<std::string, std::string> split_fit(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what);
+std::pair<std::string, std::string> split_fit(const TimelineLayout& layout, const trace::RunInfo& run, const std::string& what);
 /// What `--fit WHAT[:PHASE]` frames: the groups of WHAT (groups_to_fit) over their layer
 /// (forward + backward), or over one phase ("forward", "backward"), in group time (ns after
 /// each group's zero) divided by `scale(group)` when given (the viewer's time scale of each
@@ -176,7 +176,7 @@ std::pair<std::string, std::string> split_fit(const TimelineLayout& layout, cons
 struct Window {
   double begin = 0, end = 0;
 };
-std::optional<Window> fit_window(const TimelineLayout& layout, const nlohmann::json& other, const std::string& what,
+std::optional<Window> fit_window(const TimelineLayout& layout, const trace::RunInfo& run, const std::string& what,
                                  const std::function<double(const Group&)>& scale = {});
 
 /// `--zoom START,END`: two times in group time (negative: before the forward), each a decimal

@@ -58,7 +58,7 @@ void megatron_sp(Script& L) {
   auto collectives = [&](const std::string& phase) {
     std::map<int64_t, const trace::Event*> by_call;  // call number -> its outermost span
     for (const trace::Event& e : r0->events)
-      if (e.cat == "collective" && e.phase == phase) {
+      if (e.kind == trace::Kind::collective && e.phase == phase) {
         const trace::Event*& o = by_call[e.collective];
         if (!o || e.dur_ns > o->dur_ns) o = &e;
       }
@@ -127,7 +127,7 @@ void megatron_sp(Script& L) {
 
   // ---- 5. the LayerNorm gradient bug -----------------------------------------------------------
   L.step("Forgetting that all-reduce: the classic SP bug", L.window("tp-sp", [](const trace::Event& e) {
-           return e.cat == "sublayer" && e.name == "grad_sync";
+           return e.kind == trace::Kind::sublayer && e.name == "grad_sync";
          }));
   const ReferenceRun ref = run_reference(cfg, DType::f64);
   L.say("ln1.gamma's gradient against the fp64 reference (relative Frobenius error):");

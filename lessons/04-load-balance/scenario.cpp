@@ -52,7 +52,7 @@ void load_balance(Script& L) {
     runs.push_back({l, std::string("ring ") + to_string(l), plan_of("ring", cfg, P, l), {}});
     runs.back().ranks = L.run(runs.back().plan, runs.back().label);
   }
-  L.trace.other["layout"] = "zigzag";  // the label of each run names its own
+  L.trace.run.layout = "zigzag";  // the label of each run names its own
 
   // The per-rank work table of one layout: measured FLOPs against ring_attention_flops.
   auto work = [&](const Run& run, const char* key) {

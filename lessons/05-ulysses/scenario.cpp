@@ -24,8 +24,8 @@ void ulysses(Script& L) {
     for (const trace::RankTrace& t : L.trace.ranks)
       if (t.strategy == "ulysses" && t.rank == 0)
         for (const trace::Event& ev : t.events)
-          if (ev.cat == "collective" && ev.name == "all_to_all" && ev.phase == "forward" && k++ == nth) call = ev.collective;
-    return L.window("ulysses", [call](const trace::Event& ev) { return ev.cat == "collective" && ev.collective == call; });
+          if (ev.kind == trace::Kind::collective && ev.name == "all_to_all" && ev.phase == "forward" && k++ == nth) call = ev.collective;
+    return L.window("ulysses", [call](const trace::Event& ev) { return ev.kind == trace::Kind::collective && ev.collective == call; });
   };
 
   // ---- 1. before ------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ void ulysses(Script& L) {
 
   // ---- 4. attention and back ---------------------------------------------------------------------
   L.step("Attention on whole sequences, then back", L.window("ulysses", [](const trace::Event& ev) {
-           return ev.phase == "forward" && ev.cat == "attention";
+           return ev.phase == "forward" && ev.kind == trace::Kind::attention;
          }));
   L.say("Each rank runs ordinary attention over all s = %lld tokens for its heads: no ring, no", (long long)s);
   L.say("merge, and the causal triangle is whole on every rank, so the work is equal:");

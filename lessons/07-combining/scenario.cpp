@@ -34,7 +34,7 @@ std::map<std::string, int64_t> bytes_by_group(const trace::TraceData& t, const s
   for (const trace::RankTrace& r : t.ranks) {
     if (r.strategy != label || r.rank != rank) continue;
     for (const trace::Event& e : r.events) {
-      if (e.stream != trace::Stream::comm || e.direction != "send" || e.phase != phase) continue;
+      if (e.stream != trace::Stream::comm || e.direction != trace::Direction::send || e.phase != phase) continue;
       const GroupCoords peer = coords_of(par, e.peer);
       std::string group = peer.c == me.c ? "TP" : peer.t == me.t ? "CP" : "?";
       if (par.cp_comm == CpComm::a2a_p2p && group == "CP") group = peer.r == me.r ? "all-to-all" : "ring";
@@ -56,7 +56,7 @@ Placement model_placement(const std::string& name, const LayerConfig& cfg, int P
   Placement p;
   for (const trace::RankTrace& r : schedule.ranks)
     for (const trace::Event& e : r.events)
-      if (e.stream == trace::Stream::comm && e.direction == "send")
+      if (e.stream == trace::Stream::comm && e.direction == trace::Direction::send)
         (e.peer / hw.gpus_per_node == r.rank / hw.gpus_per_node ? p.inside_bytes : p.across_bytes) += e.bytes;
   for (const trace::StrategyMetrics& m : trace::compute_metrics(model::model_trace(schedule, hw)))
     for (const trace::RankMetrics& r : m.ranks) p.layer_ms = std::max(p.layer_ms, r.time.window_ns / 1e6);

@@ -311,7 +311,7 @@ int bench_trace(const BenchTraceOptions& o) {
   {
     benchmark::RegisterBenchmark("hook_off", [](benchmark::State& state) {
       for (auto _ : state) {
-        trace::Span s("x", "memory");
+        trace::Span s("x", trace::Kind::memory);
         benchmark::DoNotOptimize(s.event());
       }
     })->Repetitions(3)->MinTime(0.2);

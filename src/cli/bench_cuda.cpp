@@ -107,7 +107,7 @@ int bench_cuda(const BenchCudaOptions& o) {
     traces.clear();
     run_local_ranks(ring, DType::f32, ring_tracker, opts, &sink);
   }
-  const auto m = trace::compute_metrics(trace::TraceData{{}, traces, {}});
+  const auto m = trace::compute_metrics(trace::TraceData{{}, {}, traces, {}});
   std::printf("\n  ring attention, %d virtual ranks on GPU 0: %s\n", o.ranks, o.ring.summary().c_str());
   auto row = [](const char* what, const trace::Breakdown& b) {
     std::printf("    %-26s comm %10s   overlap %5.1f%%   exposed %10s\n", what, format_seconds(b.comm_ns * 1e-9).c_str(),

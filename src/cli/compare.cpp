@@ -119,13 +119,12 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
 }
 
 JobRecord run_traced(const RunPlan& plan, const Setup& s, std::vector<trace::RankTrace>& traces, const std::string* live,
-                     const nlohmann::json& live_other) {
+                     const trace::TraceData& head) {
   std::function<void(const std::vector<trace::RankTrace>&)> flush;
   if (live) {
     // The runs so far, and this one as far as it has got, every second.
-    flush = [live, live_other, before = traces](const std::vector<trace::RankTrace>& now) {
-      trace::TraceData partial;
-      partial.other = live_other;
+    flush = [live, head, before = traces](const std::vector<trace::RankTrace>& now) {
+      trace::TraceData partial = head;
       partial.ranks = before;
       partial.ranks.insert(partial.ranks.end(), now.begin(), now.end());
       trace::write_trace(*live, partial);
@@ -215,15 +214,13 @@ std::vector<RunPlan> choose_strategies(const CompareOptions& o, int P, Device de
 // The timeline's metrics, measured and modeled (and the file, with --trace: both, the modeled
 // twin of each strategy below it), on rank 0.
 Timelines finish_trace(const CompareOptions& o, const char* producer, const Setup& s, std::vector<trace::RankTrace>&& ranks) {
-  trace::TraceData td;
-  td.other = trace_other(producer, o, s);
+  trace::TraceData td = trace_head(producer, o, s);
   td.ranks = std::move(ranks);
   const trace::TraceData both = model::with_modeled_twin(std::move(td), s.hw);
   if (!o.trace.empty()) trace::write_trace(o.trace, both);
-  const trace::RunInfo info = trace::run_info(both.other);
   Timelines t;
   for (trace::StrategyMetrics& m : trace::compute_metrics(both)) {
-    const trace::GroupInfo* twin = info.group(m.strategy);
+    const trace::GroupInfo* twin = both.run.group(m.strategy);
     if (!twin) {
       t.measured.push_back(std::move(m));
       continue;
@@ -250,15 +247,15 @@ int compare_command(CompareOptions& o) {
   std::vector<JobRecord> jobs;
   std::vector<trace::RankTrace> traces;
   const std::string* live = live_trace(o, s);
-  const nlohmann::json other = trace_other("ringside compare", o, s);
+  const trace::TraceData head = trace_head("ringside compare", o, s);
   for (const RunPlan& plan : chosen) {
     note(plan.name + " on " + std::to_string(s.P) + " ranks ...");
     try {
-      jobs.push_back(run_traced(plan, s, traces, live, other));
+      jobs.push_back(run_traced(plan, s, traces, live, head));
       // Each strategy's timeline is in the file as soon as it has run (ringside-viewer --live).
       if (live && &plan != &chosen.back()) {
-        trace::TraceData partial;
-        partial.other = other, partial.ranks = traces;
+        trace::TraceData partial = head;
+        partial.ranks = traces;
         trace::write_trace(o.trace, partial);
       }
     } catch (const ConfigError&) {
@@ -318,7 +315,7 @@ int run_command(CompareOptions& o) {
   });
   const RunPlan& plan = *chosen;
   std::vector<trace::RankTrace> traces;
-  const JobRecord job = run_traced(plan, s, traces, live_trace(o, s), trace_other("ringside run", o, s));
+  const JobRecord job = run_traced(plan, s, traces, live_trace(o, s), trace_head("ringside run", o, s));
   if (!s.root) return 0;
   const Timelines timelines = finish_trace(o, "ringside run", s, std::move(traces));
   std::printf("ringside run %s: %s\n", plan.name.c_str(), cfg.summary(plan.recompute()).c_str());

@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "run/runner.h"
 #include "trace/metrics.h"
+#include "trace/trace_file.h"
 
 namespace ringside::cli {
 
@@ -37,9 +38,9 @@ Setup setup(CompareOptions& o, const char* command, const std::function<void(con
 /// What the ranks are, for the headers: " (threads, one comm thread each)".
 const char* ranks_are(const Setup& s);
 
-/// The run's description in the trace's otherData: producer, config, layout, ranks, backend,
-/// device, dtype, clock (and the GPU, the artificial link).
-nlohmann::json trace_other(const char* producer, const CompareOptions& o, const Setup& s);
+/// A trace of no ranks yet that describes the run: its RunInfo (producer, config, layout, ranks,
+/// backend, device, dtype, clock) and, in `other`, the GPU and the artificial link.
+trace::TraceData trace_head(const char* producer, const CompareOptions& o, const Setup& s);
 
 /// The layer's "config" of every document compare and run write: the layer and the requested
 /// layout and recompute (RunPlan::config_json's, without a plan).
@@ -50,9 +51,9 @@ std::function<void(const std::string&)> progress(const Setup& s, const char* com
 
 /// Runs one plan on every rank, traced; its timeline is appended to `traces` (on the root).
 /// With `live` (the root of local ranks) the file is rewritten every second while it runs,
-/// with the runs before it.
+/// with the runs before it, under `head`'s description.
 JobRecord run_traced(const RunPlan& plan, const Setup& s, std::vector<trace::RankTrace>& traces,
-                     const std::string* live = nullptr, const nlohmann::json& live_other = {});
+                     const std::string* live = nullptr, const trace::TraceData& head = {});
 
 /// What the timeline says, on the root: measured on this machine, and modeled on --hw.
 struct Timelines {

@@ -92,24 +92,25 @@ const char* ranks_are(const Setup& s) {
 // The run's description in the trace's otherData.
 nlohmann::json config_of(const CompareOptions& o) { return config_json(o.cfg, o.choices.applied_to({})); }
 
-nlohmann::json trace_other(const char* producer, const CompareOptions& opts, const Setup& s) {
-  nlohmann::json o;
-  o["producer"] = producer;
-  o["config"] = config_of(opts);
-  o["layout"] = to_string(opts.choices.applied_to({}).requested_layout(opts.cfg.causal));
-  o["ranks"] = s.P;
-  o["backend"] = s.backend;
-  o["dtype"] = "float32";
-  o["device"] = to_string(s.device);
+trace::TraceData trace_head(const char* producer, const CompareOptions& opts, const Setup& s) {
+  trace::TraceData t;
+  trace::RunInfo& run = t.run;
+  run.producer = producer;
+  run.config = config_of(opts);
+  run.layout = to_string(opts.choices.applied_to({}).requested_layout(opts.cfg.causal));
+  run.ranks = s.P;
+  run.backend = s.backend;
+  run.dtype = "float32";
+  run.device = to_string(s.device);
+  run.clock = s.mpi ? "steady_clock per process, aligned to rank 0 by ping-pong (clock_offset_ns, clock_uncertainty_ns per process)"
+                    : "steady_clock, one process";
   if (s.device == Device::cuda) {
-    o["gpu"] = gpu::describe(0);
-    o["gpu_clock"] = "ops, waits and transfers timed by CUDA events on each rank's streams, anchored to steady_clock";
+    t.other["gpu"] = gpu::describe(0);
+    t.other["gpu_clock"] = "ops, waits and transfers timed by CUDA events on each rank's streams, anchored to steady_clock";
   }
-  o["clock"] = s.mpi ? "steady_clock per process, aligned to rank 0 by ping-pong (clock_offset_ns, clock_uncertainty_ns per process)"
-                     : "steady_clock, one process";
   if (!s.mpi && (s.where.local.bandwidth_gbps > 0 || s.where.local.latency_us > 0))
-    o["link"] = {{"bandwidth_GB_per_s", s.where.local.bandwidth_gbps}, {"latency_us", s.where.local.latency_us}};
-  return o;
+    t.other["link"] = {{"bandwidth_GB_per_s", s.where.local.bandwidth_gbps}, {"latency_us", s.where.local.latency_us}};
+  return t;
 }
 
 }  // namespace ringside::cli

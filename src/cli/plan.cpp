@@ -194,11 +194,11 @@ int plan_command(const PlanCommandOptions& o) {
         if (!row) continue;
         const std::string of = std::string(row == second ? "runner-up " : "winner ") + row->candidate.name();
         std::vector<trace::RankTrace> ranks = model::candidate_timeline(row->candidate, o.cfg, o.gpus, plan.hw, o.dtype, of);
-        if (t.other.empty()) {
-          t.other = {{"producer", "ringside plan"}, {"config", config_json(o.cfg, given)}, {"ranks", o.gpus}, {"modeled", true},
-                     {"hardware", plan.hw.to_json()}, {"model_dtype", o.dtype}};
+        if (t.run.producer.empty()) {
+          t.run.producer = "ringside plan", t.run.config = config_json(o.cfg, given), t.run.ranks = o.gpus;
+          t.run.modeled = true, t.run.hardware = plan.hw.to_json(), t.run.model_dtype = o.dtype;
         }
-        model::insert_modeled_group(t, std::move(ranks), of, plan.hw, o.dtype, t.ranks.size())["layers"] = po.layers;
+        model::insert_modeled_group(t, std::move(ranks), of, plan.hw, o.dtype, t.ranks.size()).layers = po.layers;
       }
     }
     trace::write_trace(o.trace, t);

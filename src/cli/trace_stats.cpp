@@ -148,18 +148,13 @@ int trace_stats_command(const TraceStatsOptions& o) {
   const trace::TraceData t = trace::read_trace(o.file);
   const auto metrics = trace::compute_metrics(t);
   std::printf("ringside trace-stats: %s\n", o.file.c_str());
-  const nlohmann::json& other = t.other;
-  if (other.contains("ringside_version"))
-    std::printf("  written by ringside %s", other["ringside_version"].is_string() ? other["ringside_version"].get<std::string>().c_str() : "?");
-  else
-    std::printf("  a foreign trace (no ringside otherData)");
+  if (!t.run.version.empty()) std::printf("  written by ringside %s", t.run.version.c_str());
+  else std::printf("  a foreign trace (no ringside otherData)");
   size_t P = 0;
   for (const auto& s : metrics) P = std::max(P, s.ranks.size());
   std::printf(", P = %zu", P);
-  if (other.contains("backend") && other["backend"].is_string())
-    std::printf(", %s backend", other["backend"].get<std::string>().c_str());
-  if (other.contains("layout") && other["layout"].is_string())
-    std::printf(", ring layout %s", other["layout"].get<std::string>().c_str());
+  if (!t.run.backend.empty()) std::printf(", %s backend", t.run.backend.c_str());
+  if (!t.run.layout.empty()) std::printf(", ring layout %s", t.run.layout.c_str());
   int64_t worst_clock = 0;
   for (const trace::RankTrace& r : t.ranks) worst_clock = std::max(worst_clock, r.clock_uncertainty_ns);
   std::printf("\n  %zu process%s, %zu flow%s; clock alignment uncertainty %s\n\n", t.ranks.size(),

@@ -118,17 +118,17 @@ namespace {
 // world rank (a sub-communicator translates its own), which the writer pairs sends and receives by.
 std::unique_ptr<trace::Event> comm_event(trace::Tracer& t, bool send, int64_t bytes, int peer, int tag, const char* label) {
   auto e = std::make_unique<trace::Event>();
-  const char* dir = send ? "send" : "recv";
-  if (!t.collective_kind.empty()) {
-    e->name = t.collective_kind;
-    e->cat = t.collective_kind;
+  e->direction = send ? trace::Direction::send : trace::Direction::recv;
+  if (t.collective_kind) {
+    e->kind = *t.collective_kind;
+    e->name = trace::to_string(e->kind);
     e->collective = t.collective_id;
   } else {
+    const char* dir = trace::to_string(e->direction);
     e->name = label ? std::string(dir) + " " + label : dir;
-    e->cat = "p2p";
+    e->kind = trace::Kind::p2p;
   }
   e->stream = trace::Stream::comm;
-  e->direction = dir;
   e->phase = t.phase;
   e->sublayer = t.sublayer;
   e->step = t.step;
@@ -169,7 +169,7 @@ void Communicator::wait(const RequestPtr& r) {
   // blocks is idle time; the event shows what it waited for.
   std::optional<trace::Span> span;
   if (t) {
-    span.emplace("wait", "wait");
+    span.emplace("wait", trace::Kind::wait);
     if (trace::Event* e = span->event()) {
       e->detail = r->what;
       if (const trace::Event* c = r->trace_event.get()) {
@@ -245,12 +245,12 @@ void check_counts(const std::vector<int64_t>& counts, int P, const char* op) {
 
 }  // namespace
 
-CollectiveSpan::CollectiveSpan(Communicator& c, const char* kind)
-    : comm_(c), span_(kind, "collective"), t_(trace::current_tracer()) {
-  if (!c.collective) c.collective = kind, names_it_ = true;
+CollectiveSpan::CollectiveSpan(Communicator& c, trace::Kind kind)
+    : comm_(c), span_(trace::to_string(kind), trace::Kind::collective), t_(trace::current_tracer()) {
+  if (!c.collective) c.collective = trace::to_string(kind), names_it_ = true;
   if (!t_) return;
   sent0_ = c.stats().bytes_sent;
-  nested_ = !t_->collective_kind.empty();
+  nested_ = t_->collective_kind.has_value();
   if (!nested_) {
     t_->collective_kind = kind;
     t_->collective_id = t_->next_collective++;
@@ -262,11 +262,11 @@ CollectiveSpan::~CollectiveSpan() {
   if (names_it_) comm_.collective = nullptr;
   if (!t_) return;
   span_.event()->bytes = comm_.stats().bytes_sent - sent0_;
-  if (!nested_) t_->collective_kind.clear(), t_->collective_id = -1;
+  if (!nested_) t_->collective_kind.reset(), t_->collective_id = -1;
 }
 
 void Communicator::all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) {
-  CollectiveSpan span(*this, "all_gather");
+  CollectiveSpan span(*this, trace::Kind::all_gather);
   const int P = size(), r = rank();
   check_counts(counts, P, "all_gather");
   const int64_t es = dtype_size(dt);
@@ -287,7 +287,7 @@ void Communicator::all_gather(const void* send, void* recv, const std::vector<in
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) {
-  CollectiveSpan span(*this, "reduce_scatter");
+  CollectiveSpan span(*this, trace::Kind::reduce_scatter);
   const int P = size(), r = rank();
   check_counts(counts, P, "reduce_scatter");
   const int64_t es = dtype_size(dt);
@@ -317,7 +317,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, const std::vecto
     // The last chunk to arrive is our own: sum it straight into recv.
     void* dst = k == P - 2 ? recv : sums[k % 2].raw_data();
     {
-      trace::Span sum("reduce_scatter add", "elementwise", 0, 3 * counts[g] * es);
+      trace::Span sum("reduce_scatter add", trace::Kind::elementwise, 0, 3 * counts[g] * es);
       if (!dry_run_active()) add(dst, incoming.raw_data(), in + off[g] * es, counts[g], dt, where);
     }
     wait(sr);
@@ -326,7 +326,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, const std::vecto
 }
 
 void Communicator::all_reduce(void* buf, int64_t n, DType dt) {
-  CollectiveSpan span(*this, "all_reduce");
+  CollectiveSpan span(*this, trace::Kind::all_reduce);
   const auto counts = even_counts(n, size());
   const auto off = offsets_of(counts);
   char* b = static_cast<char*>(buf);
@@ -337,7 +337,7 @@ void Communicator::all_reduce(void* buf, int64_t n, DType dt) {
 
 void Communicator::all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                               const std::vector<int64_t>& recv_counts, DType dt) {
-  CollectiveSpan span(*this, "all_to_all");
+  CollectiveSpan span(*this, trace::Kind::all_to_all);
   const int P = size(), r = rank();
   check_counts(send_counts, P, "all_to_all");
   check_counts(recv_counts, P, "all_to_all");

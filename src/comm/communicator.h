@@ -208,7 +208,7 @@ class Communicator {
 /// outer identity. No-op when tracing is off.
 class CollectiveSpan {
  public:
-  CollectiveSpan(Communicator& c, const char* kind);
+  CollectiveSpan(Communicator& c, trace::Kind kind);
   ~CollectiveSpan();
   CollectiveSpan(const CollectiveSpan&) = delete;
   CollectiveSpan& operator=(const CollectiveSpan&) = delete;

@@ -141,7 +141,7 @@ class NcclCommunicator final : public Communicator {
       ~Free() { gpu::release(p, s); }
     } release{one, s};
     gpu::zero(one, sizeof(float));
-    native("barrier", 0, [&](cudaStream_t st) { RS_NCCL_ISSUE(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm_, st)); });
+    native("barrier", trace::Kind::all_reduce, 0, [&](cudaStream_t st) { RS_NCCL_ISSUE(ncclAllReduce(one, one, 1, ncclFloat32, ncclSum, comm_, st)); });
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
@@ -161,46 +161,46 @@ class NcclCommunicator final : public Communicator {
 
   void all_gather(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) override {
     if (!equal(counts)) return Communicator::all_gather(send, recv, counts, dt);
-    CollectiveSpan span(*this, "all_gather");
+    CollectiveSpan span(*this, trace::Kind::all_gather);
     const int64_t bytes = counts[0] * dtype_size(dt);
     count_bytes((size_ - 1) * bytes, (size_ - 1) * bytes);  // the ring's volume: NCCL's busbw convention
-    native("all_gather", (size_ - 1) * bytes, [&](cudaStream_t st) {
+    native("all_gather", trace::Kind::all_gather, (size_ - 1) * bytes, [&](cudaStream_t st) {
       RS_NCCL_ISSUE(ncclAllGather(send, recv, static_cast<size_t>(counts[0]), nccl_type(dt), comm_, st));
     });
   }
 
   void reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts, DType dt) override {
     if (!equal(counts)) return Communicator::reduce_scatter(send, recv, counts, dt);
-    CollectiveSpan span(*this, "reduce_scatter");
+    CollectiveSpan span(*this, trace::Kind::reduce_scatter);
     const int64_t bytes = counts[0] * dtype_size(dt);
     count_bytes((size_ - 1) * bytes, (size_ - 1) * bytes);
-    native("reduce_scatter", (size_ - 1) * bytes, [&](cudaStream_t st) {
+    native("reduce_scatter", trace::Kind::reduce_scatter, (size_ - 1) * bytes, [&](cudaStream_t st) {
       RS_NCCL_ISSUE(ncclReduceScatter(send, recv, static_cast<size_t>(counts[0]), nccl_type(dt), ncclSum, comm_, st));
     });
   }
 
   void all_reduce(void* buf, int64_t n, DType dt) override {
-    CollectiveSpan span(*this, "all_reduce");
+    CollectiveSpan span(*this, trace::Kind::all_reduce);
     int64_t sent = 0;  // a ring all-reduce: reduce-scatter then all-gather of the even shares
     const auto counts = even_counts(n, size_);
     for (int r = 0; r < size_; ++r)
       if (r != rank_) sent += counts[r] * dtype_size(dt);
     if (size_ > 1) sent += (n - counts[(rank_ + 1) % size_]) * dtype_size(dt);
     count_bytes(sent, sent);
-    native("all_reduce", sent, [&](cudaStream_t st) {
+    native("all_reduce", trace::Kind::all_reduce, sent, [&](cudaStream_t st) {
       RS_NCCL_ISSUE(ncclAllReduce(buf, buf, static_cast<size_t>(n), nccl_type(dt), ncclSum, comm_, st));
     });
   }
 
   void all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                   const std::vector<int64_t>& recv_counts, DType dt) override {
-    CollectiveSpan span(*this, "all_to_all");
+    CollectiveSpan span(*this, trace::Kind::all_to_all);
     const int64_t es = dtype_size(dt);
     int64_t sent = 0, received = 0;
     for (int j = 0; j < size_; ++j)
       if (j != rank_) sent += send_counts[j] * es, received += recv_counts[j] * es;
     count_bytes(sent, received);
-    native("all_to_all", sent, [&](cudaStream_t st) {
+    native("all_to_all", trace::Kind::all_to_all, sent, [&](cudaStream_t st) {
       int64_t so = 0, ro = 0;
       for (int j = 0; j < size_; ++j) {  // one group: NCCL runs the P exchanges together
         RS_NCCL_ISSUE(ncclSend(static_cast<const char*>(send) + so * es, static_cast<size_t>(send_counts[j] * es), ncclInt8, j,
@@ -275,16 +275,18 @@ class NcclCommunicator final : public Communicator {
 
   // A native collective: issued as a group, waited for like a transfer, and recorded on the
   // comm stream of the timeline.
-  template <class F> void native(const char* kind, int64_t bytes, F&& issue) {
+  // `name` says it in errors and on the timeline ("barrier" is an all_reduce of one float).
+  template <class F> void native(const char* name, trace::Kind kind, int64_t bytes, F&& issue) {
     start();  // point-to-point posted before it goes first, in order
     auto r = std::make_shared<NcclRequest>(this, job_);
-    r->what = detail::concat(kind, " (", bytes, " bytes sent)");
-    run_group(kind, issue, {Pending{true, nullptr, bytes, -1, r}});
+    r->what = detail::concat(name, " (", bytes, " bytes sent)");
+    run_group(name, issue, {Pending{true, nullptr, bytes, -1, r}});
     if (trace::Tracer* t = trace::current_tracer()) {
       auto e = std::make_unique<trace::Event>();
-      e->name = e->cat = kind;
+      e->name = name;
+      e->kind = kind;
       e->stream = trace::Stream::comm;
-      e->direction = "send";
+      e->direction = trace::Direction::send;
       e->bytes = bytes;
       e->collective = t->collective_id;
       e->order = e->end_order = t->tick();

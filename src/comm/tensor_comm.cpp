@@ -11,12 +11,12 @@ void all_reduce_packed(Communicator& comm, const std::vector<Tensor*>& tensors, 
   Tensor packed = Tensor::empty({n}, tensors.at(0)->dtype(), tag);
   auto* p = static_cast<char*>(packed.raw_data());
   {
-    trace::Span copy("all_reduce pack", "memory", 0, 2 * packed.nbytes());
+    trace::Span copy("all_reduce pack", trace::Kind::memory, 0, 2 * packed.nbytes());
     if (!packed.is_dry())  // a dry run (what-if model) records the copy but moves nothing
       for (const Tensor* t : tensors) copy_bytes(p, t->raw_data(), t->nbytes()), p += t->nbytes();
   }
   comm.all_reduce(packed);
-  trace::Span copy("all_reduce unpack", "memory", 0, 2 * packed.nbytes());
+  trace::Span copy("all_reduce unpack", trace::Kind::memory, 0, 2 * packed.nbytes());
   if (packed.is_dry()) return;
   p = static_cast<char*>(packed.raw_data());
   for (Tensor* t : tensors) copy_bytes(t->raw_data(), p, t->nbytes()), p += t->nbytes();
@@ -42,7 +42,7 @@ Tensor slice_seq(const Tensor& t, int64_t s0, int64_t n, AllocTag tag) {
   Shape shape = t.shape();
   shape[1] = n;
   Tensor out = Tensor::empty(shape, t.dtype(), tag);
-  trace::Span copy("slice_seq", "memory", 0, 2 * out.nbytes());
+  trace::Span copy("slice_seq", trace::Kind::memory, 0, 2 * out.nbytes());
   if (out.is_dry()) return out;
   const int64_t row = t.numel() / (t.dim(0) * t.dim(1)) * dtype_size(t.dtype());  // bytes per token
   const auto* src = static_cast<const char*>(t.raw_data());
@@ -58,7 +58,7 @@ Tensor gather_seq(Communicator& comm, const Tensor& shard, AllocTag tag) {
   const int64_t b = shape[0], n = shape[1];
   shape[1] = n * P;
   Tensor out = Tensor::empty(shape, shard.dtype(), tag);
-  trace::Span copy("gather_seq reorder", "memory", 0, 2 * out.nbytes());
+  trace::Span copy("gather_seq reorder", trace::Kind::memory, 0, 2 * out.nbytes());
   if (out.is_dry()) return out;
   const int64_t row = shard.numel() / (b * n) * dtype_size(shard.dtype());
   const auto* src = static_cast<const char*>(all.raw_data());
@@ -80,7 +80,7 @@ Tensor reduce_scatter_seq(Communicator& comm, const Tensor& t, AllocTag tag) {
   const auto* src = static_cast<const char*>(t.raw_data());
   auto* dst = static_cast<char*>(packed.raw_data());
   {
-    trace::Span copy("reduce_scatter_seq pack", "memory", 0, 2 * packed.nbytes());
+    trace::Span copy("reduce_scatter_seq pack", trace::Kind::memory, 0, 2 * packed.nbytes());
     for (int r = 0; r < P && !packed.is_dry(); ++r)  // (a dry run: no data, no copy)
       copy_rows(dst + r * b * n * row, n * row, src + r * n * row, s * row, n * row, b);
   }
@@ -93,7 +93,7 @@ Tensor take_tokens(const Tensor& t, const std::vector<int64_t>& pos, AllocTag ta
   Shape shape = t.shape();
   shape[1] = static_cast<int64_t>(pos.size());
   Tensor out = Tensor::empty(shape, t.dtype(), tag);
-  trace::Span copy("take_tokens", "memory", 0, 2 * out.nbytes());
+  trace::Span copy("take_tokens", trace::Kind::memory, 0, 2 * out.nbytes());
   if (out.is_dry()) return out;
   const int64_t row = t.numel() / (t.dim(0) * t.dim(1)) * dtype_size(t.dtype());
   const auto* src = static_cast<const char*>(t.raw_data());
@@ -113,7 +113,7 @@ Tensor gather_tokens(Communicator& comm, const Tensor& shard, const std::functio
   const int64_t b = shape[0], n = shape[1];
   shape[1] = s;
   Tensor out = Tensor::empty(shape, shard.dtype(), tag);
-  trace::Span copy("gather_tokens reorder", "memory", 0, 2 * out.nbytes());
+  trace::Span copy("gather_tokens reorder", trace::Kind::memory, 0, 2 * out.nbytes());
   if (out.is_dry()) return out;
   const int64_t row = shard.numel() / (b * n) * dtype_size(shard.dtype());
   const auto* src = static_cast<const char*>(all.raw_data());
@@ -146,7 +146,7 @@ Tensor reduce_scatter_tokens(Communicator& comm, const Tensor& t,
 }
 
 void put_seq(Tensor& dst, const Tensor& src, int64_t s0) {
-  trace::Span copy("put_seq", "memory", 0, 2 * src.nbytes());
+  trace::Span copy("put_seq", trace::Kind::memory, 0, 2 * src.nbytes());
   if (dst.is_dry()) return;
   const int64_t b = src.dim(0), n = src.dim(1), row = src.numel() / (b * n) * dtype_size(src.dtype());
   copy_rows(static_cast<char*>(dst.raw_data()) + s0 * row, dst.dim(1) * row, src.raw_data(), n * row, n * row, b);
@@ -157,7 +157,7 @@ Tensor slice_cols(const Tensor& m, const std::vector<std::pair<int64_t, int64_t>
   int64_t width = 0;
   for (auto [a, e] : segments) width += e - a;
   Tensor out = Tensor::empty(m.ndim() == 1 ? Shape{width} : Shape{rows, width}, m.dtype(), tag);
-  trace::Span copy("slice_cols", "memory", 0, 2 * out.nbytes());
+  trace::Span copy("slice_cols", trace::Kind::memory, 0, 2 * out.nbytes());
   if (out.is_dry()) return out;
   const auto* src = static_cast<const char*>(m.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -175,7 +175,7 @@ Tensor gather_cols(Communicator& comm, const Tensor& local, int64_t cols,
   const int64_t rows = local.ndim() == 1 ? 1 : local.dim(0), width = local.dim(-1), es = dtype_size(local.dtype());
   const Tensor all = comm.all_gather(local, tag);  // [P][rows][width]
   Tensor out = Tensor::empty(local.ndim() == 1 ? Shape{cols} : Shape{rows, cols}, local.dtype(), tag);
-  trace::Span copy("gather_cols reorder", "memory", 0, 2 * out.nbytes());
+  trace::Span copy("gather_cols reorder", trace::Kind::memory, 0, 2 * out.nbytes());
   if (out.is_dry()) return out;
   const auto* src = static_cast<const char*>(all.raw_data());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -192,7 +192,7 @@ Tensor gather_cols(Communicator& comm, const Tensor& local, int64_t cols,
 Tensor slice_rows(const Tensor& m, int64_t r0, int64_t n, AllocTag tag) {
   const int64_t cols = m.ndim() == 1 ? 1 : m.dim(1), es = dtype_size(m.dtype());
   Tensor out = Tensor::empty(m.ndim() == 1 ? Shape{n} : Shape{n, cols}, m.dtype(), tag);
-  trace::Span copy("slice_rows", "memory", 0, 2 * out.nbytes());
+  trace::Span copy("slice_rows", trace::Kind::memory, 0, 2 * out.nbytes());
   if (out.is_dry()) return out;
   copy_bytes(out.raw_data(), static_cast<const char*>(m.raw_data()) + r0 * cols * es, n * cols * es);
   return out;
@@ -239,14 +239,14 @@ Tensor seq_to_heads(Communicator& comm, const Tensor& t, const HeadRanges& heads
   const std::vector<int64_t> soff = offsets(send_counts), roff = offsets(recv_counts);
   Tensor send = Tensor::empty({soff[U]}, t.dtype(), tag), recv = Tensor::empty({roff[U]}, t.dtype(), tag);
   {
-    trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
+    trace::Span copy("all_to_all pack", trace::Kind::memory, 0, 2 * send.nbytes());
     for (int j = 0; j < U && !send.is_dry(); ++j)  // to rank j: its heads of our tokens
       copy_rows(static_cast<char*>(send.raw_data()) + soff[j] * es, heads[j].second * d * es,
                 static_cast<const char*>(t.raw_data()) + heads[j].first * d * es, X * d * es, heads[j].second * d * es, b * n);
   }
   comm.all_to_all(send.raw_data(), send_counts, recv.raw_data(), recv_counts, t.dtype());
   Tensor out = Tensor::empty({b, n * U, cm, d}, t.dtype(), tag);
-  trace::Span copy("all_to_all unpack", "memory", 0, 2 * out.nbytes());
+  trace::Span copy("all_to_all unpack", trace::Kind::memory, 0, 2 * out.nbytes());
   for (int j = 0; j < U && !out.is_dry(); ++j)  // from rank j: its tokens [j n, (j+1) n), our heads
     copy_rows(static_cast<char*>(out.raw_data()) + j * n * cm * d * es, n * U * cm * d * es,
               static_cast<const char*>(recv.raw_data()) + roff[j] * es, n * cm * d * es, n * cm * d * es, b);
@@ -261,7 +261,7 @@ Tensor heads_to_seq(Communicator& comm, Backend& be, const Tensor& t, int64_t H,
   const std::vector<int64_t> roff = offsets(recv_counts);
   Tensor send = Tensor::empty({U * b * n * cm * d}, t.dtype(), tag), recv = Tensor::empty({roff[U]}, t.dtype(), tag);
   {
-    trace::Span copy("all_to_all pack", "memory", 0, 2 * send.nbytes());
+    trace::Span copy("all_to_all pack", trace::Kind::memory, 0, 2 * send.nbytes());
     for (int j = 0; j < U && !send.is_dry(); ++j)  // to rank j: its tokens, our heads
       copy_rows(static_cast<char*>(send.raw_data()) + j * b * n * cm * d * es, n * cm * d * es,
                 static_cast<const char*>(t.raw_data()) + j * n * cm * d * es, n * U * cm * d * es, n * cm * d * es, b);
@@ -270,7 +270,7 @@ Tensor heads_to_seq(Communicator& comm, Backend& be, const Tensor& t, int64_t H,
   bool shared = false;
   for (int j = 1; j < U; ++j) shared |= heads[j].first < heads[j - 1].first + heads[j - 1].second;
   Tensor out = shared ? be.zeros({b, n, H, d}, t.dtype(), tag) : Tensor::empty({b, n, H, d}, t.dtype(), tag);
-  trace::Span copy("all_to_all unpack", "memory", 0, 2 * out.nbytes());
+  trace::Span copy("all_to_all unpack", trace::Kind::memory, 0, 2 * out.nbytes());
   for (int j = 0; j < U && !out.is_dry(); ++j) {  // from rank j: its heads of our tokens
     const auto* block = static_cast<const char*>(recv.raw_data()) + roff[j] * es;
     if (!shared) {
@@ -288,7 +288,7 @@ Tensor heads_to_seq(Communicator& comm, Backend& be, const Tensor& t, int64_t H,
 Tensor repeat_kv_heads(const Tensor& t, const std::vector<int64_t>& kv_of, AllocTag tag) {
   const int64_t heads = static_cast<int64_t>(kv_of.size());
   Tensor out = Tensor::empty({t.dim(0), t.dim(1), heads, t.dim(3)}, t.dtype(), tag, t.device());
-  trace::Span copy("repeat kv heads", "memory", 0, t.nbytes() + out.nbytes());
+  trace::Span copy("repeat kv heads", trace::Kind::memory, 0, t.nbytes() + out.nbytes());
   for (int64_t i = 0; i < heads && !out.is_dry(); ++i) copy_heads(out, i, t, kv_of[i], 1);
   return out;
 }

@@ -67,9 +67,14 @@ nlohmann::json to_json(const RankTrace& t) {
   j["strategy"] = t.strategy, j["rank"] = t.rank;
   j["offset"] = t.clock_offset_ns, j["uncertainty"] = t.clock_uncertainty_ns;
   auto& ev = j["events"] = nlohmann::json::array();
-  for (const Event& e : t.events)
-    ev.push_back({e.name, e.cat, e.ts_ns, e.dur_ns, int(e.stream), e.phase, e.step, e.peer, e.bytes, e.flops,
-                  e.collective, e.direction, e.tag, e.seq, e.detail, e.sublayer, e.order, e.end_order});
+  for (const Event& e : t.events) {
+    nlohmann::json tiles = nlohmann::json::array();
+    for (const TilePair& p : e.tiles)
+      tiles.push_back({p.q_first, p.q_len, p.q_stride, p.k_first, p.k_len, p.k_stride, p.partial});
+    ev.push_back({e.name, int(e.kind), e.ts_ns, e.dur_ns, int(e.stream), e.phase, e.step, e.peer, e.bytes, e.flops,
+                  e.collective, int(e.direction), e.tag, e.seq, e.detail, e.sublayer, e.order, e.end_order,
+                  std::move(tiles), e.tiles_complete});
+  }
   auto& mem = j["memory"] = nlohmann::json::array();
   for (const MemorySample& m : t.memory) mem.push_back({m.ts_ns, m.bytes});
   return j;
@@ -81,10 +86,12 @@ RankTrace from_json(const nlohmann::json& j) {
   t.clock_offset_ns = j.at("offset"), t.clock_uncertainty_ns = j.at("uncertainty");
   for (const auto& a : j.at("events")) {
     Event e;
-    e.name = a[0], e.cat = a[1], e.ts_ns = a[2], e.dur_ns = a[3], e.stream = Stream(a[4].get<int>());
+    e.name = a[0], e.kind = Kind(a[1].get<int>()), e.ts_ns = a[2], e.dur_ns = a[3], e.stream = Stream(a[4].get<int>());
     e.phase = a[5], e.step = a[6], e.peer = a[7], e.bytes = a[8], e.flops = a[9];
-    e.collective = a[10], e.direction = a[11], e.tag = a[12], e.seq = a[13], e.detail = a[14], e.sublayer = a[15];
-    e.order = a[16], e.end_order = a[17];
+    e.collective = a[10], e.direction = Direction(a[11].get<int>()), e.tag = a[12], e.seq = a[13], e.detail = a[14];
+    e.sublayer = a[15], e.order = a[16], e.end_order = a[17];
+    for (const auto& p : a[18]) e.tiles.push_back({p[0], p[1], p[2], p[3], p[4], p[5], p[6].get<bool>()});
+    e.tiles_complete = a[19];
     t.events.push_back(std::move(e));
   }
   for (const auto& a : j.at("memory")) t.memory.push_back(MemorySample{a[0], a[1]});

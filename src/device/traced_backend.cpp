@@ -24,7 +24,7 @@ class TracedBackend final : public Backend {
   Device device() const override { return in_->device(); }
   std::string describe() const override { return in_->describe(); }
   Tensor zeros(const Shape& shape, DType dtype, AllocTag tag) const override {
-    Span s("zeros", "memory", 0, numel(shape) * dtype_size(dtype));
+    Span s("zeros", trace::Kind::memory, 0, numel(shape) * dtype_size(dtype));
     return in_->zeros(shape, dtype, tag);
   }
 
@@ -32,7 +32,7 @@ class TracedBackend final : public Backend {
     // As the backend sees them: a [numel / last, last], op(a) [m, k], op(b) [k, n].
     const int64_t a_rows = a.numel() / a.dim(-1), m = ta ? a.dim(-1) : a_rows, k = ta ? a_rows : a.dim(-1);
     const int64_t n = c.dim(-1);
-    Span s("matmul", "gemm", 2.0 * double(m) * double(n) * double(k), bytes_of({&a, &b, &c}) + (beta != 0 ? c.nbytes() : 0));
+    Span s("matmul", trace::Kind::gemm, 2.0 * double(m) * double(n) * double(k), bytes_of({&a, &b, &c}) + (beta != 0 ? c.nbytes() : 0));
     if (Event* e = s.event()) {
       char buf[96];
       std::snprintf(buf, sizeof buf, "m=%lld n=%lld k=%lld%s%s", (long long)m, (long long)n, (long long)k,
@@ -42,76 +42,76 @@ class TracedBackend final : public Backend {
     in_->matmul(a, ta, b, tb, c, alpha, beta);
   }
   void add_bias(Tensor& y, const Tensor& bias) override {
-    Span s("add_bias", "elementwise", 0, 2 * y.nbytes() + bias.nbytes());
+    Span s("add_bias", trace::Kind::elementwise, 0, 2 * y.nbytes() + bias.nbytes());
     in_->add_bias(y, bias);
   }
   void bias_grad(const Tensor& dy, Tensor& dbias) override {
-    Span s("bias_grad", "elementwise", 0, dy.nbytes() + 2 * dbias.nbytes());
+    Span s("bias_grad", trace::Kind::elementwise, 0, dy.nbytes() + 2 * dbias.nbytes());
     in_->bias_grad(dy, dbias);
   }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
-    Span s("add", "elementwise", 0, bytes_of({&a, &b, &out}));
+    Span s("add", trace::Kind::elementwise, 0, bytes_of({&a, &b, &out}));
     in_->add(a, b, out);
   }
   void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, Tensor& y, Tensor& mean,
                          Tensor& rstd) override {
-    Span s("layernorm_forward", "norm", 0, bytes_of({&x, &gamma, &beta, &y, &mean, &rstd}));
+    Span s("layernorm_forward", trace::Kind::norm, 0, bytes_of({&x, &gamma, &beta, &y, &mean, &rstd}));
     in_->layernorm_forward(x, gamma, beta, eps, y, mean, rstd);
   }
   void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                           Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
-    Span s("layernorm_backward", "norm", 0, bytes_of({&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta}));
+    Span s("layernorm_backward", trace::Kind::norm, 0, bytes_of({&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta}));
     in_->layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
   }
   void gelu_forward(const Tensor& x, Tensor& y) override {
-    Span s("gelu_forward", "elementwise", 0, bytes_of({&x, &y}));
+    Span s("gelu_forward", trace::Kind::elementwise, 0, bytes_of({&x, &y}));
     in_->gelu_forward(x, y);
   }
   void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) override {
-    Span s("gelu_backward", "elementwise", 0, bytes_of({&dy, &x, &dx}));
+    Span s("gelu_backward", trace::Kind::elementwise, 0, bytes_of({&dy, &x, &dx}));
     in_->gelu_backward(dy, x, dx);
   }
   void rope_forward(Tensor& x, const std::vector<int64_t>& positions, double theta) override {
-    Span s("rope_forward", "elementwise", 0, 2 * x.nbytes());
+    Span s("rope_forward", trace::Kind::elementwise, 0, 2 * x.nbytes());
     in_->rope_forward(x, positions, theta);
   }
   void rope_backward(Tensor& dx, const std::vector<int64_t>& positions, double theta) override {
-    Span s("rope_backward", "elementwise", 0, 2 * dx.nbytes());
+    Span s("rope_backward", trace::Kind::elementwise, 0, 2 * dx.nbytes());
     in_->rope_backward(dx, positions, theta);
   }
   void dropout_forward(const Tensor& x, Tensor& y, const std::vector<int64_t>& positions, int64_t s_global, double p,
                        uint64_t seed, uint32_t site) override {
-    Span s("dropout", "elementwise", 0, bytes_of({&x, &y}));
+    Span s("dropout", trace::Kind::elementwise, 0, bytes_of({&x, &y}));
     in_->dropout_forward(x, y, positions, s_global, p, seed, site);
   }
   void dropout_mask(Tensor& mask, const std::vector<int64_t>& positions, int64_t s_global, double p, uint64_t seed,
                     uint32_t site) override {
-    Span s("dropout_mask", "elementwise", 0, mask.nbytes());
+    Span s("dropout_mask", trace::Kind::elementwise, 0, mask.nbytes());
     in_->dropout_mask(mask, positions, s_global, p, seed, site);
   }
   void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v) override {
-    Span s("split_qkv", "memory", 0, 2 * qkv.nbytes());
+    Span s("split_qkv", trace::Kind::memory, 0, 2 * qkv.nbytes());
     in_->split_qkv(qkv, q, k, v);
   }
   void merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, Tensor& dqkv) override {
-    Span s("merge_qkv", "memory", 0, 2 * dqkv.nbytes());
+    Span s("merge_qkv", trace::Kind::memory, 0, 2 * dqkv.nbytes());
     in_->merge_qkv(dq, dk, dv, dqkv);
   }
   void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
                          Tensor& lse) override {
-    Span s("attention_forward", "attention", kernels::cpu::attention_forward_flops(p), bytes_of({&q, &k, &v, &out, &lse}));
+    Span s("attention_forward", trace::Kind::attention, kernels::cpu::attention_forward_flops(p), bytes_of({&q, &k, &v, &out, &lse}));
     describe_attention(s, p);
     in_->attention_forward(p, q, k, v, out, lse);
   }
   void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                           const Tensor& dout, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv) override {
-    Span s("attention_backward", "attention", 2.5 * kernels::cpu::attention_forward_flops(p),
+    Span s("attention_backward", trace::Kind::attention, 2.5 * kernels::cpu::attention_forward_flops(p),
            bytes_of({&q, &k, &v, &out, &dout, &lse, &dq, &dk, &dv}) + dq.nbytes() + dk.nbytes() + dv.nbytes());
     describe_attention(s, p);
     in_->attention_backward(p, q, k, v, out, dout, lse, dq, dk, dv);
   }
   void lse_merge(Tensor& out, Tensor& lse, const Tensor& out_b, const Tensor& lse_b) override {
-    Span s("lse_merge", "elementwise", 0, 2 * (out.nbytes() + lse.nbytes()) + out_b.nbytes() + lse_b.nbytes());
+    Span s("lse_merge", trace::Kind::elementwise, 0, 2 * (out.nbytes() + lse.nbytes()) + out_b.nbytes() + lse_b.nbytes());
     in_->lse_merge(out, lse, out_b, lse_b);
   }
 

@@ -95,9 +95,9 @@ bool attention_call(const trace::Event& ev, AttentionCall& call) {
 }  // namespace
 
 double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, const ModelOptions& o) {
-  if (ev.stream != trace::Stream::compute || ev.cat == "wait" || trace::is_container(ev.cat)) return 0;
+  if (ev.stream != trace::Stream::compute || !trace::is_work(ev.kind)) return 0;
   // Only GEMMs run in FP8 (TransformerEngine's recipe): every other op at bf16's rates.
-  const std::string dtype = o.dtype == "fp8" && ev.cat != "gemm" ? "bf16" : o.dtype;
+  const std::string dtype = o.dtype == "fp8" && ev.kind != trace::Kind::gemm ? "bf16" : o.dtype;
   const double peak = hw.peak_flops(dtype);
   const Efficiency& e = hw.efficiency;
   if (o.efficiency == "ideal" || !e.present) return std::max(ev.flops / peak, bytes / hw.memory_bandwidth);
@@ -113,12 +113,12 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
   }
   const double memory_s = bytes / (hw.memory_bandwidth * e.memory_fraction);
   double compute_s = 0;
-  if (ev.flops > 0 && ev.cat == "gemm") {
+  if (ev.flops > 0 && ev.kind == trace::Kind::gemm) {
     const double mamf = e.gemm.of(dtype);
     long long m = 0, n = 0, k = 0;
     const bool shaped = gemm_shape(ev.detail, m, n, k);
     compute_s = ev.flops / (shaped ? gemm_rate(e, peak, mamf, m, n, k) : peak * mamf);
-  } else if (ev.flops > 0 && ev.cat == "attention") {
+  } else if (ev.flops > 0 && ev.kind == trace::Kind::attention) {
     const AttentionKernel& kernel = e.attention.at(attention_kernel_of(hw, o));
     AttentionCall call;
     double rate = 0;

@@ -36,7 +36,7 @@ struct Transfer {
 
 // "a send to rank 1, tag 5, seq 0": the transfer an event posts or waits for, for errors.
 std::string transfer_of(const trace::Event& ev) {
-  return detail::concat("a ", ev.direction, ev.direction == "send" ? " to" : " from", " rank ", ev.peer, ", tag ", ev.tag,
+  return detail::concat("a ", trace::to_string(ev.direction), ev.direction == trace::Direction::send ? " to" : " from", " rank ", ev.peer, ", tag ", ev.tag,
                         ", seq ", ev.seq);
 }
 
@@ -96,7 +96,7 @@ class Replay {
         s.points.push_back({ev.order, Point::post, e});
         const Key k = key(r.rank, ev);
         transfers_[k].bytes = int64_t(std::llround(double(ev.bytes) * scale_));
-        if (ev.direction == "send") sends.push_back({ev.order, k});
+        if (ev.direction == trace::Direction::send) sends.push_back({ev.order, k});
       } else {
         s.points.push_back({ev.order, Point::begin, e});
         s.points.push_back({ev.end_order, Point::end, e});
@@ -121,7 +121,7 @@ class Replay {
   }
 
   static Key key(int rank, const trace::Event& ev) {
-    const bool send = ev.direction == "send";
+    const bool send = ev.direction == trace::Direction::send;
     return {send ? rank : ev.peer, send ? ev.peer : rank, ev.tag, ev.seq};
   }
 
@@ -135,13 +135,13 @@ class Replay {
       const trace::Event& ev = r.events[p.event];
       if (p.kind == Point::post) {
         Transfer& t = transfers_[key(r.rank, ev)];
-        (ev.direction == "send" ? t.send_post : t.recv_post) = s.t;
+        (ev.direction == trace::Direction::send ? t.send_post : t.recv_post) = s.t;
         s.start[p.event] = s.t;
       } else if (p.kind == Point::begin) {
         s.start[p.event] = s.t;
         s.anchors.push_back({ev.ts_ns, s.t});
       } else {
-        if (ev.cat == "wait") {
+        if (ev.kind == trace::Kind::wait) {
           if (ev.seq >= 0) {
             const auto it = transfers_.find(key(r.rank, ev));
             if (it == transfers_.end())
@@ -150,7 +150,7 @@ class Replay {
             if (!it->second.end) return moved;  // blocked: its transfer is not modeled yet
             s.t = std::max(s.t, *it->second.end);
           }
-        } else if (!trace::is_container(ev.cat)) {
+        } else if (!trace::is_container(ev.kind)) {
           // A compute op, at the rate this GPU achieves for its kind and shape.
           const double sec = op_seconds(ev, double(ev.bytes) * scale_, hw_, options_);
           s.t = std::max(s.t, after(s.start[p.event], sec, [&] {
@@ -259,29 +259,26 @@ double schedule_bytes(int P, const LayerConfig& cfg, Layout layout) { return 102
 trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o) {
   check_model_options(hw, o);
   // A modeled trace's times and bytes are the model's already: model the recorded one.
-  if (const auto m = schedule.other.find("modeled"); m != schedule.other.end() && m->is_boolean() && m->get<bool>())
+  if (schedule.run.modeled)
     throw ConfigError("this trace is already modeled (otherData.modeled): model the trace the run recorded, or a dry run");
   // Traces record fp32 runs (otherData.dtype); bf16 halves every byte.
-  const auto dt = schedule.other.find("dtype");
-  const bool f64 = dt != schedule.other.end() && dt->is_string() && dt->get<std::string>() == "float64";
-  const double recorded = f64 ? 8 : 4, modeled = o.dtype == "fp32" ? 4 : 2;
+  const double recorded = schedule.run.dtype == "float64" ? 8 : 4, modeled = o.dtype == "fp32" ? 4 : 2;
   trace::TraceData out = schedule;
   out.flows.clear();
   // A measured trace with its modeled twins: model what was recorded, not the twins.
-  const trace::RunInfo info = trace::run_info(schedule.other);
-  std::erase_if(out.ranks, [&](const trace::RankTrace& r) { return info.group(r.strategy) != nullptr; });
-  trace::drop_groups(out.other);
+  std::erase_if(out.ranks, [&](const trace::RankTrace& r) { return schedule.run.group(r.strategy) != nullptr; });
+  out.run.drop_groups();
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t p = 0; p < out.ranks.size(); ++p) groups[out.ranks[p].strategy].push_back(p);
   for (auto& [strategy, procs] : groups)
     Replay(out, procs, hw, modeled / recorded, o).run();
-  out.other["modeled"] = true;
-  out.other["hardware"] = hw.to_json();
-  out.other["model_dtype"] = o.dtype;
-  out.other["model_efficiency"] = o.efficiency;
-  if (const std::string k = attention_kernel_of(hw, o); !k.empty()) out.other["model_attention_kernel"] = k;
-  out.other["dtype"] = o.dtype == "fp32" ? "float32" : "bfloat16";
-  out.other["device"] = hw.name + " (modeled)";
+  out.run.modeled = true;
+  out.run.hardware = hw.to_json();
+  out.run.model_dtype = o.dtype;
+  out.run.model_efficiency = o.efficiency;
+  out.run.model_attention_kernel = attention_kernel_of(hw, o);
+  out.run.dtype = o.dtype == "fp32" ? "float32" : "bfloat16";
+  out.run.device = hw.name + " (modeled)";
   return out;
 }
 

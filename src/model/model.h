@@ -172,10 +172,10 @@ void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptio
 
 /// Puts `ranks`, a modeled timeline of the group `of` on `hw` (model_trace's, or a dry run's),
 /// into `t` at index `at` of t.ranks (past the end: at the end) as the group modeled_label(of,
-/// hw.name), and lists it in otherData.modeled_groups as {of, hardware, dtype}. Returns that
-/// entry, for more fields (a dry run's config).
-nlohmann::json& insert_modeled_group(trace::TraceData& t, std::vector<trace::RankTrace> ranks, const std::string& of,
-                                     const Hardware& hw, const std::string& dtype, size_t at);
+/// hw.name), and lists it in t.run.groups as {of, hardware, dtype}. Returns that entry, for
+/// more fields (a dry run's config, the model's efficiency).
+trace::GroupInfo& insert_modeled_group(trace::TraceData& t, std::vector<trace::RankTrace> ranks, const std::string& of,
+                                       const Hardware& hw, const std::string& dtype, size_t at);
 
 /// The default profile of the modeled twins of compare, run and lesson: a100-nvlink. The demo's
 /// default layer (P = 4, s 4096, Hkv/H 1/2, zigzag steps of 512 x 1024 tokens) sits near its

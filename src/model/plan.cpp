@@ -214,7 +214,7 @@ std::pair<double, double> link_traffic(const trace::TraceData& schedule, const s
   for (const trace::RankTrace& r : schedule.ranks) {
     double in = 0, out = 0;
     for (const trace::Event& e : r.events)
-      if (e.stream == trace::Stream::comm && e.direction == "send" && e.peer >= 0)
+      if (e.stream == trace::Stream::comm && e.direction == trace::Direction::send && e.peer >= 0)
         (node[size_t(r.rank)] == node[size_t(e.peer)] ? in : out) += double(e.bytes) * scale;
     intra = std::max(intra, in), inter = std::max(inter, out);
   }

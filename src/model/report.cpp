@@ -28,11 +28,11 @@ std::vector<StrategyReport> report_of(const trace::TraceData& modeled, const std
       RankReport& rr = by_rank[r.rank];
       for (const trace::Event& e : r.events) {
         const double sec = double(e.dur_ns) / 1e9;
-        const bool forward = e.phase == "forward" || (e.cat == "phase" && e.name == "forward");
-        const bool backward = e.phase == "backward" || (e.cat == "phase" && e.name == "backward");
+        const bool forward = e.phase == "forward" || (e.kind == trace::Kind::phase && e.name == "forward");
+        const bool backward = e.phase == "backward" || (e.kind == trace::Kind::phase && e.name == "backward");
         PhaseSeconds* into = nullptr;
-        if (e.cat == "phase") into = &rr.layer;
-        else if (e.cat == "sublayer" && e.name == "attention") into = &rr.attention;
+        if (e.kind == trace::Kind::phase) into = &rr.layer;
+        else if (e.kind == trace::Kind::sublayer && e.name == "attention") into = &rr.attention;
         if (into && forward) into->forward_s += sec;
         if (into && backward) into->backward_s += sec;
       }
@@ -88,7 +88,7 @@ nlohmann::json report_json(const StrategyReport& r, bool only_attention) {
 
 trace::TraceData attention_only(trace::TraceData schedule) {
   for (trace::RankTrace& r : schedule.ranks) {
-    std::erase_if(r.events, [](const trace::Event& e) { return e.cat != "phase" && e.sublayer != "attention"; });
+    std::erase_if(r.events, [](const trace::Event& e) { return e.kind != trace::Kind::phase && e.sublayer != "attention"; });
     r.memory.clear();  // the layer's memory, not attention's: peak memory is the layer's (model without --only)
   }
   schedule.flows.clear();

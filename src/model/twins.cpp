@@ -34,8 +34,13 @@ trace::TraceData dry_run(const RunPlan& plan, MemoryTracker& tracker, std::vecto
   lo.timeout_s = 600;  // 2P threads on a few cores: a dry run is quick, but waits may be long
   std::vector<RunRecord> r = run_local_ranks(plan, DType::f32, tracker, lo, &sink);
   if (results) *results = std::move(r);
-  t.other = {{"producer", "ringside model (dry run)"}, {"config", plan.config_json()}, {"layout", to_string(plan.requested_layout())},
-             {"ranks", plan.P}, {"backend", "dry run"}, {"dtype", "float32"}, {"clock", "dry run: program order only"}};
+  t.run.producer = "ringside model (dry run)";
+  t.run.config = plan.config_json();
+  t.run.layout = to_string(plan.requested_layout());
+  t.run.ranks = plan.P;
+  t.run.backend = "dry run";
+  t.run.dtype = "float32";
+  t.run.clock = "dry run: program order only";
   return t;
 }
 
@@ -53,7 +58,7 @@ std::optional<int64_t> layer_start(const std::vector<trace::RankTrace>& ranks, c
     if (r.strategy != strategy) continue;
     for (const trace::Event& e : r.events) {
       any = std::min(any.value_or(e.ts_ns), e.ts_ns);
-      if (e.cat == "phase") phase = std::min(phase.value_or(e.ts_ns), e.ts_ns);
+      if (e.kind == trace::Kind::phase) phase = std::min(phase.value_or(e.ts_ns), e.ts_ns);
     }
   }
   return phase ? phase : any;
@@ -61,18 +66,20 @@ std::optional<int64_t> layer_start(const std::vector<trace::RankTrace>& ranks, c
 
 }  // namespace
 
-nlohmann::json& insert_modeled_group(trace::TraceData& t, std::vector<trace::RankTrace> ranks, const std::string& of,
-                                     const Hardware& hw, const std::string& dtype, size_t at) {
+trace::GroupInfo& insert_modeled_group(trace::TraceData& t, std::vector<trace::RankTrace> ranks, const std::string& of,
+                                       const Hardware& hw, const std::string& dtype, size_t at) {
   const std::string label = modeled_label(of, hw.name);
   for (trace::RankTrace& r : ranks) r.strategy = label;
   at = std::min(at, t.ranks.size());
   t.ranks.insert(t.ranks.begin() + std::ptrdiff_t(at), std::make_move_iterator(ranks.begin()), std::make_move_iterator(ranks.end()));
   t.flows.clear();  // the writer derives them again
-  return trace::put_group(t.other, label, {of, hw.name, dtype, std::nullopt});
+  trace::GroupInfo& group = t.run.groups[label];
+  group = {of, hw.name, dtype, std::nullopt, "", 0};
+  return group;
 }
 
 void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptions& o, const std::string& only) {
-  const trace::RunInfo info = trace::run_info(t.other);
+  const trace::RunInfo info = t.run;  // the groups before this call's twins
   // The recorded groups, in file order, that have no twin on this profile yet.
   std::vector<std::string> todo;
   for (const trace::RankTrace& r : t.ranks) {
@@ -82,7 +89,7 @@ void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptio
   }
   for (const std::string& strategy : todo) {
     trace::TraceData one;
-    one.other = t.other;
+    one.run = t.run, one.other = t.other;
     for (const trace::RankTrace& r : t.ranks)
       if (r.strategy == strategy) one.ranks.push_back(r);
     trace::TraceData modeled = model_trace(one, hw, o);
@@ -98,9 +105,9 @@ void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptio
       for (trace::Event& e : r.events) e.ts_ns += shift;
       for (trace::MemorySample& m : r.memory) m.ts_ns += shift;
     }
-    insert_modeled_group(t, std::move(modeled.ranks), strategy, hw, o.dtype, at)["efficiency"] = o.efficiency;
+    insert_modeled_group(t, std::move(modeled.ranks), strategy, hw, o.dtype, at).efficiency = o.efficiency;
   }
-  t.other["modeled_hardware"] = hw.to_json();
+  t.run.twins_hardware = hw.to_json();
 }
 
 trace::TraceData with_modeled_twin(trace::TraceData measured, const Hardware& hw, const ModelOptions& o) {

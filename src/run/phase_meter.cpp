@@ -37,7 +37,7 @@ void PhaseMeter::end_phase(const char* name, int64_t start_ns, int64_t start_ord
   if (!t) return;
   t->begin_sublayer(nullptr);  // the phase's last sublayer ends with it
   trace::Event e;
-  e.name = name, e.cat = "phase", e.phase = name;
+  e.name = name, e.kind = trace::Kind::phase, e.phase = name;
   const int64_t end_ns = t->clock().now();
   e.ts_ns = start_ns;
   e.dur_ns = end_ns - start_ns;

@@ -57,12 +57,9 @@ Breakdown& Breakdown::operator+=(const Breakdown& o) {
 
 namespace {
 
-// Compute-stream kinds that are not compute: what a rank waits in, and the spans that only
-// group other events.
-bool is_compute(const Event& e) {
-  return e.stream == Stream::compute && e.cat != "wait" && e.cat != "collective" && e.cat != "phase" &&
-         e.cat != "sublayer" && e.cat != "ring_step";
-}
+// Compute: the compute stream's work, not what a rank waits in nor the spans that only group
+// other events.
+bool is_compute(const Event& e) { return e.stream == Stream::compute && is_work(e.kind); }
 
 // The breakdown of compute and comm intervals over [begin, end), everything clipped to it.
 Breakdown breakdown(std::vector<Interval> compute, std::vector<Interval> comm, int64_t begin, int64_t end) {
@@ -103,7 +100,7 @@ double max_over_mean(const std::vector<double>& v) {
 std::optional<Interval> phase_window(const RankTrace& r) {
   std::optional<Interval> w;
   for (const Event& e : r.events)
-    if (e.cat == "phase") {
+    if (e.kind == Kind::phase) {
       if (!w) w = Interval{e.ts_ns, e.end_ns()};
       w->begin = std::min(w->begin, e.ts_ns), w->end = std::max(w->end, e.end_ns());
     }
@@ -167,7 +164,7 @@ Interval strategy_window(const std::vector<const RankTrace*>& ranks, std::option
   for (const RankTrace* r : ranks)
     for (const Event& e : r->events) {
       any_lo = std::min(any_lo, e.ts_ns), any_hi = std::max(any_hi, e.end_ns());
-      if (e.cat == "phase") lo = std::min(lo, e.ts_ns), hi = std::max(hi, e.end_ns());
+      if (e.kind == Kind::phase) lo = std::min(lo, e.ts_ns), hi = std::max(hi, e.end_ns());
     }
   if (lo > hi) lo = any_lo, hi = any_hi;
   if (window) lo = window->begin, hi = window->end;
@@ -188,7 +185,7 @@ RankMetrics rank_metrics(const RankTrace& r, const std::vector<const Event*>& ev
     if (const auto own = phase_window(r)) rlo = own->begin, rhi = own->end;
   for (const Event* e : evs) {
     if (e->ts_ns < rlo || e->ts_ns >= rhi) continue;
-    if (e->stream == Stream::comm && e->direction == "send") add_to(rm.bytes_sent, e->bytes);
+    if (e->stream == Stream::comm && e->direction == Direction::send) add_to(rm.bytes_sent, e->bytes);
     if (is_compute(*e)) rm.flops += e->flops;
   }
   const MemoryPeak peak = memory_peak(r, rlo, rhi);
@@ -213,7 +210,7 @@ void add_ring_steps(const std::vector<const Event*>& evs, const std::vector<Inte
   for (const Event* e : evs) {
     if (e->step < 0 || e->phase == "recompute") continue;  // the forward's steps again: not steps of their own
     const StepKey key{e->phase == "backward" ? 1 : 0, e->step};
-    if (e->cat == "ring_step") span[key] = {std::max(e->ts_ns, lo), std::min(e->end_ns(), hi)};
+    if (e->kind == Kind::ring_step) span[key] = {std::max(e->ts_ns, lo), std::min(e->end_ns(), hi)};
     else in_step[key].push_back(e);
   }
   for (auto& [key, s] : span) {
@@ -237,7 +234,7 @@ void add_ring_steps(const std::vector<const Event*>& evs, const std::vector<Inte
     st.ranks.push_back(b);
     st.total += b;
     for (const Event* e : in_step[key])
-      if (e->stream == Stream::comm && e->direction == "send") add_to(st.bytes_sent, e->bytes);
+      if (e->stream == Stream::comm && e->direction == Direction::send) add_to(st.bytes_sent, e->bytes);
     tally.durations[key].push_back(double(s.end - s.begin));
     st.span_ns.push_back(s.end - s.begin);
   }

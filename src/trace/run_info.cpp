@@ -4,20 +4,30 @@ namespace ringside::trace {
 
 namespace {
 
-const char* const kGroups = "modeled_groups";
+// The otherData keys a RunInfo owns (ringside_version is the writer's own).
+const char* const kKeys[] = {"producer", "ringside_version", "config", "layout", "ranks", "backend", "device", "dtype",
+                             "clock", "modeled", "hardware", "model_dtype", "model_efficiency", "model_attention_kernel",
+                             "modeled_hardware", "modeled_groups"};
 
 std::string text(const nlohmann::json& obj, const char* key) {
   const auto it = obj.find(key);
   return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-// A profile's name where otherData keeps it: a string, or an object's "name" ("" when neither).
-std::string profile_name(const nlohmann::json& obj, const char* key) {
+// A profile as otherData keeps it: an object (Hardware::to_json) or a name; null when neither.
+nlohmann::json profile(const nlohmann::json& obj, const char* key) {
   const auto h = obj.find(key);
-  if (h == obj.end()) return "";
-  if (h->is_string()) return h->get<std::string>();
-  if (h->is_object()) return text(*h, "name");
-  return "";
+  return h != obj.end() && (h->is_string() || h->is_object()) ? *h : nlohmann::json();
+}
+
+// A profile's name: the string, or an object's "name" ("" when neither).
+std::string name_of(const nlohmann::json& p) {
+  if (p.is_string()) return p.get<std::string>();
+  return p.is_object() ? text(p, "name") : "";
+}
+
+void put_text(nlohmann::json& other, const char* key, const std::string& value) {
+  if (!value.empty()) other[key] = value;
 }
 
 }  // namespace
@@ -27,40 +37,75 @@ const GroupInfo* RunInfo::group(const std::string& label) const {
   return it == groups.end() ? nullptr : &it->second;
 }
 
+std::string RunInfo::hardware_name() const { return name_of(hardware); }
+std::string RunInfo::twins_hardware_name() const { return name_of(twins_hardware); }
+
 RunInfo run_info(const nlohmann::json& other) {
   RunInfo info;
   if (!other.is_object()) return info;
   info.producer = text(other, "producer");
+  info.version = text(other, "ringside_version");
   if (const auto c = other.find("config"); c != other.end() && c->is_object()) info.config = *c;
   info.layout = text(other, "layout");
+  if (const auto r = other.find("ranks"); r != other.end() && r->is_number_integer() && r->get<int64_t>() > 0 &&
+                                          r->get<int64_t>() <= INT32_MAX)
+    info.ranks = r->get<int>();
+  info.backend = text(other, "backend");
   info.device = text(other, "device");
   info.dtype = text(other, "dtype");
+  info.clock = text(other, "clock");
   if (const auto m = other.find("modeled"); m != other.end() && m->is_boolean()) info.modeled = m->get<bool>();
-  info.hardware = profile_name(other, "hardware");
+  info.hardware = profile(other, "hardware");
   info.model_dtype = text(other, "model_dtype");
-  info.twins_hardware = profile_name(other, "modeled_hardware");
-  if (const auto g = other.find(kGroups); g != other.end() && g->is_object())
+  info.model_efficiency = text(other, "model_efficiency");
+  info.model_attention_kernel = text(other, "model_attention_kernel");
+  info.twins_hardware = profile(other, "modeled_hardware");
+  if (const auto g = other.find("modeled_groups"); g != other.end() && g->is_object())
     for (const auto& [label, entry] : g->items()) {
       if (!entry.is_object()) continue;
-      GroupInfo group{text(entry, "of"), profile_name(entry, "hardware"), text(entry, "dtype"), std::nullopt};
+      GroupInfo group{text(entry, "of"), name_of(profile(entry, "hardware")), text(entry, "dtype"), std::nullopt,
+                      text(entry, "efficiency"), 0};
       if (const auto d = entry.find("dry_run"); d != entry.end() && d->is_object()) group.dry_run = *d;
+      if (const auto l = entry.find("layers"); l != entry.end() && l->is_number_integer() && l->get<int64_t>() > 0 &&
+                                               l->get<int64_t>() <= INT32_MAX)
+        group.layers = l->get<int>();
       info.groups.emplace(label, std::move(group));
     }
   return info;
 }
 
-nlohmann::json& put_group(nlohmann::json& other, const std::string& label, const GroupInfo& group) {
-  if (!other.contains(kGroups) || !other[kGroups].is_object()) other[kGroups] = nlohmann::json::object();
-  nlohmann::json& entry = other[kGroups][label];
-  entry = {{"of", group.of}, {"hardware", group.hardware}, {"dtype", group.dtype}};
-  if (group.dry_run) entry["dry_run"] = *group.dry_run;
-  return entry;
+void put_run_info(nlohmann::json& other, const RunInfo& info) {
+  if (!other.is_object()) other = nlohmann::json::object();
+  other = without_run_info(std::move(other));
+  put_text(other, "producer", info.producer);
+  if (info.config) other["config"] = *info.config;
+  put_text(other, "layout", info.layout);
+  if (info.ranks > 0) other["ranks"] = info.ranks;
+  put_text(other, "backend", info.backend);
+  put_text(other, "device", info.device);
+  put_text(other, "dtype", info.dtype);
+  put_text(other, "clock", info.clock);
+  if (info.modeled) other["modeled"] = true;
+  if (!info.hardware.is_null()) other["hardware"] = info.hardware;
+  put_text(other, "model_dtype", info.model_dtype);
+  put_text(other, "model_efficiency", info.model_efficiency);
+  put_text(other, "model_attention_kernel", info.model_attention_kernel);
+  if (!info.twins_hardware.is_null()) other["modeled_hardware"] = info.twins_hardware;
+  if (!info.groups.empty()) {
+    nlohmann::json& groups = other["modeled_groups"] = nlohmann::json::object();
+    for (const auto& [label, g] : info.groups) {
+      nlohmann::json& entry = groups[label] = {{"of", g.of}, {"hardware", g.hardware}, {"dtype", g.dtype}};
+      if (g.dry_run) entry["dry_run"] = *g.dry_run;
+      if (!g.efficiency.empty()) entry["efficiency"] = g.efficiency;
+      if (g.layers > 0) entry["layers"] = g.layers;
+    }
+  }
 }
 
-void drop_groups(nlohmann::json& other) {
-  if (!other.is_object()) return;  // a trace without otherData has none
-  other.erase(kGroups);
-  other.erase("modeled_hardware");
+nlohmann::json without_run_info(nlohmann::json other) {
+  if (!other.is_object()) return nlohmann::json::object();
+  for (const char* key : kKeys) other.erase(key);
+  return other;
 }
 
 }  // namespace ringside::trace

@@ -1,8 +1,10 @@
 // What a trace's otherData says about its run, typed. otherData is the Chrome trace's free-form
-// object, and a foreign or hand-edited file may hold anything there: run_info reads it once,
-// defensively (a field of the wrong type is absent), and every reader (the model, compare, the
-// tile map, the viewer) asks the RunInfo instead of the JSON. The modeled groups (the twins
-// compare and the lessons put beside a recorded run) are written by put_group alone.
+// object, and a foreign or hand-edited file may hold anything there: the reader parses it once
+// into TraceData::run (run_info: defensively, a field of the wrong type is absent), and the
+// writer writes it once from there (put_run_info). Every producer (compare, model, plan, the
+// lessons) fills a RunInfo and every reader (the model, compare, the tile map, the viewer) asks
+// one, instead of the JSON. What RunInfo does not type (a lesson's steps, a GPU's description)
+// stays in TraceData::other.
 #pragma once
 #include <map>
 #include <optional>
@@ -18,34 +20,45 @@ struct GroupInfo {
   std::string hardware;  ///< the profile it is modeled on
   std::string dtype;     ///< the element type it is modeled in ("bf16")
   std::optional<nlohmann::json> dry_run;  ///< a dry run's configuration (the layer, its layout), when it is one
+  std::string efficiency;  ///< the model's rates ("achieved", "ideal"); "" when not said
+  int layers = 0;          ///< the layers of the plan it stands for (ringside plan), 0 when not one
 };
 
 struct RunInfo {
   std::string producer;  ///< "ringside compare", "ringside model (dry run)", ...
+  std::string version;   ///< the ringside that wrote the file (the writer writes its own)
   std::optional<nlohmann::json> config;  ///< the layer and its run's layout and recompute (RunPlan::config_json)
   std::string layout;    ///< the context-parallel layout the run asked for
+  int ranks = 0;         ///< P (0: not said)
+  std::string backend;   ///< "local", "mpi", "nccl", "dry run"
   std::string device;    ///< "cpu", "cuda", "h100-nvlink (modeled)"
   std::string dtype;     ///< "float32", "bfloat16"
-  bool modeled = false;  ///< the whole trace is a model's (ringside model, plan)
-  std::string hardware;  ///< a modeled trace's profile
-  std::string model_dtype;     ///< a modeled trace's element type ("bf16")
-  std::string twins_hardware;  ///< the profile of the twins beside a recorded run (otherData.modeled_hardware)
+  std::string clock;     ///< how the ranks' clocks were taken and aligned
+  // A modeled trace (ringside model, plan).
+  bool modeled = false;
+  nlohmann::json hardware;  ///< its profile (model::Hardware::to_json, or a name); null when none
+  std::string model_dtype;  ///< its element type ("bf16")
+  std::string model_efficiency, model_attention_kernel;
+  // Twins: modeled groups beside the recorded ones.
+  nlohmann::json twins_hardware;  ///< their profile (otherData.modeled_hardware); null when none
   std::map<std::string, GroupInfo> groups;  ///< the modeled groups, by label
 
   /// The modeled group called `label`, or null for a recorded one.
   const GroupInfo* group(const std::string& label) const;
   /// Whether the group called `label` is modeled: a twin, or any group of a modeled trace.
   bool is_modeled(const std::string& label) const { return modeled || group(label) != nullptr; }
+  /// The names of `hardware` and `twins_hardware` ("" when none).
+  std::string hardware_name() const;
+  std::string twins_hardware_name() const;
+  /// Forgets the modeled groups and their profile: what a model of the recorded run keeps.
+  void drop_groups() { groups.clear(), twins_hardware = nullptr; }
 };
 
 /// otherData read into a RunInfo (never throws: what is missing or mistyped is left empty).
 RunInfo run_info(const nlohmann::json& other);
-
-/// Lists a modeled group in otherData.modeled_groups as {of, hardware, dtype} (and dry_run),
-/// replacing any entry of that label; returns the entry, for more fields of its producer's.
-nlohmann::json& put_group(nlohmann::json& other, const std::string& label, const GroupInfo& group);
-
-/// otherData without its modeled groups and their profile: what a model of the recorded run keeps.
-void drop_groups(nlohmann::json& other);
+/// Writes `info` into otherData (the fields it has; replacing those keys).
+void put_run_info(nlohmann::json& other, const RunInfo& info);
+/// otherData without the keys RunInfo owns: what TraceData::other keeps.
+nlohmann::json without_run_info(nlohmann::json other);
 
 }  // namespace ringside::trace

@@ -41,7 +41,7 @@ std::optional<TileMap> recorded_map(const TraceData& t, const std::string& strat
   for (const RankTrace& r : t.ranks) {
     if (r.strategy != strategy) continue;
     for (const Event& e : r.events) {
-      if (e.cat != "ring_step" || e.phase != "forward") continue;
+      if (e.kind != Kind::ring_step || e.phase != "forward") continue;
       if (!e.tiles_complete) return std::nullopt;
       for (const TilePair& p : e.tiles) pairs.push_back({r.rank, e.step, p});
     }
@@ -70,7 +70,7 @@ std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy)
   // one trace holds a run per layout): a variant that names a layout overrides otherData's.
   // A modeled twin (otherData.modeled_groups) names its recorded run; a dry run's twin carries
   // its own config.
-  const RunInfo info = run_info(t.other);
+  const RunInfo& info = t.run;
   std::string label = strategy;
   const nlohmann::json* config = nullptr;
   if (const GroupInfo* twin = info.group(strategy)) {
@@ -124,8 +124,8 @@ std::vector<bool> tiles_done(const TraceData& t, const TileMap& m, int64_t t_ns)
     if (r.strategy != m.strategy) continue;
     for (const Event& e : r.events) {
       if (e.phase != "forward") continue;
-      if (e.cat == "ring_step") step_start[{r.rank, e.step}] = e.end_ns();  // done when the step has run
-      if (e.cat == "attention") attention_start = std::min(attention_start, e.end_ns());
+      if (e.kind == Kind::ring_step) step_start[{r.rank, e.step}] = e.end_ns();  // done when the step has run
+      if (e.kind == Kind::attention) attention_start = std::min(attention_start, e.end_ns());
     }
   }
   for (size_t i = 0; i < m.tiles.size(); ++i) {

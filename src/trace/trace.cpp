@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -11,7 +12,30 @@ namespace ringside::trace {
 
 namespace {
 thread_local Tracer* t_tracer = nullptr;
+
+// The file's names, in Kind's order.
+constexpr const char* kKindNames[] = {"attention", "gemm", "norm",      "elementwise",    "memory",
+                                      "wait",      "collective", "phase", "sublayer",       "ring_step",
+                                      "p2p",       "all_gather", "reduce_scatter", "all_reduce", "all_to_all",
+                                      "other"};
+static_assert(std::size(kKindNames) == size_t(Kind::other) + 1);
 }  // namespace
+
+const char* to_string(Kind kind) { return kKindNames[size_t(kind)]; }
+
+const char* to_string(Direction direction) {
+  return direction == Direction::send ? "send" : direction == Direction::recv ? "recv" : "";
+}
+
+Kind kind_of(std::string_view cat) {
+  for (size_t k = 0; k < size_t(Kind::other); ++k)
+    if (cat == kKindNames[k]) return Kind(k);
+  return Kind::other;
+}
+
+Direction direction_of(std::string_view text) {
+  return text == "send" ? Direction::send : text == "recv" ? Direction::recv : Direction::none;
+}
 
 Tracer* current_tracer() {
   Tracer* t = t_tracer;
@@ -45,7 +69,7 @@ void Tracer::begin_sublayer(const char* name) {
   const int64_t now = clock_.now();
   if (!sublayer.empty()) {
     Event e;
-    e.name = sublayer, e.cat = "sublayer", e.sublayer = sublayer;
+    e.name = sublayer, e.kind = Kind::sublayer, e.sublayer = sublayer;
     e.ts_ns = sublayer_start_, e.dur_ns = now - sublayer_start_;
     e.order = sublayer_order_, e.end_order = tick();
     const int64_t mark = device_clock_ ? device_clock_->mark() : -1;
@@ -98,11 +122,11 @@ RecomputeScope::~RecomputeScope() {
   if (t_) t_->phase = previous_;
 }
 
-Span::Span(const char* name, const char* cat, Opens opens, int step) : t_(current_tracer()), opens_(opens) {
+Span::Span(const char* name, Kind kind, Opens opens, int step) : t_(current_tracer()), opens_(opens) {
   if (!t_) return;
   e_.emplace();
   e_->name = name;
-  e_->cat = cat;
+  e_->kind = kind;
   e_->ts_ns = t_->clock().now();
   e_->order = t_->tick();
   if (DeviceClock* dc = t_->device_clock()) e_->mark_begin = dc->mark();

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/memory_tracker.h"
@@ -46,14 +47,44 @@ struct TilePair {
 /// and says so (Event::tiles_complete false).
 inline constexpr size_t kMaxTilePairs = 256;
 
+/// What an event is, for colours, metrics and the model. Strings only at the file boundary (the
+/// trace's `cat`, and `args.direction` below), through to_string and kind_of.
+enum class Kind : uint8_t {
+  // compute stream, work: an op
+  attention, gemm, norm, elementwise, memory,
+  // compute stream, no work of its own: blocked on a transfer, or a span that encloses others
+  wait, collective, phase, sublayer, ring_step,
+  // comm stream: a transfer, by what moved it
+  p2p, all_gather, reduce_scatter, all_reduce, all_to_all,
+  other,  ///< a foreign trace's category that ringside does not know (work, on the compute stream)
+};
+/// A transfer's side (and a wait's, for the transfer it waits for); none for everything else.
+enum class Direction : uint8_t { none, send, recv };
+
+/// The file's name of a kind ("ring_step") or direction ("send"; "" for none).
+const char* to_string(Kind kind);
+const char* to_string(Direction direction);
+/// The kind a file's category names; Kind::other for one ringside does not know.
+Kind kind_of(std::string_view cat);
+/// The direction a file's "send" or "recv" names; Direction::none for anything else.
+Direction direction_of(std::string_view text);
+
+/// Whether an event of this kind encloses others rather than doing work itself: a phase, a
+/// sublayer, a ring step, or a collective call's span (its transfers are the comm stream's).
+inline bool is_container(Kind k) {
+  return k == Kind::phase || k == Kind::sublayer || k == Kind::ring_step || k == Kind::collective;
+}
+/// Whether a kind is a transfer's (what the comm stream holds).
+inline bool is_comm_kind(Kind k) { return k >= Kind::p2p && k <= Kind::all_to_all; }
+/// Whether a compute-stream event of this kind is work of its own: an op (or a foreign trace's
+/// other), not a wait nor a span that encloses others.
+inline bool is_work(Kind k) { return k != Kind::wait && !is_container(k); }
+
 /// One interval on a rank's timeline (a Chrome trace `X` event). Times are nanoseconds on the
 /// run's shared clock.
 struct Event {
   std::string name;  ///< "matmul", "attention_forward", "send k", "all_gather", "wait recv k"
-  /// Kind, for colours and metrics. compute stream: attention, gemm, norm, elementwise, memory
-  /// (compute kinds); wait; collective (the span of a collective call); phase; sublayer; ring_step.
-  /// comm stream: p2p, all_gather, reduce_scatter, all_reduce, all_to_all.
-  std::string cat;
+  Kind kind = Kind::other;  ///< the file's `cat`
   int64_t ts_ns = 0, dur_ns = 0;
   Stream stream = Stream::compute;
   std::string phase;        ///< "forward", "backward", "recompute" (RecomputeScope), or "" outside them
@@ -63,7 +94,7 @@ struct Event {
   int64_t bytes = 0;        ///< comm: payload bytes; compute: bytes read + written
   double flops = 0;         ///< compute: floating-point operations (0 when not meaningful)
   int64_t collective = -1;  ///< comm: this rank's collective call number (equal on every rank), -1 for p2p
-  std::string direction;    ///< comm: "send" or "recv"
+  Direction direction = Direction::none;  ///< comm, and a wait for a transfer: its side
   int tag = -1;             ///< comm: message tag
   int64_t seq = -1;         ///< comm: index among messages of (sender, receiver, tag): pairs a send with its receive
   std::string detail;       ///< free text: shapes, what a wait was for
@@ -78,12 +109,6 @@ struct Event {
   int64_t mark_begin = -1, mark_end = -1;
   int64_t end_ns() const { return ts_ns + dur_ns; }
 };
-
-/// Whether an event of kind `cat` encloses others rather than doing work itself: a phase, a
-/// sublayer, a ring step, or a collective call's span (its transfers are the comm stream's).
-inline bool is_container(const std::string& cat) {
-  return cat == "phase" || cat == "sublayer" || cat == "ring_step" || cat == "collective";
-}
 
 /// Bytes live per MemCategory at one instant (a Chrome trace `C` counter sample).
 struct MemorySample {
@@ -164,7 +189,7 @@ class Tracer : public MemoryListener {
   std::string phase;
   std::string sublayer;
   int step = -1;
-  std::string collective_kind;  ///< inside a collective: its kind, else ""
+  std::optional<Kind> collective_kind;  ///< inside a collective: its kind
   int64_t collective_id = -1;
   int64_t next_collective = 0;  ///< collective calls so far on this rank
   /// Messages posted so far per (peer, tag, direction): the `seq` that pairs sends and receives.
@@ -235,9 +260,9 @@ class TraceScope {
 /// collective or a ring step. Does nothing when tracing is off.
 class Span {
  public:
-  /// name and cat as in Event; flops and bytes as the op's cost (0 when unknown).
-  Span(const char* name, const char* cat, double flops = 0, int64_t bytes = 0)
-      : Span(name, cat, Opens::nothing, -1) {
+  /// name and kind as in Event; flops and bytes as the op's cost (0 when unknown).
+  Span(const char* name, Kind kind, double flops = 0, int64_t bytes = 0)
+      : Span(name, kind, Opens::nothing, -1) {
     if (e_) e_->flops = flops, e_->bytes = bytes;
   }
   ~Span();
@@ -247,11 +272,11 @@ class Span {
   Event* event() { return e_ ? &*e_ : nullptr; }
 
   /// A ring step span: the tracer's step is `step` for everything recorded until it ends.
-  static Span ring_step(int step) { return Span("ring step", "ring_step", Opens::step, step); }
+  static Span ring_step(int step) { return Span("ring step", Kind::ring_step, Opens::step, step); }
 
  private:
   enum class Opens { nothing, step };
-  Span(const char* name, const char* cat, Opens opens, int step);
+  Span(const char* name, Kind kind, Opens opens, int step);
   Tracer* t_ = nullptr;
   std::optional<Event> e_;  // built only when tracing: a hook that is off costs a check
   int saved_step_ = -1;

@@ -8,7 +8,9 @@
 //   tid   0 = the compute stream; 1, 2, ... = comm lanes (transfers that overlap in time go to
 //         separate lanes, since a thread's slices must nest), named with `M` thread_name
 //   X     every op, collective, wait, phase, ring step and transfer that took time: ts and
-//         dur in microseconds (ns resolution); args: phase, step, peer, bytes, flops,
+//         dur in microseconds (ns resolution); cat: the event's Kind by its name (trace.h's
+//         to_string: "attention", "ring_step", "all_gather", ...; one ringside does not know
+//         reads as "other"); args: phase, step, peer, bytes, flops,
 //         collective, direction, tag, seq, order, end_order, detail (only those that apply).
 //         A thread's slices are written by start, ties in program order (`order`), so that
 //         viewers, which break ties by file order, nest them as the program did.
@@ -18,8 +20,11 @@
 //         the series a viewer stacks; "memory total": their sum, a counter of its own
 //   s, f  a flow from each send to its receive (same id), each end 1 ns inside its slice (a
 //         viewer binds an end to the slice holding its time, edges included); f has bp "e"
-//   otherData  the run: ringside_version, config, strategies, layout, ranks, backend, dtype,
-//         clock, and `processes` [{pid, strategy, rank, clock_offset_ns, clock_uncertainty_ns}]
+//   otherData  the run (trace/run_info.h): ringside_version, producer, config, layout, ranks,
+//         backend, device, dtype, clock; a modeled trace's hardware, model_dtype, ...; the
+//         modeled groups beside a recorded run (modeled_groups, modeled_hardware); strategies;
+//         `processes` [{pid, strategy, rank, clock_offset_ns, clock_uncertainty_ns}]; and a
+//         producer's own fields (a lesson's steps)
 #pragma once
 #include <cstdint>
 #include <ostream>
@@ -29,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trace/run_info.h"
 #include "trace/trace.h"
 
 namespace ringside::trace {
@@ -55,7 +61,8 @@ struct Flow {
 
 /// What a trace file holds.
 struct TraceData {
-  nlohmann::json other = nlohmann::json::object();  ///< otherData (the run's description)
+  RunInfo run;  ///< otherData's description of the run, typed (the reader parses it, the writer writes it)
+  nlohmann::json other = nlohmann::json::object();  ///< the rest of otherData: a producer's own fields
   std::vector<RankTrace> ranks;                     ///< one per (strategy, rank), strategies in run order
   std::vector<Flow> flows;                          ///< filled by the reader (the writer derives its own)
 };

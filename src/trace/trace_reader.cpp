@@ -129,10 +129,6 @@ void read_tiles(const EventReader& rd, const nlohmann::json& a, Event& e) {
   }
 }
 
-bool is_comm_kind(const std::string& cat) {
-  return cat == "p2p" || cat == "all_gather" || cat == "reduce_scatter" || cat == "all_reduce" || cat == "all_to_all";
-}
-
 }  // namespace
 
 namespace {
@@ -141,7 +137,11 @@ namespace {
 // then every event by its phase, then the streams, the flows and the memory order.
 class TraceReader {
  public:
-  TraceReader(const nlohmann::json& other, std::string source) : source_(std::move(source)) { out_.other = other; }
+  // otherData: the run's description, typed once (RunInfo); the rest as it is.
+  TraceReader(const nlohmann::json& other, std::string source) : source_(std::move(source)) {
+    out_.run = run_info(other);
+    out_.other = without_run_info(other);
+  }
 
   // Processes: from otherData.processes (strategy, rank, clock) where present, else pid = rank.
   void read_processes() {
@@ -209,7 +209,7 @@ class TraceReader {
       // classifies kernels by name).
       auto tn = thread_names_.find({p.pid, p.tid});
       const bool nccl = p.e.name.size() >= 4 && (p.e.name.compare(0, 4, "nccl") == 0 || p.e.name.compare(0, 4, "NCCL") == 0);
-      const bool comm = (tn != thread_names_.end() && tn->second.starts_with("comm")) || is_comm_kind(p.e.cat) || nccl;
+      const bool comm = (tn != thread_names_.end() && tn->second.starts_with("comm")) || is_comm_kind(p.e.kind) || nccl;
       p.e.stream = comm ? Stream::comm : Stream::compute;
       out_.ranks[proc_.at(p.pid)].events.push_back(std::move(p.e));
     }
@@ -246,7 +246,7 @@ class TraceReader {
     Pending p{pid, rd.integer_in(ev, "tid", !instant, 0, INT32_MAX, 0), {}};
     Event& e = p.e;
     e.name = rd.str("name", true);
-    e.cat = rd.str("cat", false);
+    e.kind = kind_of(rd.str("cat", false));
     e.ts_ns = rd.time_ns("ts", true, -kMaxTimeUs);
     e.dur_ns = instant ? 0 : rd.time_ns("dur", true, 0);
     const nlohmann::json& a = rd.args();
@@ -257,7 +257,7 @@ class TraceReader {
     e.bytes = int64_t(rd.number_in(a, "bytes", false, 0, kMaxBytes, "args."));
     e.flops = rd.number_in(a, "flops", false, 0, kMaxFlops, "args.");
     e.collective = rd.integer_in(a, "collective", false, 0, INT64_MAX / 4, -1, "args.");
-    e.direction = rd.str_in(a, "direction", false, "args.");
+    e.direction = direction_of(rd.str_in(a, "direction", false, "args."));
     e.tag = int(rd.integer_in(a, "tag", false, 0, INT32_MAX, -1, "args."));
     e.seq = rd.integer_in(a, "seq", false, 0, INT64_MAX / 4, -1, "args.");
     e.order = rd.integer_in(a, "order", false, 0, INT64_MAX / 4, -1, "args.");

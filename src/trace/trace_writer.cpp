@@ -37,7 +37,7 @@ nlohmann::json args_of(const Event& e) {
   if (e.bytes > 0) a["bytes"] = e.bytes;
   if (e.flops > 0) a["flops"] = e.flops;
   if (e.collective >= 0) a["collective"] = e.collective;
-  if (!e.direction.empty()) a["direction"] = e.direction;
+  if (e.direction != Direction::none) a["direction"] = to_string(e.direction);
   if (e.tag >= 0) a["tag"] = e.tag;
   if (e.seq >= 0) a["seq"] = e.seq;
   if (e.order >= 0) a["order"] = e.order;
@@ -72,7 +72,7 @@ bool file_order(const Event* a, const Event* b) {
 // bounds are closed intervals); a process's instants nest in nothing. `tid` still says which
 // stream it was on, for ringside's reader.
 nlohmann::json instant(const Event& e, int64_t pid, int tid) {
-  return {{"name", e.name}, {"cat", e.cat}, {"ph", "i"}, {"s", "p"}, {"ts", us(e.ts_ns)},
+  return {{"name", e.name}, {"cat", to_string(e.kind)}, {"ph", "i"}, {"s", "p"}, {"ts", us(e.ts_ns)},
           {"pid", pid},     {"tid", tid},   {"args", args_of(e)}};
 }
 
@@ -153,7 +153,7 @@ class ChromeWriter {
         lane_end[lane] = e->end_ns();
         tid = int(lane) + 1;
         if (e->seq >= 0 && e->peer >= 0) {
-          const bool send = e->direction == "send";
+          const bool send = e->direction == Direction::send;
           const Key k{r.strategy, send ? r.rank : e->peer, send ? e->peer : r.rank, e->tag, e->seq};
           // The arrow runs from the send's start to where the data has arrived: the end of
           // the receive (under MPI a receive is posted, so starts, before its send).
@@ -161,7 +161,7 @@ class ChromeWriter {
         }
       }
       emit({{"name", e->name},
-            {"cat", e->cat},
+            {"cat", to_string(e->kind)},
             {"ph", "X"},
             {"ts", us(e->ts_ns)},
             {"dur", us(e->dur_ns)},
@@ -230,7 +230,8 @@ void write_chrome_json(std::ostream& os, const TraceData& t) {
                          {"rank", r.rank},
                          {"clock_offset_ns", r.clock_offset_ns},
                          {"clock_uncertainty_ns", r.clock_uncertainty_ns}});
-  nlohmann::json other = t.other.is_object() ? t.other : nlohmann::json::object();
+  nlohmann::json other = t.other;
+  put_run_info(other, t.run);
   other["ringside_version"] = RINGSIDE_VERSION;
   other["strategies"] = strategies;
   other["processes"] = std::move(processes);
