@@ -83,6 +83,9 @@ struct Script {
   /// Begins a step; what say() and table() add goes into it.
   Step& step(const std::string& title, std::optional<Focus> focus = std::nullopt);
   void say(const char* format, ...) __attribute__((format(printf, 2, 3)));
+  /// The layer's configuration line (LayerConfig::summary) and `after`, indented two spaces and
+  /// wrapped to the side panel's 92 columns.
+  void say_config(const LayerConfig& cfg, const char* after = "");
   void table(const Table& t);
   /// Adds a block of preformatted lines (a tile map) to the step, as a table: chapters quote it.
   void block(const std::string& lines);

@@ -28,6 +28,11 @@ void Script::say(const char* format, ...) {
   va_end(args);
 }
 
+void Script::say_config(const LayerConfig& cfg, const char* after) {
+  RS_CHECK(!steps.empty(), "lesson ", number, ": say_config() before the first step");
+  steps.back().text += wrap(cfg.summary() + after, 92, "  ");
+}
+
 void Script::table(const Table& t) {
   RS_CHECK(!steps.empty(), "lesson ", number, ": table() before the first step");
   steps.back().text += t.str();

@@ -45,6 +45,8 @@ if grep "(Skipped)" "$OUT/ctest.log" | grep -v -i nccl; then
   failed=1
 fi
 step compare "$BUILD/ringside" compare --device cuda --ranks 4 --seq 512 --hidden 256 --heads 8 --ffn 1024
+step compare-llama "$BUILD/ringside" compare --device cuda --ranks 4 --seq 512 --hidden 256 --heads 8 --ffn 1024 \
+  --norm rmsnorm --mlp swiglu --no-bias
 step ring "$BUILD/ringside" run --strategy ring --device cuda --ranks 4 --seq 16384 --hidden 2048 --heads 16 \
   --ffn 8192 --batch 1 --trace "$OUT/ring-cuda.trace.json"
 step bench "$BUILD/ringside" bench cuda

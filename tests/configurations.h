@@ -1,5 +1,5 @@
 // The parallel configurations the tests sweep (for each (T, C), every cp_comm that fits), and
-// the per-rank checks of a run of one against its formulas.
+// the checks of a run of one against the fp64 reference and its formulas.
 #pragma once
 #include <catch2/catch.hpp>
 
@@ -13,6 +13,7 @@
 #include "parallel/groups.h"
 #include "parallel/run_plan.h"
 #include "run/runner.h"
+#include "reference64.h"
 
 namespace ringside::testing {
 
@@ -55,6 +56,18 @@ inline void check_rank_formulas(const RunPlan& plan, const std::vector<RunRecord
     CHECK(res[size_t(r)].peak_comm_forward == parallel_forward_comm_peak(plan, r, DType::f32));
     CHECK(res[size_t(r)].attention_flops == parallel_attention_flops(plan, r));
   }
+}
+
+/// The plan run on local ranks in fp32: rank 0's gathered results against the fp64 reference
+/// under kTolerance, and every rank against its formulas (Catch CHECKs). `tracker` must outlive
+/// the records it returns.
+inline std::vector<RunRecord> run_and_check(const RunPlan& plan, const ReferenceRun& ref, MemoryTracker& tracker) {
+  std::vector<RunRecord> res = run_local_ranks(plan, DType::f32, tracker);
+  const auto [err, which] = worst_error(res[0], ref);
+  INFO("worst " << which << " " << err);
+  CHECK(err < kTolerance);
+  check_rank_formulas(plan, res);
+  return res;
 }
 
 }  // namespace ringside::testing

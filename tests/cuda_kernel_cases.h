@@ -113,6 +113,35 @@ template <class Mem> void layernorm(Mem& m) {
   }
 }
 
+template <class Mem> void rmsnorm_swiglu(Mem& m) {
+  for (int64_t h : {40, 300}) {
+    const int64_t n = 6;
+    const F x = random_floats(n * h, 14, 2.0f), gamma = random_floats(h, 15), dy = random_floats(n * h, 17);
+    F y(n * h), rstd(n), dx(n * h), dg = random_floats(h, 18);
+    float *py = m.put(y), *pr = m.put(rstd);
+    kg::rmsnorm_forward(m.put(x), m.put(gamma), n, h, 1e-5, py, pr, m.stream());
+    kc::rmsnorm_forward(x.data(), gamma.data(), n, h, 1e-5, y.data(), rstd.data());
+    CHECK(rel_err(m.get(py, y.size()), y) < 1e-6);
+    CHECK(rel_err(m.get(pr, n), rstd) < 1e-6);
+    float *pdx = m.put(dx), *pdg = m.put(dg);
+    kg::rmsnorm_backward(m.put(dy), m.put(x), m.put(gamma), m.put(rstd), n, h, pdx, pdg, m.stream());
+    kc::rmsnorm_backward(dy.data(), x.data(), gamma.data(), rstd.data(), n, h, dx.data(), dg.data());
+    CHECK(rel_err(m.get(pdx, dx.size()), dx) < 1e-5);
+    CHECK(rel_err(m.get(pdg, h), dg) < 1e-6);
+  }
+  const int64_t n = 7, f = 45;
+  const F u = random_floats(n * 2 * f, 19, 4.0f), dgate = random_floats(n * f, 20);
+  F g(n * f), du(n * 2 * f);
+  float* pg = m.put(g);
+  kg::swiglu_forward(m.put(u), n, f, pg, m.stream());
+  kc::swiglu_forward(u.data(), n, f, g.data());
+  CHECK(rel_err(m.get(pg, g.size()), g) < 1e-6);
+  float* pdu = m.put(du);
+  kg::swiglu_backward(m.put(dgate), m.put(u), n, f, pdu, m.stream());
+  kc::swiglu_backward(dgate.data(), u.data(), n, f, du.data());
+  CHECK(rel_err(m.get(pdu, du.size()), du) < 1e-6);
+}
+
 template <class Mem> void rope_dropout_qkv(Mem& m) {
   const int64_t b = 2, s = 5, heads = 3, d = 8, h = 13;
   const std::vector<int64_t> pos = {3, 4, 11, 12, 40};  // a zigzag-like shard of a longer sequence

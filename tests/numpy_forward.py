@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """An independent forward pass in NumPy (float64) over the tensors `ringside reference --dump`
 (or `run --dump`) wrote: the design's layer written again from its formulas, in another
-language, with the attention mask rebuilt from the manifest alone (documents as cu_seqlens, the
+language, its norm (LayerNorm or RMSNorm), MLP (GeLU or SwiGLU) and biases as the manifest's
+config records them, with the attention mask rebuilt from the manifest alone (documents as cu_seqlens, the
 window, RoPE positions per document or global) and the manifest's padding checked to hold every
 real token once. Exits non-zero when the dumped `out` differs from it by more than fp32
 rounding (relative error 1e-5), or when the padding record is inconsistent.
@@ -22,10 +23,22 @@ def main(d, want_slots=None):
     b, s, h, H, Hkv, p = c["b"], c["s"], c["h"], c["H"], c["Hkv"], c["dropout"]
     hd = h // H
 
-    def layernorm(x, g, beta):
+    norm_kind, mlp, bias = c["norm"], c["mlp"], c["bias"]  # a manifest without them is an error
+    assert norm_kind in ("layernorm", "rmsnorm") and mlp in ("gelu", "swiglu"), f"unknown layer {norm_kind} {mlp}"
+
+    def norm(x, which):  # LayerNorm, or RMSNorm (x / rms(x) gamma: no mean, no beta)
+        g = t[f"{which}.gamma"]
+        if norm_kind == "rmsnorm":
+            assert f"{which}.beta" not in t, f"RMSNorm has no {which}.beta"
+            return x / np.sqrt((x**2).mean(-1, keepdims=True) + c["eps"]) * g
         mu = x.mean(-1, keepdims=True)
         var = ((x - mu) ** 2).mean(-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + c["eps"]) * g + beta
+        return (x - mu) / np.sqrt(var + c["eps"]) * g + t[f"{which}.beta"]
+
+    def linear(x, name):  # x W (+ b when the layer has biases; their absence checked)
+        if not bias:
+            assert f"{name}.bias" not in t, f"--no-bias, yet {name}.bias was dumped"
+        return x @ t[f"{name}.weight"] + (t[f"{name}.bias"] if bias else 0)
 
     mask = m.get("mask", {"cu_seqlens": [0, s], "causal": c["causal"], "window": 0, "rope_positions": "global"})
     cu = np.array(mask["cu_seqlens"])
@@ -56,7 +69,7 @@ def main(d, want_slots=None):
         return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
 
     x = t["x"]
-    qkv = layernorm(x, t["ln1.gamma"], t["ln1.beta"]) @ t["qkv.weight"] + t["qkv.bias"]
+    qkv = linear(norm(x, "ln1"), "qkv")
     q = qkv[..., : H * hd].reshape(b, s, H, hd)
     k = qkv[..., H * hd : (H + Hkv) * hd].reshape(b, s, Hkv, hd)
     v = qkv[..., (H + Hkv) * hd :].reshape(b, s, Hkv, hd)
@@ -69,13 +82,19 @@ def main(d, want_slots=None):
     prob = np.exp(scores - scores.max(-1, keepdims=True))
     prob /= prob.sum(-1, keepdims=True)
     a = np.einsum("bhij,bjhd->bihd", prob, v).reshape(b, s, H * hd)
-    x2 = x + (a @ t["o.weight"] + t["o.bias"]) * t["dropout1.mask"] / (1 - p)
-    u = layernorm(x2, t["ln2.gamma"], t["ln2.beta"]) @ t["fc1.weight"] + t["fc1.bias"]
-    gelu = 0.5 * u * (1 + np.vectorize(math.erf)(u / math.sqrt(2)))
-    out = x2 + (gelu @ t["fc2.weight"] + t["fc2.bias"]) * t["dropout2.mask"] / (1 - p)
+    x2 = x + linear(a, "o") * t["dropout1.mask"] / (1 - p)
+    u = linear(norm(x2, "ln2"), "fc1")
+    if mlp == "gelu":
+        g = 0.5 * u * (1 + np.vectorize(math.erf)(u / math.sqrt(2)))
+    else:  # SwiGLU (Shazeer 2020): fc1's columns are [gate | up]; SiLU(gate) * up
+        f = c["f"]
+        assert u.shape[-1] == 2 * f, f"SwiGLU's fc1 has {u.shape[-1]} columns, not 2 f = {2 * f}"
+        gate, up = u[..., :f], u[..., f:]
+        g = gate / (1 + np.exp(-gate)) * up
+    out = x2 + linear(g, "fc2") * t["dropout2.mask"] / (1 - p)
 
     err = np.linalg.norm(out - t["out"]) / np.linalg.norm(out)
-    print(f"numpy forward vs dumped out: relative error {err:.3e} (bound 1e-5)")
+    print(f"numpy forward ({norm_kind}, {mlp}, {'bias' if bias else 'no bias'}) vs dumped out: relative error {err:.3e} (bound 1e-5)")
     return 0 if err < 1e-5 else 1
 
 

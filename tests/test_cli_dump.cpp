@@ -49,7 +49,13 @@ TEST_CASE("the --dump directory holds every tensor named and shaped as documente
   const auto& jc = m.at("config");
   c.b = jc.at("b"), c.s = jc.at("s"), c.h = jc.at("h"), c.H = jc.at("H"), c.Hkv = jc.at("Hkv"), c.f = jc.at("f");
   c.causal = jc.at("causal"), c.rope = jc.at("rope"), c.dropout = jc.at("dropout"), c.seed = jc.at("seed");
+  c.norm = parse_norm(jc.at("norm")), c.mlp = parse_mlp(jc.at("mlp")), c.bias = jc.at("bias");
   REQUIRE(double(jc.at("eps")) == 1e-5);
+  // The GPT layer, or with RINGSIDE_DUMP_LAYER=llama the CTest's --norm rmsnorm --mlp swiglu --no-bias.
+  const bool llama = std::getenv("RINGSIDE_DUMP_LAYER") && std::string(std::getenv("RINGSIDE_DUMP_LAYER")) == "llama";
+  CHECK(c.norm == (llama ? Norm::rmsnorm : Norm::layernorm));
+  CHECK(c.mlp == (llama ? Mlp::swiglu : Mlp::gelu));
+  CHECK(c.bias == !llama);
   // The CTest command line: --seq 48 --hidden 32 --heads 4 --kv-heads 2 --ffn 64 --batch 2 --seed 7.
   REQUIRE((c.b == 2 && c.s == 48 && c.h == 32 && c.H == 4 && c.Hkv == 2 && c.f == 64 && c.seed == 7));
   REQUIRE((c.causal && c.rope && c.dropout == 0.1));
@@ -71,6 +77,12 @@ TEST_CASE("the --dump directory holds every tensor named and shaped as documente
     REQUIRE(load("grad." + name).shape() == shape);
   }
   REQUIRE(load("qkv.weight").shape() == Shape{c.h, (c.H + 2 * c.Hkv) * c.d()});
+  REQUIRE(load("fc1.weight").shape() == Shape{c.h, (llama ? 2 : 1) * c.f});  // SwiGLU: [gate | up]
+  // Exactly the layer's tensors: no bias or beta the layer does not have.
+  size_t parameters = 0;
+  for (auto& [name, entry] : m.at("tensors").items()) parameters += name.ends_with(".weight") || name.ends_with(".bias") ||
+                                                                    name.ends_with(".gamma") || name.ends_with(".beta");
+  CHECK(parameters == 2 * weight_shapes(c).size());  // each parameter and its gradient
 
   // Values: recompute with the library and compare bit for bit.
   auto be = make_cpu_backend();

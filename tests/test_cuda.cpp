@@ -70,6 +70,7 @@ template <class Case> void on_gpu(Case run_case) {
 
 TEST_CASE("cuda kernels: elementwise, bias, GeLU, fill", "[cuda]") { on_gpu(cuda_cases::elementwise<DeviceMem>); }
 TEST_CASE("cuda kernels: LayerNorm forward and backward", "[cuda]") { on_gpu(cuda_cases::layernorm<DeviceMem>); }
+TEST_CASE("cuda kernels: RMSNorm and SwiGLU forward and backward", "[cuda]") { on_gpu(cuda_cases::rmsnorm_swiglu<DeviceMem>); }
 TEST_CASE("cuda kernels: RoPE, dropout bit for bit, fused QKV", "[cuda]") { on_gpu(cuda_cases::rope_dropout_qkv<DeviceMem>); }
 TEST_CASE("cuda kernels: FlashAttention-2 forward and backward", "[cuda]") { on_gpu(cuda_cases::attention<DeviceMem>); }
 TEST_CASE("cuda kernels: LSE merge", "[cuda]") { on_gpu(cuda_cases::lse_merge<DeviceMem>); }
@@ -91,15 +92,21 @@ TEST_CASE("cuda backend: dropout masks through the backend equal the CPU backend
 }
 
 TEST_CASE("every strategy on P = 2, 4, 8 virtual GPU ranks matches the fp64 reference", "[cuda]") {
-  for (const char* layout : {"zigzag", "contiguous", "striped"}) {
-    const LayerConfig c = small();
+  struct Case {
+    Layout layout;
+    bool llama;  // RMSNorm, SwiGLU, no biases
+  };
+  for (const Case& k : {Case{Layout::zigzag, false}, Case{Layout::contiguous, false}, Case{Layout::striped, false},
+                        Case{Layout::zigzag, true}}) {
+    LayerConfig c = small();
+    if (k.llama) c.norm = Norm::rmsnorm, c.mlp = Mlp::swiglu, c.bias = false;
     const ReferenceRun ref = reference64(c);
     for (const ParallelConfig& named : strategies()) {
       ParallelConfig par = named;
-      par.layout = parse_layout(layout);
-      if (par.name() != "ring" && std::string(layout) != "zigzag") continue;  // the layout is the ring's
+      par.layout = k.layout;
+      if (par.name() != "ring" && k.layout != Layout::zigzag) continue;  // the layout is the ring's
       for (int P : {2, 4, 8}) {
-        INFO(par.name() << " P=" << P << " layout=" << layout);
+        INFO(par.name() << " P=" << P << " layout=" << to_string(k.layout) << (k.llama ? ", the Llama layer" : ""));
         const RunPlan plan = resolve(par, c, P, Device::cuda);  // the matrix must run, not be skipped
         MemoryTracker tracker;
         const auto res = run_local_ranks(plan, DType::f32, tracker, on_gpu());

@@ -40,6 +40,9 @@ TEST_CASE("cuda kernels (emulated): elementwise, bias, GeLU, fill", "[cuda-emula
 TEST_CASE("cuda kernels (emulated): LayerNorm forward and backward", "[cuda-emulated]") {
   on_host(cuda_cases::layernorm<HostMem>);
 }
+TEST_CASE("cuda kernels (emulated): RMSNorm and SwiGLU forward and backward", "[cuda-emulated]") {
+  on_host(cuda_cases::rmsnorm_swiglu<HostMem>);
+}
 TEST_CASE("cuda kernels (emulated): RoPE, dropout bit for bit, fused QKV", "[cuda-emulated]") {
   on_host(cuda_cases::rope_dropout_qkv<HostMem>);
 }

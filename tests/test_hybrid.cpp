@@ -50,11 +50,7 @@ TEST_CASE("every configuration matches the fp64 reference, and its bytes and mem
                           << " causal=" << c.causal << " rope=" << c.rope << " p=" << c.dropout);
           const RunPlan plan = resolve(par, c, P);
           MemoryTracker tracker;
-          const auto res = run_local_ranks(plan, DType::f32, tracker);
-          const auto [err, which] = worst_error(res[0], ref);
-          INFO("worst " << which << " " << err);
-          CHECK(err < kTolerance);
-          testing::check_rank_formulas(plan, res);
+          const auto res = testing::run_and_check(plan, ref, tracker);
           double flops = 0;
           for (int r = 0; r < P; ++r) flops += res[r].attention_flops;
           // Over the ranks, the whole layer's attention (a head split or a sequence split of it).

@@ -472,6 +472,93 @@ TEST_CASE("LayerNorm forward matches the formula and backward matches finite dif
   }
 }
 
+TEST_CASE("RMSNorm forward matches the formula and backward matches finite differences", "[kernels][rmsnorm]") {
+  const int64_t n = 3, h = 7;
+  const Vec x = random_vec(n * h, 35, 3.0), gamma = random_vec(h, 36), dy = random_vec(n * h, 37);
+  const double eps = 1e-5;
+  Vec y(n * h), rstd(n);
+  kc::rmsnorm_forward(x.data(), gamma.data(), n, h, eps, y.data(), rstd.data());
+  for (int64_t r = 0; r < n; ++r) {
+    double ms = 0;  // mean square: no mean subtracted (Zhang & Sennrich 2019)
+    for (int64_t j = 0; j < h; ++j) ms += x[r * h + j] * x[r * h + j] / h;
+    REQUIRE(rstd[r] == Approx(1 / std::sqrt(ms + eps)).epsilon(1e-14));
+    for (int64_t j = 0; j < h; ++j) REQUIRE(y[r * h + j] == Approx(x[r * h + j] / std::sqrt(ms + eps) * gamma[j]).epsilon(1e-13));
+  }
+  Vec dx(n * h), dgamma(h, 0.5);  // dgamma accumulates onto what it held
+  kc::rmsnorm_backward(dy.data(), x.data(), gamma.data(), rstd.data(), n, h, dx.data(), dgamma.data());
+  auto loss = [&](const Vec& xx, const Vec& gg) {
+    Vec yy(n * h), rs(n);
+    kc::rmsnorm_forward(xx.data(), gg.data(), n, h, eps, yy.data(), rs.data());
+    double l = 0;
+    for (int64_t i = 0; i < n * h; ++i) l += yy[i] * dy[i];
+    return l;
+  };
+  const double e = 1e-6;
+  for (int64_t i = 0; i < n * h; ++i) {
+    Vec xp = x, xm = x;
+    xp[i] += e, xm[i] -= e;
+    REQUIRE(dx[i] == Approx((loss(xp, gamma) - loss(xm, gamma)) / (2 * e)).margin(1e-7));
+  }
+  for (int64_t j = 0; j < h; ++j) {
+    Vec gp = gamma, gm = gamma;
+    gp[j] += e, gm[j] -= e;
+    REQUIRE(dgamma[j] - 0.5 == Approx((loss(x, gp) - loss(x, gm)) / (2 * e)).margin(1e-7));
+  }
+}
+
+TEST_CASE("SwiGLU is SiLU(gate) * up and its backward matches finite differences", "[kernels][swiglu]") {
+  // One row of f = 2: gates 1 and -2, ups 3 and 0.5. SiLU(a) = a / (1 + e^-a).
+  const Vec u1 = {1.0, -2.0, 3.0, 0.5};
+  Vec g1(2);
+  kc::swiglu_forward(u1.data(), 1, 2, g1.data());
+  REQUIRE(g1[0] == Approx(1.0 / (1 + std::exp(-1.0)) * 3.0).epsilon(1e-15));
+  REQUIRE(g1[1] == Approx(-2.0 / (1 + std::exp(2.0)) * 0.5).epsilon(1e-15));
+  const int64_t n = 3, f = 5;
+  const Vec u = random_vec(n * 2 * f, 42, 4.0), dg = random_vec(n * f, 43);
+  Vec du(n * 2 * f);
+  kc::swiglu_backward(dg.data(), u.data(), n, f, du.data());
+  auto loss = [&](const Vec& uu) {
+    Vec gg(n * f);
+    kc::swiglu_forward(uu.data(), n, f, gg.data());
+    double l = 0;
+    for (int64_t i = 0; i < n * f; ++i) l += gg[i] * dg[i];
+    return l;
+  };
+  const double e = 1e-6;
+  for (int64_t i = 0; i < n * 2 * f; ++i) {  // the gate's columns and the up's
+    Vec up = u, um = u;
+    up[i] += e, um[i] -= e;
+    REQUIRE(du[i] == Approx((loss(up) - loss(um)) / (2 * e)).margin(1e-8));
+  }
+}
+
+TEST_CASE("float SwiGLU (vectorised sigmoid) is within float rounding of the fp64 one, and deterministic", "[kernels][swiglu]") {
+  const int64_t n = 2, f = 2001;
+  Vec u(n * 2 * f), dg(n * f);
+  for (int64_t i = 0; i < n * 2 * f; ++i) u[i] = static_cast<float>(-12.0 + 24.0 * double(i % (2 * f)) / double(2 * f - 1));
+  u[0] = -100, u[1] = 100;  // tails: the sigmoid saturates, no NaN
+  for (int64_t i = 0; i < n * f; ++i) dg[i] = static_cast<float>(std::sin(0.37 * double(i)));
+  Vec g64(n * f), du64(n * 2 * f);
+  kc::swiglu_forward(u.data(), n, f, g64.data());
+  kc::swiglu_backward(dg.data(), u.data(), n, f, du64.data());
+  const std::vector<float> uf = cast<float>(u), dgf = cast<float>(dg);
+  std::vector<float> gf(n * f), duf(n * 2 * f), again(n * f);
+  kc::swiglu_forward(uf.data(), n, f, gf.data());
+  kc::swiglu_backward(dgf.data(), uf.data(), n, f, duf.data());
+  kc::swiglu_forward(uf.data(), n, f, again.data());
+  CHECK(again == gf);  // the same bits twice
+  for (int64_t i = 0; i < n * f; ++i) {
+    INFO("g " << i);
+    REQUIRE(std::isfinite(gf[i]));
+    REQUIRE(std::abs(gf[i] - g64[i]) <= 1e-6 * std::max(1.0, std::abs(g64[i])));
+  }
+  for (int64_t i = 0; i < n * 2 * f; ++i) {
+    INFO("du " << i);
+    REQUIRE(std::abs(duf[i] - du64[i]) <= 1e-6 * std::max(1.0, std::abs(du64[i])));
+  }
+  REQUIRE(std::abs(gf[0]) < 1e-30);  // SiLU(-100) = -3.7e-42: the float sigmoid stops at 2^-127, far below 1e-30
+}
+
 TEST_CASE("GeLU is the exact erf form and its backward matches finite differences", "[kernels][gelu]") {
   // x Phi(x) at +-1 and 2 (Phi from tables: 0.8413447460685429, 0.9772498680518208).
   const Vec x = {1.0, -1.0, 2.0, 0.0};

@@ -107,6 +107,43 @@ TEST_CASE("MPI: packed documents, a window and an s no P divides, every strategy
   CHECK(ran >= (P == 1 ? 4 : 6));
 }
 
+TEST_CASE("MPI: the Llama layer (RMSNorm, SwiGLU, no bias) in every strategy, layout and recompute mode", "[mpi]") {
+  using namespace ringside;
+  Communicator& world = mpi_world();
+  const int P = world.size();
+  int ran = 0;
+  for (int variant = 0; variant < 3; ++variant) {
+    LayerConfig c;
+    c.b = 2, c.s = 48, c.h = 32, c.H = 8, c.Hkv = 4, c.f = 48, c.seed = 9;
+    c.norm = Norm::rmsnorm, c.mlp = Mlp::swiglu, c.bias = false;
+    c.causal = variant != 1;
+    if (variant == 2) c.docs = {5, 30, 13}, c.window = 7;
+    const Recompute rc = variant == 0 ? Recompute::none : variant == 1 ? Recompute::selective : Recompute::full;
+    auto be = make_cpu_backend();
+    const ReferenceRun ref = reference64(c);
+    std::vector<ParallelConfig> all = default_strategies(P);
+    if (P == 4)
+      for (const char* name : {"tp2xall-gather2", "tp2xulysses2", "ring2xtp2"}) all.push_back(parse_parallel_config(name));
+    for (const ParallelConfig& named : all)
+      for (Layout layout : kLayouts) {
+        const CpComm comm = named.cp_comm;
+        if ((comm == CpComm::none || comm == CpComm::a2a) && layout != Layout::contiguous) continue;
+        ParallelConfig par = named;
+        par.layout = layout, par.recompute = rc;
+        RunPlan plan;
+        try {
+          plan = resolve(par, c, P);
+        } catch (const ConfigError&) {
+          continue;  // the same on every rank
+        }
+        INFO(to_string(layout) << " " << par.name() << " P=" << P << " variant " << variant);
+        run_and_check(plan, world, *be, ref);
+        ++ran;
+      }
+  }
+  CHECK(ran >= (P == 1 ? 3 : 3 * 4));
+}
+
 namespace {
 
 // Rank r's trace for the gather test: every field of an event set to a value of r's own.

@@ -42,13 +42,16 @@ double dot(const Tensor& a, const Tensor& b) {
 std::vector<double> naive_forward(const LayerConfig& c, const LayerWeights& w, const Tensor& x, Backend& be) {
   const int64_t N = c.tokens(), h = c.h, H = c.H, Hkv = c.Hkv, d = c.d(), f = c.f, W = c.qkv_width();
   auto P = [](const Tensor& t) { return t.data<double>(); };
-  auto layernorm = [&](const double* in, const Tensor& g, const Tensor& bb) {
+  // LayerNorm, or RMSNorm (Zhang & Sennrich 2019: x / rms(x) * gamma, no mean, no beta).
+  auto norm = [&](const double* in, const Tensor& g, const Tensor& bb) {
     std::vector<double> out(N * h);
     for (int64_t r = 0; r < N; ++r) {
       double mu = 0, var = 0;
-      for (int64_t j = 0; j < h; ++j) mu += in[r * h + j] / h;
+      if (c.norm == Norm::layernorm)
+        for (int64_t j = 0; j < h; ++j) mu += in[r * h + j] / h;
       for (int64_t j = 0; j < h; ++j) var += (in[r * h + j] - mu) * (in[r * h + j] - mu) / h;
-      for (int64_t j = 0; j < h; ++j) out[r * h + j] = (in[r * h + j] - mu) / std::sqrt(var + c.eps) * P(g)[j] + P(bb)[j];
+      for (int64_t j = 0; j < h; ++j)
+        out[r * h + j] = (in[r * h + j] - mu) / std::sqrt(var + c.eps) * P(g)[j] + (bb.defined() ? P(bb)[j] : 0.0);
     }
     return out;
   };
@@ -56,7 +59,7 @@ std::vector<double> naive_forward(const LayerConfig& c, const LayerWeights& w, c
     std::vector<double> out(N * n);
     for (int64_t r = 0; r < N; ++r)
       for (int64_t j = 0; j < n; ++j) {
-        double acc = P(bias)[j];
+        double acc = bias.defined() ? P(bias)[j] : 0.0;
         for (int64_t i = 0; i < k; ++i) acc += in[r * k + i] * P(wt)[i * n + j];
         out[r * n + j] = acc;
       }
@@ -78,7 +81,7 @@ std::vector<double> naive_forward(const LayerConfig& c, const LayerWeights& w, c
   };
 
   const std::vector<double> xs(P(x), P(x) + N * h);
-  const auto h1 = layernorm(xs.data(), w.ln1_gamma, w.ln1_beta);
+  const auto h1 = norm(xs.data(), w.ln1_gamma, w.ln1_beta);
   const auto qkv = linear(h1, h, w.qkv_weight, w.qkv_bias, W);
   naive::Vec q(N * H * d), k(N * Hkv * d), v(N * Hkv * d);
   for (int64_t r = 0; r < N; ++r) {
@@ -98,24 +101,44 @@ std::vector<double> naive_forward(const LayerConfig& c, const LayerWeights& w, c
   const auto m1 = dropout_mask(RngSite::dropout1), m2 = dropout_mask(RngSite::dropout2);
   std::vector<double> x2(N * h);
   for (int64_t i = 0; i < N * h; ++i) x2[i] = xs[i] + y[i] * m1[i] / (1 - c.dropout);
-  const auto h2 = layernorm(x2.data(), w.ln2_gamma, w.ln2_beta);
-  auto u = linear(h2, h, w.fc1_weight, w.fc1_bias, f);
-  for (auto& e : u) e = 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)));
-  const auto z = linear(u, f, w.fc2_weight, w.fc2_bias, h);
+  const auto h2 = norm(x2.data(), w.ln2_gamma, w.ln2_beta);
+  const auto u = linear(h2, h, w.fc1_weight, w.fc1_bias, c.fc1_width());
+  std::vector<double> g(N * f);
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t j = 0; j < f; ++j) {
+      if (c.mlp == Mlp::gelu) {
+        const double e = u[r * f + j];
+        g[r * f + j] = 0.5 * e * (1 + std::erf(e / std::sqrt(2.0)));
+      } else {  // SwiGLU: SiLU(gate) * up, u's row [gate | up]
+        const double gate = u[r * 2 * f + j], up = u[r * 2 * f + f + j];
+        g[r * f + j] = gate / (1 + std::exp(-gate)) * up;
+      }
+    }
+  const auto z = linear(g, f, w.fc2_weight, w.fc2_bias, h);
   std::vector<double> out(N * h);
   for (int64_t i = 0; i < N * h; ++i) out[i] = x2[i] + z[i] * m2[i] / (1 - c.dropout);
   return out;
+}
+
+// The Llama layer on small_config's shapes: RMSNorm, SwiGLU, no biases.
+LayerConfig llama(LayerConfig c) {
+  c.norm = Norm::rmsnorm, c.mlp = Mlp::swiglu, c.bias = false;
+  return c;
 }
 
 }  // namespace
 
 TEST_CASE("the reference forward equals the design's formulas composed naively (fp64)", "[reference]") {
   auto be = make_cpu_backend();
+  for (int layer = 0; layer < 4; ++layer)  // GPT's, Llama's, RMSNorm with GeLU and biases, LayerNorm with SwiGLU
   for (bool causal : {true, false})
     for (bool rope : {true, false}) {
       LayerConfig c = small_config();
       c.causal = causal;
       c.rope = rope;
+      if (layer == 1) c = llama(c);
+      if (layer == 2) c.norm = Norm::rmsnorm;
+      if (layer == 3) c.mlp = Mlp::swiglu, c.bias = false;
       const LayerWeights w = init_weights(c, DType::f64, {});
       const Tensor x = input(c, RngSite::input_x, DType::f64);
       const ForwardResult r = reference_forward<double>(c, w, x, *be);
@@ -125,7 +148,7 @@ TEST_CASE("the reference forward equals the design's formulas composed naively (
         num += std::pow(r.out.data<double>()[i] - ref[i], 2);
         den += ref[i] * ref[i];
       }
-      INFO("causal=" << causal << " rope=" << rope);
+      INFO(c.summary());
       REQUIRE(std::sqrt(num / den) < 1e-14);
     }
 }
@@ -140,6 +163,8 @@ TEST_CASE("the reference backward matches central finite differences (fp64) for 
     c.Hkv = c.H;
     c.dropout = 0;
   }
+  SECTION("the Llama layer: RMSNorm, SwiGLU, no biases") { c = llama(c); }
+  SECTION("RMSNorm with GeLU and biases, full attention") { c.norm = Norm::rmsnorm, c.causal = false; }
   LayerWeights w = init_weights(c, DType::f64, {});
   Tensor x = input(c, RngSite::input_x, DType::f64);
   const Tensor dout = input(c, RngSite::input_dout, DType::f64);
@@ -170,6 +195,8 @@ TEST_CASE("the reference backward matches central finite differences (fp64) for 
   check("x", x, g.dx);
   auto params = w.named();
   auto grads = g.grads.named();
+  REQUIRE(params.size() == grads.size());
+  REQUIRE(params.size() == (c.bias ? 12u : 8u) - (c.norm == Norm::rmsnorm ? 2u : 0u));  // the layer's own
   for (size_t i = 0; i < params.size(); ++i) check(params[i].first, *params[i].second, *grads[i].second);
 }
 
@@ -212,12 +239,25 @@ TEST_CASE("saved activations are tracked per rank and equal the formula byte for
                                          : reference_forward<double>(c, w, x, *be, tag);
       const int64_t expect = dtype_size(dt) * c.tokens() * (6 * c.h + 2 * c.Hkv * c.d() + 2 * c.f + 4 + c.H);
       REQUIRE(saved_activation_bytes(c, dt) == expect);
+      // Llama's: SwiGLU keeps u = [gate | up] (2 f) and g (f), RMSNorm its rstd alone (1 a token each).
+      REQUIRE(saved_activation_bytes(llama(c), dt) ==
+              dtype_size(dt) * c.tokens() * (6 * c.h + 2 * c.Hkv * c.d() + 3 * c.f + 2 + c.H));
       REQUIRE(tracker.live(3, MemCategory::activations) == expect);
       REQUIRE(tracker.peak(3, MemCategory::activations) == expect);
       REQUIRE(tracker.live(3, MemCategory::weights) == w.nbytes());
       REQUIRE(tracker.stats(0).peak_total == 0);  // nothing leaked onto another rank
     }
     REQUIRE(tracker.live(3, MemCategory::activations) == 0);  // released with the result
+    // The Llama layer's forward keeps its formula's bytes too, and holds 3 h f MLP weights.
+    const LayerConfig l = llama(c);
+    const LayerWeights lw = init_weights(l, dt, tag);
+    CHECK(lw.fc1_weight.numel() + lw.fc2_weight.numel() == 3 * l.h * l.f);
+    CHECK(lw.nbytes() == dtype_size(dt) * l.param_count());
+    {
+      ForwardResult r = dt == DType::f32 ? reference_forward<float>(l, lw, x, *be, tag)
+                                         : reference_forward<double>(l, lw, x, *be, tag);
+      CHECK(tracker.live(3, MemCategory::activations) == saved_activation_bytes(l, dt));
+    }
   }
 }
 
@@ -257,6 +297,10 @@ TEST_CASE("invalid configurations are rejected with a clear error", "[reference]
   bad([](LayerConfig& c) { c.b = 1 << 20, c.s = 1 << 12; }, "exceeds 2^31 - 1");  // 2^32 tokens
   bad([](LayerConfig& c) { c.dropout = 1.0 - 1e-9; }, "24-bit resolution");
   bad([](LayerConfig& c) { c.dropout = std::nan(""); }, "[0, 1), got nan");
+  CHECK_THROWS_WITH(parse_norm("batchnorm"), "unknown norm 'batchnorm' (layernorm or rmsnorm)");
+  CHECK_THROWS_WITH(parse_mlp("relu"), "unknown MLP 'relu' (gelu or swiglu)");
+  CHECK(parse_norm(to_string(Norm::rmsnorm)) == Norm::rmsnorm);
+  CHECK(parse_mlp(to_string(Mlp::swiglu)) == Mlp::swiglu);
   LayerConfig odd;
   odd.h = 24, odd.H = 8, odd.rope = false;  // d = 3 is fine without RoPE
   REQUIRE_NOTHROW(odd.validate());
@@ -267,16 +311,19 @@ TEST_CASE("invalid configurations are rejected with a clear error", "[reference]
   REQUIRE_THROWS_AS(reference_forward<float>(odd, LayerWeights{}, x, *be), ConfigError);
 }
 
-TEST_CASE("model presets have their papers' shapes, and a preset sets the shape alone", "[config]") {
+TEST_CASE("model presets have their papers' shapes and layers, and a preset sets the layer alone", "[config]") {
   struct Published {
     const char* name;
     int64_t h, H, Hkv, f;
     int layers;
   };
   // The Llama 3 Herd of Models (2024), Table 3; GPT-3 (Brown et al. 2020), Table 2.1 with f = 4 h.
+  // Qwen2.5 (2024), Table 1 and its config.json; Mistral 7B (2023), Table 1.
   const Published papers[] = {{"llama3-8b", 4096, 32, 8, 14336, 32},
                               {"llama3-70b", 8192, 64, 8, 28672, 80},
                               {"llama3-405b", 16384, 128, 8, 53248, 126},
+                              {"qwen2.5-7b", 3584, 28, 4, 18944, 28},
+                              {"mistral-7b", 4096, 32, 8, 14336, 32},
                               {"gpt3-175b", 12288, 96, 96, 49152, 96}};
   REQUIRE(model_presets().size() == std::size(papers));
   for (const Published& w : papers) {
@@ -293,13 +340,20 @@ TEST_CASE("model presets have their papers' shapes, and a preset sets the shape 
     apply_preset(p, c);
     CHECK((c.h == w.h && c.H == w.H && c.Hkv == w.Hkv && c.f == w.f));
     CHECK((c.s == 65536 && c.b == 2));  // the rest stays
-    CHECK(c.rope_theta == (std::string(w.name).starts_with("llama3") ? 500000.0 : 10000.0));
+    const std::string name = w.name;
+    CHECK(c.rope_theta == (name.starts_with("llama3") ? 500000.0 : name.starts_with("gpt3") ? 10000.0 : 1e6));
+    // The layer the model trains: GPT-3 LayerNorm, GeLU and biases; the others RMSNorm, SwiGLU, none.
+    const bool gpt = name.starts_with("gpt3");
+    CHECK(c.norm == (gpt ? Norm::layernorm : Norm::rmsnorm));
+    CHECK(c.mlp == (gpt ? Mlp::gelu : Mlp::swiglu));
+    CHECK(c.bias == gpt);
+    CHECK(c.eps == (name.starts_with("qwen") ? 1e-6 : 1e-5));
     c.validate();
   }
   try {
     find_preset("llama4");
     FAIL("no error");
   } catch (const ConfigError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("no model preset 'llama4'") && Catch::Contains("llama3-8b, llama3-70b, llama3-405b, gpt3-175b"));
+    CHECK_THAT(e.what(), Catch::Contains("no model preset 'llama4'") && Catch::Contains("llama3-8b, llama3-70b, llama3-405b, qwen2.5-7b, mistral-7b, gpt3-175b"));
   }
 }

@@ -715,7 +715,7 @@ TEST_CASE("the plan's trace shows the winner above the runner-up, both modeled, 
   CHECK(winner["y1"].get<float>() <= runner_up["y0"].get<float>());
   CHECK(runner_up["y1"].get<float>() <= float(s.h));
   // Each group's first GPU row draws its events.
-  for (const char* group : {"winner tp2xulysses4xring2 zigzag none (modeled, h100-nvlink)", "runner-up tp2xulysses2xring4 zigzag none (modeled, h100-nvlink)"}) {
+  for (const char* group : {"winner tp2xulysses4xring2 zigzag none (modeled, h100-nvlink)", "runner-up tp4xring4 zigzag none (modeled, h100-nvlink)"}) {
     INFO(group);
     const auto lane = s.layout["lanes"].find(std::string(group) + "/GPU 0");
     REQUIRE(lane != s.layout["lanes"].end());

@@ -78,6 +78,55 @@ void layernorm_backward(const T* dy, const T* x, const T* gamma, const T* mean, 
   }
 }
 
+template <class T>
+void rmsnorm_forward(const T* x, const T* gamma, int64_t n, int64_t h, double eps, T* y, T* rstd) {
+  for (int64_t r = 0; r < n; ++r) {
+    const T* xr = x + r * h;
+    const T rs = T(1) / std::sqrt(row_sum<2>(xr, h, T(0)) / static_cast<T>(h) + static_cast<T>(eps));
+    for (int64_t j = 0; j < h; ++j) y[r * h + j] = xr[j] * rs * gamma[j];
+    rstd[r] = rs;
+  }
+}
+
+template <class T>
+void rmsnorm_backward(const T* dy, const T* x, const T* gamma, const T* rstd, int64_t n, int64_t h, T* dx, T* dgamma) {
+  for (int64_t r = 0; r < n; ++r) {
+    const T* dyr = dy + r * h;
+    const T* xr = x + r * h;
+    const T rs = rstd[r];
+    T mean_gx = 0;
+    for (int64_t j = 0; j < h; ++j) {
+      const T xhat = xr[j] * rs;
+      mean_gx += dyr[j] * gamma[j] * xhat;
+      dgamma[j] += dyr[j] * xhat;
+    }
+    mean_gx /= static_cast<T>(h);
+    for (int64_t j = 0; j < h; ++j) dx[r * h + j] = rs * (dyr[j] * gamma[j] - xr[j] * rs * mean_gx);
+  }
+}
+
+template <class T> void swiglu_forward(const T* u, int64_t n, int64_t f, T* g) {
+  if constexpr (std::is_same_v<T, float>) return swiglu_forward_f32(u, n, f, g);
+  for (int64_t r = 0; r < n; ++r) {
+    const T *a = u + r * 2 * f, *b = a + f;
+    for (int64_t j = 0; j < f; ++j) g[r * f + j] = a[j] / (T(1) + std::exp(-a[j])) * b[j];
+  }
+}
+
+template <class T> void swiglu_backward(const T* dg, const T* u, int64_t n, int64_t f, T* du) {
+  if constexpr (std::is_same_v<T, float>) return swiglu_backward_f32(dg, u, n, f, du);
+  for (int64_t r = 0; r < n; ++r) {
+    const T *a = u + r * 2 * f, *b = a + f, *d = dg + r * f;
+    T *da = du + r * 2 * f, *db = da + f;
+    for (int64_t j = 0; j < f; ++j) {
+      const T sigma = T(1) / (T(1) + std::exp(-a[j]));
+      const T dgj = d[j];  // read before writing: du may not alias dg, but keep the order plain
+      da[j] = dgj * b[j] * sigma * (T(1) + a[j] * (T(1) - sigma));
+      db[j] = dgj * a[j] * sigma;
+    }
+  }
+}
+
 template <class T> void gelu_forward(const T* x, int64_t n, T* y) {
   if constexpr (std::is_same_v<T, float>) return gelu_forward_f32(x, n, y);
   const T inv_sqrt2 = static_cast<T>(0.70710678118654752440);
@@ -218,6 +267,10 @@ template <class T> void bias_grad(const T* dy, int64_t n, int64_t h, T* dbias) {
   template void layernorm_forward<T>(const T*, const T*, const T*, int64_t, int64_t, double, T*, T*, T*);       \
   template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*, \
                                       T*);                                                                      \
+  template void rmsnorm_forward<T>(const T*, const T*, int64_t, int64_t, double, T*, T*);                       \
+  template void rmsnorm_backward<T>(const T*, const T*, const T*, const T*, int64_t, int64_t, T*, T*);          \
+  template void swiglu_forward<T>(const T*, int64_t, int64_t, T*);                                              \
+  template void swiglu_backward<T>(const T*, const T*, int64_t, int64_t, T*);                                   \
   template void gelu_forward<T>(const T*, int64_t, T*);                                                         \
   template void gelu_backward<T>(const T*, const T*, int64_t, T*);                                              \
   template void rope_forward<T>(T*, int64_t, int64_t, int64_t, int64_t, const int64_t*, double);                \

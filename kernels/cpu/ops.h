@@ -1,5 +1,5 @@
-// The CPU kernels of the layer other than attention: LayerNorm, GeLU, RoPE, dropout and the
-// bias helpers. Raw pointers, row-major, templated on float and double; the shapes below use
+// The CPU kernels of the layer other than attention: LayerNorm and RMSNorm, GeLU and SwiGLU,
+// RoPE, dropout and the bias helpers. Raw pointers, row-major, templated on float and double; the shapes below use
 // n for a number of rows (tokens) and h for the row width.
 #pragma once
 #include <cstdint>
@@ -19,6 +19,25 @@ void layernorm_forward(const T* x, const T* gamma, const T* beta, int64_t n, int
 template <class T>
 void layernorm_backward(const T* dy, const T* x, const T* gamma, const T* mean, const T* rstd, int64_t n, int64_t h,
                         T* dx, T* dgamma, T* dbeta);
+
+/// RMSNorm over the last dimension (Zhang & Sennrich 2019): y = x * rstd * gamma with
+/// rstd = 1 / sqrt(mean(x^2) + eps), no mean subtracted and no beta. x, y [n, h]; gamma [h];
+/// rstd [n] is written for the backward. float sums the squares in vector lanes, as LayerNorm.
+template <class T>
+void rmsnorm_forward(const T* x, const T* gamma, int64_t n, int64_t h, double eps, T* y, T* rstd);
+
+/// RMSNorm backward. With xhat = x rstd and g = dy gamma:
+///   dx = rstd (g - xhat mean(g xhat))   (written),   dgamma += sum_rows dy xhat   (accumulated).
+template <class T>
+void rmsnorm_backward(const T* dy, const T* x, const T* gamma, const T* rstd, int64_t n, int64_t h, T* dx, T* dgamma);
+
+/// SwiGLU's product (Shazeer 2020, as Llama's MLP): g = SiLU(a) * b with SiLU(a) = a sigmoid(a),
+/// for u [n, 2f] holding each row's gate a (columns 0 .. f-1) then up b (f .. 2f-1); g [n, f].
+template <class T> void swiglu_forward(const T* u, int64_t n, int64_t f, T* g);
+/// Its backward from dg [n, f]: with sigma = sigmoid(a),
+///   da = dg b sigma (1 + a (1 - sigma)),   db = dg SiLU(a),
+/// written into du [n, 2f] in u's layout (gate then up columns).
+template <class T> void swiglu_backward(const T* dg, const T* u, int64_t n, int64_t f, T* du);
 
 /// Exact GeLU (Hendrycks & Gimpel 2016): y = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)). x, y [n].
 template <class T> void gelu_forward(const T* x, int64_t n, T* y);

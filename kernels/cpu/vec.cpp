@@ -113,6 +113,36 @@ static RS_INLINE void gelu_backward_f32_body(const float* dy, const float* x, in
 }
 RS_ISA_DISPATCH(void, gelu_backward_f32, (const float* dy, const float* x, int64_t n, float* dx), (dy, x, n, dx))
 
+namespace {
+// sigmoid(a) = 1 / (1 + e^-a) by 2^(-a log2 e) (exp2_poly stops at 2^127: no overflow to inf).
+RS_INLINE float sigmoid_f(float a) { return 1.0f / (1.0f + exp2_poly(-1.4426950408889634f * a)); }
+}  // namespace
+
+static RS_INLINE void swiglu_forward_f32_body(const float* u, int64_t n, int64_t f, float* g) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float *a = u + r * 2 * f, *b = a + f;
+    float* gr = g + r * f;
+#pragma omp simd
+    for (int64_t j = 0; j < f; ++j) gr[j] = a[j] * sigmoid_f(a[j]) * b[j];
+  }
+}
+RS_ISA_DISPATCH(void, swiglu_forward_f32, (const float* u, int64_t n, int64_t f, float* g), (u, n, f, g))
+
+static RS_INLINE void swiglu_backward_f32_body(const float* dg, const float* u, int64_t n, int64_t f, float* du) {
+  for (int64_t r = 0; r < n; ++r) {
+    const float *a = u + r * 2 * f, *b = a + f, *d = dg + r * f;
+    float *da = du + r * 2 * f, *db = da + f;
+#pragma omp simd
+    for (int64_t j = 0; j < f; ++j) {
+      const float sigma = sigmoid_f(a[j]);
+      da[j] = d[j] * b[j] * sigma * (1.0f + a[j] * (1.0f - sigma));
+      db[j] = d[j] * a[j] * sigma;
+    }
+  }
+}
+RS_ISA_DISPATCH(void, swiglu_backward_f32, (const float* dg, const float* u, int64_t n, int64_t f, float* du),
+                (dg, u, n, f, du))
+
 static RS_INLINE void dropout_words_body(uint64_t seed, uint32_t site, uint64_t token, int64_t groups, uint32_t* words) {
   // Philox4x32-10 (Salmon et al. 2011), as Random123 computes it, one lane per group g with
   // counter (g, token low, token high, site) and key (seed low, seed high): the same words as

@@ -35,6 +35,13 @@ void softmax_grad_row(const double* p, double* dp, int64_t n, double D);
 void gelu_forward_f32(const float* x, int64_t n, float* y);
 void gelu_backward_f32(const float* dy, const float* x, int64_t n, float* dx);
 
+/// SwiGLU in float, vectorised: sigmoid(a) = 1 / (1 + 2^(-a log2 e)) with fast_exp2f's
+/// polynomial (which stops at 2^127, so a < -88 gives sigmoid 2^-127, not 0 / inf or a NaN).
+/// The float kernels of ops.h's swiglu_forward and swiglu_backward (double keeps std::exp);
+/// u [n, 2f] (gate | up), g and dg [n, f], du [n, 2f].
+void swiglu_forward_f32(const float* u, int64_t n, int64_t f, float* g);
+void swiglu_backward_f32(const float* dg, const float* u, int64_t n, int64_t f, float* du);
+
 /// The dropout words of one token: words[4 g + w] = dropout_bits4(seed, site, token, g)[w] for
 /// g < groups (bit for bit; Philox4x32-10 vectorised across groups). words holds 4 groups.
 void dropout_words(uint64_t seed, uint32_t site, uint64_t token, int64_t groups, uint32_t* words);

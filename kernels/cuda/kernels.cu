@@ -75,7 +75,26 @@ __global__ void gelu_backward_kernel(const float* dy, const float* x, int64_t n,
   }
 }
 
-// ---------------------------------------------------------------- LayerNorm
+// SwiGLU: a thread per (row, column j < F) of g; u's row holds the gate, then up.
+__global__ void swiglu_forward_kernel(const float* u, int64_t n, int64_t F, float* g) {
+  RS_GRID_STRIDE(i, n * F) {
+    const int64_t r = i / F, j = i % F;
+    const float a = u[r * 2 * F + j], b = u[r * 2 * F + F + j];
+    g[i] = a / (1.0f + expf(-a)) * b;
+  }
+}
+
+__global__ void swiglu_backward_kernel(const float* dg, const float* u, int64_t n, int64_t F, float* du) {
+  RS_GRID_STRIDE(i, n * F) {
+    const int64_t r = i / F, j = i % F;
+    const float a = u[r * 2 * F + j], b = u[r * 2 * F + F + j];
+    const float sigma = 1.0f / (1.0f + expf(-a));
+    du[r * 2 * F + j] = dg[i] * b * sigma * (1.0f + a * (1.0f - sigma));
+    du[r * 2 * F + F + j] = dg[i] * a * sigma;
+  }
+}
+
+// ---------------------------------------------------------------- LayerNorm and RMSNorm
 
 // A block per row.
 __global__ void layernorm_forward_kernel(const float* x, const float* gamma, const float* beta, int64_t h, float eps,
@@ -126,6 +145,41 @@ __global__ void layernorm_dparams_kernel(const float* dy, const float* x, const 
     }
     dgamma[j] += sgam;
     dbeta[j] += sbeta;
+  }
+}
+
+// RMSNorm: a block per row.
+__global__ void rmsnorm_forward_kernel(const float* x, const float* gamma, int64_t h, float eps, float* y, float* rstd) {
+  __shared__ float buf[kThreads];
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * h;
+  float s = 0;
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) s += xr[j] * xr[j];
+  const float rs = 1.0f / sqrtf(block_sum(s, buf) / static_cast<float>(h) + eps);
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) y[r * h + j] = xr[j] * rs * gamma[j];
+  if (threadIdx.x == 0) rstd[r] = rs;
+}
+
+// dx: a block per row.
+__global__ void rmsnorm_dx_kernel(const float* dy, const float* x, const float* gamma, const float* rstd, int64_t h,
+                                  float* dx) {
+  __shared__ float buf[kThreads];
+  const int64_t r = blockIdx.x;
+  const float rs = rstd[r];
+  float sgx = 0;
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) sgx += dy[r * h + j] * gamma[j] * x[r * h + j] * rs;
+  const float mean_gx = block_sum(sgx, buf) / static_cast<float>(h);
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
+    dx[r * h + j] = rs * (dy[r * h + j] * gamma[j] - x[r * h + j] * rs * mean_gx);
+}
+
+// dgamma: a thread per column, down the rows.
+__global__ void rmsnorm_dgamma_kernel(const float* dy, const float* x, const float* rstd, int64_t n, int64_t h,
+                                      float* dgamma) {
+  RS_GRID_STRIDE(j, h) {
+    float sgam = 0;
+    for (int64_t r = 0; r < n; ++r) sgam += dy[r * h + j] * x[r * h + j] * rstd[r];
+    dgamma[j] += sgam;
   }
 }
 
@@ -419,6 +473,27 @@ void layernorm_backward(const float* dy, const float* x, const float* gamma, con
   if (n == 0) return;
   RS_LAUNCH(layernorm_dx_kernel, static_cast<unsigned>(n), kThreads, 0, stream, dy, x, gamma, mean, rstd, h, dx);
   RS_LAUNCH(layernorm_dparams_kernel, blocks_for(h), kThreads, 0, stream, dy, x, mean, rstd, n, h, dgamma, dbeta);
+}
+
+void rmsnorm_forward(const float* x, const float* gamma, int64_t n, int64_t h, double eps, float* y, float* rstd,
+                     Stream stream) {
+  if (n > 0)
+    RS_LAUNCH(rmsnorm_forward_kernel, static_cast<unsigned>(n), kThreads, 0, stream, x, gamma, h,
+              static_cast<float>(eps), y, rstd);
+}
+
+void rmsnorm_backward(const float* dy, const float* x, const float* gamma, const float* rstd, int64_t n, int64_t h,
+                      float* dx, float* dgamma, Stream stream) {
+  if (n == 0) return;
+  RS_LAUNCH(rmsnorm_dx_kernel, static_cast<unsigned>(n), kThreads, 0, stream, dy, x, gamma, rstd, h, dx);
+  RS_LAUNCH(rmsnorm_dgamma_kernel, blocks_for(h), kThreads, 0, stream, dy, x, rstd, n, h, dgamma);
+}
+
+void swiglu_forward(const float* u, int64_t n, int64_t F, float* g, Stream stream) {
+  if (n * F > 0) RS_LAUNCH(swiglu_forward_kernel, blocks_for(n * F), kThreads, 0, stream, u, n, F, g);
+}
+void swiglu_backward(const float* dg, const float* u, int64_t n, int64_t F, float* du, Stream stream) {
+  if (n * F > 0) RS_LAUNCH(swiglu_backward_kernel, blocks_for(n * F), kThreads, 0, stream, dg, u, n, F, du);
 }
 
 void gelu_forward(const float* x, int64_t n, float* y, Stream stream) {

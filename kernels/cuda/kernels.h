@@ -33,6 +33,18 @@ void layernorm_forward(const float* x, const float* gamma, const float* beta, in
 void layernorm_backward(const float* dy, const float* x, const float* gamma, const float* mean, const float* rstd,
                         int64_t n, int64_t h, float* dx, float* dgamma, float* dbeta, Stream stream);
 
+/// RMSNorm over rows of x [n, h] (the root mean square alone, as the CPU): y, rstd [n].
+void rmsnorm_forward(const float* x, const float* gamma, int64_t n, int64_t h, double eps, float* y, float* rstd,
+                     Stream stream);
+/// dx written; dgamma [h] accumulates.
+void rmsnorm_backward(const float* dy, const float* x, const float* gamma, const float* rstd, int64_t n, int64_t h,
+                      float* dx, float* dgamma, Stream stream);
+
+/// SwiGLU's product g [n, F] = SiLU(gate) * up from u [n, 2F] (gate | up), and its backward
+/// du [n, 2F] from dg [n, F] (kernels/cpu/ops.h's formulas).
+void swiglu_forward(const float* u, int64_t n, int64_t F, float* g, Stream stream);
+void swiglu_backward(const float* dg, const float* u, int64_t n, int64_t F, float* du, Stream stream);
+
 /// Exact-erf GeLU and its derivative, n elements.
 void gelu_forward(const float* x, int64_t n, float* y, Stream stream);
 void gelu_backward(const float* dy, const float* x, int64_t n, float* dx, Stream stream);

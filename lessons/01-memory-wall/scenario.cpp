@@ -2,6 +2,7 @@
 // sequence; tensor parallelism alone cannot split all of it; splitting the sequence can.
 #include "lessons/lesson.h"
 #include "parallel/formulas.h"
+#include "layer/presets.h"
 #include "layer/reference.h"
 #include "layer/weights.h"
 
@@ -19,6 +20,24 @@ double korthikanti_tp_sp(double s, double b, double h, double a, double t) {
   return s * b * h / t * (34 + 5 * a * s / h);
 }
 
+// The layer's saved bytes at three sequence lengths, measured against the formula (recorded as
+// PREFIXsaved_sN and PREFIXformula_sN).
+void saved_table(Script& L, const LayerConfig& cfg, const char* prefix) {
+  const bool llama = cfg.mlp == Mlp::swiglu;  // RMSNorm's one statistic beside SwiGLU's 3f
+  Table t({"s", "saved (measured)", std::string("formula 4 N (6h + 2 Hkv d + ") + (llama ? "3f + 2" : "2f + 4") + " + H)",
+           "bytes per token"});
+  for (int64_t s : {128, 256, 512}) {
+    LayerConfig c = cfg;
+    c.s = s;
+    const ReferenceRun ref = run_reference(c, DType::f32);
+    const int64_t formula = saved_activation_bytes(c, DType::f32);
+    L.record(fmt("%ssaved_s%lld", prefix, (long long)s), double(ref.peak_saved));
+    L.record(fmt("%sformula_s%lld", prefix, (long long)s), double(formula));
+    t.row({std::to_string(s), grouped(ref.peak_saved), grouped(formula), grouped(ref.peak_saved / c.tokens())});
+  }
+  L.table(t);
+}
+
 }  // namespace
 
 void memory_wall(Script& L) {
@@ -34,20 +53,18 @@ void memory_wall(Script& L) {
   L.say("the reference layer (b=1 h=%lld H=%lld Hkv=%lld f=%lld, fp32) at three sequence lengths.", (long long)cfg.h,
         (long long)cfg.H, (long long)cfg.Hkv, (long long)cfg.f);
   L.blank();
-  Table t1({"s", "saved (measured)", "formula 4 N (6h + 2 Hkv d + 2f + 4 + H)", "bytes per token"});
-  for (int64_t s : {128, 256, 512}) {
-    LayerConfig c = cfg;
-    c.s = s;
-    const ReferenceRun ref = run_reference(c, DType::f32);
-    const int64_t formula = saved_activation_bytes(c, DType::f32);
-    L.record(fmt("saved_s%lld", (long long)s), double(ref.peak_saved));
-    L.record(fmt("formula_s%lld", (long long)s), double(formula));
-    t1.row({std::to_string(s), grouped(ref.peak_saved), grouped(formula), grouped(ref.peak_saved / c.tokens())});
-  }
-  L.table(t1);
+  saved_table(L, cfg, "");
   L.blank();
   L.say("Twice the tokens, twice the bytes: every saved tensor is [tokens, something]. Attention");
   L.say("here is blockwise (FlashAttention), so it keeps lse [H, s] instead of the s x s softmax.");
+  L.say("That is the GPT layer (LayerNorm, GeLU, biases), the one Korthikanti et al. count. The");
+  L.say("layer Llama, Qwen and Mistral train has RMSNorm (no mean: one statistic a token) and a");
+  L.say("SwiGLU MLP, down(SiLU(gate(x)) * up(x)): its backward reads gate and up and the product,");
+  L.say("3f a token where GeLU keeps 2f. The same shapes, --norm rmsnorm --mlp swiglu --no-bias:");
+  L.blank();
+  LayerConfig llama = cfg;
+  llama.norm = Norm::rmsnorm, llama.mlp = Mlp::swiglu, llama.bias = false;
+  saved_table(L, llama, "llama_");
 
   // ---- 2. the same in the paper's terms -----------------------------------------------------
   // GPT-3 175B, the paper's own example: a = 96 heads, h = 12288, b = 1.
@@ -124,7 +141,13 @@ void memory_wall(Script& L) {
   const double per_token = double(saved_activation_bytes(cfg, DType::f32)) / double(cfg.tokens());
   L.say("This layer keeps %.0f bytes per token (fp32). At 1M tokens one layer would keep %s;", per_token,
         format_bytes(per_token * 1048576).c_str());
-  L.say("GPT-3's keeps %s. No GPU holds that, so the tokens themselves must be split:", format_bytes(wall).c_str());
+  LayerConfig llama8b;
+  apply_preset(find_preset("llama3-8b"), llama8b);
+  llama8b.s = 1048576;
+  const double llama_wall = L.record("llama3_8b_s1m_layer_bytes", double(saved_activation_bytes(llama8b, DType::f32)) / 2);
+  L.say("GPT-3's keeps %s in 16-bit, and Llama 3 8B's (RMSNorm, SwiGLU) %s.", format_bytes(wall).c_str(),
+        format_bytes(llama_wall).c_str());
+  L.say("No GPU holds that, so the tokens themselves must be split:");
   L.say("  lesson 2  Megatron SP: TP plus the 10 s b h split by sequence (P must divide Hkv)");
   L.say("  lesson 3  ring attention: every tensor split by sequence, K/V passed around a ring");
   L.say("  lesson 5  Ulysses: split by sequence, and by heads inside attention (P must divide H)");

@@ -34,7 +34,7 @@ void megatron_sp(Script& L) {
   // ---- 1. who holds what -------------------------------------------------------------------
   L.step("Who holds what: heads and f by rank, tokens by rank in between", L.phase("tp-sp"));
   L.say("TP+SP on P = %d ranks; the layer:", P);
-  L.say("  %s", cfg.summary().c_str());
+  L.say_config(cfg);
   L.say("Inside the attention and MLP blocks each rank owns a slice of the weights (TP): query");
   L.say("heads and their K/V heads (W_qkv's columns, W_o's rows) and a slice of f (W_1's columns,");
   L.say("W_2's rows). Between the blocks (LayerNorm, dropout, residual) each rank holds s/P tokens");

@@ -76,7 +76,7 @@ void ring_attention(Script& L) {
 
   L.step("Who holds what", L.phase("ring", "forward"));
   L.say("Ring attention on P = %d ranks; the layer:", P);
-  L.say("  %s", cfg.summary().c_str());
+  L.say_config(cfg);
   L.say("Every rank keeps its own s/P = %lld query tokens for the whole layer. Its K/V block (the", (long long)c);
   L.say("keys and values of those tokens) is what travels: %s bytes per block", grouped(kv_block).c_str());
   L.say("(2 x b x s/P x Hkv x d x 4). Each step, rank r sends the block it holds to rank r+1 and");

@@ -85,7 +85,7 @@ void load_balance(Script& L) {
   // ---- 1. contiguous ------------------------------------------------------------------------
   L.step("The causal triangle, split in contiguous blocks", L.phase(runs[0].label, "forward"));
   L.say("Causal attention on P = %d ranks; the layer:", P);
-  L.say("  %s", cfg.summary().c_str());
+  L.say_config(cfg);
   L.say("Query token t sees keys 0..t: the score matrix is a triangle. Cut the sequence into P");
   L.say("contiguous blocks and rank r's queries see r full blocks plus the diagonal one. The tile");
   L.say("map: rows are query blocks, columns key blocks; r2.1 means rank 2 computes the tile at ring");
@@ -165,7 +165,7 @@ void load_balance(Script& L) {
   L.say("On a GPU the ring steps are lock-step: each rank waits for the block its neighbour sends,");
   L.say("so at every step the slowest rank sets the pace and the others idle. The ring's own code,");
   L.say("dry-run (no math, only the schedule) for a layer where attention is most of the work,");
-  L.say("  %s,", big.summary().c_str());
+  L.say_config(big, ",");
   L.say("on P = %d GPUs, modeled on %s (bf16). Per GPU, forward + backward:", P, L.hw.name.c_str());
   L.blank();
   Table tm({"layout", "rank", "fwd attention GFLOP", "compute", "idle", "layer time"});

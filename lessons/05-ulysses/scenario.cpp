@@ -31,7 +31,7 @@ void ulysses(Script& L) {
   // ---- 1. before ------------------------------------------------------------------------------
   L.step("Before attention: tokens split, all heads", L.phase("ulysses", "forward"));
   L.say("Ulysses on P = %d ranks; the layer:", P);
-  L.say("  %s", cfg.summary().c_str());
+  L.say_config(cfg);
   L.say("Outside attention Ulysses is like the ring: rank r holds s/P tokens and every weight.");
   L.say("LayerNorm, the QKV projection and RoPE run on those tokens, giving all heads of them:");
   L.blank();

@@ -4,6 +4,7 @@
 
 #include "layer/reference.h"
 #include "lessons/lesson.h"
+#include "layer/presets.h"
 #include "model/plan.h"
 #include "trace/metrics.h"
 
@@ -22,7 +23,7 @@ void choosing(Script& L) {
   // ---- 1. one answer ------------------------------------------------------------------------------
   L.step("Three strategies, one answer");
   L.say("The same layer on P = %d ranks, three ways:", P);
-  L.say("  %s", cfg.summary().c_str());
+  L.say_config(cfg);
   L.say("Each result (out, dx and all 12 parameter gradients) against the fp64 reference; the");
   L.say("worst relative error of each, beside the single-device fp32 reference's own:");
   L.blank();
@@ -87,7 +88,8 @@ void choosing(Script& L) {
   // The strategies' own code, dry-run at a GPU-sized layer and modeled on one node (NVLink) and
   // across nodes (InfiniBand). Toy layers on a GPU are all latency; this one is not.
   LayerConfig big;
-  big.b = 1, big.s = 131072, big.h = 4096, big.H = 32, big.Hkv = 8, big.f = 14336;
+  apply_preset(find_preset("llama3-8b"), big);  // its shape and its layer: RMSNorm, SwiGLU, no biases
+  big.b = 1, big.s = 131072;
   const int P8 = 8;
   const model::Hardware nvlink = model::load_hardware("h100-nvlink"), ib = model::load_hardware("h100-ib");
   const char* modeled_names[] = {"tp-sp", "ring", "ulysses", "all-gather", "tp2xring4", "ulysses2xring4"};
@@ -95,8 +97,8 @@ void choosing(Script& L) {
     for (const model::Hardware* hw : {&nvlink, &ib}) L.dry_run(plan_of(n, big, P8), std::string(n) + " 128K", hw);
   L.step("Time on GPUs: one node, or across nodes", L.phase(L.modeled_name("ring 128K", &ib)));
   L.say("Times of toy layers on GPUs are all latency, so this step dry-runs each strategy's own");
-  L.say("code (no math, only its schedule) on P = %d GPUs for a layer the size of Llama 3 8B's,", P8);
-  L.say("  %s,", big.summary().c_str());
+  L.say("code (no math, only its schedule) on P = %d GPUs for Llama 3 8B's layer (--preset llama3-8b),", P8);
+  L.say_config(big, ",");
   L.say("and models it in bf16 on H100s: once inside one node (%s: NVLink, %.0f GB/s), once", nvlink.name.c_str(),
         nvlink.intra_bandwidth / 1e9);
   L.say("with every GPU in its own node (%s: InfiniBand, %.0f GB/s). Forward + backward:", ib.name.c_str(),

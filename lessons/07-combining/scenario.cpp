@@ -6,6 +6,7 @@
 
 #include "layer/reference.h"
 #include "lessons/lesson.h"
+#include "layer/presets.h"
 #include "model/model.h"
 #include "parallel/formulas.h"
 #include "trace/metrics.h"
@@ -81,7 +82,7 @@ void combining(Script& L) {
   const ParallelConfig& tpcp = tpcp_plan.par;
   L.step("TP x CP: two groups, one layer", L.phase("tp2xring2"));
   L.say("P = %d ranks as T = 2 (Megatron TP with SP) x C = 2 (the ring), on this layer:", P);
-  L.say("  %s", cfg.summary().c_str());
+  L.say_config(cfg);
   L.say("Ranks are numbered TP innermost (Megatron's tp-cp order): the TP rank changes fastest, so");
   L.say("neighbouring ranks, which share a node, share a TP group. Ranks 0 and 1 are a TP group and");
   L.say("share a CP shard of the sequence; ranks 0 and 2 are a ring. Each rank holds half the heads");
@@ -165,11 +166,12 @@ void combining(Script& L) {
   L.step("Where each group should sit");
   const model::Hardware hw = model::load_hardware("h100-nvlink");
   LayerConfig big;
-  big.s = 65536, big.h = 4096, big.H = 32, big.Hkv = 8, big.f = 14336;
+  apply_preset(find_preset("llama3-8b"), big);  // its shape and its layer: RMSNorm, SwiGLU, no biases
+  big.s = 65536;
   const int Q = 16;
   L.say("The what-if model replays a dry run of the same code on 16 H100s, 8 per node (NVLink");
-  L.say("450 GB/s inside, InfiniBand 50 GB/s across), for a Llama-3-8B-like layer at 64K tokens:");
-  L.say("  %s", big.summary().c_str());
+  L.say("450 GB/s inside, InfiniBand 50 GB/s across), for Llama 3 8B's layer at 64K tokens:");
+  L.say_config(big);
   L.say("The same degrees, placed two ways. The innermost group is 8 neighbouring ranks, one node;");
   L.say("the outer group spans the nodes, a hop of it crossing InfiniBand where it meets a node's");
   L.say("edge. Bytes all ranks send, forward + backward, inside a node and across (as the fp32 dry");

@@ -34,7 +34,12 @@ double TensorErrors::of(const std::string& name) const {
 TensorErrors errors_against(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const ReferenceRun& ref) {
   TensorErrors te;
   const NamedTensors mine = named_results(out, dx, grads), theirs = named_results(ref.out, ref.dx, ref.grads);
-  for (size_t i = 0; i < mine.size(); ++i) te.errors.emplace_back(mine[i].first, relative_error(*mine[i].second, *theirs[i].second));
+  RS_CHECK(mine.size() == theirs.size(), "errors_against: ", mine.size(), " results against the reference's ", theirs.size(),
+           " (another layer's parameters)");
+  for (size_t i = 0; i < mine.size(); ++i) {
+    RS_CHECK(mine[i].first == theirs[i].first, "errors_against: ", mine[i].first, " against the reference's ", theirs[i].first);
+    te.errors.emplace_back(mine[i].first, relative_error(*mine[i].second, *theirs[i].second));
+  }
   te.worst = te.errors[0];
   for (const auto& e : te.errors)
     if (!(e.second <= te.worst.second)) te.worst = e;

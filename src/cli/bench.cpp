@@ -24,6 +24,7 @@
 #include "kernels/philox.h"
 #include "model/model.h"
 #include "run/runner.h"
+#include "parallel/run_plan.h"
 #include "trace/metrics.h"
 #include <thread>
 
@@ -81,7 +82,7 @@ std::tuple<CLI::App*, CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, 
 int bench_model(const BenchModelOptions& o) {
   using clock = std::chrono::steady_clock;
   // A bad layer or profile is the command's error (exit 2), not a table of skipped strategies.
-  o.cfg.validate();
+  resolve_one_rank(o.cfg);
   const model::Hardware hw = model::load_hardware(o.hw);
   // The named strategies, then the hybrids with TP (or Ulysses) inside a node and the ring or
   // all-gather across nodes, and the ring inside with TP across (the wrong placement).

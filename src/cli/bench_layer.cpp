@@ -14,6 +14,7 @@
 #include "kernels/philox.h"
 #include "layer/reference.h"
 #include "layer/weights.h"
+#include "parallel/run_plan.h"
 
 namespace ringside::cli {
 
@@ -26,24 +27,64 @@ CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o) {
   return l;
 }
 
+namespace {
+
+// The layers bench layer runs at the given shape: the one the flags name, then GPT's (LayerNorm,
+// GeLU, biases) and Llama's (RMSNorm, SwiGLU, none) where it is neither.
+struct BenchedLayer {
+  const char* name;
+  LayerConfig cfg;
+};
+std::vector<BenchedLayer> layers_of(const LayerConfig& given) {
+  auto with = [&](Norm norm, Mlp mlp, bool bias) {
+    LayerConfig c = given;
+    c.norm = norm, c.mlp = mlp, c.bias = bias;
+    return c;
+  };
+  const LayerConfig gpt = with(Norm::layernorm, Mlp::gelu, true), llama = with(Norm::rmsnorm, Mlp::swiglu, false);
+  auto same = [](const LayerConfig& a, const LayerConfig& b) { return a.norm == b.norm && a.mlp == b.mlp && a.bias == b.bias; };
+  std::vector<BenchedLayer> all;
+  if (!same(given, gpt) && !same(given, llama)) all.push_back({"this layer", given});
+  all.push_back({"gpt layer", gpt});
+  all.push_back({"llama layer", llama});
+  if (same(given, llama)) std::swap(all[0], all[1]);  // the layer asked for first
+  return all;
+}
+
+// One layer's weights, inputs and saved forward, and its best times.
+struct LayerRun {
+  BenchedLayer layer;
+  LayerWeights w;
+  Tensor x, dout;
+  ForwardResult fwd;
+  double forward_s = 1e300, backward_s = 1e300;
+};
+
+}  // namespace
+
 int bench_layer(const BenchLayerOptions& o) {
-  o.cfg.validate();
+  resolve_one_rank(o.cfg);
   kc::set_blas_single_threaded();
-  require_memory(reference_peak_bytes(o.cfg, DType::f32), "bench layer at this size", "--seq, --batch, --hidden or --ffn");
+  std::vector<LayerRun> runs;
+  double bytes = 0;
+  for (const BenchedLayer& l : layers_of(o.cfg)) runs.push_back({l, {}, {}, {}, {}}), bytes += reference_peak_bytes(l.cfg, DType::f32);
+  require_memory(bytes, "bench layer at this size", "--seq, --batch, --hidden or --ffn");
 
   constexpr int64_t kGemm = 2048;
   std::vector<float> A = random_floats(kGemm * kGemm, 5), B = random_floats(kGemm * kGemm, 6), C(kGemm * kGemm);
   auto be = make_cpu_backend();
   const AllocTag tag{};
-  const LayerWeights w = init_weights(o.cfg, DType::f32, tag);
-  const Tensor x = random_input(o.cfg, static_cast<uint32_t>(RngSite::input_x), DType::f32, tag);
-  const Tensor dout = random_input(o.cfg, static_cast<uint32_t>(RngSite::input_dout), DType::f32, tag);
+  for (LayerRun& r : runs) {
+    r.w = init_weights(r.layer.cfg, DType::f32, tag);
+    r.x = random_input(r.layer.cfg, static_cast<uint32_t>(RngSite::input_x), DType::f32, tag);
+    r.dout = random_input(r.layer.cfg, static_cast<uint32_t>(RngSite::input_dout), DType::f32, tag);
+  }
 
   std::printf("ringside bench layer: the reference layer, fp32, one thread, best of %d\n", o.repetitions);
-  std::printf("  layer: %s\n", o.cfg.summary().c_str());
+  for (const LayerRun& r : runs) std::printf("  %-12s %s\n", r.layer.name, r.layer.cfg.summary().c_str());
   std::printf("  backend: %s\n", be->describe().c_str());
   std::fflush(stdout);
-  // The three interleaved, best of the repetitions each, so that a slow spell of the machine
+  // All interleaved, best of the repetitions each, so that a slow spell of the machine
   // (another process, a lower clock) weighs on all of them alike.
   using clock = std::chrono::steady_clock;
   auto seconds = [](auto&& body) {
@@ -51,28 +92,34 @@ int bench_layer(const BenchLayerOptions& o) {
     body();
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
-  ForwardResult fwd = reference_forward<float>(o.cfg, w, x, *be, tag);  // warm: pages, packs
-  double sgemm_s = 1e300, forward_s = 1e300, backward_s = 1e300;
+  for (LayerRun& r : runs) r.fwd = reference_forward<float>(r.layer.cfg, r.w, r.x, *be, tag);  // warm: pages, packs
+  double sgemm_s = 1e300;
   for (int i = 0; i < o.repetitions; ++i) {
     sgemm_s = std::min(sgemm_s, seconds([&] {
       kc::gemm(false, false, kGemm, kGemm, kGemm, 1.0f, A.data(), kGemm, B.data(), kGemm, 0.0f, C.data(), kGemm);
     }));
-    forward_s = std::min(forward_s, seconds([&] { fwd = reference_forward<float>(o.cfg, w, x, *be, tag); }));
-    backward_s = std::min(backward_s, seconds([&] { (void)reference_backward<float>(o.cfg, w, fwd.saved, dout, *be, tag); }));
+    for (LayerRun& r : runs) {
+      const LayerConfig& c = r.layer.cfg;
+      r.forward_s = std::min(r.forward_s, seconds([&] { r.fwd = reference_forward<float>(c, r.w, r.x, *be, tag); }));
+      r.backward_s = std::min(r.backward_s, seconds([&] { (void)reference_backward<float>(c, r.w, r.fwd.saved, r.dout, *be, tag); }));
+    }
   }
 
   const double sgemm = 2.0 * kGemm * kGemm * kGemm / sgemm_s;
-  std::printf("\n  %-20s %12s %16s %10s %8s\n", "", "time", "throughput", "/ sgemm", "target");
-  std::printf("  %-20s %12s %16s %10s\n", "sgemm 2048^3", format_seconds(sgemm_s).c_str(), format_flops(sgemm).c_str(), "1.00");
-  for (const auto& [dir, flops, seconds, target] :
-       {std::tuple{"layer forward", layer_forward_flops(o.cfg), forward_s, o.forward_target},
-        std::tuple{"layer backward", layer_backward_flops(o.cfg), backward_s, o.backward_target}}) {
-    const double ratio = flops / seconds / sgemm;
-    std::printf("  %-20s %12s %16s %10.2f    >= %.2f  %s\n", dir, format_seconds(seconds).c_str(),
-                format_flops(flops / seconds).c_str(), ratio, target, ratio >= target ? "ok" : "BELOW TARGET");
-  }
-  std::printf("  (FLOPs: the GEMMs, 2 m n k each, and attention as FlashAttention counts it; the backward twice the\n"
-              "   GEMMs and 2.5 x attention. Token-wise work (LayerNorm, GeLU, dropout, RoPE) is time, not FLOPs.)\n");
+  std::printf("\n  %-24s %12s %16s %10s %8s\n", "", "time", "throughput", "/ sgemm", "target");
+  std::printf("  %-24s %12s %16s %10s\n", "sgemm 2048^3", format_seconds(sgemm_s).c_str(), format_flops(sgemm).c_str(), "1.00");
+  for (const LayerRun& r : runs)
+    for (const auto& [dir, flops, time, target] :
+         {std::tuple{"forward", layer_forward_flops(r.layer.cfg), r.forward_s, o.forward_target},
+          std::tuple{"backward", layer_backward_flops(r.layer.cfg), r.backward_s, o.backward_target}}) {
+      const double ratio = flops / time / sgemm;
+      const std::string row = std::string(r.layer.name) + " " + dir;
+      std::printf("  %-24s %12s %16s %10.2f    >= %.2f  %s\n", row.c_str(), format_seconds(time).c_str(),
+                  format_flops(flops / time).c_str(), ratio, target, ratio >= target ? "ok" : "BELOW TARGET");
+    }
+  std::printf("  (FLOPs: the GEMMs, 2 m n k each (the MLP's 4 N h f with GeLU, 6 N h f with SwiGLU), and attention\n"
+              "   as FlashAttention counts it; the backward twice the GEMMs and 2.5 x attention. Token-wise work\n"
+              "   (the norms, GeLU or SwiGLU's product, dropout, RoPE) is time, not FLOPs.)\n");
   return 0;  // a benchmark reports; the tests are what pass or fail
 }
 

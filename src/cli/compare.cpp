@@ -22,6 +22,7 @@
 #include "core/output.h"
 #include "model/model.h"
 #include "parallel/formulas.h"
+#include "parallel/run_plan.h"
 #include "run/phase_meter.h"
 #include "trace/trace_file.h"
 
@@ -237,7 +238,7 @@ int compare_command(CompareOptions& o) {
   std::vector<RunPlan> chosen;
   std::vector<std::pair<std::string, std::string>> skipped;
   Setup s = setup(o, "compare", [&](const Setup& s) {
-    cfg.validate();  // the layer's own error, before any strategy is skipped for it
+    resolve_one_rank(cfg);  // the layer's own error, before any strategy is skipped for it
     chosen = choose_strategies(o, s.P, s.device, skipped);
     check_memory(cfg, s.P, s.mpi ? 1 : s.P, true);
     check_outputs(o, s);

@@ -35,7 +35,7 @@ namespace {
 
 int reference_command(LayerConfig cfg, const cli::RunChoices& choices, const std::string& dtype, bool check,
                       const std::optional<std::string>& dump_dir) {
-  cfg.validate();
+  resolve_one_rank(cfg);  // the layer's rules, before any work
   if (cfg.dropout == 0) cfg.dropout = 0.0;  // print and save -0 as 0
   const bool f64 = dtype == "f64";
   const DType dt = f64 ? DType::f64 : DType::f32;
@@ -53,13 +53,13 @@ int reference_command(LayerConfig cfg, const cli::RunChoices& choices, const std
   std::printf("  shapes     x %s  q %s  k,v %s  lse %s  u,g %s\n", to_string(Shape{cfg.b, cfg.s, cfg.h}).c_str(),
               to_string(r.q_shape).c_str(), to_string(r.k_shape).c_str(), to_string(r.lse_shape).c_str(),
               to_string(r.u_shape).c_str());
-  int64_t params = 0;
-  for (auto& [name, shape] : weight_shapes(cfg)) params += numel(shape);
-  std::printf("  params     %.3f M (%s)\n", double(params) / 1e6, format_bytes(double(params * dtype_size(dt))).c_str());
+  std::printf("  params     %s (%s)\n", parameter_summary(cfg).c_str(),
+              format_bytes(double(cfg.param_count() * dtype_size(dt))).c_str());
   const int64_t formula = saved_activation_bytes(cfg, dt);
-  std::printf("  saved      peak saved activations %s (%lld bytes); formula N(6h + 2Hkv d + 2f + 4 + H) %s: %s\n",
+  std::printf("  saved      peak saved activations %s (%lld bytes); formula %s %s: %s\n",
               format_bytes(double(r.peak_saved)).c_str(), static_cast<long long>(r.peak_saved),
-              format_bytes(double(formula)).c_str(), r.peak_saved == formula ? "equal" : "DIFFERENT");
+              saved_activation_formula(cfg).c_str(), format_bytes(double(formula)).c_str(),
+              r.peak_saved == formula ? "equal" : "DIFFERENT");
   const double flops = layer_forward_flops(cfg);
   std::printf("  time       forward %s (%s)   backward %s (%s, counting 2x forward)\n",
               format_seconds(r.forward_s).c_str(), format_flops(flops / r.forward_s).c_str(),

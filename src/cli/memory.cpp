@@ -22,8 +22,9 @@ double param_count(const LayerConfig& c) {
 double reference_peak_bytes(const LayerConfig& c, DType dt) {
   const double es = double(dtype_size(dt)), N = double(c.tokens()), params = param_count(c);
   // saved_activation_bytes's formula, in double: no int64 overflow for absurd sizes.
-  const double saved = es * N * (6.0 * c.h + 2.0 * c.Hkv * c.d() + 2.0 * c.f + 4 + c.H);
-  return 2 * params * es + saved + N * es * (double(c.qkv_width()) + 2.0 * c.f + 8.0 * c.h);
+  const double mlp = double(c.fc1_width()) + double(c.f);  // u and g
+  const double saved = es * N * (6.0 * c.h + 2.0 * c.Hkv * c.d() + mlp + 2.0 * double(c.norm_stats()) + c.H);
+  return 2 * params * es + saved + N * es * (double(c.qkv_width()) + mlp + 8.0 * c.h);
 }
 
 void check_memory(const LayerConfig& c, int P, int local_ranks, bool with_references) {

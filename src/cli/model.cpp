@@ -233,10 +233,11 @@ int model_command(const ModelCommandOptions& o) {
   const model::Hardware& hw = run.hw;
   const trace::TraceData& modeled = run.modeled;
   const std::optional<RunPlan>& st = run.plan;
-  if (st)
+  if (st) {
     std::printf("ringside model: %s%s on P = %d ranks, %s\n", o.only == "attention" ? "the attention of " : "", st->name.c_str(),
                 o.ranks, o.cfg.summary(st->recompute()).c_str());
-  else
+    std::printf("  weights    per layer %s\n", parameter_summary(o.cfg).c_str());
+  } else
     std::printf("ringside model: the schedule recorded in %s%s\n", o.from.c_str(), o.only == "attention" ? ", its attention" : "");
   std::printf("  hardware   %s: %s\n", hw.name.c_str(), hw.description.c_str());
   char inside[96] = "";  // a profile of one GPU per node has no link inside a node

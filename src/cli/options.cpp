@@ -36,6 +36,20 @@ std::function<std::string(const std::string&)> number_in(double lo, double hi) {
   };
 }
 
+namespace {
+
+// A setting's on and off flags (in the Layer group). Separate flags: CLI11's "--x,!--no-x" form
+// prints a confusing "{false}" in --help. Given together they contradict each other: an error,
+// not a silent winner.
+void on_off(CLI::App& app, const char* on, const char* off, bool& value, const char* on_help, const char* off_help) {
+  CLI::Option* yes = app.add_flag_callback(on, [&value] { value = true; }, on_help);
+  CLI::Option* no = app.add_flag_callback(off, [&value] { value = false; }, off_help);
+  yes->excludes(no)->group("Layer");
+  no->group("Layer");
+}
+
+}  // namespace
+
 void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool with_recompute) {
   // The sizes' own rules (>= 1, divisibility, BLAS's int) are LayerConfig::validate's, which
   // names them; here only what the value is: one integer that fits.
@@ -47,8 +61,8 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool
   // (CLI11 runs the options' callbacks in the order they are defined).
   app.add_option_function<std::string>(
          "--preset", [&cfg](const std::string& v) { apply_preset(find_preset(v), cfg); },
-         "a published model's layer shape (h, H, Hkv, f; Llama's RoPE base): " + preset_names() +
-             "; its MLP stays GeLU (2 matrices, Llama's SwiGLU has 3) and it is one layer (docs/cli.md)")
+         "a published model's layer (h, H, Hkv, f, its norm, MLP, biases and RoPE base): " + preset_names() +
+             "; one layer of the model (docs/cli.md)")
       ->check([](const std::string& v) {
         try {
           find_preset(v);
@@ -65,17 +79,22 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool
   size("--heads", cfg.H, "query heads H (head dim d = h / H)");
   size("--kv-heads", cfg.Hkv, "key/value heads Hkv (GQA; H % Hkv == 0)");
   size("--ffn", cfg.f, "MLP width f");
-  // Separate on/off flags: CLI11's "--x,!--no-x" form prints a confusing "{false}" in --help.
-  // Given together they contradict each other: an error, not a silent winner.
-  CLI::Option* causal = app.add_flag_callback("--causal", [&cfg] { cfg.causal = true; }, "causal mask (the default)");
-  CLI::Option* no_causal = app.add_flag_callback("--no-causal", [&cfg] { cfg.causal = false; }, "full attention, no mask");
-  causal->excludes(no_causal)->group("Layer");
-  no_causal->group("Layer");
-  CLI::Option* rope =
-      app.add_flag_callback("--rope", [&cfg] { cfg.rope = true; }, "rotary position embedding on q and k (the default)");
-  CLI::Option* no_rope = app.add_flag_callback("--no-rope", [&cfg] { cfg.rope = false; }, "no rotary position embedding");
-  rope->excludes(no_rope)->group("Layer");
-  no_rope->group("Layer");
+  app.add_option_function<std::string>(
+         "--norm", [&cfg](const std::string& v) { cfg.norm = parse_norm(v); },
+         "the layer's norm: layernorm (GPT's, the default) or rmsnorm (Llama's: no mean, no beta)")
+      ->check(CLI::IsMember({"layernorm", "rmsnorm"}))
+      ->group("Layer");
+  app.add_option_function<std::string>(
+         "--mlp", [&cfg](const std::string& v) { cfg.mlp = parse_mlp(v); },
+         "the MLP: gelu (GeLU(x W1) W2, GPT's, the default) or swiglu ((SiLU(x Wg) * x Wu) Wd, Llama's: three "
+         "h x f matrices)")
+      ->check(CLI::IsMember({"gelu", "swiglu"}))
+      ->group("Layer");
+  on_off(app, "--bias", "--no-bias", cfg.bias, "biases on the linear layers (qkv, o, fc1, fc2; the default)",
+         "no biases on the linear layers (Llama; Megatron's --disable-bias-linear)");
+  on_off(app, "--causal", "--no-causal", cfg.causal, "causal mask (the default)", "full attention, no mask");
+  on_off(app, "--rope", "--no-rope", cfg.rope, "rotary position embedding on q and k (the default)",
+         "no rotary position embedding");
   app.add_option("--dropout", cfg.dropout, "dropout probability p in [0, 1)")
       ->capture_default_str()
       ->check(number_in(-std::numeric_limits<double>::max(), std::numeric_limits<double>::max()))
@@ -90,8 +109,8 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool
   if (with_recompute)
     app.add_option_function<std::string>(
          "--recompute", [&choices](const std::string& v) { choices.recompute = parse_recompute(v); },
-         "activation recomputation, as Megatron's: none (the default), selective (both LayerNorms and the GeLU "
-         "again in the backward), full (keep only the layer input; the backward runs the forward again)")
+         "activation recomputation, as Megatron's: none (the default), selective (both norms and the GeLU or "
+         "SwiGLU product again in the backward), full (keep only the layer input; the backward runs the forward again)")
       ->check(CLI::IsMember({"none", "selective", "full"}))
       ->group("Layer");
   app.add_option("--seed", cfg.seed, "seed of weights, inputs and dropout (Philox), 0 to 2^64 - 1")

@@ -10,6 +10,7 @@
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
 #include "model/plan.h"
+#include "parallel/run_plan.h"
 
 namespace ringside::cli {
 
@@ -167,7 +168,7 @@ int plan_command(const PlanCommandOptions& o) {
   if (o.recompute != "any") po.modes = {parse_recompute(o.recompute)};
   po.layout = o.choices.layout;
   const ParallelConfig given = o.choices.applied_to({});
-  o.cfg.validate();
+  resolve_one_rank(o.cfg);
   // The dry runs: each rank lists its tokens' global positions, and the schedule (model.h).
   require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.gpus, o.cfg, given.requested_layout(o.cfg.causal)),
                  detail::concat("the plan's dry runs on ", o.gpus, " ranks"), "--gpus, --seq or --batch", 0, 2 * o.gpus);
@@ -238,7 +239,7 @@ int bench_plan(const BenchPlanOptions& o) {
   po.layers = find_preset(o.plan.preset).layers;
   std::vector<model::Hardware> profiles;
   for (const std::string& h : o.plan.hw) profiles.push_back(model::load_hardware(h));
-  o.plan.cfg.validate();
+  resolve_one_rank(o.plan.cfg);
   require_memory(32.0 * double(o.plan.cfg.tokens()) + model::schedule_bytes(po.gpus, o.plan.cfg, o.plan.choices.applied_to({}).requested_layout(o.plan.cfg.causal)),
                  detail::concat("the plan's dry runs on ", po.gpus, " ranks"), "--gpus or --seq", 0, 2 * po.gpus);
   std::printf("ringside bench plan: %s, s = %lld, on %d GPUs of %s, %d layers, every recompute mode (target: under %.0f s)\n",

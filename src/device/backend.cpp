@@ -24,6 +24,10 @@ class DryBackend final : public Backend {
   void layernorm_forward(const Tensor&, const Tensor&, const Tensor&, double, Tensor&, Tensor&, Tensor&) override {}
   void layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
                           Tensor&) override {}
+  void rmsnorm_forward(const Tensor&, const Tensor&, double, Tensor&, Tensor&) override {}
+  void rmsnorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) override {}
+  void swiglu_forward(const Tensor&, Tensor&) override {}
+  void swiglu_backward(const Tensor&, const Tensor&, Tensor&) override {}
   void gelu_forward(const Tensor&, Tensor&) override {}
   void gelu_backward(const Tensor&, const Tensor&, Tensor&) override {}
   void rope_forward(Tensor&, const std::vector<int64_t>&, double) override {}

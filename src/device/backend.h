@@ -47,6 +47,15 @@ class Backend {
   /// dx written; dgamma and dbeta accumulate.
   virtual void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                   const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) = 0;
+  /// RMSNorm over the last dim: x, y [n, h]; gamma [h]; rstd [n] (written).
+  virtual void rmsnorm_forward(const Tensor& x, const Tensor& gamma, double eps, Tensor& y, Tensor& rstd) = 0;
+  /// dx written; dgamma accumulates.
+  virtual void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
+                                Tensor& dgamma) = 0;
+  /// SwiGLU's product g = SiLU(gate) * up: u [.., 2F] (each row's gate columns, then up's), g [.., F].
+  virtual void swiglu_forward(const Tensor& u, Tensor& g) = 0;
+  /// From dg [.., F]: du [.., 2F] (gate and up gradients, u's layout), written.
+  virtual void swiglu_backward(const Tensor& dg, const Tensor& u, Tensor& du) = 0;
   /// Exact-erf GeLU, elementwise.
   virtual void gelu_forward(const Tensor& x, Tensor& y) = 0;
   virtual void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) = 0;

@@ -1,6 +1,7 @@
 // The argument checks every backend makes before it runs an op, shared so that the CPU and
 // CUDA backends reject exactly the same calls with the same messages.
 #pragma once
+#include <initializer_list>
 #include <vector>
 
 #include "core/error.h"
@@ -45,26 +46,40 @@ inline void positions(const Tensor& x, const std::vector<int64_t>& pos, const ch
            " positions for a tensor of shape ", to_string(x.shape()), " (need one per token of dim 1)");
 }
 
-inline void layernorm_sizes(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
-                            const char* op) {
-  RS_CHECK(gamma.numel() == cols(x) && mean.numel() == rows(x) && rstd.numel() == rows(x), op,
-           ": gamma/mean/rstd sizes do not fit x ", to_string(x.shape()));
+/// A norm's tensors: `rows_like` (x, y; dy, x, dx) all of x's shape, gamma [h] on x's device
+/// and dtype with `gamma_like` (beta, the gradients) of its shape, each statistic [N].
+inline void norm_shapes(const char* op, Device device, const Tensor& x, std::initializer_list<const Tensor*> rows_like,
+                        const Tensor& gamma, std::initializer_list<const Tensor*> gamma_like,
+                        std::initializer_list<const Tensor*> stats) {
+  for (const Tensor* t : rows_like) same_shape(x, *t, op, device);
+  for (const Tensor* t : gamma_like) same_shape(gamma, *t, op, device);
+  same(x, gamma, op, device);
+  bool fits = gamma.numel() == cols(x);
+  for (const Tensor* t : stats) fits = fits && t->numel() == rows(x);
+  RS_CHECK(fits, op, ": gamma/mean/rstd sizes do not fit x ", to_string(x.shape()));
 }
 inline void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
                               const Tensor& mean, const Tensor& rstd, Device device) {
-  same_shape(x, y, "layernorm_forward", device);
-  same_shape(gamma, beta, "layernorm_forward", device);
-  same(x, gamma, "layernorm_forward", device);
-  layernorm_sizes(x, gamma, mean, rstd, "layernorm_forward");
+  norm_shapes("layernorm_forward", device, x, {&y}, gamma, {&beta}, {&mean, &rstd});
 }
 inline void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
                                Device device) {
-  same_shape(dy, x, "layernorm_backward", device);
-  same_shape(dy, dx, "layernorm_backward", device);
-  same_shape(gamma, dgamma, "layernorm_backward", device);
-  same_shape(gamma, dbeta, "layernorm_backward", device);
-  layernorm_sizes(x, gamma, mean, rstd, "layernorm_backward");
+  norm_shapes("layernorm_backward", device, dy, {&x, &dx}, gamma, {&dgamma, &dbeta}, {&mean, &rstd});
+}
+inline void rmsnorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& y, const Tensor& rstd, Device device) {
+  norm_shapes("rmsnorm_forward", device, x, {&y}, gamma, {}, {&rstd});
+}
+inline void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd,
+                             const Tensor& dx, const Tensor& dgamma, Device device) {
+  norm_shapes("rmsnorm_backward", device, dy, {&x, &dx}, gamma, {&dgamma}, {&rstd});
+}
+/// u [.., 2F] and g [.., F] with the same rows; returns F.
+inline int64_t swiglu_width(const Tensor& u, const Tensor& g, const char* op, Device device) {
+  same(u, g, op, device);
+  RS_CHECK(rows(u) == rows(g) && cols(u) == 2 * cols(g), op, ": u ", to_string(u.shape()), " must be g ",
+           to_string(g.shape()), " with twice the columns (gate | up)");
+  return cols(g);
 }
 
 /// Where q, k and v sit in each row of the fused qkv [b, s, (H + 2 Hkv) d], in bytes.

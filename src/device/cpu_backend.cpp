@@ -114,6 +114,33 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void rmsnorm_forward(const Tensor& x, const Tensor& gamma, double eps, Tensor& y, Tensor& rstd) override {
+    checks::rmsnorm_forward(x, gamma, y, rstd, kCpu);
+    dispatch(x, [&]<class T>() {
+      kc::rmsnorm_forward(x.data<T>(), gamma.data<T>(), rows(x), cols(x), eps, y.data<T>(), rstd.data<T>());
+    });
+  }
+
+  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
+                        Tensor& dgamma) override {
+    checks::rmsnorm_backward(dy, x, gamma, rstd, dx, dgamma, kCpu);
+    dispatch(x, [&]<class T>() {
+      kc::rmsnorm_backward(dy.data<T>(), x.data<T>(), gamma.data<T>(), rstd.data<T>(), rows(x), cols(x), dx.data<T>(),
+                           dgamma.data<T>());
+    });
+  }
+
+  void swiglu_forward(const Tensor& u, Tensor& g) override {
+    const int64_t F = checks::swiglu_width(u, g, "swiglu_forward", kCpu);
+    dispatch(u, [&]<class T>() { kc::swiglu_forward(u.data<T>(), rows(g), F, g.data<T>()); });
+  }
+
+  void swiglu_backward(const Tensor& dg, const Tensor& u, Tensor& du) override {
+    const int64_t F = checks::swiglu_width(u, dg, "swiglu_backward", kCpu);
+    same_shape(u, du, "swiglu_backward");
+    dispatch(u, [&]<class T>() { kc::swiglu_backward(dg.data<T>(), u.data<T>(), rows(dg), F, du.data<T>()); });
+  }
+
   void gelu_forward(const Tensor& x, Tensor& y) override {
     same_shape(x, y, "gelu_forward");
     dispatch(x, [&]<class T>() { kc::gelu_forward(x.data<T>(), x.numel(), y.data<T>()); });

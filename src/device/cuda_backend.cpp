@@ -117,6 +117,28 @@ class CudaBackend final : public Backend {
                            fp(dbeta), stream());
   }
 
+  void rmsnorm_forward(const Tensor& x, const Tensor& gamma, double eps, Tensor& y, Tensor& rstd) override {
+    checks::rmsnorm_forward(x, gamma, y, rstd, kCuda);
+    f32(x, "rmsnorm_forward");
+    kg::rmsnorm_forward(fp(x), fp(gamma), rows(x), cols(x), eps, fp(y), fp(rstd), stream());
+  }
+  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
+                        Tensor& dgamma) override {
+    checks::rmsnorm_backward(dy, x, gamma, rstd, dx, dgamma, kCuda);
+    f32(x, "rmsnorm_backward");
+    kg::rmsnorm_backward(fp(dy), fp(x), fp(gamma), fp(rstd), rows(x), cols(x), fp(dx), fp(dgamma), stream());
+  }
+  void swiglu_forward(const Tensor& u, Tensor& g) override {
+    const int64_t F = checks::swiglu_width(u, g, "swiglu_forward", kCuda);
+    f32(u, "swiglu_forward");
+    kg::swiglu_forward(fp(u), rows(g), F, fp(g), stream());
+  }
+  void swiglu_backward(const Tensor& dg, const Tensor& u, Tensor& du) override {
+    const int64_t F = checks::swiglu_width(u, dg, "swiglu_backward", kCuda);
+    same_shape(u, du, "swiglu_backward");
+    f32(u, "swiglu_backward");
+    kg::swiglu_backward(fp(dg), fp(u), rows(dg), F, fp(du), stream());
+  }
   void gelu_forward(const Tensor& x, Tensor& y) override {
     same_shape(x, y, "gelu_forward");
     kg::gelu_forward(fp(x), x.numel(), fp(y), stream());

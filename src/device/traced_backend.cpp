@@ -63,6 +63,23 @@ class TracedBackend final : public Backend {
     Span s("layernorm_backward", trace::Kind::norm, 0, bytes_of({&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta}));
     in_->layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
   }
+  void rmsnorm_forward(const Tensor& x, const Tensor& gamma, double eps, Tensor& y, Tensor& rstd) override {
+    Span s("rmsnorm_forward", trace::Kind::norm, 0, bytes_of({&x, &gamma, &y, &rstd}));
+    in_->rmsnorm_forward(x, gamma, eps, y, rstd);
+  }
+  void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& rstd, Tensor& dx,
+                        Tensor& dgamma) override {
+    Span s("rmsnorm_backward", trace::Kind::norm, 0, bytes_of({&dy, &x, &gamma, &rstd, &dx, &dgamma}));
+    in_->rmsnorm_backward(dy, x, gamma, rstd, dx, dgamma);
+  }
+  void swiglu_forward(const Tensor& u, Tensor& g) override {
+    Span s("swiglu_forward", trace::Kind::elementwise, 0, bytes_of({&u, &g}));
+    in_->swiglu_forward(u, g);
+  }
+  void swiglu_backward(const Tensor& dg, const Tensor& u, Tensor& du) override {
+    Span s("swiglu_backward", trace::Kind::elementwise, 0, bytes_of({&dg, &u, &du}));
+    in_->swiglu_backward(dg, u, du);
+  }
   void gelu_forward(const Tensor& x, Tensor& y) override {
     Span s("gelu_forward", trace::Kind::elementwise, 0, bytes_of({&x, &y}));
     in_->gelu_forward(x, y);

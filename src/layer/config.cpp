@@ -43,6 +43,27 @@ Recompute parse_recompute(const std::string& s) {
   throw ConfigError("unknown recompute mode '" + s + "' (none, selective or full)");
 }
 
+const char* to_string(Norm n) { return n == Norm::layernorm ? "layernorm" : "rmsnorm"; }
+
+Norm parse_norm(const std::string& s) {
+  if (s == "layernorm") return Norm::layernorm;
+  if (s == "rmsnorm") return Norm::rmsnorm;
+  throw ConfigError("unknown norm '" + detail::shown_input(s) + "' (layernorm or rmsnorm)");
+}
+
+const char* to_string(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
+
+Mlp parse_mlp(const std::string& s) {
+  if (s == "gelu") return Mlp::gelu;
+  if (s == "swiglu") return Mlp::swiglu;
+  throw ConfigError("unknown MLP '" + detail::shown_input(s) + "' (gelu or swiglu)");
+}
+
+int64_t LayerConfig::param_count() const {
+  const int64_t gemms = h * qkv_width() + H * d() * h + h * fc1_width() + f * h;
+  return gemms + 2 * norm_params() + (bias ? qkv_width() + fc1_width() + 2 * h : 0);
+}
+
 const char* to_string(RopePositions r) { return r == RopePositions::document ? "document" : "global"; }
 
 RopePositions parse_rope_positions(const std::string& s) {
@@ -126,11 +147,15 @@ void LayerConfig::validate() const {
   constexpr int64_t kMaxDim = 2147483647;
   if (b > kMaxDim / s) fail("b * s = " + num(double(b) * double(s)) + " tokens exceeds 2^31 - 1 (BLAS's int)");
   if (h > kMaxDim || f > kMaxDim) fail("h and f must be below 2^31 (BLAS's int)");
-  if (double(b) * double(s) * double(std::max({h, f, 3 * h})) > 1e15)
+  const double widest = double(std::max({h, 3 * h, mlp == Mlp::swiglu ? 2 * f : f}));
+  if (double(b) * double(s) * widest > 1e15)
     fail("b * s * max(h, f) = " + num(double(b) * double(s) * double(std::max(h, f))) + " elements is beyond any machine");
-  // The weights too: h (3h + 2f) parameters, whose bytes a memory tracker counts in int64.
-  if (double(h) * (3.0 * double(h) + 2.0 * double(f)) > 1e15)
-    fail("h (3h + 2f) = " + num(double(h) * (3.0 * double(h) + 2.0 * double(f))) + " parameters is beyond any machine");
+  // The weights too: h (3h + 2f) parameters (h (3h + 3f) with SwiGLU), whose bytes a memory
+  // tracker counts in int64.
+  const double mlp_matrices = mlp == Mlp::swiglu ? 3.0 : 2.0;
+  if (double(h) * (3.0 * double(h) + mlp_matrices * double(f)) > 1e15)
+    fail(detail::concat("h (3h + ", mlp_matrices, "f) = ", num(double(h) * (3.0 * double(h) + mlp_matrices * double(f))),
+                        " parameters is beyond any machine"));
   if (h % H != 0) fail("hidden h (" + std::to_string(h) + ") must be divisible by heads H (" + std::to_string(H) + ")");
   if (H % Hkv != 0)
     fail("heads H (" + std::to_string(H) + ") must be a multiple of kv heads Hkv (" + std::to_string(Hkv) + ")");
@@ -144,7 +169,7 @@ void LayerConfig::validate() const {
   if (dropout > 1.0 - 0x1p-18)
     fail("dropout p = " + num(dropout) + " is too near 1 for the mask's 24-bit resolution, which draws 1 - p only to " +
          "within 2^-25 (p <= 1 - 2^-18 = 0.999996)");
-  if (!(eps > 0)) fail("LayerNorm eps must be > 0");
+  if (!(eps > 0)) fail("the norm's eps must be > 0");
   if (!(rope_theta > 0)) fail("RoPE theta must be > 0");
   if (!docs.empty()) {
     int64_t sum = 0;
@@ -165,6 +190,7 @@ void LayerConfig::validate() const {
 
 nlohmann::json LayerConfig::to_json() const {
   nlohmann::json j = {{"b", b},           {"s", s},           {"h", h},       {"H", H},       {"Hkv", Hkv}, {"f", f},
+          {"norm", to_string(norm)}, {"mlp", to_string(mlp)}, {"bias", bias},
           {"causal", causal}, {"rope", rope},     {"dropout", dropout}, {"seed", seed}, {"eps", eps},
           {"rope_theta", rope_theta}};
   if (!docs.empty()) j["docs"] = docs, j["rope_positions"] = to_string(rope_positions);
@@ -175,7 +201,8 @@ nlohmann::json LayerConfig::to_json() const {
 std::string LayerConfig::summary(Recompute recompute) const {
   std::ostringstream os;
   os << "b=" << b << " s=" << s << " h=" << h << " H=" << H << " Hkv=" << Hkv << " d=" << (H ? h / H : 0)
-     << " f=" << f << (causal ? " causal" : " full") << (rope ? " rope" : " no-rope") << " dropout=" << dropout
+     << " f=" << f << " " << to_string(norm) << " " << to_string(mlp) << (bias ? "" : " no-bias")
+     << (causal ? " causal" : " full") << (rope ? " rope" : " no-rope") << " dropout=" << dropout
      << " seed=" << seed;
   if (recompute != Recompute::none) os << " recompute=" << to_string(recompute);
   if (!docs.empty()) os << " docs=" << docs.size();

@@ -49,6 +49,19 @@ enum class RopePositions { document, global };
 const char* to_string(RopePositions r);
 RopePositions parse_rope_positions(const std::string& s);
 
+/// The layer's normalisation: LayerNorm (Ba et al. 2016: mean and variance, gamma and beta; GPT)
+/// or RMSNorm (Zhang & Sennrich 2019: the root mean square alone, gamma only; Llama, Qwen, Mistral).
+enum class Norm { layernorm, rmsnorm };
+/// The MLP: GeLU, GeLU(x W1) W2 with W1 [h, f] (GPT); or SwiGLU (Shazeer 2020), (SiLU(x Wg) * x Wu) Wd
+/// with three h x f matrices (Llama), gate and up held fused as one W1 [h, 2f] (columns [gate | up],
+/// Megatron-Core's linear_fc1 under gated_linear_unit).
+enum class Mlp { gelu, swiglu };
+/// "layernorm", "rmsnorm"; "gelu", "swiglu". parse throws ConfigError on anything else.
+const char* to_string(Norm n);
+Norm parse_norm(const std::string& s);
+const char* to_string(Mlp m);
+Mlp parse_mlp(const std::string& s);
+
 /// The document lengths --docs names: "700,2000,299,1097" (the lengths, in order) or
 /// "random:N" (N random lengths >= 1 summing to s: N - 1 distinct cut points drawn uniformly
 /// from [1, s - 1] by a SplitMix64 stream of `seed`, the same on every machine). Throws
@@ -69,7 +82,12 @@ struct LayerConfig {
   bool rope = true;
   double dropout = 0.1;  ///< p, the probability of dropping an element
   uint64_t seed = 1234;
-  double eps = 1e-5;            ///< LayerNorm epsilon
+  Norm norm = Norm::layernorm;
+  Mlp mlp = Mlp::gelu;
+  /// Biases on the linear layers (qkv, o, fc1, fc2; Megatron's --disable-bias-linear clears it).
+  /// A LayerNorm keeps its beta either way; RMSNorm has none.
+  bool bias = true;
+  double eps = 1e-5;            ///< the norm's epsilon
   double rope_theta = 10000.0;  ///< RoPE base
   /// Packed documents: their lengths, in order, summing to s (FlashAttention's varlen
   /// cu_seqlens are their prefix sums). Empty: the sequence is one document. A query sees only
@@ -86,6 +104,15 @@ struct LayerConfig {
   int64_t tokens() const { return b * s; }
   /// Columns of the fused QKV projection: (H + 2 Hkv) d.
   int64_t qkv_width() const { return (H + 2 * Hkv) * d(); }
+  /// Columns of W1: f (GeLU) or 2 f (SwiGLU: gate and up).
+  int64_t fc1_width() const { return mlp == Mlp::swiglu ? 2 * f : f; }
+  /// Each norm's parameters: 2 h (LayerNorm's gamma and beta) or h (RMSNorm's gamma).
+  int64_t norm_params() const { return norm == Norm::layernorm ? 2 * h : h; }
+  /// Each norm's saved statistics per token: 2 (LayerNorm's mean and rstd) or 1 (RMSNorm's rstd).
+  int64_t norm_stats() const { return norm == Norm::layernorm ? 2 : 1; }
+  /// The parameters of the whole layer: h qkv_width + H d h + h fc1_width + f h (the GEMMs),
+  /// 2 norm_params, and with biases qkv_width + fc1_width + 2 h.
+  int64_t param_count() const;
   /// 1 / sqrt(d).
   double softmax_scale() const;
 
@@ -95,11 +122,13 @@ struct LayerConfig {
   /// documents that do not sum to s or of length < 1, a window < 0.
   void validate() const;
 
-  /// {"b":..,"s":..,"h":..,"H":..,"Hkv":..,"f":..,"causal":..,"rope":..,"dropout":..,"seed":..,"eps":..,"rope_theta":..},
+  /// {"b":..,"s":..,"h":..,"H":..,"Hkv":..,"f":..,"norm":..,"mlp":..,"bias":..,"causal":..,"rope":..,"dropout":..,
+  /// "seed":..,"eps":..,"rope_theta":..},
   /// and "docs", "window", "rope_positions" when the sequence is packed or windowed. (A run's
   /// configuration adds its layout and recomputation: config_json in parallel/run_plan.h.)
   nlohmann::json to_json() const;
-  /// One line: "b=1 s=4096 h=512 H=8 Hkv=4 d=64 f=2048 causal rope dropout=0.1 seed=1234", and
+  /// One line: "b=1 s=4096 h=512 H=8 Hkv=4 d=64 f=2048 layernorm gelu causal rope dropout=0.1 seed=1234"
+  /// (" no-bias" after the MLP when the linear layers have none), and
   /// " recompute=full" (or selective) when the run recomputes, " docs=7" (their count) and
   /// " window=512" when given.
   std::string summary(Recompute recompute = Recompute::none) const;

@@ -1,14 +1,13 @@
-// The layer shapes of published models, for `--preset`: what one transformer layer of each is
-// (h, H, Hkv, f), so that a dry run or a plan is sized as the model is.
+// The layers of published models, for `--preset`: what one transformer layer of each is (h, H,
+// Hkv, f, its norm, its MLP, whether its linear layers have biases, its RoPE base), so that a
+// run, a dry run or a plan is the model's layer.
 //
-// Where ringside's layer differs from these models' (docs/design.md, "The layer"):
-//   - its MLP is GeLU(x W1) W2, two matrices of h x f; Llama's is SwiGLU, (SiLU(x Wg) * x Wu) Wd,
-//     three. At the same f the preset's MLP has 2/3 of Llama's MLP weights and FLOPs (GPT-3's
-//     GeLU MLP is the same as ours);
+// Where ringside's layer still differs from these models' (docs/design.md, "The layer"):
 //   - it is one layer: a model's step is about L times the layer's time, its activations L times
 //     the layer's saved bytes, with the embedding, the output head and the optimizer state beside;
-//   - GPT-3 has learned absolute positions where the layer applies RoPE (--no-rope leaves it out);
-//     Llama 3's RoPE base is 500,000, which the preset sets.
+//   - GPT-3 has learned absolute positions where the layer applies RoPE (--no-rope leaves it out),
+//     and alternates dense and locally banded sparse attention (--window approximates the latter);
+//   - Qwen2.5 has biases on q, k and v only; the preset's --no-bias leaves those three out too.
 #pragma once
 #include <string>
 #include <vector>
@@ -22,6 +21,10 @@ struct ModelPreset {
   int64_t h, H, Hkv, f;
   int layers;          ///< L, the model's depth (a plan's step is L layers)
   double rope_theta;
+  Norm norm;
+  Mlp mlp;
+  bool bias;           ///< biases on the linear layers
+  double eps;          ///< the norm's epsilon
   std::string source;  ///< where the numbers are published
 };
 
@@ -31,7 +34,8 @@ const std::vector<ModelPreset>& model_presets();
 std::string preset_names();
 /// The preset called `name`; throws ConfigError listing the presets for any other name.
 const ModelPreset& find_preset(const std::string& name);
-/// `cfg` with the preset's shape (h, H, Hkv, f, RoPE base); batch, sequence and the rest kept.
+/// `cfg` with the preset's layer (h, H, Hkv, f, norm, MLP, bias, eps, RoPE base); batch, sequence
+/// and the rest kept.
 void apply_preset(const ModelPreset& p, LayerConfig& cfg);
 
 }  // namespace ringside

@@ -10,7 +10,12 @@
 namespace ringside {
 
 int64_t saved_activation_bytes(const LayerConfig& c, DType dtype) {
-  return dtype_size(dtype) * c.tokens() * (6 * c.h + 2 * c.Hkv * c.d() + 2 * c.f + 4 + c.H);
+  return dtype_size(dtype) * c.tokens() * (6 * c.h + 2 * c.Hkv * c.d() + c.fc1_width() + c.f + 2 * c.norm_stats() + c.H);
+}
+
+std::string saved_activation_formula(const LayerConfig& c) {
+  return std::string("N(6h + 2Hkv d + ") + (c.mlp == Mlp::swiglu ? "3f" : "2f") + " + " +
+         (c.norm == Norm::layernorm ? "4" : "2") + " + H)";
 }
 
 namespace {
@@ -36,7 +41,7 @@ AllocTag with(AllocTag tag, MemCategory c) {
 
 double layer_forward_flops(const LayerConfig& c) {
   const double N = double(c.tokens());
-  const double gemms = 2 * N * c.h * c.qkv_width() + 2 * N * c.H * c.d() * c.h + 2 * (2 * N * c.h * c.f);
+  const double gemms = 2 * N * c.h * c.qkv_width() + 2 * N * c.H * c.d() * c.h + 2 * N * c.h * c.fc1_width() + 2 * N * c.f * c.h;
   return gemms + kernels::cpu::attention_forward_flops(attention_params(c, Packing(c).mask()));
 }
 
@@ -50,7 +55,7 @@ ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, c
                                 AllocTag tag) {
   cfg.validate();
   constexpr DType dt = dtype_of<T>();
-  const int64_t b = cfg.b, s = cfg.s, h = cfg.h, H = cfg.H, Hkv = cfg.Hkv, d = cfg.d(), N = cfg.tokens();
+  const int64_t b = cfg.b, s = cfg.s, h = cfg.h, H = cfg.H, Hkv = cfg.Hkv, d = cfg.d();
   check_tensor(x, {b, s, h}, dt, "reference_forward: x");
   for (auto& [name, t] : w.named()) RS_CHECK(t->defined() && t->dtype() == dt, "reference_forward: weight ", name, " is not ", to_string(dt));
   const AllocTag act = with(tag, MemCategory::activations), ws = with(tag, MemCategory::workspace);
@@ -64,18 +69,16 @@ ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, c
   sv.x = x.clone(act);
 
   // --- attention sublayer ---
-  sv.h1 = be.empty({b, s, h}, dt, act);
-  sv.mean1 = be.empty({N}, dt, act);
-  sv.rstd1 = be.empty({N}, dt, act);
-  be.layernorm_forward(sv.x, w.ln1_gamma, w.ln1_beta, cfg.eps, sv.h1, sv.mean1, sv.rstd1);
+  sv.n1 = empty_norm(be, cfg, sv.x, act);
+  norm_forward(be, cfg, sv.x, w.ln1_gamma, w.ln1_beta, sv.n1);
 
   sv.q = be.empty({b, s, H, d}, dt, act);
   sv.k = be.empty({b, s, Hkv, d}, dt, act);
   sv.v = be.empty({b, s, Hkv, d}, dt, act);
   {
     Tensor qkv = be.empty({b, s, cfg.qkv_width()}, dt, ws);
-    be.matmul(sv.h1, false, w.qkv_weight, false, qkv);
-    be.add_bias(qkv, w.qkv_bias);
+    be.matmul(sv.n1.y, false, w.qkv_weight, false, qkv);
+    add_bias_if(be, qkv, w.qkv_bias);
     be.split_qkv(qkv, sv.q, sv.k, sv.v);
   }
   if (cfg.rope) {
@@ -89,26 +92,24 @@ ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, c
 
   Tensor y = be.empty({b, s, h}, dt, ws);
   be.matmul(sv.a.reshape({b, s, H * d}), false, w.o_weight, false, y);
-  be.add_bias(y, w.o_bias);
+  add_bias_if(be, y, w.o_bias);
   be.dropout_forward(y, y, sv.positions, s, cfg.dropout, cfg.seed, static_cast<uint32_t>(RngSite::dropout1));
   sv.x2 = be.empty({b, s, h}, dt, act);
   be.add(sv.x, y, sv.x2);
 
   // --- MLP sublayer ---
-  sv.h2 = be.empty({b, s, h}, dt, act);
-  sv.mean2 = be.empty({N}, dt, act);
-  sv.rstd2 = be.empty({N}, dt, act);
-  be.layernorm_forward(sv.x2, w.ln2_gamma, w.ln2_beta, cfg.eps, sv.h2, sv.mean2, sv.rstd2);
+  sv.n2 = empty_norm(be, cfg, sv.x2, act);
+  norm_forward(be, cfg, sv.x2, w.ln2_gamma, w.ln2_beta, sv.n2);
 
-  sv.u = be.empty({b, s, cfg.f}, dt, act);
-  be.matmul(sv.h2, false, w.fc1_weight, false, sv.u);
-  be.add_bias(sv.u, w.fc1_bias);
+  sv.u = be.empty({b, s, cfg.fc1_width()}, dt, act);
+  be.matmul(sv.n2.y, false, w.fc1_weight, false, sv.u);
+  add_bias_if(be, sv.u, w.fc1_bias);
   sv.g = be.empty({b, s, cfg.f}, dt, act);
-  be.gelu_forward(sv.u, sv.g);
+  activation_forward(be, cfg, sv.u, sv.g);
 
   Tensor z = y;  // reuse the [b, s, h] buffer
   be.matmul(sv.g, false, w.fc2_weight, false, z);
-  be.add_bias(z, w.fc2_bias);
+  add_bias_if(be, z, w.fc2_bias);
   be.dropout_forward(z, z, sv.positions, s, cfg.dropout, cfg.seed, static_cast<uint32_t>(RngSite::dropout2));
   r.out = be.empty({b, s, h}, dt, ws);
   be.add(sv.x2, z, r.out);
@@ -127,30 +128,31 @@ Gradients reference_backward(const LayerConfig& cfg, const LayerWeights& w, cons
   gr.grads = zero_grads(cfg, dt, tag);
   LayerWeights& dw = gr.grads;
 
-  // --- MLP sublayer: out = x2 + Dropout2(z), z = g W2 + b2, g = GeLU(u), u = h2 W1 + b1 ---
+  // --- MLP sublayer: out = x2 + Dropout2(z), z = g W2 + b2, g = act(u), u = h2 W1 + b1 ---
   Tensor dz = be.empty({b, s, h}, dt, ws);
   be.dropout_forward(dout, dz, sv.positions, s, cfg.dropout, cfg.seed, static_cast<uint32_t>(RngSite::dropout2));
   be.matmul(sv.g, true, dz, false, dw.fc2_weight, 1, 1);  // dW2 += g^T dz
-  be.bias_grad(dz, dw.fc2_bias);
-  Tensor du = be.empty({b, s, cfg.f}, dt, ws);
-  be.matmul(dz, false, w.fc2_weight, true, du);           // dg = dz W2^T
-  be.gelu_backward(du, sv.u, du);                          // du = dg GeLU'(u)
-  be.matmul(sv.h2, true, du, false, dw.fc1_weight, 1, 1);  // dW1 += h2^T du
-  be.bias_grad(du, dw.fc1_bias);
-  Tensor dh = dz;                                          // reuse: dh2 = du W1^T
+  bias_grad_if(be, dz, dw.fc2_bias);
+  Tensor dg = be.empty({b, s, cfg.f}, dt, ws);
+  be.matmul(dz, false, w.fc2_weight, true, dg);                // dg = dz W2^T
+  Tensor du = activation_backward(be, cfg, dg, sv.u, ws);      // du = dg act'(u)
+  dg = Tensor();
+  be.matmul(sv.n2.y, true, du, false, dw.fc1_weight, 1, 1);  // dW1 += h2^T du
+  bias_grad_if(be, du, dw.fc1_bias);
+  Tensor dh = dz;                                            // reuse: dh2 = du W1^T
   be.matmul(du, false, w.fc1_weight, true, dh);
   du = Tensor();
 
-  // x2 feeds both LayerNorm2 and the residual: dx2 = dout + LN2'(dh2).
+  // x2 feeds both Norm2 and the residual: dx2 = dout + Norm2'(dh2).
   Tensor dx2 = be.empty({b, s, h}, dt, ws);
-  be.layernorm_backward(dh, sv.x2, w.ln2_gamma, sv.mean2, sv.rstd2, dx2, dw.ln2_gamma, dw.ln2_beta);
+  norm_backward(be, cfg, dh, sv.x2, w.ln2_gamma, sv.n2, dx2, dw.ln2_gamma, dw.ln2_beta);
   be.add(dx2, dout, dx2);
 
   // --- attention sublayer: x2 = x + Dropout1(y), y = a Wo + bo ---
   Tensor dy = dh;  // reuse
   be.dropout_forward(dx2, dy, sv.positions, s, cfg.dropout, cfg.seed, static_cast<uint32_t>(RngSite::dropout1));
   be.matmul(sv.a.reshape({b, s, H * d}), true, dy, false, dw.o_weight, 1, 1);  // dWo += a^T dy
-  be.bias_grad(dy, dw.o_bias);
+  bias_grad_if(be, dy, dw.o_bias);
   Tensor da = be.empty({b, s, H * d}, dt, ws);
   be.matmul(dy, false, w.o_weight, true, da);  // da = dy Wo^T
   dy = dh = Tensor();
@@ -169,15 +171,15 @@ Gradients reference_backward(const LayerConfig& cfg, const LayerWeights& w, cons
   Tensor dqkv = be.empty({b, s, cfg.qkv_width()}, dt, ws);
   be.merge_qkv(dq, dk, dv, dqkv);
   dq = dk = dv = Tensor();
-  be.matmul(sv.h1, true, dqkv, false, dw.qkv_weight, 1, 1);  // dWqkv += h1^T dqkv
-  be.bias_grad(dqkv, dw.qkv_bias);
+  be.matmul(sv.n1.y, true, dqkv, false, dw.qkv_weight, 1, 1);  // dWqkv += h1^T dqkv
+  bias_grad_if(be, dqkv, dw.qkv_bias);
   Tensor dh1 = be.empty({b, s, h}, dt, ws);
   be.matmul(dqkv, false, w.qkv_weight, true, dh1);  // dh1 = dqkv Wqkv^T
   dqkv = Tensor();
 
-  // x feeds LayerNorm1 and the residual: dx = dx2 + LN1'(dh1).
+  // x feeds Norm1 and the residual: dx = dx2 + Norm1'(dh1).
   gr.dx = be.empty({b, s, h}, dt, ws);
-  be.layernorm_backward(dh1, sv.x, w.ln1_gamma, sv.mean1, sv.rstd1, gr.dx, dw.ln1_gamma, dw.ln1_beta);
+  norm_backward(be, cfg, dh1, sv.x, w.ln1_gamma, sv.n1, gr.dx, dw.ln1_gamma, dw.ln1_beta);
   be.add(gr.dx, dx2, gr.dx);
   return gr;
 }

@@ -1,44 +1,57 @@
 // The single-device reference layer, forward and backward: the ground truth every strategy is
-// judged against (docs/design.md, "The layer"). Pre-LN:
+// judged against (docs/design.md, "The layer"). Pre-norm:
 //
-//   h1  = LayerNorm1(x)
+//   h1  = Norm1(x)                                   (LayerNorm, or RMSNorm: LayerConfig::norm)
 //   qkv = h1 W_qkv + b_qkv;  q, k = RoPE(q, k, positions)   (packed: each document's from 0)
 //   a   = softmax(q k^T / sqrt(d) + mask) v          (blockwise; stores lse, never s x s;
 //                                                     mask: causal, documents, window)
 //   x2  = x + Dropout1(a W_o + b_o)
-//   h2  = LayerNorm2(x2)
-//   out = x2 + Dropout2(GeLU(h2 W_1 + b_1) W_2 + b_2)
+//   h2  = Norm2(x2)
+//   u   = h2 W_1 + b_1;  g = GeLU(u), or SwiGLU: SiLU(u_gate) * u_up  (LayerConfig::mlp)
+//   out = x2 + Dropout2(g W_2 + b_2)
+//
+// Biases b_* only when LayerConfig::bias (Llama has none).
 //
 // Templated on the scalar: float is the compute type, double the precision reference.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "device/backend.h"
 #include "layer/config.h"
+#include "layer/norm_mlp.h"
 #include "layer/weights.h"
 
 namespace ringside {
 
 /// What the forward keeps for the backward, all tagged MemCategory::activations. With
 /// N = b s tokens (shapes use the local N and s when a strategy runs on a shard):
-///   x, h1, x2, h2 [b, s, h]; mean1, rstd1, mean2, rstd2 [N]; q, a [b, s, H, d];
-///   k, v [b, s, Hkv, d]; lse [b, H, s]; u = h2 W_1 + b_1 and g = GeLU(u) [b, s, f].
+///   x, n1.y (h1), x2, n2.y (h2) [b, s, h]; the norms' statistics [N] (LayerNorm: mean and rstd;
+///   RMSNorm: rstd); q, a [b, s, H, d]; k, v [b, s, Hkv, d]; lse [b, H, s];
+///   u = h2 W_1 + b_1 [b, s, F] (F = f, or 2 f for SwiGLU's gate and up) and g [b, s, f].
 /// Dropout masks are not stored: Philox recomputes them from (seed, site, token, feature).
 struct SavedActivations {
-  Tensor x, mean1, rstd1, h1, q, k, v, a, lse, x2, mean2, rstd2, h2, u, g;
+  Tensor x, q, k, v, a, lse, x2, u, g;
+  NormOutput n1, n2;
   std::vector<int64_t> positions;  ///< global positions of the local tokens
 };
 
 /// The bytes SavedActivations holds for cfg in the given dtype, tokens N = b s:
-///   sizeof(T) N (6 h + 2 Hkv d + 2 f + 4 + H).
-/// The counterpart of Korthikanti et al. 2022's 34 s b h (16-bit, no recompute) for this
+///   sizeof(T) N (6 h + 2 Hkv d + F + f + 2 z + H),
+/// F = fc1_width (f, or 2 f with SwiGLU), z = norm_stats (2 LayerNorm, 1 RMSNorm): with the GPT
+/// layer N (6 h + 2 Hkv d + 2 f + 4 + H), with Llama's N (6 h + 2 Hkv d + 3 f + 2 + H).
+/// The counterpart of Korthikanti et al. 2022's 34 s b h (16-bit, no recompute) for the GPT
 /// layer: it keeps the same tensors but lse (N H) instead of the s x s softmax, no dropout
 /// masks, and the LayerNorm statistics (4 N).
 int64_t saved_activation_bytes(const LayerConfig& cfg, DType dtype);
+/// That formula in symbols for cfg's layer: "N(6h + 2Hkv d + 2f + 4 + H)" (GPT's),
+/// "N(6h + 2Hkv d + 3f + 2 + H)" (Llama's).
+std::string saved_activation_formula(const LayerConfig& cfg);
 
 /// Forward FLOPs of the layer (GEMMs 2 m n k each, attention as attention_forward_flops);
-/// elementwise work is not counted.
+/// elementwise work is not counted. The MLP's GEMMs are 4 N h f with GeLU and 6 N h f with
+/// SwiGLU (gate, up and down).
 double layer_forward_flops(const LayerConfig& cfg);
 /// Backward FLOPs: each GEMM's backward is two GEMMs of its size (dX and dW), attention's 2.5
 /// times its forward (FlashAttention's count: five s x s x d products against two). Without

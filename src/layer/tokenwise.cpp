@@ -27,20 +27,46 @@ std::vector<std::pair<int64_t, int64_t>> qkv_columns(const LayerConfig& c, int T
 
 // Where a tensor the backward reads is counted: saved (`act`) unless the recompute mode makes it
 // again in the backward: then it is workspace, dropped at the forward's end (drop_recomputed).
-// `cheap`: a LayerNorm's output or statistics, or GeLU(u), which selective recomputes.
+// `cheap`: a norm's output or statistics, or the activation g, which selective recomputes.
 AllocTag saved_tag(Recompute recompute, bool cheap, AllocTag act, AllocTag ws) {
   const bool recomputed = recompute == Recompute::full || (recompute == Recompute::selective && cheap);
   return recomputed ? ws : act;
 }
 
+// The columns of W_1 that TP rank t owns: its f/T (GeLU), or its f/T of the gate's and of the
+// up's (SwiGLU, whose W_1 is [gate | up]).
 std::vector<std::pair<int64_t, int64_t>> ffn_columns(const LayerConfig& c, int T, int t) {
-  return {{t * (c.f / T), (t + 1) * (c.f / T)}};
+  const int64_t fl = c.f / T;
+  if (c.mlp == Mlp::gelu) return {{t * fl, (t + 1) * fl}};
+  return {{t * fl, (t + 1) * fl}, {c.f + t * fl, c.f + (t + 1) * fl}};
 }
+
+// Whole on every TP rank: copies (an undefined tensor, one the layer does not have, stays so).
+Tensor whole(const Tensor& t, AllocTag tag) { return t.defined() ? t.clone(tag) : Tensor(); }
 
 }  // namespace
 
+int64_t sequence_parallel_param_count(const LayerConfig& cfg) {
+  return 2 * cfg.norm_params() + (cfg.bias ? 2 * cfg.h : 0);
+}
+
+namespace {
+constexpr Tensor LayerWeights::*kSequenceParallel[] = {&LayerWeights::ln1_gamma, &LayerWeights::ln1_beta,
+                                                       &LayerWeights::ln2_gamma, &LayerWeights::ln2_beta,
+                                                       &LayerWeights::o_bias,    &LayerWeights::fc2_bias};
+}  // namespace
+
 std::vector<Tensor*> sequence_parallel_params(LayerWeights& w) {
-  return {&w.ln1_gamma, &w.ln1_beta, &w.ln2_gamma, &w.ln2_beta, &w.o_bias, &w.fc2_bias};
+  std::vector<Tensor*> present;
+  for (Tensor LayerWeights::*member : kSequenceParallel)
+    if ((w.*member).defined()) present.push_back(&(w.*member));
+  return present;
+}
+
+LayerWeights sequence_parallel_copy(const LayerWeights& w, AllocTag tag) {
+  LayerWeights copy;
+  for (Tensor LayerWeights::*member : kSequenceParallel) copy.*member = whole(w.*member, tag);
+  return copy;
 }
 
 LayerWeights tp_shard_weights(const LayerConfig& cfg, int T, int t, DType dt, AllocTag tag) {
@@ -48,16 +74,18 @@ LayerWeights tp_shard_weights(const LayerConfig& cfg, int T, int t, DType dt, Al
   const LayerWeights full = init_weights(cfg, dt, tag);
   const int64_t Hd = cfg.H / T * cfg.d(), fl = cfg.f / T;
   LayerWeights w;
-  w.ln1_gamma = full.ln1_gamma.clone(tag), w.ln1_beta = full.ln1_beta.clone(tag);
-  w.ln2_gamma = full.ln2_gamma.clone(tag), w.ln2_beta = full.ln2_beta.clone(tag);
+  w.ln1_gamma = whole(full.ln1_gamma, tag), w.ln1_beta = whole(full.ln1_beta, tag);
+  w.ln2_gamma = whole(full.ln2_gamma, tag), w.ln2_beta = whole(full.ln2_beta, tag);
   w.qkv_weight = slice_cols(full.qkv_weight, qkv_columns(cfg, T, t), tag);
-  w.qkv_bias = slice_cols(full.qkv_bias, qkv_columns(cfg, T, t), tag);
   w.o_weight = slice_rows(full.o_weight, t * Hd, Hd, tag);
-  w.o_bias = full.o_bias.clone(tag);
+  w.o_bias = whole(full.o_bias, tag);
   w.fc1_weight = slice_cols(full.fc1_weight, ffn_columns(cfg, T, t), tag);
-  w.fc1_bias = slice_cols(full.fc1_bias, ffn_columns(cfg, T, t), tag);
   w.fc2_weight = slice_rows(full.fc2_weight, t * fl, fl, tag);
-  w.fc2_bias = full.fc2_bias.clone(tag);
+  w.fc2_bias = whole(full.fc2_bias, tag);
+  if (cfg.bias) {
+    w.qkv_bias = slice_cols(full.qkv_bias, qkv_columns(cfg, T, t), tag);
+    w.fc1_bias = slice_cols(full.fc1_bias, ffn_columns(cfg, T, t), tag);
+  }
   return w;
 }
 
@@ -69,11 +97,13 @@ LayerWeights gather_tp_grads(const LayerConfig& cfg, Communicator& tp, const Lay
   auto qkv = [&](int t) { return qkv_columns(cfg, T, t); };
   auto ffn = [&](int t) { return ffn_columns(cfg, T, t); };
   G.qkv_weight = gather_cols(tp, shard.qkv_weight, W, qkv, tag);
-  G.qkv_bias = gather_cols(tp, shard.qkv_bias, W, qkv, tag);
   G.o_weight = tp.all_gather(shard.o_weight, tag).reshape({cfg.H * cfg.d(), cfg.h});
-  G.fc1_weight = gather_cols(tp, shard.fc1_weight, cfg.f, ffn, tag);
-  G.fc1_bias = gather_cols(tp, shard.fc1_bias, cfg.f, ffn, tag);
+  G.fc1_weight = gather_cols(tp, shard.fc1_weight, cfg.fc1_width(), ffn, tag);
   G.fc2_weight = tp.all_gather(shard.fc2_weight, tag).reshape({cfg.f, cfg.h});
+  if (cfg.bias) {
+    G.qkv_bias = gather_cols(tp, shard.qkv_bias, W, qkv, tag);
+    G.fc1_bias = gather_cols(tp, shard.fc1_bias, cfg.fc1_width(), ffn, tag);
+  }
   return G;
 }
 
@@ -82,21 +112,20 @@ void qkv_forward(const TpRank& r, const Tensor& x, TokenwiseSaved& sv, Tensor& q
   const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
   const DType dt = x.dtype();
   const int T = tp.size();
-  const int64_t b = x.dim(0), n = int64_t(pos.group.size()), N = b * x.dim(1), d = cfg.d();
+  const int64_t b = x.dim(0), n = int64_t(pos.group.size()), d = cfg.d();
   trace::sublayer("ln1");
   sv.x = x;
-  const AllocTag norm = saved_tag(recompute, true, act, ws);
-  sv.mean1 = be.empty({N}, dt, norm), sv.rstd1 = be.empty({N}, dt, norm), sv.h1 = be.empty(x.shape(), dt, norm);
-  be.layernorm_forward(x, w.ln1_gamma, w.ln1_beta, cfg.eps, sv.h1, sv.mean1, sv.rstd1);
+  sv.n1 = empty_norm(be, cfg, x, saved_tag(recompute, true, act, ws));
+  norm_forward(be, cfg, x, w.ln1_gamma, w.ln1_beta, sv.n1);
   trace::sublayer("qkv");
   q = be.empty({b, n, cfg.H / T, d}, dt, qkv_tag);
   k = be.empty({b, n, cfg.Hkv / T, d}, dt, qkv_tag);
   v = be.empty({b, n, cfg.Hkv / T, d}, dt, qkv_tag);
   {
-    const Tensor h1 = all_gather_sp(tp, sv.h1, ws);  // g: the group's tokens
+    const Tensor h1 = all_gather_sp(tp, sv.n1.y, ws);  // g: the group's tokens
     Tensor qkv = be.empty({b, n, (cfg.H + 2 * cfg.Hkv) / T * d}, dt, ws);
     be.matmul(h1, false, w.qkv_weight, false, qkv);  // column-parallel: our heads
-    be.add_bias(qkv, w.qkv_bias);
+    add_bias_if(be, qkv, w.qkv_bias);
     be.split_qkv(qkv, q, k, v);
   }
   if (cfg.rope) {
@@ -109,7 +138,7 @@ Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& 
   const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
   const DType dt = a.dtype();
   const int T = tp.size();
-  const int64_t b = a.dim(0), n = a.dim(1), h = cfg.h, nl = int64_t(pos.own.size()), N = b * nl;
+  const int64_t b = a.dim(0), n = a.dim(1), h = cfg.h, nl = int64_t(pos.own.size());
   // Row-parallel W_o: a partial sum over our heads; g-bar sums it and splits it by sequence.
   trace::sublayer("out_proj");
   Tensor y;
@@ -118,23 +147,23 @@ Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& 
     be.matmul(a.reshape({b, n, a.dim(2) * a.dim(3)}), false, w.o_weight, false, y_partial);
     y = reduce_scatter_sp(tp, y_partial, ws);
   }
-  be.add_bias(y, w.o_bias);  // the bias once, after the sum
+  add_bias_if(be, y, w.o_bias);  // the bias once, after the sum
   be.dropout_forward(y, y, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite1);
   const AllocTag kept = saved_tag(recompute, false, act, ws), cheap = saved_tag(recompute, true, act, ws);
   sv.x2 = be.empty({b, nl, h}, dt, kept);
   be.add(sv.x, y, sv.x2);
-  // LayerNorm 2 on our tokens; g; column-parallel W_1 on our f/T columns.
+  // Norm 2 on our tokens; g; column-parallel W_1 on our f/T columns (SwiGLU: of gate and of up).
   trace::sublayer("ln2");
-  sv.mean2 = be.empty({N}, dt, cheap), sv.rstd2 = be.empty({N}, dt, cheap), sv.h2 = be.empty({b, nl, h}, dt, cheap);
-  be.layernorm_forward(sv.x2, w.ln2_gamma, w.ln2_beta, cfg.eps, sv.h2, sv.mean2, sv.rstd2);
+  sv.n2 = empty_norm(be, cfg, sv.x2, cheap);
+  norm_forward(be, cfg, sv.x2, w.ln2_gamma, w.ln2_beta, sv.n2);
   trace::sublayer("mlp");
-  sv.u = be.empty({b, n, cfg.f / T}, dt, kept), sv.g = be.empty({b, n, cfg.f / T}, dt, cheap);
+  sv.u = be.empty({b, n, cfg.fc1_width() / T}, dt, kept), sv.g = be.empty({b, n, cfg.f / T}, dt, cheap);
   {
-    const Tensor h2 = all_gather_sp(tp, sv.h2, ws);
+    const Tensor h2 = all_gather_sp(tp, sv.n2.y, ws);
     be.matmul(h2, false, w.fc1_weight, false, sv.u);
   }
-  be.add_bias(sv.u, w.fc1_bias);
-  be.gelu_forward(sv.u, sv.g);
+  add_bias_if(be, sv.u, w.fc1_bias);
+  activation_forward(be, cfg, sv.u, sv.g);
   // Row-parallel W_2, g-bar again, then dropout and the residual on our tokens.
   Tensor z;
   {
@@ -142,7 +171,7 @@ Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& 
     be.matmul(sv.g, false, w.fc2_weight, false, z_partial);
     z = reduce_scatter_sp(tp, z_partial, ws);
   }
-  be.add_bias(z, w.fc2_bias);
+  add_bias_if(be, z, w.fc2_bias);
   be.dropout_forward(z, z, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite2);
   Tensor out = be.empty({b, nl, h}, dt, ws);
   be.add(sv.x2, z, out);
@@ -151,22 +180,21 @@ Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& 
 
 void drop_recomputed(Recompute recompute, TokenwiseSaved& sv) {
   if (recompute == Recompute::none) return;
-  sv.mean1 = sv.rstd1 = sv.h1 = sv.mean2 = sv.rstd2 = sv.h2 = sv.g = Tensor();
+  sv.n1 = sv.n2 = NormOutput();
+  sv.g = Tensor();
   if (recompute == Recompute::full) sv.x2 = sv.u = Tensor();
 }
 
 void recompute_tokenwise(const TpRank& r, TokenwiseSaved& sv) {
   const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
-  const DType dt = sv.x.dtype();
-  const int64_t N = sv.x.dim(0) * sv.x.dim(1);
   trace::RecomputeScope recomputing;
   trace::sublayer("recompute");
-  sv.mean1 = be.empty({N}, dt, ws), sv.rstd1 = be.empty({N}, dt, ws), sv.h1 = be.empty(sv.x.shape(), dt, ws);
-  be.layernorm_forward(sv.x, w.ln1_gamma, w.ln1_beta, cfg.eps, sv.h1, sv.mean1, sv.rstd1);
-  sv.mean2 = be.empty({N}, dt, ws), sv.rstd2 = be.empty({N}, dt, ws), sv.h2 = be.empty(sv.x2.shape(), dt, ws);
-  be.layernorm_forward(sv.x2, w.ln2_gamma, w.ln2_beta, cfg.eps, sv.h2, sv.mean2, sv.rstd2);
-  sv.g = be.empty(sv.u.shape(), dt, ws);
-  be.gelu_forward(sv.u, sv.g);
+  sv.n1 = empty_norm(be, cfg, sv.x, ws);
+  norm_forward(be, cfg, sv.x, w.ln1_gamma, w.ln1_beta, sv.n1);
+  sv.n2 = empty_norm(be, cfg, sv.x2, ws);
+  norm_forward(be, cfg, sv.x2, w.ln2_gamma, w.ln2_beta, sv.n2);
+  sv.g = be.empty({sv.u.dim(0), sv.u.dim(1), cfg.f / tp.size()}, sv.u.dtype(), ws);
+  activation_forward(be, cfg, sv.u, sv.g);
 }
 
 Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& dout, const TokenwiseSaved& sv,
@@ -178,21 +206,22 @@ Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& d
   trace::sublayer("mlp");
   Tensor dz = be.empty({b, nl, h}, dt, ws);
   be.dropout_forward(dout, dz, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite2);
-  be.bias_grad(dz, gw.fc2_bias);
-  Tensor du = be.empty({b, n, sv.u.dim(2)}, dt, ws);
+  bias_grad_if(be, dz, gw.fc2_bias);
+  Tensor dg = be.empty({b, n, sv.g.dim(2)}, dt, ws);
   {
     const Tensor dz_group = all_gather_sp(tp, dz, ws);
     be.matmul(sv.g, true, dz_group, false, gw.fc2_weight, 1, 1);  // dW2 += g^T dz
-    be.matmul(dz_group, false, w.fc2_weight, true, du);          // dg = dz W2^T
+    be.matmul(dz_group, false, w.fc2_weight, true, dg);          // dg = dz W2^T
   }
-  be.gelu_backward(du, sv.u, du);
+  Tensor du = activation_backward(be, cfg, dg, sv.u, ws);  // du = dg act'(u)
+  dg = Tensor();
   Tensor dh2;
   {
-    // W_1's gradient needs LayerNorm 2's output for the group's tokens: gather it again rather
+    // W_1's gradient needs norm 2's output for the group's tokens: gather it again rather
     // than keep it whole (Megatron does the same).
-    const Tensor h2 = all_gather_sp(tp, sv.h2, ws);
+    const Tensor h2 = all_gather_sp(tp, sv.n2.y, ws);
     be.matmul(h2, true, du, false, gw.fc1_weight, 1, 1);  // dW1 += h2^T du
-    be.bias_grad(du, gw.fc1_bias);
+    bias_grad_if(be, du, gw.fc1_bias);
     Tensor dh2_partial = be.empty({b, n, h}, dt, ws);
     be.matmul(du, false, w.fc1_weight, true, dh2_partial);
     dh2 = reduce_scatter_sp(tp, dh2_partial, ws);
@@ -200,13 +229,13 @@ Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& d
   du = Tensor();
   trace::sublayer("ln2");
   dx2 = be.empty({b, nl, h}, dt, ws);
-  be.layernorm_backward(dh2, sv.x2, w.ln2_gamma, sv.mean2, sv.rstd2, dx2, gw.ln2_gamma, gw.ln2_beta);
+  norm_backward(be, cfg, dh2, sv.x2, w.ln2_gamma, sv.n2, dx2, gw.ln2_gamma, gw.ln2_beta);
   be.add(dx2, dout, dx2);
   // The output projection.
   trace::sublayer("out_proj");
   Tensor dy = dh2;
   be.dropout_forward(dx2, dy, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite1);
-  be.bias_grad(dy, gw.o_bias);
+  bias_grad_if(be, dy, gw.o_bias);
   Tensor da = be.empty({b, n, Hd}, dt, ws);
   {
     const Tensor dy_group = all_gather_sp(tp, dy, ws);
@@ -230,16 +259,16 @@ Tensor qkv_backward(const TpRank& r, Tensor& dq, Tensor& dk, const Tensor& dv, c
   {
     Tensor dqkv = be.empty({b, n, dq.dim(2) * dq.dim(3) + 2 * dk.dim(2) * dk.dim(3)}, dt, ws);
     be.merge_qkv(dq, dk, dv, dqkv);
-    const Tensor h1 = all_gather_sp(tp, sv.h1, ws);
+    const Tensor h1 = all_gather_sp(tp, sv.n1.y, ws);
     be.matmul(h1, true, dqkv, false, gw.qkv_weight, 1, 1);  // dWqkv += h1^T dqkv
-    be.bias_grad(dqkv, gw.qkv_bias);
+    bias_grad_if(be, dqkv, gw.qkv_bias);
     Tensor dh1_partial = be.empty({b, n, cfg.h}, dt, ws);
     be.matmul(dqkv, false, w.qkv_weight, true, dh1_partial);
     dh1 = reduce_scatter_sp(tp, dh1_partial, ws);
   }
   trace::sublayer("ln1");
   Tensor dx = be.empty(sv.x.shape(), dt, ws);
-  be.layernorm_backward(dh1, sv.x, w.ln1_gamma, sv.mean1, sv.rstd1, dx, gw.ln1_gamma, gw.ln1_beta);
+  norm_backward(be, cfg, dh1, sv.x, w.ln1_gamma, sv.n1, dx, gw.ln1_gamma, gw.ln1_beta);
   be.add(dx, dx2, dx);
   return dx;
 }

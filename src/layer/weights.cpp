@@ -1,6 +1,7 @@
 #include "layer/weights.h"
 
 #include <cmath>
+#include <cstdio>
 #include <numbers>
 
 #include "core/error.h"
@@ -9,6 +10,13 @@
 namespace ringside {
 
 std::vector<std::pair<std::string, Tensor*>> LayerWeights::named() {
+  std::vector<std::pair<std::string, Tensor*>> present;
+  for (auto& slot : slots())
+    if (slot.second->defined()) present.push_back(slot);
+  return present;
+}
+
+std::vector<std::pair<std::string, Tensor*>> LayerWeights::slots() {
   return {{"ln1.gamma", &ln1_gamma}, {"ln1.beta", &ln1_beta},   {"qkv.weight", &qkv_weight},
           {"qkv.bias", &qkv_bias},   {"o.weight", &o_weight},   {"o.bias", &o_bias},
           {"ln2.gamma", &ln2_gamma}, {"ln2.beta", &ln2_beta},   {"fc1.weight", &fc1_weight},
@@ -27,11 +35,49 @@ int64_t LayerWeights::nbytes() const {
   return n;
 }
 
-std::vector<std::pair<std::string, Shape>> weight_shapes(const LayerConfig& c) {
+namespace {
+
+// Every slot's shape, whether the layer has it or not, in slot order.
+std::vector<std::pair<std::string, Shape>> slot_shapes(const LayerConfig& c) {
+  const int64_t F = c.fc1_width();
   return {{"ln1.gamma", {c.h}},          {"ln1.beta", {c.h}},           {"qkv.weight", {c.h, c.qkv_width()}},
           {"qkv.bias", {c.qkv_width()}}, {"o.weight", {c.H * c.d(), c.h}}, {"o.bias", {c.h}},
-          {"ln2.gamma", {c.h}},          {"ln2.beta", {c.h}},           {"fc1.weight", {c.h, c.f}},
-          {"fc1.bias", {c.f}},           {"fc2.weight", {c.f, c.h}},    {"fc2.bias", {c.h}}};
+          {"ln2.gamma", {c.h}},          {"ln2.beta", {c.h}},           {"fc1.weight", {c.h, F}},
+          {"fc1.bias", {F}},             {"fc2.weight", {c.f, c.h}},    {"fc2.bias", {c.h}}};
+}
+
+}  // namespace
+
+bool has_param(const LayerConfig& c, const std::string& name) {
+  if (name.ends_with(".beta")) return c.norm == Norm::layernorm;
+  if (name.ends_with(".bias")) return c.bias;
+  return true;
+}
+
+std::vector<std::pair<std::string, Shape>> weight_shapes(const LayerConfig& c) {
+  std::vector<std::pair<std::string, Shape>> present;
+  for (auto& slot : slot_shapes(c))
+    if (has_param(c, slot.first)) present.push_back(slot);
+  return present;
+}
+
+std::string parameter_summary(const LayerConfig& c) {
+  auto count = [](double n) {
+    char buf[32];
+    if (n >= 1e9) std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
+    else if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.1f M", n / 1e6);
+    else if (n >= 1e3) std::snprintf(buf, sizeof buf, "%.1f K", n / 1e3);
+    else std::snprintf(buf, sizeof buf, "%.0f", n);
+    return std::string(buf);
+  };
+  const double h = double(c.h), attention = h * double(c.qkv_width()) + double(c.H * c.d()) * h;
+  const double mlp = h * double(c.fc1_width()) + double(c.f) * h;
+  const double norms = 2.0 * double(c.norm_params()), biases = c.bias ? double(c.qkv_width() + c.fc1_width()) + 2 * h : 0;
+  std::string s = count(double(c.param_count())) + ": attention " + count(attention) + ", MLP " +
+                  (c.mlp == Mlp::swiglu ? "3 h f = " + count(mlp) + " (SwiGLU: gate, up, down)" : "2 h f = " + count(mlp) + " (GeLU)") +
+                  ", norms " + count(norms) + (c.norm == Norm::rmsnorm ? " (RMSNorm: gamma)" : " (LayerNorm: gamma, beta)");
+  if (c.bias) s += ", biases " + count(biases);
+  return s;
 }
 
 namespace {
@@ -68,13 +114,13 @@ int64_t fan_in(const LayerConfig& c, const std::string& name) {
 }  // namespace
 
 LayerWeights init_weights(const LayerConfig& cfg, DType dtype, AllocTag tag) {
-  cfg.validate();
   tag.category = MemCategory::weights;
   LayerWeights w;
-  const auto shapes = weight_shapes(cfg);
-  auto slots = w.named();
+  const auto shapes = slot_shapes(cfg);
+  auto slots = w.slots();
   for (size_t id = 0; id < slots.size(); ++id) {
     const std::string& name = slots[id].first;
+    if (!has_param(cfg, name)) continue;
     Tensor& t = *slots[id].second;
     t = Tensor::empty(shapes[id].second, dtype, tag);
     const uint32_t site = static_cast<uint32_t>(RngSite::weights) + static_cast<uint32_t>(id);
@@ -94,9 +140,10 @@ LayerWeights init_weights(const LayerConfig& cfg, DType dtype, AllocTag tag) {
 LayerWeights zero_grads(const LayerConfig& cfg, DType dtype, AllocTag tag) {
   tag.category = MemCategory::grads;
   LayerWeights g;
-  const auto shapes = weight_shapes(cfg);
-  auto slots = g.named();
-  for (size_t id = 0; id < slots.size(); ++id) *slots[id].second = Tensor::zeros(shapes[id].second, dtype, tag);
+  const auto shapes = slot_shapes(cfg);
+  auto slots = g.slots();
+  for (size_t id = 0; id < slots.size(); ++id)
+    if (has_param(cfg, slots[id].first)) *slots[id].second = Tensor::zeros(shapes[id].second, dtype, tag);
   return g;
 }
 

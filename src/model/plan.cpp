@@ -372,7 +372,6 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
   if (profiles.empty()) throw ConfigError("plan: give at least one hardware profile (--hw)");
   if (o.layers < 1) throw ConfigError("plan: --layers must be >= 1");
   if (o.modes.empty()) throw ConfigError("plan: give at least one recompute mode");
-  cfg.validate();
   const int P = o.gpus;
   const std::vector<PlanCandidate> candidates = plan_candidates(cfg, o.layout, P, o.modes);
   PlanStats st;

@@ -82,12 +82,12 @@ struct PlanStats {
   double seconds = 0;
 };
 
-/// The plan of `cfg` on o.gpus GPUs for each profile. One dry run serves every order and profile
-/// of a schedule shape (the cp-tp order is the tp-cp schedule placed differently:
-/// ModelOptions::node_of), and a candidate whose weights, gradients and saved activations
-/// alone (the formulas) exceed every profile's memory is rejected without one. Throws
-/// ConfigError when no candidate is valid (each rule named) or none fits on any profile (the
-/// smallest need named).
+/// The plan of `cfg` (a valid layer: resolve_one_rank) on o.gpus GPUs for each profile. One
+/// dry run serves every order and profile of a schedule shape (the cp-tp order is the tp-cp
+/// schedule placed differently: ModelOptions::node_of), and a candidate whose weights, gradients
+/// and saved activations alone (the formulas) exceed every profile's memory is rejected without
+/// one. Throws ConfigError when no candidate is valid (each rule named) or none fits on any
+/// profile (the smallest need named).
 std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const std::vector<Hardware>& profiles,
                             PlanStats* stats = nullptr);
 

@@ -6,6 +6,7 @@
 
 #include "comm/tensor_comm.h"
 #include "kernels/attention_params.h"
+#include "layer/tokenwise.h"
 #include "parallel/allgather_attention.h"
 #include "parallel/ring_attention.h"
 #include "parallel/ulysses_attention.h"
@@ -14,9 +15,12 @@ namespace ringside {
 
 namespace {
 
+// A TP rank's parameters: the column- and row-parallel matrices (and column-parallel biases)
+// by T, the sequence-parallel ones whole.
 int64_t param_count(const LayerConfig& c, int T) {
-  const int64_t d = c.d(), qkv = (c.H + 2 * c.Hkv) / T * d, Hd = c.H / T * d, fl = c.f / T;
-  return c.h * qkv + qkv + Hd * c.h + c.h + c.h * fl + fl + fl * c.h + c.h + 4 * c.h;
+  const int64_t d = c.d(), qkv = (c.H + 2 * c.Hkv) / T * d, Hd = c.H / T * d, fl = c.f / T, F = c.fc1_width() / T;
+  const int64_t matrices = c.h * qkv + Hd * c.h + c.h * F + fl * c.h;
+  return matrices + (c.bias ? qkv + F : 0) + sequence_parallel_param_count(c);
 }
 
 // The layer's shapes on one rank of a resolved configuration.
@@ -42,10 +46,11 @@ int64_t parallel_saved_bytes(const RunPlan& plan, int rank, DType dt) {
   // Full recomputation keeps the layer's input alone (Korthikanti et al. 2022, 5: 2 s b h bytes
   // in 16-bit, here s b h elements, 1/(T C) of them on a rank).
   if (plan.recompute() == Recompute::full) return mine.b * mine.n_t * c.h * dtype_size(dt);
-  // Selective keeps x and x2 and u, not the LayerNorms' outputs and statistics nor GeLU(u).
+  // Selective keeps x and x2 and u, not the norms' outputs and statistics nor the activation g.
+  const int64_t u_t = c.fc1_width() / mine.par.tp;  // W_1's output: f_t, or SwiGLU's gate and up, 2 f_t
   int64_t elems = plan.recompute() == Recompute::selective
-                      ? mine.b * mine.n_t * 2 * c.h + mine.b * mine.n_c * mine.f_t
-                      : mine.b * mine.n_t * (4 * c.h + 4) + 2 * mine.b * mine.n_c * mine.f_t;
+                      ? mine.b * mine.n_t * 2 * c.h + mine.b * mine.n_c * u_t
+                      : mine.b * mine.n_t * (4 * c.h + 2 * c.norm_stats()) + mine.b * mine.n_c * (u_t + mine.f_t);
   if (!mine.a2a())
     elems += mine.b * mine.n_c * (2 * mine.H_t * mine.d + 2 * mine.Hkv_t * mine.d + mine.H_t);
   else
@@ -64,7 +69,7 @@ CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt) {
   const int64_t Nh = mine.b * mine.n_c * c.h;
   const int64_t ag = ring_all_gather_bytes(Nh, T, mine.at.t, dt), rs = ring_reduce_scatter_bytes(Nh, T, mine.at.t, dt);
   sent.forward += 2 * ag + 2 * rs;
-  sent.backward += 4 * ag + 2 * rs + ring_all_reduce_bytes(6 * c.h, T, mine.at.t, dt);
+  sent.backward += 4 * ag + 2 * rs + ring_all_reduce_bytes(sequence_parallel_param_count(c), T, mine.at.t, dt);
   // The attention algorithm.
   auto ring_hops = [&](int64_t kv_bytes) {
     if (R == 1) return;

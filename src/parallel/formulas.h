@@ -17,8 +17,12 @@ struct CommBytes {
 /// a padding token costs what a real one does.
 ///
 /// Saved-activation bytes of world rank `rank`, with N_t = b S / (T C) tokens between the TP
-/// blocks, N_c = b S / C in its CP shard, H_t = H/T, Hkv_t = Hkv/T and f_t = f/T:
-///   token-wise   N_t (4 h + 4) + 2 N_c f_t          (x, h1, x2, h2, LayerNorm statistics; u, g)
+/// blocks, N_c = b S / C in its CP shard, H_t = H/T, Hkv_t = Hkv/T, f_t = f/T, u_t = F/T (W_1's
+/// output: F = f, or 2 f for SwiGLU's gate and up) and z the norm's statistics per token (2
+/// LayerNorm, 1 RMSNorm):
+///   token-wise   N_t (4 h + 2 z) + N_c (u_t + f_t)  (x, h1, x2, h2, the norms' statistics; u, g)
+///                (GeLU and LayerNorm: N_t (4 h + 4) + 2 N_c f_t; SwiGLU and RMSNorm:
+///                N_t (4 h + 2) + 3 N_c f_t, since SwiGLU's backward reads gate and up)
 ///   attention, when the algorithm keeps its inputs (none, p2p, all_gather):
 ///                N_c (2 H_t d + 2 Hkv_t d + H_t)    (q, k, v, out, lse)
 ///   attention, a2a and a2a+p2p, with U n = N_c U tokens after the all-to-all and this rank's
@@ -26,14 +30,17 @@ struct CommBytes {
 ///   kv = HeadShare::kv_attended() (q, k, v, out and lse in head layout).
 /// times sizeof(T). T = P gives Korthikanti et al. 2022's 1/P of the reference; the ring and
 /// Ulysses formulas of docs/design.md are the cases C = P. Under plan.recompute():
-///   selective  token-wise N_t 2 h + N_c f_t (x, x2; u), attention as above
+///   selective  token-wise N_t 2 h + N_c u_t (x, x2; u), attention as above
 ///   full       N_t h alone (x: Korthikanti et al.'s 2 s b h per layer in 16-bit, / (T C))
 int64_t parallel_saved_bytes(const RunPlan& plan, int rank, DType dt);
 
 /// Bytes world rank `rank` sends in each phase (ring collectives' bytes from tensor_comm.h):
 ///   TP, forward: 2 all-gathers + 2 reduce-scatters of N_c h over T (Korthikanti et al. 2022,
-///     4.2.2); backward: 4 all-gathers (two re-gather the LayerNorm outputs) + 2 reduce-scatters,
-///     and an all-reduce over T of the 6 h sequence-parallel parameter gradients.
+///     4.2.2); backward: 4 all-gathers (two re-gather the norm outputs) + 2 reduce-scatters,
+///     and an all-reduce over T of the sequence-parallel parameter gradients (6 h: both
+///     LayerNorms' gamma and beta, o.bias and fc2.bias; 2 h for two RMSNorms and no biases).
+///     The TP activations are h wide whatever the MLP: SwiGLU changes none of these volumes
+///     but the gradient all-reduces below, which follow the parameter count.
 ///   p2p (R = C, or C/U under a2a+p2p): K and V pass R-1 hops forward, 2 kv, and in the
 ///     backward again plus dK/dV all R hops home, 2 kv (2R-1); kv = the block's K bytes.
 ///   all_gather: 2 all-gathers of K/V over C forward; the same again and 2 reduce-scatters of
@@ -56,8 +63,10 @@ CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt);
 int64_t parallel_forward_comm_peak(const RunPlan& plan, int rank, DType dt);
 
 /// Parameters one rank holds (and gradients it keeps), of its TP shard: W_qkv's and W_1's columns
-/// and W_o's and W_2's rows divided by T, the LayerNorms and the row-parallel biases whole:
-/// h (H + 2 Hkv) d / T + (H + 2 Hkv) d / T + H d h / T + h + 2 h f / T + f / T + h + 4 h.
+/// and W_o's and W_2's rows divided by T, the norms and the row-parallel biases whole:
+/// h (H + 2 Hkv) d / T + H d h / T + h F / T + f h / T (F = f, or 2 f for SwiGLU), with biases
+/// + (H + 2 Hkv) d / T + F / T + 2 h, and the norms' 4 h (LayerNorm) or 2 h (RMSNorm). The GPT
+/// layer: h (H + 2 Hkv) d / T + (H + 2 Hkv) d / T + H d h / T + h + 2 h f / T + f / T + h + 4 h.
 /// Replicated over CP (the same on every rank of a configuration).
 int64_t parallel_param_count(const RunPlan& plan);
 

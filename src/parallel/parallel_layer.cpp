@@ -90,7 +90,7 @@ LocalLayer parallel_layer(const RunPlan& plan, const ProcessGroups& groups, cons
     if (!attention->keeps_inputs()) q = k = v = Tensor();
     post_attention_forward(tp, attn.out, saved, ctx.ws);
   } else if (plan.recompute() == Recompute::selective) {
-    recompute_tokenwise(tp, saved);  // both LayerNorms and the GeLU
+    recompute_tokenwise(tp, saved);  // both norms and the activation
   }
   Tensor dx2;
   const Tensor da = post_attention_backward(tp, attn.out, in.dout, saved, weight_grads, dx2);
@@ -99,18 +99,14 @@ LocalLayer parallel_layer(const RunPlan& plan, const ProcessGroups& groups, cons
   res.dx = qkv_backward(tp, g.dq, g.dk, g.dv, saved, dx2, weight_grads);
 
   // Every weight is replicated over CP and each CP rank saw only its tokens: sum every gradient
-  // over CP. The sequence-parallel parameters (LayerNorms, o.bias, fc2.bias) are whole on every
+  // over CP. The sequence-parallel parameters (the norms, o.bias, fc2.bias) are whole on every
   // TP rank too, which saw only its share of the tokens: sum those over TP as well, or every rank
   // updates them differently (the classic SP bug). One packed all-reduce per group.
   trace::sublayer("grad_sync");
   if (par.cp > 1) all_reduce_packed(*groups.cp, all_of(weight_grads), ctx.comm);
   if (par.tp > 1) {
-    const std::vector<Tensor*> sp_grads = sequence_parallel_params(weight_grads);
-    if (opts.keep_partial_grads) {
-      const std::vector<Tensor*> partial = sequence_parallel_params(res.partial_grads);
-      for (size_t i = 0; i < sp_grads.size(); ++i) *partial[i] = sp_grads[i]->clone(ctx.ws);
-    }
-    all_reduce_packed(*groups.tp, sp_grads, ctx.comm);
+    if (opts.keep_partial_grads) res.partial_grads = sequence_parallel_copy(weight_grads, ctx.ws);
+    all_reduce_packed(*groups.tp, sequence_parallel_params(weight_grads), ctx.comm);
   }
   res.attention_flops = attention->flops;
   res.steps = attention->steps;

@@ -1,5 +1,8 @@
 #include "parallel/run_plan.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "core/error.h"
 #include "parallel/sharding.h"
 
@@ -8,31 +11,27 @@ namespace ringside {
 namespace {
 
 std::string summary_of(const ParallelConfig& par) {
-  const char* alone = "";  // the context-parallel attention on its own, and as one group of two
-  const char* group = "";
-  switch (par.cp_comm) {
-    case CpComm::none: return "Megatron tensor + sequence parallelism: all-gather / reduce-scatter around the TP blocks";
-    case CpComm::p2p:
-      alone = "ring attention context parallelism: K/V blocks around a ring, overlapped with compute";
-      group = "the K/V ring";
-      break;
-    case CpComm::all_gather:
-      alone = "all-gather context parallelism (Llama 3): gather K/V, attend, reduce-scatter dK/dV";
-      group = "all-gather CP";
-      break;
-    case CpComm::a2a:
-      alone = "DeepSpeed-Ulysses: all-to-all from sequence to heads around attention";
-      group = "the Ulysses all-to-all";
-      break;
-    case CpComm::a2a_p2p:
-      alone = "Ulysses x ring (USP): the all-to-all inside groups, the K/V ring across them";
-      group = "Ulysses x ring";
-      break;
-  }
-  if (par.tp == 1) return alone;
+  if (par.cp_comm == CpComm::none)
+    return "Megatron tensor + sequence parallelism: all-gather / reduce-scatter around the TP blocks";
+  // Each context-parallel attention on its own, and its name as one group of two.
+  struct Described {
+    CpComm cp_comm;
+    const char* alone;
+    const char* group;
+  };
+  static const Described kDescribed[] = {
+      {CpComm::p2p, "ring attention context parallelism: K/V blocks around a ring, overlapped with compute", "the K/V ring"},
+      {CpComm::all_gather, "all-gather context parallelism (Llama 3): gather K/V, attend, reduce-scatter dK/dV",
+       "all-gather CP"},
+      {CpComm::a2a, "DeepSpeed-Ulysses: all-to-all from sequence to heads around attention", "the Ulysses all-to-all"},
+      {CpComm::a2a_p2p, "Ulysses x ring (USP): the all-to-all inside groups, the K/V ring across them", "Ulysses x ring"},
+  };
+  const Described* d = std::find_if(std::begin(kDescribed), std::end(kDescribed),
+                                    [&](const Described& x) { return x.cp_comm == par.cp_comm; });
+  if (par.tp == 1) return d->alone;
   // The innermost group is on neighbouring ranks, which share a node.
-  return par.order == RankOrder::tp_cp ? std::string("TP + SP on neighbouring ranks, ") + group + " across the TP groups"
-                                       : std::string(group) + " on neighbouring ranks, TP + SP across them";
+  return par.order == RankOrder::tp_cp ? std::string("TP + SP on neighbouring ranks, ") + d->group + " across the TP groups"
+                                       : std::string(d->group) + " on neighbouring ranks, TP + SP across them";
 }
 
 
@@ -55,7 +54,9 @@ void check_split(const ParallelConfig& given, const ParallelConfig& r, const Lay
                       : "the all-to-all gives each rank H/U heads")
              : "TP splits the heads");
   need(cfg.Hkv, "kv heads Hkv", {{"T", T}}, "each TP rank computes Hkv/T key/value heads");
-  need(cfg.f, "ffn width f", {{"T", T}}, "each TP rank holds f/T columns of the MLP");
+  need(cfg.f, "ffn width f", {{"T", T}},
+       cfg.mlp == Mlp::swiglu ? "each TP rank holds f/T columns of SwiGLU's gate and of its up"
+                              : "each TP rank holds f/T columns of the MLP");
   // The padded sequence must fit where the real one does (BLAS's int, any machine's memory).
   LayerConfig padded = cfg;
   padded.s = packing.S, padded.docs.clear();
@@ -99,6 +100,8 @@ RunPlan resolve(const ParallelConfig& par, const LayerConfig& cfg, int P, Device
   plan.packing = std::move(packing);
   return plan;
 }
+
+RunPlan resolve_one_rank(const LayerConfig& cfg) { return resolve(ParallelConfig{}, cfg, 1); }
 
 std::vector<int64_t> RunPlan::rank_positions(int rank) const { return ringside::rank_positions(par, *ring, rank); }
 std::vector<int64_t> RunPlan::cp_positions(int c) const { return ringside::cp_positions(par, *ring, c); }

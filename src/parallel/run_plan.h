@@ -55,6 +55,9 @@ nlohmann::json config_json(const LayerConfig& cfg, const ParallelConfig& par);
 /// padding), which the CUDA kernels do not take yet. Any s splits: a length the shards do not
 /// divide is padded (sharding.h).
 RunPlan resolve(const ParallelConfig& par, const LayerConfig& cfg, int P, Device device = Device::cpu);
+/// The plan of the layer on one rank, unsplit: what the reference, the benchmarks and the planner
+/// check a layer against before they size or run it (the same rules and messages as resolve's).
+RunPlan resolve_one_rank(const LayerConfig& cfg);
 
 /// The named strategies, in the order compare runs them: tp-sp, ring, ulysses, all-gather.
 const std::vector<ParallelConfig>& strategies();
