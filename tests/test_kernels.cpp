@@ -206,6 +206,20 @@ void check_attention(const kc::AttentionParams& p, double tol_out, double tol_gr
   CHECK(rel_err(dv, dv_ref) < tol_grad);
 }
 
+// Each element of `analytic` against the central difference (loss(at + e) - loss(at - e)) / 2e
+// in that element of `at` (e = 1e-6, fp64).
+template <class Loss>
+void check_central_differences(const Vec& analytic, const Vec& at, Loss loss, double margin) {
+  REQUIRE(analytic.size() == at.size());
+  const double e = 1e-6;
+  for (size_t i = 0; i < at.size(); ++i) {
+    Vec plus = at, minus = at;
+    plus[i] += e, minus[i] -= e;
+    INFO("element " << i);
+    REQUIRE(analytic[i] == Approx((loss(plus) - loss(minus)) / (2 * e)).margin(margin));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("naive attention backward agrees with finite differences", "[kernels][attention]") {
@@ -458,18 +472,9 @@ TEST_CASE("LayerNorm forward matches the formula and backward matches finite dif
     for (int64_t i = 0; i < n * h; ++i) l += yy[i] * dy[i];
     return l;
   };
-  const double e = 1e-6;
-  for (int64_t i = 0; i < n * h; ++i) {
-    Vec xp = x, xm = x;
-    xp[i] += e, xm[i] -= e;
-    REQUIRE(dx[i] == Approx((loss(xp, gamma, beta) - loss(xm, gamma, beta)) / (2 * e)).margin(1e-7));
-  }
-  for (int64_t j = 0; j < h; ++j) {
-    Vec gp = gamma, gm = gamma, bp = beta, bm = beta;
-    gp[j] += e, gm[j] -= e, bp[j] += e, bm[j] -= e;
-    REQUIRE(dgamma[j] == Approx((loss(x, gp, beta) - loss(x, gm, beta)) / (2 * e)).margin(1e-7));
-    REQUIRE(dbeta[j] == Approx((loss(x, gamma, bp) - loss(x, gamma, bm)) / (2 * e)).margin(1e-7));
-  }
+  check_central_differences(dx, x, [&](const Vec& xx) { return loss(xx, gamma, beta); }, 1e-7);
+  check_central_differences(dgamma, gamma, [&](const Vec& gg) { return loss(x, gg, beta); }, 1e-7);
+  check_central_differences(dbeta, beta, [&](const Vec& bb) { return loss(x, gamma, bb); }, 1e-7);
 }
 
 TEST_CASE("RMSNorm forward matches the formula and backward matches finite differences", "[kernels][rmsnorm]") {
@@ -493,17 +498,10 @@ TEST_CASE("RMSNorm forward matches the formula and backward matches finite diffe
     for (int64_t i = 0; i < n * h; ++i) l += yy[i] * dy[i];
     return l;
   };
-  const double e = 1e-6;
-  for (int64_t i = 0; i < n * h; ++i) {
-    Vec xp = x, xm = x;
-    xp[i] += e, xm[i] -= e;
-    REQUIRE(dx[i] == Approx((loss(xp, gamma) - loss(xm, gamma)) / (2 * e)).margin(1e-7));
-  }
-  for (int64_t j = 0; j < h; ++j) {
-    Vec gp = gamma, gm = gamma;
-    gp[j] += e, gm[j] -= e;
-    REQUIRE(dgamma[j] - 0.5 == Approx((loss(x, gp) - loss(x, gm)) / (2 * e)).margin(1e-7));
-  }
+  check_central_differences(dx, x, [&](const Vec& xx) { return loss(xx, gamma); }, 1e-7);
+  Vec added = dgamma;  // what the backward added to the 0.5 it found
+  for (double& g : added) g -= 0.5;
+  check_central_differences(added, gamma, [&](const Vec& gg) { return loss(x, gg); }, 1e-7);
 }
 
 TEST_CASE("SwiGLU is SiLU(gate) * up and its backward matches finite differences", "[kernels][swiglu]") {
@@ -524,12 +522,7 @@ TEST_CASE("SwiGLU is SiLU(gate) * up and its backward matches finite differences
     for (int64_t i = 0; i < n * f; ++i) l += gg[i] * dg[i];
     return l;
   };
-  const double e = 1e-6;
-  for (int64_t i = 0; i < n * 2 * f; ++i) {  // the gate's columns and the up's
-    Vec up = u, um = u;
-    up[i] += e, um[i] -= e;
-    REQUIRE(du[i] == Approx((loss(up) - loss(um)) / (2 * e)).margin(1e-8));
-  }
+  check_central_differences(du, u, loss, 1e-8);  // the gate's columns and the up's
 }
 
 TEST_CASE("float SwiGLU (vectorised sigmoid) is within float rounding of the fp64 one, and deterministic", "[kernels][swiglu]") {

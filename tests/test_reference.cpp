@@ -297,6 +297,15 @@ TEST_CASE("invalid configurations are rejected with a clear error", "[reference]
   bad([](LayerConfig& c) { c.b = 1 << 20, c.s = 1 << 12; }, "exceeds 2^31 - 1");  // 2^32 tokens
   bad([](LayerConfig& c) { c.dropout = 1.0 - 1e-9; }, "24-bit resolution");
   bad([](LayerConfig& c) { c.dropout = std::nan(""); }, "[0, 1), got nan");
+  // SwiGLU's W1 is [h, 2f], one GEMM: 2f must fit BLAS's int where f alone does.
+  bad([](LayerConfig& c) { c.h = 2, c.H = 1, c.Hkv = 1, c.s = 1, c.f = 1 << 30, c.mlp = Mlp::swiglu; },
+      "h and 2f must be below 2^31 (BLAS's int): SwiGLU's W1 is [h, 2f]");
+  LayerConfig gelu_wide;
+  gelu_wide.h = 2, gelu_wide.H = 1, gelu_wide.Hkv = 1, gelu_wide.s = 1, gelu_wide.f = 1 << 30;
+  CHECK_NOTHROW(gelu_wide.validate());
+  // The element bound names the width it used: 2f with SwiGLU (1e6 tokens x 1.2e9 = 1.2e15).
+  bad([](LayerConfig& c) { c.s = 1000000, c.h = 32, c.H = 4, c.Hkv = 2, c.f = 600000000, c.mlp = Mlp::swiglu; },
+      "b * s * max(3h, 2f) = 1.2e+15 elements is beyond any machine (1e15)");
   CHECK_THROWS_WITH(parse_norm("batchnorm"), "unknown norm 'batchnorm' (layernorm or rmsnorm)");
   CHECK_THROWS_WITH(parse_mlp("relu"), "unknown MLP 'relu' (gelu or swiglu)");
   CHECK(parse_norm(to_string(Norm::rmsnorm)) == Norm::rmsnorm);

@@ -103,9 +103,11 @@ void prepare_dump_dir(const std::string& dir, const LayerConfig& cfg);
 /// mask): x, dout, the weights and the dropout masks (drawn from cfg's seed), and out, grad.x
 /// and grad.<param>, all over the s real tokens. Whole or not at all: written into a fresh
 /// directory inside DIR, then moved in under a lock on DIR, the manifest last. Throws
-/// ringside::Error on any write failure (DIR then as it was).
+/// ringside::Error on any write failure (DIR then as it was). A parameter's files that a dump of
+/// another layer left in DIR (ln1.beta.npy beside an RMSNorm dump, say) are removed with the
+/// last rename, so DIR holds one dump. Returns the number of .npy files written.
 /// `config` is the manifest's "config" (a run's RunPlan::config_json, or the layer's).
-void write_dump(const std::string& dir, const LayerConfig& cfg, const nlohmann::json& config, const Packing& packing,
+size_t write_dump(const std::string& dir, const LayerConfig& cfg, const nlohmann::json& config, const Packing& packing,
                 const Tensor& out, const Tensor& dx, const LayerWeights& grads, const std::string& producer);
 
 /// Options of `ringside compare` and `ringside run`.

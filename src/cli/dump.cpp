@@ -3,6 +3,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +31,21 @@ std::vector<std::string> dump_files(const LayerConfig& cfg) {
   for (auto& [name, shape] : weight_shapes(cfg)) files.push_back("grad." + name + ".npy");
   files.push_back("manifest.json");
   return files;
+}
+
+// The files of parameters that a dump of another layer writes and this one does not (beta,
+// the biases), found in dir as regular files: the leftovers of an earlier dump.
+std::vector<std::string> stale_files(const std::vector<std::string>& written, const std::filesystem::path& dir) {
+  std::vector<std::string> stale;
+  LayerWeights every;
+  for (auto& [name, slot] : every.slots())
+    for (const std::string& f : {name + ".npy", "grad." + name + ".npy"}) {
+      std::error_code ec;
+      if (std::find(written.begin(), written.end(), f) == written.end() &&
+          std::filesystem::is_regular_file(std::filesystem::symlink_status(dir / f, ec)))
+        stale.push_back(f);
+    }
+  return stale;
 }
 
 // The attention mask, as an oracle needs it to rebuild it: the documents as FlashAttention's
@@ -78,7 +94,7 @@ void prepare_dump_dir(const std::string& d, const LayerConfig& cfg) {
 // Whole dumps: the files are written into a fresh directory inside DIR, then moved into DIR,
 // the manifest last, under a lock on DIR. A dump that fails partway (a full disk) leaves DIR
 // as it was, and two dumps into one DIR never mix their files.
-void write_dump(const std::string& d, const LayerConfig& cfg, const nlohmann::json& config, const Packing& packing,
+size_t write_dump(const std::string& d, const LayerConfig& cfg, const nlohmann::json& config, const Packing& packing,
                 const Tensor& out,
                 const Tensor& dx, const LayerWeights& grads, const std::string& producer) {
   namespace fs = std::filesystem;
@@ -128,9 +144,12 @@ void write_dump(const std::string& d, const LayerConfig& cfg, const nlohmann::js
     ::usleep(100000);
   }
   const output::SignalsHeld held;
-  for (const std::string& f : dump_files(cfg))
+  const std::vector<std::string> written = dump_files(cfg);
+  for (const std::string& f : written)
     if (::rename((staging / f).c_str(), (dir / f).c_str()) != 0)
       throw Error(detail::concat("--dump: cannot write ", (dir / f).string(), ": ", std::strerror(errno)));
+  for (const std::string& f : stale_files(written, dir)) fs::remove(dir / f);
+  return written.size() - 1;  // all but the manifest
 }
 
 }  // namespace ringside::cli

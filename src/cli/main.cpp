@@ -79,9 +79,9 @@ int reference_command(LayerConfig cfg, const cli::RunChoices& choices, const std
     status = ok ? 0 : 1;
   }
   if (dump_dir) {
-    write_dump(*dump_dir, cfg, config_json(cfg, choices.applied_to({})), Packing(cfg), r.out, r.dx, r.grads, "reference");
-    std::printf("  dump       %s/manifest.json and %zu .npy files\n", dump_dir->c_str(),
-                4 + 12 + named_results(r.out, r.dx, r.grads).size());
+    const size_t files =
+        write_dump(*dump_dir, cfg, config_json(cfg, choices.applied_to({})), Packing(cfg), r.out, r.dx, r.grads, "reference");
+    std::printf("  dump       %s/manifest.json and %zu .npy files\n", dump_dir->c_str(), files);
   }
   return status;
 }

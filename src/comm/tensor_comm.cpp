@@ -231,13 +231,23 @@ static std::vector<int64_t> offsets(const std::vector<int64_t>& counts) {
   return off;
 }
 
+namespace {
+// The all-to-all's send and receive buffers: communication memory, freed when it returns, not
+// the activations it produces.
+AllocTag comm_buffers(AllocTag tag) {
+  tag.category = MemCategory::comm;
+  return tag;
+}
+}  // namespace
+
 Tensor seq_to_heads(Communicator& comm, const Tensor& t, const HeadRanges& heads, AllocTag tag) {
   const int U = comm.size(), me = comm.rank();
   const int64_t b = t.dim(0), n = t.dim(1), X = t.dim(2), d = t.dim(3), cm = heads[me].second, es = dtype_size(t.dtype());
   std::vector<int64_t> send_counts, recv_counts(U, b * n * cm * d);
   for (const auto& [first, count] : heads) send_counts.push_back(b * n * count * d);
   const std::vector<int64_t> soff = offsets(send_counts), roff = offsets(recv_counts);
-  Tensor send = Tensor::empty({soff[U]}, t.dtype(), tag), recv = Tensor::empty({roff[U]}, t.dtype(), tag);
+  const AllocTag buffers = comm_buffers(tag);
+  Tensor send = Tensor::empty({soff[U]}, t.dtype(), buffers), recv = Tensor::empty({roff[U]}, t.dtype(), buffers);
   {
     trace::Span copy("all_to_all pack", trace::Kind::memory, 0, 2 * send.nbytes());
     for (int j = 0; j < U && !send.is_dry(); ++j)  // to rank j: its heads of our tokens
@@ -259,7 +269,8 @@ Tensor heads_to_seq(Communicator& comm, Backend& be, const Tensor& t, int64_t H,
   std::vector<int64_t> send_counts(U, b * n * cm * d), recv_counts;
   for (const auto& [first, count] : heads) recv_counts.push_back(b * n * count * d);
   const std::vector<int64_t> roff = offsets(recv_counts);
-  Tensor send = Tensor::empty({U * b * n * cm * d}, t.dtype(), tag), recv = Tensor::empty({roff[U]}, t.dtype(), tag);
+  const AllocTag buffers = comm_buffers(tag);
+  Tensor send = Tensor::empty({U * b * n * cm * d}, t.dtype(), buffers), recv = Tensor::empty({roff[U]}, t.dtype(), buffers);
   {
     trace::Span copy("all_to_all pack", trace::Kind::memory, 0, 2 * send.nbytes());
     for (int j = 0; j < U && !send.is_dry(); ++j)  // to rank j: its tokens, our heads
@@ -278,7 +289,7 @@ Tensor heads_to_seq(Communicator& comm, Backend& be, const Tensor& t, int64_t H,
                 heads[j].second * d * es, heads[j].second * d * es, b * n);
       continue;
     }
-    Tensor part = Tensor::empty({b, n, heads[j].second, d}, t.dtype(), tag);
+    Tensor part = Tensor::empty({b, n, heads[j].second, d}, t.dtype(), buffers);
     copy_bytes(part.raw_data(), block, part.nbytes());
     add_into_heads(be, out, heads[j].first, part);
   }

@@ -72,8 +72,9 @@ using HeadRanges = std::vector<std::pair<int64_t, int64_t>>;
 /// t [b, n, H, d] (our n tokens, all H heads) -> [b, U n, c, d] (the group's U n tokens in rank
 /// order, our c = heads[comm.rank()].second heads), tagged `tag`. Rank j is sent heads[j] of our
 /// tokens: b n heads[j].second d elements, times dtype_size bytes (our own block is copied, not
-/// sent). The send and receive buffers are tagged `tag` too. Throws CommError when the exchange
-/// fails (communicator.h).
+/// sent). The send and receive buffers are communication memory (MemCategory::comm), 2 b n H d
+/// elements with even heads, freed on return. Throws CommError when the exchange fails
+/// (communicator.h).
 Tensor seq_to_heads(Communicator& comm, const Tensor& t, const HeadRanges& heads, AllocTag tag);
 /// The inverse: t [b, U n, c, d] (the group's tokens, our heads) -> [b, n, H, d] (our tokens, all
 /// H heads), tagged `tag`. Rank j is sent its n tokens of our heads, b n c d elements. A head

@@ -146,10 +146,15 @@ void LayerConfig::validate() const {
   // int64 with room to spare: reject sizes past either before anything is allocated.
   constexpr int64_t kMaxDim = 2147483647;
   if (b > kMaxDim / s) fail("b * s = " + num(double(b) * double(s)) + " tokens exceeds 2^31 - 1 (BLAS's int)");
-  if (h > kMaxDim || f > kMaxDim) fail("h and f must be below 2^31 (BLAS's int)");
-  const double widest = double(std::max({h, 3 * h, mlp == Mlp::swiglu ? 2 * f : f}));
+  const char* F = mlp == Mlp::swiglu ? "2f" : "f";  // W1's width: SwiGLU's gate and up in one GEMM
+  if (h > kMaxDim || fc1_width() > kMaxDim)
+    fail(detail::concat("h and ", F, " must be below 2^31 (BLAS's int)", mlp == Mlp::swiglu ? ": SwiGLU's W1 is [h, 2f]" : ""));
+  // The widest activation: the QKV projection's (at most 3h) or W1's output. (3h stays far
+  // below 2^31 wherever the weights' bound below holds.)
+  const double widest = double(std::max(3 * h, fc1_width()));
   if (double(b) * double(s) * widest > 1e15)
-    fail("b * s * max(h, f) = " + num(double(b) * double(s) * double(std::max(h, f))) + " elements is beyond any machine");
+    fail(detail::concat("b * s * max(3h, ", F, ") = ", num(double(b) * double(s) * widest),
+                        " elements is beyond any machine (1e15)"));
   // The weights too: h (3h + 2f) parameters (h (3h + 3f) with SwiGLU), whose bytes a memory
   // tracker counts in int64.
   const double mlp_matrices = mlp == Mlp::swiglu ? 3.0 : 2.0;

@@ -113,13 +113,16 @@ int64_t parallel_forward_comm_peak(const RunPlan& plan, int rank, DType dt) {
   const int64_t elem_bytes = dtype_size(dt);
   // TP's g-bar: the ring reduce-scatter's incoming chunk and two partial sums, N_t h each.
   const int64_t tp = mine.par.tp > 1 ? 3 * mine.b * mine.n_t * c.h * elem_bytes : 0;
+  // The all-to-all of q (and of the output back): its send and receive buffers, N_c H_t d each;
+  // k's and v's are no larger.
+  const int64_t a2a = 2 * mine.b * mine.n_c * mine.H_t * mine.d * elem_bytes;
   int64_t attention = 0;
   switch (mine.par.cp_comm) {
-    case CpComm::none:
-    case CpComm::a2a: break;  // the all-to-all's buffers are the activations it produces
+    case CpComm::none: break;
+    case CpComm::a2a: attention = a2a; break;
     case CpComm::p2p: attention = 4 * mine.b * mine.n_c * mine.Hkv_t * mine.d * elem_bytes; break;
-    case CpComm::a2a_p2p:
-      attention = 4 * mine.par.a2a_size() * mine.b * mine.n_c * mine.heads.kv_attended() * mine.d * elem_bytes;
+    case CpComm::a2a_p2p:  // the all-to-all, then the ring of head-layout K/V blocks
+      attention = std::max(a2a, 4 * mine.par.a2a_size() * mine.b * mine.n_c * mine.heads.kv_attended() * mine.d * elem_bytes);
       break;
     case CpComm::all_gather:
       attention = allgather_kv_bytes(c.b, mine.S, mine.Hkv_t, mine.d, dt) * 3 / 2;  // K, V, and V's gather buffer

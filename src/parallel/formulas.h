@@ -58,7 +58,8 @@ CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt);
 ///     (a2a+p2p: 4 U N_c kv d, the ring's block after the all-to-all);
 ///   all_gather: the whole sequence's K and V, 2 b S Hkv_t d (Llama 3's price, allgather_kv_bytes),
 ///     plus V's gather buffer before it is put in sequence order, b S Hkv_t d;
-///   a2a: none (its buffers are the activations it produces).
+///   a2a: the all-to-all of q's send and receive buffers, 2 N_c H_t d (k's and v's are no
+///     larger); a2a+p2p: the larger of that and the ring's.
 /// times sizeof(T).
 int64_t parallel_forward_comm_peak(const RunPlan& plan, int rank, DType dt);
 
