@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks facts about a `ringside plan --json` file, for CTest.
 
-plan_facts.py FILE [--winner NAME] [--ranked-tp T] [--ranked-recompute MODE]
+plan_facts.py FILE [--winner NAME] [--place NAME:RANK:STEP ...] [--ranked-tp T] [--ranked-recompute MODE]
   --winner            the first profile's first ranked row is NAME
+  --place             NAME is ranked RANK (from 1) on the first profile, its step STEP seconds
+                      to the 2 decimals given (the README's figures)
   --ranked-tp         every ranked row of the first profile has TP degree T
   --ranked-recompute  every ranked row of the first profile recomputes MODE
 Also checks every plan's rows: ranked ones first, by step time, each with a reason; rejected
@@ -15,6 +17,7 @@ import sys
 ap = argparse.ArgumentParser()
 ap.add_argument("file")
 ap.add_argument("--winner")
+ap.add_argument("--place", action="append", default=[])
 ap.add_argument("--ranked-tp", type=int)
 ap.add_argument("--ranked-recompute")
 a = ap.parse_args()
@@ -38,6 +41,12 @@ for plan in js["plans"]:
 first = [r for r in js["plans"][0]["rows"] if r["status"] == "ranked"]
 if a.winner and (not first or first[0]["name"] != a.winner):
     fails.append(f"winner {first[0]['name'] if first else None}, expected {a.winner}")
+for place in a.place:
+    name, rank, step = place.rsplit(":", 2)
+    at = [i for i, r in enumerate(first) if r["name"] == name]
+    if not at or at[0] + 1 != int(rank) or f"{first[at[0]]['step_s']:.2f}" != step:
+        got = f"#{at[0] + 1}, {first[at[0]]['step_s']:.2f} s" if at else "not ranked"
+        fails.append(f"{name}: {got}, expected #{rank}, {step} s")
 if a.ranked_tp is not None and any(r["tp"] != a.ranked_tp for r in first):
     fails.append(f"a ranked row with tp != {a.ranked_tp}")
 if a.ranked_recompute and any(r["recompute"] != a.ranked_recompute for r in first):

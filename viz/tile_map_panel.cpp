@@ -51,7 +51,9 @@ void App::draw_tile_map(const Loaded& t, const TileMap& m, double head, const st
       if (cell >= 14 && tile.rank >= 0) dl->AddText(ImVec2(a.x + 2, b.y - 13), IM_COL32(0, 0, 0, 255), std::to_string(tile.step).c_str());
     }
   ImGui::Dummy(ImVec2(cell * float(m.blocks), cell * float(m.blocks)));
+  ImGui::PushTextWrapPos(0.0f);  // wrapped at the panel's edge, never cut off
   ImGui::TextDisabled("rows: query blocks, columns: key blocks; dark: masked; shaded: partly masked; faint: not yet computed");
+  ImGui::PopTextWrapPos();
   if (m.strategy == "ulysses") return;
   int P = 0;
   for (const Tile& tile : m.tiles) P = std::max(P, tile.rank + 1);
