@@ -35,7 +35,7 @@ namespace {
 
 int reference_command(LayerConfig cfg, const cli::RunChoices& choices, const std::string& dtype, bool check,
                       const std::optional<std::string>& dump_dir) {
-  resolve_one_rank(cfg);  // the layer's rules, before any work
+  const RunPlan one = resolve_one_rank(cfg);  // the layer's rules, before any work; its unsplit packing
   if (cfg.dropout == 0) cfg.dropout = 0.0;  // print and save -0 as 0
   const bool f64 = dtype == "f64";
   const DType dt = f64 ? DType::f64 : DType::f32;
@@ -80,7 +80,7 @@ int reference_command(LayerConfig cfg, const cli::RunChoices& choices, const std
   }
   if (dump_dir) {
     const size_t files =
-        write_dump(*dump_dir, cfg, config_json(cfg, choices.applied_to({})), Packing(cfg), r.out, r.dx, r.grads, "reference");
+        write_dump(*dump_dir, cfg, config_json(cfg, choices.applied_to({})), *one.packing, r.out, r.dx, r.grads, "reference");
     std::printf("  dump       %s/manifest.json and %zu .npy files\n", dump_dir->c_str(), files);
   }
   return status;
