@@ -1,0 +1,146 @@
+// The whole step's pieces (issue 40): the pipeline simulated against the closed-form bubbles of
+// Narayanan et al. 2021, ZeRO's memory against the paper's own figures, and the data-parallel
+// collectives against the ring formulas.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <tuple>
+
+#include "core/error.h"
+#include "model/collectives.h"
+#include "model/pipeline.h"
+#include "model/zero.h"
+
+using namespace ringside;
+using namespace ringside::model;
+
+namespace {
+
+PipelineSpec spec(int pp, int m, int vp, double forward_s, double backward_s, double p2p_s = 0) {
+  PipelineSpec s;
+  s.pp = pp, s.microbatches = m, s.vp = vp, s.forward_s = forward_s, s.backward_s = backward_s, s.p2p_s = p2p_s;
+  return s;
+}
+
+// Every (microbatch, chunk) runs its forward once and its backward once on each rank, the
+// forward first, and no two ops of a rank overlap.
+void check_complete(const PipelineRun& run, const PipelineSpec& s) {
+  REQUIRE(int(run.ranks.size()) == s.pp);
+  for (int r = 0; r < s.pp; ++r) {
+    INFO("rank " << r);
+    std::set<std::tuple<bool, int, int>> seen;
+    double free_at = 0;
+    for (const PipelineOp& op : run.ranks[r]) {
+      CHECK(op.start_s >= free_at);
+      free_at = op.end_s;
+      CHECK(seen.insert({op.forward, op.microbatch, op.chunk}).second);
+      if (!op.forward) CHECK(seen.count({true, op.microbatch, op.chunk}) == 1);
+    }
+    CHECK(int(seen.size()) == 2 * s.microbatches * s.vp);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("1F1B: the simulated bubble is (PP - 1) / m, and stage r holds min(PP - r, m) microbatches", "[pipeline]") {
+  for (auto [pp, m] : {std::pair{2, 1}, {2, 8}, {4, 4}, {4, 8}, {3, 7}, {8, 16}, {16, 64}, {8, 3}}) {
+    // A backward twice the forward, as the GEMMs' dX and dW make it.
+    const PipelineSpec s = spec(pp, m, 1, 1.0, 2.0);
+    INFO("PP " << pp << " m " << m);
+    const PipelineRun run = simulate_pipeline(s);
+    check_complete(run, s);
+    CHECK(run.ideal_s == 3.0 * m);
+    CHECK(run.step_s == Approx(3.0 * (m + pp - 1)).epsilon(1e-12));
+    CHECK(run.bubble_fraction() == Approx(double(pp - 1) / m).epsilon(1e-12));
+    for (int r = 0; r < pp; ++r) CHECK(run.peak_in_flight[r] == std::min(pp - r, m));
+  }
+}
+
+TEST_CASE("interleaved 1F1B: the bubble shrinks to (PP - 1) / (m VP), at more microbatches in flight", "[pipeline]") {
+  for (auto [pp, m, vp] : {std::tuple{2, 2, 2}, {4, 4, 2}, {4, 8, 2}, {4, 8, 4}, {8, 16, 2}, {8, 8, 3}}) {
+    // A chunk of L / (PP VP) layers: 1/VP of the stage's work each.
+    const PipelineSpec s = spec(pp, m, vp, 1.0 / vp, 2.0 / vp);
+    INFO("PP " << pp << " m " << m << " VP " << vp);
+    const PipelineRun run = simulate_pipeline(s);
+    check_complete(run, s);
+    CHECK(run.ideal_s == Approx(3.0 * m));
+    CHECK(run.bubble_fraction() == Approx(double(pp - 1) / (double(m) * vp)).epsilon(1e-12));
+    // Rank 0 warms up with 2 (PP - 1) + (VP - 1) PP forwards, then holds one more.
+    CHECK(run.peak_in_flight[0] == std::min(2 * (pp - 1) + (vp - 1) * pp + 1, m * vp));
+  }
+}
+
+TEST_CASE("the pipeline waits for the transfers between stages", "[pipeline]") {
+  // PP 2, one microbatch: F on rank 0, send, F and B on rank 1, send back, B on rank 0.
+  const PipelineRun one = simulate_pipeline(spec(2, 1, 1, 1.0, 2.0, 0.25));
+  CHECK(one.step_s == Approx(2 * 1.0 + 2 * 2.0 + 2 * 0.25));
+  const PipelineOp& b0 = one.ranks[0].back();
+  CHECK_FALSE(b0.forward);
+  CHECK(b0.start_s == Approx(1.0 + 0.25 + 1.0 + 2.0 + 0.25));
+  // More stages, more hops: the transfers lengthen the step, never shorten it.
+  const double without = simulate_pipeline(spec(4, 8, 2, 0.5, 1.0)).step_s;
+  CHECK(simulate_pipeline(spec(4, 8, 2, 0.5, 1.0, 0.1)).step_s > without);
+}
+
+TEST_CASE("the pipeline's bad input: one clear error each", "[pipeline]") {
+  CHECK_THROWS_WITH(simulate_pipeline(spec(1, 4, 2, 1, 2)), Catch::Contains("VP = 2 model chunks need PP > 1"));
+  CHECK_THROWS_WITH(simulate_pipeline(spec(4, 6, 2, 1, 2)),
+                    Catch::Contains("the interleaved schedule needs m divisible by PP, but m = 6 and PP = 4"));
+  CHECK_THROWS_AS(simulate_pipeline(spec(0, 4, 1, 1, 2)), ConfigError);
+  CHECK_THROWS_AS(simulate_pipeline(spec(2, 0, 1, 1, 2)), ConfigError);
+  CHECK_THROWS_AS(simulate_pipeline(spec(2, 4, 1, -1, 2)), ConfigError);
+}
+
+TEST_CASE("ZeRO: a GPU's weights, gradients and Adam state, as the paper's Figure 1 gives them", "[pipeline][zero]") {
+  // Rajbhandari et al. 2020, Figure 1: Ψ = 7.5 B parameters, N_d = 64, K = 12:
+  // 120 GB, 31.4 GB, 16.6 GB and 1.9 GB for the baseline and ZeRO stages 1, 2 and 3.
+  const double psi = 7.5e9;
+  const double published[] = {120e9, 31.4e9, 16.6e9, 1.9e9};
+  const double exact[] = {16 * psi, 4 * psi + 12 * psi / 64, 2 * psi + 14 * psi / 64, 16 * psi / 64};
+  for (int stage = 0; stage <= 3; ++stage) {
+    INFO("stage " << stage);
+    const ZeroStateBytes b = zero_state_bytes(psi, 64, stage);
+    CHECK(b.total() == Approx(exact[stage]).epsilon(1e-15));
+    CHECK(b.total() == Approx(published[stage]).epsilon(0.03));  // the paper rounds to 0.1 GB
+  }
+  const ZeroStateBytes two = zero_state_bytes(psi, 64, 2);
+  CHECK(two.weights == 2 * psi);
+  CHECK(two.grads == 2 * psi / 64);
+  CHECK(two.optimizer == 12 * psi / 64);
+  CHECK(zero_state_bytes(psi, 1, 3).total() == zero_state_bytes(psi, 1, 0).total());  // N_d = 1 shards nothing
+  CHECK_THROWS_WITH(zero_state_bytes(psi, 64, 4), "ZeRO stage 4 is not 0, 1, 2 or 3");
+  CHECK_THROWS_AS(zero_state_bytes(psi, 0, 1), ConfigError);
+}
+
+TEST_CASE("collectives in closed form: the ring inside a node, hierarchical across nodes", "[pipeline][collectives]") {
+  const Hardware hw = load_hardware("h100-nvlink");
+  const ModelOptions o;  // the achieved rates
+  const double busbw_in = hw.intra_bandwidth * hw.efficiency.intra_link, busbw_out = hw.inter_bandwidth * hw.efficiency.inter_link;
+  const double S = 1 << 30;  // 1 GiB of gradients
+  // Inside one node of 8: the ring formula, 2 (N - 1) / N S / busbw for an all-reduce, plus a
+  // latency a step (nccl-tests' busbw definition).
+  const GroupSpan node = group_span(8, 1, 8);
+  REQUIRE(node.nodes() == 1);
+  CHECK(collective_seconds(Collective::all_reduce, S, node, hw, o) ==
+        Approx(2.0 * 7 / 8 * S / busbw_in + 2 * 7 * hw.intra_latency_s).epsilon(1e-12));
+  CHECK(collective_seconds(Collective::reduce_scatter, S, node, hw, o) ==
+        Approx(7.0 / 8 * S / busbw_in + 7 * hw.intra_latency_s).epsilon(1e-12));
+  CHECK(inter_node_bytes(Collective::all_reduce, S, node) == 0);
+  // Data parallelism outermost over 64 GPUs, TP 8 inside: one member a node, all across.
+  const GroupSpan dp = group_span(64, 8, 8);
+  REQUIRE((dp.per_node == 1 && dp.nodes() == 64));
+  CHECK(collective_seconds(Collective::all_reduce, S, dp, hw, o) ==
+        Approx(2.0 * 63 / 64 * S / busbw_out + 2 * 63 * hw.inter_latency_s).epsilon(1e-12));
+  // A group of 32 on 4 whole nodes: the 8-ring inside, the 4-ring across on S / 8, the 8-ring again.
+  const GroupSpan wide = group_span(32, 1, 8);
+  REQUIRE((wide.per_node == 8 && wide.nodes() == 4));
+  const double inside = 7 * (hw.intra_latency_s + S / 8 / busbw_in);
+  const double across = 2 * 3 * (hw.inter_latency_s + S / 8 / 4 / busbw_out);
+  CHECK(collective_seconds(Collective::all_reduce, S, wide, hw, o) == Approx(2 * inside + across).epsilon(1e-12));
+  CHECK(inter_node_bytes(Collective::all_reduce, S, wide) == Approx(2.0 * 3 / 4 * S / 8));
+  // TP's all-gather spanning nodes (its 8 members 8 ranks apart) is slower than inside one.
+  CHECK(collective_seconds(Collective::all_gather, S, group_span(8, 8, 8), hw, o) >
+        5 * collective_seconds(Collective::all_gather, S, node, hw, o));
+  CHECK(collective_seconds(Collective::all_reduce, S, group_span(1, 1, 8), hw, o) == 0);
+  CHECK_THROWS_WITH(group_span(4, 3, 8), Catch::Contains("sit unevenly"));
+}
