@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "model/collectives.h"
 #include "model/pipeline.h"
+#include "model/step.h"
 #include "model/zero.h"
 
 using namespace ringside;
@@ -143,4 +144,70 @@ TEST_CASE("collectives in closed form: the ring inside a node, hierarchical acro
         5 * collective_seconds(Collective::all_gather, S, node, hw, o));
   CHECK(collective_seconds(Collective::all_reduce, S, group_span(1, 1, 8), hw, o) == 0);
   CHECK_THROWS_WITH(group_span(4, 3, 8), Catch::Contains("sit unevenly"));
+}
+
+TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and memory", "[pipeline][step]") {
+  const Hardware hw = load_hardware("h100-nvlink");
+  const ModelOptions o;
+  LayerCost layer;
+  layer.forward_s = 1e-3, layer.backward_s = 2e-3, layer.params = 1e8, layer.saved_bytes = 1e9, layer.p2p_bytes = 64e6;
+  SECTION("no pipeline, no data parallelism: m microbatches of L layers, then Adam over every parameter") {
+    StepConfig c;
+    c.layers = 32, c.microbatches = 4;
+    const StepCost s = model_step(c, layer, hw, o);
+    CHECK(s.pipeline_s == Approx(4 * 32 * 3e-3));
+    CHECK(s.bubble_fraction == Approx(0).margin(1e-12));
+    CHECK(s.dp_s == 0);
+    CHECK(s.optimizer_s == Approx(hw.efficiency.launch_s + 28 * 32e8 / (hw.memory_bandwidth * hw.efficiency.memory_fraction)));
+    CHECK(s.step_s == Approx(s.pipeline_s + s.optimizer_s));
+    CHECK(s.state.total() == Approx(16 * 32e8));       // 2 + 2 + 12 bytes a parameter, unsharded
+    CHECK(s.activation_bytes == Approx(32 * 1e9));    // one microbatch in flight, every layer
+  }
+  SECTION("1F1B over 4 stages: the first stage holds PP microbatches of L / PP layers, L layers' worth") {
+    StepConfig c;
+    c.layers = 32, c.pp = 4, c.microbatches = 8;
+    const StepCost s = model_step(c, layer, hw, o);
+    CHECK(s.activation_bytes == Approx(32 * 1e9));  // Korthikanti et al. 2022, 4.2.3: independent of PP
+    CHECK(s.state.total() == Approx(16 * 8e8));      // its 8 layers
+    // The transfers between stages lengthen the bubble past (PP - 1) / m.
+    CHECK(s.bubble_fraction > 3.0 / 8);
+    PipelineSpec p;
+    p.pp = 4, p.microbatches = 8, p.forward_s = 8e-3, p.backward_s = 16e-3;
+    p.p2p_s = transfer_seconds(64e6, false, hw, o);
+    CHECK(s.pipeline_s == Approx(simulate_pipeline(p).step_s));
+    c.vp = 2;  // interleaved: a smaller bubble, more in flight
+    const StepCost v = model_step(c, layer, hw, o);
+    CHECK(v.bubble_fraction < s.bubble_fraction);
+    CHECK(v.activation_bytes == Approx((2 * 3 + 4 + 1) * 4 * 1e9));  // 11 chunks of 4 layers
+  }
+  SECTION("data parallelism over 64 nodes: ZeRO 1 reduce-scatters the gradients and all-gathers the weights") {
+    StepConfig c;
+    c.layers = 32, c.microbatches = 4, c.dp = 64, c.zero = 1, c.dp_span = group_span(64, 8, 8);
+    c.overlap_grad_reduce = false;
+    const double bytes = 2 * 32e8;
+    const double rs = collective_seconds(Collective::reduce_scatter, bytes, c.dp_span, hw, o);
+    const double ag = collective_seconds(Collective::all_gather, bytes, c.dp_span, hw, o);
+    const StepCost s = model_step(c, layer, hw, o);
+    CHECK(s.dp_s == Approx(rs + ag));
+    CHECK(s.dp_exposed_s == Approx(rs + ag));
+    CHECK(s.optimizer_s == Approx(hw.efficiency.launch_s + 28 * 32e8 / 64 / (hw.memory_bandwidth * hw.efficiency.memory_fraction)));
+    CHECK(s.state.optimizer == Approx(12 * 32e8 / 64));
+    // Overlapped with the last backward: a long one (32 layers x 10 ms) hides all but the last
+    // of the 4 buckets; a short one (32 x 2 ms = 64 ms) leaves exposed what outlasts it.
+    c.overlap_grad_reduce = true;
+    LayerCost slow = layer;
+    slow.backward_s = 10e-3;
+    REQUIRE(rs > 32 * 2e-3);
+    REQUIRE(rs < 32 * 10e-3);
+    CHECK(model_step(c, slow, hw, o).dp_exposed_s == Approx(rs / 4 + ag));
+    CHECK(model_step(c, layer, hw, o).dp_exposed_s == Approx(rs - 32 * 2e-3 + ag));
+    // ZeRO 0 all-reduces, and gathers nothing after.
+    c.zero = 0, c.overlap_grad_reduce = false;
+    CHECK(model_step(c, layer, hw, o).dp_s == Approx(collective_seconds(Collective::all_reduce, bytes, c.dp_span, hw, o)));
+  }
+  StepConfig bad;
+  bad.layers = 30, bad.pp = 4;
+  CHECK_THROWS_WITH(model_step(bad, layer, hw, o), "PP = 4 must divide the L = 30 layers (uneven stages are not modeled)");
+  bad.layers = 32, bad.vp = 3;
+  CHECK_THROWS_WITH(model_step(bad, layer, hw, o), "VP = 3 must divide the 8 layers of a stage");
 }
