@@ -7,7 +7,9 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "layer/presets.h"
 #include "model/collectives.h"
+#include "model/flops.h"
 #include "model/pipeline.h"
 #include "model/step.h"
 #include "model/zero.h"
@@ -210,4 +212,34 @@ TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and 
   CHECK_THROWS_WITH(model_step(bad, layer, hw, o), "PP = 4 must divide the L = 30 layers (uneven stages are not modeled)");
   bad.layers = 32, bad.vp = 3;
   CHECK_THROWS_WITH(model_step(bad, layer, hw, o), "VP = 3 must divide the 8 layers of a stage");
+}
+
+TEST_CASE("model FLOPs: Megatron's count for GPT, the 6N rule plus attention for Llama, both conventions", "[pipeline][flops]") {
+  // GPT-3 175B at s = 2048: 72 L h^2 (1 + s / 6h + V / 12 L h) a token (Narayanan et al. 2021,
+  // eq. 3, over B s tokens), attention whole.
+  const ModelPreset& gpt = find_preset("gpt3-175b");
+  LayerConfig g;
+  apply_preset(gpt, g);
+  g.s = 2048;
+  const double L = gpt.layers, h = double(g.h), s = double(g.s), V = double(gpt.vocab);
+  CHECK(model_flops_per_token(g, gpt.layers, gpt.vocab, false) ==
+        Approx(72 * L * h * h * (1 + s / (6 * h) + V / (12 * L * h))).epsilon(1e-12));
+  CHECK(model_flops_per_token(g, gpt.layers, gpt.vocab, true) ==
+        Approx(72 * L * h * h * (1 + s / (12 * h) + V / (12 * L * h))).epsilon(1e-12));
+  // Llama 3 8B at 8K: 6 N over its matrices (the layers' and the LM head's, Kaplan et al. 2020)
+  // plus attention's 12 L s h, or 6 L s h halved. N from the layer's own parameter count.
+  const ModelPreset& llama = find_preset("llama3-8b");
+  LayerConfig c;
+  apply_preset(llama, c);
+  c.s = 8192;
+  const double matrices = double(c.param_count() - 2 * c.norm_params());  // no biases
+  const double N = llama.layers * matrices + double(c.h) * llama.vocab;
+  const double attention = 12.0 * llama.layers * c.s * c.h;
+  CHECK(model_flops_per_token(c, llama.layers, llama.vocab, false) == Approx(6 * N + attention).epsilon(1e-12));
+  CHECK(model_flops_per_token(c, llama.layers, llama.vocab, true) == Approx(6 * N + attention / 2).epsilon(1e-12));
+  // Without a mask there is nothing to halve.
+  c.causal = false;
+  CHECK(model_flops_per_token(c, llama.layers, llama.vocab, true) == model_flops_per_token(c, llama.layers, llama.vocab, false));
+  // MFU: 400 tokens/s a GPU of 1e12 FLOPs each on a 989 TFLOP/s H100 is 40%.
+  CHECK(mfu(400, 1e12, 989e12) == Approx(400e12 / 989e12));
 }

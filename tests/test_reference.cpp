@@ -325,15 +325,17 @@ TEST_CASE("model presets have their papers' shapes and layers, and a preset sets
     const char* name;
     int64_t h, H, Hkv, f;
     int layers;
+    int64_t vocab;
   };
-  // The Llama 3 Herd of Models (2024), Table 3; GPT-3 (Brown et al. 2020), Table 2.1 with f = 4 h.
-  // Qwen2.5 (2024), Table 1 and its config.json; Mistral 7B (2023), Table 1.
-  const Published papers[] = {{"llama3-8b", 4096, 32, 8, 14336, 32},
-                              {"llama3-70b", 8192, 64, 8, 28672, 80},
-                              {"llama3-405b", 16384, 128, 8, 53248, 126},
-                              {"qwen2.5-7b", 3584, 28, 4, 18944, 28},
-                              {"mistral-7b", 4096, 32, 8, 14336, 32},
-                              {"gpt3-175b", 12288, 96, 96, 49152, 96}};
+  // The Llama 3 Herd of Models (2024), Table 3 (vocabulary: Meta's params.json); GPT-3 (Brown et
+  // al. 2020), Table 2.1 with f = 4 h and GPT-2's vocabulary. Qwen2.5 (2024), Table 1 and its
+  // config.json; Mistral 7B (2023), Table 1, and v0.3's config.json.
+  const Published papers[] = {{"llama3-8b", 4096, 32, 8, 14336, 32, 128256},
+                              {"llama3-70b", 8192, 64, 8, 28672, 80, 128256},
+                              {"llama3-405b", 16384, 128, 8, 53248, 126, 128256},
+                              {"qwen2.5-7b", 3584, 28, 4, 18944, 28, 152064},
+                              {"mistral-7b", 4096, 32, 8, 14336, 32, 32768},
+                              {"gpt3-175b", 12288, 96, 96, 49152, 96, 50257}};
   REQUIRE(model_presets().size() == std::size(papers));
   for (const Published& w : papers) {
     INFO(w.name);
@@ -343,6 +345,7 @@ TEST_CASE("model presets have their papers' shapes and layers, and a preset sets
     CHECK(p.Hkv == w.Hkv);
     CHECK(p.f == w.f);
     CHECK(p.layers == w.layers);
+    CHECK(p.vocab == w.vocab);
     CHECK(p.h / p.H == 128);  // every one has head dimension 128
     LayerConfig c;
     c.s = 65536, c.b = 2;

@@ -20,6 +20,7 @@ struct ModelPreset {
   std::string name;    ///< "llama3-70b"
   int64_t h, H, Hkv, f;
   int layers;          ///< L, the model's depth (a plan's step is L layers)
+  int64_t vocab;       ///< V, the vocabulary (the embedding's rows and the LM head's columns)
   double rope_theta;
   Norm norm;
   Mlp mlp;

@@ -1,0 +1,17 @@
+#include "model/flops.h"
+
+namespace ringside::model {
+
+double model_flops_per_token(const LayerConfig& c, int layers, int64_t vocab, bool causal_halved) {
+  const double h = double(c.h), d = double(c.d());
+  const double gemms = 2 * (h * double(c.qkv_width()) + double(c.H) * d * h + h * double(c.fc1_width()) + double(c.f) * h);
+  const double attention = 4 * double(c.s) * double(c.H) * d * (causal_halved && c.causal ? 0.5 : 1.0);
+  const double head = 2 * h * double(vocab);
+  return 3 * (layers * (gemms + attention) + head);
+}
+
+double mfu(double tokens_per_s_per_gpu, double flops_per_token, double peak_flops) {
+  return tokens_per_s_per_gpu * flops_per_token / peak_flops;
+}
+
+}  // namespace ringside::model
