@@ -82,7 +82,16 @@ TEST_CASE("the planner rejects the invalid with their rule and the oversized wit
   model::PlanOptions o;
   o.gpus = 8, o.modes = {Recompute::none};
   const model::Hardware roomy = ideal(1e14, 1e11, 1e10, 8);
-  const model::Plan plan = model::make_plan(c, o, {roomy}).front();
+  // The progress the command prints while a long plan runs: once a dry run, counting up to the
+  // schedule shapes, never past them.
+  size_t calls = 0, last = 0, bound = 0;
+  o.progress = [&](size_t done, size_t shapes, double) { ++calls, last = done, bound = shapes; };
+  model::PlanStats stats;
+  const model::Plan plan = model::make_plan(c, o, {roomy}, &stats).front();
+  CHECK(calls == stats.dry_runs);
+  CHECK(last == stats.dry_runs);
+  CHECK(last <= bound);
+  CHECK(stats.dry_runs > 1);
   for (const model::PlanRow& r : plan.rows) {
     INFO(r.candidate.name() << ": " << r.reason);
     const int U = r.candidate.par.a2a_size(), T = r.candidate.par.tp;

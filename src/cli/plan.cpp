@@ -167,6 +167,12 @@ int plan_command(const PlanCommandOptions& o) {
   po.dtype = o.dtype;
   if (o.recompute != "any") po.modes = {parse_recompute(o.recompute)};
   po.layout = o.choices.layout;
+  // A plan of more than a few seconds says how far it is, on stderr, every few seconds.
+  po.progress = [shown = 0.0](size_t done, size_t shapes, double seconds) mutable {
+    if (seconds < 3 || seconds - shown < 3) return;
+    shown = seconds;
+    std::fprintf(stderr, "  plan: %zu of at most %zu dry runs done, %.0f s\n", done, shapes, seconds);
+  };
   const ParallelConfig given = o.choices.applied_to({});
   resolve_one_rank(o.cfg);
   // The dry runs: each rank lists its tokens' global positions, and the schedule (model.h).

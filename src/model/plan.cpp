@@ -427,6 +427,8 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
     if (!needed) continue;
     const Recorded rec = record(*valid[members.front()]);
     ++st.dry_runs;
+    if (o.progress)
+      o.progress(st.dry_runs, shape_order.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     size_t replays = 0;
     for (size_t p = 0; p < profiles.size(); ++p)
       for (size_t i : members)

@@ -13,6 +13,7 @@
 // and overlap between layers (a layer's gradient all-reduce under the next one's backward).
 // The numbers are the model's (deterministic replay on a named profile), not measurements.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct PlanOptions {
   std::vector<Recompute> modes{Recompute::none, Recompute::selective, Recompute::full};
   std::string dtype = "bf16";  ///< the modeled element type (ModelOptions::dtype)
   Layout layout = Layout::automatic;  ///< --layout: automatic weighs every layout that differs
+  /// Called after each dry run with the schedules recorded so far, those to record in all (an
+  /// upper bound: shapes whose every candidate fails the memory formulas are skipped) and the
+  /// seconds since the plan began: what the command shows while a long plan runs.
+  std::function<void(size_t done, size_t shapes, double seconds)> progress;
 };
 
 enum class PlanStatus { ranked, invalid, out_of_memory };
