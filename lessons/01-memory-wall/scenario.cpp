@@ -23,9 +23,7 @@ double korthikanti_tp_sp(double s, double b, double h, double a, double t) {
 // The layer's saved bytes at three sequence lengths, measured against the formula (recorded as
 // PREFIXsaved_sN and PREFIXformula_sN).
 void saved_table(Script& L, const LayerConfig& cfg, const char* prefix) {
-  const bool llama = cfg.mlp == Mlp::swiglu;  // RMSNorm's one statistic beside SwiGLU's 3f
-  Table t({"s", "saved (measured)", std::string("formula 4 N (6h + 2 Hkv d + ") + (llama ? "3f + 2" : "2f + 4") + " + H)",
-           "bytes per token"});
+  Table t({"s", "saved (measured)", "formula 4 " + saved_activation_formula(cfg), "bytes per token"});
   for (int64_t s : {128, 256, 512}) {
     LayerConfig c = cfg;
     c.s = s;

@@ -63,11 +63,13 @@ struct LayerRun {
 }  // namespace
 
 int bench_layer(const BenchLayerOptions& o) {
-  resolve_one_rank(o.cfg);
   kc::set_blas_single_threaded();
   std::vector<LayerRun> runs;
   double bytes = 0;
-  for (const BenchedLayer& l : layers_of(o.cfg)) runs.push_back({l, {}, {}, {}, {}}), bytes += reference_peak_bytes(l.cfg, DType::f32);
+  for (const BenchedLayer& l : layers_of(o.cfg)) {  // the layer asked for first, so its error is the one named
+    resolve_one_rank(l.cfg);                        // the other layer too: SwiGLU's [h, 2f] has limits of its own
+    runs.push_back({l, {}, {}, {}, {}}), bytes += reference_peak_bytes(l.cfg, DType::f32);
+  }
   require_memory(bytes, "bench layer at this size", "--seq, --batch, --hidden or --ffn");
 
   constexpr int64_t kGemm = 2048;

@@ -84,14 +84,12 @@ void check_ranks_agree(Communicator& world, const std::string& command, const Gi
 void checked_on_every_rank(Communicator* world, const std::function<void()>& checks);
 
 /// Bytes the reference run holds at its peak, roughly (weights and grads, saved activations,
-/// the backward's workspace, inputs and outputs), in double so absurd sizes do not overflow.
+/// the backward's workspace, inputs and outputs), of a valid layer (resolve's limits keep every
+/// count within int64).
 double reference_peak_bytes(const LayerConfig& cfg, DType dt);
 /// require_memory for a strategy run on P ranks, `local_ranks` of them in this process (and a
 /// comm thread each), with the references beside it or not.
 void check_memory(const LayerConfig& c, int P, int local_ranks, bool with_references);
-/// The number of parameters of the layer, in double (numel's int64 product overflows for
-/// absurd shapes).
-double param_count(const LayerConfig& c);
 
 /// Creates DIR and checks, before any compute, every file a dump of cfg will write there as
 /// any output is checked (core/output.h); throws ConfigError otherwise (also when DIR names

@@ -5,30 +5,19 @@
 #include "cli/format.h"
 #include "core/error.h"
 #include "core/memory_limits.h"
+#include "layer/reference.h"
 
 namespace ringside::cli {
 
-
-double param_count(const LayerConfig& c) {
-  double params = 0;
-  for (auto& [name, shape] : weight_shapes(c)) {
-    double n = 1;
-    for (int64_t d : shape) n *= double(d);
-    params += n;
-  }
-  return params;
-}
-
 double reference_peak_bytes(const LayerConfig& c, DType dt) {
-  const double es = double(dtype_size(dt)), N = double(c.tokens()), params = param_count(c);
-  // saved_activation_bytes's formula, in double: no int64 overflow for absurd sizes.
-  const double mlp = double(c.fc1_width()) + double(c.f);  // u and g
-  const double saved = es * N * (6.0 * c.h + 2.0 * c.Hkv * c.d() + mlp + 2.0 * double(c.norm_stats()) + c.H);
+  const double es = double(dtype_size(dt)), N = double(c.tokens()), params = double(c.param_count());
+  const double saved = double(saved_activation_bytes(c, dt));
+  const double mlp = double(c.fc1_width()) + double(c.f);  // the backward's du and dg
   return 2 * params * es + saved + N * es * (double(c.qkv_width()) + mlp + 8.0 * c.h);
 }
 
 void check_memory(const LayerConfig& c, int P, int local_ranks, bool with_references) {
-  const double params = param_count(c);
+  const double params = double(c.param_count());
   const double strategy = reference_peak_bytes(c, DType::f32) + 4 * (P * (2 * params + 3 * double(c.tokens()) * c.h) - 2 * params);
   // The ranks' threads and the main thread (the references) call BLAS; each rank's comm thread
   // (or MPI's progress thread) does not.

@@ -22,11 +22,11 @@ void check(const StepConfig& c) {
     throw ConfigError(detail::concat("the DP span has ", c.dp_span.size, " ranks for DP = ", c.dp));
 }
 
-// A memory-bound pass over `bytes` at the rate the profile achieves (or HBM's line rate).
+// A memory-bound kernel over `bytes`, costed as the replay costs any elementwise op (op_seconds).
 double memory_pass_seconds(double bytes, const Hardware& hw, const ModelOptions& o) {
-  const bool achieved = o.efficiency != "ideal" && hw.efficiency.present;
-  return achieved ? hw.efficiency.launch_s + bytes / (hw.memory_bandwidth * hw.efficiency.memory_fraction)
-                  : bytes / hw.memory_bandwidth;
+  trace::Event pass;
+  pass.stream = trace::Stream::compute, pass.kind = trace::Kind::elementwise, pass.name = "adam";
+  return op_seconds(pass, bytes, hw, o);
 }
 
 }  // namespace
