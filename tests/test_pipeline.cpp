@@ -156,7 +156,7 @@ TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and 
   SECTION("no pipeline, no data parallelism: m microbatches of L layers, then Adam over every parameter") {
     StepConfig c;
     c.layers = 32, c.microbatches = 4;
-    const StepCost s = model_step(c, layer, hw, o);
+    const StepCost s = model_step(c, layer, {}, hw, o);
     CHECK(s.pipeline_s == Approx(4 * 32 * 3e-3));
     CHECK(s.bubble_fraction == Approx(0).margin(1e-12));
     CHECK(s.dp_s == 0);
@@ -168,7 +168,7 @@ TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and 
   SECTION("1F1B over 4 stages: the first stage holds PP microbatches of L / PP layers, L layers' worth") {
     StepConfig c;
     c.layers = 32, c.pp = 4, c.microbatches = 8;
-    const StepCost s = model_step(c, layer, hw, o);
+    const StepCost s = model_step(c, layer, {}, hw, o);
     CHECK(s.activation_bytes == Approx(32 * 1e9));  // Korthikanti et al. 2022, 4.2.3: independent of PP
     CHECK(s.state.total() == Approx(16 * 8e8));      // its 8 layers
     // The transfers between stages lengthen the bubble past (PP - 1) / m.
@@ -178,7 +178,7 @@ TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and 
     p.p2p_s = transfer_seconds(64e6, false, hw, o);
     CHECK(s.pipeline_s == Approx(simulate_pipeline(p).step_s));
     c.vp = 2;  // interleaved: a smaller bubble, more in flight
-    const StepCost v = model_step(c, layer, hw, o);
+    const StepCost v = model_step(c, layer, {}, hw, o);
     CHECK(v.bubble_fraction < s.bubble_fraction);
     CHECK(v.activation_bytes == Approx((2 * 3 + 4 + 1) * 4 * 1e9));  // 11 chunks of 4 layers
   }
@@ -189,7 +189,7 @@ TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and 
     const double bytes = 2 * 32e8;
     const double rs = collective_seconds(Collective::reduce_scatter, bytes, c.dp_span, hw, o);
     const double ag = collective_seconds(Collective::all_gather, bytes, c.dp_span, hw, o);
-    const StepCost s = model_step(c, layer, hw, o);
+    const StepCost s = model_step(c, layer, {}, hw, o);
     CHECK(s.dp_s == Approx(rs + ag));
     CHECK(s.dp_exposed_s == Approx(rs + ag));
     CHECK(s.optimizer_s == Approx(hw.efficiency.launch_s + 28 * 32e8 / 64 / (hw.memory_bandwidth * hw.efficiency.memory_fraction)));
@@ -201,17 +201,19 @@ TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and 
     slow.backward_s = 10e-3;
     REQUIRE(rs > 32 * 2e-3);
     REQUIRE(rs < 32 * 10e-3);
-    CHECK(model_step(c, slow, hw, o).dp_exposed_s == Approx(rs / 4 + ag));
-    CHECK(model_step(c, layer, hw, o).dp_exposed_s == Approx(rs - 32 * 2e-3 + ag));
+    CHECK(model_step(c, slow, {}, hw, o).dp_exposed_s == Approx(rs / 4 + ag));
+    CHECK(model_step(c, layer, {}, hw, o).dp_exposed_s == Approx(rs - 32 * 2e-3 + ag));
     // ZeRO 0 all-reduces, and gathers nothing after.
     c.zero = 0, c.overlap_grad_reduce = false;
-    CHECK(model_step(c, layer, hw, o).dp_s == Approx(collective_seconds(Collective::all_reduce, bytes, c.dp_span, hw, o)));
+    CHECK(model_step(c, layer, {}, hw, o).dp_s == Approx(collective_seconds(Collective::all_reduce, bytes, c.dp_span, hw, o)));
   }
   StepConfig bad;
-  bad.layers = 30, bad.pp = 4;
-  CHECK_THROWS_WITH(model_step(bad, layer, hw, o), "PP = 4 must divide the L = 30 layers (uneven stages are not modeled)");
+  bad.layers = 29, bad.pp = 4;
+  CHECK_THROWS_WITH(model_step(bad, layer, {}, hw, o),
+                    "PP = 4 must divide the L = 29 layers, or leave at most the first and last stage one layer short (Llama 3's "
+                    "rule); 29 layers on 4 stages would leave 3 short");
   bad.layers = 32, bad.vp = 3;
-  CHECK_THROWS_WITH(model_step(bad, layer, hw, o), "VP = 3 must divide the 8 layers of a stage");
+  CHECK_THROWS_WITH(model_step(bad, layer, {}, hw, o), "VP = 3 must divide the 8 layers of a stage");
 }
 
 TEST_CASE("model FLOPs: Megatron's count for GPT, the 6N rule plus attention for Llama, both conventions", "[pipeline][flops]") {

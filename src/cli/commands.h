@@ -18,7 +18,12 @@
 #include "layer/weights.h"
 #include "model/model.h"
 #include "model/report.h"
+#include "model/step_plan.h"
 #include "trace/metrics.h"
+
+namespace ringside::model {
+struct Hardware;
+}  // namespace ringside::model
 
 namespace ringside::cli {
 
@@ -267,6 +272,14 @@ struct ModelCommandOptions {
   std::string only;                     ///< "attention": the strategy's attention alone
   std::string trace;
   std::string json;                     ///< the report (model/report.h) as JSON
+  /// The whole step around the dry run's group (model/step_plan.h), with --gbs: the global batch
+  /// in sequences (the microbatch is --batch), PP, VP, DP, the ZeRO stage, L and V (a preset
+  /// gives L and V).
+  int gbs = 0;
+  int pp = 1, vp = 1, dp = 1, zero = 1, layers = 0;
+  int64_t vocab = -1;
+  bool overlap_grad_reduce = true;
+  std::string preset;
 };
 
 /// The model options of `o` (dtype, efficiency, attention kernel).
@@ -283,7 +296,16 @@ struct ModelRun {
   MemoryTracker tracker;             ///< declared before `results`, so that it outlives them
   std::vector<RunRecord> results;    ///< the dry run's per rank (tensors without data)
   double dry_s = 0, model_s = 0;     ///< measured seconds of this machine (varying)
+  std::optional<model::StepRow> step;  ///< with --gbs: the step around the group
 };
+
+/// The step `model --gbs` models around the dry run's group `plan` on `hw`.
+model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, const model::Hardware& hw);
+
+/// A step row as `plan --json` and `model --json` write it: the configuration, its status and
+/// reason; ranked rows their time, throughput, MFU both ways and exposed communication; every
+/// fitting or oversized row its memory (plan_step.cpp).
+nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place);
 
 /// Checks `o` as `ringside model` does before any work (the layer, the strategy on its ranks,
 /// the profile and the model options, flags that would have no effect); throws ConfigError.
@@ -328,7 +350,16 @@ struct PlanCommandOptions {
   std::string dtype = "bf16";
   std::string trace, json;
   std::string preset;  ///< the --preset given, for its depth
+  /// The whole step (model/step_plan.h), planned when --gbs is given: the global batch and
+  /// microbatch in sequences; PP, VP, DP and the ZeRO stage fixed when given, else weighed.
+  int gbs = 0;
+  int mbs = 1, pp = 0, vp = 0, dp = 0, zero = -1;
+  bool overlap_grad_reduce = true;
+  bool exhaustive = false;  ///< model::StepPlanOptions::exhaustive
 };
+
+/// `ringside plan --gbs ...`: the whole-step plan's tables, verdict and --json (plan_step.cpp).
+int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles);
 
 /// `ringside plan`: adds the subcommand; returns it.
 CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o);
@@ -347,6 +378,9 @@ struct BenchPlanOptions {
     return p;
   }();
   double target_s = 60;  ///< issue 19: the whole plan under 60 s on the 2-core machine
+  /// With --gbs: issue 40's whole step instead, Llama 3 405B at 128K on 16,384 H100s with a
+  /// global batch of 128 sequences (16M tokens), as Llama 3 trained it.
+  int gbs = 0;
 };
 
 /// Adds `ringside bench plan` under `bench`; returns it.

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "layer/presets.h"
 #include "cli/format.h"
 #include "core/error.h"
 #include "core/output.h"
@@ -21,6 +22,7 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   CLI::App* m = app.add_subcommand(
       "model", "What if: a dry run of one strategy at any size, replayed on named hardware (time, overlap, memory)");
   add_config_flags(*m, o.cfg, o.choices);
+  m->get_option("--preset")->each([&o](const std::string& v) { o.preset = v; });
   m->add_option("--strategy", o.strategy, "one of: " + names + ", or a configuration such as tp8xring8 (or the degrees below)")
       ->check(non_empty("--strategy needs a name"));
   add_parallel_flags(*m, o.parallel);
@@ -58,6 +60,16 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   m->add_option("--trace", o.trace, "write the modeled timeline (Chrome trace JSON; ringside-viewer marks it modeled)")
       ->option_text("FILE")
       ->check(non_empty("--trace needs a file name"));
+  m->add_option("--gbs", o.gbs, "the whole step around this group (model/step_plan.h): the global batch in sequences (the microbatch is --batch)")
+      ->check(CLI::Range(1, 1 << 24));
+  m->add_option("--pp", o.pp, "with --gbs: pipeline stages PP")->capture_default_str()->check(CLI::Range(1, 16384));
+  m->add_option("--vp", o.vp, "with --gbs: model chunks a rank (interleaved 1F1B)")->capture_default_str()->check(CLI::Range(1, 1000));
+  m->add_option("--dp", o.dp, "with --gbs: data-parallel replicas DP")->capture_default_str()->check(CLI::Range(1, 16384));
+  m->add_option("--zero", o.zero, "with --gbs: ZeRO stage 0, 1, 2 or 3")->capture_default_str()->check(CLI::Range(0, 3));
+  m->add_option("--layers", o.layers, "with --gbs: L, the layers (default: the preset's depth)")->check(CLI::Range(1, 1000));
+  m->add_option("--vocab", o.vocab, "with --gbs: V, the vocabulary of the embedding and LM head (default: the preset's; 0: none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  m->add_flag("!--no-overlap-grad-reduce", o.overlap_grad_reduce, "with --gbs: expose the gradient reduction instead of overlapping it");
   m->add_option("--from", o.from, "model this recorded trace (ringside run/compare --trace) instead of a dry run")
       ->option_text("FILE")
       ->check(non_empty("--from needs a file name"));
@@ -91,12 +103,44 @@ model::ModelOptions model_options(const ModelCommandOptions& o) {
   return mo;
 }
 
+namespace {
+
+// The step's options: L and V from the flags, else the preset's.
+model::StepPlanOptions step_options(const ModelCommandOptions& o) {
+  const ModelPreset* preset = o.preset.empty() ? nullptr : &find_preset(o.preset);
+  model::StepPlanOptions so;
+  so.layers = o.layers ? o.layers : preset ? preset->layers : 1;
+  so.vocab = o.vocab >= 0 ? o.vocab : preset ? preset->vocab : 0;
+  so.gbs = o.gbs, so.mbs = int(o.cfg.b), so.pp = o.pp, so.vp = o.vp, so.dp = o.dp, so.zero = o.zero;
+  so.overlap_grad_reduce = o.overlap_grad_reduce;
+  so.modeling = model_options(o);
+  return so;
+}
+
+}  // namespace
+
+model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, const model::Hardware& hw) {
+  model::StepCandidate c;
+  c.layer.par = plan.par;
+  c.pp = o.pp, c.vp = o.vp, c.dp = o.dp, c.zero = o.zero;
+  return model::model_step_of(o.cfg, c, step_options(o), hw);
+}
+
 model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan) {
   const bool dry = !o.strategy.empty() || o.parallel.given();
   if (o.from.empty() && !dry)
     throw ConfigError("model: give --strategy or the degrees (a dry run), or --from FILE (a recorded trace)");
   if (!o.from.empty() && dry)
     throw ConfigError("model: --strategy and the degrees (--tp, --cp, ...) run a dry run, --from reads a trace: give one");
+  if (o.gbs == 0 && (o.pp != 1 || o.vp != 1 || o.dp != 1 || o.zero != 1 || o.layers || o.vocab >= 0 || !o.overlap_grad_reduce))
+    throw ConfigError("model: --pp, --vp, --dp, --zero, --layers, --vocab and --no-overlap-grad-reduce model a whole step: give --gbs too");
+  if (o.gbs > 0 && !o.from.empty()) throw ConfigError("model: --gbs models the step around a dry run, not around a recorded trace (--from)");
+  if (o.gbs > 0 && !o.only.empty()) throw ConfigError("model: --gbs models the whole step; --only attention models the attention alone: give one");
+  if (o.gbs > 0) {
+    model::StepPlanOptions so = step_options(o);
+    so.gpus = o.ranks * o.pp * o.dp;
+    model::check_step_options(o.cfg, so);
+  }
   model::Hardware hw = model::load_hardware(o.hw);
   const model::ModelOptions mo = model_options(o);
   model::check_model_options(hw, mo);
@@ -155,6 +199,7 @@ void run_model(const ModelCommandOptions& o, ModelRun& run) {
     throw ConfigError("--only attention: the schedule has no attention sublayer to model");
   run.metrics = trace::compute_metrics(run.modeled);
   run.reports = model::report_of(run.modeled, run.metrics);
+  if (o.gbs > 0) run.step = model_step(o, *run.plan, run.hw);
 }
 
 namespace {
@@ -220,6 +265,28 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
   }
 }
 
+// The step around the group: its throughput, MFU both ways, and where its time and memory go.
+void print_step(const ModelCommandOptions& o, const model::StepRow& r, const model::Hardware& hw) {
+  const model::StepCandidate& c = r.candidate;
+  const model::StepCost& s = r.cost;
+  std::printf("\n  the step (modeled): %s on %d GPUs, GBS %d sequences, m = %d microbatches of %lld\n", c.name().c_str(),
+              c.layer.par.tp * c.layer.par.cp * c.pp * c.dp, o.gbs, c.microbatches, (long long)o.cfg.b);
+  if (r.status != model::PlanStatus::ranked) {
+    std::printf("    %s\n", r.reason.c_str());
+    return;
+  }
+  std::printf("    step %s: pipeline %s (bubble %.1f%%), DP collectives %s of which %s exposed, optimizer %s\n",
+              format_seconds(s.step_s).c_str(), format_seconds(s.pipeline_s).c_str(), 100 * s.bubble_fraction,
+              format_seconds(s.dp_s).c_str(), format_seconds(s.dp_exposed_s).c_str(), format_seconds(s.optimizer_s).c_str());
+  std::printf("    %.1f tokens/s per GPU; MFU %.1f%% (attention causally halved), %.1f%% (attention whole)\n",
+              r.tokens_per_s_per_gpu, 100 * r.mfu_causal, 100 * r.mfu);
+  std::printf("    exposed on the first stage: TP %s, CP %s, PP %s, DP %s\n", format_seconds(s.tp_exposed_s).c_str(),
+              format_seconds(s.cp_exposed_s).c_str(), format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
+  std::printf("    memory of stage %d: weights %s, gradients %s, optimizer %s, activations %s: %s of %s\n", s.fullest_stage,
+              format_bytes(s.state.weights).c_str(), format_bytes(s.state.grads).c_str(), format_bytes(s.state.optimizer).c_str(),
+              format_bytes(s.activation_bytes).c_str(), format_bytes(s.total_bytes()).c_str(), format_bytes(hw.memory_bytes).c_str());
+}
+
 }  // namespace
 
 int model_command(const ModelCommandOptions& o) {
@@ -255,6 +322,7 @@ int model_command(const ModelCommandOptions& o) {
               !kernel.empty() && o.merge == "unfused" ? "; the ring's merge unfused (ring-flash-attention's)" : "");
 
   for (size_t g = 0; g < run.metrics.size(); ++g) print_strategy(o, run, run.metrics[g], run.reports[g]);
+  if (run.step) print_step(o, *run.step, hw);
   if (!o.json.empty()) {
     nlohmann::json j = {{"producer", "ringside model"},
                         {"modeled", true},
@@ -270,6 +338,7 @@ int model_command(const ModelCommandOptions& o) {
     // The first strategy's figures at the top, for tools that read one run: /layer/forward_s, ...
     if (!run.reports.empty()) j.update(model::report_json(run.reports.front(), o.only == "attention"));
     j.erase("ranks"), j["ranks"] = j["strategies"].front()["ranks"];
+    if (run.step) j["step"] = step_row_json(*run.step, hw, 1);
     output::write(o.json, j.dump(2) + "\n", "--json");
     std::printf("\n  json: %s\n", o.json.c_str());
   }

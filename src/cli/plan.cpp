@@ -10,6 +10,7 @@
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
 #include "model/plan.h"
+#include "model/step_plan.h"
 #include "parallel/run_plan.h"
 
 namespace ringside::cli {
@@ -21,7 +22,9 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
       "plan", "Which layout for this model, sequence and cluster: every TP/CP split dry-run and modeled, ranked, with reasons");
   add_config_flags(*p, o.cfg, o.choices, false);
   p->get_option("--preset")->each([&o](const std::string& v) { o.preset = v; });
-  p->add_option("--gpus", o.gpus, "number of GPUs P to split the layer over, up to 256")->capture_default_str()->check(CLI::Range(1, 256));
+  p->add_option("--gpus", o.gpus, "number of GPUs P: up to 256 for a layer's split, up to 16384 for a whole step (--gbs)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16384));
   p->add_option("--hw", o.hw, "hardware profiles to plan for (each its own table): " + hw + ", or profile JSON files")
       ->delimiter(',')
       ->capture_default_str()
@@ -40,26 +43,31 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
   p->add_option("--json", o.json, "write every candidate, ranked or rejected, with its numbers and reason")
       ->option_text("FILE")
       ->check(non_empty("--json needs a file name"));
+  // The whole step: pipeline and data parallelism around the TP x CP group (model/step_plan.h).
+  p->add_option("--gbs", o.gbs, "global batch in sequences: plan the whole training step (PP, DP, ZeRO around TP x CP)")
+      ->check(CLI::Range(1, 1 << 24));
+  p->add_option("--mbs", o.mbs, "microbatch in sequences (with --gbs)")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  p->add_option("--pp", o.pp, "pipeline stages PP (with --gbs; default: every PP that fits)")->check(CLI::Range(1, 16384));
+  p->add_option("--vp", o.vp, "model chunks a rank, interleaved 1F1B (with --gbs and --pp; default: every VP that fits)")
+      ->check(CLI::Range(1, 1000));
+  p->add_option("--dp", o.dp, "data-parallel replicas DP (with --gbs; default: every DP that fits)")->check(CLI::Range(1, 16384));
+  p->add_option("--zero", o.zero, "ZeRO stage 0, 1, 2 or 3 (FSDP) (with --gbs; default: every stage)")->check(CLI::Range(0, 3));
+  p->add_flag("!--no-overlap-grad-reduce", o.overlap_grad_reduce,
+              "expose the gradient reduce-scatter or all-reduce instead of overlapping it with the backward (with --gbs)");
+  p->add_flag("--exhaustive", o.exhaustive,
+              "with --gbs: dry-run every TP x CP group that fits, not only those whose bound or estimate could win (slower)");
   p->footer(
       "Examples:\n"
       "  ringside plan --preset llama3-8b --seq 131072 --gpus 16 --hw h100-nvlink\n"
       "  ringside plan --preset llama3-70b --seq 1048576 --gpus 64 --hw h100-nvlink,h100-ib --trace out/plan.json\n"
-      "  ringside plan --preset llama3-8b --seq 32768 --gpus 8 --recompute none --layers 1 --top 5");
+      "  ringside plan --preset llama3-8b --seq 32768 --gpus 8 --recompute none --layers 1 --top 5\n"
+      "  ringside plan --preset llama3-405b --seq 131072 --gpus 16384 --hw h100-nvlink --gbs 128");
   return p;
 }
 
 namespace {
 
 std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std::lround(p))) + "%"; }
-
-const char* status_name(model::PlanStatus s) {
-  switch (s) {
-    case model::PlanStatus::ranked: return "ranked";
-    case model::PlanStatus::invalid: return "invalid";
-    case model::PlanStatus::out_of_memory: return "out_of_memory";
-  }
-  return "?";
-}
 
 nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int place) {
   const model::PlanCandidate& c = r.candidate;
@@ -72,7 +80,7 @@ nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int 
                       {"order", to_string(c.par.order)},
                       {"layout", to_string(c.par.layout)},
                       {"recompute", to_string(c.par.recompute)},
-                      {"status", status_name(r.status)},
+                      {"status", model::to_string(r.status)},
                       {"reason", r.reason}};
   if (r.status == model::PlanStatus::ranked) {
     j["place"] = place;
@@ -160,6 +168,12 @@ int plan_command(const PlanCommandOptions& o) {
   model::ModelOptions dtype;
   dtype.dtype = o.dtype;
   for (const model::Hardware& hw : profiles) model::check_model_options(hw, dtype);  // fp8 on an A100: refused now
+  if (o.gbs > 0) return plan_step_command(o, profiles);
+  if (o.mbs != 1 || o.pp || o.vp || o.dp || o.zero >= 0 || !o.overlap_grad_reduce || o.exhaustive)
+    throw ConfigError("plan: --mbs, --pp, --vp, --dp, --zero, --no-overlap-grad-reduce and --exhaustive plan a whole step: give --gbs too");
+  if (o.gpus > 256)
+    throw ConfigError(detail::concat("plan: a layer's split is planned on up to 256 GPUs (", o.gpus,
+                                     " given); a plan of more is a whole step: give --gbs, the global batch in sequences"));
 
   model::PlanOptions po;
   po.gpus = o.gpus;
@@ -232,14 +246,53 @@ int plan_command(const PlanCommandOptions& o) {
 
 CLI::App* add_bench_plan(CLI::App& bench, BenchPlanOptions& o) {
   apply_preset(find_preset(o.plan.preset), o.plan.cfg);
-  CLI::App* b = bench.add_subcommand("plan", "The planner's speed: a whole plan of Llama 3 70B at 1M tokens on 64 H100s (target under 60 s)");
-  b->add_option("--gpus", o.plan.gpus, "GPUs P")->capture_default_str()->check(CLI::Range(1, 256));
+  CLI::App* b = bench.add_subcommand("plan",
+                                     "The planner's speed: a layer plan of Llama 3 70B at 1M tokens on 64 H100s, or with --gbs a whole-step "
+                                     "plan of Llama 3 405B at 128K on 16,384 (target under 60 s each)");
+  b->add_option("--gpus", o.plan.gpus, "GPUs P (--gbs: default 16384)")->check(CLI::Range(1, 16384));
+  b->add_option("--gbs", o.gbs, "plan the whole step with this global batch in sequences (Llama 3 405B at 128K on 16,384 GPUs: 128)")
+      ->check(CLI::Range(1, 1 << 24));
   b->add_option("--seq", o.plan.cfg.s, "sequence length s")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   b->add_option("--hw", o.plan.hw, "hardware profiles")->delimiter(',')->capture_default_str();
   return b;
 }
 
+namespace {
+
+// The whole-step case: the plan of Llama 3 405B at 128K (unless --seq or --gpus say otherwise).
+int bench_step_plan(const BenchPlanOptions& o) {
+  LayerConfig cfg;
+  apply_preset(find_preset("llama3-405b"), cfg);
+  cfg.s = o.plan.cfg.s == int64_t{1} << 20 ? 131072 : o.plan.cfg.s;
+  const int gpus = o.plan.gpus == 64 ? 16384 : o.plan.gpus;
+  model::StepPlanOptions so;
+  so.gpus = gpus, so.layers = find_preset("llama3-405b").layers, so.vocab = find_preset("llama3-405b").vocab, so.gbs = o.gbs;
+  std::vector<model::Hardware> profiles;
+  for (const std::string& h : o.plan.hw) profiles.push_back(model::load_hardware(h));
+  resolve_one_rank(cfg);
+  std::printf("ringside bench plan: the whole step of llama3-405b, s = %lld, on %d GPUs of %s, GBS %d, every recompute mode "
+              "(target: under %.0f s)\n",
+              (long long)cfg.s, gpus, o.plan.hw.front().c_str(), o.gbs, o.target_s);
+  std::fflush(stdout);
+  model::StepPlanStats st;
+  const std::vector<model::StepPlan> plans = model::make_step_plan(cfg, so, profiles, &st);
+  std::printf("  %zu configurations of %zu TP x CP groups: %zu invalid, %zu out of memory, %zu not dry-run (bound or estimate)\n",
+              st.candidates, st.groups, st.invalid, st.memory_rejects, st.bounded);
+  std::printf("  %zu dry runs of at most %d ranks each\n", st.dry_runs, so.max_group);
+  const model::StepPlan& p = plans.front();
+  if (p.ranked())
+    std::printf("  winner on %s: %s, %.0f tokens/s per GPU (modeled)\n", p.hw.name.c_str(), p.rows.front().candidate.name().c_str(),
+                p.rows.front().tokens_per_s_per_gpu);
+  std::printf("  verdict: %s (%.1f s against the %.0f s target; CPU seconds vary with the machine)\n",
+              st.seconds < o.target_s ? "MET" : "NOT MET", st.seconds, o.target_s);
+  return 0;
+}
+
+}  // namespace
+
 int bench_plan(const BenchPlanOptions& o) {
+  if (o.gbs > 0) return bench_step_plan(o);
+  if (o.plan.gpus > 256) throw ConfigError("bench plan: a layer plan takes up to 256 GPUs; give --gbs for the whole step");
   model::PlanOptions po;
   po.gpus = o.plan.gpus;
   po.layers = find_preset(o.plan.preset).layers;

@@ -115,7 +115,7 @@ int validate_command(const ValidateOptions& o) {
     std::snprintf(line, sizeof line, format, args...);
     table += line;
   };
-  add("  %-26s %-12s %-6s %12s %12s %8s %6s\n", "case", "hardware", "kernel", "published", "modeled", "error", "within");
+  add("  %-28s %-12s %-6s %12s %12s %8s %6s\n", "case", "hardware", "kernel", "published", "modeled", "error", "within");
   std::vector<model::ValidationRow> rows;
   nlohmann::json out = {{"producer", "ringside validate"}, {"cases", nlohmann::json::array()}};
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -127,13 +127,14 @@ int validate_command(const ValidateOptions& o) {
       throw ConfigError("validate: case " + c.name + ": " + e.what());
     }
     if (run.reports.empty()) throw ConfigError("validate: case " + c.name + ": the model reported nothing");
-    const nlohmann::json report = model::report_json(run.reports.front(), options[i].only == "attention");
+    nlohmann::json report = model::report_json(run.reports.front(), options[i].only == "attention");
+    if (run.step) report["step"] = step_row_json(*run.step, run.hw, 1);
     const nlohmann::json::json_pointer pointer(c.quantity);
     if (!report.contains(pointer))
       throw ConfigError("validate: case " + c.name + ": " + c.quantity + " is not in this model's report (--only attention has no /layer)");
     model::ValidationRow row{c, report.at(pointer).get<double>()};
     const std::string kernel = model::attention_kernel_of(run.hw, model_options(options[i]));
-    add("  %-26s %-12s %-6s %12s %12s %+7.1f%% %6s\n", c.name.c_str(), c.profile.c_str(), kernel.c_str(),
+    add("  %-28s %-12s %-6s %12s %12s %+7.1f%% %6s\n", c.name.c_str(), c.profile.c_str(), kernel.c_str(),
                 format_seconds(c.measured_s).c_str(), format_seconds(row.modeled_s).c_str(), 100 * row.error(),
                 row.within() ? "yes" : "NO");
     out["cases"].push_back({{"name", c.name},

@@ -20,6 +20,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
+#include <unordered_map>
 
 #include "comm/communicator.h"
 #include "core/gpu.h"
@@ -40,6 +42,7 @@ class LocalRequest final : public CompletionRequest {
   explicit LocalRequest(LocalWorld* w) : world_(w) {}
   ~LocalRequest() override;
   std::shared_ptr<Transfer> transfer;  ///< once matched (guarded by the world's mutex)
+  std::optional<uint64_t> waiting_on;  ///< the link whose unmatched list holds it (the world's mutex)
 
  protected:
   void check_abort() const override;
@@ -143,8 +146,9 @@ class LocalWorld {
   // A request's last reference is gone: forget its unmatched half, or cancel its transfer
   // (waiting out a copy in progress, which is a memcpy: short).
   void release(LocalRequest* req) {
+    if (dry_immediate()) return;  // the world kept no pointer to it (post_dry)
     std::unique_lock lock(mu_);
-    std::erase_if(unmatched_, [&](const Half& h) { return h.req == req; });
+    if (req->waiting_on) std::erase_if(unmatched_[*req->waiting_on], [&](const Half& h) { return h.req == req; });
     if (const std::shared_ptr<Transfer> t = req->transfer) {
       copy_cv_.wait(lock, [&] { return !t->copying; });
       t->cancelled = true;
@@ -184,26 +188,57 @@ class LocalWorld {
   void post(const Posted& p, bool is_send) {
     std::lock_guard lock(mu_);
     if (aborted_) throw AbortedError("aborted: " + abort_message());
-    // Match with the oldest opposite half of the same (src, dst, tag, context).
-    for (auto it = unmatched_.begin(); it != unmatched_.end(); ++it) {
+    // Match with the oldest opposite half of the same (src, dst, tag, context): the halves wait
+    // in one list per (src, dst) pair, so a post scans only its own link's.
+    if (dry_immediate()) {
+      post_dry(p, is_send);
+      return;
+    }
+    std::deque<Half>& unmatched = unmatched_[link_key(p.src, p.dst)];
+    for (auto it = unmatched.begin(); it != unmatched.end(); ++it) {
       const Posted& o = it->p;
-      if (it->is_send == is_send || o.src != p.src || o.dst != p.dst || o.tag != p.tag || o.context != p.context) continue;
+      if (it->is_send == is_send || o.tag != p.tag || o.context != p.context) continue;
       const Posted& s = is_send ? p : o;
       const Posted& r = is_send ? o : p;
       if (s.bytes != r.bytes)
         throw CommError(detail::concat("rank ", p.dst, ": recv from rank ", p.src, " (tag ", p.tag, ") expects ", r.bytes,
                                        " bytes but rank ", p.src, " sent ", s.bytes));
       const int sender = s.src;  // s may be the half erased below
+      it->req->waiting_on.reset();
       auto t = std::make_shared<Transfer>(
           Transfer{s.buf, r.buf, s.bytes, s.req, r.req, s.streams ? s.streams : r.streams, sender, s.ready, r.ready});
       s.req->transfer = r.req->transfer = t;
       queues_[sender].push_back(std::move(t));
-      unmatched_.erase(it);
+      unmatched.erase(it);
       queue_cv_[sender].notify_one();  // the sender's comm thread alone, not every rank's
       return;
     }
-    unmatched_.push_back(Half{is_send, p, p.req});
+    unmatched.push_back(Half{is_send, p, p.req});
+    p.req->waiting_on = link_key(p.src, p.dst);
   }
+
+  // A dry run moves no bytes, has no link, and its ranks' schedules do not depend on what they
+  // receive: each half completes as it is posted, so no rank ever waits on another (the what-if
+  // model pairs the halves by their sequence numbers, trace::Tracer::next_seq). The halves are
+  // still paired here, in posting order, to refuse a receive of another size than its send.
+  void post_dry(const Posted& p, bool is_send) {
+    std::deque<std::pair<bool, int64_t>>& waiting = dry_unmatched_[{p.src, p.dst, p.tag, p.context}];
+    if (waiting.empty() || waiting.front().first == is_send) {
+      waiting.push_back({is_send, p.bytes});
+    } else {
+      const int64_t sent = is_send ? p.bytes : waiting.front().second, expected = is_send ? waiting.front().second : p.bytes;
+      if (sent != expected)
+        throw CommError(detail::concat("rank ", p.dst, ": recv from rank ", p.src, " (tag ", p.tag, ") expects ", expected,
+                                       " bytes but rank ", p.src, " sent ", sent));
+      waiting.pop_front();
+    }
+    p.req->mark_started();
+    p.req->complete(0);
+  }
+
+  bool dry_immediate() const { return opts_.dry_run && opts_.latency_us <= 0 && opts_.bandwidth_gbps <= 0; }
+
+  uint64_t link_key(int src, int dst) const { return uint64_t(src) * uint64_t(P_) + uint64_t(dst); }
 
   // The link: latency + bytes / bandwidth, at most an hour (longer than any timeout).
   std::chrono::steady_clock::duration link_delay(int64_t bytes) const {
@@ -282,7 +317,9 @@ class LocalWorld {
   std::vector<std::condition_variable> queue_cv_;
   std::condition_variable copy_cv_;
   std::vector<std::deque<std::shared_ptr<Transfer>>> queues_;
-  std::deque<Half> unmatched_;
+  std::unordered_map<uint64_t, std::deque<Half>> unmatched_;  // by link_key(src, dst)
+  // A dry run's halves not yet paired, by (src, dst, tag, context): all sends or all receives.
+  std::map<std::tuple<int, int, int, uint64_t>, std::deque<std::pair<bool, int64_t>>> dry_unmatched_;
   std::vector<std::thread> threads_;
   bool stopping_ = false;
   std::atomic<bool> aborted_{false};

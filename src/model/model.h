@@ -69,7 +69,8 @@ Hardware measure_this_machine();
 /// without math and transfers that move nothing; returns its schedule (every rank's trace;
 /// otherData names the run). Allocations are counted in `tracker`, which must outlive
 /// `results` (every rank's record, whose tensors hold no data).
-trace::TraceData dry_run(const RunPlan& plan, MemoryTracker& tracker, std::vector<RunRecord>* results = nullptr);
+trace::TraceData dry_run(const RunPlan& plan, MemoryTracker& tracker, std::vector<RunRecord>* results = nullptr,
+                         const RankOptions& rank_opts = {});
 
 /// An upper bound on the events a dry run of any strategy records on P ranks: each rank's
 /// schedule has O(P) steps (its ring's P steps, P - 1 for each ring collective), so the whole

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -20,6 +23,12 @@ void check(const PipelineSpec& s) {
                                      " and PP = ", s.pp));
   if (!(s.forward_s >= 0 && s.backward_s >= 0 && s.p2p_s >= 0))
     throw ConfigError("pipeline: the forward, backward and transfer times must be >= 0");
+  for (const std::vector<double>* times : {&s.stage_forward_s, &s.stage_backward_s}) {
+    if (!times->empty() && times->size() != size_t(s.pp) * size_t(s.vp))
+      throw ConfigError(detail::concat("pipeline: ", times->size(), " per-stage times for PP VP = ", s.pp * s.vp, " virtual stages"));
+    for (double t : *times)
+      if (!(t >= 0)) throw ConfigError("pipeline: the forward, backward and transfer times must be >= 0");
+  }
 }
 
 // The k-th forward (or backward) of a rank, as microbatch and chunk.
@@ -34,6 +43,18 @@ PipelineOp nth(const PipelineSpec& s, bool forward, int k) {
 }
 
 }  // namespace
+
+const std::vector<std::vector<PipelineOp>>& pipeline_orders(const PipelineSpec& s) {
+  check(s);
+  // Memoized: a plan asks for the same few (PP, VP, m) hundreds of thousands of times.
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int>, std::vector<std::vector<PipelineOp>>> memo;
+  std::lock_guard lock(mu);
+  auto [it, fresh] = memo.try_emplace({s.pp, s.vp, s.microbatches});
+  if (fresh)
+    for (int r = 0; r < s.pp; ++r) it->second.push_back(pipeline_order(s, r));
+  return it->second;
+}
 
 std::vector<PipelineOp> pipeline_order(const PipelineSpec& s, int rank) {
   check(s);
@@ -61,8 +82,7 @@ PipelineRun simulate_pipeline(const PipelineSpec& s) {
 
   PipelineRun run;
   run.ranks.resize(s.pp);
-  std::vector<std::vector<PipelineOp>> todo(s.pp);
-  for (int r = 0; r < s.pp; ++r) todo[r] = pipeline_order(s, r);
+  const std::vector<std::vector<PipelineOp>>& todo = pipeline_orders(s);
   std::vector<size_t> next(s.pp, 0);
   std::vector<double> free_at(s.pp, 0.0);
   // List scheduling: a rank runs its next op once what it needs has ended; with a valid order
@@ -80,7 +100,7 @@ PipelineRun simulate_pipeline(const PipelineSpec& s) {
         if (!op.forward) ready = v + 1 < stages ? backward_end[v + 1][mb] + s.p2p_s : forward_end[v][mb];
         if (ready == kNotYet) break;
         op.start_s = std::max(free_at[r], ready);
-        op.end_s = op.start_s + (op.forward ? s.forward_s : s.backward_s);
+        op.end_s = op.start_s + (op.forward ? s.forward_of(v) : s.backward_of(v));
         (op.forward ? forward_end : backward_end)[v][mb] = op.end_s;
         free_at[r] = op.end_s;
         run.ranks[r].push_back(op);
@@ -90,13 +110,17 @@ PipelineRun simulate_pipeline(const PipelineSpec& s) {
     RS_CHECK(progressed, "simulate_pipeline: the schedule deadlocked (PP = ", s.pp, ", VP = ", s.vp, ", m = ",
              s.microbatches, ")");
   }
-  for (const auto& ops : run.ranks) {
+  for (int r = 0; r < s.pp; ++r) {
     int held = 0, peak = 0;
-    for (const PipelineOp& op : ops) peak = std::max(peak, held += op.forward ? 1 : -1);
+    double work = 0;
+    for (const PipelineOp& op : run.ranks[r]) {
+      peak = std::max(peak, held += op.forward ? 1 : -1);
+      work += op.end_s - op.start_s;
+    }
     run.peak_in_flight.push_back(peak);
-    run.step_s = std::max(run.step_s, ops.back().end_s);
+    run.step_s = std::max(run.step_s, run.ranks[r].back().end_s);
+    run.ideal_s = std::max(run.ideal_s, work);
   }
-  run.ideal_s = double(s.microbatches) * s.vp * (s.forward_s + s.backward_s);
   return run;
 }
 

@@ -9,6 +9,7 @@
 // Virtual stage v = chunk c x PP + rank r holds layers [v L / (PP VP), (v + 1) L / (PP VP)):
 // a rank's chunks are PP virtual stages apart, so a microbatch goes round the ranks VP times.
 #pragma once
+#include <cstddef>
 #include <vector>
 
 namespace ringside::model {
@@ -21,6 +22,12 @@ struct PipelineSpec {
   double forward_s = 0;   ///< one chunk's forward of one microbatch
   double backward_s = 0;  ///< one chunk's backward of one microbatch
   double p2p_s = 0;       ///< one microbatch's activations (or their gradient) to the next stage
+  /// Optional, per virtual stage v = chunk x PP + rank (PP VP entries): that chunk's forward and
+  /// backward in place of forward_s and backward_s, for stages that differ (uneven layers, the
+  /// embedding on the first, the LM head and loss on the last).
+  std::vector<double> stage_forward_s, stage_backward_s;
+  double forward_of(int v) const { return stage_forward_s.empty() ? forward_s : stage_forward_s[size_t(v)]; }
+  double backward_of(int v) const { return stage_backward_s.empty() ? backward_s : stage_backward_s[size_t(v)]; }
 };
 
 /// One op of a rank's schedule as it ran.
@@ -35,7 +42,7 @@ struct PipelineOp {
 struct PipelineRun {
   std::vector<std::vector<PipelineOp>> ranks;  ///< each rank's ops, in the order it runs them
   double step_s = 0;   ///< the last op's end: forward and backward of every microbatch
-  double ideal_s = 0;  ///< one rank's work alone, m VP (forward_s + backward_s)
+  double ideal_s = 0;  ///< the busiest rank's work alone: m VP (forward_s + backward_s) when stages are equal
   /// Per rank, the most microbatch-chunks whose forward has run and whose backward has not: the
   /// activations it holds at once, in chunks of L / (PP VP) layers (1F1B: PP - r, at most m).
   std::vector<int> peak_in_flight;
@@ -53,8 +60,12 @@ struct PipelineRun {
 /// its k-th backward the same microbatch's chunk VP - 1 - (k mod PP VP) / PP. Times are zero.
 std::vector<PipelineOp> pipeline_order(const PipelineSpec& spec, int rank);
 
+/// Every rank's pipeline_order, computed once per (PP, VP, m) and kept (thread-safe).
+const std::vector<std::vector<PipelineOp>>& pipeline_orders(const PipelineSpec& spec);
+
 /// Runs the schedule. Throws ConfigError for PP, VP or m below 1, VP > 1 with PP = 1 (nothing to
-/// interleave), an interleaved m that PP does not divide (Megatron's rule), or a negative time.
+/// interleave), an interleaved m that PP does not divide (Megatron's rule), a negative time, or
+/// per-stage times that are not PP VP long.
 PipelineRun simulate_pipeline(const PipelineSpec& spec);
 
 }  // namespace ringside::model

@@ -38,9 +38,11 @@ bool crosses_nodes(const ParallelConfig& par, GroupKind kind, int gpus_per_node)
 
 std::string link_words(bool across) { return across ? "across nodes" : "in node"; }
 
+}  // namespace
+
 // The node of each rank of the tp-cp schedule when the same coordinates are placed in `par`'s
 // order: the cp-tp placement of a tp-cp dry run.
-std::vector<int> placement(const ParallelConfig& par, int P, int gpus_per_node) {
+std::vector<int> schedule_nodes(const ParallelConfig& par, int P, int gpus_per_node) {
   ParallelConfig recorded = par;
   recorded.order = RankOrder::tp_cp;
   std::vector<int> node(static_cast<size_t>(P));
@@ -50,6 +52,8 @@ std::vector<int> placement(const ParallelConfig& par, int P, int gpus_per_node) 
   }
   return node;
 }
+
+namespace {
 
 // ---- the one-line reasons --------------------------------------------------------------
 
@@ -113,8 +117,10 @@ std::string tp_reason(const PlanCandidate& c, const RunPlan& plan, const Hardwar
          " per all-gather and reduce-scatter, exposed";
 }
 
+}  // namespace
+
 // What sets the candidate's time: the sublayer whose communication is most exposed.
-std::string reason_for(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype,
+std::string layer_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype,
                        const trace::StrategyMetrics& m) {
   std::string worst;
   int64_t most = -1;
@@ -149,6 +155,8 @@ std::string reason_for(const PlanCandidate& c, const RunPlan& plan, const Hardwa
   else if (c.par.recompute == Recompute::selective) why += "; selective recompute";
   return why;
 }
+
+namespace {
 
 // ---- memory ---------------------------------------------------------------------------
 
@@ -189,24 +197,23 @@ ShapeKey shape_of(const PlanCandidate& c) {
   return {c.par.tp, c.par.cp, int(c.par.cp_comm), c.par.a2a_size(), int(c.par.layout), int(c.par.recompute)};
 }
 
-struct Recorded {
-  RunPlan plan;  // the candidate's in tp-cp order, which the dry run records
-  std::unique_ptr<MemoryTracker> tracker;  // before the results: it outlives their tensors
-  trace::TraceData schedule;
-  std::vector<RunRecord> results;
-};
+}  // namespace
 
 // The dry run of a candidate's schedule (`plan`, resolved), recorded in tp-cp order: every
 // order places the same coordinates, so one schedule serves both (placement re-maps it).
-Recorded record(const RunPlan& plan) {
-  Recorded rec;
+RecordedSchedule record_schedule(const RunPlan& plan, bool grad_sync) {
+  RecordedSchedule rec;
   ParallelConfig recorded = plan.par;
   recorded.order = RankOrder::tp_cp;
   rec.plan = recorded.order == plan.par.order ? plan : resolve(recorded, plan.layer, plan.P);
   rec.tracker = std::make_unique<MemoryTracker>();
-  rec.schedule = dry_run(rec.plan, *rec.tracker, &rec.results);
+  RankOptions opts;
+  opts.grad_sync = grad_sync;
+  rec.schedule = dry_run(rec.plan, *rec.tracker, &rec.results, opts);
   return rec;
 }
+
+namespace {
 
 // Bytes each rank sends inside its node and across, by the placement `node` (fp32 bytes scaled).
 std::pair<double, double> link_traffic(const trace::TraceData& schedule, const std::vector<int>& node, double scale) {
@@ -221,13 +228,13 @@ std::pair<double, double> link_traffic(const trace::TraceData& schedule, const s
   return {intra, inter};
 }
 
-void fill_modeled(PlanRow& row, const Recorded& rec, int P, const PlanOptions& o, const Hardware& hw) {
+void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOptions& o, const Hardware& hw) {
   const PlanCandidate& c = row.candidate;
   const int L = o.layers;
   const double scale = element_bytes(o.dtype) / 4;
   ModelOptions mo;
   mo.dtype = o.dtype;
-  mo.node_of = placement(c.par, P, hw.gpus_per_node);
+  mo.node_of = schedule_nodes(c.par, P, hw.gpus_per_node);
   const trace::TraceData modeled = model_trace(rec.schedule, hw, mo);
   const std::vector<trace::StrategyMetrics> metrics = trace::compute_metrics(modeled);
   RS_CHECK(metrics.size() == 1, "plan: one group per schedule, got ", metrics.size());
@@ -260,7 +267,7 @@ void fill_modeled(PlanRow& row, const Recorded& rec, int P, const PlanOptions& o
     return;
   }
   row.status = PlanStatus::ranked;
-  row.reason = reason_for(c, rec.plan, hw, o.dtype, m);
+  row.reason = layer_reason(c, rec.plan, hw, o.dtype, m);
 }
 
 // ---- the verdict ----------------------------------------------------------------------
@@ -319,6 +326,16 @@ std::string PlanCandidate::name() const {
   if (par.cp_comm == CpComm::p2p || par.cp_comm == CpComm::all_gather || par.cp_comm == CpComm::a2a_p2p)
     n += std::string(" ") + to_string(par.layout);
   return n + " " + to_string(par.recompute);
+}
+
+const char* to_string(PlanStatus s) {
+  switch (s) {
+    case PlanStatus::ranked: return "ranked";
+    case PlanStatus::invalid: return "invalid";
+    case PlanStatus::out_of_memory: return "out_of_memory";
+    case PlanStatus::bounded: return "bounded";
+  }
+  return "?";
 }
 
 const PlanRow* runner_up(const Plan& plan) {
@@ -425,7 +442,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
       }
     }
     if (!needed) continue;
-    const Recorded rec = record(*valid[members.front()]);
+    const RecordedSchedule rec = record_schedule(*valid[members.front()]);
     ++st.dry_runs;
     if (o.progress)
       o.progress(st.dry_runs, shape_order.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "trace/metrics.h"
 
 namespace ringside::model {
 
@@ -49,7 +50,12 @@ struct PlanOptions {
   std::function<void(size_t done, size_t shapes, double seconds)> progress;
 };
 
-enum class PlanStatus { ranked, invalid, out_of_memory };
+/// ranked: modeled and fits; invalid: breaks a rule; out_of_memory: does not fit; bounded (the
+/// whole-step plan): fits, but its lower bound is slower than a verified configuration, so it
+/// was not dry-run.
+enum class PlanStatus { ranked, invalid, out_of_memory, bounded };
+/// "ranked", "invalid", "out_of_memory", "bounded" (the --json files' status).
+const char* to_string(PlanStatus s);
 
 /// A candidate on one profile. Times and bytes are for L layers, per GPU.
 struct PlanRow {
@@ -95,6 +101,28 @@ struct PlanStats {
 /// profile (the smallest need named).
 std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const std::vector<Hardware>& profiles,
                             PlanStats* stats = nullptr);
+
+/// A candidate's schedule, recorded once by a dry run in tp-cp order: every order places the
+/// same coordinates, so one schedule serves both orders and every profile (schedule_nodes).
+struct RecordedSchedule {
+  RunPlan plan;                            ///< the candidate's, in tp-cp order
+  std::unique_ptr<MemoryTracker> tracker;  ///< before the results: it outlives their tensors
+  trace::TraceData schedule;
+  std::vector<RunRecord> results;          ///< each rank's peaks, counted by the dry run
+};
+
+/// The dry run of `plan` (resolved), in tp-cp order; without the layer's gradient all-reduces
+/// when !grad_sync (LayerOptions::grad_sync).
+RecordedSchedule record_schedule(const RunPlan& plan, bool grad_sync = true);
+
+/// The node of each rank of a tp-cp schedule of P ranks when its coordinates are placed in
+/// `par`'s order, on nodes of `gpus_per_node` consecutive ranks (ModelOptions::node_of).
+std::vector<int> schedule_nodes(const ParallelConfig& par, int P, int gpus_per_node);
+
+/// One line on what sets a candidate's time: the formula of its most exposed group, then each
+/// group's (TP's, then context parallelism's), on `hw` in `dtype`; m is its replay's metrics.
+std::string layer_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype,
+                         const trace::StrategyMetrics& m);
 
 /// A candidate's modeled timeline on `hw` (a dry run in its own order), labelled `label`, for
 /// the viewer: the planner's winner beside its runner-up.

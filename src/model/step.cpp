@@ -9,12 +9,12 @@ namespace ringside::model {
 
 namespace {
 
-void check(const StepConfig& c) {
-  if (c.layers < 1 || c.pp < 1 || c.layers % c.pp != 0)
-    throw ConfigError(detail::concat("PP = ", c.pp, " must divide the L = ", c.layers,
-                                     " layers (uneven stages are not modeled)"));
-  if ((c.layers / c.pp) % c.vp != 0)
-    throw ConfigError(detail::concat("VP = ", c.vp, " must divide the ", c.layers / c.pp, " layers of a stage"));
+void check(const StepConfig& c, const std::vector<int>& layers) {
+  if (layers.front() == 0 && c.pp > 1)
+    throw ConfigError(detail::concat("PP = ", c.pp, " leaves the first stage without a layer (L = ", c.layers, ")"));
+  const int full = *std::max_element(layers.begin(), layers.end());
+  if (full % c.vp != 0)
+    throw ConfigError(detail::concat("VP = ", c.vp, " must divide the ", full, " layers of a stage"));
   if (c.zero < 0 || c.zero > 3) throw ConfigError(detail::concat("ZeRO stage ", c.zero, " is not 0, 1, 2 or 3"));
   if (c.dp < 1 || c.buckets < 1)
     throw ConfigError(detail::concat("DP = ", c.dp, " and the buckets, ", c.buckets, ", must each be >= 1"));
@@ -29,51 +29,154 @@ double memory_pass_seconds(double bytes, const Hardware& hw, const ModelOptions&
   return op_seconds(pass, bytes, hw, o);
 }
 
+// A GEMM of m x n x k, costed by its shape as the replay costs the layer's (op_seconds).
+double gemm_seconds(int64_t m, int64_t n, int64_t k, double element, const Hardware& hw, const ModelOptions& o) {
+  trace::Event gemm;
+  gemm.stream = trace::Stream::compute, gemm.kind = trace::Kind::gemm, gemm.name = "matmul";
+  gemm.flops = 2.0 * double(m) * double(n) * double(k);
+  gemm.detail = detail::concat("m=", m, " n=", n, " k=", k);
+  return op_seconds(gemm, element * (double(m) * double(k) + double(k) * double(n) + double(m) * double(n)), hw, o);
+}
+
+double stage_params(const std::vector<int>& layers, int rank, const LayerCost& layer, const EndsCost& ends) {
+  double params = layers[size_t(rank)] * layer.params;
+  if (rank == 0) params += ends.embedding_params;
+  if (rank + 1 == int(layers.size())) params += ends.head_params;
+  return params;
+}
+
+// Each stage's parameters and what it holds at its fullest: the fullest stage's into `cost`.
+void fill_memory(const StepConfig& c, const std::vector<int>& layers, const LayerCost& layer, const EndsCost& ends,
+                 const std::vector<int>& in_flight, StepCost& cost) {
+  const int chunk_layers = *std::max_element(layers.begin(), layers.end()) / c.vp;
+  for (int r = 0; r < c.pp; ++r) {
+    const ZeroStateBytes state = zero_state_bytes(stage_params(layers, r, layer, ends), c.dp, c.zero);
+    double activations = in_flight[size_t(r)] * chunk_layers * layer.saved_bytes + layer.working_bytes;
+    if (r == c.pp - 1) activations += ends.head_saved_bytes;
+    if (r == 0 || state.total() + activations > cost.total_bytes())
+      cost.fullest_stage = r, cost.state = state, cost.activation_bytes = activations;
+  }
+}
+
 }  // namespace
 
-StepCost model_step(const StepConfig& c, const LayerCost& layer, const Hardware& hw, const ModelOptions& o) {
-  check(c);
-  const int stage_layers = c.layers / c.pp;
-  const double chunk_layers = double(stage_layers) / c.vp;
-  const double stage_params = stage_layers * layer.params;
+StepCost step_memory(const StepConfig& c, const LayerCost& layer, const EndsCost& ends) {
+  const std::vector<int> layers = stage_layers(c.layers, c.pp);
+  check(c, layers);
+  PipelineSpec p;
+  p.pp = c.pp, p.vp = c.vp, p.microbatches = c.microbatches;
+  std::vector<int> in_flight;
+  for (const std::vector<PipelineOp>& order : pipeline_orders(p)) {
+    int held = 0, peak = 0;
+    for (const PipelineOp& op : order) peak = std::max(peak, held += op.forward ? 1 : -1);
+    in_flight.push_back(peak);
+  }
+  StepCost cost;
+  fill_memory(c, layers, layer, ends, in_flight, cost);
+  return cost;
+}
+
+EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, const GroupSpan& tp_span, const Hardware& hw,
+                   const ModelOptions& o) {
+  if (tokens < 1 || vocab < 1 || cfg.h < 1 || tp < 1)
+    throw ConfigError(detail::concat("the embedding and head need n, V, h and T >= 1 (n = ", tokens, ", V = ", vocab, ", h = ",
+                                     cfg.h, ", T = ", tp, ")"));
+  const double element = o.dtype == "fp32" ? 4 : 2, n = double(tokens), h = double(cfg.h);
+  const int64_t shard = (vocab + tp - 1) / tp;  // V / T, the last shard padded as Megatron pads it
+  const double logits = n * double(shard);
+  auto tp_collective = [&](Collective kind, double bytes) { return tp > 1 ? collective_seconds(kind, bytes, tp_span, hw, o) : 0.0; };
+  EndsCost e;
+  e.embedding_forward_s = memory_pass_seconds(2 * n * h * element, hw, o) + tp_collective(Collective::reduce_scatter, n * h * element);
+  e.embedding_backward_s = tp_collective(Collective::all_gather, n * h * element) + memory_pass_seconds(3 * n * h * element, hw, o);
+  e.head_forward_s = tp_collective(Collective::all_gather, n * h * element) + gemm_seconds(tokens, shard, cfg.h, element, hw, o) +
+                     memory_pass_seconds(12 * logits, hw, o) + 3 * tp_collective(Collective::all_reduce, 4 * n);
+  e.head_backward_s = memory_pass_seconds(6 * logits, hw, o) + gemm_seconds(tokens, cfg.h, shard, element, hw, o) +
+                      gemm_seconds(cfg.h, shard, tokens, element, hw, o) +
+                      tp_collective(Collective::reduce_scatter, n * h * element);
+  e.embedding_params = e.head_params = double(shard) * h;
+  e.head_saved_bytes = n * h * element + 4 * logits;
+  return e;
+}
+
+std::vector<int> stage_layers(int layers, int pp) {
+  if (layers < 1 || pp < 1 || pp > layers)
+    throw ConfigError(detail::concat("PP = ", pp, " stages for L = ", layers, " layers: PP must be between 1 and L"));
+  const int full = (layers + pp - 1) / pp, missing = full * pp - layers;
+  if (missing > 2 || (missing > 0 && pp < 2))
+    throw ConfigError(detail::concat("PP = ", pp, " must divide the L = ", layers,
+                                     " layers, or leave at most the first and last stage one layer short (Llama 3's "
+                                     "rule); ", layers, " layers on ", pp, " stages would leave ", missing, " short"));
+  std::vector<int> per(size_t(pp), full);
+  if (missing >= 1) --per.back();   // the last stage also holds the LM head
+  if (missing == 2) --per.front();  // the first, the embedding
+  return per;
+}
+
+StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost& ends, const Hardware& hw,
+                    const ModelOptions& o) {
+  const std::vector<int> layers = stage_layers(c.layers, c.pp);
+  check(c, layers);
+  const int full = *std::max_element(layers.begin(), layers.end()), chunk_layers = full / c.vp;
   const bool sharded = c.dp > 1;
   auto dp_collective = [&](Collective kind, double bytes) {
     return sharded ? collective_seconds(kind, bytes, c.dp_span, hw, o) : 0.0;
   };
 
+  // Each virtual stage's forward and backward: its layers (a short stage's short chunk is its
+  // first on the first stage, its last on the last), the ends, and under ZeRO 3 the gathers.
   PipelineSpec p;
   p.pp = c.pp, p.vp = c.vp, p.microbatches = c.microbatches;
-  p.forward_s = chunk_layers * layer.forward_s;
-  p.backward_s = chunk_layers * layer.backward_s;
-  if (c.pp > 1) p.p2p_s = transfer_seconds(layer.p2p_bytes, !c.pp_across_nodes, hw, o);
-  if (c.zero == 3) {  // FSDP: the chunk's bf16 weights gathered before its forward and its backward
-    const double gather = dp_collective(Collective::all_gather, 2 * chunk_layers * layer.params);
-    p.forward_s += gather, p.backward_s += gather;
+  const int virtual_stages = c.pp * c.vp;
+  for (int v = 0; v < virtual_stages; ++v) {
+    const int rank = v % c.pp, chunk = v / c.pp;
+    int n = chunk_layers;
+    if (layers[size_t(rank)] < full && ((rank == 0 && chunk == 0 && c.pp > 1) || (rank == c.pp - 1 && chunk == c.vp - 1))) --n;
+    double forward = n * layer.forward_s, backward = n * layer.backward_s, params = n * layer.params;
+    if (v == 0) forward += ends.embedding_forward_s, backward += ends.embedding_backward_s, params += ends.embedding_params;
+    if (v == virtual_stages - 1) forward += ends.head_forward_s, backward += ends.head_backward_s, params += ends.head_params;
+    if (c.zero == 3) {  // FSDP: the chunk's bf16 weights gathered before its forward and its backward
+      const double gather = dp_collective(Collective::all_gather, 2 * params);
+      forward += gather, backward += gather;
+    }
+    p.stage_forward_s.push_back(forward), p.stage_backward_s.push_back(backward);
   }
+  if (c.pp > 1) p.p2p_s = transfer_seconds(layer.p2p_bytes, !c.pp_across_nodes, hw, o);
   const PipelineRun run = simulate_pipeline(p);
-
   StepCost cost;
   cost.pipeline_s = run.step_s;
   cost.bubble_fraction = run.bubble_fraction();
+  if (p.p2p_s > 0 && !c.least_exposure) {  // a bound needs no breakdown
+    PipelineSpec free_links = p;
+    free_links.p2p_s = 0;
+    cost.pp_exposed_s = run.step_s - simulate_pipeline(free_links).step_s;
+  }
+  cost.tp_exposed_s = double(c.microbatches) * layers[0] * layer.tp_exposed_s;
+  cost.cp_exposed_s = double(c.microbatches) * layers[0] * layer.cp_exposed_s;
+
+  // The stage with the most parameters sets the gradient collectives and the optimizer step.
+  double most_params = 0, busiest_backward = 0;
+  for (int r = 0; r < c.pp; ++r) {
+    const double params = stage_params(layers, r, layer, ends);
+    if (params > most_params) most_params = params, busiest_backward = layers[size_t(r)] * layer.backward_s;
+  }
+  fill_memory(c, layers, layer, ends, run.peak_in_flight, cost);
   // The bf16 gradients: all-reduced (ZeRO 0) or reduce-scattered to their shard's owner; ZeRO 1
   // and 2 then all-gather the updated bf16 weights, before the next step's forward.
-  const double grads = 2 * stage_params;
+  const double grads = 2 * most_params;
   const double grad_sync = dp_collective(c.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter, grads);
-  const double weight_gather = c.zero == 1 || c.zero == 2 ? dp_collective(Collective::all_gather, 2 * stage_params) : 0;
+  const double weight_gather = c.zero == 1 || c.zero == 2 ? dp_collective(Collective::all_gather, 2 * most_params) : 0;
   cost.dp_s = grad_sync + weight_gather;
   // Overlapped, bucket by bucket, under the last microbatch's backward on this stage: what
   // outlasts it is exposed, and the last bucket, ready only at the backward's end, always is.
-  const double window = stage_layers * layer.backward_s;
-  const double grad_exposed = c.overlap_grad_reduce ? std::max(grad_sync - window, grad_sync / c.buckets) : grad_sync;
+  const double window = busiest_backward;
+  const double least = grad_sync / c.buckets;
+  const double grad_exposed = !c.overlap_grad_reduce ? grad_sync : c.least_exposure ? least : std::max(grad_sync - window, least);
   cost.dp_exposed_s = grad_exposed + weight_gather;
   // Adam over this GPU's shard: 28 bytes a parameter (fp32 master, m, v read and written; the
   // bf16 gradient read, the bf16 weight written).
-  const double shard = c.zero >= 1 ? stage_params / c.dp : stage_params;
+  const double shard = c.zero >= 1 ? most_params / c.dp : most_params;
   cost.optimizer_s = memory_pass_seconds(28 * shard, hw, o);
   cost.step_s = cost.pipeline_s + cost.dp_exposed_s + cost.optimizer_s;
-
-  cost.state = zero_state_bytes(stage_params, c.dp, c.zero);
-  cost.activation_bytes = run.peak_in_flight[0] * chunk_layers * layer.saved_bytes;
   return cost;
 }
 

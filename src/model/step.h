@@ -1,18 +1,23 @@
 // One training step of L layers around a TP x CP group: pipeline parallelism over PP stages
-// (model/pipeline.h), data parallelism over DP replicas with ZeRO (model/zero.h) and its
-// gradient collectives (model/collectives.h), and the optimizer step. The layer's own cost
-// comes from the model's replay of one TP x CP group (model.h); everything around it is
-// simulated or in closed form from there, so that a step of 16,384 GPUs costs one small dry run.
+// (model/pipeline.h), data parallelism with ZeRO (model/zero.h) and its gradient collectives
+// (model/collectives.h), the embedding, the LM head and loss, and the optimizer step. The
+// layer's own cost comes from the model's replay of one TP x CP group (model.h); everything
+// around it is simulated or in closed form from there, so that a step of 16,384 GPUs costs one
+// small dry run.
 //
-//   pipeline    m microbatches (m = GBS / (DP MBS)) through PP stages of L / PP layers, each
-//               chunk's forward and backward L / (PP VP) layers' times, the activations of
-//               one microbatch sent between stages
-//   DP          the gradients of the stage's parameters: an all-reduce (ZeRO 0) or a
-//               reduce-scatter and, after the optimizer, an all-gather of the updated weights
-//               (ZeRO 1, 2: Megatron's distributed optimizer); ZeRO 3 (FSDP) also all-gathers
-//               the weights in each microbatch's forward and backward. With overlap_grad_reduce
-//               the gradient collective runs under the last microbatch's backward, bucket by
-//               bucket (Megatron's --overlap-grad-reduce), and only what outlasts it is exposed
+//   stages      L / PP layers each; when PP does not divide L, the first and last stages hold
+//               one layer fewer (Llama 3's rule, Dubey et al. 2024, 3.3.2: 126 layers on 16
+//               stages), at most two layers short in all
+//   pipeline    m microbatches (m = GBS / (DP MBS)) through PP stages, each chunk's forward and
+//               backward its layers' times, the embedding on the first virtual stage and the LM
+//               head and loss on the last, the activations of one microbatch sent between stages
+//   gradients   the weights are replicated over DP x CP (Megatron's dp-cp group): their bf16
+//               gradients are all-reduced over it (ZeRO 0) or reduce-scattered to their shard's
+//               owner, and after the optimizer the updated bf16 weights all-gathered (ZeRO 1, 2:
+//               Megatron's distributed optimizer); ZeRO 3 (FSDP) also all-gathers each chunk's
+//               weights in each microbatch's forward and backward. With overlap_grad_reduce the
+//               gradient collective runs under the last microbatch's backward, bucket by bucket
+//               (Megatron's --overlap-grad-reduce), and only what outlasts it is exposed
 //   optimizer   Adam over the GPU's shard, memory-bound: it reads and writes the fp32 master
 //               weights, m and v (24 bytes), reads the bf16 gradient and writes the bf16 weight
 //               (4 bytes): 28 bytes a parameter at the achievable HBM rate
@@ -26,40 +31,86 @@ namespace ringside::model {
 
 /// One layer on one microbatch, as a GPU of its TP x CP group sees it.
 struct LayerCost {
-  double forward_s = 0, backward_s = 0;  ///< the slowest rank's, from the model's replay
-  double params = 0;       ///< parameters a GPU holds of the layer (its TP shard)
-  double saved_bytes = 0;  ///< activations a GPU keeps of the layer for one microbatch
-  double p2p_bytes = 0;    ///< one microbatch's activations a GPU sends to the next stage
+  double forward_s = 0, backward_s = 0;  ///< the slowest rank's, from the model's replay (no gradient sync)
+  double tp_exposed_s = 0, cp_exposed_s = 0;  ///< of that, TP's and CP's communication no compute hides
+  double params = 0;         ///< parameters a GPU holds of the layer (its TP shard)
+  double saved_bytes = 0;    ///< activations a GPU keeps of the layer for one microbatch
+  double working_bytes = 0;  ///< the layer's transient peak above its weights, gradients and saved activations
+  double p2p_bytes = 0;      ///< one microbatch's activations a GPU sends to the next stage
 };
+
+/// The embedding (first virtual stage) and the LM head with its loss (last), per microbatch.
+struct EndsCost {
+  double embedding_forward_s = 0, embedding_backward_s = 0;
+  double head_forward_s = 0, head_backward_s = 0;
+  double embedding_params = 0, head_params = 0;  ///< a GPU's shares (V h / T each)
+  double head_saved_bytes = 0;                   ///< the head's input and its fp32 logits
+};
+
+/// The embedding and the untied LM head with its cross-entropy loss, over a vocabulary of V, on a
+/// GPU of a TP x CP group holding n = b S / C tokens of the microbatch (Megatron's vocab-parallel
+/// embedding and output layer, sequence parallel; Narayanan et al. 2021, 3.2):
+///   embedding  forward: the lookup of n rows (a memory pass of 2 n h elements), then a
+///              reduce-scatter over TP of n h; backward: an all-gather of n h, a scatter-add
+///              (3 n h elements)
+///   LM head    forward: an all-gather over TP of n h, the GEMM n x h x V/T, the loss over the
+///              n V/T fp32 logits (12 bytes each: written, read for the max, the sum and the
+///              target) and three all-reduces of n fp32 over TP; backward: the softmax's gradient
+///              (6 bytes a logit), the GEMMs for the input's and the weight's gradients, a
+///              reduce-scatter of n h
+///   memory     V h / T parameters each; the head keeps its gathered input and its fp32 logits
+/// Costed as the replay costs the layer's own ops (op_seconds) and collectives (collective_seconds
+/// over `tp_span`). Throws ConfigError for n, V, h or T below 1.
+EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, const GroupSpan& tp_span, const Hardware& hw,
+                   const ModelOptions& o);
 
 /// The step around the layer.
 struct StepConfig {
   int layers = 1;        ///< L
   int pp = 1, vp = 1;    ///< pipeline stages, model chunks a rank
-  int dp = 1;            ///< data-parallel replicas
+  /// The ranks that hold the same weights, over which gradients are reduced and ZeRO shards:
+  /// DP x CP (a CP group's ranks hold the same weights too).
+  int dp = 1;
   int zero = 1;          ///< ZeRO stage, 0 .. 3
   int microbatches = 1;  ///< m per replica
   bool overlap_grad_reduce = true;
   int buckets = 4;       ///< gradient buckets (overlap: the last one's collective is always exposed)
-  GroupSpan dp_span;     ///< where the DP group's members sit
+  GroupSpan dp_span;     ///< where those dp ranks sit
   bool pp_across_nodes = true;  ///< whether neighbouring stages sit on different nodes
+  /// For a lower bound of the step (the planner's, from a layer's compute alone): the gradient
+  /// collective exposed at its least, its last bucket, whatever backward could hide the rest.
+  bool least_exposure = false;
 };
 
-/// What the step costs one GPU of the worst (first) stage.
+/// Layers on each stage: L / PP, or with the first and last one short (the rule above).
+/// Throws ConfigError when PP exceeds L or more than two layers would be missing.
+std::vector<int> stage_layers(int layers, int pp);
+
+/// What the step costs; times are the step's, memory the fullest stage's, per GPU.
 struct StepCost {
   double step_s = 0;             ///< pipeline + exposed DP + optimizer
   double pipeline_s = 0;         ///< the simulated pipeline's step
-  double bubble_fraction = 0;    ///< the pipeline's, as Megatron counts it
+  double bubble_fraction = 0;    ///< the pipeline's, as Megatron counts it (pipeline.h)
+  double tp_exposed_s = 0, cp_exposed_s = 0;  ///< the first stage's layers' over all its microbatches
+  double pp_exposed_s = 0;       ///< what the transfers between stages add to the pipeline
   double dp_s = 0;               ///< the DP collectives' time, hidden or not
   double dp_exposed_s = 0;       ///< the part no backward hides
   double optimizer_s = 0;
-  ZeroStateBytes state;          ///< weights, gradients, Adam state (L / PP layers)
-  double activation_bytes = 0;   ///< saved activations of the microbatches in flight
+  int fullest_stage = 0;         ///< the stage whose memory is below
+  ZeroStateBytes state;          ///< its weights, gradients and Adam state
+  double activation_bytes = 0;   ///< its saved activations of the microbatches in flight, and one layer's working peak
   double total_bytes() const { return state.total() + activation_bytes; }
 };
 
-/// The step's cost. Throws ConfigError where the pipeline does (model/pipeline.h), for PP not
-/// dividing L (uneven stages are not modeled), a ZeRO stage outside 0..3, DP or buckets < 1.
-StepCost model_step(const StepConfig& c, const LayerCost& layer, const Hardware& hw, const ModelOptions& o);
+/// The memory part of the step's cost alone (fullest_stage, state, activation_bytes), without
+/// timing the pipeline: the microbatches in flight come from each stage's order (pipeline_order).
+/// Throws as model_step does.
+StepCost step_memory(const StepConfig& c, const LayerCost& layer, const EndsCost& ends);
+
+/// The step's cost. Throws ConfigError where the pipeline does (model/pipeline.h), for stages
+/// stage_layers refuses, VP not dividing a full stage's layers, a ZeRO stage outside 0..3, DP or
+/// buckets < 1, or a DP span of another size.
+StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost& ends, const Hardware& hw,
+                    const ModelOptions& o);
 
 }  // namespace ringside::model

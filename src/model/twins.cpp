@@ -24,7 +24,7 @@ namespace ringside::model {
 
 // ---- the dry run ------------------------------------------------------------------------------
 
-trace::TraceData dry_run(const RunPlan& plan, MemoryTracker& tracker, std::vector<RunRecord>* results) {
+trace::TraceData dry_run(const RunPlan& plan, MemoryTracker& tracker, std::vector<RunRecord>* results, const RankOptions& rank_opts) {
   trace::TraceData t;
   trace::Clock clock;
   clock.origin_ns = trace::Clock::steady_now_ns();
@@ -32,7 +32,7 @@ trace::TraceData dry_run(const RunPlan& plan, MemoryTracker& tracker, std::vecto
   LocalOptions lo;
   lo.dry_run = true;
   lo.timeout_s = 600;  // 2P threads on a few cores: a dry run is quick, but waits may be long
-  std::vector<RunRecord> r = run_local_ranks(plan, DType::f32, tracker, lo, &sink);
+  std::vector<RunRecord> r = run_local_ranks(plan, DType::f32, tracker, lo, &sink, rank_opts);
   if (results) *results = std::move(r);
   t.run.producer = "ringside model (dry run)";
   t.run.config = plan.config_json();

@@ -31,7 +31,8 @@ const nlohmann::json& object(const nlohmann::json& j, const std::string& key, co
 
 const std::vector<std::string>& validation_quantities() {
   static const std::vector<std::string> q{"/layer/forward_s",     "/layer/backward_s",     "/layer/total_s",
-                                          "/attention/forward_s", "/attention/backward_s", "/attention/total_s"};
+                                          "/attention/forward_s", "/attention/backward_s", "/attention/total_s",
+                                          "/step/step_s"};
   return q;
 }
 

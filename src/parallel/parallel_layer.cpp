@@ -103,8 +103,8 @@ LocalLayer parallel_layer(const RunPlan& plan, const ProcessGroups& groups, cons
   // TP rank too, which saw only its share of the tokens: sum those over TP as well, or every rank
   // updates them differently (the classic SP bug). One packed all-reduce per group.
   trace::sublayer("grad_sync");
-  if (par.cp > 1) all_reduce_packed(*groups.cp, all_of(weight_grads), ctx.comm);
-  if (par.tp > 1) {
+  if (par.cp > 1 && opts.grad_sync) all_reduce_packed(*groups.cp, all_of(weight_grads), ctx.comm);
+  if (par.tp > 1 && opts.grad_sync) {
     if (opts.keep_partial_grads) res.partial_grads = sequence_parallel_copy(weight_grads, ctx.ws);
     all_reduce_packed(*groups.tp, sequence_parallel_params(weight_grads), ctx.comm);
   }

@@ -39,6 +39,9 @@ struct LocalLayer {
 
 struct LayerOptions {
   bool keep_partial_grads = false;
+  /// false: the weight gradients stay unsummed over CP and TP (no grad_sync all-reduces): the
+  /// whole-step planner's dry runs, which fold them into the DP x CP reduction (model/step.h).
+  bool grad_sync = true;
   /// Called where the forward starts (after the attention is set up) and where it ends: the
   /// runner's phase boundaries.
   std::function<void()> forward_starts, forward_done;

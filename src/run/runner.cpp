@@ -58,6 +58,7 @@ RunRecord run_rank(const RunPlan& plan, Communicator& world, Backend& be, Memory
   std::optional<PhaseMeter> meter;
   LayerOptions layer_opts;
   layer_opts.keep_partial_grads = opts.keep_partial_grads;
+  layer_opts.grad_sync = opts.grad_sync;
   layer_opts.forward_starts = [&] {
     meter.emplace(world, tracker);
     maybe_inject_failure(rank, plan.P, "forward");

@@ -38,6 +38,7 @@ struct RunRecord {
 /// What a rank's run keeps beyond the results.
 struct RankOptions {
   bool keep_partial_grads = false;  ///< lesson 2's un-reduced gradients (RunRecord::partial_grads)
+  bool grad_sync = true;            ///< LayerOptions::grad_sync
 };
 
 /// Rank world.rank() of world.size() (= plan.P) of the plan, forward and backward, in dtype dt,

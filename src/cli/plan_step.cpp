@@ -1,0 +1,159 @@
+// `ringside plan --gbs ...`: the whole training step planned (model/step_plan.h), printed as a
+// ranked table with the rejected rules, the verdict, and every row in --json.
+#include <cmath>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "core/error.h"
+#include "core/output.h"
+#include "layer/presets.h"
+#include "lessons/lesson.h"  // wrap
+#include "model/step_plan.h"
+#include "parallel/run_plan.h"
+
+namespace ringside::cli {
+
+namespace {
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", bytes / double(1ull << 30));
+  return buf;
+}
+
+
+void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
+  const model::Hardware& hw = plan.hw;
+  std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
+  model::ModelOptions mo;
+  mo.dtype = o.dtype;
+  std::printf("  modeled at %s\n", model::rates_summary(hw, mo, "\n  ").c_str());
+  const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
+  size_t wname = 9;
+  for (size_t i = 0; i < shown; ++i) wname = std::max(wname, plan.rows[i].candidate.name().size());
+  std::printf("\n  %3s  %s  %9s  %13s  %9s  %7s  %27s  %26s  %s\n", "#", pad("candidate", wname).c_str(), "tokens/s", "MFU causal/whole",
+              "step", "bubble", "exposed TP / CP / PP / DP", "memory: w+g+opt+act GiB", "why");
+  for (size_t i = 0; i < shown; ++i) {
+    const model::StepRow& r = plan.rows[i];
+    const model::StepCost& s = r.cost;
+    char mfu[32], exposed[64], memory[64], bubble[16];
+    std::snprintf(mfu, sizeof mfu, "%.1f%% / %.1f%%", 100 * r.mfu_causal, 100 * r.mfu);
+    std::snprintf(exposed, sizeof exposed, "%s / %s / %s / %s", format_seconds(s.tp_exposed_s).c_str(), format_seconds(s.cp_exposed_s).c_str(),
+                  format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
+    std::snprintf(memory, sizeof memory, "%s (%.0f%%): %s+%s+%s+%s", gib(s.total_bytes()).c_str(), 100 * s.total_bytes() / hw.memory_bytes,
+                  gib(s.state.weights).c_str(), gib(s.state.grads).c_str(), gib(s.state.optimizer).c_str(), gib(s.activation_bytes).c_str());
+    std::snprintf(bubble, sizeof bubble, "%.1f%%", 100 * s.bubble_fraction);
+    std::printf("  %3zu  %s  %9.0f  %16s  %9s  %7s  %27s  %26s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(), r.tokens_per_s_per_gpu,
+                mfu, format_seconds(s.step_s).c_str(), bubble, exposed, memory, r.reason.c_str());
+  }
+  if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
+  std::printf("  tokens/s: per GPU; MFU: model FLOPs (Megatron's count, the LM head included) over the %s peak, attention causally\n"
+              "  halved / whole; exposed: communication no compute hides on the first stage, over the step (PP: what the transfers\n"
+              "  between stages add); memory: the fullest stage's weights, gradients, optimizer state and activations, of %s\n",
+              o.dtype.c_str(), format_bytes(hw.memory_bytes).c_str());
+  // The rejected: the rules, each once, and the least memory-hungry that do not fit.
+  std::vector<std::string> rules;
+  std::vector<const model::StepRow*> oom;
+  for (const model::StepRow& r : plan.rows) {
+    if (r.status == model::PlanStatus::out_of_memory) oom.push_back(&r);
+    if (r.status != model::PlanStatus::invalid) continue;
+    const size_t colon = r.reason.find(": ");
+    const std::string rule = colon == std::string::npos ? r.reason : r.reason.substr(colon + 2);
+    if (std::find(rules.begin(), rules.end(), rule) == rules.end()) rules.push_back(rule);
+  }
+  if (!rules.empty()) {
+    std::printf("\n  invalid (%zu rules):\n", rules.size());
+    for (size_t i = 0; i < rules.size() && i < size_t(o.top); ++i) std::printf("    %s\n", rules[i].c_str());
+  }
+  if (!oom.empty()) {
+    std::printf("\n  out of memory (%zu; the %zu needing least):\n", oom.size(), std::min(oom.size(), size_t(o.top)));
+    for (size_t i = 0; i < oom.size() && i < size_t(o.top); ++i)
+      std::printf("    %s: %s\n", oom[i]->candidate.name().c_str(), oom[i]->reason.c_str());
+  }
+  std::printf("\n  verdict\n%s", lessons::wrap(plan.verdict, 104, "    ").c_str());
+}
+
+}  // namespace
+
+nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place) {
+  const model::StepCandidate& c = r.candidate;
+  const ParallelConfig& par = c.layer.par;
+  nlohmann::json j = {{"name", c.name()}, {"tp", par.tp}, {"cp", par.cp}, {"cp_comm", to_string(par.cp_comm)},
+                      {"cp_a2a", par.a2a_size()}, {"layout", to_string(par.layout)}, {"recompute", to_string(par.recompute)},
+                      {"status", model::to_string(r.status)}, {"reason", r.reason}};
+  if (c.pp > 0) {
+    j["pp"] = c.pp, j["vp"] = c.vp, j["dp"] = c.dp, j["zero"] = c.zero, j["order"] = c.order_name();
+    j["microbatches"] = c.microbatches;
+  }
+  if (r.status == model::PlanStatus::ranked) {
+    const model::StepCost& s = r.cost;
+    j["place"] = place;
+    j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
+    j["mfu_attention_whole"] = r.mfu, j["mfu_attention_causal_halved"] = r.mfu_causal;
+    j["step_s"] = s.step_s, j["pipeline_s"] = s.pipeline_s, j["bubble_fraction"] = s.bubble_fraction;
+    j["exposed_s"] = {{"tp", s.tp_exposed_s}, {"cp", s.cp_exposed_s}, {"pp", s.pp_exposed_s}, {"dp", s.dp_exposed_s}};
+    j["dp_s"] = s.dp_s, j["optimizer_s"] = s.optimizer_s;
+  }
+  if (r.status != model::PlanStatus::invalid) {
+    const model::StepCost& s = r.cost;
+    j["memory"] = {{"stage", s.fullest_stage}, {"weights_bytes", s.state.weights}, {"grads_bytes", s.state.grads},
+                   {"optimizer_bytes", s.state.optimizer}, {"activation_bytes", s.activation_bytes},
+                   {"total_bytes", s.total_bytes()}, {"capacity_bytes", hw.memory_bytes}};
+  }
+  return j;
+}
+
+int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles) {
+  if (!o.trace.empty()) output::check(o.trace, "--trace");
+  model::StepPlanOptions so;
+  so.gpus = o.gpus;
+  const ModelPreset* preset = o.preset.empty() ? nullptr : &find_preset(o.preset);
+  so.layers = o.layers ? o.layers : preset ? preset->layers : 1;
+  so.vocab = preset ? preset->vocab : 0;
+  so.gbs = o.gbs, so.mbs = o.mbs, so.pp = o.pp, so.vp = o.vp, so.dp = o.dp, so.zero = o.zero;
+  so.overlap_grad_reduce = o.overlap_grad_reduce, so.exhaustive = o.exhaustive;
+  so.modeling.dtype = o.dtype;
+  if (o.recompute != "any") so.modes = {parse_recompute(o.recompute)};
+  so.layout = o.choices.layout;
+  so.progress = [shown = 0.0](size_t done, size_t shapes, double seconds) mutable {
+    if (seconds < 3 || seconds - shown < 3) return;
+    shown = seconds;
+    std::fprintf(stderr, "  plan: %zu dry runs done (of at most %zu schedule shapes), %.0f s\n", done, shapes, seconds);
+  };
+  LayerConfig cfg = o.cfg;
+  cfg.b = o.mbs;  // a dry run is of one microbatch
+  resolve_one_rank(cfg);
+  std::printf("ringside plan: %s%s on %d GPUs, the whole step: %d layers, V = %lld, GBS = %d sequences of %lld tokens, MBS = %d, "
+              "recompute %s\n",
+              o.preset.empty() ? "" : (o.preset + ": ").c_str(), cfg.summary().c_str(), o.gpus, so.layers, (long long)so.vocab, o.gbs,
+              (long long)cfg.s, o.mbs, o.recompute.c_str());
+  std::fflush(stdout);
+  model::StepPlanStats stats;
+  const std::vector<model::StepPlan> plans = model::make_step_plan(cfg, so, profiles, &stats);
+  std::printf("  %zu configurations (%zu invalid, %zu out of memory, %zu not dry-run: their bound or estimate lost); %zu TP x CP\n"
+              "  groups of at most %d GPUs, %zu dry runs; %.1f s\n",
+              stats.candidates, stats.invalid, stats.memory_rejects, stats.bounded, stats.groups, so.max_group, stats.dry_runs,
+              stats.seconds);
+  std::printf("  modeled, not measured: the pipeline simulated around one TP x CP group's replay; DP and ZeRO in closed form\n"
+              "  (docs/model.md, \"The whole step\")\n");
+  for (const model::StepPlan& plan : plans) print_step_plan(plan, o);
+  if (!o.json.empty()) {
+    nlohmann::json js = {{"config", cfg.to_json()}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", so.layers},
+                         {"vocab", so.vocab}, {"gbs", o.gbs}, {"mbs", o.mbs}, {"dtype", o.dtype}, {"recompute", o.recompute},
+                         {"overlap_grad_reduce", o.overlap_grad_reduce}};
+    js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"memory_rejects", stats.memory_rejects},
+                   {"bounded", stats.bounded}, {"groups", stats.groups}, {"dry_runs", stats.dry_runs},
+                   {"seconds", stats.seconds}};
+    for (const model::StepPlan& plan : plans) {
+      nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict}, {"rows", nlohmann::json::array()}};
+      int place = 0;
+      for (const model::StepRow& r : plan.rows) p["rows"].push_back(step_row_json(r, plan.hw, ++place));
+      js["plans"].push_back(p);
+    }
+    output::write(o.json, js.dump() + "\n", "--json");  // compact: a 16,384-GPU plan has about 150,000 rows
+  }
+  return 0;
+}
+
+}  // namespace ringside::cli

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Checks facts about a whole-step `ringside plan --gbs ... --json` file, for CTest.
+
+step_plan_facts.py FILE --published NAME --gpus P --tokens T
+  --published  the configuration a published run used: it is ranked (dry-run and fitting), and
+               the winner's step is no longer than its step (the planner chooses at least as fast)
+  --gpus       P, and --tokens the tokens of a step (GBS x s): every ranked row's tokens/s per
+               GPU is T / step / P, and its MFU under the causal count below the whole count's
+Also checks the rows' order: ranked by step time, then bounded, invalid and out of memory, each
+with a reason; a bounded row's reason says why it was not dry-run.
+"""
+import argparse
+import json
+import sys
+
+ap = argparse.ArgumentParser()
+ap.add_argument("file")
+ap.add_argument("--published", required=True)
+ap.add_argument("--gpus", type=float, required=True)
+ap.add_argument("--tokens", type=float, required=True)
+a = ap.parse_args()
+js = json.load(open(a.file))
+fails = []
+order = {"ranked": 0, "bounded": 1, "invalid": 2, "out_of_memory": 3}
+for plan in js["plans"]:
+    rows = plan["rows"]
+    places = [order[r["status"]] for r in rows]
+    if places != sorted(places):
+        fails.append("rows not ranked, bounded, invalid, out of memory in that order")
+    ranked = [r for r in rows if r["status"] == "ranked"]
+    steps = [r["step_s"] for r in ranked]
+    if steps != sorted(steps):
+        fails.append("ranked rows not by step time")
+    for r in rows:
+        if not r["reason"]:
+            fails.append(f"{r['name']}: no reason")
+        if r["status"] == "bounded" and not r["reason"].startswith("not dry-run: "):
+            fails.append(f"{r['name']}: a bounded row that does not say why it was not dry-run")
+    for r in ranked:
+        want = a.tokens / r["step_s"] / a.gpus
+        if abs(r["tokens_per_s_per_gpu"] / want - 1) > 1e-9:
+            fails.append(f"{r['name']}: {r['tokens_per_s_per_gpu']} tokens/s per GPU, not T / step / P = {want}")
+        if not 0 < r["mfu_attention_causal_halved"] < r["mfu_attention_whole"] < 1:
+            fails.append(f"{r['name']}: MFU causal {r['mfu_attention_causal_halved']} and whole {r['mfu_attention_whole']}")
+    published = [r for r in rows if r["name"] == a.published]
+    if len(published) != 1 or published[0]["status"] != "ranked":
+        fails.append(f"{a.published}: not one ranked row ({[r['status'] for r in published]})")
+    elif ranked[0]["step_s"] > published[0]["step_s"]:
+        fails.append(f"the winner {ranked[0]['name']} is slower than {a.published}")
+    else:
+        p = published[0]
+        print(f"{plan['hardware']['name']}: winner {ranked[0]['name']}: {ranked[0]['tokens_per_s_per_gpu']:.1f} tokens/s per GPU; "
+              f"{a.published} (place {p['place']}): {p['tokens_per_s_per_gpu']:.1f}, MFU {100 * p['mfu_attention_causal_halved']:.1f}% "
+              f"causal, {100 * p['mfu_attention_whole']:.1f}% whole")
+for f in fails:
+    print("FAIL:", f)
+sys.exit(1 if fails else 0)
