@@ -1,4 +1,4 @@
-// The lessons themselves: the catalogue of the seven, where each one's chapter and trace live, and
+// The lessons themselves: the catalogue of the eight, where each one's chapter and trace live, and
 // building a lesson's script. The rest of lesson.h is beside it: text.cpp (fmt, wrap, Table),
 // script.cpp (the Script's steps and traced runs), present.cpp (otherData.lesson and the
 // terminal) and chapter.cpp (the chapters' drift marks). The scenarios themselves are
@@ -9,7 +9,7 @@
 
 namespace ringside::lessons {
 
-// The seven scenarios (lessons/NN-name/scenario.cpp).
+// The eight scenarios (lessons/NN-name/scenario.cpp).
 void memory_wall(Script& s);
 void megatron_sp(Script& s);
 void ring_attention(Script& s);
@@ -17,6 +17,7 @@ void load_balance(Script& s);
 void ulysses(Script& s);
 void choosing(Script& s);
 void combining(Script& s);
+void whole_step(Script& s);
 
 const std::vector<Lesson>& all_lessons() {
   static const std::vector<Lesson> lessons = {
@@ -27,6 +28,7 @@ const std::vector<Lesson>& all_lessons() {
       {5, "05-ulysses", "DeepSpeed-Ulysses", ulysses},
       {6, "06-choosing", "Choosing a strategy", choosing},
       {7, "07-combining", "Combining strategies", combining},
+      {8, "08-whole-step", "The whole step", whole_step},
   };
   return lessons;
 }

@@ -135,7 +135,7 @@ struct Lesson {
   void (*build)(Script&) = nullptr;
 };
 
-/// Lessons 1 to 7, in order.
+/// Lessons 1 to 8, in order.
 const std::vector<Lesson>& all_lessons();
 /// Lesson n; throws ConfigError naming the lessons that exist otherwise.
 const Lesson& find_lesson(int n);

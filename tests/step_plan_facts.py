@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Checks facts about a whole-step `ringside plan --gbs ... --json` file, for CTest.
 
-step_plan_facts.py FILE --published NAME --gpus P --tokens T
+step_plan_facts.py FILE --published NAME --gpus P --tokens T [--row NAME:TOKENS:MFU ...]
   --published  the configuration a published run used: it is ranked (dry-run and fitting), and
                the winner's step is no longer than its step (the planner chooses at least as fast)
   --gpus       P, and --tokens the tokens of a step (GBS x s): every ranked row's tokens/s per
                GPU is T / step / P, and its MFU under the causal count below the whole count's
+  --row        NAME is ranked with TOKENS tokens/s per GPU and MFU% (attention causally halved),
+               to the decimals written (the README's figures)
 Also checks the rows' order: ranked by step time, then bounded, invalid and out of memory, each
 with a reason; a bounded row's reason says why it was not dry-run.
 """
@@ -18,6 +20,7 @@ ap.add_argument("file")
 ap.add_argument("--published", required=True)
 ap.add_argument("--gpus", type=float, required=True)
 ap.add_argument("--tokens", type=float, required=True)
+ap.add_argument("--row", action="append", default=[])
 a = ap.parse_args()
 js = json.load(open(a.file))
 fails = []
@@ -52,6 +55,21 @@ for plan in js["plans"]:
         print(f"{plan['hardware']['name']}: winner {ranked[0]['name']}: {ranked[0]['tokens_per_s_per_gpu']:.1f} tokens/s per GPU; "
               f"{a.published} (place {p['place']}): {p['tokens_per_s_per_gpu']:.1f}, MFU {100 * p['mfu_attention_causal_halved']:.1f}% "
               f"causal, {100 * p['mfu_attention_whole']:.1f}% whole")
+def decimals(text):
+    return len(text.split(".")[1]) if "." in text else 0
+
+
+for spec in a.row:
+    name, tokens, mfu = spec.rsplit(":", 2)
+    rows = [r for r in js["plans"][0]["rows"] if r["name"] == name and r["status"] == "ranked"]
+    if not rows:
+        fails.append(f"{name}: not ranked")
+        continue
+    r = rows[0]
+    got_tokens = round(r["tokens_per_s_per_gpu"], decimals(tokens))
+    got_mfu = round(100 * r["mfu_attention_causal_halved"], decimals(mfu))
+    if got_tokens != float(tokens) or got_mfu != float(mfu):
+        fails.append(f"{name}: {got_tokens} tokens/s per GPU and MFU {got_mfu}%, the text says {tokens} and {mfu}%")
 for f in fails:
     print("FAIL:", f)
 sys.exit(1 if fails else 0)

@@ -315,8 +315,8 @@ TEST_CASE("malformed lesson steps in a trace are an error, other traces have non
   REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": [{"title": 1, "text": "x"}]}})"), Catch::Contains("steps[0] needs"));
   REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": [{"title": "a", "text": "x", "focus": {"strategy": "ring", "begin_ns": 5, "end_ns": 1}}]}})"),
                       Catch::Contains("begin_ns <= end_ns"));
-  REQUIRE_THROWS_AS(find_lesson(8), ConfigError);
-  REQUIRE_THROWS_WITH(find_lesson(0), Catch::Contains("the lessons are 1 to 7"));
+  REQUIRE_THROWS_AS(find_lesson(9), ConfigError);
+  REQUIRE_THROWS_WITH(find_lesson(0), Catch::Contains("the lessons are 1 to 8"));
   REQUIRE(default_trace_path(3) == "out/lessons/03-ring-attention.trace.json");
   REQUIRE(wrap("aa bb cc", 5, "> ") == "> aa\n> bb\n> cc\n");
   REQUIRE(wrap("a b c", 80) == "a b c\n");
@@ -335,6 +335,30 @@ std::string read_text(const std::string& path) {
 }
 
 }  // namespace
+
+TEST_CASE("lesson 8: the rank order's strides, the winner no slower than its placements, bubbles and ZeRO by formula", "[lessons]") {
+  const Script s = build_lesson(8);
+  check_steps(s);
+  // T 2, C 2, PP 2, DP 4: strides 1, T, T C, T C PP; 32 ranks on nodes of 8.
+  REQUIRE(num(s, "stride_cp") == 2);
+  REQUIRE(num(s, "stride_pp") == 4);
+  REQUIRE(num(s, "stride_dp") == 8);
+  REQUIRE(num(s, "dp_nodes") == 4);
+  // The winner uses all 256 GPUs, and TP across nodes only slows it.
+  REQUIRE(num(s, "winner_tp") * num(s, "winner_cp") * num(s, "winner_pp") * num(s, "winner_dp") == 256);
+  REQUIRE(num(s, "step_s_winner") < num(s, "step_s_swapped"));
+  REQUIRE(num(s, "swapped_slowdown") == Approx(num(s, "step_s_swapped") / num(s, "step_s_winner")));
+  REQUIRE(num(s, "winner_mfu_whole") > num(s, "winner_mfu_causal"));
+  // The formulas beside the simulated bubbles are Narayanan et al.'s, and interleaving shrinks it.
+  REQUIRE(num(s, "bubble_formula_1f1b") == Approx(3.0 / 32));  // PP 4, m = 64 / 2
+  REQUIRE(num(s, "bubble_interleaved") < num(s, "bubble_1f1b"));
+  REQUIRE(std::abs(num(s, "bubble_1f1b") - num(s, "bubble_formula_1f1b")) < 0.02);
+  // ZeRO 1 shards the 12 bytes of Adam state over DP x CP = 16; stages 2 and 3 shard more.
+  REQUIRE(num(s, "zero1_optimizer_bytes") == Approx(num(s, "zero0_optimizer_bytes") / 16));
+  REQUIRE(num(s, "zero3_total_bytes") < num(s, "zero2_total_bytes"));
+  REQUIRE(num(s, "zero2_total_bytes") < num(s, "zero1_total_bytes"));
+  REQUIRE(num(s, "zero1_total_bytes") < num(s, "zero0_total_bytes"));
+}
 
 TEST_CASE("every chapter says what its lesson's run says (a stale chapter fails)", "[lessons]") {
   nlohmann::json all = nlohmann::json::object();  // every lesson's numbers, for lessons/README.md
@@ -405,7 +429,7 @@ TEST_CASE("a chapter with one number or one table broken is found out, and rewri
   CHECK(chapter_syntax(chapter).empty());
 }
 
-TEST_CASE("the teaching numbers of lessons 1 to 7 are the same on two runs", "[lessons]") {
+TEST_CASE("the teaching numbers of lessons 1 to 8 are the same on two runs", "[lessons]") {
   for (const Lesson& l : all_lessons()) {
     INFO("lesson " << l.number);
     const Script a = build_lesson(l.number), b = build_lesson(l.number);

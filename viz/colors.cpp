@@ -82,7 +82,17 @@ double color_distance(Color a, Color b, Vision v) {
 }
 
 Color color_of(const Event& e) {
+  // A modeled step's blocks (model/step_plan.h, step_timeline): a microbatch's forward or backward
+  // of a chunk of layers, in the GEMM's green and a deeper one, as pipeline diagrams draw F and B.
+  if (e.kind == trace::Kind::other && e.phase == "forward") return kStepForward;
+  if (e.kind == trace::Kind::other && e.phase == "backward") return kStepBackward;
   return color_of_kind(e.kind == trace::Kind::collective ? trace::kind_of(e.name) : e.kind);
+}
+
+std::string row_name(const trace::RunInfo& run, int rank) {
+  std::string name(run.backend == kPipelineStages ? "stage " : "GPU ");
+  name += std::to_string(rank);
+  return name;
 }
 
 Color rank_color(int r) {

@@ -37,7 +37,7 @@ void App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lan
   const ImU32 colour = top ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255);
   if (g.collapsed) {
     const bool every = std::all_of(g.processes.begin(), g.processes.end(), [&](size_t p) { return t.memory[p].peak == m.peak; });
-    const std::string who = every && g.processes.size() > 1 ? "each GPU" : "GPU " + std::to_string(t.data.ranks[lane.process].rank);
+    const std::string who = every && g.processes.size() > 1 ? "each GPU" : row_name(t.data.run, t.data.ranks[lane.process].rank);
     const std::string label = who + " peak " + format_bytes(double(m.peak)) + (top ? " max" : "");
     dl->AddRectFilled(ImVec2(a.x0 - 150, ly + 1), ImVec2(a.x0 - 2, ly + lane.height), IM_COL32(24, 24, 28, 255));
     dl->AddText(ImVec2(a.x0 - 148, ly + std::max(0.0f, (lane.height - 13) * 0.5f)), colour, label.c_str());

@@ -251,7 +251,7 @@ void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float
     std::string label = lane.label;
     if (every > 1 && size_t(every) * 2 > g.processes.size() && g.processes.size() > 1)
       label = r.rank == t.data.ranks[g.processes.front()].rank
-                  ? "GPU " + std::to_string(r.rank) + "-" + std::to_string(t.data.ranks[g.processes.back()].rank)
+                  ? row_name(t.data.run, r.rank) + "-" + std::to_string(t.data.ranks[g.processes.back()].rank)
                   : "";
     const bool collapsed_memory = lane.kind == Lane::memory && g.collapsed;  // draw_memory labels it
     if ((lane.kind != Lane::comm || lane.comm_lane == 0) && r.rank % every == 0 && !collapsed_memory && !label.empty())

@@ -56,7 +56,7 @@ namespace {
 // Returns the y below them.
 float add_full_lanes(TimelineLayout& l, Group& g, const TraceData& t, size_t p, float y, const LayoutOptions& o) {
   const RankTrace& r = t.ranks[p];
-  const std::string gpu = "GPU " + std::to_string(r.rank);
+  const std::string gpu = row_name(t.run, r.rank);
   std::vector<size_t> order(r.events.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -162,7 +162,7 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
         const RankTrace& r = t.ranks[p];
         if (const int64_t peak = layer_peak(r).bytes; peak > highest) highest = peak, peak_process = p;
         g.lanes.push_back(l.lanes.size());
-        l.lanes.push_back(make_lane(Lane::summary, p, 0, y, row, row, "GPU " + std::to_string(r.rank)));
+        l.lanes.push_back(make_lane(Lane::summary, p, 0, y, row, row, row_name(t.run, r.rank)));
         y += row;
         if (std::find(o.expanded.begin(), o.expanded.end(), std::make_pair(gi, r.rank)) != o.expanded.end())
           y = add_full_lanes(l, g, t, p, y + 2, o);
@@ -170,7 +170,7 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
       if (!g.processes.empty()) {
         g.lanes.push_back(l.lanes.size());
         l.lanes.push_back(make_lane(Lane::memory, peak_process, 0, y + 1, o.group_memory, 0,
-                                    "memory, GPU " + std::to_string(t.ranks[peak_process].rank) + " (peak)"));
+                                    "memory, " + row_name(t.run, t.ranks[peak_process].rank) + " (peak)"));
         y += o.group_memory + 1;
       }
     }

@@ -40,6 +40,12 @@ Color color_of(const trace::Event& e);
 inline constexpr Color kExposedColor = rgba(213, 94, 0);   // Okabe-Ito vermillion
 inline constexpr Color kHiddenColor = rgba(0, 158, 115);   // Okabe-Ito bluish green
 inline constexpr Color kBackground = rgba(24, 24, 28);
+inline constexpr Color kStepForward = rgba(0x88, 0xee, 0xbb);   // a modeled step's forward blocks
+inline constexpr Color kStepBackward = rgba(0x33, 0x99, 0x77);  // and its backward blocks
+/// RunInfo::backend of a modeled step's timeline, whose rows are pipeline stages.
+inline constexpr const char* kPipelineStages = "pipeline stages";
+/// A row's name: "GPU 3", or "stage 3" in a modeled step (its rows are pipeline stages).
+std::string row_name(const trace::RunInfo& run, int rank);
 /// The kinds the colour key lists: compute kinds, then wait, then communication kinds.
 const std::vector<trace::Kind>& compute_kinds();
 const std::vector<trace::Kind>& comm_kinds();

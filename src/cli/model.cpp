@@ -123,7 +123,7 @@ model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, con
   model::StepCandidate c;
   c.layer.par = plan.par;
   c.pp = o.pp, c.vp = o.vp, c.dp = o.dp, c.zero = o.zero;
-  return model::model_step_of(o.cfg, c, step_options(o), hw);
+  return model::model_step_of(o.cfg, c, step_options(o), hw).row;
 }
 
 model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan) {

@@ -138,6 +138,22 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   std::printf("  modeled, not measured: the pipeline simulated around one TP x CP group's replay; DP and ZeRO in closed form\n"
               "  (docs/model.md, \"The whole step\")\n");
   for (const model::StepPlan& plan : plans) print_step_plan(plan, o);
+  if (!o.trace.empty()) {
+    // The first profile's winner and runner-up, one row per pipeline stage each.
+    const model::StepPlan& plan = plans.front();
+    trace::TraceData t;
+    const model::StepRow* second = model::step_runner_up(plan);
+    for (const model::StepRow* row : {&plan.rows.front(), second}) {
+      if (!row || row->status != model::PlanStatus::ranked) continue;
+      const std::string label = std::string(row == second ? "runner-up " : "winner ") + row->candidate.name();
+      trace::TraceData one = model::step_timeline(model::model_step_of(cfg, row->candidate, so, plan.hw), plan.hw, so.modeling, label);
+      if (t.ranks.empty()) t.run = one.run, t.run.config = cfg.to_json();
+      for (trace::RankTrace& r : one.ranks) t.ranks.push_back(std::move(r));
+    }
+    trace::write_trace(o.trace, t);
+    std::printf("\n  trace: %s (the winner's and the runner-up's steps on %s, modeled: one row per pipeline stage; ringside-viewer %s)\n",
+                o.trace.c_str(), plan.hw.name.c_str(), o.trace.c_str());
+  }
   if (!o.json.empty()) {
     nlohmann::json js = {{"config", cfg.to_json()}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", so.layers},
                          {"vocab", so.vocab}, {"gbs", o.gbs}, {"mbs", o.mbs}, {"dtype", o.dtype}, {"recompute", o.recompute},

@@ -112,8 +112,8 @@ std::vector<int> stage_layers(int layers, int pp) {
   return per;
 }
 
-StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost& ends, const Hardware& hw,
-                    const ModelOptions& o) {
+PipelineSpec pipeline_spec(const StepConfig& c, const LayerCost& layer, const EndsCost& ends, const Hardware& hw,
+                           const ModelOptions& o) {
   const std::vector<int> layers = stage_layers(c.layers, c.pp);
   check(c, layers);
   const int full = *std::max_element(layers.begin(), layers.end()), chunk_layers = full / c.vp;
@@ -121,7 +121,6 @@ StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost&
   auto dp_collective = [&](Collective kind, double bytes) {
     return sharded ? collective_seconds(kind, bytes, c.dp_span, hw, o) : 0.0;
   };
-
   // Each virtual stage's forward and backward: its layers (a short stage's short chunk is its
   // first on the first stage, its last on the last), the ends, and under ZeRO 3 the gathers.
   PipelineSpec p;
@@ -141,6 +140,16 @@ StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost&
     p.stage_forward_s.push_back(forward), p.stage_backward_s.push_back(backward);
   }
   if (c.pp > 1) p.p2p_s = transfer_seconds(layer.p2p_bytes, !c.pp_across_nodes, hw, o);
+  return p;
+}
+
+StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost& ends, const Hardware& hw,
+                    const ModelOptions& o) {
+  const std::vector<int> layers = stage_layers(c.layers, c.pp);
+  auto dp_collective = [&](Collective kind, double bytes) {
+    return c.dp > 1 ? collective_seconds(kind, bytes, c.dp_span, hw, o) : 0.0;
+  };
+  const PipelineSpec p = pipeline_spec(c, layer, ends, hw, o);  // checks c
   const PipelineRun run = simulate_pipeline(p);
   StepCost cost;
   cost.pipeline_s = run.step_s;
@@ -166,6 +175,7 @@ StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost&
   const double grad_sync = dp_collective(c.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter, grads);
   const double weight_gather = c.zero == 1 || c.zero == 2 ? dp_collective(Collective::all_gather, 2 * most_params) : 0;
   cost.dp_s = grad_sync + weight_gather;
+  cost.grad_sync_s = grad_sync, cost.weight_gather_s = weight_gather, cost.grad_bytes = grads;
   // Overlapped, bucket by bucket, under the last microbatch's backward on this stage: what
   // outlasts it is exposed, and the last bucket, ready only at the backward's end, always is.
   const double window = busiest_backward;

@@ -25,6 +25,7 @@
 
 #include "model/collectives.h"
 #include "model/model.h"
+#include "model/pipeline.h"
 #include "model/zero.h"
 
 namespace ringside::model {
@@ -93,7 +94,10 @@ struct StepCost {
   double bubble_fraction = 0;    ///< the pipeline's, as Megatron counts it (pipeline.h)
   double tp_exposed_s = 0, cp_exposed_s = 0;  ///< the first stage's layers' over all its microbatches
   double pp_exposed_s = 0;       ///< what the transfers between stages add to the pipeline
-  double dp_s = 0;               ///< the DP collectives' time, hidden or not
+  double dp_s = 0;               ///< the DP collectives' time, hidden or not: the two below
+  double grad_sync_s = 0;        ///< the gradients' all-reduce (ZeRO 0) or reduce-scatter
+  double weight_gather_s = 0;    ///< ZeRO 1 and 2: the updated weights' all-gather after the optimizer
+  double grad_bytes = 0;         ///< the bf16 gradients the collectives reduce (the busiest stage's)
   double dp_exposed_s = 0;       ///< the part no backward hides
   double optimizer_s = 0;
   int fullest_stage = 0;         ///< the stage whose memory is below
@@ -101,6 +105,12 @@ struct StepCost {
   double activation_bytes = 0;   ///< its saved activations of the microbatches in flight, and one layer's working peak
   double total_bytes() const { return state.total() + activation_bytes; }
 };
+
+/// The pipeline the step simulates: each virtual stage's forward and backward (its layers, the
+/// ends on the first and last, the ZeRO 3 gathers) and the transfer between stages. Throws as
+/// model_step does.
+PipelineSpec pipeline_spec(const StepConfig& c, const LayerCost& layer, const EndsCost& ends, const Hardware& hw,
+                           const ModelOptions& o);
 
 /// The memory part of the step's cost alone (fullest_stage, state, activation_bytes), without
 /// timing the pipeline: the microbatches in flight come from each stage's order (pipeline_order).

@@ -138,7 +138,9 @@ struct Outer {
   OuterOrder order;
 };
 
-std::vector<Outer> outer_configs(int rest, int layers, const StepPlanOptions& o) {
+// Every (PP, VP, DP, ZeRO, order) around a group, `rest` = P / G GPUs of groups; the dp-pp order
+// only where it can place them differently (`orders_differ`: the groups are smaller than a node).
+std::vector<Outer> outer_configs(int rest, int layers, const StepPlanOptions& o, bool orders_differ) {
   std::vector<Outer> all;
   for (int pp = 1; pp <= rest && pp <= layers; ++pp) {
     if (rest % pp != 0 || (o.pp > 0 && pp != o.pp)) continue;
@@ -157,7 +159,7 @@ std::vector<Outer> outer_configs(int rest, int layers, const StepPlanOptions& o)
       for (int zero = 0; zero <= 3; ++zero) {
         if (o.zero >= 0 && zero != o.zero) continue;
         all.push_back({pp, vp, dp, zero, m, OuterOrder::pp_dp});
-        if (pp > 1 && dp > 1) all.push_back({pp, vp, dp, zero, m, OuterOrder::dp_pp});
+        if (pp > 1 && dp > 1 && orders_differ) all.push_back({pp, vp, dp, zero, m, OuterOrder::dp_pp});
       }
     }
   }
@@ -351,10 +353,8 @@ struct Evaluator {
         continue;
       }
       if (!ends) ends = ends_of(g, hw, spans->tp);
-      StepConfig sc;
-      sc.layers = o.layers, sc.pp = outer.pp, sc.vp = outer.vp, sc.dp = outer.dp * g.layer.par.cp, sc.zero = outer.zero;
-      sc.microbatches = outer.microbatches, sc.overlap_grad_reduce = o.overlap_grad_reduce;
-      sc.dp_span = spans->weights, sc.pp_across_nodes = spans->pp_across_nodes, sc.least_exposure = !exact;
+      StepConfig sc = step_config(g, outer, *spans);
+      sc.least_exposure = !exact;
       r.cost = step_memory(sc, exact ? layer : g.floor, *ends);
       if (r.cost.total_bytes() > hw.memory_bytes) {
         r.status = PlanStatus::out_of_memory, r.reason = binding_reason(r.cost, hw);
@@ -370,6 +370,14 @@ struct Evaluator {
       out.push_back(std::move(r));
     }
     return out;
+  }
+
+  StepConfig step_config(const Group& g, const Outer& outer, const Spans& spans) const {
+    StepConfig sc;
+    sc.layers = o.layers, sc.pp = outer.pp, sc.vp = outer.vp, sc.dp = outer.dp * g.layer.par.cp, sc.zero = outer.zero;
+    sc.microbatches = outer.microbatches, sc.overlap_grad_reduce = o.overlap_grad_reduce;
+    sc.dp_span = spans.weights, sc.pp_across_nodes = spans.pp_across_nodes;
+    return sc;
   }
 
   EndsCost ends_of(const Group& g, const Hardware& hw, const GroupSpan& tp_span) const {
@@ -431,7 +439,7 @@ std::string step_verdict(const StepPlan& plan, const StepPlanOptions& o) {
 
 }  // namespace
 
-StepRow model_step_of(const LayerConfig& cfg, const StepCandidate& c, const StepPlanOptions& options, const Hardware& hw) {
+ModeledStep model_step_of(const LayerConfig& cfg, const StepCandidate& c, const StepPlanOptions& options, const Hardware& hw) {
   StepPlanOptions o = options;
   o.pp = c.pp, o.vp = c.vp, o.dp = c.dp, o.zero = c.zero;
   const int G = c.layer.par.tp * c.layer.par.cp;
@@ -442,7 +450,7 @@ StepRow model_step_of(const LayerConfig& cfg, const StepCandidate& c, const Step
   g.plan = resolve(c.layer.par, cfg, G);
   g.floor = formula_layer(*g.plan, o.modeling.dtype);
   std::vector<Outer> outer;
-  for (const Outer& out : outer_configs(c.pp * c.dp, o.layers, o))
+  for (const Outer& out : outer_configs(c.pp * c.dp, o.layers, o, true))
     if (out.order == c.order) outer.push_back(out);
   if (outer.size() != 1)
     throw ConfigError(detail::concat("model: PP = ", c.pp, ", VP = ", c.vp, " and DP = ", c.dp, " with GBS = ", o.gbs,
@@ -452,7 +460,14 @@ StepRow model_step_of(const LayerConfig& cfg, const StepCandidate& c, const Step
   const Replayed replayed = replay_layer(rec, g.layer, hw, o.modeling);
   const std::vector<Hardware> profiles{hw};
   const Evaluator eval{cfg, o, profiles};
-  return eval.rows(g, 0, replayed.layer, &replayed.reason).front();
+  ModeledStep m;
+  m.row = eval.rows(g, 0, replayed.layer, &replayed.reason).front();
+  if (m.row.status == PlanStatus::invalid) throw ConfigError("model: " + m.row.reason);
+  const std::optional<Spans> spans = spans_of(m.row.candidate, hw.gpus_per_node);
+  m.layer = replayed.layer;
+  m.ends = eval.ends_of(g, hw, spans->tp);
+  m.config = eval.step_config(g, outer.front(), *spans);
+  return m;
 }
 
 std::vector<StepPlan> make_step_plan(const LayerConfig& cfg, const StepPlanOptions& o, const std::vector<Hardware>& profiles,
@@ -470,7 +485,9 @@ std::vector<StepPlan> make_step_plan(const LayerConfig& cfg, const StepPlanOptio
   std::vector<Group> groups;
   for (int G = 1; G <= std::min(P, o.max_group); ++G) {
     if (P % G != 0) continue;
-    std::vector<Outer> around = outer_configs(P / G, o.layers, o);
+    int node = 1;
+    for (const Hardware& hw : profiles) node = std::max(node, hw.gpus_per_node);
+    std::vector<Outer> around = outer_configs(P / G, o.layers, o, G < node);
     if (around.empty()) continue;
     const std::vector<Outer>* kept = &(outers[G] = std::move(around));
     for (const PlanCandidate& c : plan_candidates(cfg, o.layout, G, o.modes)) {

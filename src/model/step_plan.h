@@ -97,12 +97,30 @@ void check_step_options(const LayerConfig& cfg, const StepPlanOptions& o);
 std::vector<StepPlan> make_step_plan(const LayerConfig& cfg, const StepPlanOptions& o, const std::vector<Hardware>& profiles,
                                      StepPlanStats* stats = nullptr);
 
+/// One configuration's step, with what it was simulated from.
+struct ModeledStep {
+  StepRow row;
+  StepConfig config;  ///< the step around the group (its spans on the profile)
+  LayerCost layer;    ///< the group's replayed layer
+  EndsCost ends;
+};
+
 /// One configuration's step on `hw`, verified: its group dry-run and replayed, the step
-/// simulated around it (o gives L, V, GBS, MBS, the dtype and overlap; c the degrees and order).
-/// Its status is ranked, or out_of_memory with the binding term. Throws ConfigError as
+/// simulated around it (o gives L, V, GBS, MBS, the modeling options and overlap; c the degrees
+/// and order). Its row is ranked, or out_of_memory with the binding term. Throws ConfigError as
 /// make_step_plan does for bad options, or when the degrees do not make a pipeline of whole
-/// microbatches.
-StepRow model_step_of(const LayerConfig& cfg, const StepCandidate& c, const StepPlanOptions& o, const Hardware& hw);
+/// microbatches or straddle nodes unevenly.
+ModeledStep model_step_of(const LayerConfig& cfg, const StepCandidate& c, const StepPlanOptions& o, const Hardware& hw);
+
+/// The modeled step as a timeline for the viewer, one row per pipeline stage: each row is one
+/// GPU of the stage standing for all T C DP of them (they run the same schedule: TP's and CP's
+/// ranks in lockstep, DP's replicas on their own microbatches). Its compute stream holds each
+/// microbatch's forward and backward of each chunk (names "F3" and "B3 chunk 1", phase forward
+/// or backward), the bubbles between them as waits ("bubble"), and after the last backward the
+/// optimizer ("adam"); its comm stream the transfers between stages (p2p) and the gradient
+/// collectives over DP x CP with their bytes. Every row's strategy is `label`; the run is
+/// marked modeled on `hw`.
+trace::TraceData step_timeline(const ModeledStep& step, const Hardware& hw, const ModelOptions& o, const std::string& label);
 
 /// The runner-up: the fastest ranked row whose degrees or placement differ from the winner's.
 const StepRow* step_runner_up(const StepPlan& plan);

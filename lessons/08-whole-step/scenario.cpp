@@ -1,0 +1,167 @@
+// Lesson 8: the whole step. Where context parallelism sits among TP, PP and DP, and why (TP x CP
+// inside a node or a few, PP and DP outside), shown on Llama 3 70B at 128K tokens on 256 H100s:
+// the planner's ranking, the placements it turns down, the pipeline and what ZeRO shards.
+#include <algorithm>
+
+#include "layer/presets.h"
+#include "lessons/lesson.h"
+#include "model/step_plan.h"
+#include "model/zero.h"
+
+namespace ringside::lessons {
+
+namespace {
+
+std::string seconds(double s) { return format_ns(s * 1e9); }
+std::string pct(double f) { return fmt("%.1f%%", 100 * f); }
+
+}  // namespace
+
+void whole_step(Script& L) {
+  // ---- 1. the order of the groups -------------------------------------------------------------
+  L.step("Four groups, one rank order");
+  const int T = 2, C = 2, PP = 2, DP = 4, node = 8;
+  L.say("A training step splits P GPUs four ways: TP (the layer's weights), CP (the sequence), PP");
+  L.say("(the layers, in stages) and DP (the batch). Each GPU has one coordinate in each, and one");
+  L.say("rank: Megatron and Llama 3 number them TP fastest, then CP, then PP, then DP ([TP, CP, PP,");
+  L.say("DP]). With T = %d, C = %d, PP = %d, DP = %d on nodes of %d GPUs:", T, C, PP, DP, node);
+  L.blank();
+  Table order({"rank", "t", "c", "p", "d", "node"});
+  for (int rank : {0, 1, 2, 3, 4, 8, 31}) {
+    const int t = rank % T, c = rank / T % C, p = rank / (T * C) % PP, d = rank / (T * C * PP);
+    order.row({std::to_string(rank), std::to_string(t), std::to_string(c), std::to_string(p), std::to_string(d), std::to_string(rank / node)});
+  }
+  L.table(order);
+  L.blank();
+  L.say("A group's members are its stride apart: TP %d, CP %d, PP %d, DP %d. So the innermost groups", 1,
+        int(L.record("stride_cp", T)), int(L.record("stride_pp", T * C)), int(L.record("stride_dp", T * C * PP)));
+  L.say("share a node's NVLink and the outermost cross the fabric: here TP, CP and PP stay inside a");
+  L.say("node and DP spans %d nodes. Put the chattiest group innermost: TP talks in every block,", int(L.record("dp_nodes", DP * T * C * PP / node)));
+  L.say("CP in every attention, PP once a microbatch between stages, and DP once a step.");
+
+  // ---- 2. the planner's answer ------------------------------------------------------------------
+  LayerConfig cfg;
+  apply_preset(find_preset("llama3-70b"), cfg);
+  cfg.b = 1, cfg.s = 131072;
+  const model::Hardware hw = model::load_hardware("h100-nvlink");
+  model::StepPlanOptions o;
+  o.gpus = 256, o.layers = find_preset("llama3-70b").layers, o.vocab = find_preset("llama3-70b").vocab, o.gbs = 64;
+  model::StepPlanStats stats;
+  const std::vector<model::StepPlan> plans = model::make_step_plan(cfg, o, {hw}, &stats);
+  const model::StepPlan& plan = plans.front();
+  const model::StepRow& win = plan.rows.front();
+  L.step("The planner's answer: Llama 3 70B at 128K on 256 H100s");
+  L.say("`ringside plan --preset llama3-70b --seq 131072 --gpus 256 --hw h100-nvlink --gbs 64` weighs");
+  L.say("every TP x CP group of up to 256 GPUs inside every PP x DP around it, with VP, ZeRO, the");
+  L.say("recompute mode, the layout and the order: %s configurations. It dry-runs only the groups", grouped(int64_t(L.record("configurations", double(stats.candidates)))).c_str());
+  L.say("that could win (%d of %s) and simulates the pipeline and the collectives around each.",
+        int(L.record("dry_runs", double(stats.dry_runs))), grouped(int64_t(stats.groups)).c_str());
+  L.say("Its five fastest on %s, a batch of %d sequences (%s tokens), modeled:", hw.name.c_str(), o.gbs,
+        grouped(int64_t(o.gbs) * cfg.s).c_str());
+  L.say("tokens/s per GPU and MFU counting attention causally halved.");
+  L.blank();
+  Table top({"configuration", "tokens/s", "MFU", "step"});
+  for (size_t i = 0; i < 5 && i < plan.ranked(); ++i) {
+    const model::StepRow& r = plan.rows[i];
+    top.row({r.candidate.name(), fmt("%.0f", r.tokens_per_s_per_gpu), pct(r.mfu_causal), seconds(r.cost.step_s)});
+  }
+  L.table(top);
+  L.record("winner_tokens_per_s", win.tokens_per_s_per_gpu);
+  L.record("winner_mfu_causal", win.mfu_causal);
+  L.record("winner_mfu_whole", win.mfu);
+  L.record("winner_tp", win.candidate.layer.par.tp);
+  L.record("winner_cp", win.candidate.layer.par.cp);
+  L.record("winner_pp", win.candidate.pp);
+  L.record("winner_dp", win.candidate.dp);
+  L.blank();
+  L.say("The winner's TP x CP group of %d GPUs is the layer's split, TP %d inside a node and the ring", win.candidate.layer.par.tp * win.candidate.layer.par.cp,
+        win.candidate.layer.par.tp);
+  L.say("of %d across nodes; PP %d and DP %d sit outside it. MFU is printed both ways: attention", win.candidate.layer.par.cp, win.candidate.pp,
+        win.candidate.dp);
+  L.say("counted whole (PaLM's, Megatron's) or causally halved (the FLOPs a causal mask needs).");
+  L.say("At 128K attention is a large part of the FLOPs: the whole count is %.2fx the causal one.",
+        L.record("mfu_whole_over_causal", win.mfu / win.mfu_causal));
+
+  // ---- 3. the placements it turns down ------------------------------------------------------------
+  L.step("Why CP sits just outside TP");
+  model::StepCandidate inner = win.candidate;
+  inner.layer.par.order = inner.layer.par.order == RankOrder::tp_cp ? RankOrder::cp_tp : RankOrder::tp_cp;
+  const model::ModeledStep best = model::model_step_of(cfg, win.candidate, o, hw);
+  const model::ModeledStep swapped = model::model_step_of(cfg, inner, o, hw);
+  L.say("The same degrees, placed two ways: the winner's order, and with TP and CP swapped inside");
+  L.say("the group (%s: the ring's members are neighbours, TP's are %d apart).", inner.order_name().c_str(),
+        win.candidate.layer.par.cp);
+  L.blank();
+  Table placed({"order", "step", "exposed TP", "exposed CP", "tokens/s/GPU"});
+  for (const model::ModeledStep* m : {&best, &swapped})
+    placed.row({m->row.candidate.order_name(), seconds(m->row.cost.step_s), seconds(m->row.cost.tp_exposed_s),
+                seconds(m->row.cost.cp_exposed_s), fmt("%.0f", m->row.tokens_per_s_per_gpu)});
+  L.table(placed);
+  L.record("step_s_winner", best.row.cost.step_s);
+  L.record("step_s_swapped", swapped.row.cost.step_s);
+  L.blank();
+  L.say("With TP across nodes its all-gathers and reduce-scatters, one per block and each exposed,");
+  L.say("cross InfiniBand at 1/%.0f of NVLink's rate: the step is %.2fx as long. CP tolerates the",
+        L.record("nvlink_over_ib", hw.intra_bandwidth / hw.inter_bandwidth),
+        L.record("swapped_slowdown", swapped.row.cost.step_s / best.row.cost.step_s));
+  L.say("fabric because the ring hides its K/V under attention (lesson 3) when a block is long");
+  L.say("enough; TP has nothing to hide behind. PP sends one microbatch's activations between stages");
+  L.say("and DP reduces the gradients once a step, under the last backward: both go outside.");
+
+  // ---- 4. the pipeline ----------------------------------------------------------------------------
+  const std::string label = L.modeled_name("the winner's step, a row per stage", &hw);
+  trace::TraceData timeline = model::step_timeline(best, hw, o.modeling, label);
+  model::insert_modeled_group(L.trace, std::move(timeline.ranks), "the winner's step, a row per stage", hw, o.modeling.dtype, L.trace.ranks.size());
+  model::StepCandidate plain = win.candidate;
+  plain.vp = 1;
+  const model::ModeledStep one_chunk = model::model_step_of(cfg, plain, o, hw);
+  const model::StepCandidate& w = win.candidate;
+  L.step("The pipeline", L.window(label, [](const trace::Event& e) { return e.stream == trace::Stream::compute; }));
+  L.say("The viewer shows the winner's step with one row per pipeline stage: each row is one GPU");
+  L.say("standing for its stage's TP x CP x DP (they run the same schedule). Light blocks are");
+  L.say("forwards, dark ones backwards, grey gaps the bubble; after the last backward the gradient");
+  L.say("reduce-scatter, Adam and the weights' all-gather. m = GBS / (DP MBS) = %d microbatches run", w.microbatches);
+  L.say("through %d stages in %d chunks each (interleaved 1F1B). The bubble comes out of the", w.pp, w.vp);
+  L.say("simulated schedule, and sits beside Narayanan et al.'s formula:");
+  L.blank();
+  Table bubble({"schedule", "bubble (simulated)", "formula", "step"});
+  bubble.row({fmt("interleaved, VP %d", w.vp), pct(L.record("bubble_interleaved", best.row.cost.bubble_fraction)),
+              fmt("(PP-1)/(m VP) = %s", pct(L.record("bubble_formula_interleaved", double(w.pp - 1) / (w.microbatches * w.vp))).c_str()),
+              seconds(best.row.cost.step_s)});
+  bubble.row({"1F1B, VP 1", pct(L.record("bubble_1f1b", one_chunk.row.cost.bubble_fraction)),
+              fmt("(PP-1)/m = %s", pct(L.record("bubble_formula_1f1b", double(w.pp - 1) / w.microbatches)).c_str()),
+              seconds(one_chunk.row.cost.step_s)});
+  L.table(bubble);
+  L.blank();
+  L.say("The simulated bubbles are close to the formulas but not equal: the formulas assume equal");
+  L.say("stages and free transfers, while here the embedding and the LM head make the first and");
+  L.say("last stages longer (the bubble is counted against the busiest stage) and every microbatch");
+  L.say("waits for its activations to cross between stages.");
+
+  // ---- 5. memory ----------------------------------------------------------------------------------
+  L.step("What ZeRO shards");
+  L.say("The winner's fullest stage under each ZeRO stage (ZeRO's 2 + 2 + 12 bytes a parameter,");
+  L.say("sharded over DP x CP = %d, the GPUs that hold the same weights):", w.dp * w.layer.par.cp);
+  L.blank();
+  Table zero({"ZeRO", "weights", "gradients", "optimizer", "activations", "total", "fits"});
+  for (int stage = 0; stage <= 3; ++stage) {
+    model::StepCandidate z = win.candidate;
+    z.zero = stage;
+    const model::ModeledStep m = model::model_step_of(cfg, z, o, hw);
+    const model::StepCost& s = m.row.cost;
+    L.record(fmt("zero%d_optimizer_bytes", stage), s.state.optimizer);
+    L.record(fmt("zero%d_total_bytes", stage), s.total_bytes());
+    zero.row({std::to_string(stage), format_bytes(s.state.weights), format_bytes(s.state.grads), format_bytes(s.state.optimizer),
+              format_bytes(s.activation_bytes), format_bytes(s.total_bytes()), s.total_bytes() <= hw.memory_bytes ? "yes" : "no"});
+  }
+  L.table(zero);
+  L.blank();
+  L.say("At 128K the activations dominate (%s of %s): that is why the winner",
+        format_bytes(best.row.cost.activation_bytes).c_str(), format_bytes(best.row.cost.total_bytes()).c_str());
+  L.say("recomputes (%s), and why CP, which divides them, grows with the sequence while TP", to_string(w.layer.par.recompute));
+  L.say("stays inside its node. ZeRO");
+  L.say("trims the rest: stage 1 shards Adam's 12 bytes, stage 2 the gradients too, stage 3 the");
+  L.say("weights, at the price of gathering them again in every microbatch's forward and backward.");
+}
+
+}  // namespace ringside::lessons
