@@ -2,7 +2,10 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/units.h"  // format_bytes
 
@@ -35,6 +38,14 @@ inline std::string sci(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.2e", v);
   return b;
+}
+
+/// A plan's rows that do not fit, the `top` needing least first, each with its binding term:
+/// (name, reason) pairs, already in that order.
+inline void print_out_of_memory(const std::vector<std::pair<std::string, std::string>>& rows, size_t top) {
+  if (rows.empty()) return;
+  std::printf("\n  out of memory (%zu; the %zu needing least, with the binding term):\n", rows.size(), std::min(rows.size(), top));
+  for (size_t i = 0; i < rows.size() && i < top; ++i) std::printf("    %s: %s\n", rows[i].first.c_str(), rows[i].second.c_str());
 }
 
 }  // namespace ringside::cli

@@ -145,11 +145,9 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
       std::printf("    %s\n      %s\n", rule.c_str(), list.c_str());
     }
   }
-  if (!oom.empty()) {
-    std::printf("\n  out of memory (%zu; the %zu needing least, with the binding term):\n", oom.size(), std::min(oom.size(), size_t(o.top)));
-    for (size_t i = 0; i < oom.size() && i < size_t(o.top); ++i)
-      std::printf("    %s: %s\n", oom[i]->candidate.name().c_str(), oom[i]->reason.c_str());
-  }
+  std::vector<std::pair<std::string, std::string>> oom_rows;
+  for (const auto* r : oom) oom_rows.push_back({r->candidate.name(), r->reason});
+  print_out_of_memory(oom_rows, size_t(o.top));
   std::printf("\n  verdict\n%s", lessons::wrap(plan.verdict, 104, "    ").c_str());
 }
 

@@ -66,11 +66,9 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
     std::printf("\n  invalid (%zu rules):\n", rules.size());
     for (size_t i = 0; i < rules.size() && i < size_t(o.top); ++i) std::printf("    %s\n", rules[i].c_str());
   }
-  if (!oom.empty()) {
-    std::printf("\n  out of memory (%zu; the %zu needing least):\n", oom.size(), std::min(oom.size(), size_t(o.top)));
-    for (size_t i = 0; i < oom.size() && i < size_t(o.top); ++i)
-      std::printf("    %s: %s\n", oom[i]->candidate.name().c_str(), oom[i]->reason.c_str());
-  }
+  std::vector<std::pair<std::string, std::string>> oom_rows;
+  for (const auto* r : oom) oom_rows.push_back({r->candidate.name(), r->reason});
+  print_out_of_memory(oom_rows, size_t(o.top));
   std::printf("\n  verdict\n%s", lessons::wrap(plan.verdict, 104, "    ").c_str());
 }
 

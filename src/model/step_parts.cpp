@@ -1,0 +1,273 @@
+// The parts of the whole-step planner (step_parts.h): placement, a group's layer three ways,
+// the outer configurations, and one group's rows.
+#include "model/step_parts.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "parallel/formulas.h"
+
+namespace ringside::model::step_parts {
+
+double element_bytes(const std::string& dtype) { return dtype == "fp32" ? 4.0 : 2.0; }
+
+
+// ---- where the groups sit -------------------------------------------------------------
+
+// Members of a dimension of `size` ranks `stride` apart that share a node of G consecutive
+// ranks: G / stride of them (at most size) when stride divides G, one when G divides stride.
+static std::optional<int> per_node(int size, int stride, int gpus_per_node) {
+  if (gpus_per_node % stride == 0) return std::min(size, gpus_per_node / stride);
+  if (stride % gpus_per_node == 0) return 1;
+  return std::nullopt;  // the groups would straddle nodes unevenly
+}
+
+// The span of a group of nested dimensions (size, stride), each stride a multiple of the
+// previous dimensions' extent: its members per node multiply.
+static std::optional<GroupSpan> span_of(const std::vector<std::pair<int, int>>& dims, int gpus_per_node) {
+  GroupSpan span{1, 1};
+  for (const auto& [size, stride] : dims) {
+    const std::optional<int> k = per_node(size, stride, gpus_per_node);
+    if (!k) return std::nullopt;
+    span.size *= size, span.per_node *= *k;
+  }
+  if (span.size % span.per_node != 0) return std::nullopt;
+  return span;
+}
+
+// Strides: the group's T C ranks innermost (TP at stride 1 in tp-cp order, C in cp-tp), then PP
+// and DP in the candidate's outer order.
+std::optional<Spans> spans_of(const StepCandidate& c, int gpus_per_node) {
+  const ParallelConfig& par = c.layer.par;
+  const int G = par.tp * par.cp;
+  const bool tp_inner = par.order == RankOrder::tp_cp;
+  const int tp_stride = tp_inner ? 1 : par.cp, cp_stride = tp_inner ? par.tp : 1;
+  const int pp_stride = c.order == OuterOrder::pp_dp ? G : G * c.dp;
+  const int dp_stride = c.order == OuterOrder::pp_dp ? G * c.pp : G;
+  if (!per_node(G, 1, gpus_per_node)) return std::nullopt;  // a group straddling two nodes
+  const auto tp = span_of({{par.tp, tp_stride}}, gpus_per_node);
+  const auto weights = span_of({{par.cp, cp_stride}, {c.dp, dp_stride}}, gpus_per_node);
+  const auto pp = span_of({{c.pp, pp_stride}}, gpus_per_node);
+  if (!tp || !weights || !pp) return std::nullopt;
+  return Spans{*tp, *weights, pp->nodes() > 1};
+}
+
+// ---- the layer, by formula and by replay ----------------------------------------------
+
+// The layer by the formulas alone (no working peak): what a GPU holds, for the floor.
+LayerCost formula_layer(const RunPlan& plan, const std::string& dtype) {
+  LayerCost l;
+  l.params = double(parallel_param_count(plan));
+  int64_t saved = 0;
+  for (int r = 0; r < plan.P; ++r) saved = std::max(saved, parallel_saved_bytes(plan, r, DType::f32));
+  l.saved_bytes = double(saved) * element_bytes(dtype) / 4;
+  const LayerConfig& cfg = plan.layer;
+  l.p2p_bytes = double(cfg.b * plan.packing->S) / plan.par.cp * double(cfg.h) / plan.par.tp * element_bytes(dtype);
+  return l;
+}
+
+// The duration of a rank's phase events of `name`, less its gradient sync (which the step
+// folds into the DP x CP collectives).
+static int64_t phase_ns(const trace::RankTrace& r, const std::string& name) {
+  int64_t t = 0, sync_begin = INT64_MAX, sync_end = INT64_MIN;
+  for (const trace::Event& e : r.events) {
+    if (e.kind == trace::Kind::phase && e.name == name) t += e.dur_ns;
+    if (name == "backward" && e.sublayer == "grad_sync" && e.kind != trace::Kind::phase)
+      sync_begin = std::min(sync_begin, e.ts_ns), sync_end = std::max(sync_end, e.end_ns());
+  }
+  return sync_end > sync_begin ? t - (sync_end - sync_begin) : t;
+}
+
+Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const Hardware& hw, const ModelOptions& modeling) {
+  const int G = c.par.tp * c.par.cp;
+  const std::string& dtype = modeling.dtype;
+  ModelOptions mo = modeling;
+  mo.node_of = schedule_nodes(c.par, G, hw.gpus_per_node);
+  const trace::TraceData modeled = model_trace(rec.schedule, hw, mo);
+  const std::vector<trace::StrategyMetrics> metrics = trace::compute_metrics(modeled);
+  RS_CHECK(metrics.size() == 1, "step plan: one group per schedule, got ", metrics.size());
+  const trace::StrategyMetrics& m = metrics.front();
+  Replayed out;
+  out.layer = formula_layer(rec.plan, dtype);
+  int64_t forward = 0, backward = 0;
+  for (const trace::RankTrace& r : modeled.ranks)
+    forward = std::max(forward, phase_ns(r, "forward")), backward = std::max(backward, phase_ns(r, "backward"));
+  out.layer.forward_s = double(forward) / 1e9, out.layer.backward_s = double(backward) / 1e9;
+  const double ranks = double(m.ranks.size());
+  for (const auto& [sublayer, b] : m.comm_by_sublayer) {
+    if (sublayer == "grad_sync") continue;
+    (sublayer == "attention" ? out.layer.cp_exposed_s : out.layer.tp_exposed_s) += double(b.exposed_comm_ns) / ranks / 1e9;
+  }
+  // The working peak: above the layer's weights, gradients and saved activations, the most of any rank.
+  const double scale = element_bytes(dtype) / 4, weights_and_grads = 2 * out.layer.params * element_bytes(dtype);
+  double saved = 0, working = 0;
+  for (const RunRecord& r : rec.results) {
+    saved = std::max(saved, double(r.peak_saved) * scale);
+    working = std::max(working, double(r.peak_bytes) * scale - double(r.peak_saved) * scale - weights_and_grads);
+  }
+  out.layer.saved_bytes = saved, out.layer.working_bytes = std::max(0.0, working);
+  out.reason = layer_reason(c, rec.plan, hw, dtype, m);
+  return out;
+}
+
+// ---- enumeration -----------------------------------------------------------------------
+
+// Every (PP, VP, DP, ZeRO, order) around a group, `rest` = P / G GPUs of groups; the dp-pp order
+// only where it can place them differently (`orders_differ`: the groups are smaller than a node).
+std::vector<Outer> outer_configs(int rest, int layers, const StepPlanOptions& o, bool orders_differ) {
+  std::vector<Outer> all;
+  for (int pp = 1; pp <= rest && pp <= layers; ++pp) {
+    if (rest % pp != 0 || (o.pp > 0 && pp != o.pp)) continue;
+    const int dp = rest / pp;
+    if ((o.dp > 0 && dp != o.dp) || o.gbs % (dp * o.mbs) != 0) continue;
+    std::vector<int> stages;
+    try {
+      stages = stage_layers(layers, pp);
+    } catch (const ConfigError&) {
+      continue;
+    }
+    const int full = *std::max_element(stages.begin(), stages.end()), m = o.gbs / (dp * o.mbs);
+    if (pp > 1 && stages.front() == 0) continue;
+    for (int vp = 1; vp <= full; ++vp) {
+      if (full % vp != 0 || (o.vp > 0 && vp != o.vp) || (vp > 1 && (pp == 1 || m % pp != 0))) continue;
+      for (int zero = 0; zero <= 3; ++zero) {
+        if (o.zero >= 0 && zero != o.zero) continue;
+        all.push_back({pp, vp, dp, zero, m, OuterOrder::pp_dp});
+        if (pp > 1 && dp > 1 && orders_differ) all.push_back({pp, vp, dp, zero, m, OuterOrder::dp_pp});
+      }
+    }
+  }
+  return all;
+}
+
+
+static std::string pct_text(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * f);
+  return buf;
+}
+
+std::string step_reason(const StepRow& row, const std::string& layer_reason) {
+  const StepCandidate& c = row.candidate;
+  const StepCost& s = row.cost;
+  std::string why = layer_reason;
+  if (c.pp > 1) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "; pipeline %d stages, m = %d%s: bubble %s ((PP-1)/(m VP) = %s)", c.pp, c.microbatches,
+                  c.vp > 1 ? (", VP = " + std::to_string(c.vp)).c_str() : "", pct_text(s.bubble_fraction).c_str(),
+                  pct_text(double(c.pp - 1) / (double(c.microbatches) * c.vp)).c_str());
+    why += buf;
+  }
+  if (c.dp * c.layer.par.cp > 1)
+    why += "; grads over DP x CP " + std::to_string(c.dp * c.layer.par.cp) + " (ZeRO " + std::to_string(c.zero) + "): " +
+           format_ns(s.dp_s * 1e9) + ", " + format_ns(s.dp_exposed_s * 1e9) + " exposed";
+  return why;
+}
+
+
+// A lower bound of a group's layer: each rank's GEMMs at the profile's best GEMM rate (MAMF,
+// which no shape exceeds: gemm_rate) and the most attention FLOPs of any rank at the best rate
+// of the attention kernel's curves; everything else (memory-bound ops, exposed communication)
+// left out. The backward's GEMMs are twice the forward's, its attention 2.5 times; full
+// recomputation runs the forward once more in it.
+LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOptions& modeling) {
+  const std::string& dtype = modeling.dtype;
+  LayerCost l = formula_layer(plan, dtype);
+  const LayerConfig& cfg = plan.layer;
+  const ParallelConfig& par = plan.par;
+  const double tokens = double(cfg.b * plan.packing->S) / par.cp;
+  const double F = cfg.mlp == Mlp::swiglu ? 2.0 * double(cfg.f) : double(cfg.f);
+  const double h = double(cfg.h), d = double(cfg.d());
+  const double weights = h * double(cfg.H + 2 * cfg.Hkv) * d + double(cfg.H) * d * h + h * F + double(cfg.f) * h;
+  const double gemm_flops = 2 * tokens * weights / par.tp;
+  const Efficiency& e = hw.efficiency;
+  const std::string gemm_dtype = dtype;
+  const bool achieved = e.present && modeling.efficiency != "ideal";
+  const double peak = hw.peak_flops(gemm_dtype);
+  const double gemm_rate_best = achieved ? peak * e.gemm.of(gemm_dtype) : peak;
+  double attention = 0;
+  for (int r = 0; r < plan.P; ++r) attention = std::max(attention, parallel_attention_flops(plan, r));
+  double attention_rate_best = hw.peak_flops(dtype == "fp8" ? "bf16" : dtype);
+  if (achieved) {
+    const AttentionKernel& k = e.attention.at(attention_kernel_of(hw, modeling));
+    const double head_dim = std::max(1.0, (d / (d + k.d_half)) / (128.0 / (128.0 + k.d_half)));
+    attention_rate_best = std::max({k.forward.rate, k.forward_causal.rate, k.backward.rate, k.backward_causal.rate}) * head_dim *
+                          (dtype == "fp32" ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0);
+  }
+  const double forward = gemm_flops / gemm_rate_best + attention / attention_rate_best;
+  l.forward_s = forward;
+  l.backward_s = 2 * gemm_flops / gemm_rate_best + 2.5 * attention / attention_rate_best;
+  if (par.recompute == Recompute::full) l.backward_s += forward;
+  return l;
+}
+
+
+std::string binding_reason(const StepCost& s, const Hardware& hw) {
+  const std::vector<std::pair<std::string, double>> terms{{"weights", s.state.weights},
+                                                          {"gradients", s.state.grads},
+                                                          {"optimizer state", s.state.optimizer},
+                                                          {"activations", s.activation_bytes}};
+  const auto most = std::max_element(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  return "out of memory: needs " + format_bytes(s.total_bytes()) + " of " + format_bytes(hw.memory_bytes) + " on stage " +
+         std::to_string(s.fullest_stage) + "; binding: " + most->first + " " + format_bytes(most->second);
+}
+
+
+std::vector<StepRow> Evaluator::rows(const Group& g, size_t profile, const LayerCost& layer, const std::string* layer_reason) const {
+  const Hardware& hw = profiles[profile];
+  const ModelOptions& mo = o.modeling;
+  const bool exact = layer_reason != nullptr;
+  const double tokens = double(o.gbs) * double(cfg.s), peak = hw.peak_flops(o.modeling.dtype);
+  std::vector<StepRow> out;
+  std::optional<EndsCost> ends;
+  for (const Outer& outer : *g.outers) {
+    StepRow r;
+    StepCandidate& c = r.candidate;
+    c.layer = g.layer;
+    c.pp = outer.pp, c.vp = outer.vp, c.dp = outer.dp, c.zero = outer.zero, c.order = outer.order;
+    c.microbatches = outer.microbatches;
+    const std::optional<Spans> spans = spans_of(c, hw.gpus_per_node);
+    if (!spans) {
+      r.status = PlanStatus::invalid;
+      r.reason = detail::concat(c.name(), ": its groups straddle nodes of ", hw.gpus_per_node, " GPUs unevenly");
+      out.push_back(std::move(r));
+      continue;
+    }
+    if (!ends) ends = ends_of(g, hw, spans->tp);
+    StepConfig sc = step_config(g, outer, *spans);
+    sc.least_exposure = !exact;
+    r.cost = step_memory(sc, exact ? layer : g.floor, *ends);
+    if (r.cost.total_bytes() > hw.memory_bytes) {
+      r.status = PlanStatus::out_of_memory, r.reason = binding_reason(r.cost, hw);
+      out.push_back(std::move(r));
+      continue;
+    }
+    r.cost = model_step(sc, layer, *ends, hw, mo);
+    r.status = exact ? PlanStatus::ranked : PlanStatus::bounded;
+    r.tokens_per_s_per_gpu = tokens / r.cost.step_s / o.gpus;
+    r.mfu = mfu(r.tokens_per_s_per_gpu, flops_whole, peak);
+    r.mfu_causal = mfu(r.tokens_per_s_per_gpu, flops_causal, peak);
+    if (exact) r.reason = step_reason(r, *layer_reason);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+StepConfig Evaluator::step_config(const Group& g, const Outer& outer, const Spans& spans) const {
+  StepConfig sc;
+  sc.layers = o.layers, sc.pp = outer.pp, sc.vp = outer.vp, sc.dp = outer.dp * g.layer.par.cp, sc.zero = outer.zero;
+  sc.microbatches = outer.microbatches, sc.overlap_grad_reduce = o.overlap_grad_reduce;
+  sc.dp_span = spans.weights, sc.pp_across_nodes = spans.pp_across_nodes;
+  return sc;
+}
+
+EndsCost Evaluator::ends_of(const Group& g, const Hardware& hw, const GroupSpan& tp_span) const {
+  if (o.vocab == 0) return EndsCost{};
+  const ModelOptions& mo = o.modeling;
+  const int64_t tokens = cfg.b * g.plan->packing->S / g.layer.par.cp;
+  return ends_cost(cfg, tokens, o.vocab, g.layer.par.tp, tp_span, hw, mo);
+}
+
+}  // namespace ringside::model::step_parts

@@ -1,0 +1,95 @@
+// The parts the whole-step planner (step_plan.h) is built from: where a configuration's groups
+// sit, a TP x CP group's layer by the formulas, by a lower bound and by its replay, the outer
+// configurations around a group, and the rows of one group on one profile. Internal to the
+// planner: its tests go through step_plan.h.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/flops.h"
+#include "model/plan.h"
+#include "model/step_plan.h"
+
+namespace ringside::model::step_parts {
+
+/// Bytes an element of the modeled type: fp32 4, bf16 and fp8 2 (ModelOptions::dtype).
+double element_bytes(const std::string& dtype);
+
+/// Where a configuration's groups sit, on nodes of gpus_per_node consecutive ranks.
+struct Spans {
+  GroupSpan tp;       ///< the TP group
+  GroupSpan weights;  ///< DP x CP: the ranks that hold the same weights
+  bool pp_across_nodes = false;
+};
+
+/// The spans of c: the group's T C ranks innermost (TP at stride 1 in tp-cp order, C in cp-tp),
+/// then PP and DP in c's outer order. nullopt when a group would straddle nodes unevenly.
+std::optional<Spans> spans_of(const StepCandidate& c, int gpus_per_node);
+
+/// One (PP, VP, DP, ZeRO, order) around a group, with its m = GBS / (DP MBS) microbatches.
+struct Outer {
+  int pp, vp, dp, zero, microbatches;
+  OuterOrder order;
+};
+
+/// Every Outer of `rest` = P / G GPUs of groups that o allows (the fixed degrees, GBS divisible
+/// by DP MBS, stage_layers' rule, VP dividing a stage's layers and m divisible by PP when > 1);
+/// the dp-pp order only where it can place the groups differently (`orders_differ`).
+std::vector<Outer> outer_configs(int rest, int layers, const StepPlanOptions& o, bool orders_differ);
+
+/// One TP x CP group configuration and the outer configurations around it.
+struct Group {
+  PlanCandidate layer;
+  int G = 1;
+  std::optional<RunPlan> plan;  ///< resolved, or refused (then `invalid` says why)
+  std::string invalid;
+  const std::vector<Outer>* outers = nullptr;
+  LayerCost floor;  ///< by the formulas
+};
+
+/// The group's layer by the formulas alone: its parameters, saved activations (the most of any
+/// rank) and the activations sent between stages, b S / C h / T elements; no times.
+LayerCost formula_layer(const RunPlan& plan, const std::string& dtype);
+
+/// A lower bound of the group's layer: each rank's GEMMs at the profile's best GEMM rate (MAMF,
+/// which no shape exceeds) and the most attention FLOPs of any rank at the best rate of the
+/// attention kernel's curves; memory-bound ops and exposed communication left out. The
+/// backward's GEMMs are twice the forward's, its attention 2.5 times; full recomputation adds
+/// the forward.
+LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOptions& modeling);
+
+/// The group's layer by its replay, and the reason that sets its time (layer_reason).
+struct Replayed {
+  LayerCost layer;
+  std::string reason;
+};
+/// The recorded schedule replayed on hw in c's placement: the slowest rank's forward and its
+/// backward less its gradient sync (the step folds that into DP x CP), TP's and CP's exposed
+/// communication per GPU, the measured saved bytes and working peak.
+Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const Hardware& hw, const ModelOptions& modeling);
+
+/// "out of memory: needs X of Y on stage r; binding: <the largest term> Z".
+std::string binding_reason(const StepCost& s, const Hardware& hw);
+/// A ranked row's reason: the layer's, then the pipeline's bubble beside its formula and the
+/// gradient collectives' time.
+std::string step_reason(const StepRow& row, const std::string& layer_reason);
+
+/// The rows of one group on one profile, one per outer configuration.
+struct Evaluator {
+  const LayerConfig& cfg;
+  const StepPlanOptions& o;
+  const std::vector<Hardware>& profiles;
+
+  /// With `layer_reason` null, by the layer's lower bound: memory by the formulas, status
+  /// bounded where it fits (else out_of_memory). Otherwise by its replay: ranked or
+  /// out_of_memory. A configuration whose groups straddle nodes is invalid.
+  std::vector<StepRow> rows(const Group& g, size_t profile, const LayerCost& layer, const std::string* layer_reason) const;
+  StepConfig step_config(const Group& g, const Outer& outer, const Spans& spans) const;
+  EndsCost ends_of(const Group& g, const Hardware& hw, const GroupSpan& tp_span) const;
+
+  double flops_whole = model_flops_per_token(cfg, o.layers, o.vocab, false);
+  double flops_causal = model_flops_per_token(cfg, o.layers, o.vocab, true);
+};
+
+}  // namespace ringside::model::step_parts
