@@ -83,7 +83,7 @@ double color_distance(Color a, Color b, Vision v) {
 
 Color color_of(const Event& e) {
   // A modeled step's blocks (model/step_plan.h, step_timeline): a microbatch's forward or backward
-  // of a chunk of layers, in the GEMM's green and a deeper one, as pipeline diagrams draw F and B.
+  // of a chunk of layers, light and dark, as pipeline diagrams draw F and B.
   if (e.kind == trace::Kind::other && e.phase == "forward") return kStepForward;
   if (e.kind == trace::Kind::other && e.phase == "backward") return kStepBackward;
   return color_of_kind(e.kind == trace::Kind::collective ? trace::kind_of(e.name) : e.kind);

@@ -40,8 +40,8 @@ Color color_of(const trace::Event& e);
 inline constexpr Color kExposedColor = rgba(213, 94, 0);   // Okabe-Ito vermillion
 inline constexpr Color kHiddenColor = rgba(0, 158, 115);   // Okabe-Ito bluish green
 inline constexpr Color kBackground = rgba(24, 24, 28);
-inline constexpr Color kStepForward = rgba(0x88, 0xee, 0xbb);   // a modeled step's forward blocks
-inline constexpr Color kStepBackward = rgba(0x33, 0x99, 0x77);  // and its backward blocks
+inline constexpr Color kStepForward = rgba(0xc8, 0xe6, 0x96);   // a modeled step's forward blocks (pale lime)
+inline constexpr Color kStepBackward = rgba(0x7a, 0x8c, 0x3c);  // and its backward blocks (olive): no kind's colour
 /// RunInfo::backend of a modeled step's timeline, whose rows are pipeline stages.
 inline constexpr const char* kPipelineStages = "pipeline stages";
 /// A row's name: "GPU 3", or "stage 3" in a modeled step (its rows are pipeline stages).

@@ -133,10 +133,11 @@ void whole_step(Script& L) {
               seconds(one_chunk.row.cost.step_s)});
   L.table(bubble);
   L.blank();
-  L.say("The simulated bubbles are close to the formulas but not equal: the formulas assume equal");
-  L.say("stages and free transfers, while here the embedding and the LM head make the first and");
-  L.say("last stages longer (the bubble is counted against the busiest stage) and every microbatch");
-  L.say("waits for its activations to cross between stages.");
+  L.say("The simulated bubbles are close to the formulas but not equal, as the formulas assume");
+  L.say("equal stages and free transfers. Here the embedding and the LM head make the first and");
+  L.say("last stages longer, and the bubble is idle time over the busiest stage's work, which");
+  L.say("makes it smaller; each microbatch also waits for its activations to cross between");
+  L.say("stages, which makes it larger.");
 
   // ---- 5. memory ----------------------------------------------------------------------------------
   L.step("What ZeRO shards");

@@ -48,10 +48,21 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
                 mfu, format_seconds(s.step_s).c_str(), bubble, exposed, memory, r.reason.c_str());
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
-  std::printf("  tokens/s: per GPU; MFU: model FLOPs (Megatron's count, the LM head included) over the %s peak, attention causally\n"
-              "  halved / whole; exposed: communication no compute hides on the first stage, over the step (PP: what the transfers\n"
-              "  between stages add); memory: the fullest stage's weights, gradients, optimizer state and activations, of %s\n",
-              o.dtype.c_str(), format_bytes(hw.memory_bytes).c_str());
+  std::printf("  tokens/s: per GPU; MFU: the model's FLOPs with the LM head over the %s peak, attention counted causally halved\n"
+              "  (FlashAttention's count) / whole (PaLM's and Megatron's); step: the pipeline (its bubble: idle time over the busiest\n"
+              "  stage's work), then the exposed DP collectives and Adam; exposed: communication no compute hides on the first stage,\n"
+              "  over the step (PP: what the transfers between stages add); memory: the fullest stage's weights, gradients, optimizer\n"
+              "  state and activations, of %s (%s)\n",
+              o.dtype.c_str(), format_bytes(hw.memory_bytes).c_str(), format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str());
+  std::vector<const model::StepRow*> bounded;
+  for (const model::StepRow& r : plan.rows)
+    if (r.status == model::PlanStatus::bounded) bounded.push_back(&r);
+  if (!bounded.empty()) {
+    std::printf("\n  not dry-run (%zu; their bound or estimate could not win; the %zu closest):\n", bounded.size(),
+                std::min(bounded.size(), size_t(o.top)));
+    for (size_t i = 0; i < bounded.size() && i < size_t(o.top); ++i)
+      std::printf("    %s: %s\n", bounded[i]->candidate.name().c_str(), bounded[i]->reason.c_str());
+  }
   // The rejected: the rules, each once, and the least memory-hungry that do not fit.
   std::vector<std::string> rules;
   std::vector<const model::StepRow*> oom;
@@ -63,7 +74,7 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
     if (std::find(rules.begin(), rules.end(), rule) == rules.end()) rules.push_back(rule);
   }
   if (!rules.empty()) {
-    std::printf("\n  invalid (%zu rules):\n", rules.size());
+    std::printf("\n  invalid (%zu rule%s):\n", rules.size(), rules.size() == 1 ? "" : "s");
     for (size_t i = 0; i < rules.size() && i < size_t(o.top); ++i) std::printf("    %s\n", rules[i].c_str());
   }
   std::vector<std::pair<std::string, std::string>> oom_rows;
@@ -117,7 +128,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   so.progress = [shown = 0.0](size_t done, size_t shapes, double seconds) mutable {
     if (seconds < 3 || seconds - shown < 3) return;
     shown = seconds;
-    std::fprintf(stderr, "  plan: %zu dry runs done (of at most %zu schedule shapes), %.0f s\n", done, shapes, seconds);
+    std::fprintf(stderr, "  plan: %zu dry run%s done (of at most %zu schedule shapes), %.0f s\n", done, done == 1 ? "" : "s", shapes, seconds);
   };
   LayerConfig cfg = o.cfg;
   cfg.b = o.mbs;  // a dry run is of one microbatch
@@ -134,7 +145,8 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
               stats.candidates, stats.invalid, stats.memory_rejects, stats.bounded, stats.groups, so.max_group, stats.dry_runs,
               stats.seconds);
   std::printf("  modeled, not measured: the pipeline simulated around one TP x CP group's replay; DP and ZeRO in closed form\n"
-              "  (docs/model.md, \"The whole step\")\n");
+              "  (docs/model.md, \"The whole step\"). Held against published steps (ringside validate) the model is faster than\n"
+              "  every one: read its times as optimistic\n");
   for (const model::StepPlan& plan : plans) print_step_plan(plan, o);
   if (!o.trace.empty()) {
     // The first profile's winner and runner-up, one row per pipeline stage each.

@@ -402,7 +402,10 @@ class StepSearch {
       }
       std::stable_sort(plans[p].rows.begin(), plans[p].rows.end(), [](const StepRow& a, const StepRow& b) {
         if (a.status != b.status) return status_place(a.status) < status_place(b.status);
-        if (a.status == PlanStatus::ranked || a.status == PlanStatus::bounded) return a.cost.step_s < b.cost.step_s;
+        // Equal times (ZeRO 1 and 2 cost the same): the one that needs less memory first.
+        if ((a.status == PlanStatus::ranked || a.status == PlanStatus::bounded) && a.cost.step_s != b.cost.step_s)
+          return a.cost.step_s < b.cost.step_s;
+        if (a.status == PlanStatus::ranked || a.status == PlanStatus::bounded) return a.cost.total_bytes() < b.cost.total_bytes();
         if (a.status == PlanStatus::out_of_memory) return a.cost.total_bytes() < b.cost.total_bytes();
         return false;
       });
