@@ -143,7 +143,7 @@ TEST_CASE("the step plan's search finds the exhaustive one's winner with fewer d
   }
 }
 
-TEST_CASE("placement: TP across nodes is slower; the outer order decides which traffic leaves the node", "[plan][step]") {
+TEST_CASE("placement: TP across nodes is slower, and the outer order decides which traffic leaves the node", "[plan][step]") {
   Hardware hw = load_hardware("h100-nvlink");
   StepPlanOptions o;
   o.gpus = 16, o.layers = 4, o.gbs = 16, o.pp = 1, o.dp = 1, o.zero = 1, o.modes = {Recompute::none}, o.exhaustive = true;
