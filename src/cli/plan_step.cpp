@@ -130,9 +130,15 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
     shown = seconds;
     std::fprintf(stderr, "  plan: %zu dry run%s done (of at most %zu schedule shapes), %.0f s\n", done, done == 1 ? "" : "s", shapes, seconds);
   };
+  if (o.cfg.b != 1)
+    throw ConfigError(detail::concat("plan: with --gbs the microbatch is --mbs (MBS = ", o.mbs, "); --batch is the layer plan's b"));
   LayerConfig cfg = o.cfg;
   cfg.b = o.mbs;  // a dry run is of one microbatch
   resolve_one_rank(cfg);
+  // The dry runs, of groups of up to 256 ranks: each rank lists its tokens' global positions, and the schedule.
+  const int largest = std::min(o.gpus, so.max_group);
+  require_memory(32.0 * double(cfg.tokens()) + model::schedule_bytes(largest, cfg, o.choices.applied_to({}).requested_layout(cfg.causal)),
+                 detail::concat("the plan's dry runs of up to ", largest, " ranks"), "--seq or --mbs", 0, 2 * largest);
   std::printf("ringside plan: %s%s on %d GPUs, the whole step: %d layers, V = %lld, GBS = %d sequences of %lld tokens, MBS = %d, "
               "recompute %s\n",
               o.preset.empty() ? "" : (o.preset + ": ").c_str(), cfg.summary().c_str(), o.gpus, so.layers, (long long)so.vocab, o.gbs,

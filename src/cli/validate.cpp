@@ -130,8 +130,13 @@ int validate_command(const ValidateOptions& o) {
     nlohmann::json report = model::report_json(run.reports.front(), options[i].only == "attention");
     if (run.step) report["step"] = step_row_json(*run.step, run.hw, 1);
     const nlohmann::json::json_pointer pointer(c.quantity);
-    if (!report.contains(pointer))
-      throw ConfigError("validate: case " + c.name + ": " + c.quantity + " is not in this model's report (--only attention has no /layer)");
+    if (!report.contains(pointer)) {
+      const bool step = c.quantity.rfind("/step/", 0) == 0;
+      throw ConfigError("validate: case " + c.name + ": " + c.quantity + " is not in this model's report (" +
+                        (!step ? std::string("--only attention has no /layer")
+                         : !run.step ? std::string("a /step quantity needs --gbs in the case's args")
+                                     : "the step does not fit: " + run.step->reason) + ")");
+    }
     model::ValidationRow row{c, report.at(pointer).get<double>()};
     const std::string kernel = model::attention_kernel_of(run.hw, model_options(options[i]));
     add("  %-28s %-12s %-6s %12s %12s %+7.1f%% %6s\n", c.name.c_str(), c.profile.c_str(), kernel.c_str(),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -44,16 +45,23 @@ PipelineOp nth(const PipelineSpec& s, bool forward, int k) {
 
 }  // namespace
 
-const std::vector<std::vector<PipelineOp>>& pipeline_orders(const PipelineSpec& s) {
+std::shared_ptr<const std::vector<std::vector<PipelineOp>>> pipeline_orders(const PipelineSpec& s) {
   check(s);
-  // Memoized: a plan asks for the same few (PP, VP, m) hundreds of thousands of times.
+  // Memoized: a plan asks for the same few (PP, VP, m) hundreds of thousands of times. At most
+  // about 4M ops are kept (some 100 MB); past that the memo starts again.
+  using Orders = std::vector<std::vector<PipelineOp>>;
   static std::mutex mu;
-  static std::map<std::tuple<int, int, int>, std::vector<std::vector<PipelineOp>>> memo;
+  static std::map<std::tuple<int, int, int>, std::shared_ptr<const Orders>> memo;
+  static int64_t kept = 0;
   std::lock_guard lock(mu);
-  auto [it, fresh] = memo.try_emplace({s.pp, s.vp, s.microbatches});
-  if (fresh)
-    for (int r = 0; r < s.pp; ++r) it->second.push_back(pipeline_order(s, r));
-  return it->second;
+  const auto key = std::make_tuple(s.pp, s.vp, s.microbatches);
+  if (const auto it = memo.find(key); it != memo.end()) return it->second;
+  auto orders = std::make_shared<Orders>();
+  for (int r = 0; r < s.pp; ++r) orders->push_back(pipeline_order(s, r));
+  const int64_t ops = 2 * int64_t(s.pp) * s.vp * s.microbatches;
+  if (kept + ops > (int64_t{1} << 22)) memo.clear(), kept = 0;
+  kept += ops;
+  return memo[key] = std::move(orders);
 }
 
 std::vector<PipelineOp> pipeline_order(const PipelineSpec& s, int rank) {
@@ -82,7 +90,8 @@ PipelineRun simulate_pipeline(const PipelineSpec& s) {
 
   PipelineRun run;
   run.ranks.resize(s.pp);
-  const std::vector<std::vector<PipelineOp>>& todo = pipeline_orders(s);
+  const auto orders = pipeline_orders(s);  // kept alive while it runs
+  const std::vector<std::vector<PipelineOp>>& todo = *orders;
   std::vector<size_t> next(s.pp, 0);
   std::vector<double> free_at(s.pp, 0.0);
   // List scheduling: a rank runs its next op once what it needs has ended; with a valid order

@@ -10,6 +10,7 @@
 // a rank's chunks are PP virtual stages apart, so a microbatch goes round the ranks VP times.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace ringside::model {
@@ -60,8 +61,9 @@ struct PipelineRun {
 /// its k-th backward the same microbatch's chunk VP - 1 - (k mod PP VP) / PP. Times are zero.
 std::vector<PipelineOp> pipeline_order(const PipelineSpec& spec, int rank);
 
-/// Every rank's pipeline_order, computed once per (PP, VP, m) and kept (thread-safe).
-const std::vector<std::vector<PipelineOp>>& pipeline_orders(const PipelineSpec& spec);
+/// Every rank's pipeline_order, computed once per (PP, VP, m) and kept for the next call
+/// (thread-safe; the memo is bounded, and what it returns stays valid while held).
+std::shared_ptr<const std::vector<std::vector<PipelineOp>>> pipeline_orders(const PipelineSpec& spec);
 
 /// Runs the schedule. Throws ConfigError for PP, VP or m below 1, VP > 1 with PP = 1 (nothing to
 /// interleave), an interleaved m that PP does not divide (Megatron's rule), a negative time, or

@@ -66,7 +66,7 @@ StepCost step_memory(const StepConfig& c, const LayerCost& layer, const EndsCost
   PipelineSpec p;
   p.pp = c.pp, p.vp = c.vp, p.microbatches = c.microbatches;
   std::vector<int> in_flight;
-  for (const std::vector<PipelineOp>& order : pipeline_orders(p)) {
+  for (const std::vector<PipelineOp>& order : *pipeline_orders(p)) {
     int held = 0, peak = 0;
     for (const PipelineOp& op : order) peak = std::max(peak, held += op.forward ? 1 : -1);
     in_flight.push_back(peak);

@@ -132,6 +132,7 @@ std::vector<Outer> outer_configs(int rest, int layers, const StepPlanOptions& o,
     if (pp > 1 && stages.front() == 0) continue;
     for (int vp = 1; vp <= full; ++vp) {
       if (full % vp != 0 || (o.vp > 0 && vp != o.vp) || (vp > 1 && (pp == 1 || m % pp != 0))) continue;
+      if (int64_t(pp) * vp * m > kMaxPipelineChunks) continue;
       for (int zero = 0; zero <= 3; ++zero) {
         if (o.zero >= 0 && zero != o.zero) continue;
         all.push_back({pp, vp, dp, zero, m, OuterOrder::pp_dp});
@@ -172,7 +173,13 @@ std::string step_reason(const StepRow& row, const std::string& layer_reason) {
 // of the attention kernel's curves; everything else (memory-bound ops, exposed communication)
 // left out. The backward's GEMMs are twice the forward's, its attention 2.5 times; full
 // recomputation runs the forward once more in it.
-LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOptions& modeling) {
+double max_attention_flops(const RunPlan& plan) {
+  double most = 0;
+  for (int r = 0; r < plan.P; ++r) most = std::max(most, parallel_attention_flops(plan, r));
+  return most;
+}
+
+LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOptions& modeling, double attention) {
   const std::string& dtype = modeling.dtype;
   LayerCost l = formula_layer(plan, dtype);
   const LayerConfig& cfg = plan.layer;
@@ -187,8 +194,6 @@ LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOption
   const bool achieved = e.present && modeling.efficiency != "ideal";
   const double peak = hw.peak_flops(gemm_dtype);
   const double gemm_rate_best = achieved ? peak * e.gemm.of(gemm_dtype) : peak;
-  double attention = 0;
-  for (int r = 0; r < plan.P; ++r) attention = std::max(attention, parallel_attention_flops(plan, r));
   double attention_rate_best = hw.peak_flops(dtype == "fp8" ? "bf16" : dtype);
   if (achieved) {
     const AttentionKernel& k = e.attention.at(attention_kernel_of(hw, modeling));

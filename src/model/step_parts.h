@@ -27,6 +27,10 @@ struct Spans {
 /// then PP and DP in c's outer order. nullopt when a group would straddle nodes unevenly.
 std::optional<Spans> spans_of(const StepCandidate& c, int gpus_per_node);
 
+/// The most microbatch-chunks a simulated pipeline may hold, PP VP m: each is an op to simulate,
+/// twice. Past it a configuration is not weighed (make_step_plan) or is refused (model).
+inline constexpr int64_t kMaxPipelineChunks = int64_t{1} << 20;
+
 /// One (PP, VP, DP, ZeRO, order) around a group, with its m = GBS / (DP MBS) microbatches.
 struct Outer {
   int pp, vp, dp, zero, microbatches;
@@ -34,7 +38,8 @@ struct Outer {
 };
 
 /// Every Outer of `rest` = P / G GPUs of groups that o allows (the fixed degrees, GBS divisible
-/// by DP MBS, stage_layers' rule, VP dividing a stage's layers and m divisible by PP when > 1);
+/// by DP MBS, stage_layers' rule, VP dividing a stage's layers and m divisible by PP when > 1,
+/// PP VP m at most kMaxPipelineChunks);
 /// the dp-pp order only where it can place the groups differently (`orders_differ`).
 std::vector<Outer> outer_configs(int rest, int layers, const StepPlanOptions& o, bool orders_differ);
 
@@ -57,7 +62,11 @@ LayerCost formula_layer(const RunPlan& plan, const std::string& dtype);
 /// attention kernel's curves; memory-bound ops and exposed communication left out. The
 /// backward's GEMMs are twice the forward's, its attention 2.5 times; full recomputation adds
 /// the forward.
-LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOptions& modeling);
+/// `attention_flops` is max_attention_flops(plan), which costs O(s) and is the same for every
+/// recompute mode and order of a shape: the caller keeps it.
+LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOptions& modeling, double attention_flops);
+/// The most forward attention FLOPs of any rank of the plan (parallel_attention_flops).
+double max_attention_flops(const RunPlan& plan);
 
 /// The group's layer by its replay, and the reason that sets its time (layer_reason).
 struct Replayed {

@@ -47,6 +47,16 @@ void check_step_options(const LayerConfig& cfg, const StepPlanOptions& o) {
     if (full % o.vp != 0) throw ConfigError(detail::concat("plan: VP = ", o.vp, " must divide the ", full, " layers of a stage"));
   }
   if (o.zero > 3) throw ConfigError(detail::concat("plan: ZeRO stage ", o.zero, " is not 0, 1, 2 or 3"));
+  if (P < 1 || P > 16384) throw ConfigError(detail::concat("plan: a step of ", P, " GPUs: the planner takes 1 to 16384"));
+  if (o.pp > 0 && o.dp > 0 && o.gbs % (o.dp * o.mbs) == 0) {
+    const int64_t m = o.gbs / (o.dp * o.mbs), vp = std::max(o.vp, 1);
+    if (vp > 1 && m % o.pp != 0)
+      throw ConfigError(detail::concat("plan: the interleaved schedule (VP = ", vp, ") needs the m = GBS / (DP MBS) = ", m,
+                                       " microbatches divisible by PP = ", o.pp, " (Megatron's rule)"));
+    if (int64_t(o.pp) * vp * m > kMaxPipelineChunks)
+      throw ConfigError(detail::concat("plan: PP x VP x m = ", o.pp, " x ", vp, " x ", m, " microbatch-chunks to simulate, more than ",
+                                       kMaxPipelineChunks, ": give a smaller --gbs or a larger --dp or --mbs"));
+  }
   if (cfg.b != o.mbs) throw ConfigError(detail::concat("plan: the layer's batch b = ", cfg.b, " must be the microbatch, MBS = ", o.mbs));
 }
 
@@ -226,18 +236,23 @@ class StepSearch {
     if (groups_.empty())
       throw ConfigError(detail::concat("plan: no TP x CP group of at most ", o_.max_group, " GPUs leaves PP x DP around it on ", P,
                                        " GPUs with GBS = ", o_.gbs, " and MBS = ", o_.mbs,
-                                       " (DP x MBS must divide GBS, PP must fit the ", o_.layers, " layers)"));
+                                       " (DP x MBS must divide GBS, PP must fit the ", o_.layers,
+                                       " layers, interleaving needs m divisible by PP, and PP x VP x m at most ", kMaxPipelineChunks, ")"));
   }
 
   // Each valid group's rows on each profile by its lower bound: memory by the formulas, time by
   // compute alone at the best rates (every configuration's own time is at least that).
   void bound_all() {
     rows_.assign(groups_.size(), std::vector<std::vector<StepRow>>(profiles_.size()));
+    std::map<std::tuple<int, int, int, int, int>, double> attention;  // by T, C, cp_comm, U, layout
     for (size_t i = 0; i < groups_.size(); ++i) {
       if (!groups_[i].plan) continue;
       siblings_[sibling_key(i)].push_back(i);
+      const ParallelConfig& par = groups_[i].layer.par;
+      const auto key = std::make_tuple(par.tp, par.cp, int(par.cp_comm), par.a2a_size(), int(par.layout));
+      if (!attention.count(key)) attention[key] = max_attention_flops(*groups_[i].plan);
       for (size_t p = 0; p < profiles_.size(); ++p)
-        rows_[i][p] = eval_.rows(groups_[i], p, bound_layer(*groups_[i].plan, profiles_[p], o_.modeling), nullptr);
+        rows_[i][p] = eval_.rows(groups_[i], p, bound_layer(*groups_[i].plan, profiles_[p], o_.modeling, attention[key]), nullptr);
     }
   }
 
@@ -457,7 +472,8 @@ std::vector<StepPlan> make_step_plan(const LayerConfig& cfg, const StepPlanOptio
       throw ConfigError(detail::concat("plan: no configuration of ", o.gpus, " GPUs is valid: ", plans.front().rows.front().reason));
     throw ConfigError(detail::concat("plan: nothing fits in ", format_bytes(plans.front().hw.memory_bytes), " per GPU on ", o.gpus,
                                      " GPUs: the least is ", least->candidate.name(), ", which ", least->reason.substr(least->reason.find("needs")),
-                                     ". Give more GPUs, a shorter --seq, a smaller --mbs, or --recompute any"));
+                                     ". Give more GPUs", o.mbs > 1 ? ", a smaller --mbs" : "", o.modes.size() < 3 ? ", --recompute any" : "",
+                                     " or a shorter --seq"));
   }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (stats) *stats = st;
