@@ -361,6 +361,10 @@ struct PlanCommandOptions {
 /// `ringside plan --gbs ...`: the whole-step plan's tables, verdict and --json (plan_step.cpp).
 int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles);
 
+/// The profile names of --hw values, each a comma-separated list ("h100-nvlink,h100-ib");
+/// throws ConfigError for an empty item ("a100-nvlink,", ",a100-nvlink", "a,,b").
+std::vector<std::string> profile_list(const std::vector<std::string>& given);
+
 /// `ringside plan`: adds the subcommand; returns it.
 CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o);
 /// Plans (model/plan.h) and prints, per profile, the ranked table with reasons, the rejected

@@ -25,8 +25,8 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
   p->add_option("--gpus", o.gpus, "number of GPUs P: up to 256 for a layer's split, up to 16384 for a whole step (--gbs)")
       ->capture_default_str()
       ->check(CLI::Range(1, 16384));
-  p->add_option("--hw", o.hw, "hardware profiles to plan for (each its own table): " + hw + ", or profile JSON files")
-      ->delimiter(',')
+  // Split by profile_list, not by CLI11's delimiter, which drops an empty item ("a100-nvlink,").
+  p->add_option("--hw", o.hw, "hardware profiles to plan for, comma-separated (each its own table): " + hw + ", or profile JSON files")
       ->capture_default_str()
       ->check(non_empty("--hw needs a profile"));
   p->add_option("--recompute", o.recompute, "recompute modes to weigh: any (the default: none, selective and full), none, selective, full")
@@ -153,14 +153,31 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
 
 }  // namespace
 
+std::vector<std::string> profile_list(const std::vector<std::string>& given) {
+  std::vector<std::string> names;
+  for (const std::string& list : given) {
+    for (size_t at = 0;;) {
+      const size_t comma = list.find(',', at);
+      const std::string name = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      if (name.empty())
+        throw ConfigError("--hw " + detail::shown_input(list) + ": an empty profile name in the list (profiles are separated by single commas)");
+      names.push_back(name);
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+  }
+  return names;
+}
+
 int plan_command(const PlanCommandOptions& o) {
   // The inputs (profiles given as files) and the outputs, checked before any work.
+  const std::vector<std::string> hw_names = profile_list(o.hw);
   std::vector<output::Named> inputs;
-  for (const std::string& h : o.hw)
+  for (const std::string& h : hw_names)
     if (output::is_regular(h)) inputs.push_back({"--hw", h});
   output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, inputs);
   std::vector<model::Hardware> profiles;
-  for (const std::string& h : o.hw) profiles.push_back(model::load_hardware(h));
+  for (const std::string& h : hw_names) profiles.push_back(model::load_hardware(h));
   if (!o.trace.empty()) output::check(o.trace, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");
   model::ModelOptions dtype;
@@ -251,7 +268,7 @@ CLI::App* add_bench_plan(CLI::App& bench, BenchPlanOptions& o) {
   b->add_option("--gbs", o.gbs, "plan the whole step with this global batch in sequences (Llama 3 405B at 128K on 16,384 GPUs: 128)")
       ->check(CLI::Range(1, 1 << 24));
   b->add_option("--seq", o.plan.cfg.s, "sequence length s")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
-  b->add_option("--hw", o.plan.hw, "hardware profiles")->delimiter(',')->capture_default_str();
+  b->add_option("--hw", o.plan.hw, "hardware profiles, comma-separated")->capture_default_str();
   return b;
 }
 
@@ -266,7 +283,7 @@ int bench_step_plan(const BenchPlanOptions& o) {
   model::StepPlanOptions so;
   so.gpus = gpus, so.layers = find_preset("llama3-405b").layers, so.vocab = find_preset("llama3-405b").vocab, so.gbs = o.gbs;
   std::vector<model::Hardware> profiles;
-  for (const std::string& h : o.plan.hw) profiles.push_back(model::load_hardware(h));
+  for (const std::string& h : profile_list(o.plan.hw)) profiles.push_back(model::load_hardware(h));
   resolve_one_rank(cfg);
   std::printf("ringside bench plan: the whole step of llama3-405b, s = %lld, on %d GPUs of %s, GBS %d, every recompute mode "
               "(target: under %.0f s)\n",
@@ -295,7 +312,7 @@ int bench_plan(const BenchPlanOptions& o) {
   po.gpus = o.plan.gpus;
   po.layers = find_preset(o.plan.preset).layers;
   std::vector<model::Hardware> profiles;
-  for (const std::string& h : o.plan.hw) profiles.push_back(model::load_hardware(h));
+  for (const std::string& h : profile_list(o.plan.hw)) profiles.push_back(model::load_hardware(h));
   resolve_one_rank(o.plan.cfg);
   require_memory(32.0 * double(o.plan.cfg.tokens()) + model::schedule_bytes(po.gpus, o.plan.cfg, o.plan.choices.applied_to({}).requested_layout(o.plan.cfg.causal)),
                  detail::concat("the plan's dry runs on ", po.gpus, " ranks"), "--gpus or --seq", 0, 2 * po.gpus);
