@@ -136,9 +136,11 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
   return std::max(compute_s, memory_s) + kernels * e.launch_s;
 }
 
+double element_bytes(const std::string& dtype) { return dtype == "fp32" ? 4.0 : 2.0; }
+
 RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q) {
   const double B = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
-  const double bytes = o.dtype == "fp32" ? 4.0 : 2.0;  // of K and V; fp8 keeps bf16's
+  const double bytes = element_bytes(o.dtype);  // of K and V
   const double F = hw.peak_flops(o.dtype == "fp32" ? "fp32" : "bf16");
   if (o.efficiency == "ideal" || !hw.efficiency.present) return {kv_per_q * F / B * bytes / 2, "(Hkv/H) F/B"};
   const AttentionCurve& k = hw.efficiency.attention.at(attention_kernel_of(hw, o)).forward;

@@ -262,7 +262,7 @@ trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& h
   if (schedule.run.modeled)
     throw ConfigError("this trace is already modeled (otherData.modeled): model the trace the run recorded, or a dry run");
   // Traces record fp32 runs (otherData.dtype); bf16 halves every byte.
-  const double recorded = schedule.run.dtype == "float64" ? 8 : 4, modeled = o.dtype == "fp32" ? 4 : 2;
+  const double recorded = schedule.run.dtype == "float64" ? 8 : 4, modeled = element_bytes(o.dtype);
   trace::TraceData out = schedule;
   out.flows.clear();
   // A measured trace with its modeled twins: model what was recorded, not the twins.

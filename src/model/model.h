@@ -142,6 +142,10 @@ RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool sam
 /// runs at the long-shape rate. Containers, waits and comm events are not ops: 0.
 double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, const ModelOptions& o);
 
+/// Bytes an element of the modeled type `dtype` holds: fp32 4, bf16 2, fp8 2 (only the GEMMs
+/// run in FP8: its tensors keep bf16's bytes, ModelOptions::dtype).
+double element_bytes(const std::string& dtype);
+
 /// The modeled seconds of a `bytes` transfer inside a node or across nodes: latency +
 /// bytes / (line rate x link efficiency); ideal: / line rate.
 double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o);

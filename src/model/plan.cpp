@@ -23,8 +23,6 @@ bool layouts_differ(const LayerConfig& cfg, CpComm comm) {
   return cfg.causal && (comm == CpComm::p2p || comm == CpComm::all_gather || comm == CpComm::a2a_p2p);
 }
 
-// fp8 keeps bf16's bytes (ModelOptions::dtype: only the GEMMs run in FP8).
-double element_bytes(const std::string& dtype) { return dtype == "fp32" ? 4.0 : 2.0; }
 
 // ---- where a configuration's groups sit -------------------------------------------------
 

@@ -22,10 +22,10 @@ void check(const StepConfig& c, const std::vector<int>& layers) {
     throw ConfigError(detail::concat("the DP span has ", c.dp_span.size, " ranks for DP = ", c.dp));
 }
 
-// A memory-bound kernel over `bytes`, costed as the replay costs any elementwise op (op_seconds).
-double memory_pass_seconds(double bytes, const Hardware& hw, const ModelOptions& o) {
+// A memory-bound kernel `name` over `bytes`, costed as the replay costs any elementwise op (op_seconds).
+double memory_pass_seconds(const char* name, double bytes, const Hardware& hw, const ModelOptions& o) {
   trace::Event pass;
-  pass.stream = trace::Stream::compute, pass.kind = trace::Kind::elementwise, pass.name = "adam";
+  pass.stream = trace::Stream::compute, pass.kind = trace::Kind::elementwise, pass.name = name;
   return op_seconds(pass, bytes, hw, o);
 }
 
@@ -81,16 +81,16 @@ EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp
   if (tokens < 1 || vocab < 1 || cfg.h < 1 || tp < 1)
     throw ConfigError(detail::concat("the embedding and head need n, V, h and T >= 1 (n = ", tokens, ", V = ", vocab, ", h = ",
                                      cfg.h, ", T = ", tp, ")"));
-  const double element = o.dtype == "fp32" ? 4 : 2, n = double(tokens), h = double(cfg.h);
+  const double element = element_bytes(o.dtype), n = double(tokens), h = double(cfg.h);
   const int64_t shard = (vocab + tp - 1) / tp;  // V / T, the last shard padded as Megatron pads it
   const double logits = n * double(shard);
   auto tp_collective = [&](Collective kind, double bytes) { return tp > 1 ? collective_seconds(kind, bytes, tp_span, hw, o) : 0.0; };
   EndsCost e;
-  e.embedding_forward_s = memory_pass_seconds(2 * n * h * element, hw, o) + tp_collective(Collective::reduce_scatter, n * h * element);
-  e.embedding_backward_s = tp_collective(Collective::all_gather, n * h * element) + memory_pass_seconds(3 * n * h * element, hw, o);
+  e.embedding_forward_s = memory_pass_seconds("embedding", 2 * n * h * element, hw, o) + tp_collective(Collective::reduce_scatter, n * h * element);
+  e.embedding_backward_s = tp_collective(Collective::all_gather, n * h * element) + memory_pass_seconds("embedding_backward", 3 * n * h * element, hw, o);
   e.head_forward_s = tp_collective(Collective::all_gather, n * h * element) + gemm_seconds(tokens, shard, cfg.h, element, hw, o) +
-                     memory_pass_seconds(12 * logits, hw, o) + 3 * tp_collective(Collective::all_reduce, 4 * n);
-  e.head_backward_s = memory_pass_seconds(6 * logits, hw, o) + gemm_seconds(tokens, cfg.h, shard, element, hw, o) +
+                     memory_pass_seconds("cross_entropy", 12 * logits, hw, o) + 3 * tp_collective(Collective::all_reduce, 4 * n);
+  e.head_backward_s = memory_pass_seconds("cross_entropy_backward", 6 * logits, hw, o) + gemm_seconds(tokens, cfg.h, shard, element, hw, o) +
                       gemm_seconds(cfg.h, shard, tokens, element, hw, o) +
                       tp_collective(Collective::reduce_scatter, n * h * element);
   e.embedding_params = e.head_params = double(shard) * h;
@@ -117,10 +117,6 @@ PipelineSpec pipeline_spec(const StepConfig& c, const LayerCost& layer, const En
   const std::vector<int> layers = stage_layers(c.layers, c.pp);
   check(c, layers);
   const int full = *std::max_element(layers.begin(), layers.end()), chunk_layers = full / c.vp;
-  const bool sharded = c.dp > 1;
-  auto dp_collective = [&](Collective kind, double bytes) {
-    return sharded ? collective_seconds(kind, bytes, c.dp_span, hw, o) : 0.0;
-  };
   // Each virtual stage's forward and backward: its layers (a short stage's short chunk is its
   // first on the first stage, its last on the last), the ends, and under ZeRO 3 the gathers.
   PipelineSpec p;
@@ -134,7 +130,7 @@ PipelineSpec pipeline_spec(const StepConfig& c, const LayerCost& layer, const En
     if (v == 0) forward += ends.embedding_forward_s, backward += ends.embedding_backward_s, params += ends.embedding_params;
     if (v == virtual_stages - 1) forward += ends.head_forward_s, backward += ends.head_backward_s, params += ends.head_params;
     if (c.zero == 3) {  // FSDP: the chunk's bf16 weights gathered before its forward and its backward
-      const double gather = dp_collective(Collective::all_gather, 2 * params);
+      const double gather = collective_seconds(Collective::all_gather, 2 * params, c.dp_span, hw, o);  // 0 for DP 1
       forward += gather, backward += gather;
     }
     p.stage_forward_s.push_back(forward), p.stage_backward_s.push_back(backward);
@@ -146,9 +142,6 @@ PipelineSpec pipeline_spec(const StepConfig& c, const LayerCost& layer, const En
 StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost& ends, const Hardware& hw,
                     const ModelOptions& o) {
   const std::vector<int> layers = stage_layers(c.layers, c.pp);
-  auto dp_collective = [&](Collective kind, double bytes) {
-    return c.dp > 1 ? collective_seconds(kind, bytes, c.dp_span, hw, o) : 0.0;
-  };
   const PipelineSpec p = pipeline_spec(c, layer, ends, hw, o);  // checks c
   const PipelineRun run = simulate_pipeline(p);
   StepCost cost;
@@ -172,8 +165,9 @@ StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost&
   // The bf16 gradients: all-reduced (ZeRO 0) or reduce-scattered to their shard's owner; ZeRO 1
   // and 2 then all-gather the updated bf16 weights, before the next step's forward.
   const double grads = 2 * most_params;
-  const double grad_sync = dp_collective(c.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter, grads);
-  const double weight_gather = c.zero == 1 || c.zero == 2 ? dp_collective(Collective::all_gather, 2 * most_params) : 0;
+  // (A group of one, DP x CP = 1, takes no time: collective_seconds.)
+  const double grad_sync = collective_seconds(c.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter, grads, c.dp_span, hw, o);
+  const double weight_gather = c.zero == 1 || c.zero == 2 ? collective_seconds(Collective::all_gather, 2 * most_params, c.dp_span, hw, o) : 0;
   cost.dp_s = grad_sync + weight_gather;
   cost.grad_sync_s = grad_sync, cost.weight_gather_s = weight_gather, cost.grad_bytes = grads;
   // Overlapped, bucket by bucket, under the last microbatch's backward on this stage: what
@@ -185,7 +179,7 @@ StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost&
   // Adam over this GPU's shard: 28 bytes a parameter (fp32 master, m, v read and written; the
   // bf16 gradient read, the bf16 weight written).
   const double shard = c.zero >= 1 ? most_params / c.dp : most_params;
-  cost.optimizer_s = memory_pass_seconds(28 * shard, hw, o);
+  cost.optimizer_s = memory_pass_seconds("adam", 28 * shard, hw, o);
   cost.step_s = cost.pipeline_s + cost.dp_exposed_s + cost.optimizer_s;
   return cost;
 }

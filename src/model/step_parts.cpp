@@ -11,7 +11,6 @@
 
 namespace ringside::model::step_parts {
 
-double element_bytes(const std::string& dtype) { return dtype == "fp32" ? 4.0 : 2.0; }
 
 
 // ---- where the groups sit -------------------------------------------------------------

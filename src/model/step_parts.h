@@ -13,9 +13,6 @@
 
 namespace ringside::model::step_parts {
 
-/// Bytes an element of the modeled type: fp32 4, bf16 and fp8 2 (ModelOptions::dtype).
-double element_bytes(const std::string& dtype);
-
 /// Where a configuration's groups sit, on nodes of gpus_per_node consecutive ranks.
 struct Spans {
   GroupSpan tp;       ///< the TP group

@@ -338,11 +338,11 @@ class StepSearch {
     return nullptr;
   }
 
-  static int cost_rank(const std::vector<size_t>& members, const std::vector<Group>& groups) {
+  // How cheap a shape's schedule is to record: all-gather, then Ulysses, the ring, the hybrid.
+  int cost_rank(const Shape& members) const {
     static const std::map<CpComm, int> cheapest{{CpComm::none, 0}, {CpComm::all_gather, 1}, {CpComm::a2a, 2}, {CpComm::p2p, 3}, {CpComm::a2a_p2p, 4}};
-    return cheapest.at(groups[members.front()].layer.par.cp_comm);
+    return cheapest.at(groups_[members.front()].layer.par.cp_comm);
   }
-  int cost_rank(const Shape& members) const { return cost_rank(members, groups_); }
 
   double shape_bound(const Shape& members, size_t p) const {
     double b = INFINITY;
@@ -409,9 +409,8 @@ class StepSearch {
           continue;
         }
         for (StepRow& r : rows_[i][p]) {
-          if (r.status == PlanStatus::bounded && r.reason.empty())
-            r.reason = "not dry-run: at least " + format_ns(r.cost.step_s * 1e9) + " a step (compute alone at the best rates), slower than " +
-                       format_ns(best_[p] * 1e9) + ", the best verified";
+          // search() gave every row it did not dry-run its reason (dominated, or say_why_not).
+          RS_CHECK(r.status != PlanStatus::bounded || !r.reason.empty(), "step plan: ", r.candidate.name(), " bounded without a reason");
           plans[p].rows.push_back(std::move(r));
         }
       }
