@@ -25,7 +25,7 @@ Setup setup(CompareOptions& o, const char* command, const std::function<void(con
     if (!launched_by_mpirun())
       throw ConfigError("--backend mpi: this process was not started by mpirun (use: mpirun -np P ringside ...)");
     if (!mpi_available()) throw ConfigError("--backend mpi: this build has no MPI (configure with RINGSIDE_MPI=ON)");
-    Communicator& world = mpi_world();
+    Communicator& world = mpi_world(o.timeout_s);
     s.where.world = &world;
     world.timeout_s = o.timeout_s;
     s.P = world.size();

@@ -299,8 +299,10 @@ bool launched_by_mpirun();
 bool mpi_available();
 /// Initialises MPI (MPI_THREAD_MULTIPLE) once and returns the world communicator; its comms
 /// are progressed by a background thread so that non-blocking transfers overlap compute.
-/// Throws ringside::Error in a build without MPI.
-Communicator& mpi_world();
+/// MPI_Init, MPI_Comm_split and MPI_Finalize wait for every process of the job: when one has
+/// not arrived within `timeout_s` seconds (the first call's), this process prints one line
+/// naming the rank(s) that never joined and exits 1. Throws ringside::Error in a build without MPI.
+Communicator& mpi_world(double timeout_s = 60);
 /// Ends the job from a failing rank: prints "ringside: rank R failed: <message>" on stderr and
 /// calls MPI_Abort, which brings every other rank down.
 [[noreturn]] void mpi_abort(const std::string& message);

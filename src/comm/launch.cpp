@@ -15,7 +15,7 @@ bool launched_by_mpirun() {
 #ifndef RINGSIDE_HAVE_MPI
 bool mpi_available() { return false; }
 bool mpi_active() { return false; }
-Communicator& mpi_world() { throw Error("this build has no MPI backend (configure with RINGSIDE_MPI=ON and Open MPI)"); }
+Communicator& mpi_world(double) { throw Error("this build has no MPI backend (configure with RINGSIDE_MPI=ON and Open MPI)"); }
 [[noreturn]] void mpi_abort(const std::string& message) {
   std::fprintf(stderr, "ringside: %s\n", message.c_str());
   std::_Exit(1);

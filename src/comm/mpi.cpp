@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <list>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/communicator.h"
 
@@ -93,6 +95,61 @@ class Progress {
 };
 
 Progress* g_progress = nullptr;
+double g_timeout_s = 60;  // bounds the blocking calls below; mpi_world's argument
+
+// This process's rank and the world's size as mpirun gave them, readable before MPI_Init.
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// "rank 1" when the world has one other rank; "one or more of ranks 0, 2, 3" otherwise.
+std::string other_ranks(int rank, int size) {
+  if (size == 2 && (rank == 0 || rank == 1)) return detail::concat("rank ", 1 - rank);
+  std::string list;
+  int listed = 0;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    if (listed == 8) {
+      list.append(", ...");
+      break;
+    }
+    if (listed++ > 0) list.append(", ");
+    list.append(std::to_string(r));
+  }
+  return "one or more of ranks " + list;
+}
+
+// Runs a blocking MPI call that completes only when every process of the job arrives
+// (MPI_Init exchanges the processes' addresses, MPI_Comm_split and MPI_Finalize synchronise):
+// a process that never arrives (it exited, it is not ringside, it runs --backend local) would
+// hold it for ever. After g_timeout_s this process says so on one line and exits 1 (mpirun
+// then ends the others).
+template <class Call>
+void within_timeout(const char* op, Call&& call) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog([&, op] {
+    std::unique_lock lock(mu);
+    if (cv.wait_for(lock, std::chrono::duration<double>(g_timeout_s), [&] { return done; })) return;
+    const int rank = env_int("OMPI_COMM_WORLD_RANK", env_int("PMI_RANK", -1));
+    const int size = env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 0));
+    std::fprintf(stderr,
+                 "ringside: rank %d of %d: %s did not finish within %g s (--timeout): %s never joined the job "
+                 "(it exited or runs something other than ringside under MPI; every process must)\n",
+                 rank, size, op, g_timeout_s, other_ranks(rank, size).c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
+  });
+  call();
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  watchdog.join();
+}
 
 void check_mpi(int rc, const char* op, int rank) {
   if (rc == MPI_SUCCESS) return;
@@ -140,7 +197,9 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub;
-    check_mpi(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split", world_rank(rank_));
+    int rc = MPI_SUCCESS;
+    within_timeout("MPI_Comm_split", [&] { rc = MPI_Comm_split(comm_, color, key, &sub); });
+    check_mpi(rc, "MPI_Comm_split", world_rank(rank_));
     auto c = std::make_unique<MpiCommunicator>(sub);
     c->timeout_s = timeout_s;
     c->tracker = tracker;
@@ -167,13 +226,14 @@ std::unique_ptr<MpiCommunicator> g_world;
 bool mpi_available() { return true; }
 bool mpi_active() { return g_world != nullptr; }
 
-Communicator& mpi_world() {
+Communicator& mpi_world(double timeout_s) {
   if (!g_world) {
+    g_timeout_s = timeout_s;
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
       int provided = 0;
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+      within_timeout("MPI_Init", [&] { MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided); });
       RS_CHECK(provided >= MPI_THREAD_MULTIPLE,
                "MPI does not provide MPI_THREAD_MULTIPLE, which the progress thread needs");
     }
@@ -202,7 +262,7 @@ void mpi_finalize() {
   g_world.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (!finalized) within_timeout("MPI_Finalize", [] { MPI_Finalize(); });
 }
 
 }  // namespace ringside
