@@ -91,10 +91,11 @@ App::App(Options o) : opt_(std::move(o)) {
       if (!t.steps.empty() && marks.empty())
         for (const StepMark& m : t.steps)
           if (m.strategy == t.steps.front().strategy) marks.push_back(int64_t(double(m.ts_ns) / scale_of(t, m.strategy)));
-    if (*opt_.step < 0 || size_t(*opt_.step) >= marks.size())
+    if (*opt_.step < 0 || size_t(*opt_.step) >= marks.size()) {
       errors_.push_back("--step " + std::to_string(*opt_.step) + ": the trace has " + std::to_string(marks.size()) +
                         " ring steps (forward and backward), numbered from 0");
-    else
+      ++option_errors_;
+    } else
       replay_.head_ns = marks[size_t(*opt_.step)] + 1, reveal_ = true;
   }
   if (opt_.lesson) open_lesson();
@@ -167,10 +168,26 @@ void App::fit() {
     }
   mixed_ = modeled > 0 && measured > 0;
   measured_scale_ = mixed_ ? measured / modeled : 1.0;
-  double end = 1;
+  double begin = 0, end = 1;
   for (const Loaded& t : traces_)
-    for (const Group& g : t.layout.groups) end = std::max(end, double(g.end_ns - g.zero_ns) / scale_of(t, g.strategy));
+    for (const Group& g : t.layout.groups) {
+      begin = std::min(begin, double(g.begin_ns - g.zero_ns) / scale_of(t, g.strategy));
+      end = std::max(end, double(g.end_ns - g.zero_ns) / scale_of(t, g.strategy));
+    }
   end_ns_ = int64_t(end);
+  // --zoom must show the run: a window in which the groups' events take less than a
+  // thousandth (-9e15ns,0 around a run of milliseconds) would draw an empty view.
+  if (opt_.zoom && !traces_.empty()) {
+    const double w0 = double(opt_.zoom->begin), w1 = double(opt_.zoom->end);
+    if (std::min(w1, end) - std::max(w0, begin) < 1e-3 * (w1 - w0)) {
+      errors_.push_back(detail::concat("--zoom ", format_ns(opt_.zoom->begin), ",", format_ns(opt_.zoom->end),
+                                       ": the run takes less than a thousandth of that window (its events run from ",
+                                       format_ns(int64_t(begin)), " to ", format_ns(int64_t(end)),
+                                       " after each group's start)"));
+      ++option_errors_;
+      opt_.zoom.reset();
+    }
+  }
   // WHAT[:PHASE]: each group's window in its own time, in axis time.
   std::optional<Window> w;
   auto widen = [&](const std::string& what) {
@@ -183,7 +200,7 @@ void App::fit() {
     if (!fit_warned_ && !traces_.empty()) {
       errors_.push_back("--fit " + opt_.fit + ": no group matches (all, modeled, measured, or a group's full name, such as "
                         "\"ring (modeled, a100-nvlink)\", each with an optional :forward or :backward)");
-      fit_error_ = true;
+      ++option_errors_;
     }
     fit_warned_ = true;
     widen("all");

@@ -84,8 +84,9 @@ class App {
   explicit App(Options o);
 
   const std::vector<std::string>& errors() const { return errors_; }
-  /// Whether the one error is --fit naming no group (a usage error: exit 2 when headless).
-  bool fit_error() const { return fit_error_ && errors_.size() == 1; }
+  /// Whether every error is an option that the trace read shows wrong: --fit naming no group,
+  /// --step past the last ring step (a usage error: exit 2 when headless).
+  bool option_error() const { return option_errors_ > 0 && size_t(option_errors_) == errors_.size(); }
   bool any_trace() const { return !traces_.empty(); }
   bool any_event() const;
   void open(const std::string& path);
@@ -159,7 +160,7 @@ class App {
   bool reveal_ = false, arrows_ = true;
   int64_t end_ns_ = 1;
   bool fit_warned_ = false;  // --fit that matches nothing is said once
-  bool fit_error_ = false;
+  int option_errors_ = 0;  // of errors_, those of options (option_error())
   double last_time_ = 0;
   std::optional<trace::Interval> selection_;
   uint64_t generation_ = 0;  // bumped whenever the set of traces or their contents change

@@ -50,6 +50,7 @@ std::optional<Interval> group_window(const Group& g, const std::string& phase) {
 std::optional<Window> fit_window(const TimelineLayout& layout, const trace::RunInfo& run, const std::string& what,
                                  const std::function<double(const Group&)>& scale) {
   const auto [groups, phase] = split_fit(layout, run, what);
+  if (groups != what && phase.empty()) return std::nullopt;  // "ring:": a colon, and no phase after it
   std::optional<Window> out;
   for (const Group* g : groups_to_fit(layout, run, groups))
     if (const auto w = group_window(*g, phase)) {

@@ -105,7 +105,7 @@ int run(Options o) {
   }
   if (headless && (!app.errors().empty() || !app.any_trace())) {
     for (const std::string& e : app.errors()) std::fprintf(stderr, "ringside-viewer: %s\n", e.c_str());
-    if (app.fit_error()) return 2;  // the trace read, the option wrong
+    if (app.option_error()) return 2;  // the trace read, an option wrong
     if (app.errors().empty())
       std::fprintf(stderr, "ringside-viewer: %s\n",
                    o.live.empty() ? "--screenshot needs a trace file" : ("--live " + o.live + ": no such file yet").c_str());
@@ -214,6 +214,7 @@ int main(int argc, char** argv) {
   cli.add_option("--layout-json", o.layout_json, "with --screenshot: also write where the lanes were drawn (tests)")->option_text("FILE");
   ringside::cli::strict_values(cli);
   try {
+    ringside::cli::refuse_flag_values(cli, argc, argv);
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return cli.exit(e) == 0 ? 0 : 2;  // --help is 0; a flag the parser refuses is a usage error

@@ -6,6 +6,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/cuda_module.h"
 #include "core/gpu.h"
 
 #include <algorithm>
@@ -15,7 +16,18 @@
 
 namespace ringside {
 
-#ifndef RINGSIDE_HAVE_NCCL
+// NCCL lives in the CUDA module (core/cuda_module.h), loaded on the first call.
+#if RINGSIDE_HAVE_NCCL
+bool nccl_available() { return true; }
+void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts) {
+  using Entry = void (*)(int, const std::function<void(Communicator&)>&, const LocalOptions&);
+  reinterpret_cast<Entry>(cuda_module::symbol("ringside_run_nccl"))(P, fn, opts);
+}
+Communicator& nccl_world() {
+  using Entry = Communicator* (*)();
+  return *reinterpret_cast<Entry>(cuda_module::symbol("ringside_nccl_world"))();
+}
+#else
 static const char* kNoNccl = "--backend nccl: this build has no NCCL (it needs CUDA and NCCL at configure time)";
 bool nccl_available() { return false; }
 void run_nccl(int, const std::function<void(Communicator&)>&, const LocalOptions&) { throw Error(kNoNccl); }

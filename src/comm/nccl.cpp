@@ -16,6 +16,9 @@
 // sees the mark and throws, and each rank aborts its own communicator as it unwinds
 // (ncclCommAbort: NCCL forbids touching a communicator from two threads at once), so no rank
 // hangs on a peer that is gone.
+//
+// Part of the CUDA module (core/cuda_module.h): run_nccl and nccl_world reach it through
+// ringside_run_nccl and ringside_nccl_world.
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -315,11 +318,8 @@ bool NcclRequest::wait_until(std::chrono::steady_clock::time_point deadline) {
   return true;
 }
 
-}  // namespace
-
-bool nccl_available() { return true; }
-
-void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts) {
+// run_nccl of comm/communicator.h.
+void run_ranks(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts) {
   RS_CHECK(P >= 1, "run_nccl: need at least one rank, got ", P);
   const int gpus = gpu::device_count();
   if (P > gpus)
@@ -370,7 +370,8 @@ void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOp
   failures.rethrow();
 }
 
-Communicator& nccl_world() {
+// nccl_world of comm/communicator.h.
+Communicator& mpi_process_world() {
 #if RINGSIDE_HAVE_MPI
   static Job job;
   // Never destroyed: at exit the CUDA runtime may already be gone, and the process ends anyway.
@@ -401,4 +402,12 @@ Communicator& nccl_world() {
 #endif
 }
 
+}  // namespace
 }  // namespace ringside
+
+/// The module's entry points for comm/communicator.h (core/cuda_module.h).
+extern "C" void ringside_run_nccl(int P, const std::function<void(ringside::Communicator&)>& fn,
+                                  const ringside::LocalOptions& opts) {
+  ringside::run_ranks(P, fn, opts);
+}
+extern "C" ringside::Communicator* ringside_nccl_world() { return &ringside::mpi_process_world(); }

@@ -16,9 +16,13 @@
 
 namespace ringside::gpu {
 
-/// Whether this build has the CUDA backend.
+/// Whether this build has the CUDA backend (libringside_cuda.so, loaded on first use:
+/// core/cuda_module.h). The calls below load it when they need a GPU; on a CPU run it is
+/// never loaded, and those that cannot meet device memory there (copy, synchronize,
+/// is_device_pointer, release) answer as for the CPU.
 bool built();
-/// CUDA devices visible (0 in a build without CUDA, or with no driver or device).
+/// CUDA devices visible (0 in a build without CUDA, or with no driver or device). Loads the
+/// CUDA module: throws ConfigError when it cannot be loaded (core/cuda_module.h).
 int device_count();
 /// "NVIDIA H200, sm_90, 132 SMs, 140.4 GiB, driver 13.0".
 std::string describe(int device);
@@ -85,19 +89,13 @@ class Event {
  public:
   /// Records a new event on the bound thread's compute stream (comm = false) or comm stream.
   static std::shared_ptr<Event> record(bool comm = false);
-  ~Event();
+  virtual ~Event() = default;
   /// Waits for the event, then returns when it happened, in steady-clock ns.
-  int64_t steady_ns() const;
+  virtual int64_t steady_ns() const = 0;
   /// Whether the stream has passed it (does not wait).
-  bool done() const;
-  void* handle() const { return event_; }  ///< cudaEvent_t
-  int device() const { return device_; }
-
- private:
-  Event() = default;
-  void* event_ = nullptr;
-  int device_ = 0;
-  std::shared_ptr<void> anchor_;  // the device's clock anchor this event is read against
+  virtual bool done() const = 0;
+  virtual void* handle() const = 0;  ///< cudaEvent_t
+  virtual int device() const = 0;
 };
 
 /// Makes the bound thread's comm stream wait for `e` (recorded on its compute stream: the

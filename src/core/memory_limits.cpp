@@ -8,6 +8,7 @@
 // thread maps beside the tensors, and refuses the job up front.
 #include "core/memory_limits.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -29,7 +30,8 @@ namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kUnlimited = std::numeric_limits<double>::infinity();
 // Address space a thread maps beside the data: OpenBLAS's buffer (BUFFER_SIZE, 128 MiB in
-// Debian's build, seen as a 134217728-byte mmap) and a glibc malloc arena (64 MiB reserved).
+// Debian's build, seen as a 134217728-byte mmap) and a glibc malloc arena (64 MiB reserved,
+// one per thread up to M_ARENA_MAX).
 constexpr double kBlasBuffer = 128 * kMiB, kMallocArena = 64 * kMiB;
 
 double rlimit(int resource) {
@@ -64,7 +66,26 @@ std::pair<double, double> mapped_now() {
   return {size * page, data * page};
 }
 
+// How many malloc arenas there may be: glibc's default is 8 per core (64-bit), and
+// limit_malloc_arenas() lowers it under an address-space limit.
+int g_arena_max = 0;  // 0: glibc's default
+
+// The arenas `threads` threads may map: one each, up to the most there may be beside the
+// main heap (which grows by brk and reserves nothing).
+double malloc_arenas(int threads) {
+  const int max_arenas = g_arena_max > 0 ? g_arena_max : 8 * int(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
+  return std::min(threads, max_arenas - 1) * kMallocArena;
+}
+
 }  // namespace
+
+void limit_malloc_arenas() {
+#ifdef __GLIBC__
+  if (std::isinf(rlimit(RLIMIT_AS))) return;
+  constexpr int kArenas = 2;  // the main heap and one more: the ranks' threads share them
+  if (mallopt(M_ARENA_MAX, kArenas) == 1) g_arena_max = kArenas;
+#endif
+}
 
 void require_memory(double need, const std::string& what, const std::string& smaller, int blas_threads, int other_threads) {
   // Resident memory: the machine's, or the cgroup's if that is less.
@@ -75,7 +96,8 @@ void require_memory(double need, const std::string& what, const std::string& sma
     throw ConfigError(what + " needs about " + format_bytes(need) + " of memory and " + where + " " + format_bytes(have) +
                       (smaller.empty() ? std::string() : "; use a smaller " + smaller));
   // Address space and data: what is mapped now, the data, and each thread's stack and buffers.
-  const double threads = blas_threads * (thread_stack() + kBlasBuffer + kMallocArena) + other_threads * thread_stack();
+  const double threads = blas_threads * (thread_stack() + kBlasBuffer) + other_threads * thread_stack() +
+                         malloc_arenas(blas_threads + other_threads);
   const auto [size_now, data_now] = mapped_now();
   for (const auto& [limit, flag, now] : {std::tuple{rlimit(RLIMIT_AS), "ulimit -v", size_now},
                                          std::tuple{rlimit(RLIMIT_DATA), "ulimit -d", data_now}}) {
@@ -85,7 +107,7 @@ void require_memory(double need, const std::string& what, const std::string& sma
           what, " needs about ", format_bytes(total), " of address space (", format_bytes(need), " of data, ",
           blas_threads + other_threads == 0 ? std::string()
                                             : detail::concat(format_bytes(threads), " for ", blas_threads + other_threads,
-                                                             " threads' stacks", blas_threads ? " and BLAS buffers" : "", ", "),
+                                                             " threads' stacks, malloc arenas", blas_threads ? " and BLAS buffers" : "", ", "),
           format_bytes(now), " mapped already) and ", flag, " allows ", format_bytes(0.9 * limit), " of it with headroom",
           ": raise the limit", smaller.empty() ? "" : " or use a smaller " + smaller));
   }

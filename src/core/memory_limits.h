@@ -13,6 +13,12 @@ namespace ringside {
 void require_memory(double need, const std::string& what, const std::string& smaller, int blas_threads = 1,
                     int other_threads = 0);
 
+/// Under an address-space limit (ulimit -v), caps glibc's malloc arenas at 2: each reserves
+/// 64 MiB of address space, and by default a process gets one per thread up to 8 per core,
+/// which a plan's dry runs (two threads per rank) would spend on reservations alone. Called
+/// in main, before any thread starts; require_memory() counts the arenas accordingly.
+void limit_malloc_arenas();
+
 /// Called first thing in main: restarts the program once (execv of itself, same arguments) to
 /// run within what its limits allow:
 ///   - with OPENBLAS_NUM_THREADS=1. OpenBLAS starts a pool of worker threads when it loads,

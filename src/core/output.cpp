@@ -198,6 +198,27 @@ int fill_fd(int fd, const std::function<void(std::ostream&)>& fill) {
   return buf.error();
 }
 
+// fill_fd into a pipe, a FIFO or a device: with SIGPIPE held for this thread, a reader that
+// goes away early makes the write fail with EPIPE, an error naming the output, instead of
+// ending the process without a word (exit 141). The signal then pending is taken.
+int fill_through(int fd, const std::function<void(std::ostream&)>& fill) {
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  struct Held {
+    sigset_t previous;
+    explicit Held(const sigset_t& s) { ::pthread_sigmask(SIG_BLOCK, &s, &previous); }
+    ~Held() { ::pthread_sigmask(SIG_SETMASK, &previous, nullptr); }
+  } held(pipe_signal);
+  const int err = fill_fd(fd, fill);
+  if (err == EPIPE) {
+    const struct timespec now {};
+    while (::sigtimedwait(&pipe_signal, nullptr, &now) == SIGPIPE) {
+    }
+  }
+  return err;
+}
+
 // The temporaries being written (files, and a dump's staging directory), so that SIGINT,
 // SIGTERM or SIGHUP in the middle of a write removes them before the process ends: fixed slots,
 // read by the handler without locks, cleared with async-signal-safe calls only.
@@ -406,7 +427,7 @@ void write_with(const std::string& path, const std::function<void(std::ostream&)
   const Target t = classify(path);
   if (t.kind == Kind::refused) throw failure(t.why);
   if (t.kind == Kind::standard_output) {
-    if (const int err = fill_fd(standard_output_fd(), fill)) throw failure(std::strerror(err));
+    if (const int err = fill_through(standard_output_fd(), fill)) throw failure(std::strerror(err));
     return;
   }
   if (t.kind == Kind::through) {
@@ -415,7 +436,7 @@ void write_with(const std::string& path, const std::function<void(std::ostream&)
     if (fd < 0) throw failure(std::strerror(errno));
     int err = 0;
     try {
-      err = fill_fd(fd, fill);
+      err = fill_through(fd, fill);
     } catch (...) {
       ::close(fd);
       throw;
@@ -495,11 +516,15 @@ bool same_file(const std::string& a, const std::string& b) {
 
 void check_distinct(const std::vector<Named>& outputs, const std::vector<Named>& inputs) {
   // A character device takes any number of outputs (/dev/null twice); anything else, a pipe or
-  // standard output included, takes one, and never an input.
-  auto device = [](const std::string& p) { return classify(p).device; };
+  // standard output included (a terminal too: two documents would run into one), takes one,
+  // and never an input.
+  auto shared = [](const std::string& p) {
+    const Target t = classify(p);
+    return t.device && t.kind != Kind::standard_output;
+  };
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Named& o = outputs[i];
-    if (o.path.empty() || device(o.path)) continue;
+    if (o.path.empty() || shared(o.path)) continue;
     for (size_t j = i + 1; j < outputs.size(); ++j)
       if (!outputs[j].path.empty() && same_file(o.path, outputs[j].path))
         throw ConfigError(o.option + " " + o.path + " and " + outputs[j].option + " " + outputs[j].path +

@@ -87,7 +87,8 @@ struct Named {
 };
 /// Throws ConfigError when two outputs name the same file ("--trace t.json and --json ./t.json
 /// name the same file") or an output names an input ("--json f.json would replace the input
-/// f.json"). Outputs written through (/dev/null twice) may coincide. Empty paths are skipped.
+/// f.json"). Character devices other than standard output (/dev/null twice) may coincide;
+/// standard output, a terminal included, takes one output. Empty paths are skipped.
 void check_distinct(const std::vector<Named>& outputs, const std::vector<Named>& inputs = {});
 
 /// Whether `path` is a regular file (symlinks followed), never throwing: a loop of links, a

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -79,6 +80,32 @@ inline void strict_values(CLI::App& app) {
         ""));
   }
   for (CLI::App* sub : app.get_subcommands({})) strict_values(*sub);
+}
+
+namespace detail_flags {
+inline void collect_names(const CLI::App& app, std::set<std::string>& flags, std::set<std::string>& valued) {
+  for (const CLI::Option* opt : app.get_options())
+    for (const std::string& name : opt->get_lnames()) (opt->get_expected_max() == 0 ? flags : valued).insert("--" + name);
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) collect_names(*sub, flags, valued);
+}
+}  // namespace detail_flags
+
+/// Refuses `--flag=VALUE` for a flag (an option that takes no value), before parsing: CLI11
+/// takes --causal=true and --collapse=true as the flag and refuses only values other than
+/// "true", so a flag is written alone, everywhere. Throws CLI::ValidationError (exit 2).
+inline void refuse_flag_values(const CLI::App& app, int argc, const char* const* argv) {
+  std::set<std::string> flags, valued;
+  detail_flags::collect_names(app, flags, valued);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    const size_t eq = arg.find('=');
+    if (!arg.starts_with("--") || eq == std::string::npos) continue;
+    const std::string name = arg.substr(0, eq);
+    if (flags.count(name) && !valued.count(name))
+      throw CLI::ValidationError(detail::shown_input(arg, 48),
+                                 name + " is a flag and takes no value: give " + name + " alone, or leave it out");
+  }
 }
 
 }  // namespace ringside::cli

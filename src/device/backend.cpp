@@ -2,7 +2,18 @@
 
 #include <memory>
 
+#include "core/cuda_module.h"
+
 namespace ringside {
+
+std::unique_ptr<Backend> make_cuda_backend() {
+#if RINGSIDE_HAVE_CUDA
+  using Entry = Backend* (*)();
+  return std::unique_ptr<Backend>(reinterpret_cast<Entry>(cuda_module::symbol("ringside_make_cuda_backend"))());
+#else
+  throw Error("--device cuda: this build has no CUDA backend (configure with nvcc present, RINGSIDE_CUDA=ON)");
+#endif
+}
 
 std::unique_ptr<Backend> make_backend(Device device) {
   return device == Device::cuda ? make_cuda_backend() : make_cpu_backend();

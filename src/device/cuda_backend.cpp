@@ -1,5 +1,7 @@
 // The CUDA backend: the same shape checks as the CPU backend (device/checks.h) in front of
-// kernels/cuda and cuBLAS, on the calling GPU rank's compute stream. fp32 only.
+// kernels/cuda and cuBLAS, on the calling GPU rank's compute stream. fp32 only. Part of the
+// CUDA module (core/cuda_module.h): make_cuda_backend() reaches it through
+// ringside_make_cuda_backend.
 #include <map>
 #include <mutex>
 
@@ -7,15 +9,11 @@
 #include "device/checks.h"
 #include "core/gpu.h"
 
-#if RINGSIDE_HAVE_CUDA
 #include <cublas_v2.h>
 
 #include "kernels/cuda/kernels.h"
-#endif
 
 namespace ringside {
-
-#if RINGSIDE_HAVE_CUDA
 
 namespace {
 
@@ -291,14 +289,7 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
-
-#else
-
-std::unique_ptr<Backend> make_cuda_backend() {
-  throw Error("--device cuda: this build has no CUDA backend (configure with nvcc present, RINGSIDE_CUDA=ON)");
-}
-
-#endif
-
 }  // namespace ringside
+
+/// The module's entry point for make_cuda_backend() (core/cuda_module.h).
+extern "C" ringside::Backend* ringside_make_cuda_backend() { return new ringside::CudaBackend(); }

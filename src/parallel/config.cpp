@@ -102,7 +102,9 @@ ParallelConfig parse_parallel_config(const std::string& name) {
   };
   if (name == "tp-sp") return ParallelConfig{0, 1, CpComm::none};
   if (name.size() > 128) throw bad(detail::concat("a name of ", name.size(), " characters is not a configuration"));
-  static const std::regex token(R"((tp|ring|ulysses|all-gather)([1-9][0-9]*)?)");
+  // A degree is a decimal number as on the command line (core/strict_flags.h): a leading zero
+  // is decimal (ring08 is ring8), and 0 is no degree.
+  static const std::regex token(R"((tp|ring|ulysses|all-gather)([0-9]+)?)");
   std::vector<std::pair<std::string, int64_t>> parts;
   for (size_t at = 0; at <= name.size();) {
     const size_t x = name.find('x', at);
@@ -110,7 +112,9 @@ ParallelConfig parse_parallel_config(const std::string& name) {
     std::smatch m;
     if (t.empty()) throw bad(x == std::string::npos ? "a name cannot end with 'x'" : "an empty group between 'x's, or before one");
     if (!std::regex_match(t, m, token)) throw bad("'" + detail::shown_input(t, 24) + "' is not a group");
-    const std::string digits = m[2];  // at most 7 digits: no overflow, and a clear bound
+    std::string digits = m[2];
+    digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));  // at most 7 digits left: no overflow
+    if (!std::string(m[2]).empty() && digits.empty()) throw bad("'" + detail::shown_input(t, 24) + "': a degree is at least 1");
     const int64_t degree = digits.empty() ? 0 : digits.size() > 7 ? kMaxRanks + 1 : std::stoll(digits);
     if (degree > kMaxRanks) throw bad(detail::concat("degree ", detail::shown_input(digits, 24), " is above ", kMaxRanks, " ranks"));
     parts.push_back({m[1], degree});

@@ -253,7 +253,7 @@ nlohmann::json to_chrome_json(const TraceData& t) {
 void write_trace(const std::string& path, const TraceData& t) {
   // Written beside, then renamed over (core/output.h): a reader (the viewer's live mode) sees
   // the old file or the new one, never half of one.
-  output::write_with(path, [&](std::ostream& os) { write_chrome_json(os, t); }, "trace");
+  output::write_with(path, [&](std::ostream& os) { write_chrome_json(os, t); }, "--trace");
 }
 
 }  // namespace ringside::trace

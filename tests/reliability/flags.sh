@@ -33,12 +33,15 @@ expect 2 "--dropout: must be a finite decimal number, got '0\\.0+\\.\\.\\. \\(40
 expect 2 "a name of 30004 characters is not a configuration" "$RS" run "${SMALL[@]}" --strategy "ring$(printf '1%.0s' {1..30000})"
 expect 2 "--ranks: must be an integer of 64 bits at most, got '9+\\.\\.\\. \\(40000 characters\\)'" "$RS" compare "${SMALL[@]}" --ranks "$(printf '9%.0s' {1..40000})"
 expect 2 "cannot write /proc/1111" "$RS" run "${SMALL[@]}" --strategy ring --trace "/proc/$(printf '1%.0s' {1..40000})/fd/1"
-# A flag takes no value: --causal=false would run causal.
-for flag in --causal=false --causal=0 --rope=false --no-causal=1; do
-  expect 2 "was given a disallowed flag override" "$RS" compare "${SMALL[@]}" "$flag"
+# A flag takes no value, whatever the value: --causal=false would run causal, and (issue 41)
+# one rule for all, with the viewer's: --causal=true is refused too.
+for flag in --causal=false --causal=0 --rope=false --no-causal=1 --causal=true --no-rope=true; do
+  expect 2 "${flag%%=*} is a flag and takes no value: give ${flag%%=*} alone" "$RS" compare "${SMALL[@]}" "$flag"
 done
-expect 0 "causal rope" "$RS" reference "${SMALL[@]}" --causal=true
-expect 0 "causal no-rope" "$RS" reference "${SMALL[@]}" --no-rope=true  # what it says: no RoPE
+expect 0 "causal no-rope" "$RS" reference "${SMALL[@]}" --no-rope
+# One rule for numbers, strategy degrees included (issue 41): a leading zero is decimal.
+expect 0 "ringside run tp2xring2: " "$RS" run "${SMALL[@]}" --ranks 4 --strategy tp02xring002
+expect 2 "strategy 'ring0': 'ring0': a degree is at least 1" "$RS" run "${SMALL[@]}" --strategy ring0
 # Numbers as decimals: no hex, no infinity, nothing that underflows to 0.
 for value in 0x1p-2 inf 1e-400 .; do
   expect 2 "--dropout: must be a finite decimal number, got '$value'" "$RS" reference "${SMALL[@]}" --dropout "$value"

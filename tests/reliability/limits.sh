@@ -24,6 +24,12 @@ if [[ $(id -u) -eq 0 ]]; then
   # 64 ranks, 128 threads; a dry run of 272 MiB, which any machine that runs the suite holds.
   expect 1 "could not start (rank|comm) thread [0-9]+: Resource temporarily unavailable" \
     "${as_limited[@]}" bash -c "ulimit -u 100; exec $T '$RS' model --strategy ring --ranks 64 --seq 4096"
+  # Issue 41: a limit of one process (the program itself) used to end it before main, exit
+  # 130: OpenBLAS's initialiser raises SIGINT when its pool's thread cannot start. ringside
+  # catches it until main, restarts without the pool, and says which thread could not start.
+  expect 1 "^ringside: error: tp-sp: could not start (rank|comm) thread 0: Resource temporarily unavailable" \
+    $T "${as_limited[@]}" bash -c "ulimit -u 1; exec '$RS' compare ${SMALL[*]} --ranks 2"
+  expect 0 "^ringside [0-9.]+" $T "${as_limited[@]}" bash -c "ulimit -u 1; exec '$RS' --version"
 else
   echo "skipped: the thread trials under ulimit -u (not root: the limit would count all of $(id -un)'s processes)"
 fi
@@ -59,6 +65,17 @@ expect 2 "lesson 3 needs about .* of address space .* and ulimit -v allows" \
 # Beyond any machine's memory (78 TiB): refused for the memory, before the address space.
 expect 2 "this job needs about .* of memory" \
   bash -c "ulimit -v $((START + 4 * GiB)); exec $T $ONE '$RS' bench trace --ranks 2 --repetitions 1 --seq 1073741824"
+
+# Issue 41: the CUDA runtime, cuBLAS and NCCL load only for --device cuda (a module of their
+# own, core/cuda_module.h), so a CPU run maps none of them: measured on the issue's machine,
+# --version needs 62.6 MB of address space (935 MB when the executable linked them) and the
+# 4-GPU plan below 283 MB (1.13 GB). Held here at 120 MB and 300 MB, absolute limits.
+expect 0 "^ringside [0-9.]+" bash -c "ulimit -v 120000; exec $T '$RS' --version"
+expect 0 "1  tp" bash -c "ulimit -v 300000; exec $T '$RS' plan --preset llama3-8b --seq 8192 --gpus 4 --hw h100-nvlink --top 1"
+if "$RS" --version | grep -q "CUDA backend built"; then
+  expect 2 "^ringside: --device cuda: cannot load the CUDA backend .*libringside_cuda.so.*: .*(failed to map|cannot allocate)" \
+    bash -c "ulimit -v 300000; exec $T '$RS' run --device cuda ${SMALL[*]} --ranks 2"
+fi
 
 # --- a tiny stack limit (ulimit -s): the ranks' threads still get 8 MiB.
 expect 0 "ring +2 .* OK" bash -c "ulimit -s 64; exec $T '$RS' compare ${SMALL[*]} --ranks 2"

@@ -200,6 +200,30 @@ if [[ $(id -u) -eq 0 ]]; then
   check "the other user's file is as it was" grep -qx '{}' sticky/f.json
 fi
 
+# --- issue 41: two outputs to standard output when it is a terminal (script(1) gives one) are
+# refused as for a pipe or a file; a pipe whose reader goes away early is an error naming the
+# output, exit 1, not a silent SIGPIPE (141); a full file system fails the write, exit 1,
+# and leaves the old file whole.
+expect 2 "--trace /dev/stdout and --json /dev/stdout name the same file" \
+  script -qec "'$RS' compare ${SMALL[*]} --ranks 2 --json /dev/stdout --trace /dev/stdout" /dev/null
+mkfifo early.fifo
+(head -c 100 early.fifo > /dev/null &)
+expect 1 "^ringside: error: --trace: cannot write early.fifo: Broken pipe" "$RS" compare "${SMALL[@]}" --ranks 2 --trace early.fifo
+expect 1 "^ringside: error: --json: cannot write /dev/stdout: Broken pipe" \
+  bash -c "'$RS' plan --preset llama3-8b --seq 8192 --gpus 4 --hw h100-nvlink --top 1 --json /dev/stdout 2>&1 >&3 | cat; exit \${PIPESTATUS[0]}" 3> >(head -c 100 > /dev/null)
+mkdir tiny
+if mount -t tmpfs -o size=1M tmpfs tiny 2> /dev/null; then
+  echo '{"old": true}' > tiny/plan.json
+  head -c 1000000 /dev/zero > tiny/filler  # about 40 KiB left; the plan's JSON is 70 KiB
+  expect 1 "^ringside: error: --json: cannot write tiny/plan.json: No space left on device" \
+    "$RS" plan --preset llama3-8b --seq 8192 --gpus 4 --hw h100-nvlink --top 1 --json tiny/plan.json
+  check "the old file is whole" grep -qx '{"old": true}' tiny/plan.json
+  check "no temporary left on the full file system" no_partials tiny
+  umount tiny
+else
+  echo "skipped: the full file system (mounting a tmpfs needs root and CAP_SYS_ADMIN)"
+fi
+
 # --- the name checked is the name written.
 long=$(printf 'n%.0s' $(seq 253))
 expect 0 "trace: $long" "$RS" compare "${SMALL[@]}" --ranks 2 --strategies ring --trace "$long"
