@@ -260,6 +260,7 @@ TEST_CASE("validation cases: the built-in ones parse, a bad case is refused by n
   refused([](nlohmann::json& j) { j["measured"]["unit"] = "iter/s"; }, "measured.unit must be s, ms or us");
   refused([](nlohmann::json& j) { j["measured"]["value"] = -1; }, "measured.value must be a positive number");
   refused([](nlohmann::json& j) { j["measured"]["quantity"] = "/layer/speed"; }, "is none of /layer/forward_s");
+  refused([](nlohmann::json& j) { j["measured"]["quantity"] = "/step/step_s"; }, "is a whole step's: args need --gbs");
   refused([](nlohmann::json& j) { j["tolerance"] = 0.3; }, "needs tolerance_reason");
   refused([](nlohmann::json& j) { j = nlohmann::json::array(); }, "a validation case is a JSON object");
   // Orders: two cases of one group, each side's order.
@@ -270,6 +271,10 @@ TEST_CASE("validation cases: the built-in ones parse, a bad case is refused by n
   CHECK(model::validation_orders(rows)[0].holds());
   rows[1].modeled_s = 1.0;
   CHECK_FALSE(model::validation_orders(rows)[0].holds());
+  // A tie measured orders nothing: whichever the model puts first, the order holds.
+  std::vector<model::ValidationRow> tie = rows;
+  tie[1].c.measured_s = 1;
+  CHECK(model::validation_orders(tie)[0].holds());
   CHECK(model::median_abs_error(rows) == Approx((0.1 + 0.5) / 2));
   CHECK(model::worst_abs_error(rows) == Approx(0.5));
 }

@@ -113,6 +113,13 @@ TEST_CASE("ZeRO: a GPU's weights, gradients and Adam state, as the paper's Figur
   CHECK(zero_state_bytes(psi, 1, 3).total() == zero_state_bytes(psi, 1, 0).total());  // N_d = 1 shards nothing
   CHECK_THROWS_WITH(zero_state_bytes(psi, 64, 4), "ZeRO stage 4 is not 0, 1, 2 or 3");
   CHECK_THROWS_AS(zero_state_bytes(psi, 0, 1), ConfigError);
+  // fp32 training (issue 41's break test: --dtype fp32 kept bf16's weights): 4 + 4 + 8 bytes a
+  // parameter, the weights their own master copy.
+  const ZeroStateBytes fp32 = zero_state_bytes(psi, 64, 2, 4);
+  CHECK(fp32.weights == 4 * psi);
+  CHECK(fp32.grads == 4 * psi / 64);
+  CHECK(fp32.optimizer == 8 * psi / 64);
+  CHECK_THROWS_AS(zero_state_bytes(psi, 64, 2, 3), ConfigError);
 }
 
 TEST_CASE("collectives in closed form: the ring inside a node, hierarchical across nodes", "[pipeline][collectives]") {
@@ -207,13 +214,36 @@ TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and 
     c.zero = 0, c.overlap_grad_reduce = false;
     CHECK(model_step(c, layer, {}, hw, o).dp_s == Approx(collective_seconds(Collective::all_reduce, bytes, c.dp_span, hw, o)));
   }
+  SECTION("Llama 3's rule with two stages: L + 2 = 2 VP k, both stages one layer short") {
+    // 30 layers, PP 2, VP 2: chunks of 8, the first chunk of stage 0 and the last of stage 1
+    // one short (7 + 8 and 8 + 7), which VP = 2 dividing the 15 layers of a stage would refuse.
+    StepConfig c;
+    c.layers = 30, c.pp = 2, c.vp = 2, c.microbatches = 4;
+    const PipelineSpec p = pipeline_spec(c, layer, {}, hw, o);
+    REQUIRE(p.stage_forward_s.size() == 4);
+    CHECK(p.stage_forward_s[0] == Approx(7 * 1e-3));  // virtual stage 0: stage 0, chunk 0
+    CHECK(p.stage_forward_s[1] == Approx(8 * 1e-3));
+    CHECK(p.stage_forward_s[2] == Approx(8 * 1e-3));
+    CHECK(p.stage_forward_s[3] == Approx(7 * 1e-3));  // stage 1, chunk 1
+    c.vp = 7;  // divides neither 15 nor 16
+    CHECK_THROWS_WITH(model_step(c, layer, {}, hw, o), Catch::Contains("VP = 7 must divide the 15 layers of a full stage"));
+  }
+  SECTION("fp32 weights: the gradient collectives move 4 bytes a parameter") {
+    StepConfig c;
+    c.layers = 32, c.microbatches = 4, c.dp = 64, c.zero = 0, c.dp_span = group_span(64, 8, 8), c.overlap_grad_reduce = false;
+    c.weight_bytes = 4;
+    const StepCost s = model_step(c, layer, {}, hw, o);
+    CHECK(s.grad_bytes == 4 * 32e8);
+    CHECK(s.dp_s == Approx(collective_seconds(Collective::all_reduce, 4 * 32e8, c.dp_span, hw, o)));
+    CHECK(s.state.total() == Approx(16 * 32e8));  // 4 + 4 + 8
+  }
   StepConfig bad;
   bad.layers = 29, bad.pp = 4;
   CHECK_THROWS_WITH(model_step(bad, layer, {}, hw, o),
                     "PP = 4 must divide the L = 29 layers, or leave at most the first and last stage one layer short (Llama 3's "
                     "rule); 29 layers on 4 stages would leave 3 short");
   bad.layers = 32, bad.vp = 3;
-  CHECK_THROWS_WITH(model_step(bad, layer, {}, hw, o), "VP = 3 must divide the 8 layers of a stage");
+  CHECK_THROWS_WITH(model_step(bad, layer, {}, hw, o), Catch::Contains("VP = 3 must divide the 8 layers of a full stage"));
 }
 
 TEST_CASE("model FLOPs: Megatron's count for GPT, the 6N rule plus attention for Llama, both conventions", "[pipeline][flops]") {

@@ -340,6 +340,7 @@ TEST_CASE("model presets have their papers' shapes and layers, and a preset sets
   for (const Published& w : papers) {
     INFO(w.name);
     const ModelPreset& p = find_preset(w.name);
+    CHECK(p.rope == (w.name != std::string("gpt3-175b")));  // GPT-3's positions are learned
     CHECK(p.h == w.h);
     CHECK(p.H == w.H);
     CHECK(p.Hkv == w.Hkv);

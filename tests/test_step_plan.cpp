@@ -178,12 +178,12 @@ TEST_CASE("the step plan's bad input: one clear error each", "[plan][step]") {
   StepPlanOptions o;
   o.gpus = 16, o.layers = 8, o.gbs = 12, o.dp = 8;
   CHECK_THROWS_WITH(make_step_plan(tiny_layer(true), o, {hw}),
-                    "plan: GBS = 12 is not divisible by DP x MBS = 8 x 1 = 8 (each replica runs GBS / (DP MBS) whole microbatches)");
+                    "GBS = 12 is not divisible by DP x MBS = 8 x 1 = 8 (each replica runs GBS / (DP MBS) whole microbatches)");
   o.gbs = 16, o.dp = 0, o.pp = 4, o.layers = 13;
   CHECK_THROWS_WITH(make_step_plan(tiny_layer(true), o, {hw}), Catch::Contains("PP = 4 must divide the L = 13 layers"));
   o.layers = 8;
   o.pp = 0, o.vp = 2;
-  CHECK_THROWS_WITH(make_step_plan(tiny_layer(true), o, {hw}), "plan: --vp 2 needs --pp (the stages to interleave)");
+  CHECK_THROWS_WITH(make_step_plan(tiny_layer(true), o, {hw}), "--vp 2 needs --pp (the stages to interleave)");
   o.vp = 0, o.pp = 5, o.layers = 10;
-  CHECK_THROWS_WITH(make_step_plan(tiny_layer(true), o, {hw}), "plan: PP = 5 does not divide the 16 GPUs");
+  CHECK_THROWS_WITH(make_step_plan(tiny_layer(true), o, {hw}), "PP = 5 does not divide the 16 GPUs");
 }

@@ -362,7 +362,8 @@ struct PlanCommandOptions {
 int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles);
 
 /// The profile names of --hw values, each a comma-separated list ("h100-nvlink,h100-ib");
-/// throws ConfigError for an empty item ("a100-nvlink,", ",a100-nvlink", "a,,b").
+/// throws ConfigError for an empty item ("a100-nvlink,", ",a100-nvlink", "a,,b"), a profile
+/// listed twice, or --hw given more than once.
 std::vector<std::string> profile_list(const std::vector<std::string>& given);
 
 /// `ringside plan`: adds the subcommand; returns it.

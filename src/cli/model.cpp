@@ -122,6 +122,7 @@ model::StepPlanOptions step_options(const ModelCommandOptions& o) {
 model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, const model::Hardware& hw) {
   model::StepCandidate c;
   c.layer.par = plan.par;
+  c.layer.par.layout = plan.requested_layout();  // as the step's name shows it: zigzag, not auto
   c.pp = o.pp, c.vp = o.vp, c.dp = o.dp, c.zero = o.zero;
   return model::model_step_of(o.cfg, c, step_options(o), hw).row;
 }
@@ -280,6 +281,7 @@ void print_step(const ModelCommandOptions& o, const model::StepRow& r, const mod
               format_seconds(s.dp_s).c_str(), format_seconds(s.dp_exposed_s).c_str(), format_seconds(s.optimizer_s).c_str());
   std::printf("    %.1f tokens/s per GPU; MFU %.1f%% (attention causally halved), %.1f%% (attention whole)\n",
               r.tokens_per_s_per_gpu, 100 * r.mfu_causal, 100 * r.mfu);
+  if (r.mfu > 1) std::printf("    %s\n", model::kMfuWholeOver100);
   std::printf("    exposed on the first stage: TP %s, CP %s, PP %s, DP %s\n", format_seconds(s.tp_exposed_s).c_str(),
               format_seconds(s.cp_exposed_s).c_str(), format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
   std::printf("    memory of stage %d: weights %s, gradients %s, optimizer %s, activations %s: %s of %s\n", s.fullest_stage,

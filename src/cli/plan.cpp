@@ -1,4 +1,5 @@
 // `ringside plan`: which parallel layout for this model, sequence length and cluster (model/plan.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -154,6 +155,7 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
 }  // namespace
 
 std::vector<std::string> profile_list(const std::vector<std::string>& given) {
+  if (given.size() > 1) throw ConfigError("--hw given more than once: list the profiles in one, comma-separated");
   std::vector<std::string> names;
   for (const std::string& list : given) {
     for (size_t at = 0;;) {
@@ -161,6 +163,8 @@ std::vector<std::string> profile_list(const std::vector<std::string>& given) {
       const std::string name = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
       if (name.empty())
         throw ConfigError("--hw " + detail::shown_input(list) + ": an empty profile name in the list (profiles are separated by single commas)");
+      if (std::find(names.begin(), names.end(), name) != names.end())
+        throw ConfigError("--hw " + detail::shown_input(list) + ": " + detail::shown_input(name) + " is listed twice");
       names.push_back(name);
       if (comma == std::string::npos) break;
       at = comma + 1;

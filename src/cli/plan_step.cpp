@@ -1,5 +1,6 @@
 // `ringside plan --gbs ...`: the whole training step planned (model/step_plan.h), printed as a
 // ranked table with the rejected rules, the verdict, and every row in --json.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -54,6 +55,8 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
               "  over the step (PP: what the transfers between stages add); memory: the fullest stage's weights, gradients, optimizer\n"
               "  state and activations, of %s (%s)\n",
               o.dtype.c_str(), format_bytes(hw.memory_bytes).c_str(), format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str());
+  if (std::any_of(plan.rows.begin(), plan.rows.end(), [](const model::StepRow& r) { return r.mfu > 1; }))
+    std::printf("  %s\n", model::kMfuWholeOver100);
   std::vector<const model::StepRow*> bounded;
   for (const model::StepRow& r : plan.rows)
     if (r.status == model::PlanStatus::bounded) bounded.push_back(&r);
@@ -159,6 +162,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
     const model::StepPlan& plan = plans.front();
     trace::TraceData t;
     const model::StepRow* second = model::step_runner_up(plan);
+    if (second && second->status != model::PlanStatus::ranked) second = nullptr;
     for (const model::StepRow* row : {&plan.rows.front(), second}) {
       if (!row || row->status != model::PlanStatus::ranked) continue;
       const std::string label = std::string(row == second ? "runner-up " : "winner ") + row->candidate.name();
@@ -167,8 +171,9 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
       for (trace::RankTrace& r : one.ranks) t.ranks.push_back(std::move(r));
     }
     trace::write_trace(o.trace, t);
-    std::printf("\n  trace: %s (the winner's and the runner-up's steps on %s, modeled: one row per pipeline stage; ringside-viewer %s)\n",
-                o.trace.c_str(), plan.hw.name.c_str(), o.trace.c_str());
+    std::printf("\n  trace: %s (%s on %s%s, modeled: one row per pipeline stage; ringside-viewer %s)\n", o.trace.c_str(),
+                second ? "the winner's and the runner-up's steps" : "the winner's step; there is no runner-up",
+                plan.hw.name.c_str(), plans.size() > 1 ? " (the first --hw profile: the trace shows one)" : "", o.trace.c_str());
   }
   if (!o.json.empty()) {
     nlohmann::json js = {{"config", cfg.to_json()}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", so.layers},

@@ -1,5 +1,6 @@
 // `ringside trace-stats FILE`: the metrics of any trace file (trace/metrics.h), per strategy,
 // per rank and per ring step. compare prints the same tables for the run it just traced.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -50,7 +51,7 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
     for (const trace::RankMetrics& r : s.ranks) {
       std::printf("  %-*s %4d  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", w, name_of(s).c_str(), r.rank, ms(r.time.compute_ns).c_str(),
                   ms(r.time.comm_ns).c_str(), pct(r.time.overlap_pct()).c_str(), ms(r.time.exposed_comm_ns).c_str(),
-                  ms(r.time.idle_ns).c_str(), format_bytes(double(r.peak_memory_bytes)).c_str(),
+                  ms(r.time.idle_ns).c_str(), r.has_memory ? format_bytes(double(r.peak_memory_bytes)).c_str() : "-",
                   format_bytes(double(r.bytes_sent)).c_str());
       if (r.peak_memory_bytes > peak) peak = r.peak_memory_bytes, at_peak.clear();
       if (r.peak_memory_bytes == peak) at_peak.push_back(r.rank);
@@ -58,6 +59,8 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
     std::string who = at_peak.size() == s.ranks.size() && s.ranks.size() > 1 ? std::string("every rank") : "rank";
     if (who == "rank")
       for (size_t i = 0; i < at_peak.size(); ++i) who += (i ? ", " : " ") + std::to_string(at_peak[i]);
+    if (std::none_of(s.ranks.begin(), s.ranks.end(), [](const trace::RankMetrics& r) { return r.has_memory; }))
+      who = "not in the trace (no memory counters)";
     std::printf("  %-*s %4s  %9s  %9s  %7s  %9s  %9s  imbalance %.2f; peak memory: %s; window %s\n", w, name_of(s).c_str(), "sum",
                 ms(s.total.compute_ns).c_str(), ms(s.total.comm_ns).c_str(), pct(s.total.overlap_pct()).c_str(),
                 ms(s.total.exposed_comm_ns).c_str(), ms(s.total.idle_ns).c_str(), s.compute_imbalance, who.c_str(),
@@ -98,7 +101,8 @@ nlohmann::json metrics_json(const trace::StrategyMetrics& s) {
   for (const trace::RankMetrics& r : s.ranks) {
     nlohmann::json jr = breakdown_json(r.time);
     jr["rank"] = r.rank;
-    jr["peak_memory_bytes"] = r.peak_memory_bytes;
+    if (r.has_memory) jr["peak_memory_bytes"] = r.peak_memory_bytes;
+    else jr["peak_memory_bytes"] = nullptr;  // the trace has no memory counters
     jr["peak_memory_at_us"] = us(r.peak_memory_ts_ns - s.begin_ns);
     for (int c = 0; c < kNumMemCategories; ++c)
       jr["peak_by_category"][std::string(to_string(MemCategory(c)))] = r.peak_by_category[c];

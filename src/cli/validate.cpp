@@ -1,4 +1,6 @@
 // `ringside validate`: the model against published measurements (model/validation.h).
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -46,6 +48,8 @@ std::vector<model::ValidationCase> cases_of(const ValidateOptions& o) {
       } catch (const Error& e) {
         throw ConfigError(e.what());  // not JSON: a bad case, before any work
       }
+    } else if (struct stat st {}; ::stat(name.c_str(), &st) == 0) {
+      throw ConfigError("validate: " + detail::shown_input(name) + ": not a regular file (a case file is a regular JSON file)");
     } else if (name.find('/') != std::string::npos || name.find('.') != std::string::npos) {
       throw ConfigError("validate: " + detail::shown_input(name) + ": no such file (a case file is a regular JSON file)");
     } else {
@@ -99,11 +103,22 @@ int validate_command(const ValidateOptions& o) {
   std::vector<ModelCommandOptions> options;
   for (const model::ValidationCase& c : cases) {
     options.push_back(model_options_of(c));
+    model::Hardware hw;
     try {
-      check_model_command(options.back());
+      hw = check_model_command(options.back());
     } catch (const ConfigError& e) {
       throw ConfigError("validate: case " + c.name + ": " + e.what());
     }
+    // The rates the case is held at are the ones it names: its kernel field says which
+    // attention kernel's rates model it, and a case at the ideal efficiency (no kernel) would
+    // not be "at the rates real GPUs reach".
+    const std::string kernel = model::attention_kernel_of(hw, model_options(options.back()));
+    if (kernel.empty())
+      throw ConfigError("validate: case " + c.name + ": validate models at the rates real GPUs reach, not --efficiency " +
+                        options.back().efficiency);
+    if (c.kernel.find(kernel) == std::string::npos)
+      throw ConfigError("validate: case " + c.name + ": its args model attention at " + kernel + "'s rates, which its kernel (" +
+                        detail::shown_input(c.kernel, 80) + ") does not name (give --attention-kernel, or name " + kernel + ")");
   }
 
   std::printf("ringside validate: the model, at the rates real GPUs reach, against %zu published measurement%s\n\n",

@@ -22,6 +22,7 @@ struct ModelPreset {
   int layers;          ///< L, the model's depth (a plan's step is L layers)
   int64_t vocab;       ///< V, the vocabulary (the embedding's rows and the LM head's columns)
   double rope_theta;
+  bool rope;           ///< rotary position embedding (GPT-3's positions are learned: none here)
   Norm norm;
   Mlp mlp;
   bool bias;           ///< biases on the linear layers
@@ -35,8 +36,8 @@ const std::vector<ModelPreset>& model_presets();
 std::string preset_names();
 /// The preset called `name`; throws ConfigError listing the presets for any other name.
 const ModelPreset& find_preset(const std::string& name);
-/// `cfg` with the preset's layer (h, H, Hkv, f, norm, MLP, bias, eps, RoPE base); batch, sequence
-/// and the rest kept.
+/// `cfg` with the preset's layer (h, H, Hkv, f, norm, MLP, bias, eps, RoPE and its base); batch,
+/// sequence and the rest kept.
 void apply_preset(const ModelPreset& p, LayerConfig& cfg);
 
 }  // namespace ringside

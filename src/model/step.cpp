@@ -12,9 +12,7 @@ namespace {
 void check(const StepConfig& c, const std::vector<int>& layers) {
   if (layers.front() == 0 && c.pp > 1)
     throw ConfigError(detail::concat("PP = ", c.pp, " leaves the first stage without a layer (L = ", c.layers, ")"));
-  const int full = *std::max_element(layers.begin(), layers.end());
-  if (full % c.vp != 0)
-    throw ConfigError(detail::concat("VP = ", c.vp, " must divide the ", full, " layers of a stage"));
+  check_interleave(layers, c.vp);
   if (c.zero < 0 || c.zero > 3) throw ConfigError(detail::concat("ZeRO stage ", c.zero, " is not 0, 1, 2 or 3"));
   if (c.dp < 1 || c.buckets < 1)
     throw ConfigError(detail::concat("DP = ", c.dp, " and the buckets, ", c.buckets, ", must each be >= 1"));
@@ -48,9 +46,9 @@ double stage_params(const std::vector<int>& layers, int rank, const LayerCost& l
 // Each stage's parameters and what it holds at its fullest: the fullest stage's into `cost`.
 void fill_memory(const StepConfig& c, const std::vector<int>& layers, const LayerCost& layer, const EndsCost& ends,
                  const std::vector<int>& in_flight, StepCost& cost) {
-  const int chunk_layers = *std::max_element(layers.begin(), layers.end()) / c.vp;
+  const int chunk_layers = full_stage_layers(layers, c.vp) / c.vp;
   for (int r = 0; r < c.pp; ++r) {
-    const ZeroStateBytes state = zero_state_bytes(stage_params(layers, r, layer, ends), c.dp, c.zero);
+    const ZeroStateBytes state = zero_state_bytes(stage_params(layers, r, layer, ends), c.dp, c.zero, c.weight_bytes);
     double activations = in_flight[size_t(r)] * chunk_layers * layer.saved_bytes + layer.working_bytes;
     if (r == c.pp - 1) activations += ends.head_saved_bytes;
     if (r == 0 || state.total() + activations > cost.total_bytes())
@@ -98,6 +96,23 @@ EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp
   return e;
 }
 
+int full_stage_layers(const std::vector<int>& stages, int vp) {
+  const int full = *std::max_element(stages.begin(), stages.end());
+  // Two stages of F layers each are also both one short of F + 1: L + 2 = 2 VP k, Llama 3's
+  // rule, where VP divides F + 1 (30 layers, VP 2: chunks of 7 + 8 and 8 + 7).
+  if (full % vp != 0 && stages.size() == 2 && stages[0] == full && stages[1] == full && (full + 1) % vp == 0)
+    return full + 1;
+  return full;
+}
+
+void check_interleave(const std::vector<int>& stages, int vp) {
+  if (vp < 1) throw ConfigError(detail::concat("VP = ", vp, " must be >= 1"));
+  const int full = full_stage_layers(stages, vp);
+  if (full % vp != 0)
+    throw ConfigError(detail::concat("VP = ", vp, " must divide the ", full, " layers of a full stage (L + 2 = PP VP k where the ",
+                                     "first and last stage are one layer short, Llama 3's rule)"));
+}
+
 std::vector<int> stage_layers(int layers, int pp) {
   if (layers < 1 || pp < 1 || pp > layers)
     throw ConfigError(detail::concat("PP = ", pp, " stages for L = ", layers, " layers: PP must be between 1 and L"));
@@ -116,7 +131,7 @@ PipelineSpec pipeline_spec(const StepConfig& c, const LayerCost& layer, const En
                            const ModelOptions& o) {
   const std::vector<int> layers = stage_layers(c.layers, c.pp);
   check(c, layers);
-  const int full = *std::max_element(layers.begin(), layers.end()), chunk_layers = full / c.vp;
+  const int full = full_stage_layers(layers, c.vp), chunk_layers = full / c.vp;
   // Each virtual stage's forward and backward: its layers (a short stage's short chunk is its
   // first on the first stage, its last on the last), the ends, and under ZeRO 3 the gathers.
   PipelineSpec p;
@@ -129,8 +144,8 @@ PipelineSpec pipeline_spec(const StepConfig& c, const LayerCost& layer, const En
     double forward = n * layer.forward_s, backward = n * layer.backward_s, params = n * layer.params;
     if (v == 0) forward += ends.embedding_forward_s, backward += ends.embedding_backward_s, params += ends.embedding_params;
     if (v == virtual_stages - 1) forward += ends.head_forward_s, backward += ends.head_backward_s, params += ends.head_params;
-    if (c.zero == 3) {  // FSDP: the chunk's bf16 weights gathered before its forward and its backward
-      const double gather = collective_seconds(Collective::all_gather, 2 * params, c.dp_span, hw, o);  // 0 for DP 1
+    if (c.zero == 3) {  // FSDP: the chunk's weights gathered before its forward and its backward
+      const double gather = collective_seconds(Collective::all_gather, c.weight_bytes * params, c.dp_span, hw, o);  // 0 for DP 1
       forward += gather, backward += gather;
     }
     p.stage_forward_s.push_back(forward), p.stage_backward_s.push_back(backward);
@@ -162,12 +177,12 @@ StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost&
     if (params > most_params) most_params = params, busiest_backward = layers[size_t(r)] * layer.backward_s;
   }
   fill_memory(c, layers, layer, ends, run.peak_in_flight, cost);
-  // The bf16 gradients: all-reduced (ZeRO 0) or reduce-scattered to their shard's owner; ZeRO 1
-  // and 2 then all-gather the updated bf16 weights, before the next step's forward.
-  const double grads = 2 * most_params;
+  // The gradients (bf16, or fp32): all-reduced (ZeRO 0) or reduce-scattered to their shard's
+  // owner; ZeRO 1 and 2 then all-gather the updated weights, before the next step's forward.
+  const double grads = c.weight_bytes * most_params;
   // (A group of one, DP x CP = 1, takes no time: collective_seconds.)
   const double grad_sync = collective_seconds(c.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter, grads, c.dp_span, hw, o);
-  const double weight_gather = c.zero == 1 || c.zero == 2 ? collective_seconds(Collective::all_gather, 2 * most_params, c.dp_span, hw, o) : 0;
+  const double weight_gather = c.zero == 1 || c.zero == 2 ? collective_seconds(Collective::all_gather, c.weight_bytes * most_params, c.dp_span, hw, o) : 0;
   cost.dp_s = grad_sync + weight_gather;
   cost.grad_sync_s = grad_sync, cost.weight_gather_s = weight_gather, cost.grad_bytes = grads;
   // Overlapped, bucket by bucket, under the last microbatch's backward on this stage: what

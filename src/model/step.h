@@ -76,6 +76,9 @@ struct StepConfig {
   int microbatches = 1;  ///< m per replica
   bool overlap_grad_reduce = true;
   int buckets = 4;       ///< gradient buckets (overlap: the last one's collective is always exposed)
+  /// Bytes of a weight and of a gradient: 2 (bf16; fp8 runs only its GEMMs in FP8) or 4 (fp32,
+  /// whose optimizer keeps no master copy): element_bytes of the modeled dtype.
+  double weight_bytes = 2;
   GroupSpan dp_span;     ///< where those dp ranks sit
   bool pp_across_nodes = true;  ///< whether neighbouring stages sit on different nodes
   /// For a lower bound of the step (the planner's, from a layer's compute alone): the gradient
@@ -86,6 +89,12 @@ struct StepConfig {
 /// Layers on each stage: L / PP, or with the first and last one short (the rule above).
 /// Throws ConfigError when PP exceeds L or more than two layers would be missing.
 std::vector<int> stage_layers(int layers, int pp);
+/// The layers of a full stage, which VP chunks split evenly: the largest stage's, or one more
+/// when two stages of F layers are read as both one short (L + 2 = 2 VP k, Llama 3's rule).
+int full_stage_layers(const std::vector<int>& stages, int vp);
+/// Throws ConfigError unless VP >= 1 chunks split a full stage evenly (full_stage_layers), the
+/// first chunk of the first stage and the last of the last one layer short where they are.
+void check_interleave(const std::vector<int>& stages, int vp);
 
 /// What the step costs; times are the step's, memory the fullest stage's, per GPU.
 struct StepCost {

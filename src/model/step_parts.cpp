@@ -18,6 +18,7 @@ namespace ringside::model::step_parts {
 // Members of a dimension of `size` ranks `stride` apart that share a node of G consecutive
 // ranks: G / stride of them (at most size) when stride divides G, one when G divides stride.
 static std::optional<int> per_node(int size, int stride, int gpus_per_node) {
+  if (size == 1) return 1;  // a dimension of one rank spans nothing, whatever its stride
   if (gpus_per_node % stride == 0) return std::min(size, gpus_per_node / stride);
   if (stride % gpus_per_node == 0) return 1;
   return std::nullopt;  // the groups would straddle nodes unevenly
@@ -45,6 +46,8 @@ std::optional<Spans> spans_of(const StepCandidate& c, int gpus_per_node) {
   const int tp_stride = tp_inner ? 1 : par.cp, cp_stride = tp_inner ? par.tp : 1;
   const int pp_stride = c.order == OuterOrder::pp_dp ? G : G * c.dp;
   const int dp_stride = c.order == OuterOrder::pp_dp ? G * c.pp : G;
+  // Fewer GPUs than a node holds: all of them share one node.
+  gpus_per_node = std::min(gpus_per_node, G * c.pp * c.dp);
   if (!per_node(G, 1, gpus_per_node)) return std::nullopt;  // a group straddling two nodes
   const auto tp = span_of({{par.tp, tp_stride}}, gpus_per_node);
   const auto weights = span_of({{par.cp, cp_stride}, {c.dp, dp_stride}}, gpus_per_node);
@@ -129,8 +132,11 @@ std::vector<Outer> outer_configs(int rest, int layers, const StepPlanOptions& o,
     }
     const int full = *std::max_element(stages.begin(), stages.end()), m = o.gbs / (dp * o.mbs);
     if (pp > 1 && stages.front() == 0) continue;
-    for (int vp = 1; vp <= full; ++vp) {
-      if (full % vp != 0 || (o.vp > 0 && vp != o.vp) || (vp > 1 && (pp == 1 || m % pp != 0))) continue;
+    for (int vp = 1; vp <= full + 1; ++vp) {
+      // VP dividing the largest stage; or, given with --vp, Llama 3's reading of two stages
+      // (full_stage_layers), which the search leaves out.
+      const bool divides = full % vp == 0 || (vp == o.vp && full_stage_layers(stages, vp) % vp == 0);
+      if (!divides || (o.vp > 0 && vp != o.vp) || (vp > 1 && (pp == 1 || m % pp != 0))) continue;
       if (int64_t(pp) * vp * m > kMaxPipelineChunks) continue;
       for (int zero = 0; zero <= 3; ++zero) {
         if (o.zero >= 0 && zero != o.zero) continue;
@@ -264,6 +270,7 @@ StepConfig Evaluator::step_config(const Group& g, const Outer& outer, const Span
   sc.layers = o.layers, sc.pp = outer.pp, sc.vp = outer.vp, sc.dp = outer.dp * g.layer.par.cp, sc.zero = outer.zero;
   sc.microbatches = outer.microbatches, sc.overlap_grad_reduce = o.overlap_grad_reduce;
   sc.dp_span = spans.weights, sc.pp_across_nodes = spans.pp_across_nodes;
+  sc.weight_bytes = element_bytes(o.modeling.dtype);
   return sc;
 }
 

@@ -28,36 +28,32 @@ constexpr double kMargin = 0.05;
 
 void check_step_options(const LayerConfig& cfg, const StepPlanOptions& o) {
   const int P = o.gpus;
-  if (o.layers < 1) throw ConfigError("plan: --layers must be >= 1");
-  if (o.gbs < 1 || o.mbs < 1) throw ConfigError(detail::concat("plan: --gbs and --mbs must be >= 1 (GBS = ", o.gbs, ", MBS = ", o.mbs, ")"));
-  if (o.gbs % o.mbs != 0) throw ConfigError(detail::concat("plan: GBS = ", o.gbs, " is not a multiple of MBS = ", o.mbs));
-  if (o.vp > 1 && o.pp == 1) throw ConfigError(detail::concat("plan: --vp ", o.vp, " needs --pp > 1 (model chunks interleave pipeline stages)"));
-  if (o.vp > 1 && o.pp == 0) throw ConfigError(detail::concat("plan: --vp ", o.vp, " needs --pp (the stages to interleave)"));
+  if (o.layers < 1) throw ConfigError("--layers must be >= 1");
+  if (o.gbs < 1 || o.mbs < 1) throw ConfigError(detail::concat("--gbs and --mbs must be >= 1 (GBS = ", o.gbs, ", MBS = ", o.mbs, ")"));
+  if (o.gbs % o.mbs != 0) throw ConfigError(detail::concat("GBS = ", o.gbs, " is not a multiple of MBS = ", o.mbs));
+  if (o.vp > 1 && o.pp == 1) throw ConfigError(detail::concat("--vp ", o.vp, " needs --pp > 1 (model chunks interleave pipeline stages)"));
+  if (o.vp > 1 && o.pp == 0) throw ConfigError(detail::concat("--vp ", o.vp, " needs --pp (the stages to interleave)"));
   if (o.pp > 0) stage_layers(o.layers, o.pp);  // throws its rule
-  if (o.pp > 0 && P % o.pp != 0) throw ConfigError(detail::concat("plan: PP = ", o.pp, " does not divide the ", P, " GPUs"));
-  if (o.dp > 0 && P % o.dp != 0) throw ConfigError(detail::concat("plan: DP = ", o.dp, " does not divide the ", P, " GPUs"));
+  if (o.pp > 0 && P % o.pp != 0) throw ConfigError(detail::concat("PP = ", o.pp, " does not divide the ", P, " GPUs"));
+  if (o.dp > 0 && P % o.dp != 0) throw ConfigError(detail::concat("DP = ", o.dp, " does not divide the ", P, " GPUs"));
   if (o.pp > 0 && o.dp > 0 && P % (o.pp * o.dp) != 0)
-    throw ConfigError(detail::concat("plan: PP x DP = ", o.pp * o.dp, " does not divide the ", P, " GPUs"));
+    throw ConfigError(detail::concat("PP x DP = ", o.pp * o.dp, " does not divide the ", P, " GPUs"));
   if (o.dp > 0 && o.gbs % (o.dp * o.mbs) != 0)
-    throw ConfigError(detail::concat("plan: GBS = ", o.gbs, " is not divisible by DP x MBS = ", o.dp, " x ", o.mbs, " = ", o.dp * o.mbs,
+    throw ConfigError(detail::concat("GBS = ", o.gbs, " is not divisible by DP x MBS = ", o.dp, " x ", o.mbs, " = ", o.dp * o.mbs,
                                      " (each replica runs GBS / (DP MBS) whole microbatches)"));
-  if (o.vp > 0 && o.pp > 0) {
-    const std::vector<int> stages = stage_layers(o.layers, o.pp);
-    const int full = *std::max_element(stages.begin(), stages.end());
-    if (full % o.vp != 0) throw ConfigError(detail::concat("plan: VP = ", o.vp, " must divide the ", full, " layers of a stage"));
-  }
-  if (o.zero > 3) throw ConfigError(detail::concat("plan: ZeRO stage ", o.zero, " is not 0, 1, 2 or 3"));
-  if (P < 1 || P > 16384) throw ConfigError(detail::concat("plan: a step of ", P, " GPUs: the planner takes 1 to 16384"));
+  if (o.vp > 0 && o.pp > 0) check_interleave(stage_layers(o.layers, o.pp), o.vp);
+  if (o.zero > 3) throw ConfigError(detail::concat("ZeRO stage ", o.zero, " is not 0, 1, 2 or 3"));
+  if (P < 1 || P > 16384) throw ConfigError(detail::concat("a step of ", P, " GPUs: the planner takes 1 to 16384"));
   if (o.pp > 0 && o.dp > 0 && o.gbs % (o.dp * o.mbs) == 0) {
     const int64_t m = o.gbs / (o.dp * o.mbs), vp = std::max(o.vp, 1);
     if (vp > 1 && m % o.pp != 0)
-      throw ConfigError(detail::concat("plan: the interleaved schedule (VP = ", vp, ") needs the m = GBS / (DP MBS) = ", m,
+      throw ConfigError(detail::concat("the interleaved schedule (VP = ", vp, ") needs the m = GBS / (DP MBS) = ", m,
                                        " microbatches divisible by PP = ", o.pp, " (Megatron's rule)"));
     if (int64_t(o.pp) * vp * m > kMaxPipelineChunks)
-      throw ConfigError(detail::concat("plan: PP x VP x m = ", o.pp, " x ", vp, " x ", m, " microbatch-chunks to simulate, more than ",
+      throw ConfigError(detail::concat("PP x VP x m = ", o.pp, " x ", vp, " x ", m, " microbatch-chunks to simulate, more than ",
                                        kMaxPipelineChunks, ": give a smaller --gbs or a larger --dp or --mbs"));
   }
-  if (cfg.b != o.mbs) throw ConfigError(detail::concat("plan: the layer's batch b = ", cfg.b, " must be the microbatch, MBS = ", o.mbs));
+  if (cfg.b != o.mbs) throw ConfigError(detail::concat("the layer's batch b = ", cfg.b, " must be the microbatch, MBS = ", o.mbs));
 }
 
 std::string StepCandidate::order_name() const {

@@ -62,6 +62,12 @@ struct StepPlanOptions {
   std::function<void(size_t done, size_t shapes, double seconds)> progress;  ///< as PlanOptions'
 };
 
+/// Said wherever an MFU counting attention whole exceeds 100%: that count includes the masked
+/// half of causal attention, work no kernel does, so a fast enough run passes the peak.
+inline constexpr const char* kMfuWholeOver100 =
+    "MFU over 100% (attention whole): that count includes the masked half of causal attention, which no kernel "
+    "computes; the causally halved count is the work done";
+
 /// A candidate on one profile; times per step, bytes per GPU of its fullest stage.
 struct StepRow {
   StepCandidate candidate;

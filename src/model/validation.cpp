@@ -96,6 +96,9 @@ ValidationCase parse_validation_case(const nlohmann::json& j, const std::string&
     for (const std::string& q : known) list += (list.empty() ? "" : ", ") + q;
     throw ConfigError(at + "measured.quantity " + detail::shown_input(c.quantity) + " is none of " + list);
   }
+  const bool gbs = std::any_of(c.args.begin(), c.args.end(), [](const std::string& a) { return a == "--gbs" || a.starts_with("--gbs="); });
+  if (c.quantity.starts_with("/step/") && !gbs)
+    throw ConfigError(at + "measured.quantity " + c.quantity + " is a whole step's: args need --gbs (the global batch)");
   c.definition = text(m, "definition", at + "measured.");
   c.group = j.contains("group") ? text(j, "group", at) : c.name;
   const auto tol = j.find("tolerance");
@@ -141,6 +144,9 @@ std::vector<ValidationOrder> validation_orders(const std::vector<ValidationRow>&
     };
     o.measured = names([](const ValidationRow* r) { return r->c.measured_s; });
     o.modeled = names([](const ValidationRow* r) { return r->modeled_s; });
+    for (const ValidationRow* a : in)
+      for (const ValidationRow* b : in)
+        if (a->c.measured_s < b->c.measured_s && !(a->modeled_s < b->modeled_s)) o.agrees = false;
     orders.push_back(std::move(o));
   }
   return orders;

@@ -20,8 +20,10 @@ struct ZeroStateBytes {
 ///   stage 1  2 Ψ + 2 Ψ + 12 Ψ / N_d
 ///   stage 2  2 Ψ + 2 Ψ / N_d + 12 Ψ / N_d
 ///   stage 3  (2 Ψ + 2 Ψ + 12 Ψ) / N_d
-/// (ZeRO's Figure 1: Ψ = 7.5 B, N_d = 64 gives 120, 31.4, 16.6 and 1.9 GB). Throws ConfigError
-/// for a stage outside 0..3, dp < 1 or params < 0.
-ZeroStateBytes zero_state_bytes(double params, int dp, int stage);
+/// (ZeRO's Figure 1: Ψ = 7.5 B, N_d = 64 gives 120, 31.4, 16.6 and 1.9 GB). That is mixed
+/// precision, `weight_bytes` 2; in fp32 (4) weights and gradients take 4 Ψ each and the
+/// optimizer 8 Ψ (m and v; the weights are their own master copy). Throws ConfigError for a
+/// stage outside 0..3, dp < 1, params < 0 or weight_bytes other than 2 or 4.
+ZeroStateBytes zero_state_bytes(double params, int dp, int stage, double weight_bytes = 2);
 
 }  // namespace ringside::model

@@ -190,6 +190,7 @@ RankMetrics rank_metrics(const RankTrace& r, const std::vector<const Event*>& ev
   }
   const MemoryPeak peak = memory_peak(r, rlo, rhi);
   rm.peak_memory_bytes = peak.bytes, rm.peak_memory_ts_ns = peak.ts_ns, rm.peak_by_category = peak.by_category;
+  rm.has_memory = !r.memory.empty();
   return rm;
 }
 

@@ -48,6 +48,7 @@ struct RankMetrics {
   Breakdown time;
   // These four over the rank's own forward + backward (or the selection):
   int64_t peak_memory_bytes = 0;                              ///< highest total live bytes
+  bool has_memory = false;                                    ///< whether the trace has its memory counters
   int64_t peak_memory_ts_ns = 0;                              ///< when it was first reached
   std::array<int64_t, kNumMemCategories> peak_by_category{};  ///< each category's own highest
   int64_t bytes_sent = 0;                                     ///< payload of sends starting in it
