@@ -30,7 +30,9 @@ struct Column {
 };
 const Column kColumns[] = {
     {"sent", [](const trace::RankMetrics& r) { return double(r.bytes_sent); }, [](double v) { return format_bytes(v); }},
-    {"peak mem", [](const trace::RankMetrics& r) { return double(r.peak_memory_bytes); }, [](double v) { return format_bytes(v); }},
+    // -1: the trace has no memory counters (a modeled step), shown "-", never 0 B.
+    {"peak mem", [](const trace::RankMetrics& r) { return r.has_memory ? double(r.peak_memory_bytes) : -1.0; },
+     [](double v) { return v < 0 ? std::string("-") : format_bytes(v); }},
     {"compute", [](const trace::RankMetrics& r) { return double(r.time.compute_ns); }, [](double v) { return format_ns(v); }},
     {"comm", [](const trace::RankMetrics& r) { return double(r.time.comm_ns); }, [](double v) { return format_ns(v); }},
     {"overlap", [](const trace::RankMetrics& r) { return r.time.overlap_pct(); }, [](double v) { return pct(v); }},
@@ -167,7 +169,7 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
       };
       auto peak_cell = [&](double v) {
         if (top_peak > 0 && int64_t(v) == top_peak) ImGui::TextColored(ImVec4(1, 0.8f, 0.3f, 1), "%s max", format_bytes(v).c_str());
-        else ImGui::TextUnformatted(format_bytes(v).c_str());
+        else ImGui::TextUnformatted(kColumns[kPeakColumn].print(v).c_str());
       };
       if (s.ranks.size() <= kMostRows) {
         for (const auto& r : s.ranks) {

@@ -183,7 +183,10 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   // comm 59% hidden, 39.8 us exposed/GPU": the tag first, so that it is never cut off.
   const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
   const std::string name = std::string(g.collapsed ? "[+] " : "[-] ") + shown_name(t, g.strategy);
-  const std::string gpus = g.processes.size() == 1 ? "1 GPU, " : std::to_string(g.processes.size()) + " GPUs, ";
+  // A modeled step's rows are its pipeline stages (each stands for its stage's GPUs).
+  const bool stages = t.data.run.backend == kPipelineStages;
+  const std::string unit = stages ? " pipeline stage" : " GPU";
+  const std::string gpus = std::to_string(g.processes.size()) + unit + (g.processes.size() == 1 ? ", " : "s, ");
   const std::string time = gpus + format_ns(double(g.layer_end_ns - g.zero_ns));
   const std::string dtype = t.dtype.count(g.strategy) && !t.dtype.at(g.strategy).empty() ? " in " + t.dtype.at(g.strategy) : "";
   const std::string sent_text = sent > 0 ? "sent " + format_bytes(double(sent)) + "/GPU" + dtype : "";
@@ -206,7 +209,8 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   const bool most = sent > 0 && sent == t.top_sent.at(t.modeled(g.strategy));
   if (!sent_text.empty()) piece(sent_text + (most ? " (the most)" : ""), most ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255));
   if (!comm.empty()) piece("; " + comm, IM_COL32(255, 255, 255, 255));
-  drawn_groups_.push_back({{"name", prefix + g.strategy}, {"y0", gy}, {"y1", gy + g.height}, {"collapsed", g.collapsed}});
+  drawn_groups_.push_back({{"name", prefix + g.strategy}, {"y0", gy}, {"y1", gy + g.height}, {"collapsed", g.collapsed},
+                           {"extent", time}});
   if (!g.ring_steps) return;
   // The ring steps' row: a band per step, forward in blues and backward in purples, alternating.
   std::vector<StepMark> marks;
