@@ -165,8 +165,9 @@ void megatron_sp(Script& L) {
   L.blank();
   L.say("This is the counterpart, for this layer, of Korthikanti et al.'s (s b h / t)(34 + 5 a s / h)");
   L.say("of lesson 1 (attention here keeps lse, not the s x s scores). The communication");
-  L.say("is on the critical path, though: each block waits for its all-gather (the trace's red");
-  L.say("strips). That is why TP+SP stays inside a node, on NVLink.");
+  L.say("is on the critical path, though: each block waits for its all-gather (the trace's");
+  L.say("vermillion strips, \"exposed comm\" in its key). That is why TP+SP stays inside a node,");
+  L.say("on NVLink.");
 }
 
 }  // namespace ringside::lessons

@@ -243,8 +243,12 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
   std::printf("  layer      forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
               format_seconds(report.slowest.layer.forward_s).c_str(), format_seconds(report.slowest.layer.backward_s).c_str(),
               seconds(double(span)).c_str());
-  std::printf("  attention  forward %s, backward %s of it\n", format_seconds(report.slowest.attention.forward_s).c_str(),
-              format_seconds(report.slowest.attention.backward_s).c_str());
+  // Attention's own communication (K/V, all-to-alls, gathers) under compute: compare's "attn hidden".
+  const std::optional<trace::Breakdown> attention_comm = trace::sublayer_comm(m, "attention");
+  const std::string hidden = attention_comm ? "; its own communication " + pct(attention_comm->overlap_pct()) + " hidden (attn hidden)"
+                                            : "; no communication of its own";
+  std::printf("  attention  forward %s, backward %s of it%s\n", format_seconds(report.slowest.attention.forward_s).c_str(),
+              format_seconds(report.slowest.attention.backward_s).c_str(), hidden.c_str());
   if (st) {
     const double scale = o.dtype == "fp32" ? 1.0 : 0.5;
     int64_t saved = 0;

@@ -131,7 +131,7 @@ StepProbe::~StepProbe() {
   if (!records_ || std::uncaught_exceptions()) return;  // a failing step records nothing
   rec_.wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   rec_.bytes_sent = comm_.stats().bytes_sent - before_.bytes_sent;
-  if (rec_.computed.empty()) rec_.computed = "skipped (wholly masked)";
+  if (rec_.computed.empty()) rec_.computed = "none";  // every pair wholly masked: the skipped list says which
   if (rec_.computed_pairs > named_computed_) rec_.computed += detail::concat(", and ", rec_.computed_pairs - named_computed_, " more");
   if (rec_.skipped_pairs > named_skipped_) rec_.skipped += detail::concat(", and ", rec_.skipped_pairs - named_skipped_, " more");
   records_->push_back(std::move(rec_));
