@@ -181,6 +181,8 @@ TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly, and 
   // 20-token document (padded to 24, chunks of 3) its chunk 7 is padding alone.
   CHECK(num(s, "packed_zigzag_per_doc_flops_rank0") < num(s, "packed_zigzag_per_doc_flops_rank1"));
   CHECK(num(s, "packed_greedy_max_over_min") < 1.02);
+  CHECK(num(s, "packed_striped_max_over_min") < 1.02);  // auto's choice for packed documents
+  CHECK(num(s, "packed_striped_S") == 512);              // no document padded
   CHECK(num(s, "packed_greedy_max_over_min") < num(s, "packed_zigzag_per_doc_max_over_min"));
   CHECK(num(s, "packed_zigzag_per_doc_max_over_min") < num(s, "packed_zigzag_max_over_min"));
   CHECK(num(s, "packed_max_error") < kTolerance);

@@ -424,7 +424,7 @@ TEST_CASE("every strategy's schedule stays within the bound the memory check cou
       busiest = std::max(busiest, events);
     }
     // And not by a wide margin where P^2 rules: a measure, not a refusal of every large run.
-    if (P == 16) REQUIRE(double(busiest) >= 0.5 * model::schedule_events_bound(P, cfg, ParallelConfig{}.requested_layout(cfg.causal)));
+    if (P == 16) REQUIRE(double(busiest) >= 0.5 * model::schedule_events_bound(P, cfg, ParallelConfig{}.requested_layout(cfg)));
   }
   // A pack of many documents under a per-document layout: two runs a document on every rank.
   LayerConfig packed = cfg;

@@ -343,11 +343,15 @@ TEST_CASE("ring: every length fits every layout by padding, and only a padded le
   c.s = 2147483647, c.b = 1;
   REQUIRE_THROWS_WITH(resolve(ring, c, 2), Catch::Contains("padded from s = 2147483647 to S = 2147483648"));
   c.s = 25, c.b = 2;
-  // Automatic: zigzag when causal, contiguous otherwise.
+  // Automatic: zigzag when causal, striped over packed documents (issue 42: zigzag was 6.44
+  // max / min on lesson 4's pack), contiguous otherwise.
   ring.layout = Layout::automatic;
-  REQUIRE(ring.requested_layout(c.causal) == Layout::zigzag);
+  REQUIRE(ring.requested_layout(c) == Layout::zigzag);
+  c.docs = {10, 15};
+  REQUIRE(ring.requested_layout(c) == Layout::striped);
   c.causal = false;
-  REQUIRE(ring.requested_layout(c.causal) == Layout::contiguous);
+  REQUIRE(ring.requested_layout(c) == Layout::contiguous);
+  c.docs.clear();
 }
 
 TEST_CASE("a query whose keys all sit on later ranks gets no NaN, forward or backward", "[strategies][ring]") {

@@ -215,7 +215,7 @@ void load_balance(Script& L) {
     std::vector<RunRecord> ranks;
   };
   std::vector<PackedRun> packed_runs;
-  for (Layout l : {Layout::zigzag, Layout::zigzag_per_doc, Layout::greedy}) {
+  for (Layout l : {Layout::zigzag, Layout::striped, Layout::zigzag_per_doc, Layout::greedy}) {
     const RunPlan plan = plan_of("ring", packed, P, l);
     packed_runs.push_back({l, plan, L.run(plan, std::string("ring packed ") + to_string(l))});
   }
@@ -230,6 +230,7 @@ void load_balance(Script& L) {
   L.say("chunks, so each layout pads the sequence with masked tokens (they see nothing, no one sees");
   L.say("them, their gradients are zero) to the S slots it needs:");
   L.say("  zigzag           2P chunks of the whole pack: pad the end to a multiple of 2P;");
+  L.say("  striped          token i on rank i mod P: pad the end to a multiple of P;");
   L.say("  zigzag-per-doc   each document in 2P chunks, rank r its chunks r and 2P-1-r");
   L.say("                   (TransformerEngine's THD layout): pad each document to 2P;");
   L.say("  greedy           the same chunks, dealt biggest first to the least-loaded rank.");
@@ -257,7 +258,7 @@ void load_balance(Script& L) {
   L.record("packed_max_error", packed_error);
   L.blank();
   L.say("(MFLOP: measured, equal to ring_attention_flops, the exact count of visible pairs.) All");
-  L.say("three give the single-device answer: out, dx and the weight gradients within %.1e of", packed_error);
+  L.say("four give the single-device answer: out, dx and the weight gradients within %.1e of", packed_error);
   L.say("the fp32 run, the padding dropped. Zigzag's chunks of the pack fall some in the long");
   L.say("document, where a token sees up to 300 keys, some in short ones: its busiest rank does");
   L.say("%.2fx the work of its idlest. Cutting each document balances each triangle but for the",
@@ -265,11 +266,15 @@ void load_balance(Script& L) {
   L.say("padding, which sits at each document's end, in its last chunks: zigzag-per-doc gives");
   L.say("chunk 2P-1 to rank 0, so rank 0 holds most of it and works least (%.3f). Greedy deals",
         double(L.numbers["packed_zigzag_per_doc_max_over_min"]));
-  L.say("the chunks by their work and reaches %.3f. Every rank computes only pairs inside",
+  L.say("the chunks by their work and reaches %.3f. Striped deals every document's tokens",
         double(L.numbers["packed_greedy_max_over_min"]));
-  L.say("documents: the ring skips each (query run, key block) pair the mask hides wholly, and its");
-  L.say("step records name them. `ringside compare --ranks 4 --seq 510 --docs 300,20,130,60");
-  L.say("--hidden 128 --heads 8 --kv-heads 4 --ffn 512` prints this table (and runs every layout).");
+  L.say("round-robin and reaches %.3f without padding a document, which is why `--layout auto`",
+        double(L.numbers["packed_striped_max_over_min"]));
+  L.say("picks it for packed documents (zigzag for one sequence). Every rank computes only pairs");
+  L.say("inside documents: the ring skips each (query run, key block) pair the mask hides wholly,");
+  L.say("and its step records name them. `ringside compare --ranks 4 --seq 510 --docs");
+  L.say("300,20,130,60 --hidden 128 --heads 8 --kv-heads 4 --ffn 512` prints this table (and runs");
+  L.say("every layout).");
 }
 
 }  // namespace ringside::lessons

@@ -110,7 +110,7 @@ int bench_model(const BenchModelOptions& o) {
   }
   if (std::all_of(runs.begin(), runs.end(), [](const Candidate& r) { return !r.plan; }))
     throw ConfigError(detail::concat("no strategy can split this layer ", o.ranks, " ways: ", why_none));
-  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks, o.cfg, o.choices.applied_to({}).requested_layout(o.cfg.causal)),
+  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.ranks, o.cfg, o.choices.applied_to({}).requested_layout(o.cfg)),
                  detail::concat("the dry run on ", o.ranks, " ranks (its schedule and token positions)"),
                  "--ranks, --seq or --batch", 0, 2 * o.ranks);
   std::printf("ringside bench model: dry run + model of each strategy, P = %d, %s, on %s (target: under %.0f s each)\n",

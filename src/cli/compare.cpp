@@ -282,7 +282,7 @@ int compare_command(CompareOptions& o) {
   std::printf("ringside compare: %s\n", cfg.summary(o.choices.recompute).c_str());
   std::printf("  backend    %s\n", make_backend(s.device)->describe().c_str());
   std::printf("  P = %d ranks on the %s backend%s; ring layout %s; fp32 runs, errors against the fp64 reference\n",
-              s.P, s.backend.c_str(), ranks_are(s), to_string(o.choices.applied_to({}).requested_layout(cfg.causal)));
+              s.P, s.backend.c_str(), ranks_are(s), to_string(o.choices.applied_to({}).requested_layout(cfg)));
   std::printf("\n  measured on this %s: the results, bytes and memory, exactly; wall-clock times, which vary\n",
               s.device == Device::cuda ? "GPU" : "CPU");
   nlohmann::json js;

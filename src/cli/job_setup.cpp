@@ -97,7 +97,7 @@ trace::TraceData trace_head(const char* producer, const CompareOptions& opts, co
   trace::RunInfo& run = t.run;
   run.producer = producer;
   run.config = config_of(opts);
-  run.layout = to_string(opts.choices.applied_to({}).requested_layout(opts.cfg.causal));
+  run.layout = to_string(opts.choices.applied_to({}).requested_layout(opts.cfg));
   run.ranks = s.P;
   run.backend = s.backend;
   run.dtype = "float32";

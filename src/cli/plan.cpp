@@ -209,7 +209,7 @@ int plan_command(const PlanCommandOptions& o) {
   const ParallelConfig given = o.choices.applied_to({});
   resolve_one_rank(o.cfg);
   // The dry runs: each rank lists its tokens' global positions, and the schedule (model.h).
-  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.gpus, o.cfg, given.requested_layout(o.cfg.causal)),
+  require_memory(32.0 * double(o.cfg.tokens()) + model::schedule_bytes(o.gpus, o.cfg, given.requested_layout(o.cfg)),
                  detail::concat("the plan's dry runs on ", o.gpus, " ranks"), "--gpus, --seq or --batch", 0, 2 * o.gpus);
 
   std::printf("ringside plan: %s%s on %d GPU%s, %d layer%s, recompute %s\n", o.preset.empty() ? "" : (o.preset + ": ").c_str(),
@@ -247,7 +247,7 @@ int plan_command(const PlanCommandOptions& o) {
   if (!o.json.empty()) {
     // The layer without what the plan varies: each row says its layout and recompute mode.
     nlohmann::json config = o.cfg.to_json();
-    if (given.layout != Layout::automatic) config["layout"] = to_string(given.requested_layout(o.cfg.causal));
+    if (given.layout != Layout::automatic) config["layout"] = to_string(given.requested_layout(o.cfg));
     nlohmann::json js = {{"config", config}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", po.layers},
                          {"dtype", o.dtype}, {"recompute", o.recompute}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"dry_runs", stats.dry_runs},
@@ -318,7 +318,7 @@ int bench_plan(const BenchPlanOptions& o) {
   std::vector<model::Hardware> profiles;
   for (const std::string& h : profile_list(o.plan.hw)) profiles.push_back(model::load_hardware(h));
   resolve_one_rank(o.plan.cfg);
-  require_memory(32.0 * double(o.plan.cfg.tokens()) + model::schedule_bytes(po.gpus, o.plan.cfg, o.plan.choices.applied_to({}).requested_layout(o.plan.cfg.causal)),
+  require_memory(32.0 * double(o.plan.cfg.tokens()) + model::schedule_bytes(po.gpus, o.plan.cfg, o.plan.choices.applied_to({}).requested_layout(o.plan.cfg)),
                  detail::concat("the plan's dry runs on ", po.gpus, " ranks"), "--gpus or --seq", 0, 2 * po.gpus);
   std::printf("ringside bench plan: %s, s = %lld, on %d GPUs of %s, %d layers, every recompute mode (target: under %.0f s)\n",
               o.plan.preset.c_str(), (long long)o.plan.cfg.s, po.gpus, o.plan.hw.front().c_str(), po.layers, o.target_s);

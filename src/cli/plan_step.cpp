@@ -140,7 +140,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   resolve_one_rank(cfg);
   // The dry runs, of groups of up to 256 ranks: each rank lists its tokens' global positions, and the schedule.
   const int largest = std::min(o.gpus, so.max_group);
-  require_memory(32.0 * double(cfg.tokens()) + model::schedule_bytes(largest, cfg, o.choices.applied_to({}).requested_layout(cfg.causal)),
+  require_memory(32.0 * double(cfg.tokens()) + model::schedule_bytes(largest, cfg, o.choices.applied_to({}).requested_layout(cfg)),
                  detail::concat("the plan's dry runs of up to ", largest, " ranks"), "--seq or --mbs", 0, 2 * largest);
   std::printf("ringside plan: %s%s on %d GPUs, the whole step: %d layers, V = %lld, GBS = %d sequences of %lld tokens, MBS = %d, "
               "recompute %s\n",

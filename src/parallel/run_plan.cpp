@@ -95,7 +95,7 @@ RunPlan resolve(const ParallelConfig& par, const LayerConfig& cfg, int P, Device
   check_device(par, cfg, P, device, *packing);
   plan.name = plan.par.canonical_name();
   plan.summary = summary_of(plan.par);
-  plan.layout = shard_layout(plan.par, cfg.causal);
+  plan.layout = shard_layout(plan.par, cfg);
   plan.ring = std::make_shared<const RingLayout>(cp_layout(plan.par, cfg, *packing));
   plan.packing = std::move(packing);
   return plan;
@@ -108,7 +108,7 @@ std::vector<int64_t> RunPlan::cp_positions(int c) const { return ringside::cp_po
 
 nlohmann::json config_json(const LayerConfig& cfg, const ParallelConfig& par) {
   nlohmann::json j = cfg.to_json();
-  j["layout"] = to_string(par.requested_layout(cfg.causal));
+  j["layout"] = to_string(par.requested_layout(cfg));
   j["recompute"] = to_string(par.recompute);
   return j;
 }

@@ -33,7 +33,7 @@ struct RunPlan {
 
   Recompute recompute() const { return par.recompute; }
   /// The layout the user asked for (automatic resolved by causal), as the headers print it.
-  Layout requested_layout() const { return par.requested_layout(layer.causal); }
+  Layout requested_layout() const { return par.requested_layout(layer); }
   GroupCoords coords(int rank) const { return coords_of(par, rank); }
   /// World rank `rank`'s slots between the TP blocks, and CP rank c's shard (sharding.h).
   std::vector<int64_t> rank_positions(int rank) const;

@@ -6,22 +6,22 @@
 
 namespace ringside {
 
-Layout shard_layout(const ParallelConfig& par, bool causal) {
-  return par.cp_comm == CpComm::a2a || par.cp == 1 ? Layout::contiguous : par.requested_layout(causal);
+Layout shard_layout(const ParallelConfig& par, const LayerConfig& cfg) {
+  return par.cp_comm == CpComm::a2a || par.cp == 1 ? Layout::contiguous : par.requested_layout(cfg);
 }
 
 int layout_ranks(const ParallelConfig& par) { return par.cp_comm == CpComm::all_gather ? par.cp : par.ring_size(); }
 
 Packing sequence_packing(const ParallelConfig& par, const LayerConfig& cfg) {
   const int64_t G = layout_ranks(par), TC = int64_t(par.tp) * par.cp;
-  const Layout l = shard_layout(par, cfg.causal);
+  const Layout l = shard_layout(par, cfg);
   if (per_document(l) && G > 1) return Packing(cfg, std::lcm(2 * G, TC), 2 * G);
   return Packing(cfg, l == Layout::zigzag && G > 1 ? std::lcm(2 * G, TC) : TC);
 }
 
 RingLayout cp_layout(const ParallelConfig& par, const LayerConfig& cfg, const Packing& packing) {
   const int G = layout_ranks(par);
-  const Layout l = shard_layout(par, cfg.causal);
+  const Layout l = shard_layout(par, cfg);
   return RingLayout(per_document(l) && G == 1 ? Layout::contiguous : l, packing, G, cfg.causal);
 }
 

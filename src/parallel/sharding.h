@@ -15,7 +15,7 @@ namespace ringside {
 /// The layout the context-parallel shards of a resolved configuration use: the requested one
 /// (automatic resolved by causal) for p2p, all_gather and a2a+p2p; contiguous for a2a (every
 /// rank sees the whole sequence) and without context parallelism.
-Layout shard_layout(const ParallelConfig& par, bool causal);
+Layout shard_layout(const ParallelConfig& par, const LayerConfig& cfg);
 
 /// The ranks the layout spans: C for all_gather, the ring's R otherwise (1 without a ring).
 int layout_ranks(const ParallelConfig& par);
