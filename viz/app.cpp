@@ -179,10 +179,11 @@ void App::fit() {
   // thousandth (-9e15ns,0 around a run of milliseconds) would draw an empty view.
   if (opt_.zoom && !traces_.empty()) {
     const double w0 = double(opt_.zoom->begin), w1 = double(opt_.zoom->end);
-    if (std::min(w1, end) - std::max(w0, begin) < 1e-3 * (w1 - w0)) {
-      errors_.push_back(detail::concat("--zoom ", format_ns(opt_.zoom->begin), ",", format_ns(opt_.zoom->end),
-                                       ": the run takes less than a thousandth of that window (its events run from ",
-                                       format_ns(int64_t(begin)), " to ", format_ns(int64_t(end)),
+    const double shown = std::min(w1, end) - std::max(w0, begin);
+    if (shown < 1e-3 * (w1 - w0)) {
+      errors_.push_back(detail::concat("--zoom ", format_ns(opt_.zoom->begin), ",", format_ns(opt_.zoom->end), ": ",
+                                       shown <= 0 ? "that window misses the run" : "the run takes less than a thousandth of that window",
+                                       " (its events run from ", format_ns(int64_t(begin)), " to ", format_ns(int64_t(end)),
                                        " after each group's start)"));
       ++option_errors_;
       opt_.zoom.reset();

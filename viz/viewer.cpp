@@ -3,6 +3,7 @@
 // This file is the program: its options, the window and the frame loop, and the headless
 // screenshot. What it draws is the App (viz/app.h), one file per panel; what the App draws is
 // computed in view_model.cpp, without a window, and unit-tested.
+#include <sys/resource.h>
 #include <GLFW/glfw3.h>
 
 #include <chrono>
@@ -114,6 +115,11 @@ int run(Options o) {
   // The OpenGL driver maps much beside the traces (Mesa's software renderer: about 700 MiB of
   // address space under Xvfb, measured) and crashes rather than fail when it cannot.
   require_memory(768.0 * (1 << 20), "the viewer's window and OpenGL driver", "", 0, 0);
+  // Mesa's software renderer (llvmpipe, as under Xvfb) starts a thread per core and waits for
+  // ever when one cannot start (ulimit -u): under a limit on processes it draws on this thread
+  // alone (LP_NUM_THREADS=0), unless the caller chose otherwise.
+  if (struct rlimit nproc {}; getrlimit(RLIMIT_NPROC, &nproc) == 0 && nproc.rlim_cur != RLIM_INFINITY)
+    setenv("LP_NUM_THREADS", "0", 0);
   glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "ringside-viewer: GLFW error %d: %s\n", code, what); });
   if (!glfwInit()) throw std::runtime_error("cannot initialise GLFW (is there a display? for headless use run under xvfb-run)");
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);

@@ -133,11 +133,11 @@ void combining(Script& L) {
   L.say("the input is reordered by both degrees: rank (u, r) holds the u-th half of ring shard r.");
   L.blank();
   Table t3({"rank", "u, r", "tokens held", "after the all-to-all", "q heads", "attention MFLOP"});
-  double lo = 1e300, hi = 0;
+  double sum = 0, hi = 0;
   for (int r = 0; r < P; ++r) {
     const GroupCoords g = coords_of(usp, r);
     const double f = runs[1][size_t(r)].attention_flops;
-    lo = std::min(lo, f), hi = std::max(hi, f);
+    sum += f, hi = std::max(hi, f);
     t3.row({std::to_string(r), fmt("%d, %d", g.u, g.r), tokens_of(usp_plan.rank_positions(r)),
             tokens_of(layout_positions(Layout::zigzag, cfg.s, 2, g.r)), fmt("%d-%d", g.u * 4, g.u * 4 + 3),
             fmt("%.2f", f / 1e6)});
@@ -146,16 +146,16 @@ void combining(Script& L) {
   L.blank();
   // The input split in order, not reordered (long-context-attention issue 53).
   const RunPlan in_order = plan_of("ulysses2xring2", cfg, P, Layout::contiguous);
-  double lo_c = 1e300, hi_c = 0;
+  double sum_c = 0, hi_c = 0;
   for (int r = 0; r < P; ++r) {
     const double f = parallel_attention_flops(in_order, r);
-    lo_c = std::min(lo_c, f), hi_c = std::max(hi_c, f);
+    sum_c += f, hi_c = std::max(hi_c, f);
   }
-  L.say("Attention FLOPs per rank: max / min = %.3f. Split the input in order instead (rank c",
-        L.record("usp_work_max_over_min", hi / lo));
-  L.say("holding the c-th quarter; long-context-attention's issue 53) and the all-to-all gathers");
-  L.say("contiguous halves: max / min = %.3f. Worst error against fp64: %.2e.",
-        L.record("usp_in_order_max_over_min", hi_c / lo_c), L.record("error_ulysses2xring2", worst(runs[1][0])));
+  L.say("Attention FLOPs per rank: imbalance (max / mean) %.3f. Split the input in order instead",
+        L.record("usp_work_imbalance", hi / (sum / P)));
+  L.say("(rank c holding the c-th quarter; long-context-attention's issue 53) and the all-to-all");
+  L.say("gathers contiguous halves: imbalance %.3f. Worst error against fp64: %.2e.",
+        L.record("usp_in_order_imbalance", hi_c / (sum_c / P)), L.record("error_ulysses2xring2", worst(runs[1][0])));
   const std::map<std::string, int64_t> u0 = bytes_by_group(L.trace, "ulysses2xring2", usp, 0, "forward");
   L.say("Rank 0's forward bytes: %s in the all-to-all group (q, k, v, out),",
         grouped(int64_t(L.record("usp_a2a_forward_bytes", double(u0.count("all-to-all") ? u0.at("all-to-all") : 0)))).c_str());

@@ -5,6 +5,7 @@
 //   2. the checks: a rank that finds its configuration bad (its machine's memory, an output
 //      only rank 0 writes) says so, and every rank exits 2 with it.
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "cli/commands.h"
@@ -60,7 +61,47 @@ std::string as_given(const std::map<std::string, std::string>& m, const std::str
 
 }  // namespace
 
+// Before the first collective, every rank shows rank 0 that it is there, and rank 0 answers.
+// A process that joined MPI but never reaches ringside's first collective (another program, or
+// stuck) is so named by rank 0 alone, exactly, instead of by each rank of a ring all-gather
+// waiting on its neighbour, which names ranks that are there. Rank 0 waits --timeout; the
+// others 5 s more, so that rank 0, which knows who is missing, speaks first and ends the job.
+void check_ranks_arrive(Communicator& world) {
+  const int P = world.size();
+  if (P == 1) return;
+  constexpr int kArrivalTag = (1 << 20) + 100;
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(world.timeout_s));
+  if (world.rank() == 0) {
+    std::vector<char> arrived(size_t(P), 0);
+    std::vector<RequestPtr> arrivals{size_t(P)};
+    for (int r = 1; r < P; ++r) arrivals[size_t(r)] = world.irecv(&arrived[size_t(r)], 1, r, kArrivalTag, "arrival");
+    std::string missing;
+    int count = 0;
+    for (int r = 1; r < P; ++r)
+      if (!arrivals[size_t(r)]->wait_until(deadline)) missing += (count++ ? ", " : "") + std::to_string(r);
+    if (count > 0)
+      throw CommError(detail::concat(count == 1 ? "rank " : "ranks ", missing, count == 1 ? " has" : " have",
+                                     " not reached the job's first collective within ", world.timeout_s,
+                                     " s (--timeout): it joined MPI but runs another program, or is stuck"));
+    const char go = 1;
+    std::vector<RequestPtr> answers;
+    for (int r = 1; r < P; ++r) answers.push_back(world.isend(&go, 1, r, kArrivalTag, "arrival"));
+    world.wait_all(answers);
+  } else {
+    const char here = 1;
+    char go = 0;
+    RequestPtr sent = world.isend(&here, 1, 0, kArrivalTag, "arrival");
+    RequestPtr answer = world.irecv(&go, 1, 0, kArrivalTag, "arrival");
+    if (!answer->wait_until(deadline + std::chrono::seconds(5)))
+      throw CommError(detail::concat("rank 0 has not answered within ", world.timeout_s + 5,
+                                     " s (--timeout + 5): it joined MPI but runs another program, or is stuck"));
+    world.wait(sent);
+  }
+}
+
 void check_ranks_agree(Communicator& world, const std::string& command, const GivenOptions& given) {
+  check_ranks_arrive(world);
   const std::vector<std::string> all = all_gather_strings(world, encode(command, given));
   for (int r = 1; r < world.size(); ++r) {
     if (all[r] == all[0]) continue;

@@ -65,6 +65,9 @@ std::tuple<CLI::App*, CLI::App*, CLI::App*, CLI::App*> add_bench(CLI::App& app, 
   c->add_option("--max-bytes", co.max_bytes, "largest buffer (sizes step x4)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{64}, int64_t{1} << 30));
+  c->add_option("--timeout", co.timeout_s, "seconds a communication (under mpirun, MPI_Init too) may wait before it fails")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
 
   CLI::App* t = bench->add_subcommand("trace", "What tracing costs: off (per hook, times hooks per run) and on, as ratios of the run");
   add_config_flags(*t, to.cfg, to.choices);

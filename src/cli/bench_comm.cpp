@@ -99,8 +99,9 @@ int bench_comm(const BenchCommOptions& o) {
   std::vector<CommRow> rows;
   int P = o.ranks;
   if (mpi && !launched_by_mpirun()) throw ConfigError("--backend mpi: this process was not started by mpirun");
-  Communicator* world = mpi ? &mpi_world() : nullptr;
+  Communicator* world = mpi ? &mpi_world(o.timeout_s) : nullptr;
   if (world) {
+    world->timeout_s = o.timeout_s;
     P = world->size();
     check_ranks_agree(*world, "bench comm", o.given);
   }
@@ -116,10 +117,12 @@ int bench_comm(const BenchCommOptions& o) {
     rows = bench_comm_rank(w, o);
     if (w.rank() != 0) return 0;
   } else {
+    LocalOptions local;
+    local.timeout_s = o.timeout_s;
     run_local(P, [&](Communicator& c) {
       auto mine = bench_comm_rank(c, o);
       if (c.rank() == 0) rows = std::move(mine);
-    });
+    }, local);
   }
   std::printf("ringside bench comm: %d ranks, %s backend, float32; time = slowest rank, mean over the iterations\n",
               P, mpi ? "mpi" : "local");

@@ -78,10 +78,12 @@ using GivenOptions = std::vector<std::pair<std::string, std::string>>;
 /// The options given to `app` (a parsed subcommand).
 GivenOptions given_options(const CLI::App& app);
 
-/// Under mpirun, the first communication of a job: every rank compares its subcommand and its
-/// options with rank 0's, so that ranks started with different options (an MPMD launch) fail
-/// at once with one line naming the first that differs and both values, instead of waiting out
-/// --timeout. Throws ConfigError on every rank.
+/// Under mpirun, the first communication of a job: every rank shows rank 0 it is there (a
+/// process that joined MPI but never gets here is named by rank 0 alone, CommError after
+/// world.timeout_s), then compares its subcommand and its options with rank 0's, so that ranks
+/// started with different options (an MPMD launch) fail at once with one line naming the first
+/// that differs and both values, instead of waiting out --timeout. Throws ConfigError on every
+/// rank.
 void check_ranks_agree(Communicator& world, const std::string& command, const GivenOptions& given);
 /// Runs `checks` and, under mpirun (world not null), agrees on the outcome before the job's
 /// other communication: if any rank throws a ConfigError, every rank throws one, and the lowest
@@ -173,6 +175,7 @@ struct BenchCommOptions {
   int ranks = 4;
   bool ranks_given = false;
   int64_t min_bytes = 1024, max_bytes = 64 << 20;
+  double timeout_s = 60;  ///< under mpirun: MPI_Init's and each wait's bound
   GivenOptions given;  ///< the command line, for check_ranks_agree
 };
 

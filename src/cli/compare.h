@@ -99,8 +99,8 @@ std::map<Layout, JobRecord> run_other_layouts(const RunPlan& ring, const Setup& 
 
 /// The load-balance table of the ring: each layout's forward attention FLOPs per rank, measured
 /// for the layouts that ran (the ring's own job and `others`), the formula for the rest, with
-/// max/min, and the measured layouts' verdicts. Prints it, adds ring_work_per_rank to js and
-/// returns the failures.
+/// the imbalance (max / mean work), and the measured layouts' verdicts. Prints it, adds
+/// ring_work_per_rank to js and returns the failures.
 int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>& others, const Yardstick& y,
                         const Setup& s, nlohmann::json& js);
 

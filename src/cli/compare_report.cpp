@@ -168,7 +168,9 @@ void print_compare_footer(const Timelines& t, const Setup& s) {
       "  each beside its analytic formula. time: forward + backward, slowest rank, wall clock. OK: error\n"
       "  below %s, memory and bytes equal to their formulas, and the timeline equal to the counters.\n"
       "  modeled: overlap is time computing while communicating / time communicating, all ranks; exposed\n"
-      "  is communication nothing hides; attn hidden, the overlap of attention's own traffic.\n", kToleranceText);
+      "  is communication nothing hides; attn hidden, the overlap of attention's own traffic; imbalance,\n"
+      "  max / mean compute time over the ranks (the load-balance table's is max / mean attention work).\n",
+      kToleranceText);
   print_measured_note(s.P);
   print_timelines(t, s.hw);
 }

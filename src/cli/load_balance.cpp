@@ -1,6 +1,7 @@
 // The ring's load-balance table: each layout's forward attention work per rank, measured for the
 // layouts that ran, from the formula for the rest (exact counts of the pairs the mask leaves
-// visible), with max/min and the measured layouts' verdicts.
+// visible), with its imbalance (max / mean, as everywhere ringside says imbalance) and the
+// measured layouts' verdicts.
 #include <algorithm>
 #include <cstdio>
 
@@ -77,7 +78,7 @@ int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>
               cfg.docs.size() > 1 ? detail::concat(", ", cfg.docs.size(), " documents").c_str() : "",
               cfg.window > 0 ? detail::concat(", window ", cfg.window).c_str() : "", "layout", "S");
   for (int r = 0; r < s.P; ++r) std::printf(" %7s", ("rank " + std::to_string(r)).c_str());
-  std::printf("   max/min%s\n", others.empty() ? "" : "  worst error vs fp64        verdict");
+  std::printf("  imbalance%s\n", others.empty() ? "" : "  worst error vs fp64        verdict");
   int failures = 0;
   nlohmann::json& jl = js["ring_work_per_rank"];
   for (const Row& row : rows) {
@@ -90,7 +91,13 @@ int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>
     }
     const double lo = *std::min_element(row.flops.begin(), row.flops.end());
     const double hi = *std::max_element(row.flops.begin(), row.flops.end());
-    // A rank with no work (it holds only padding, or keys nobody sees) has no ratio: inf.
+    double mean = 0;
+    for (double f : row.flops) mean += f / double(row.flops.size());
+    // The imbalance, max / mean work: the busiest rank's work over the mean, what a ring step
+    // that waits for the busiest rank loses. (max / min is kept in the JSON as it was; a rank
+    // with no work, only padding or keys nobody sees, leaves it no ratio: null.)
+    const double imbalance = mean > 0 ? hi / mean : 1.0;
+    j["imbalance"] = imbalance;
     j["max_over_min"] = lo > 0 ? nlohmann::json(hi / lo) : nlohmann::json(nullptr);
     j["measured"] = row.job != nullptr;
     j["S"] = row.plan.packing->S;
@@ -103,9 +110,8 @@ int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>
       j["worst"] = {{"tensor", w.first}, {"error", w.second}};
       j["verdict"] = verdict;
     }
-    std::printf("  %-26s %6lld%s   %7s%s\n", (std::string(to_string(layout)) + (row.job ? " (measured)" : " (formula)")).c_str(),
-                (long long)row.plan.packing->S, cells.c_str(), lo > 0 ? fixed2(hi / lo).c_str() : hi > 0 ? "inf" : "-",
-                checked.c_str());
+    std::printf("  %-26s %6lld%s  %9s%s\n", (std::string(to_string(layout)) + (row.job ? " (measured)" : " (formula)")).c_str(),
+                (long long)row.plan.packing->S, cells.c_str(), fixed2(imbalance).c_str(), checked.c_str());
   }
   return failures;
 }

@@ -2,7 +2,6 @@
 #include <chrono>
 #ifdef __GLIBC__
 #include <malloc.h>
-#include <signal.h>
 #endif
 #include <cstdio>
 #include <filesystem>
@@ -213,25 +212,8 @@ int run_parsed(Commands& c, CLI::App& app, const char* argv0) {
 }  // namespace
 }  // namespace ringside::cli
 
-namespace {
-// OpenBLAS starts a pool of threads in its initialiser, before main, and when one cannot start
-// (a limit on processes: ulimit -u) it raises SIGINT to end the process (blas_thread_init, in
-// its driver/others/blas_server.c): exit 130 and no word from ringside. ringside never uses
-// that pool and restarts without it (restart_within_limits), so until main SIGINT is caught and
-// does nothing; the executable's .preinit_array runs before any library's initialiser.
-struct sigaction g_sigint_before;
-void ignore_signal(int) {}
-void before_libraries(int, char**, char**) {
-  struct sigaction ignore {};
-  ignore.sa_handler = ignore_signal;
-  sigaction(SIGINT, &ignore, &g_sigint_before);
-}
-__attribute__((section(".preinit_array"), used)) void (*const g_before_libraries)(int, char**, char**) = before_libraries;
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace ringside;
-  sigaction(SIGINT, &g_sigint_before, nullptr);  // as the caller left it
   restart_within_limits(argv);
 #ifdef __GLIBC__
   // A layer's tensors are megabytes each and short-lived. glibc would map each one fresh from

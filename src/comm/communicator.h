@@ -301,7 +301,8 @@ bool mpi_available();
 /// are progressed by a background thread so that non-blocking transfers overlap compute.
 /// MPI_Init, MPI_Comm_split and MPI_Finalize wait for every process of the job: when one has
 /// not arrived within `timeout_s` seconds (the first call's), this process prints one line
-/// naming the rank(s) that never joined and exits 1. Throws ringside::Error in a build without MPI.
+/// naming the rank(s) that never joined and exits 1 (at least 10 s: MPI_Init itself takes a
+/// while). Throws ringside::Error in a build without MPI.
 Communicator& mpi_world(double timeout_s = 60);
 /// Ends the job from a failing rank: prints "ringside: rank R failed: <message>" on stderr and
 /// calls MPI_Abort, which brings every other rank down.

@@ -6,6 +6,7 @@
 // backend. Waits block on the request's own condition variable, with the same timeout.
 #include <mpi.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -95,7 +96,8 @@ class Progress {
 };
 
 Progress* g_progress = nullptr;
-double g_timeout_s = 60;  // bounds the blocking calls below; mpi_world's argument
+double g_timeout_s = 60;  // bounds the blocking calls below; mpi_world's argument, at least:
+constexpr double kMinStartupTimeout = 10;
 
 // This process's rank and the world's size as mpirun gave them, readable before MPI_Init.
 int env_int(const char* name, int fallback) {
@@ -228,7 +230,9 @@ bool mpi_active() { return g_world != nullptr; }
 
 Communicator& mpi_world(double timeout_s) {
   if (!g_world) {
-    g_timeout_s = timeout_s;
+    // MPI_Init itself takes a while (0.3 s for two processes here, more across nodes): a
+    // --timeout meant for the transfers never cuts it short.
+    g_timeout_s = std::max(timeout_s, kMinStartupTimeout);
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -250,7 +254,10 @@ void mpi_abort(const std::string& message) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::fprintf(stderr, "ringside: rank %d failed: %s\n", rank, message.c_str());
+  // "rank 0 failed: rank 0: all_gather: ..." says its rank once.
+  const std::string own = "rank " + std::to_string(rank) + ": ";
+  const std::string text = message.rfind(own, 0) == 0 ? message.substr(own.size()) : message;
+  std::fprintf(stderr, "ringside: rank %d failed: %s\n", rank, text.c_str());
   std::fflush(stderr);
   if (initialized) MPI_Abort(MPI_COMM_WORLD, 1);
   std::_Exit(1);

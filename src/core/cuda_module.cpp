@@ -2,10 +2,14 @@
 #include "core/cuda_module.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <climits>
+#include <cstring>
+#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -18,6 +22,33 @@ namespace {
 std::mutex g_mu;
 void* g_handle = nullptr;  // RTLD_DEFAULT when linked in; dlopen's handle otherwise
 std::atomic<bool> g_loaded{false};
+
+// Why `file` cannot be dlopen()ed safely, or "" when it can: not a regular file (a FIFO would
+// block dlopen, a directory fail it), or an ELF file shorter than its headers say (dlopen maps
+// it, and touching the missing part is SIGBUS, not an error).
+std::string unloadable(const std::string& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return "";  // dlopen says why (no such file)
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  const auto size = uint64_t(st.st_size);
+  std::ifstream in(file, std::ios::binary);
+  Elf64_Ehdr eh{};
+  if (!in.read(reinterpret_cast<char*>(&eh), sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64)
+    return "not a 64-bit ELF shared library";
+  const auto within = [&](uint64_t offset, uint64_t bytes) { return offset <= size && bytes <= size - offset; };
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || !within(eh.e_phoff, uint64_t(eh.e_phnum) * sizeof(Elf64_Phdr)) ||
+      (eh.e_shoff != 0 && !within(eh.e_shoff, uint64_t(eh.e_shnum) * eh.e_shentsize)))
+    return "damaged: shorter than its ELF headers say (rebuild it)";
+  in.seekg(std::streamoff(eh.e_phoff));
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph{};
+    if (!in.read(reinterpret_cast<char*>(&ph), sizeof ph)) return "damaged: its program headers cannot be read";
+    if (ph.p_type == PT_LOAD && !within(ph.p_offset, ph.p_filesz))
+      return "damaged: shorter than its ELF headers say (rebuild it)";
+  }
+  return "";
+}
 
 // The directory of this executable (/proc/self/exe), with a trailing '/'.
 std::string executable_dir() {
@@ -37,13 +68,15 @@ void* symbol(const char* name) {
       g_handle = RTLD_DEFAULT;
     } else {
       const std::string file = executable_dir() + kFileName;
+      if (const std::string why = unloadable(file); !why.empty())
+        throw ConfigError(detail::concat("--device cuda: cannot load the CUDA backend (", file, "): it is ", why));
       g_handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!g_handle) {
         const char* why = ::dlerror();
         throw ConfigError(detail::concat("--device cuda: cannot load the CUDA backend (", file, "): ",
                                          why ? why : "unknown reason",
-                                         " (it needs the CUDA 13 runtime, cuBLAS and NCCL, and about 2 GiB of address "
-                                         "space: ulimit -v)"));
+                                         " (it needs the CUDA 13 runtime, cuBLAS and NCCL, and far more address "
+                                         "space than a CPU run: ulimit -v)"));
       }
     }
     g_loaded = true;

@@ -1,5 +1,5 @@
 // The CUDA backend as a module loaded on first use. The CUDA runtime, cuBLAS and NCCL map
-// about 2 GiB of address space when they load; a CPU run should not pay for them (nor fail
+// nearly 900 MB of address space when they load; a CPU run should not pay for them (nor fail
 // under `ulimit -v` before main). So in a build with CUDA they live in libringside_cuda.so,
 // beside the executable: src/core/gpu_cuda.cpp, src/device/cuda_backend.cpp and
 // src/comm/nccl.cpp, with kernels/cuda. The ringside executable exports its own symbols

@@ -8,15 +8,19 @@
 // thread maps beside the tensors, and refuses the job up front.
 #include "core/memory_limits.h"
 
+#include <errno.h>
 #include <malloc.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <string>
 #include <tuple>
 
@@ -113,7 +117,52 @@ void require_memory(double need, const std::string& what, const std::string& sma
   }
 }
 
+namespace {
+// An exception no code catches (std::bad_alloc while the program sets up, under a tight
+// ulimit -v) ends the program with one line and exit 1, not "terminate called ..." and abort.
+// Fixed strings only: memory may be what ran out.
+[[noreturn]] void on_terminate() {
+  if (const std::exception_ptr e = std::current_exception()) {
+    const char* what = "an unknown exception";
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::bad_alloc&) {
+      what = "out of memory (the machine's, or a limit on this process: ulimit -v)";
+    } catch (const std::exception& x) {
+      what = x.what();
+    } catch (...) {
+    }
+    std::fputs(program_invocation_short_name, stderr);
+    std::fputs(": error: ", stderr);
+    std::fputs(what, stderr);
+    std::fputs("\n", stderr);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  std::abort();  // no exception: a bug (a joinable thread destroyed); keep the core dump
+}
+
+// OpenBLAS starts a pool of threads in its initialiser, before main, and when one cannot start
+// (a limit on processes, ulimit -u, or on address space, ulimit -v) it raises SIGINT to end the
+// process (blas_thread_init, in its driver/others/blas_server.c): exit 130 and no word from
+// ringside. ringside never uses that pool and restarts without it (below), so until then
+// SIGINT is caught and does nothing. An executable's .preinit_array runs before any shared
+// library's initialiser and any static one; this object is linked into every program that
+// calls restart_within_limits.
+struct sigaction g_sigint_before;
+void ignore_signal(int) {}
+void before_libraries(int, char**, char**) {
+  struct sigaction ignore {};
+  ignore.sa_handler = ignore_signal;
+  sigaction(SIGINT, &ignore, &g_sigint_before);
+  std::set_terminate(on_terminate);  // before the static initialisers, which allocate too
+}
+__attribute__((section(".preinit_array"), used)) void (*const g_before_libraries)(int, char**, char**) = before_libraries;
+
+}  // namespace
+
 void restart_within_limits(char** argv) {
+  sigaction(SIGINT, &g_sigint_before, nullptr);  // as the caller left it
   bool restart = false;
   const char* threads = std::getenv("OPENBLAS_NUM_THREADS");
   if (!threads || std::string(threads) != "1") {  // unset, or a pool ringside would not use

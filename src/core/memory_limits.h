@@ -27,7 +27,10 @@ void limit_malloc_arenas();
 ///     retries for ever, and the process cannot exit past it;
 ///   - with a stack of at least 8 MiB for the main thread, where `ulimit -s` is smaller and
 ///     the hard limit allows (the other threads get theirs: ensure_thread_stacks).
-/// Returns at once when there is nothing to change, or when the restart fails.
+/// Returns at once when there is nothing to change, or when the restart fails. Until it is
+/// called, SIGINT is ignored (from before the libraries' initialisers: OpenBLAS raises it when
+/// its pool cannot start); it first puts SIGINT back as the caller left it, and makes an
+/// exception no code catches (std::bad_alloc while setting up) one line and exit 1.
 void restart_within_limits(char** argv);
 
 }  // namespace ringside

@@ -524,11 +524,14 @@ void check_distinct(const std::vector<Named>& outputs, const std::vector<Named>&
   };
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Named& o = outputs[i];
-    if (o.path.empty() || shared(o.path)) continue;
+    if (o.path.empty()) continue;
+    // Two names of one file clash unless both are shared devices (a terminal by two names,
+    // /dev/stderr and /dev/stdout, is standard output by one of them: they clash).
     for (size_t j = i + 1; j < outputs.size(); ++j)
-      if (!outputs[j].path.empty() && same_file(o.path, outputs[j].path))
+      if (!outputs[j].path.empty() && same_file(o.path, outputs[j].path) && !(shared(o.path) && shared(outputs[j].path)))
         throw ConfigError(o.option + " " + o.path + " and " + outputs[j].option + " " + outputs[j].path +
                           " name the same file: give each its own");
+    if (shared(o.path)) continue;
     for (const Named& in : inputs)
       if (!in.path.empty() && same_file(o.path, in.path))
         throw ConfigError(o.option + " " + o.path + " would replace the input " +

@@ -51,7 +51,8 @@ struct Tensor::Storage {
         // 64-byte alignment: a cache line, and what AVX-512 loads like.
         const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
         ptr = std::aligned_alloc(64, rounded ? rounded : 64);
-        RS_CHECK(ptr != nullptr, "Tensor: out of host memory allocating ", bytes, " bytes");
+        RS_CHECK(ptr != nullptr, "Tensor: out of host memory allocating ", bytes,
+                 " bytes (the machine's, or a limit on this process: ulimit -v; the check before the job estimated less)");
       }
     }
     tag.tracker->on_alloc(tag.rank, tag.category, bytes);

@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "comm/tensor_comm.h"
@@ -114,21 +115,27 @@ std::vector<RunRecord> run_local_ranks(const RunPlan& plan, DType dt, MemoryTrac
   std::vector<const trace::Tracer*> live(P, nullptr);
   std::vector<bool> done(P, false);  // the rank's whole trace is in traces[rank]
   std::thread flusher;
-  if (sink && sink->flush)
-    flusher = std::thread([&] {
-      std::unique_lock lock(live_mu);
-      while (!live_cv.wait_for(lock, std::chrono::duration<double>(sink->flush_every_s), [&] { return finished; })) {
-        std::vector<trace::RankTrace> now;  // a rank that has finished stays in the copy, whole
-        for (int r = 0; r < P; ++r)
-          if (live[size_t(r)]) now.push_back(live[size_t(r)]->snapshot());
-          else if (done[size_t(r)]) now.push_back(traces[size_t(r)]);
-        try {
-          sink->flush(now);
-        } catch (const std::exception&) {
-          // A live copy that cannot be written is not the run's failure; the final write reports it.
+  if (sink && sink->flush) {
+    try {
+      flusher = std::thread([&] {
+        std::unique_lock lock(live_mu);
+        while (!live_cv.wait_for(lock, std::chrono::duration<double>(sink->flush_every_s), [&] { return finished; })) {
+          std::vector<trace::RankTrace> now;  // a rank that has finished stays in the copy, whole
+          for (int r = 0; r < P; ++r)
+            if (live[size_t(r)]) now.push_back(live[size_t(r)]->snapshot());
+            else if (done[size_t(r)]) now.push_back(traces[size_t(r)]);
+          try {
+            sink->flush(now);
+          } catch (const std::exception&) {
+            // A live copy that cannot be written is not the run's failure; the final write reports it.
+          }
         }
-      }
-    });
+      });
+    } catch (const std::system_error& e) {
+      throw Error(detail::concat("could not start the trace's flusher thread: ", e.what(),
+                                 " (a limit on threads or address space)"));
+    }
+  }
   auto stop_flusher = [&] {
     if (!flusher.joinable()) return;
     {

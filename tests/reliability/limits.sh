@@ -30,6 +30,23 @@ if [[ $(id -u) -eq 0 ]]; then
   expect 1 "^ringside: error: tp-sp: could not start (rank|comm) thread 0: Resource temporarily unavailable" \
     $T "${as_limited[@]}" bash -c "ulimit -u 1; exec '$RS' compare ${SMALL[*]} --ranks 2"
   expect 0 "^ringside [0-9.]+" $T "${as_limited[@]}" bash -c "ulimit -u 1; exec '$RS' --version"
+  # The trace's flusher thread is named too (it said only "Resource temporarily unavailable").
+  expect 1 "^ringside: error: could not start the trace's flusher thread: Resource temporarily unavailable" \
+    $T "${as_limited[@]}" bash -c "ulimit -u 1; exec '$RS' run --strategy ring ${SMALL[*]} --ranks 2 --trace '$WORK/never.json'"
+  # The viewer under a limit on processes: OpenBLAS's SIGINT (1) and Mesa's llvmpipe threads,
+  # which waited for ever when one could not start (2, 3), no longer end or hang it.
+  VIEWER=$(dirname "$RS")/ringside-viewer
+  if [[ -x $VIEWER ]] && command -v xvfb-run > /dev/null; then
+    "$RS" run --strategy ring ${SMALL[*]} --ranks 2 --trace "$WORK/v.json" > /dev/null
+    chmod 644 "$WORK/v.json"
+    for n in 1 2 3; do
+      tried=$((tried + 1))
+      out=$(timeout 60 xvfb-run -a -s "-ac -screen 0 1024x768x24" "${as_limited[@]}" bash -c "ulimit -u $n; exec '$VIEWER' '$WORK/v.json' --screenshot '$WORK/v$n.png' --size 600x400" 2>&1)
+      rc=$?
+      if [[ $rc -eq 0 || ( $rc -eq 1 && $out == *"ringside-viewer: "* ) ]]; then echo "ok:   viewer under ulimit -u $n -> $rc"
+      else echo "FAIL: viewer under ulimit -u $n -> exit $rc (want 0, or 1 with a line): $(tail -n 2 <<<"$out")"; fails=$((fails + 1)); fi
+    done
+  fi
 else
   echo "skipped: the thread trials under ulimit -u (not root: the limit would count all of $(id -un)'s processes)"
 fi
@@ -71,6 +88,15 @@ expect 2 "this job needs about .* of memory" \
 # --version needs 62.6 MB of address space (935 MB when the executable linked them) and the
 # 4-GPU plan below 283 MB (1.13 GB). Held here at 120 MB and 300 MB, absolute limits.
 expect 0 "^ringside [0-9.]+" bash -c "ulimit -v 120000; exec $T '$RS' --version"
+# Every limit from the start's own need up by 10 MiB: it runs, or says it is out of memory in
+# one line, exit 1 (a std::bad_alloc while setting up was "terminate called", exit 134).
+for ((mib = 0; mib <= 10; ++mib)); do
+  tried=$((tried + 1))
+  out=$( (ulimit -v $((START + mib * MiB)); exec $T $ONE "$RS" --version) 2>&1)
+  rc=$?
+  if [[ $rc -eq 0 || ( $rc -eq 1 && $out == *"ringside: error: out of memory"* ) ]]; then echo "ok:   --version under ulimit -v START + $mib MiB -> $rc"
+  else echo "FAIL: --version under ulimit -v START + $mib MiB -> exit $rc: $(tail -n 2 <<<"$out")"; fails=$((fails + 1)); fi
+done
 expect 0 "1  tp" bash -c "ulimit -v 300000; exec $T '$RS' plan --preset llama3-8b --seq 8192 --gpus 4 --hw h100-nvlink --top 1"
 if "$RS" --version | grep -q "CUDA backend built"; then
   expect 2 "^ringside: --device cuda: cannot load the CUDA backend .*libringside_cuda.so.*: .*(failed to map|cannot allocate)" \

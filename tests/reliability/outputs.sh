@@ -206,6 +206,9 @@ fi
 # and leaves the old file whole.
 expect 2 "--trace /dev/stdout and --json /dev/stdout name the same file" \
   script -qec "'$RS' compare ${SMALL[*]} --ranks 2 --json /dev/stdout --trace /dev/stdout" /dev/null
+expect 2 "--trace /dev/stderr and --json /dev/stdout name the same file" \
+  script -qec "'$RS' compare ${SMALL[*]} --ranks 2 --json /dev/stdout --trace /dev/stderr" /dev/null
+expect 2 "name the same file" script -qec "'$RS' compare ${SMALL[*]} --ranks 2 --json /dev/stderr --trace /dev/stdout" /dev/null
 mkfifo early.fifo
 (head -c 100 early.fifo > /dev/null &)
 expect 1 "^ringside: error: --trace: cannot write early.fifo: Broken pipe" "$RS" compare "${SMALL[@]}" --ranks 2 --trace early.fifo
