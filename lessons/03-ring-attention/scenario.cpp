@@ -237,9 +237,17 @@ void ring_attention(Script& L) {
            fmt("%.0f%%", x.hidden_pct)});
   L.table(t);
   L.blank();
+  // The compute column is the whole step: the attention at F, and what is not matmul.
+  const double attention_ns = L.record("c512_attention_ns", 4.0 * double(sizes[0] * sizes[0] * gpu.d() * gpu.H) / F * 1e9);
+  const double rest_ns = L.record("c512_rest_ns", cross[0].compute_ns - attention_ns);
+  L.say("compute is the whole step: the attention, 4 c^2 d H / F = %s at c = %lld, and the LSE",
+        format_ns(attention_ns).c_str(), (long long)sizes[0]);
+  L.say("merge into the running output with the block's slicing, %s (memory-bound: HBM's rate).",
+        format_ns(rest_ns).c_str());
   L.say("transfer = 2 latency + 2 b c Hkv d x 2 B / B: K and V are two messages of %.0f us", alpha * 1e6);
   L.say("latency each; exposed = transfer - compute when positive. Below c* the GPUs wait at every");
-  L.say("step (red under the comm lanes in the viewer); above it the transfer runs under compute.");
+  L.say("step (vermillion under the comm lanes in the viewer); above it the transfer runs under");
+  L.say("compute.");
   L.say("'layer: attn hidden' is all of attention's traffic over forward and backward: even above c*");
   L.say("the backward's last dK/dV hop, home, has nothing left to hide behind. Longer sequences make");
   L.say("c larger, so the ring hides its traffic better the longer the context. These times are");

@@ -154,6 +154,16 @@ void choosing(Script& L) {
     t5.row({links[i].name, fmt("%.0f", L.record(keys[i], links[i].flops / links[i].bandwidth))});
   L.table(t5);
   L.blank();
+  // Step 4's layer is GQA: its K/V carry Hkv heads, not H, so its threshold is (Hkv/H) F/B.
+  const double gqa = double(big.Hkv) / double(big.H);
+  L.say("Those are for MHA. With GQA a block's K/V carry Hkv heads, not H, and c* shrinks by");
+  const double ib_gqa = L.record("threshold_h100_ib_gqa", gqa * double(L.numbers["threshold_h100_ib"]));
+  L.say("Hkv/H: Llama 3 8B's %lld/%lld brings InfiniBand's %s to (Hkv/H) F/B = %s tokens, which",
+        (long long)big.Hkv, (long long)big.H, grouped(int64_t(std::llround(double(L.numbers["threshold_h100_ib"])))).c_str(),
+        grouped(int64_t(std::llround(ib_gqa))).c_str());
+  L.say("is why step 4's %s tokens a GPU %s across InfiniBand.", grouped(big.s / P8).c_str(),
+        double(big.s / P8) >= ib_gqa ? "can hide their K/V" : "still cannot hide their K/V");
+  L.blank();
   L.say("So, for long sequences:");
   L.say("  TP+SP    splits weights too, but every collective is exposed, and P must divide H,");
   L.say("           Hkv and f (here P <= %lld):", (long long)cfg.Hkv);
