@@ -44,15 +44,20 @@ std::string trace_tag(const trace::RunInfo& info) {
 }
 
 std::string comm_summary(const trace::StrategyMetrics& m) {
+  if (m.total.comm_ns <= 0) return "";
+  const double gpus = double(std::max<size_t>(1, m.ranks.size()));
+  auto part = [&](const char* what, const trace::Breakdown& b) {
+    char out[96];
+    std::snprintf(out, sizeof out, "%s %.0f%% hidden, %s exposed/GPU", what, b.overlap_pct(),
+                  format_ns(double(b.exposed_comm_ns) / gpus).c_str());
+    return std::string(out);
+  };
+  // Attention's own traffic where it has some (the ring's K/V, the all-to-alls), beside all of
+  // it (the weight-gradient all-reduce too): compare's "attn hidden" and "exposed" columns.
   const std::optional<trace::Breakdown> attention = trace::sublayer_comm(m, "attention");
-  const trace::Breakdown b = attention.value_or(m.total);
-  const std::string what = attention ? "attention comm" : "comm";
-  if (b.comm_ns <= 0) return "";
-  const double per_gpu = double(b.exposed_comm_ns) / double(std::max<size_t>(1, m.ranks.size()));
-  char out[96];
-  std::snprintf(out, sizeof out, "%s %.0f%% hidden, %s exposed/GPU", what.c_str(), b.overlap_pct(),
-                format_ns(per_gpu).c_str());
-  return out;
+  if (!attention || attention->comm_ns <= 0) return part("all comm", m.total);
+  return part("attention comm", *attention) + "; all comm " +
+         format_ns(double(m.total.exposed_comm_ns) / gpus) + " exposed/GPU";
 }
 
 std::vector<std::string> describe_event(const Event& e) {

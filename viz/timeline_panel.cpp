@@ -180,7 +180,8 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   const std::string& comm = t.comm.count(g.strategy) ? t.comm.at(g.strategy) : std::string();
   const int64_t sent = t.sent.count(g.strategy) ? t.sent.at(g.strategy) : 0;
   // "[+] ring [MODELED on a100-nvlink] 4 GPUs, 286.5 us, sent 18.27 MiB/GPU in bf16; attention
-  // comm 59% hidden, 39.8 us exposed/GPU": the tag first, so that it is never cut off.
+  // comm 59% hidden, 39.8 us exposed/GPU; all comm 87.0 us exposed/GPU": the tag first, so
+  // that it is never cut off.
   const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
   const std::string name = std::string(g.collapsed ? "[+] " : "[-] ") + shown_name(t, g.strategy);
   // A modeled step's rows are its pipeline stages (each stands for its stage's GPUs).

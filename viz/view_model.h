@@ -165,8 +165,9 @@ std::string twin_of(const trace::RunInfo& run, const std::string& strategy);
 /// "(measured, and modeled on a100-nvlink)" for one with modeled twins, else "(measured)".
 std::string trace_tag(const trace::RunInfo& run);
 /// A group's communication in a few words, for its header: "attention comm 59% hidden, 40 us
-/// exposed/GPU" (attention's own traffic, as the sublayer table gives it; without attention
-/// traffic, all of it: "comm 0% hidden, ..."); "" for a group with no communication.
+/// exposed/GPU; all comm 87 us exposed/GPU" (attention's own traffic, as the sublayer table
+/// gives it, then all of it, as compare's exposed column; without attention traffic, all of it
+/// alone: "all comm 0% hidden, ..."); "" for a group with no communication.
 std::string comm_summary(const trace::StrategyMetrics& m);
 /// The groups `--fit WHAT` frames: "all", "modeled" (the modeled groups: RunInfo::is_modeled),
 /// "measured" (the others), or one group's label. Empty when nothing matches.
