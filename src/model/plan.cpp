@@ -275,7 +275,15 @@ std::string where(const PlanCandidate& c, const LayerConfig& cfg, const Hardware
   auto say = [&](GroupKind kind, const std::string& what, int size) {
     if (size < 2) return;
     const bool across = crosses_nodes(c.par, kind, hw.gpus_per_node);
-    parts.push_back("its " + what + " of " + std::to_string(size) + (across ? " crosses nodes" : " sits inside a node") + " (" +
+    std::string how = across ? " crosses nodes" : " sits inside a node";
+    if (across && kind == GroupKind::ring) {  // a strided ring may cross on some hops only
+      const std::vector<int> g = group_members(c.par, kind).front();
+      int crossing = 0;
+      for (size_t i = 0; i < g.size(); ++i)
+        crossing += g[i] / hw.gpus_per_node != g[(i + 1) % g.size()] / hw.gpus_per_node;
+      if (crossing < int(g.size())) how = detail::concat(" crosses nodes on ", crossing, " of its ", g.size(), " hops");
+    }
+    parts.push_back("its " + what + " of " + std::to_string(size) + how + " (" +
                     num((across ? hw.inter_bandwidth : hw.intra_bandwidth) / 1e9) + " GB/s)");
   };
   say(GroupKind::tp, "TP group", c.par.tp);
