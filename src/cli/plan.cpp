@@ -119,7 +119,10 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
   std::printf("  step: L layers' forward + backward on the slowest GPU; exposed: communication no compute hides, mean per GPU;\n"
-              "  intra-/inter-node: bytes the busiest GPU sends inside its node and across (%s)\n",
+              "  peak memory: L layers on a GPU, one layer's working peak and L - 1 more layers' weights, gradients and\n"
+              "  saved activations (the --trace timeline is one layer: its memory lane peaks at that layer's alone);\n"
+              "  intra-node, inter-node: the most any GPU sends inside its node, and the most any sends across (%s;\n"
+              "  each column's busiest GPU, not always the same one)\n",
               o.dtype.c_str());
 
   // The rejected: the rules, grouped, and the least memory-hungry that do not fit.
@@ -242,7 +245,8 @@ int plan_command(const PlanCommandOptions& o) {
       }
     }
     trace::write_trace(o.trace, t);
-    std::printf("\n  trace: %s (each profile's winner and runner-up, modeled; ringside-viewer %s)\n", o.trace.c_str(), o.trace.c_str());
+    std::printf("\n  trace: %s (each profile's winner and runner-up, modeled, one layer each; ringside-viewer %s)\n", o.trace.c_str(),
+                o.trace.c_str());
   }
   if (!o.json.empty()) {
     // The layer without what the plan varies: each row says its layout and recompute mode.
