@@ -80,18 +80,28 @@ std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardw
   ModelOptions mo;  // the planner models at the achieved rates (model_trace's default)
   mo.dtype = dtype;
   const RingThreshold t = ring_threshold(hw, mo, !across, kv_per_q);
+  // Past Hkv, Ulysses replicates kv heads: the factor is then what a rank reads, not Hkv/H.
+  std::string formula = t.formula;
+  if (kv_per_q != double(cfg.Hkv) / double(cfg.H) && formula.rfind("(Hkv/H)", 0) == 0)
+    formula = "(kv/q heads read = 1/" + num(1 / kv_per_q) + ")" + formula.substr(7);
   return "ring " + std::to_string(R) + " " + link_words(across) + ": c = " + num(block) + (block >= t.tokens ? " >= " : " < ") +
-         t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", K/V hidden" : ", K/V exposed");
+         formula + " = " + num(t.tokens) + (block >= t.tokens ? ", K/V hidden" : ", K/V exposed");
 }
 
 std::string a2a_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
   const LayerConfig& cfg = plan.layer;
   const int U = c.par.a2a_size(), P = c.par.tp * c.par.cp;
   const bool across = crosses_nodes(c.par, GroupKind::a2a, hw.gpus_per_node);
-  // Jacobs et al. 2023: four all-to-alls of N h / P per GPU each (MHA), 4 N h / P per layer pass.
-  const double volume = 4.0 * double(cfg.b * plan.packing->S) * double(cfg.h) / P * element_bytes(dtype);
-  return "a2a " + std::to_string(U) + " " + link_words(across) + ": 4Nh/P = " + format_bytes(volume) +
-         " each way, exposed (U <= H/T = " + std::to_string(cfg.H / c.par.tp) + ")";
+  // Jacobs et al. 2023 (lesson 5): a rank holds N h / P of q and of out, and Hkv'/H as much of k
+  // and v (Hkv': the kv heads it reads after the all-to-all); each all-to-all over U sends
+  // (U-1)/U of its tensor. MHA with U = P: 4 N h (P-1)/P^2, the paper's 4Nh/P per link.
+  const HeadShare share = ulysses_head_share(cfg.H / c.par.tp, cfg.Hkv / c.par.tp, U, 0);
+  const double kv_per_q = double(share.kv_attended()) / double(share.q_count);
+  const double volume = (2 + 2 * kv_per_q) * double(cfg.b * plan.packing->S) * double(cfg.h) / P * (U - 1) / U *
+                        element_bytes(dtype);
+  const std::string formula = kv_per_q == 1 ? "4 N h (U-1)/(U P)" : "(2 + 2 Hkv'/H) N h (U-1)/(U P)";
+  return "a2a " + std::to_string(U) + " " + link_words(across) + ": " + formula + " = " + format_bytes(volume) +
+         " forward, exposed (U <= H/T = " + std::to_string(cfg.H / c.par.tp) + ")";
 }
 
 std::string all_gather_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
