@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <climits>
 #include <cstring>
 #include <fstream>
@@ -20,8 +19,8 @@ namespace ringside::cuda_module {
 namespace {
 
 std::mutex g_mu;
-void* g_handle = nullptr;  // RTLD_DEFAULT when linked in; dlopen's handle otherwise
-std::atomic<bool> g_loaded{false};
+bool g_found = false;      // the module is this executable's own, or loaded
+void* g_handle = nullptr;  // dlopen's handle; RTLD_DEFAULT (this executable) when linked in
 
 // Why `file` cannot be dlopen()ed safely, or "" when it can: not a regular file (a FIFO would
 // block dlopen, a directory fail it), or an ELF file shorter than its headers say (dlopen maps
@@ -63,7 +62,7 @@ std::string executable_dir() {
 
 void* symbol(const char* name) {
   std::lock_guard lock(g_mu);
-  if (!g_handle) {
+  if (!g_found) {
     if (::dlsym(RTLD_DEFAULT, name)) {
       g_handle = RTLD_DEFAULT;
     } else {
@@ -79,13 +78,11 @@ void* symbol(const char* name) {
                                          "space than a CPU run: ulimit -v)"));
       }
     }
-    g_loaded = true;
+    g_found = true;
   }
   void* f = ::dlsym(g_handle, name);
   RS_CHECK(f != nullptr, "the CUDA backend (", kFileName, ") has no ", name, " (a module of another ringside version?)");
   return f;
 }
-
-bool loaded() { return g_loaded; }
 
 }  // namespace ringside::cuda_module

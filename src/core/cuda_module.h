@@ -23,7 +23,4 @@ inline constexpr const char* kFileName = "libringside_cuda.so";
 /// there, a CUDA library missing, an address-space limit) or has no such function.
 void* symbol(const char* name);
 
-/// Whether the module has been loaded (or linked in and reached) by symbol().
-bool loaded();
-
 }  // namespace ringside::cuda_module
