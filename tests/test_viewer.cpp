@@ -143,6 +143,11 @@ TEST_CASE("a trace with modeled twins: each group says whether it is measured or
                              format_ns(double(m.total.exposed_comm_ns) / 2) + " exposed/GPU";
     CHECK(comm_summary(m) == want);
   }
+  // The tile map's key names every GPU of a hue (issue 42: on 64 ranks it stopped at GPU 15).
+  CHECK(rank_color_key(3, 4) == "GPU 3");
+  CHECK(rank_color_key(3, 64) == "GPU 3, 15, 27, 39, 51, 63");
+  CHECK(rank_color_key(0, 256) == "GPU 0, 12, 24, ..., 252, every 12th");
+  CHECK(rank_color(5) == rank_color(5 + kRankColors));
   // --fit: modeled, measured, all, a group's name; nothing for a name no group has.
   CHECK(groups_to_fit(layout, t.run, "all").size() == 2);
   REQUIRE(groups_to_fit(layout, t.run, "modeled").size() == 1);

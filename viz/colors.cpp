@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace ringside::viz {
 
@@ -97,10 +99,24 @@ std::string row_name(const trace::RunInfo& run, int rank) {
 
 Color rank_color(int r) {
   // Pastel hues: not to be confused with the event kinds' saturated colours.
-  static const Color c[12] = {rgba(160, 196, 255), rgba(255, 173, 173), rgba(253, 255, 182), rgba(202, 255, 191),
+  static const Color c[kRankColors] = {rgba(160, 196, 255), rgba(255, 173, 173), rgba(253, 255, 182), rgba(202, 255, 191),
                               rgba(189, 178, 255), rgba(155, 246, 255), rgba(255, 214, 165), rgba(255, 198, 255),
                               rgba(210, 210, 160), rgba(170, 220, 200), rgba(230, 190, 150), rgba(200, 200, 230)};
-  return r < 0 ? rgba(200, 200, 200) : c[r % 12];
+  return r < 0 ? rgba(200, 200, 200) : c[r % kRankColors];
+}
+
+std::string rank_color_key(int hue, int P) {
+  std::vector<int> ranks;
+  for (int r = hue; r < P; r += kRankColors) ranks.push_back(r);
+  std::string key = "GPU";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks.size() > 6 && i == 3) {
+      key += ", ..., " + std::to_string(ranks.back()) + ", every " + std::to_string(kRankColors) + "th";
+      break;
+    }
+    key += (i ? ", " : " ") + std::to_string(ranks[i]);
+  }
+  return key;
 }
 
 Color memory_color(int category) {

@@ -57,12 +57,14 @@ void App::draw_tile_map(const Loaded& t, const TileMap& m, double head, const st
   if (m.strategy == "ulysses") return;
   int P = 0;
   for (const Tile& tile : m.tiles) P = std::max(P, tile.rank + 1);
-  for (int r = 0; r < std::min(P, 16); ++r) {
-    ImGui::ColorButton(("gpu" + std::to_string(r)).c_str(), ImGui::ColorConvertU32ToFloat4(rank_color(r)), ImGuiColorEditFlags_NoTooltip,
-                       ImVec2(10, 10));
+  // One entry per hue, naming every GPU that shares it (the hues repeat after kRankColors).
+  const int hues = std::min(P, kRankColors);
+  for (int hue = 0; hue < hues; ++hue) {
+    ImGui::ColorButton(("gpu" + std::to_string(hue)).c_str(), ImGui::ColorConvertU32ToFloat4(rank_color(hue)),
+                       ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
     ImGui::SameLine();
-    ImGui::Text("GPU %d", r);
-    if (r % 8 != 7 && r + 1 < std::min(P, 16)) ImGui::SameLine();
+    ImGui::TextUnformatted(rank_color_key(hue, P).c_str());
+    if (P <= kRankColors && hue % 8 != 7 && hue + 1 < hues) ImGui::SameLine();
   }
 }
 

@@ -63,6 +63,11 @@ inline constexpr double kMinColorDistance = 15;
 /// Colour of rank r (tile map): 12 hues apart from the event colours' saturation, repeating
 /// after 12 (the tile labels and the key say which is which).
 Color rank_color(int r);
+/// The hues rank_color has before it repeats.
+inline constexpr int kRankColors = 12;
+/// The key's words for hue `hue` among P ranks: "GPU 3", or every GPU that shares it ("GPU 3,
+/// 15, 27"), cut with "..." past six ("GPU 0, 12, 24, ..., 252, every 12th").
+std::string rank_color_key(int hue, int P);
 /// One colour per memory category (weights, grads, activations, workspace, comm).
 Color memory_color(int category);
 
