@@ -182,12 +182,9 @@ void load_balance(Script& L) {
               format_ns(double(r.time.compute_ns)), format_ns(double(r.time.idle_ns)), r.rank == 0 ? format_ns(layer) : ""});
     }
     L.record(fmt("modeled_%s_layer_ns", key.c_str()), layer);
-    double lo = 1e300, hi = 0, sum = 0;
-    for (int r = 0; r < P; ++r) {
-      const double f = parallel_attention_flops(mo.plan, r);
-      lo = std::min(lo, f), hi = std::max(hi, f), sum += f;
-    }
-    L.record(fmt("modeled_%s_work_imbalance", key.c_str()), hi / (sum / P));
+    std::vector<double> work;
+    for (int r = 0; r < P; ++r) work.push_back(parallel_attention_flops(mo.plan, r));
+    L.record(fmt("modeled_%s_work_imbalance", key.c_str()), trace::max_over_mean(work));
   }
   L.table(tm);
   const double ratio = L.record("modeled_contiguous_over_zigzag", time_of[0] / time_of[1]);
@@ -241,18 +238,18 @@ void load_balance(Script& L) {
   for (const PackedRun& run : packed_runs) {
     const std::string key = std::string("packed_") + (run.layout == Layout::zigzag_per_doc ? "zigzag_per_doc" : to_string(run.layout));
     std::vector<std::string> row{to_string(run.layout), std::to_string(run.plan.packing->S)};
-    double sum = 0, hi = 0;
+    std::vector<double> work;
     for (int r = 0; r < P; ++r) {
       const double f = run.ranks[size_t(r)].attention_flops;
       RS_CHECK(f == parallel_attention_flops(run.plan, r), "lesson 4: rank ", r, " of ", key, " counted ", f, " FLOPs, not its formula");
       L.record(fmt("%s_flops_rank%d", key.c_str(), r), f);
-      sum += f, hi = std::max(hi, f);
+      work.push_back(f);
       row.push_back(fmt("%.2f", f / 1e6));
     }
     L.record(key + "_S", double(run.plan.packing->S));
     const double error = worst_error(run.ranks[0].out, run.ranks[0].dx, run.ranks[0].grads, packed_ref);
     packed_error = std::max(packed_error, error);
-    row.push_back(fmt("%.3f", L.record(key + "_imbalance", hi / (sum / P))));
+    row.push_back(fmt("%.3f", L.record(key + "_imbalance", trace::max_over_mean(work))));
     tp.row(row);
   }
   L.table(tp);

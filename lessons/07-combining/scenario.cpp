@@ -133,11 +133,11 @@ void combining(Script& L) {
   L.say("the input is reordered by both degrees: rank (u, r) holds the u-th half of ring shard r.");
   L.blank();
   Table t3({"rank", "u, r", "tokens held", "after the all-to-all", "q heads", "attention MFLOP"});
-  double sum = 0, hi = 0;
+  std::vector<double> work;
   for (int r = 0; r < P; ++r) {
     const GroupCoords g = coords_of(usp, r);
     const double f = runs[1][size_t(r)].attention_flops;
-    sum += f, hi = std::max(hi, f);
+    work.push_back(f);
     t3.row({std::to_string(r), fmt("%d, %d", g.u, g.r), tokens_of(usp_plan.rank_positions(r)),
             tokens_of(layout_positions(Layout::zigzag, cfg.s, 2, g.r)), fmt("%d-%d", g.u * 4, g.u * 4 + 3),
             fmt("%.2f", f / 1e6)});
@@ -146,16 +146,13 @@ void combining(Script& L) {
   L.blank();
   // The input split in order, not reordered (long-context-attention issue 53).
   const RunPlan in_order = plan_of("ulysses2xring2", cfg, P, Layout::contiguous);
-  double sum_c = 0, hi_c = 0;
-  for (int r = 0; r < P; ++r) {
-    const double f = parallel_attention_flops(in_order, r);
-    sum_c += f, hi_c = std::max(hi_c, f);
-  }
+  std::vector<double> in_order_work;
+  for (int r = 0; r < P; ++r) in_order_work.push_back(parallel_attention_flops(in_order, r));
   L.say("Attention FLOPs per rank: imbalance (max / mean) %.3f. Split the input in order instead",
-        L.record("usp_work_imbalance", hi / (sum / P)));
+        L.record("usp_work_imbalance", trace::max_over_mean(work)));
   L.say("(rank c holding the c-th quarter; long-context-attention's issue 53) and the all-to-all");
   L.say("gathers contiguous halves: imbalance %.3f. Worst error against fp64: %.2e.",
-        L.record("usp_in_order_imbalance", hi_c / (sum_c / P)), L.record("error_ulysses2xring2", worst(runs[1][0])));
+        L.record("usp_in_order_imbalance", trace::max_over_mean(in_order_work)), L.record("error_ulysses2xring2", worst(runs[1][0])));
   const std::map<std::string, int64_t> u0 = bytes_by_group(L.trace, "ulysses2xring2", usp, 0, "forward");
   L.say("Rank 0's forward bytes: %s in the all-to-all group (q, k, v, out),",
         grouped(int64_t(L.record("usp_a2a_forward_bytes", double(u0.count("all-to-all") ? u0.at("all-to-all") : 0)))).c_str());

@@ -70,11 +70,10 @@ void check_ranks_arrive(Communicator& world) {
   const int P = world.size();
   if (P == 1) return;
   constexpr int kArrivalTag = (1 << 20) + 100;
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(world.timeout_s));
+  const auto deadline = deadline_in(world.timeout_s);
   if (world.rank() == 0) {
     std::vector<char> arrived(size_t(P), 0);
-    std::vector<RequestPtr> arrivals{size_t(P)};
+    std::vector<RequestPtr> arrivals(arrived.size());
     for (int r = 1; r < P; ++r) arrivals[size_t(r)] = world.irecv(&arrived[size_t(r)], 1, r, kArrivalTag, "arrival");
     std::string missing;
     int count = 0;

@@ -7,6 +7,7 @@
 
 #include "cli/compare.h"
 #include "cli/format.h"
+#include "trace/metrics.h"
 
 namespace ringside::cli {
 
@@ -91,12 +92,10 @@ int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>
     }
     const double lo = *std::min_element(row.flops.begin(), row.flops.end());
     const double hi = *std::max_element(row.flops.begin(), row.flops.end());
-    double mean = 0;
-    for (double f : row.flops) mean += f / double(row.flops.size());
     // The imbalance, max / mean work: the busiest rank's work over the mean, what a ring step
     // that waits for the busiest rank loses. (max / min is kept in the JSON as it was; a rank
     // with no work, only padding or keys nobody sees, leaves it no ratio: null.)
-    const double imbalance = mean > 0 ? hi / mean : 1.0;
+    const double imbalance = trace::max_over_mean(row.flops);
     j["imbalance"] = imbalance;
     j["max_over_min"] = lo > 0 ? nlohmann::json(hi / lo) : nlohmann::json(nullptr);
     j["measured"] = row.job != nullptr;

@@ -254,9 +254,8 @@ int main(int argc, char** argv) {
     mpi_finalize();
     return 2;
   } catch (const std::bad_alloc&) {
-    const char* what = "out of memory (the machine's, or a limit on this process: ulimit -v)";
-    if (mpi_active()) mpi_abort(what);
-    std::fprintf(stderr, "ringside: error: %s\n", what);
+    if (mpi_active()) mpi_abort(kOutOfMemory);
+    std::fprintf(stderr, "ringside: error: %s\n", kOutOfMemory);
     return 1;
   } catch (const std::exception& e) {
     // A rank failing mid-run under MPI brings the job down, naming itself.

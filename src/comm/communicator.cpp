@@ -20,13 +20,9 @@ namespace ringside {
 #if RINGSIDE_HAVE_NCCL
 bool nccl_available() { return true; }
 void run_nccl(int P, const std::function<void(Communicator&)>& fn, const LocalOptions& opts) {
-  using Entry = void (*)(int, const std::function<void(Communicator&)>&, const LocalOptions&);
-  reinterpret_cast<Entry>(cuda_module::symbol("ringside_run_nccl"))(P, fn, opts);
+  cuda_module::entry<void(int, const std::function<void(Communicator&)>&, const LocalOptions&)>("ringside_run_nccl")(P, fn, opts);
 }
-Communicator& nccl_world() {
-  using Entry = Communicator* (*)();
-  return *reinterpret_cast<Entry>(cuda_module::symbol("ringside_nccl_world"))();
-}
+Communicator& nccl_world() { return *cuda_module::entry<Communicator*()>("ringside_nccl_world")(); }
 #else
 static const char* kNoNccl = "--backend nccl: this build has no NCCL (it needs CUDA and NCCL at configure time)";
 bool nccl_available() { return false; }
@@ -190,9 +186,7 @@ void Communicator::wait(const RequestPtr& r) {
       }
     }
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                               std::chrono::duration<double>(timeout_s));
-  if (!r->wait_until(deadline))
+  if (!r->wait_until(deadline_in(timeout_s)))
     throw CommError(detail::concat("rank ", world_rank(rank()), ": ", collective ? std::string(collective) + ": " : "",
                                    r->what, " did not complete within ", timeout_s, " s",
                                    slow_link.empty() ? " (is a peer stuck or did the ranks call different ops?)"

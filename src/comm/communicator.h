@@ -40,6 +40,12 @@ class AbortedError : public CommError {
   using CommError::CommError;
 };
 
+/// The steady-clock instant `seconds` (a --timeout) from now: what a wait_until takes.
+inline std::chrono::steady_clock::time_point deadline_in(double seconds) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 /// An outstanding non-blocking transfer. Complete it with Communicator::wait.
 class Request {
  public:

@@ -41,11 +41,6 @@ void check_nccl(ncclResult_t r, const char* call) {
 
 ncclDataType_t nccl_type(DType dt) { return dt == DType::f32 ? ncclFloat32 : ncclFloat64; }
 
-std::chrono::steady_clock::time_point deadline_in(double seconds) {
-  return std::chrono::steady_clock::now() +
-         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
-}
-
 ncclConfig_t nonblocking_config() {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;

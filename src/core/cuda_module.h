@@ -23,4 +23,10 @@ inline constexpr const char* kFileName = "libringside_cuda.so";
 /// there, a CUDA library missing, an address-space limit) or has no such function.
 void* symbol(const char* name);
 
+/// symbol(name) as the C function of type F it is: entry<gpu::Runtime*()>("ringside_cuda_runtime")().
+template <class F>
+F* entry(const char* name) {
+  return reinterpret_cast<F*>(symbol(name));
+}
+
 }  // namespace ringside::cuda_module

@@ -22,8 +22,7 @@ std::atomic<Runtime*> g_runtime{nullptr};
 Runtime& runtime(const char* what) {
 #if RINGSIDE_HAVE_CUDA
   if (Runtime* r = g_runtime.load()) return *r;
-  using Entry = Runtime* (*)();
-  Runtime* r = reinterpret_cast<Entry>(cuda_module::symbol("ringside_cuda_runtime"))();
+  Runtime* r = cuda_module::entry<Runtime*()>("ringside_cuda_runtime")();
   g_runtime = r;
   return *r;
 #else

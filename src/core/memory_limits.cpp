@@ -127,7 +127,7 @@ namespace {
     try {
       std::rethrow_exception(e);
     } catch (const std::bad_alloc&) {
-      what = "out of memory (the machine's, or a limit on this process: ulimit -v)";
+      what = kOutOfMemory;
     } catch (const std::exception& x) {
       what = x.what();
     } catch (...) {

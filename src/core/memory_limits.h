@@ -5,6 +5,9 @@
 
 namespace ringside {
 
+/// What ringside says when memory runs out (std::bad_alloc): in main, and before it.
+inline constexpr const char* kOutOfMemory = "out of memory (the machine's, or a limit on this process: ulimit -v)";
+
 /// Refuses before any work (ConfigError "<what> needs about X of memory and this machine has
 /// Y; use a smaller <smaller>", that last part without `smaller`) a job whose `need` bytes exceed 90% of what this process may
 /// hold: physical memory or its cgroup's memory.max, and, with the stacks of its threads

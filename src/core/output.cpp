@@ -518,20 +518,25 @@ void check_distinct(const std::vector<Named>& outputs, const std::vector<Named>&
   // A character device takes any number of outputs (/dev/null twice); anything else, a pipe or
   // standard output included (a terminal too: two documents would run into one), takes one,
   // and never an input.
-  auto shared = [](const std::string& p) {
-    const Target t = classify(p);
-    return t.device && t.kind != Kind::standard_output;
-  };
+  std::vector<bool> shared;  // each output's target, classified once
+  for (const Named& o : outputs) {
+    if (o.path.empty()) {
+      shared.push_back(false);
+      continue;
+    }
+    const Target t = classify(o.path);
+    shared.push_back(t.device && t.kind != Kind::standard_output);
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Named& o = outputs[i];
     if (o.path.empty()) continue;
     // Two names of one file clash unless both are shared devices (a terminal by two names,
     // /dev/stderr and /dev/stdout, is standard output by one of them: they clash).
     for (size_t j = i + 1; j < outputs.size(); ++j)
-      if (!outputs[j].path.empty() && same_file(o.path, outputs[j].path) && !(shared(o.path) && shared(outputs[j].path)))
+      if (!outputs[j].path.empty() && same_file(o.path, outputs[j].path) && !(shared[i] && shared[j]))
         throw ConfigError(o.option + " " + o.path + " and " + outputs[j].option + " " + outputs[j].path +
                           " name the same file: give each its own");
-    if (shared(o.path)) continue;
+    if (shared[i]) continue;
     for (const Named& in : inputs)
       if (!in.path.empty() && same_file(o.path, in.path))
         throw ConfigError(o.option + " " + o.path + " would replace the input " +

@@ -8,8 +8,7 @@ namespace ringside {
 
 std::unique_ptr<Backend> make_cuda_backend() {
 #if RINGSIDE_HAVE_CUDA
-  using Entry = Backend* (*)();
-  return std::unique_ptr<Backend>(reinterpret_cast<Entry>(cuda_module::symbol("ringside_make_cuda_backend"))());
+  return std::unique_ptr<Backend>(cuda_module::entry<Backend*()>("ringside_make_cuda_backend")());
 #else
   throw Error("--device cuda: this build has no CUDA backend (configure with nvcc present, RINGSIDE_CUDA=ON)");
 #endif

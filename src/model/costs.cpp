@@ -142,11 +142,11 @@ RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool sam
   const double B = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
   const double bytes = element_bytes(o.dtype);  // of K and V
   const double F = hw.peak_flops(o.dtype == "fp32" ? "fp32" : "bf16");
-  if (o.efficiency == "ideal" || !hw.efficiency.present) return {kv_per_q * F / B * bytes / 2, "(Hkv/H) F/B"};
+  if (o.efficiency == "ideal" || !hw.efficiency.present) return {kv_per_q * F / B * bytes / 2, "F/B"};
   const AttentionCurve& k = hw.efficiency.attention.at(attention_kernel_of(hw, o)).forward;
   const double B_nccl = B * (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link);
   const double R = k.rate * F / hw.peak_flops_bf16;  // the kernels' rates are bf16's
-  return {std::max(0.0, kv_per_q * R / B_nccl * bytes / 2 - k.k_half), "(Hkv/H) R/B_nccl - k_half"};
+  return {std::max(0.0, kv_per_q * R / B_nccl * bytes / 2 - k.k_half), "R/B_nccl - k_half"};
 }
 
 double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o) {

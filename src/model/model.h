@@ -129,7 +129,8 @@ std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::
 /// The roofline (--efficiency ideal, or a profile without efficiency): (Hkv/H) F / B (Liu et al.
 /// 2023). Achieved: the attention kernel's forward rate R c / (c + k_half) against NCCL's share
 /// of the link gives (Hkv/H) R / B_nccl - k_half (at least 0). fp32 moves twice the bytes; fp8
-/// runs attention in bf16. `formula` names the one used: "(Hkv/H) F/B" or "(Hkv/H) R/B_nccl - k_half".
+/// runs attention in bf16. `formula` names the one used, after its factor kv_per_q (the
+/// caller names that: Hkv/H, or what a rank reads after Ulysses): "F/B" or "R/B_nccl - k_half".
 struct RingThreshold {
   double tokens = 0;
   const char* formula = "";

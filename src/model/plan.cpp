@@ -81,11 +81,10 @@ std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardw
   mo.dtype = dtype;
   const RingThreshold t = ring_threshold(hw, mo, !across, kv_per_q);
   // Past Hkv, Ulysses replicates kv heads: the factor is then what a rank reads, not Hkv/H.
-  std::string formula = t.formula;
-  if (kv_per_q != double(cfg.Hkv) / double(cfg.H) && formula.rfind("(Hkv/H)", 0) == 0)
-    formula = "(kv/q heads read = 1/" + num(1 / kv_per_q) + ")" + formula.substr(7);
+  const std::string factor =
+      kv_per_q == double(cfg.Hkv) / double(cfg.H) ? "(Hkv/H)" : "(kv/q heads read = 1/" + num(1 / kv_per_q) + ")";
   return "ring " + std::to_string(R) + " " + link_words(across) + ": c = " + num(block) + (block >= t.tokens ? " >= " : " < ") +
-         formula + " = " + num(t.tokens) + (block >= t.tokens ? ", K/V hidden" : ", K/V exposed");
+         factor + " " + t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", K/V hidden" : ", K/V exposed");
 }
 
 std::string a2a_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {

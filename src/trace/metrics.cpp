@@ -88,13 +88,6 @@ Breakdown breakdown_of(const std::vector<const Event*>& evs, int64_t begin, int6
   return breakdown(std::move(compute), std::move(comm), begin, end);
 }
 
-double max_over_mean(const std::vector<double>& v) {
-  if (v.empty()) return 1;
-  double sum = 0, hi = 0;
-  for (double x : v) sum += x, hi = std::max(hi, x);
-  return sum > 0 ? hi / (sum / double(v.size())) : 1;
-}
-
 }  // namespace
 
 std::optional<Interval> phase_window(const RankTrace& r) {
@@ -309,6 +302,13 @@ std::optional<Breakdown> sublayer_comm(const StrategyMetrics& m, const std::stri
   for (const auto& [name, b] : m.comm_by_sublayer)
     if (name == sublayer) return b;
   return std::nullopt;
+}
+
+double max_over_mean(const std::vector<double>& v) {
+  if (v.empty()) return 1;
+  double sum = 0, hi = 0;
+  for (double x : v) sum += x, hi = std::max(hi, x);
+  return sum > 0 ? hi / (sum / double(v.size())) : 1;
 }
 
 }  // namespace ringside::trace

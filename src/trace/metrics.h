@@ -35,6 +35,10 @@ int64_t length(const std::vector<Interval>& merged);
 /// Length of the intersection of two merged lists, ns (a linear sweep).
 int64_t intersection_length(const std::vector<Interval>& a, const std::vector<Interval>& b);
 
+/// The imbalance of per-rank values (work, compute time): max / mean, the one definition
+/// ringside prints (HTA's); 1 for none, or when every value is 0.
+double max_over_mean(const std::vector<double>& v);
+
 /// Where one rank's time went over a window, ns.
 struct Breakdown {
   int64_t window_ns = 0, compute_ns = 0, comm_ns = 0, overlap_ns = 0, exposed_comm_ns = 0, idle_ns = 0;
