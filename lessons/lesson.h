@@ -37,6 +37,16 @@ struct Focus {
   int64_t begin_ns = 0, end_ns = 0;
 };
 
+/// A question of a lesson's "Check yourself" step: asked in the lesson's own terms, answered with
+/// a number the lesson computes from its runs or formulas (recorded as check.N, from 1, so that
+/// the tests assert it against an independent formula and the chapter quotes it with a mark).
+struct Question {
+  std::string question;  ///< what is asked, one sentence
+  double answer = 0;     ///< the number
+  std::string shown;     ///< the answer as printed, e.g. "96 MiB" (formatted from `answer`)
+  std::string why;       ///< how to get it: the formula with the lesson's symbols
+};
+
 struct Step {
   std::string title;
   std::string text;  ///< what the terminal prints and the viewer shows, lines ending in '\n'
@@ -92,6 +102,11 @@ struct Script {
   void blank();  ///< an empty line
   /// Records a number the lesson states under `key` (the tests assert it) and returns it.
   double record(const std::string& key, double value);
+  /// The lesson's last two steps: "Check yourself" asks the questions (the terminal pauses
+  /// there, so the reader can work them out), "Answers" gives each answer and why, each as the
+  /// step's one block (its table 1, which the chapter quotes). Each answer is recorded as
+  /// check.1, check.2, ... Throws Error when there are fewer than three questions.
+  void check_yourself(const std::vector<Question>& questions);
 
   /// Runs the plan forward and backward on its P local ranks (threads), traced; the ranks'
   /// timelines are added to `trace` under `label` (the name the viewer and the focus use).

@@ -55,6 +55,35 @@ double Script::record(const std::string& key, double value) {
   return value;
 }
 
+namespace {
+
+// "  1. text", wrapped to 92 columns under its first word.
+std::string numbered(size_t n, const std::string& text) {
+  std::string lines = wrap(text, 92, "     ");
+  const std::string label = fmt("  %zu. ", n);
+  return label + lines.substr(std::min(label.size(), size_t(5)));
+}
+
+}  // namespace
+
+void Script::check_yourself(const std::vector<Question>& questions) {
+  RS_CHECK(questions.size() >= 3, "lesson ", number, ": a check needs at least three questions");
+  std::string asked, answered;
+  for (size_t i = 0; i < questions.size(); ++i) {
+    const Question& q = questions[i];
+    record(fmt("check.%zu", i + 1), q.answer);
+    asked += numbered(i + 1, q.question);
+    answered += numbered(i + 1, q.shown + ": " + q.why + ".");
+  }
+  step("Check yourself");
+  say("Work these out from the steps before; the next step gives the answers, computed by this");
+  say("lesson's runs and formulas (the tests hold each one).");
+  blank();
+  block(asked);
+  step("Answers");
+  block(answered);
+}
+
 std::vector<RunRecord> Script::run(const RunPlan& plan, const std::string& label, const LocalOptions& local,
                                    const RankOptions& rank) {
   for (const trace::RankTrace& r : trace.ranks)

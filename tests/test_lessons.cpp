@@ -25,8 +25,16 @@ double num(const Script& s, const std::string& key) {
 double saved(double N, double h, double H, double Hkv, double f) { return 4 * N * (6 * h + 2 * Hkv * (h / H) + 2 * f + 4 + H); }
 
 // Every lesson's steps have text, and each focus names a run of its trace and lies within it.
+// Every lesson ends by asking at least three questions and answering each with a number it
+// recorded (check.1, ...), which its own test holds against a formula.
 void check_steps(const Script& s) {
-  REQUIRE(s.steps.size() >= 4);
+  REQUIRE(s.steps.size() >= 6);
+  REQUIRE(s.steps[s.steps.size() - 2].title == "Check yourself");
+  REQUIRE(s.steps.back().title == "Answers");
+  for (const char* key : {"check.1", "check.2", "check.3"}) {
+    INFO("lesson " << s.number << " " << key);
+    REQUIRE(s.numbers.contains(key));
+  }
   for (const Step& st : s.steps) {
     INFO("lesson " << s.number << " step " << st.title);
     REQUIRE(!st.title.empty());
@@ -69,6 +77,10 @@ TEST_CASE("lesson 1: saved bytes measured equal the formula, Korthikanti's GPT-3
     REQUIRE(num(s, "ring_saved_p" + std::to_string(P)) == saved(512, 128, 8, 4, 512) / P);
     REQUIRE(num(s, "ring_saved_formula_p" + std::to_string(P)) == saved(512, 128, 8, 4, 512) / P);
   }
+  // Check yourself.
+  REQUIRE(num(s, "check.1") == saved(1024, 128, 8, 4, 512));
+  REQUIRE(num(s, "check.2") == 10.0 * 8192 * 12288);
+  REQUIRE(num(s, "check.3") == saved(512, 128, 8, 4, 512) / 8);
 }
 
 TEST_CASE("lesson 2: SP sends TP's bytes, and the LayerNorm gradient needs its all-reduce", "[lessons]") {

@@ -157,6 +157,23 @@ void memory_wall(Script& L) {
   L.say("  lesson 5  Ulysses: split by sequence, and by heads inside attention (P must divide H)");
   L.say("The trace of this lesson holds the P = 1, 2, 4 runs: compare their memory lanes.");
   L.steps.front().focus = L.phase("P=1");  // step 1 is about one device's layer
+
+  // ---- check yourself ------------------------------------------------------------------------
+  LayerConfig twice = cfg;
+  twice.s = 2 * cfg.s;
+  const double saved_1024 = double(saved_activation_bytes(twice, DType::f32));
+  const double floor_8k = 10 * 8192 * b * h;
+  L.check_yourself({
+      {fmt("Step 1's layer keeps %s bytes at s = %lld. What does it keep at s = %lld?", grouped(ref_saved).c_str(),
+           (long long)cfg.s, (long long)twice.s),
+       saved_1024, grouped(int64_t(saved_1024)) + " bytes",
+       "every saved tensor is [tokens, something], so twice the tokens keep twice the bytes"},
+      {"GPT-3 175B at s = 8192 under TP alone: how many bytes per rank can no TP degree remove?", floor_8k,
+       grouped(int64_t(floor_8k)) + " bytes", "10 s b h = 10 x 8192 x 1 x 12288, whole on every TP rank"},
+      {fmt("The ring over P = 8 ranks on step 1's layer (s = %lld): saved activations per rank?", (long long)cfg.s),
+       double(ref_saved) / 8, grouped(ref_saved / 8) + " bytes",
+       "every tensor is split by sequence, so the reference's bytes / P"},
+  });
 }
 
 }  // namespace ringside::lessons
