@@ -17,13 +17,19 @@
 
 namespace ringside::testing {
 
-/// For each (T, C) of `degrees`: TP alone when C = 1; otherwise p2p, all_gather and a2a, and
-/// a2a+p2p with every all-to-all size U that divides C (1 < U < C).
+/// For each (T, C) of `degrees`: TP alone when C = 1 (with SP, and for T > 1 plain TP too);
+/// otherwise p2p, all_gather and a2a, and a2a+p2p with every all-to-all size U that divides C
+/// (1 < U < C).
 inline std::vector<ParallelConfig> configurations(const std::vector<std::pair<int, int>>& degrees) {
   std::vector<ParallelConfig> all;
   for (auto [T, C] : degrees) {
     if (C == 1) {
       all.push_back({T, 1, CpComm::none});
+      if (T > 1) {
+        ParallelConfig plain{T, 1, CpComm::none};
+        plain.sequence_parallel = false;
+        all.push_back(plain);
+      }
       continue;
     }
     for (CpComm comm : {CpComm::p2p, CpComm::all_gather, CpComm::a2a}) all.push_back({T, C, comm});

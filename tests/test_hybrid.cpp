@@ -60,9 +60,10 @@ TEST_CASE("every configuration matches the fp64 reference, and its bytes and mem
           ++runs, ++names[par.name()];
         }
     }
-  // 12 configurations, 28 with their layouts, per layer; with Hkv 1 only the 10 without TP.
-  REQUIRE(names.size() == 12);
-  REQUIRE(runs == 3 * (28 + 28 + 10));  // three variants each
+  // 13 configurations (plain TP among them), 29 with their layouts, per layer; with Hkv 1 only
+  // the 10 without TP.
+  REQUIRE(names.size() == 13);
+  REQUIRE(runs == 3 * (29 + 29 + 10));  // three variants each
 }
 
 TEST_CASE("ulysses sends a kv head read on two ranks to both, and matches the reference", "[hybrid][ulysses]") {
@@ -171,7 +172,19 @@ TEST_CASE("configuration names and flags describe the same thing", "[hybrid]") {
   CHECK(parse_parallel_config("tp-sp").cp_comm == CpComm::none);
   CHECK(parse_parallel_config("tp2xring2").resolved(4).tp == 2);
   CHECK(parse_parallel_config("ring2xtp2").order == RankOrder::cp_tp);
-  for (const char* name : {"tp-sp", "ring", "ulysses", "all-gather", "tp2xring2", "ulysses2xring2", "tp2xulysses2xring2",
+  // Plain TP is "tp" alone: Megatron without --sequence-parallel, over every rank; "tpN" and
+  // "tp-sp" keep sequence parallelism, as every combination does.
+  CHECK_FALSE(parse_parallel_config("tp").sequence_parallel);
+  CHECK(parse_parallel_config("tp").resolved(4).tp == 4);
+  CHECK(parse_parallel_config("tp").resolved(4).canonical_name() == "tp");
+  CHECK(parse_parallel_config("tp4").sequence_parallel);
+  CHECK(parse_parallel_config("tp2xring2").sequence_parallel);
+  {
+    ParallelConfig plain_with_cp = parse_parallel_config("tp");
+    plain_with_cp.tp = 2, plain_with_cp.cp = 2, plain_with_cp.cp_comm = CpComm::p2p;
+    CHECK_THROWS_WITH(plain_with_cp.resolved(4), Catch::Contains("plain TP (no sequence parallelism) runs alone"));
+  }
+  for (const char* name : {"tp", "tp-sp", "ring", "ulysses", "all-gather", "tp2xring2", "ulysses2xring2", "tp2xulysses2xring2",
                            "ring2xtp2", "tp2xall-gather", "ulysses4xring"})
     CHECK(parse_parallel_config(name).name() == name);
   for (const char* bad : {"", "x", "tp2x", "ringxtp2xtp2", "ringxulysses2", "warp4", "ring0", "tp-sp2", "ulyssesxring2"})

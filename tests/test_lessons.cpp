@@ -98,6 +98,23 @@ TEST_CASE("lesson 2: SP sends TP's bytes, and the LayerNorm gradient needs its a
   }
   REQUIRE(num(s, "ln1_gamma_error_partial_min") > 0.1);     // a partial sum is badly wrong
   REQUIRE(num(s, "ln1_gamma_error_allreduced_max") < kTolerance);  // the all-reduced one is right
+  // Plain TP beside it: the same forward bytes; over the layer 8 N h (P-1)/P against SP's
+  // 10 N h (P-1)/P and the SP parameters' all-reduce (6 h floats); and the region between the
+  // blocks, N (4 h + 2 z) elements (LayerNorm: z = 2), whole on every rank.
+  const double half = N * h * (P - 1) / P * 4, params = 2 * 6 * h * (P - 1) / P * 4;
+  const double whole = N * (4 * h + 4) * 4, ref = saved(N, h, 8, 4, 512);
+  for (int r = 0; r < 4; ++r) {
+    REQUIRE(num(s, "tp_forward_bytes_rank" + std::to_string(r)) == bytes);
+    REQUIRE(num(s, "tp_saved_rank" + std::to_string(r)) == whole + (ref - whole) / P);
+  }
+  REQUIRE(num(s, "tp_total_bytes_rank0") == 8 * half);
+  REQUIRE(num(s, "sp_total_bytes_rank0") == 10 * half + params);
+  REQUIRE(num(s, "sp_over_tp_bytes") == Approx((10 * half + params) / (8 * half)));
+  REQUIRE(num(s, "tp_extra_saved") == whole * (P - 1) / P);
+  // Check yourself.
+  REQUIRE(num(s, "check.1") == 4 * N * h * 7 / 8 * 4);
+  REQUIRE(num(s, "check.2") == 2 * half + params);
+  REQUIRE(num(s, "check.3") == whole + (ref - whole) / 2);
 }
 
 TEST_CASE("lesson 3: the LSE merge is exact, the ring's steps move the right blocks and bytes", "[lessons]") {
@@ -326,8 +343,8 @@ TEST_CASE("a lesson's steps survive the trace file and the presenter pauses and 
   std::istringstream in("\nq\n");
   std::ostringstream out;
   REQUIRE(present(s, in, out, true) == 2);
-  REQUIRE_THAT(out.str(), Catch::Contains("Stopped at step 2 of 6"));
-  REQUIRE_THAT(out.str(), !Catch::Contains("Step 3/6"));
+  REQUIRE_THAT(out.str(), Catch::Contains("Stopped at step 2 of 8"));
+  REQUIRE_THAT(out.str(), !Catch::Contains("Step 3/8"));
   // The end of the input goes straight through; so does --no-pause.
   std::istringstream eof("");
   std::ostringstream all;

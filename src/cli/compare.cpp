@@ -87,7 +87,7 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
   common(cmp);
   cmp->add_option("--strategies", o.strategies,
                   "comma-separated list of names or configurations such as tp2xring2, ulysses2xring2, tp2xall-gather2, "
-                  "ring2xtp2 (default: " + names + ", and TP 2 x ring and Ulysses 2 x ring when they fit P)")
+                  "ring2xtp2, or tp (TP without sequence parallelism) (default: " + names + ", and TP 2 x ring and Ulysses 2 x ring when they fit P)")
       ->check(non_empty("--strategies needs a name"));
   add_parallel_flags(*cmp, o.parallel);
   cmp->add_option("--json", o.json, "also write the comparison, per tensor and per rank, as JSON")
@@ -104,7 +104,7 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
       "  ringside compare --device cuda --backend nccl --ranks 8   # one GPU per rank, NCCL");
   CLI::App* run = app.add_subcommand("run", "Run one strategy forward and backward and report each rank");
   common(run);
-  run->add_option("--strategy", o.strategy, "one of: " + names + ", or a configuration such as tp2xring2 (or the degrees below)")
+  run->add_option("--strategy", o.strategy, "one of: " + names + ", tp (TP without sequence parallelism), or a configuration such as tp2xring2 (or the degrees below)")
       ->check(non_empty("--strategy needs a name"));
   add_parallel_flags(*run, o.parallel);
   run->footer(

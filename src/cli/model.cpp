@@ -23,7 +23,7 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
       "model", "What if: a dry run of one strategy at any size, replayed on named hardware (time, overlap, memory)");
   add_config_flags(*m, o.cfg, o.choices);
   m->get_option("--preset")->each([&o](const std::string& v) { o.preset = v; });
-  m->add_option("--strategy", o.strategy, "one of: " + names + ", or a configuration such as tp8xring8 (or the degrees below)")
+  m->add_option("--strategy", o.strategy, "one of: " + names + ", tp (TP without sequence parallelism), or a configuration such as tp8xring8 (or the degrees below)")
       ->check(non_empty("--strategy needs a name"));
   add_parallel_flags(*m, o.parallel);
   // The schedule grows as P^2 events (O(P) steps on each of P ranks): 256 ranks of the ring

@@ -10,12 +10,20 @@ namespace {
 
 constexpr uint32_t kSite1 = static_cast<uint32_t>(RngSite::dropout1), kSite2 = static_cast<uint32_t>(RngSite::dropout2);
 
-// Megatron's g and g-bar between the sequence-parallel region and the TP blocks: the group's
-// tokens from every rank's share, and the sum of partial outputs, split back by sequence.
-// With T = 1 there is nothing to gather or sum.
-Tensor all_gather_sp(Communicator& tp, const Tensor& t, AllocTag tag) { return tp.size() == 1 ? t : gather_seq(tp, t, tag); }
-Tensor reduce_scatter_sp(Communicator& tp, const Tensor& t, AllocTag tag) {
-  return tp.size() == 1 ? t : reduce_scatter_seq(tp, t, tag);
+// Megatron's f/g pair between the region outside the TP blocks and the blocks. With sequence
+// parallelism (Korthikanti et al. 2022) each rank holds n/T tokens there: entering a block
+// all-gathers the group's n tokens (g), leaving it reduce-scatters the partial sums back to
+// n/T (g-bar). Without (Shoeybi et al. 2019) every rank holds all n: entering is the identity
+// (f) and leaving all-reduces the partial sums (g). The backward of each is the other, so the
+// backward calls the same pair. With T = 1 there is nothing to gather or sum.
+Tensor enter_tp_block(const TpRank& r, const Tensor& t) {
+  return r.tp.size() == 1 || !r.sequence_parallel ? t : gather_seq(r.tp, t, r.ws);
+}
+Tensor leave_tp_block(const TpRank& r, Tensor partial) {
+  if (r.tp.size() == 1) return partial;
+  if (r.sequence_parallel) return reduce_scatter_seq(r.tp, partial, r.ws);
+  r.tp.all_reduce(partial);  // in place: every rank the same sum
+  return partial;
 }
 
 // The columns of W_qkv [h, (H + 2 Hkv) d] that TP rank t owns: its q heads, its k heads, its v heads.
@@ -109,7 +117,7 @@ LayerWeights gather_tp_grads(const LayerConfig& cfg, Communicator& tp, const Lay
 
 void qkv_forward(const TpRank& r, const Tensor& x, TokenwiseSaved& sv, Tensor& q, Tensor& k, Tensor& v, AllocTag act,
                  AllocTag qkv_tag) {
-  const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
+  const auto& [cfg, w, be, tp, pos, recompute, ws, sequence_parallel] = r;
   const DType dt = x.dtype();
   const int T = tp.size();
   const int64_t b = x.dim(0), n = int64_t(pos.group.size()), d = cfg.d();
@@ -122,7 +130,7 @@ void qkv_forward(const TpRank& r, const Tensor& x, TokenwiseSaved& sv, Tensor& q
   k = be.empty({b, n, cfg.Hkv / T, d}, dt, qkv_tag);
   v = be.empty({b, n, cfg.Hkv / T, d}, dt, qkv_tag);
   {
-    const Tensor h1 = all_gather_sp(tp, sv.n1.y, ws);  // g: the group's tokens
+    const Tensor h1 = enter_tp_block(r, sv.n1.y);  // g: the group's tokens
     Tensor qkv = be.empty({b, n, (cfg.H + 2 * cfg.Hkv) / T * d}, dt, ws);
     be.matmul(h1, false, w.qkv_weight, false, qkv);  // column-parallel: our heads
     add_bias_if(be, qkv, w.qkv_bias);
@@ -135,7 +143,7 @@ void qkv_forward(const TpRank& r, const Tensor& x, TokenwiseSaved& sv, Tensor& q
 }
 
 Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& sv, AllocTag act) {
-  const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
+  const auto& [cfg, w, be, tp, pos, recompute, ws, sequence_parallel] = r;
   const DType dt = a.dtype();
   const int T = tp.size();
   const int64_t b = a.dim(0), n = a.dim(1), h = cfg.h, nl = int64_t(pos.own.size());
@@ -145,7 +153,7 @@ Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& 
   {
     Tensor y_partial = be.empty({b, n, h}, dt, ws);
     be.matmul(a.reshape({b, n, a.dim(2) * a.dim(3)}), false, w.o_weight, false, y_partial);
-    y = reduce_scatter_sp(tp, y_partial, ws);
+    y = leave_tp_block(r, y_partial);
   }
   add_bias_if(be, y, w.o_bias);  // the bias once, after the sum
   be.dropout_forward(y, y, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite1);
@@ -159,7 +167,7 @@ Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& 
   trace::sublayer("mlp");
   sv.u = be.empty({b, n, cfg.fc1_width() / T}, dt, kept), sv.g = be.empty({b, n, cfg.f / T}, dt, cheap);
   {
-    const Tensor h2 = all_gather_sp(tp, sv.n2.y, ws);
+    const Tensor h2 = enter_tp_block(r, sv.n2.y);
     be.matmul(h2, false, w.fc1_weight, false, sv.u);
   }
   add_bias_if(be, sv.u, w.fc1_bias);
@@ -169,7 +177,7 @@ Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& 
   {
     Tensor z_partial = be.empty({b, n, h}, dt, ws);
     be.matmul(sv.g, false, w.fc2_weight, false, z_partial);
-    z = reduce_scatter_sp(tp, z_partial, ws);
+    z = leave_tp_block(r, z_partial);
   }
   add_bias_if(be, z, w.fc2_bias);
   be.dropout_forward(z, z, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite2);
@@ -186,7 +194,7 @@ void drop_recomputed(Recompute recompute, TokenwiseSaved& sv) {
 }
 
 void recompute_tokenwise(const TpRank& r, TokenwiseSaved& sv) {
-  const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
+  const auto& [cfg, w, be, tp, pos, recompute, ws, sequence_parallel] = r;
   trace::RecomputeScope recomputing;
   trace::sublayer("recompute");
   sv.n1 = empty_norm(be, cfg, sv.x, ws);
@@ -199,7 +207,7 @@ void recompute_tokenwise(const TpRank& r, TokenwiseSaved& sv) {
 
 Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& dout, const TokenwiseSaved& sv,
                                LayerWeights& gw, Tensor& dx2) {
-  const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
+  const auto& [cfg, w, be, tp, pos, recompute, ws, sequence_parallel] = r;
   const DType dt = dout.dtype();
   const int64_t b = a.dim(0), n = a.dim(1), h = cfg.h, nl = dout.dim(1), Hd = a.dim(2) * a.dim(3);
   // The MLP. The backward of a reduce-scatter is an all-gather, and vice versa.
@@ -209,7 +217,7 @@ Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& d
   bias_grad_if(be, dz, gw.fc2_bias);
   Tensor dg = be.empty({b, n, sv.g.dim(2)}, dt, ws);
   {
-    const Tensor dz_group = all_gather_sp(tp, dz, ws);
+    const Tensor dz_group = enter_tp_block(r, dz);
     be.matmul(sv.g, true, dz_group, false, gw.fc2_weight, 1, 1);  // dW2 += g^T dz
     be.matmul(dz_group, false, w.fc2_weight, true, dg);          // dg = dz W2^T
   }
@@ -217,14 +225,14 @@ Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& d
   dg = Tensor();
   Tensor dh2;
   {
-    // W_1's gradient needs norm 2's output for the group's tokens: gather it again rather
-    // than keep it whole (Megatron does the same).
-    const Tensor h2 = all_gather_sp(tp, sv.n2.y, ws);
+    // W_1's gradient needs norm 2's output for the group's tokens: with SP, gather it again
+    // rather than keep it whole (Megatron does the same); plain TP kept it whole.
+    const Tensor h2 = enter_tp_block(r, sv.n2.y);
     be.matmul(h2, true, du, false, gw.fc1_weight, 1, 1);  // dW1 += h2^T du
     bias_grad_if(be, du, gw.fc1_bias);
     Tensor dh2_partial = be.empty({b, n, h}, dt, ws);
     be.matmul(du, false, w.fc1_weight, true, dh2_partial);
-    dh2 = reduce_scatter_sp(tp, dh2_partial, ws);
+    dh2 = leave_tp_block(r, dh2_partial);
   }
   du = Tensor();
   trace::sublayer("ln2");
@@ -238,7 +246,7 @@ Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& d
   bias_grad_if(be, dy, gw.o_bias);
   Tensor da = be.empty({b, n, Hd}, dt, ws);
   {
-    const Tensor dy_group = all_gather_sp(tp, dy, ws);
+    const Tensor dy_group = enter_tp_block(r, dy);
     be.matmul(a.reshape({b, n, Hd}), true, dy_group, false, gw.o_weight, 1, 1);  // dWo += a^T dy
     be.matmul(dy_group, false, w.o_weight, true, da);                            // da = dy Wo^T
   }
@@ -247,7 +255,7 @@ Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& d
 
 Tensor qkv_backward(const TpRank& r, Tensor& dq, Tensor& dk, const Tensor& dv, const TokenwiseSaved& sv, const Tensor& dx2,
                     LayerWeights& gw) {
-  const auto& [cfg, w, be, tp, pos, recompute, ws] = r;
+  const auto& [cfg, w, be, tp, pos, recompute, ws, sequence_parallel] = r;
   const DType dt = dq.dtype();
   const int64_t b = dq.dim(0), n = dq.dim(1);
   trace::sublayer("qkv");
@@ -259,12 +267,12 @@ Tensor qkv_backward(const TpRank& r, Tensor& dq, Tensor& dk, const Tensor& dv, c
   {
     Tensor dqkv = be.empty({b, n, dq.dim(2) * dq.dim(3) + 2 * dk.dim(2) * dk.dim(3)}, dt, ws);
     be.merge_qkv(dq, dk, dv, dqkv);
-    const Tensor h1 = all_gather_sp(tp, sv.n1.y, ws);
+    const Tensor h1 = enter_tp_block(r, sv.n1.y);
     be.matmul(h1, true, dqkv, false, gw.qkv_weight, 1, 1);  // dWqkv += h1^T dqkv
     bias_grad_if(be, dqkv, gw.qkv_bias);
     Tensor dh1_partial = be.empty({b, n, cfg.h}, dt, ws);
     be.matmul(dqkv, false, w.qkv_weight, true, dh1_partial);
-    dh1 = reduce_scatter_sp(tp, dh1_partial, ws);
+    dh1 = leave_tp_block(r, dh1_partial);
   }
   trace::sublayer("ln1");
   Tensor dx = be.empty(sv.x.shape(), dt, ws);

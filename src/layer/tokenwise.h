@@ -10,10 +10,13 @@
 // region is split by sequence: each TP rank holds 1/T of the group's tokens there. Entering a
 // column-parallel block an all-gather rebuilds the group's tokens (Megatron's g); leaving a
 // row-parallel block a reduce-scatter sums the partial outputs and splits them by sequence
-// again (g-bar). The backward of each is the other.
+// again (g-bar). The backward of each is the other. Plain TP (no --sequence-parallel, the
+// configuration "tp") keeps all n tokens on every TP rank there instead: entering a block is
+// the identity and leaving it an all-reduce, and every rank computes the norms, dropout and
+// residual on all n tokens, the same on each (Korthikanti et al.'s 10 s b h a rank keeps whole).
 //
 // Shapes: the TP group holds n tokens (a context-parallel shard, or the whole sequence), each TP
-// rank n/T of them between the blocks: x, dout, out, dx [b, n/T, h]; q [b, n, H/T, d]; k, v
+// rank n/T of them between the blocks (plain TP: n): x, dout, out, dx [b, n/T, h]; q [b, n, H/T, d]; k, v
 // [b, n, Hkv/T, d]; the attention output a [b, n, H/T, d].
 #pragma once
 #include <vector>
@@ -69,6 +72,9 @@ struct TpRank {
   const TokenPositions& pos;
   Recompute recompute;
   AllocTag ws;
+  /// Megatron's --sequence-parallel: n/T tokens a rank between the blocks; false: all n, and
+  /// the blocks end in all-reduces (plain TP).
+  bool sequence_parallel = true;
 };
 
 /// Norm 1 on the rank's tokens, all-gather over the TP group, the QKV projection for the

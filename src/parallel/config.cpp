@@ -49,6 +49,9 @@ ParallelConfig ParallelConfig::resolved(int P) const {
   if (int64_t(r.tp) * r.cp != P)
     throw ConfigError(detail::concat(name(), ": T x C must equal P, but T ", r.tp, " x C ", r.cp, " = ",
                                      int64_t(r.tp) * r.cp, " and P = ", P));
+  if (!r.sequence_parallel && r.cp != 1)
+    throw ConfigError(detail::concat(name(), ": plain TP (no sequence parallelism) runs alone; with C = ", r.cp,
+                                     " use tpN, which is TP with sequence parallelism, e.g. tp2xring2"));
   if (r.cp_comm == CpComm::none && r.cp != 1)
     throw ConfigError(detail::concat(name(), ": C = ", r.cp, " needs a --cp-comm (p2p, all_gather, a2a or a2a+p2p)"));
   if (r.order == RankOrder::cp_tp && (r.tp == 1 || r.cp == 1))
@@ -69,6 +72,7 @@ ParallelConfig ParallelConfig::resolved(int P) const {
 
 std::string ParallelConfig::name() const {
   auto deg = [](int v) { return v == 0 ? std::string() : std::to_string(v); };
+  if (!sequence_parallel) return "tp";  // TP alone, over every rank
   if (cp_comm == CpComm::none) return tp == 0 ? "tp-sp" : "tp" + deg(tp);
   std::string c;
   switch (cp_comm) {
@@ -89,7 +93,7 @@ std::string ParallelConfig::canonical_name() const {
     whole.cp = 0;
     return whole.name();
   }
-  if (cp_comm == CpComm::none && cp == 1) return "tp-sp";
+  if (cp_comm == CpComm::none && cp == 1) return sequence_parallel ? "tp-sp" : "tp";
   return name();
 }
 
@@ -97,10 +101,15 @@ ParallelConfig parse_parallel_config(const std::string& name) {
   const std::string shown = detail::shown_input(name, 48);
   auto bad = [&](const std::string& why) -> ConfigError {
     return ConfigError("strategy '" + shown + "': " + why +
-                       " (names: tp-sp, ring, ulysses, all-gather, or degrees innermost first joined by x, e.g. "
+                       " (names: tp, tp-sp, ring, ulysses, all-gather, or degrees innermost first joined by x, e.g. "
                        "tp2xring2, ulysses2xring2, tp2xall-gather2, ring2xtp2)");
   };
   if (name == "tp-sp") return ParallelConfig{0, 1, CpComm::none};
+  if (name == "tp") {  // Megatron TP without sequence parallelism, over every rank
+    ParallelConfig plain{0, 1, CpComm::none};
+    plain.sequence_parallel = false;
+    return plain;
+  }
   if (name.size() > 128) throw bad(detail::concat("a name of ", name.size(), " characters is not a configuration"));
   // A degree is a decimal number as on the command line (core/strict_flags.h): a leading zero
   // is decimal (ring08 is ring8), and 0 is no degree.

@@ -15,6 +15,10 @@
 // A configuration's name says the degrees, innermost group first: tp2xring2 (T 2 x ring 2),
 // ulysses2xring2 (a2a+p2p, U 2, R 2), tp2xall-gather2, ring2xtp2 (cp-tp order). A degree left
 // out takes the rest of P: "ring" is the ring over every rank, "tp-sp" TP over every rank.
+// "tp" alone is Megatron's TP without --sequence-parallel (Shoeybi et al. 2019): every TP rank
+// holds all the tokens between the blocks, and all-reduces where TP+SP all-gathers and
+// reduce-scatters. It is TP alone over every rank (no context parallelism beside it), the
+// baseline that lesson 2 and compare set beside tp-sp.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -44,9 +48,16 @@ struct ParallelConfig {
   RankOrder order = RankOrder::tp_cp;
   Layout layout = Layout::automatic;      ///< token-to-rank map of the context-parallel shards
   Recompute recompute = Recompute::none;  ///< activation recomputation (every configuration)
+  /// Megatron's --sequence-parallel: the norm, dropout and residual region split by sequence
+  /// over TP. false only for plain TP ("tp"), which has no context parallelism.
+  bool sequence_parallel = true;
+  /// The tokens each TP rank holds between the TP blocks, out of its CP shard's: T with
+  /// sequence parallelism, 1 (all of them) without.
+  int sequence_split() const { return sequence_parallel ? tp : 1; }
   /// The degrees for P ranks (a degree of 0 takes the rest); a2a+p2p with U = 1 or U = C is
   /// the ring or Ulysses alone, and becomes it, as C = 1 under TP becomes TP alone. Throws
-  /// ConfigError naming the rule: T x C != P, or U not dividing C.
+  /// ConfigError naming the rule: T x C != P, U not dividing C, or plain TP beside context
+  /// parallelism.
   ParallelConfig resolved(int P) const;
   int a2a_size() const { return cp_comm == CpComm::a2a ? cp : cp_comm == CpComm::a2a_p2p ? cp_a2a : 1; }
   int ring_size() const { return cp_comm == CpComm::p2p ? cp : cp_comm == CpComm::a2a_p2p ? cp / cp_a2a : 1; }
@@ -60,8 +71,8 @@ struct ParallelConfig {
     if (!cfg.causal) return Layout::contiguous;
     return cfg.docs.size() > 1 ? Layout::striped : Layout::zigzag;
   }
-  /// The name (see above); for the three pure strategies and all_gather, their short names
-  /// ("tp-sp", "ring", "ulysses", "all-gather") when the degrees are left to P.
+  /// The name (see above); for the pure strategies and all_gather, their short names ("tp",
+  /// "tp-sp", "ring", "ulysses", "all-gather") when the degrees are left to P.
   std::string name() const;
   /// The name of a resolved configuration as every table prints it: the short names for TP
   /// alone and for one kind of context parallelism over every rank ("ring", not "ring4"), the

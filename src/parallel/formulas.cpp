@@ -31,7 +31,7 @@ struct Shares {
   HeadShare heads;  // a2a: this rank's heads of its TP share
   Shares(const RunPlan& plan, int rank)
       : par(plan.par), at(plan.coords(rank)), b(plan.layer.b), S(plan.packing->S), n_c(S / par.cp),
-        n_t(S / par.cp / par.tp),
+        n_t(S / par.cp / par.sequence_split()),
         H_t(plan.layer.H / par.tp), Hkv_t(plan.layer.Hkv / par.tp), f_t(plan.layer.f / par.tp), d(plan.layer.d()),
         heads(ulysses_head_share(H_t, Hkv_t, par.a2a_size(), at.u)) {}
   bool a2a() const { return par.cp_comm == CpComm::a2a || par.cp_comm == CpComm::a2a_p2p; }
@@ -67,9 +67,14 @@ CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt) {
   CommBytes sent;
   // TP: g and g-bar around both blocks.
   const int64_t Nh = mine.b * mine.n_c * c.h;
-  const int64_t ag = ring_all_gather_bytes(Nh, T, mine.at.t, dt), rs = ring_reduce_scatter_bytes(Nh, T, mine.at.t, dt);
-  sent.forward += 2 * ag + 2 * rs;
-  sent.backward += 4 * ag + 2 * rs + ring_all_reduce_bytes(sequence_parallel_param_count(c), T, mine.at.t, dt);
+  if (mine.par.sequence_parallel) {
+    const int64_t ag = ring_all_gather_bytes(Nh, T, mine.at.t, dt), rs = ring_reduce_scatter_bytes(Nh, T, mine.at.t, dt);
+    sent.forward += 2 * ag + 2 * rs;
+    sent.backward += 4 * ag + 2 * rs + ring_all_reduce_bytes(sequence_parallel_param_count(c), T, mine.at.t, dt);
+  } else {  // plain TP: an all-reduce leaving each block forward, entering each backward
+    sent.forward += 2 * ring_all_reduce_bytes(Nh, T, mine.at.t, dt);
+    sent.backward += 2 * ring_all_reduce_bytes(Nh, T, mine.at.t, dt);
+  }
   // The attention algorithm.
   auto ring_hops = [&](int64_t kv_bytes) {
     if (R == 1) return;
@@ -111,8 +116,10 @@ int64_t parallel_forward_comm_peak(const RunPlan& plan, int rank, DType dt) {
   const LayerConfig& c = plan.layer;
   const Shares mine(plan, rank);
   const int64_t elem_bytes = dtype_size(dt);
-  // TP's g-bar: the ring reduce-scatter's incoming chunk and two partial sums, N_t h each.
-  const int64_t tp = mine.par.tp > 1 ? 3 * mine.b * mine.n_t * c.h * elem_bytes : 0;
+  // TP's g-bar: the ring reduce-scatter's incoming chunk and two partial sums, N_c h / T each
+  // (N_t h with SP; plain TP's all-reduce begins with the same reduce-scatter).
+  const int64_t T = mine.par.tp, chunk = (mine.b * mine.n_c * c.h + T - 1) / T;
+  const int64_t tp = T > 1 ? 3 * chunk * elem_bytes : 0;
   // The all-to-all of q (and of the output back): its send and receive buffers, N_c H_t d each;
   // k's and v's are no larger.
   const int64_t a2a = 2 * mine.b * mine.n_c * mine.H_t * mine.d * elem_bytes;

@@ -17,7 +17,8 @@ struct CommBytes {
 /// a padding token costs what a real one does.
 ///
 /// Saved-activation bytes of world rank `rank`, with N_t = b S / (T C) tokens between the TP
-/// blocks, N_c = b S / C in its CP shard, H_t = H/T, Hkv_t = Hkv/T, f_t = f/T, u_t = F/T (W_1's
+/// blocks (b S / C under plain TP, which keeps every token there: Korthikanti et al.'s 10 s b h
+/// whole on each rank, here 4 h + 2 z elements a token, the dropout masks being redrawn), N_c = b S / C in its CP shard, H_t = H/T, Hkv_t = Hkv/T, f_t = f/T, u_t = F/T (W_1's
 /// output: F = f, or 2 f for SwiGLU's gate and up) and z the norm's statistics per token (2
 /// LayerNorm, 1 RMSNorm):
 ///   token-wise   N_t (4 h + 2 z) + N_c (u_t + f_t)  (x, h1, x2, h2, the norms' statistics; u, g)
@@ -39,6 +40,10 @@ int64_t parallel_saved_bytes(const RunPlan& plan, int rank, DType dt);
 ///     4.2.2); backward: 4 all-gathers (two re-gather the norm outputs) + 2 reduce-scatters,
 ///     and an all-reduce over T of the sequence-parallel parameter gradients (6 h: both
 ///     LayerNorms' gamma and beta, o.bias and fc2.bias; 2 h for two RMSNorms and no biases).
+///     Plain TP (no SP): an all-reduce of N_c h over T leaving each block forward, and entering
+///     each backward, 2 (T-1)/T N_c h each: 4 all-reduces in all, 8 half-collectives where TP+SP
+///     has 10 (its backward's two re-gathers), and no parameter all-reduce (the norms'
+///     gradients are whole on every rank).
 ///     The TP activations are h wide whatever the MLP: SwiGLU changes none of these volumes
 ///     but the gradient all-reduces below, which follow the parameter count.
 ///   p2p (R = C, or C/U under a2a+p2p): K and V pass R-1 hops forward, 2 kv, and in the
@@ -52,7 +57,8 @@ int64_t parallel_saved_bytes(const RunPlan& plan, int rank, DType dt);
 CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt);
 
 /// Peak bytes world rank `rank` holds in communication buffers (MemCategory::comm) during the
-/// forward: the larger of TP's reduce-scatter, 3 N_t h (one chunk arriving, two partial sums),
+/// forward: the larger of TP's reduce-scatter, 3 N_c h / T (one chunk arriving, two partial sums;
+/// plain TP's all-reduce starts with the same reduce-scatter),
 /// and the attention's transfers:
 ///   p2p: two K and two V blocks, the one computed on and the one arriving, 4 N_c Hkv_t d
 ///     (a2a+p2p: 4 U N_c kv d, the ring's block after the all-to-all);

@@ -54,7 +54,7 @@ LocalLayer parallel_layer(const RunPlan& plan, const ProcessGroups& groups, cons
   const LayerConfig& cfg = plan.layer;
   const ParallelConfig& par = plan.par;
   Backend& be = ctx.be;
-  const TpRank tp{cfg, in.w, be, *groups.tp, in.pos, plan.recompute(), ctx.ws};
+  const TpRank tp{cfg, in.w, be, *groups.tp, in.pos, plan.recompute(), ctx.ws, par.sequence_parallel};
   // Under full recomputation nothing the attention keeps is saved: its forward runs again in the backward.
   const bool full_recompute = plan.recompute() == Recompute::full;
   const RankContext attention_ctx{be, ctx.dt, ctx.ws, full_recompute ? ctx.ws : ctx.act, ctx.comm};
@@ -101,10 +101,11 @@ LocalLayer parallel_layer(const RunPlan& plan, const ProcessGroups& groups, cons
   // Every weight is replicated over CP and each CP rank saw only its tokens: sum every gradient
   // over CP. The sequence-parallel parameters (the norms, o.bias, fc2.bias) are whole on every
   // TP rank too, which saw only its share of the tokens: sum those over TP as well, or every rank
-  // updates them differently (the classic SP bug). One packed all-reduce per group.
+  // updates them differently (the classic SP bug). One packed all-reduce per group. (Plain TP
+  // computed those on all the group's tokens, on every TP rank: whole already.)
   trace::sublayer("grad_sync");
   if (par.cp > 1 && opts.grad_sync) all_reduce_packed(*groups.cp, all_of(weight_grads), ctx.comm);
-  if (par.tp > 1 && opts.grad_sync) {
+  if (par.tp > 1 && par.sequence_parallel && opts.grad_sync) {
     if (opts.keep_partial_grads) res.partial_grads = sequence_parallel_copy(weight_grads, ctx.ws);
     all_reduce_packed(*groups.tp, sequence_parallel_params(weight_grads), ctx.comm);
   }

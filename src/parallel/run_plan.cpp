@@ -11,6 +11,8 @@ namespace ringside {
 namespace {
 
 std::string summary_of(const ParallelConfig& par) {
+  if (!par.sequence_parallel)
+    return "Megatron tensor parallelism without SP: all-reduce after each TP block, every token on every rank";
   if (par.cp_comm == CpComm::none)
     return "Megatron tensor + sequence parallelism: all-gather / reduce-scatter around the TP blocks";
   // Each context-parallel attention on its own, and its name as one group of two.

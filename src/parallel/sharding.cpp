@@ -13,7 +13,7 @@ Layout shard_layout(const ParallelConfig& par, const LayerConfig& cfg) {
 int layout_ranks(const ParallelConfig& par) { return par.cp_comm == CpComm::all_gather ? par.cp : par.ring_size(); }
 
 Packing sequence_packing(const ParallelConfig& par, const LayerConfig& cfg) {
-  const int64_t G = layout_ranks(par), TC = int64_t(par.tp) * par.cp;
+  const int64_t G = layout_ranks(par), TC = int64_t(par.sequence_split()) * par.cp;
   const Layout l = shard_layout(par, cfg);
   if (per_document(l) && G > 1) return Packing(cfg, std::lcm(2 * G, TC), 2 * G);
   return Packing(cfg, l == Layout::zigzag && G > 1 ? std::lcm(2 * G, TC) : TC);
@@ -36,6 +36,7 @@ std::vector<int64_t> cp_positions(const ParallelConfig& par, const RingLayout& l
 std::vector<int64_t> rank_positions(const ParallelConfig& par, const RingLayout& layout, int rank) {
   const GroupCoords g = coords_of(par, rank);
   const std::vector<int64_t> shard = cp_positions(par, layout, g.c);
+  if (!par.sequence_parallel) return shard;  // plain TP: every TP rank holds the whole shard
   const int64_t n = int64_t(shard.size()) / par.tp;
   return {shard.begin() + g.t * n, shard.begin() + (g.t + 1) * n};
 }

@@ -21,7 +21,8 @@ Layout shard_layout(const ParallelConfig& par, const LayerConfig& cfg);
 int layout_ranks(const ParallelConfig& par);
 
 /// The padded sequence a resolved configuration splits. With G = layout_ranks every shard must
-/// hold S / (T C) tokens per rank between the TP blocks, so S is a multiple of T C, and of 2 G
+/// hold S / (T C) tokens per rank between the TP blocks (S / C without sequence parallelism:
+/// T stands for sequence_split() here), so S is a multiple of T C, and of 2 G
 /// for zigzag (two chunks per rank); the per-document layouts pad each document to a multiple
 /// of 2 G and S to one of lcm(2 G, T C). The padding is the least that makes every split exact;
 /// none when s already divides.
@@ -38,7 +39,7 @@ RingLayout cp_layout(const ParallelConfig& par, const LayerConfig& cfg, const Pa
 std::vector<int64_t> cp_positions(const ParallelConfig& par, const RingLayout& layout, int c);
 
 /// World rank `rank`'s own slots between the TP blocks: the t-th of T equal pieces of its CP
-/// shard (Megatron's sequence parallelism).
+/// shard (Megatron's sequence parallelism); without sequence parallelism, the whole shard.
 std::vector<int64_t> rank_positions(const ParallelConfig& par, const RingLayout& layout, int rank);
 
 }  // namespace ringside
