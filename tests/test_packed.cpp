@@ -139,9 +139,10 @@ TEST_CASE("every configuration and layout matches the fp64 reference with docume
         ++runs;
       }
   }
-  // 10 configurations run (Ulysses cannot split 8 heads over 3 ranks): the 7 with a ring or an
-  // all-gather in 5 layouts each, tp-sp and the two Ulysses in one; in each of 6 variants.
-  CHECK(runs == 6 * (7 * 5 + 3));
+  // 11 configurations run (Ulysses cannot split 8 heads over 3 ranks): the 7 with a ring or an
+  // all-gather in 5 layouts each, tp-sp, plain TP and the two Ulysses in one; in each of 6
+  // variants.
+  CHECK(runs == 6 * (7 * 5 + 4));
 }
 
 TEST_CASE("the padding each layout needs is the least that splits the sequence", "[packed]") {

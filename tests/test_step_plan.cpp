@@ -77,6 +77,15 @@ TEST_CASE("the embedding and LM head: V h / T parameters each, the head's GEMM a
   const EndsCost eight = ends_cost(cfg, n, V, 8, GroupSpan{8, 8}, hw, o);
   CHECK(eight.head_params == Approx(16032.0 * 4096));
   CHECK(eight.embedding_forward_s > one.embedding_forward_s);  // its reduce-scatter over TP
+  // Plain TP: an all-reduce of n h leaves the embedding (the reduce-scatter and its all-gather
+  // half), and the head's forward gathers nothing.
+  const EndsCost plain = ends_cost(cfg, n, V, 8, GroupSpan{8, 8}, hw, o, false);
+  const GroupSpan tp_span{8, 8};
+  CHECK(plain.embedding_forward_s - one.embedding_forward_s ==
+        Approx(collective_seconds(Collective::all_reduce, 2.0 * n * 4096, tp_span, hw, o)));
+  CHECK(plain.head_forward_s + collective_seconds(Collective::all_gather, 2.0 * n * 4096, tp_span, hw, o) ==
+        Approx(eight.head_forward_s));
+  CHECK(plain.embedding_backward_s == Approx(one.embedding_backward_s));
   CHECK_THROWS_AS(ends_cost(cfg, 0, V, 1, GroupSpan{1, 1}, hw, o), ConfigError);
 }
 

@@ -75,7 +75,7 @@ StepCost step_memory(const StepConfig& c, const LayerCost& layer, const EndsCost
 }
 
 EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, const GroupSpan& tp_span, const Hardware& hw,
-                   const ModelOptions& o) {
+                   const ModelOptions& o, bool sequence_parallel) {
   if (tokens < 1 || vocab < 1 || cfg.h < 1 || tp < 1)
     throw ConfigError(detail::concat("the embedding and head need n, V, h and T >= 1 (n = ", tokens, ", V = ", vocab, ", h = ",
                                      cfg.h, ", T = ", tp, ")"));
@@ -83,14 +83,17 @@ EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp
   const int64_t shard = (vocab + tp - 1) / tp;  // V / T, the last shard padded as Megatron pads it
   const double logits = n * double(shard);
   auto tp_collective = [&](Collective kind, double bytes) { return tp > 1 ? collective_seconds(kind, bytes, tp_span, hw, o) : 0.0; };
+  // Leaving a vocab-parallel op: a reduce-scatter to n/T tokens (SP) or an all-reduce; entering
+  // one: an all-gather of the n/T tokens (SP), or nothing (every rank holds all n).
+  const double leave = tp_collective(sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce, n * h * element);
+  const double enter = sequence_parallel ? tp_collective(Collective::all_gather, n * h * element) : 0.0;
   EndsCost e;
-  e.embedding_forward_s = memory_pass_seconds("embedding", 2 * n * h * element, hw, o) + tp_collective(Collective::reduce_scatter, n * h * element);
-  e.embedding_backward_s = tp_collective(Collective::all_gather, n * h * element) + memory_pass_seconds("embedding_backward", 3 * n * h * element, hw, o);
-  e.head_forward_s = tp_collective(Collective::all_gather, n * h * element) + gemm_seconds(tokens, shard, cfg.h, element, hw, o) +
+  e.embedding_forward_s = memory_pass_seconds("embedding", 2 * n * h * element, hw, o) + leave;
+  e.embedding_backward_s = enter + memory_pass_seconds("embedding_backward", 3 * n * h * element, hw, o);
+  e.head_forward_s = enter + gemm_seconds(tokens, shard, cfg.h, element, hw, o) +
                      memory_pass_seconds("cross_entropy", 12 * logits, hw, o) + 3 * tp_collective(Collective::all_reduce, 4 * n);
   e.head_backward_s = memory_pass_seconds("cross_entropy_backward", 6 * logits, hw, o) + gemm_seconds(tokens, cfg.h, shard, element, hw, o) +
-                      gemm_seconds(cfg.h, shard, tokens, element, hw, o) +
-                      tp_collective(Collective::reduce_scatter, n * h * element);
+                      gemm_seconds(cfg.h, shard, tokens, element, hw, o) + leave;
   e.embedding_params = e.head_params = double(shard) * h;
   e.head_saved_bytes = n * h * element + 4 * logits;
   return e;

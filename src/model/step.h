@@ -60,10 +60,13 @@ struct EndsCost {
 ///              (6 bytes a logit), the GEMMs for the input's and the weight's gradients, a
 ///              reduce-scatter of n h
 ///   memory     V h / T parameters each; the head keeps its gathered input and its fp32 logits
+/// Without sequence parallelism (plain TP) every TP rank holds all n tokens: the embedding
+/// all-reduces n h where it reduce-scatters, and its backward and the head's forward gather
+/// nothing; the head's backward all-reduces n h where it reduce-scatters.
 /// Costed as the replay costs the layer's own ops (op_seconds) and collectives (collective_seconds
 /// over `tp_span`). Throws ConfigError for n, V, h or T below 1.
 EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, const GroupSpan& tp_span, const Hardware& hw,
-                   const ModelOptions& o);
+                   const ModelOptions& o, bool sequence_parallel = true);
 
 /// The step around the layer.
 struct StepConfig {

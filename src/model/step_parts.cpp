@@ -278,7 +278,7 @@ EndsCost Evaluator::ends_of(const Group& g, const Hardware& hw, const GroupSpan&
   if (o.vocab == 0) return EndsCost{};
   const ModelOptions& mo = o.modeling;
   const int64_t tokens = cfg.b * g.plan->packing->S / g.layer.par.cp;
-  return ends_cost(cfg, tokens, o.vocab, g.layer.par.tp, tp_span, hw, mo);
+  return ends_cost(cfg, tokens, o.vocab, g.layer.par.tp, tp_span, hw, mo, g.layer.par.sequence_parallel);
 }
 
 }  // namespace ringside::model::step_parts

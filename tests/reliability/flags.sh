@@ -81,7 +81,8 @@ expect 0 "ringside run tp2xulysses2: " "$RS" run --ranks 4 "${SMALL[@]}" --tp 2 
 expect 0 "ringside run ring: " "$RS" run --ranks 4 "${SMALL[@]}" --strategy ring4
 expect 0 "ringside run ring: " "$RS" run --ranks 4 "${SMALL[@]}" --cp 4
 expect 0 "ringside run tp2xall-gather2: " "$RS" run --ranks 4 "${SMALL[@]}" --tp 2 --cp-comm all-gather
-expect 0 "ringside run tp-sp: " "$RS" run --ranks 2 "${SMALL[@]}" --strategy tp
+expect 0 "ringside run tp: " "$RS" run --ranks 2 "${SMALL[@]}" --strategy tp    # plain TP, no longer tp-sp
+expect 0 "ringside run tp-sp: " "$RS" run --ranks 2 "${SMALL[@]}" --strategy tp2  # a TP degree keeps SP
 expect 0 "ringside run tp2xring2: " "$RS" run --ranks 4 "${SMALL[@]}" --tp 2   # C takes the rest: the ring
 expect 0 "groups     TP \\{0 1\\} \\{2 3\\}; ring \\{0 2\\} \\{1 3\\} \\(world ranks\\)" "$RS" run --ranks 4 "${SMALL[@]}" --tp 2
 expect 0 "ringside run tp2xulysses2: " "$RS" run --ranks 4 "${SMALL[@]}" --tp 2 --cp 2 --cp-comm a2a+p2p --cp-a2a 2
