@@ -167,6 +167,14 @@ TEST_CASE("lesson 3: the LSE merge is exact, the ring's steps move the right blo
   REQUIRE(num(s, "c512_attention_ns") == Approx(4.0 * 512 * 512 * 128 * 16 / F * 1e9));
   REQUIRE(num(s, "c512_attention_ns") + num(s, "c512_rest_ns") == Approx(num(s, "c512_step_compute_ns")));
   REQUIRE(num(s, "c512_rest_ns") > 0);
+  // Check yourself: the same layer at P = 8 (blocks of s/P = 128 tokens), c* with Hkv/H = 8/32,
+  // and a transfer at c = 1024 of the dry-run layer.
+  const double kv8 = 2.0 * (1024 / 8) * 4 * 16 * 4;
+  REQUIRE(num(s, "check.1") == 2 * (4.0 / 8) * 1024 * 128 * 7 / 8 * 4);
+  REQUIRE(num(s, "check.1") == 7 * kv8);
+  REQUIRE(num(s, "check.2") == (2 * 8 - 1) * kv8);
+  REQUIRE(num(s, "check.3") == Approx(8.0 / 32 * F / B));
+  REQUIRE(num(s, "check.4") == Approx((2 * alpha + 2 * 1024 * Hkv * d * 2 / B) * 1e9).epsilon(1e-12));
 }
 
 TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly, and per document when packed", "[lessons]") {
@@ -248,6 +256,14 @@ TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly, and 
   CHECK(viz::tile_map(s.trace, "ring striped (modeled, a100-nvlink)")->layout == "striped");
   CHECK(viz::tile_map(s.trace, "ring contiguous s=64K (modeled, a100-nvlink)")->layout == "contiguous");
   CHECK(viz::tile_map(s.trace, "ring zigzag s=64K (modeled, a100-nvlink)")->layout == "zigzag");
+  // Check yourself: step 1's layer on P = 8 (c = 64), and the packed documents padded to 2P = 16.
+  {
+    const double P8 = 8, c8 = sl / P8, mean = sl * (sl + 1) / 2 / P8;
+    CHECK(num(s, "check.1") == Approx(((P8 - 1) * c8 * c8 + c8 * (c8 + 1) / 2) / mean).epsilon(1e-12));
+    CHECK(num(s, "check.2") == Approx((c8 * P8 + P8 * c8 * (c8 - 1) / 2) / mean).epsilon(1e-12));
+    CHECK(num(s, "check.3") == per_pair * mean);
+    CHECK(num(s, "check.4") == 304 + 32 + 144 + 64);
+  }
 }
 
 TEST_CASE("lesson 5: Ulysses' all-to-all bytes, GQA replication and the head limit", "[lessons]") {
@@ -265,6 +281,12 @@ TEST_CASE("lesson 5: Ulysses' all-to-all bytes, GQA replication and the head lim
   REQUIRE(num(s, "ulysses_forward_formula") == num(s, "ulysses_forward_bytes"));
   REQUIRE(num(s, "ring_forward_bytes") == 2 * (2 / H) * N * h * (P - 1) / P * 4);
   REQUIRE(num(s, "ring_forward_formula") == num(s, "ring_forward_bytes"));
+  // Check yourself: P = 8, Llama 3 70B's K/V heads on 32 ranks, and MQA (Hkv' = P as with Hkv = 2).
+  REQUIRE(num(s, "check.1") == (N / 8) * H * d * 4 * 7 / 8);
+  REQUIRE(num(s, "check.2") == 4 * d * (H / 8) * N * (N + 1) / 2);
+  REQUIRE(num(s, "check.3") == 32.0 / 8);
+  REQUIRE(num(s, "check.4") == (2 + 2 * P / H) * N * h * (P - 1) / (P * P) * 4);
+  REQUIRE(num(s, "check.4") == num(s, "ulysses_forward_bytes"));
 }
 
 TEST_CASE("lesson 6: three strategies, one answer, their bytes and the overlap thresholds", "[lessons]") {
@@ -301,6 +323,14 @@ TEST_CASE("lesson 6: three strategies, one answer, their bytes and the overlap t
   REQUIRE(num(s, "threshold_h100_ib_gqa") == Approx(19780.0 * 8 / 32));  // (Hkv/H) F/B: step 4 hides at 16,384
   REQUIRE(num(s, "max_ranks_tp_sp") == 4);
   REQUIRE(num(s, "max_ranks_ulysses") == 8);
+  // Check yourself: TP+SP on 2 ranks, its bytes over the ring's (2 H / Hkv), the shortest
+  // sequence that hides across InfiniBand on 8 GPUs, and step 4's ratio.
+  REQUIRE(num(s, "check.1") == 4 * 2048.0 * 128 * 1 / 2 * 4);
+  REQUIRE(num(s, "check.2") == 2.0 * 8 / 4);
+  REQUIRE(num(s, "check.2") == num(s, "forward_bytes_tp-sp") / num(s, "forward_bytes_ring"));
+  REQUIRE(num(s, "check.3") == Approx(8 * 19780.0 * 8 / 32));
+  REQUIRE(num(s, "check.4") == Approx(num(s, "layer_ns_ib_tp-sp") / num(s, "layer_ns_ib_ring")));
+  REQUIRE(num(s, "check.4") > 1);
 }
 
 TEST_CASE("lesson 7: the hybrids are correct, each group's bytes are its formula, and placement matters", "[lessons]") {
@@ -324,6 +354,14 @@ TEST_CASE("lesson 7: the hybrids are correct, each group's bytes are its formula
   REQUIRE(num(s, "layer_ms_tp_inside") < 0.5 * num(s, "layer_ms_tp_across"));
   REQUIRE(num(s, "layer_ms_a2a_inside") < num(s, "layer_ms_ring_across"));
   REQUIRE(num(s, "across_bytes_tp_inside") < num(s, "across_bytes_tp_across"));
+  // Check yourself: TP 2 x ring 4 (N_c = 128), the in-order USP split over a ring of 4 (contiguous
+  // quarters: (R-1) c^2 + c(c+1)/2 pairs at most, s(s+1)/(2R) on average), and all-gather CP's
+  // K and V of Llama 3 8B at 64K tokens (Hkv 8, d 128), bf16.
+  REQUIRE(num(s, "check.1") == 4 * (128.0 * 128 / 2) * 4);
+  REQUIRE(num(s, "check.2") == 2 * 128.0 * 2 * 16 * 4 * 3);
+  const double c4 = 512.0 / 4;
+  REQUIRE(num(s, "check.3") == Approx((3 * c4 * c4 + c4 * (c4 + 1) / 2) / (512.0 * 513 / 2 / 4)).epsilon(1e-12));
+  REQUIRE(num(s, "check.4") == 2 * 65536.0 * 8 * 128 * 2);
 }
 
 TEST_CASE("a lesson's steps survive the trace file and the presenter pauses and quits", "[lessons]") {
@@ -404,6 +442,14 @@ TEST_CASE("lesson 8: the rank order's strides, the winner no slower than its pla
   REQUIRE(num(s, "zero3_total_bytes") < num(s, "zero2_total_bytes"));
   REQUIRE(num(s, "zero2_total_bytes") < num(s, "zero1_total_bytes"));
   REQUIRE(num(s, "zero1_total_bytes") < num(s, "zero0_total_bytes"));
+  // Check yourself: the winner's grid (PP's stride T C; ring 0's members 0, T, ..., T (C-1) on
+  // nodes of 8), and the winner with twice the DP on 512 GPUs, the batch of 64 unchanged.
+  const double tp = num(s, "winner_tp"), cp = num(s, "winner_cp"), pp = num(s, "winner_pp"), dp = num(s, "winner_dp");
+  REQUIRE(num(s, "check.1") == tp * cp);
+  REQUIRE(num(s, "check.2") == std::floor(tp * (cp - 1) / 8) + 1);
+  REQUIRE(num(s, "check.3") == Approx((pp - 1) / (64 / (2 * dp))));
+  REQUIRE(num(s, "check.4") == Approx(num(s, "zero0_optimizer_bytes") / (2 * dp * cp)));
+  REQUIRE(num(s, "check.4") == Approx(num(s, "zero1_optimizer_bytes") / 2));
 }
 
 TEST_CASE("every chapter says what its lesson's run says (a stale chapter fails)", "[lessons]") {

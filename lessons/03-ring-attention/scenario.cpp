@@ -97,8 +97,8 @@ void ring_attention(Script& L) {
     if (i == 0) {
       L.say("Step 0: every rank computes its queries against its own K/V block, and at the same");
       L.say("time (posted first) sends that block right and receives the left neighbour's. Whether");
-      L.say("the transfer hides behind the compute is a question of the GPU and its link: the last");
-      L.say("step answers it on %s.", L.hw.name.c_str());
+      L.say("the transfer hides behind the compute is a question of the GPU and its link: step 8");
+      L.say("answers it on %s.", L.hw.name.c_str());
     } else if (i < P - 1) {
       L.say("Step %d: the block that arrived during step %d is computed on and merged into the", i, i - 1);
       L.say("running (out, lse), while it travels on to the right.");
@@ -255,37 +255,68 @@ void ring_attention(Script& L) {
   if (L.hw.name != ib.name)
     L.say("`ringside lesson 3 --hw h100-ib` replays the two runs across InfiniBand, where c* is %s.",
           grouped(int64_t(std::llround(c_star_ib))).c_str());
-  if (!achieved) return;
-  L.blank();
-  L.say("That threshold is the datasheet's: F is the peak of the tensor cores, B the link's line");
-  L.say("rate (the table above is modeled at them: `--efficiency ideal`). Real kernels reach less,");
-  const std::string& family = L.hw.efficiency.default_kernel;
-  const char* kernel_name = family == "fa2" ? "FlashAttention 2" : family == "fa3" ? "FlashAttention 3" : "cuDNN's attention";
-  L.say("and less the shorter the block. %s on %s sustains R c / (c + %.0f)", kernel_name, L.hw.name.c_str(), k_half);
-  L.say("for a block of c keys, with R = %.0f TFLOP/s (fitted to its published charts:", R / 1e12);
-  L.say("docs/calibration.md); NCCL moves %.0f GB/s of the link's %.0f. So a short ring block is", B_real / 1e9, B / 1e9);
-  L.say("both less work per byte and a slower kernel. Where they cross, at those rates:");
-  L.blank();
-  L.say("  c* (peak)     = F / B                        = %s tokens", grouped(int64_t(std::llround(c_star))).c_str());
-  L.say("  c* (achieved) = R / B_nccl - k_half           = %s tokens",
-        grouped(int64_t(std::llround(c_star_real))).c_str());
-  L.blank();
-  L.say("The achieved c* is lower: the kernel loses more to its peak (%.0f%% of it at long blocks) than", 100 * R / F);
-  L.say("NCCL loses to the link (%.0f%%). And a step does more than its matmuls: the merge into the", 100 * B_real / B);
-  L.say("running output (fp32), the block's slicing and each kernel's launch take time the transfer");
-  L.say("hides behind too. Below %s tokens a block has fewer query tiles than the GPU has SMs, and", grouped(int64_t(std::llround(full_gpu))).c_str());
-  L.say("runs slower still: it hides its transfer by wasting the GPU. The same two runs at the");
-  L.say("achieved rates:");
-  L.blank();
-  Table a({"run", "c / c*", "compute", "K/V transfer", "exposed", "layer: attn hidden"});
-  for (const Crossover& x : real)
-    a.row({x.label, fmt("%.2f", double(x.c) / c_star_real), format_ns(x.compute_ns), format_ns(x.transfer_ns),
-           format_ns(x.exposed_ns), fmt("%.0f%%", x.hidden_pct)});
-  L.table(a);
-  L.blank();
-  L.say("Real runs hide more than the datasheet says: the direction that matters when you choose a");
-  L.say("ring.");
-  L.say("`ringside validate` holds these rates against published ring-attention runs.");
+  if (achieved) {
+    L.blank();
+    L.say("That threshold is the datasheet's: F is the peak of the tensor cores, B the link's line");
+    L.say("rate (the table above is modeled at them: `--efficiency ideal`). Real kernels reach less,");
+    const std::string& family = L.hw.efficiency.default_kernel;
+    const char* kernel_name = family == "fa2" ? "FlashAttention 2" : family == "fa3" ? "FlashAttention 3" : "cuDNN's attention";
+    L.say("and less the shorter the block. %s on %s sustains R c / (c + %.0f)", kernel_name, L.hw.name.c_str(), k_half);
+    L.say("for a block of c keys, with R = %.0f TFLOP/s (fitted to its published charts:", R / 1e12);
+    L.say("docs/calibration.md); NCCL moves %.0f GB/s of the link's %.0f. So a short ring block is", B_real / 1e9, B / 1e9);
+    L.say("both less work per byte and a slower kernel. Where they cross, at those rates:");
+    L.blank();
+    L.say("  c* (peak)     = F / B                        = %s tokens", grouped(int64_t(std::llround(c_star))).c_str());
+    L.say("  c* (achieved) = R / B_nccl - k_half           = %s tokens",
+          grouped(int64_t(std::llround(c_star_real))).c_str());
+    L.blank();
+    L.say("The achieved c* is lower: the kernel loses more to its peak (%.0f%% of it at long blocks) than", 100 * R / F);
+    L.say("NCCL loses to the link (%.0f%%). And a step does more than its matmuls: the merge into the", 100 * B_real / B);
+    L.say("running output (fp32), the block's slicing and each kernel's launch take time the transfer");
+    L.say("hides behind too. Below %s tokens a block has fewer query tiles than the GPU has SMs, and", grouped(int64_t(std::llround(full_gpu))).c_str());
+    L.say("runs slower still: it hides its transfer by wasting the GPU. The same two runs at the");
+    L.say("achieved rates:");
+    L.blank();
+    Table a({"run", "c / c*", "compute", "K/V transfer", "exposed", "layer: attn hidden"});
+    for (const Crossover& x : real)
+      a.row({x.label, fmt("%.2f", double(x.c) / c_star_real), format_ns(x.compute_ns), format_ns(x.transfer_ns),
+             format_ns(x.exposed_ns), fmt("%.0f%%", x.hidden_pct)});
+    L.table(a);
+    L.blank();
+    L.say("Real runs hide more than the datasheet says: the direction that matters when you choose a");
+    L.say("ring.");
+    L.say("`ringside validate` holds these rates against published ring-attention runs.");
+  }
+
+  // ---- check yourself ------------------------------------------------------------------------
+  const int P8 = 8;
+  const int64_t kv_block8 = 2 * cfg.b * (cfg.s / P8) * cfg.Hkv * d * e;  // K and V of one block at P = 8
+  const double forward8 = double(parallel_comm_bytes(plan_of("ring", cfg, P8, Layout::contiguous), 0, DType::f32).forward);
+  const double gqa = 8.0 / 32;  // Llama 3 8B's Hkv/H
+  const int64_t c1k = 1024;     // step 8's layer, one block of 1,024 tokens
+  const double transfer_1k = (2 * alpha + 2.0 * double(gpu.b * c1k * gpu.Hkv * gpu.d()) * 2 / B) * 1e9;
+  const double attention_1k = 4.0 * double(c1k * c1k * gpu.d() * gpu.H) / F * 1e9;
+  L.check_yourself({
+      {fmt("Step 7's forward sends %s bytes per rank at P = %d. How many at P = %d, on the same layer?",
+           grouped(rr[0].forward.bytes_sent).c_str(), P, P8),
+       forward8, grouped(int64_t(forward8)) + " bytes",
+       fmt("2 (Hkv/H) N h (P-1)/P x 4 B = 2 x %lld/%lld x %lld x %lld x %d/%d x 4: more hops of smaller blocks, "
+           "towards 2 (Hkv/H) N h x 4",
+           (long long)cfg.Hkv, (long long)cfg.H, (long long)cfg.s, (long long)cfg.h, P8 - 1, P8)},
+      {fmt("In the backward a rank sends K/V P - 1 times and dK/dV P times. How many bytes is that at P = %d?", P8),
+       double((2 * P8 - 1) * kv_block8), grouped((2 * P8 - 1) * kv_block8) + " bytes",
+       fmt("(2P - 1) blocks of 2 b (s/P) Hkv d x 4 = %d x %s", 2 * P8 - 1, grouped(kv_block8).c_str())},
+      {fmt("On %s at the peak, how many tokens must a block have to hide its K/V when Hkv/H = 8/32 (Llama 3 8B)?",
+           L.hw.name.c_str()),
+       gqa * c_star, grouped(std::llround(gqa * c_star)) + " tokens",
+       fmt("(Hkv/H) F/B = 8/32 x %s: K/V carry Hkv heads, the compute all H", grouped(std::llround(c_star)).c_str())},
+      {fmt("Step 8's layer at c = %s tokens on %s: how long does a forward step's K/V transfer take?",
+           grouped(c1k).c_str(), L.hw.name.c_str()),
+       transfer_1k, format_ns(transfer_1k),
+       fmt("2 latency + 2 b c Hkv d x 2 B / B = 2 x %.0f us + 2 x %lld x %lld x %lld x 2 / %.0f GB/s. The attention "
+           "alone, 4 c^2 d H / F = %s, is shorter: the latencies put the crossover above F/B",
+           alpha * 1e6, (long long)c1k, (long long)gpu.Hkv, (long long)gpu.d(), B / 1e9, format_ns(attention_1k).c_str())},
+  });
 }
 
 }  // namespace ringside::lessons

@@ -273,6 +273,39 @@ void load_balance(Script& L) {
   L.say("wholly, and its step records name them. `ringside compare --ranks 4 --seq 510 --docs");
   L.say("300,20,130,60 --hidden 128 --heads 8 --kv-heads 4 --ffn 512` prints this table (and runs");
   L.say("every layout).");
+
+  // ---- check yourself ------------------------------------------------------------------------
+  // Step 1's layer on P = 8 ranks: each layout's work per rank, from the same formula as above.
+  const int P8 = 8;
+  auto imbalance_at = [&](const LayerConfig& c, int ranks, Layout l) {
+    const RunPlan plan = plan_of("ring", c, ranks, l);
+    std::vector<double> work;
+    for (int r = 0; r < ranks; ++r) work.push_back(parallel_attention_flops(plan, r));
+    return trace::max_over_mean(work);
+  };
+  const double contiguous8 = imbalance_at(cfg, P8, Layout::contiguous), striped8 = imbalance_at(cfg, P8, Layout::striped);
+  const double zigzag8_flops = parallel_attention_flops(plan_of("ring", cfg, P8, Layout::zigzag), 0);
+  const int64_t per_doc8 = plan_of("ring", packed, P8, Layout::zigzag_per_doc).packing->S;
+  const int64_t c8 = cfg.s / P8;
+  std::string padded;  // "304 + 32 + 144 + 64"
+  for (int64_t len : packed.docs) padded += fmt("%s%lld", padded.empty() ? "" : " + ", (long long)((len + 2 * P8 - 1) / (2 * P8) * 2 * P8));
+  L.check_yourself({
+      {fmt("Contiguous on P = %d ranks, s = %lld as in step 1: the imbalance (max / mean work)?", P8, (long long)cfg.s),
+       contiguous8, fmt("%.3f", contiguous8),
+       fmt("rank P-1 has (P-1) c^2 + c(c+1)/2 pairs, c = s/P = %lld; the mean is s(s+1)/(2P). Short blocks keep "
+           "it below (2P-1)/P = %.3f",
+           (long long)c8, (2.0 * P8 - 1) / P8)},
+      {fmt("Striped on P = %d ranks, s = %lld: the imbalance?", P8, (long long)cfg.s), striped8, fmt("%.3f", striped8),
+       fmt("rank r has c(r+1) + P c(c-1)/2 pairs (query r + P j sees r + P j + 1 keys), c = %lld; rank P-1 over "
+           "the mean s(s+1)/(2P)",
+           (long long)c8)},
+      {fmt("Zigzag on P = %d ranks, s = %lld: how many attention MFLOP does each rank compute?", P8, (long long)cfg.s),
+       zigzag8_flops, fmt("%.2f MFLOP", zigzag8_flops / 1e6),
+       fmt("every rank an equal share of the triangle, s(s+1)/(2P) pairs of 4 d H = %lld FLOPs", (long long)(4 * cfg.d() * cfg.H))},
+      {fmt("Step 6's documents under zigzag-per-doc on P = %d ranks: how many slots S does the pack take?", P8),
+       double(per_doc8), grouped(per_doc8) + " slots",
+       fmt("each document padded to a multiple of 2P = %d: %s", 2 * P8, padded.c_str())},
+  });
 }
 
 }  // namespace ringside::lessons

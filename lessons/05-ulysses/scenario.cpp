@@ -2,6 +2,7 @@
 // head is independent: an all-to-all turns "my tokens, all heads" into "all tokens, my heads",
 // attention runs locally, and a second all-to-all turns it back.
 #include "core/error.h"
+#include "layer/presets.h"
 #include "lessons/lesson.h"
 #include "parallel/formulas.h"
 #include "parallel/ulysses_attention.h"
@@ -154,6 +155,38 @@ void ulysses(Script& L) {
   L.say("Ulysses moves less at large P, but all-to-all needs every pair of ranks connected at full");
   L.say("speed (inside a node), and its transfers sit on the critical path, while the ring's hide");
   L.say("behind compute.");
+
+  // ---- check yourself ------------------------------------------------------------------------
+  const int P8 = 8, P32 = 32;
+  const int64_t sl8 = s / P8;
+  const double q_bytes8 = double(b * sl8 * H * d * e * (P8 - 1) / P8);
+  const double flops8 = parallel_attention_flops(plan_of("ulysses", cfg, P8), 0);
+  LayerConfig llama70;
+  apply_preset(find_preset("llama3-70b"), llama70);
+  const double readers = double(ulysses_kv_heads(llama70, P32) / llama70.Hkv);
+  LayerConfig mqa = cfg;
+  mqa.Hkv = 1;
+  const double mqa_bytes = double(parallel_comm_bytes(plan_of("ulysses", mqa, P), 0, DType::f32).forward);
+  L.check_yourself({
+      {fmt("Step 2's all-to-all of q sends %s bytes per rank at P = %d. How many at P = %d?", grouped(q_bytes).c_str(), P, P8),
+       q_bytes8, grouped(int64_t(q_bytes8)) + " bytes",
+       fmt("b (s/P) H d e (P-1)/P = %lld x %lld x %lld x %lld x 4 x %d/%d: a smaller piece, less of it kept home",
+           (long long)b, (long long)sl8, (long long)H, (long long)d, P8 - 1, P8)},
+      {fmt("At P = %d, how many attention MFLOP does each rank compute (step 4's table is P = %d)?", P8, P),
+       flops8, fmt("%.2f MFLOP", flops8 / 1e6),
+       fmt("H/P = %lld head over the whole causal sequence: 4 d (H/P) s(s+1)/2 = 4 x %lld x %lld x %lld x %lld / 2",
+           (long long)(H / P8), (long long)d, (long long)(H / P8), (long long)s, (long long)(s + 1))},
+      {fmt("Llama 3 70B (H = %lld, Hkv = %lld) under Ulysses on P = %d: to how many ranks does each K/V head go?",
+           (long long)llama70.H, (long long)llama70.Hkv, P32),
+       readers, fmt("%.0f ranks", readers),
+       fmt("each rank reads the one K/V head of its H/P = %lld query heads: P / Hkv = %d / %lld",
+           (long long)(llama70.H / P32), P32, (long long)llama70.Hkv)},
+      {fmt("Make this layer MQA (Hkv = 1). Ulysses' forward bytes per rank at P = %d?", P),
+       mqa_bytes, grouped(int64_t(mqa_bytes)) + " bytes",
+       fmt("the one K/V head still goes to every rank, Hkv' = P = %d as with Hkv = %lld: (2 + 2 Hkv'/H) N h "
+           "(P-1)/P^2 x 4, the same bytes",
+           P, (long long)cfg.Hkv)},
+  });
 }
 
 }  // namespace ringside::lessons

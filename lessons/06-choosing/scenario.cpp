@@ -232,6 +232,32 @@ void choosing(Script& L) {
   L.say("for your model rather than a rule of thumb:");
   L.say("  ringside plan --preset llama3-70b --seq 1048576 --gpus 64 --hw h100-nvlink");
   L.record("plan_ranked", double(plan.ranked()));
+
+  // ---- check yourself ------------------------------------------------------------------------
+  const int P2 = 2;
+  const double tp2_bytes = double(parallel_comm_bytes(plan_of("tp-sp", cfg, P2), 0, DType::f32).forward);
+  const double tp_over_ring = double(L.numbers["forward_bytes_tp-sp"]) / double(L.numbers["forward_bytes_ring"]);
+  const double ib_over = double(L.numbers["layer_ns_ib_tp-sp"]) / double(L.numbers["layer_ns_ib_ring"]);
+  L.check_yourself({
+      {fmt("Step 1's layer under TP+SP on P = %d ranks: how many bytes does a rank send in the forward?", P2),
+       tp2_bytes, grouped(int64_t(tp2_bytes)) + " bytes",
+       fmt("2 all-gathers + 2 reduce-scatters of N h: 4 N h (P-1)/P x 4 = 4 x %lld x %lld x %d/%d x 4",
+           (long long)cfg.s, (long long)cfg.h, P2 - 1, P2)},
+      {"On this layer, how many times the ring's forward bytes does TP+SP send, at any P?", tp_over_ring,
+       fmt("%.0f times", tp_over_ring),
+       fmt("4 N h (P-1)/P over 2 (Hkv/H) N h (P-1)/P = 2 H / Hkv = 2 x %lld / %lld: TP+SP moves the "
+           "activations, the ring only K and V",
+           (long long)cfg.H, (long long)cfg.Hkv)},
+      {fmt("Llama 3 8B's layer on %d H100s, each in its own node (InfiniBand): from which sequence length "
+           "on can the ring hide its K/V?",
+           P8),
+       P8 * ib_gqa, grouped(std::llround(P8 * ib_gqa)) + " tokens",
+       fmt("P (Hkv/H) F/B = %d x %s tokens a GPU", P8, grouped(std::llround(ib_gqa)).c_str())},
+      {"Across InfiniBand (step 4), how many times the ring's layer time does TP+SP's take?", ib_over,
+       fmt("%.2f times", ib_over),
+       fmt("%s / %s, step 4's IB column: TP+SP's collectives are all exposed, the ring's K/V hide",
+           format_ns(double(L.numbers["layer_ns_ib_tp-sp"])).c_str(), format_ns(double(L.numbers["layer_ns_ib_ring"])).c_str())},
+  });
 }
 
 }  // namespace ringside::lessons

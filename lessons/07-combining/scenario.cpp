@@ -225,6 +225,40 @@ void combining(Script& L) {
   L.say("  ringside model --strategy tp8xring8 --ranks 64 --seq 1048576 --heads 64 --kv-heads 8 \\");
   L.say("      --hidden 4096 --ffn 16384 --hw h100-nvlink      (and ring8xtp8: the reverse order)");
   L.say("  ringside bench model        (every strategy and hybrid, side by side)");
+
+  // ---- check yourself ------------------------------------------------------------------------
+  // Step 2's formulas at T = 2 x C = 4 (P = 8), and step 3's in-order split with a ring of R = 4.
+  const int T = 2, C = 4;
+  const int64_t Nc = cfg.b * (cfg.s / C);  // the CP shard's tokens
+  const double tp_bytes = double(4 * (Nc * cfg.h * (T - 1) / T) * 4);
+  const double ring_bytes = double(2 * Nc * (cfg.Hkv / T) * cfg.d() * 4 * (C - 1));
+  const RunPlan in_order4 = plan_of("ulysses2xring4", cfg, 2 * C, Layout::contiguous);
+  std::vector<double> in_order4_work;
+  for (int r = 0; r < 2 * C; ++r) in_order4_work.push_back(parallel_attention_flops(in_order4, r));
+  const double in_order4_imbalance = trace::max_over_mean(in_order4_work);
+  const double allgather_kv = double(2 * big.b * big.s * big.Hkv * big.d() * 2);  // allgather_kv_bytes, bf16
+  L.check_yourself({
+      {fmt("TP %d x ring %d on P = %d, step 1's layer: how many bytes does rank 0 send to its TP group in the "
+           "forward?",
+           T, C, T * C),
+       tp_bytes, grouped(int64_t(tp_bytes)) + " bytes",
+       fmt("2 all-gathers + 2 reduce-scatters of N_c h (T-1)/T x 4, N_c = s/C = %lld: 4 x %lld x %lld x %d/%d x 4",
+           (long long)Nc, (long long)Nc, (long long)cfg.h, T - 1, T)},
+      {"The same run: how many bytes does rank 0 send to its ring in the forward?", ring_bytes, grouped(int64_t(ring_bytes)) + " bytes",
+       fmt("K and V of its Hkv/T = %lld heads, C-1 hops: 2 (s/C) (Hkv/T) d x 4 x (C-1) = 2 x %lld x %lld x %lld x 4 x %d",
+           (long long)(cfg.Hkv / T), (long long)Nc, (long long)(cfg.Hkv / T), (long long)cfg.d(), C - 1)},
+      {fmt("Ulysses 2 x ring %d on P = %d with the input split in order: the imbalance (max / mean work)?", C, 2 * C),
+       in_order4_imbalance, fmt("%.3f", in_order4_imbalance),
+       fmt("each ring shard is a contiguous quarter, c = s/R = %lld: (R-1) c^2 + c(c+1)/2 pairs over the mean "
+           "s(s+1)/(2R)",
+           (long long)(cfg.s / C))},
+      {fmt("All-gather CP on step 4's layer (s = %s, T = 1): how many bytes of K and V, bf16, does a rank hold "
+           "while it attends?",
+           grouped(big.s).c_str()),
+       allgather_kv, grouped(int64_t(allgather_kv)) + " bytes (" + format_bytes(allgather_kv) + ")",
+       fmt("the whole sequence's, whatever C: 2 b s Hkv d x 2 = 2 x %s x %lld x %lld x 2",
+           grouped(big.s).c_str(), (long long)big.Hkv, (long long)big.d())},
+  });
 }
 
 }  // namespace ringside::lessons

@@ -163,6 +163,34 @@ void whole_step(Script& L) {
   L.say("stays inside its node. ZeRO");
   L.say("trims the rest: stage 1 shards Adam's 12 bytes, stage 2 the gradients too, stage 3 the");
   L.say("weights, at the price of gathering them again in every microbatch's forward and backward.");
+
+  // ---- check yourself ------------------------------------------------------------------------
+  // Step 1's rank order on the winner's degrees, and the winner on twice the GPUs as twice the DP.
+  const int wt = w.layer.par.tp, wc = w.layer.par.cp, dp2 = 2 * w.dp;
+  std::vector<int> ring_nodes;  // the nodes of ring 0's members: ranks T c
+  for (int c = 0; c < wc; ++c)
+    if (std::find(ring_nodes.begin(), ring_nodes.end(), wt * c / node) == ring_nodes.end()) ring_nodes.push_back(wt * c / node);
+  const int m2 = o.gbs / (dp2 * o.mbs);
+  const double bubble2 = double(w.pp - 1) / m2;
+  const double optimizer2 = double(L.numbers["zero0_optimizer_bytes"]) / (dp2 * wc);
+  L.check_yourself({
+      {fmt("In the winner's grid (TP %d, CP %d, PP %d, DP %d; [TP, CP, PP, DP]), how far apart are the members of a "
+           "PP group?",
+           wt, wc, w.pp, w.dp),
+       double(wt * wc), fmt("%d ranks", wt * wc), fmt("PP's stride is T C = %d x %d, as step 1's was 2 x 2", wt, wc)},
+      {fmt("Over how many nodes of %d GPUs does one of the winner's rings (its CP group) reach?", node),
+       double(ring_nodes.size()), fmt("%zu nodes", ring_nodes.size()),
+       fmt("its %d members are T = %d apart, ranks 0 to %d of a TP x CP group of T C = %d ranks, %d to a node: %s",
+           wc, wt, wt * (wc - 1), wt * wc, node,
+           ring_nodes.size() > 1 ? "the ring crosses InfiniBand, TP stays inside" : "one node's NVLink")},
+      {fmt("The winner on %d GPUs as DP %d, the batch still %d sequences: the 1F1B bubble by the formula?", 2 * o.gpus, dp2,
+           o.gbs),
+       bubble2, pct(bubble2),
+       fmt("(PP-1)/m with m = GBS / (DP MBS) = %d / (%d x %d) = %d: more DP, fewer microbatches, more bubble", o.gbs, dp2,
+           o.mbs, m2)},
+      {fmt("The same %d GPUs: ZeRO 1's optimizer state per GPU?", 2 * o.gpus), optimizer2, format_bytes(optimizer2),
+       fmt("ZeRO 0's %s over DP x CP = %d x %d", format_bytes(double(L.numbers["zero0_optimizer_bytes"])).c_str(), dp2, wc)},
+  });
 }
 
 }  // namespace ringside::lessons
