@@ -109,7 +109,9 @@ struct Script {
   void check_yourself(const std::vector<Question>& questions);
 
   /// Runs the plan forward and backward on its P local ranks (threads), traced; the ranks'
-  /// timelines are added to `trace` under `label` (the name the viewer and the focus use).
+  /// timelines are added to `trace` under `label` (the name the viewer and the focus use). The
+  /// first run's configuration is the trace's (RunInfo::config); a later run of another one
+  /// records its own (RunInfo::group_configs), which its tile map is drawn from.
   /// Returns every rank's record. Throws whatever the run throws.
   std::vector<RunRecord> run(const RunPlan& plan, const std::string& label, const LocalOptions& local = {},
                              const RankOptions& rank = {});

@@ -96,6 +96,10 @@ std::vector<RunRecord> Script::run(const RunPlan& plan, const std::string& label
     run.layout = to_string(plan.requested_layout());
     run.ranks = plan.P, run.backend = "local", run.dtype = "float32", run.device = "cpu";
     run.clock = "steady_clock, one process";
+  } else if (const nlohmann::json own = plan.config_json(); own != trace.run.config) {
+    // A later run of another configuration (packed documents, another layout) carries its own,
+    // so that its tile map and header describe what it ran, not what the first run did.
+    trace.run.group_configs[label] = own;
   }
   static const int64_t origin = trace::Clock::steady_now_ns();
   trace::Clock clock;

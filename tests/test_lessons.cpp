@@ -266,6 +266,30 @@ TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly, and 
   }
 }
 
+TEST_CASE("lesson 4: each run's tile map is drawn from its own configuration, packed documents and all", "[lessons]") {
+  const Script s = build_lesson(4);
+  // Each run's map is drawn from its own configuration (issue 42): the trace's is the first
+  // run's (one sequence of 512), and the packed runs carry theirs, through the file too, so
+  // their maps know the documents and do not draw a partial diagonal tile as the causal triangle.
+  const trace::TraceData back = trace::parse_trace(trace::to_chrome_json(s.trace).dump(), "lesson 4");
+  CHECK(back.run.group_configs.count("ring packed greedy") == 1);
+  CHECK(back.run.group_configs.count("ring contiguous") == 0);  // the first run's is otherData.config
+  for (const trace::TraceData* t : {&s.trace, &back}) {
+    for (const char* packed : {"ring packed zigzag", "ring packed striped", "ring packed zigzag-per-doc", "ring packed greedy",
+                               "ring packed greedy (modeled, a100-nvlink)"}) {
+      INFO(packed);
+      const auto m = viz::tile_map(*t, packed);
+      REQUIRE(m.has_value());
+      CHECK(m->docs == std::vector<int64_t>{300, 20, 130, 60});
+      CHECK_FALSE(m->causal_diagonal);
+    }
+    CHECK(viz::tile_map(*t, "ring packed zigzag-per-doc")->layout == "zigzag-per-doc");
+    CHECK(viz::tile_map(*t, "ring contiguous")->docs.empty());
+    CHECK(viz::tile_map(*t, "ring contiguous")->causal_diagonal);
+    CHECK(viz::tile_map(*t, "ring zigzag")->layout == "zigzag");
+  }
+}
+
 TEST_CASE("lesson 5: Ulysses' all-to-all bytes, GQA replication and the head limit", "[lessons]") {
   const Script s = build_lesson(5);
   check_steps(s);

@@ -512,11 +512,56 @@ TEST_CASE("the reader rejects malformed traces with the problem named", "[trace]
       {with(R"({"ph":"s","id":3,"ts":1,"pid":0,"tid":0})"), "flow id 3 has a start ('s') but no finish ('f')"},
       {with(R"({"ph":"f","id":3,"ts":1,"pid":0,"tid":0})"), "flow id 3 has a finish ('f') but no start ('s')"},
       {with(R"({"ph":"s","id":3,"ts":1,"pid":0,"tid":0},{"ph":"s","id":3,"ts":1,"pid":0,"tid":0})"), "flow id 3 has a second 's' event"},
+      // A group's own configuration (issue 42): an object per group, the fields the tile map reads typed.
+      {R"({"traceEvents":[],"otherData":{"group_configs":[1]}})", "otherData.group_configs must be an object (group label: configuration), got array"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring packed":"docs"}}})", R"(otherData.group_configs["ring packed"] must be an object)"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"docs":[300,0]}}}})",
+       R"(otherData.group_configs["ring"].docs must be an array of positive integers (document lengths), got array)"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"docs":"300,20"}}}})", R"(["ring"].docs must be an array of positive integers)"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"docs":[2.5]}}}})", R"(["ring"].docs must be an array of positive integers)"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"causal":"yes"}}}})", R"(["ring"].causal must be a boolean, got "yes")"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"layout":7}}}})", R"(["ring"].layout must be a string, got 7)"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"window":-4}}}})", R"(["ring"].window must be an integer >= 0, got -4)"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"s":18446744073709551615}}}})", R"(["ring"].s must be an integer >= 0)"},
   };
   for (const auto& [text, expect] : cases) {
     INFO(text);
     CHECK_THAT(error_of(text), Catch::Contains(expect) && Catch::Contains("t.json"));
   }
+}
+
+TEST_CASE("a group's own configuration round-trips, and a trace without one reads as before", "[trace]") {
+  // Two recorded runs of a lesson: the first's configuration is the trace's, the second (packed
+  // documents, another layout) carries its own; a twin of the second answers with its run's.
+  TraceData t;
+  t.run.config = nlohmann::json{{"s", 512}, {"causal", true}, {"layout", "contiguous"}};
+  t.run.group_configs["ring packed greedy"] = {{"s", 510}, {"causal", true}, {"layout", "greedy"}, {"docs", {300, 20, 130, 60}}};
+  t.run.groups["ring packed greedy (modeled, a100-nvlink)"] = GroupInfo{"ring packed greedy", "a100-nvlink", "bf16", std::nullopt, "", 0};
+  for (const char* strategy : {"ring contiguous", "ring packed greedy"}) {
+    RankTrace r;
+    r.strategy = strategy;
+    r.events = {ev("attention_forward", Kind::attention, 0, 10)};
+    t.ranks.push_back(r);
+  }
+  const TraceData back = parse_trace(to_chrome_json(t).dump());
+  REQUIRE(back.run.group_configs.size() == 1);
+  const nlohmann::json* packed = back.run.config_of("ring packed greedy");
+  REQUIRE(packed);
+  CHECK((*packed)["docs"] == nlohmann::json{300, 20, 130, 60});
+  CHECK((*packed)["layout"] == "greedy");
+  CHECK(back.run.config_of("ring packed greedy (modeled, a100-nvlink)") == packed);  // a twin: its run's
+  REQUIRE(back.run.config_of("ring contiguous"));
+  CHECK((*back.run.config_of("ring contiguous"))["s"] == 512);  // not listed: the trace's
+  CHECK_FALSE(back.other.contains("group_configs"));  // typed once, in run
+  CHECK(to_chrome_json(back).dump() == to_chrome_json(t).dump());
+  // A trace written before group configs: every group ran otherData.config.
+  nlohmann::json old = to_chrome_json(t);
+  old["otherData"].erase("group_configs");
+  const TraceData before = parse_trace(old.dump());
+  CHECK(before.run.group_configs.empty());
+  REQUIRE(before.run.config_of("ring packed greedy"));
+  CHECK((*before.run.config_of("ring packed greedy"))["s"] == 512);
+  CHECK(TraceData{}.run.config_of("ring") == nullptr);  // no config at all
 }
 
 TEST_CASE("the reader survives every truncation and random corruption of a real trace", "[trace]") {

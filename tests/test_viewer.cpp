@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "kernels/cpu/attention.h"
@@ -529,6 +530,52 @@ TEST_CASE("framing: --fit fits the layer or one phase, not the setup before it, 
   }
 }
 
+TEST_CASE("a lesson step's window of one group is the same part of every other group's run, on its own clock", "[viewer]") {
+  // Issue 42: a measured run (ms on a CPU) and its modeled twin (us on a GPU). A step about the
+  // run's forward ring step 1 frames the twin's forward ring step 1, never the run's clock.
+  trace::TraceData t = model::with_modeled_twin(ring_trace(2, Layout::zigzag), model::load_hardware("a100-nvlink"));
+  const TimelineLayout layout = make_layout(t);
+  REQUIRE(layout.groups.size() == 2);
+  const Group &run = layout.groups[0], &twin = layout.groups[1];
+  REQUIRE(twin.strategy == "ring (modeled, a100-nvlink)");
+  const Landmarks from = landmarks(t, run), to = landmarks(t, twin);
+  REQUIRE(from.count("forward/step 1"));
+  REQUIRE(from.count("forward/attention"));
+  const trace::Interval step1 = from.at("forward/step 1"), twin_step1 = to.at("forward/step 1");
+  const Correspondence c = corresponding_window(from, step1, to);
+  CHECK(c.landmark == "forward/step 1");
+  CHECK(c.window.begin == twin_step1.begin);
+  CHECK(c.window.end == twin_step1.end);
+  CHECK(landmark_words(c.landmark) == "forward ring step 1");
+  // The window holds twin events: what the twin's rows draw is never empty.
+  size_t inside = 0;
+  for (size_t p : twin.processes)
+    for (const Event& e : t.ranks[p].events) inside += e.stream == Stream::compute && e.ts_ns < c.window.end && e.end_ns() > c.window.begin;
+  CHECK(inside > 0);
+  // Part of a landmark maps to the same part: the second half of the run's forward phase is the
+  // second half of the twin's.
+  const trace::Interval fwd = from.at("forward"), twin_fwd = to.at("forward");
+  const trace::Interval half{(fwd.begin + fwd.end) / 2, fwd.end};
+  const Correspondence h = corresponding_window(from, half, to);
+  CHECK(h.landmark == "forward");
+  CHECK(double(h.window.begin) == Approx(double(twin_fwd.begin + twin_fwd.end) / 2).margin(1));
+  CHECK(h.window.end == twin_fwd.end);
+  // A group without ring steps or phases in common: its whole run, in proportion.
+  trace::TraceData other;
+  trace::RankTrace r;
+  r.strategy = "foreign";
+  r.events = {ev("a", trace::Kind::gemm, 100, 100), ev("b", trace::Kind::gemm, 200, 100)};
+  other.ranks.push_back(r);
+  const Landmarks bare = landmarks(other, make_layout(other).groups[0]);
+  const Correspondence w = corresponding_window(from, step1, bare);
+  CHECK(w.landmark == "all");
+  CHECK(w.window.begin >= 100);
+  CHECK(w.window.end <= 300);
+  CHECK(w.window.end > w.window.begin);
+  CHECK(landmark_words("all") == "whole run");
+  CHECK(landmark_words("backward/attention") == "backward attention");
+}
+
 TEST_CASE("ring step labels are never dropped: lettered, else numbered, else one for the phase, never overlapping", "[viewer]") {
   std::vector<StepMark> marks;
   for (int s = 0; s < 4; ++s) {
@@ -694,6 +741,90 @@ TEST_CASE("the default screenshot of the demo's trace has every group on screen,
       CHECK((texts[i] == step || texts[i] == (i < 4 ? "F" : "B") + step));
     }
   }
+}
+
+TEST_CASE("a collapsed group's exposed-comm gauges are a column of their own, apart from the timeline and its colours", "[viewer-gauge]") {
+  // gauge.json: GPU 0 exposes 300 us of communication, GPU 1 100 us. Issue 42: the bars were
+  // drawn in the exposed-comm colour against the time axis, and read as timeline events.
+  const Shot s = shot("RINGSIDE_GAUGE_PNG", "RINGSIDE_GAUGE_LAYOUT");
+  const float axis_x0 = s.layout["x0"];
+  const nlohmann::json& column = s.layout["gauge_column"];
+  CHECK(column["heading"] == "exposed");
+  CHECK(column["x1"].get<float>() <= axis_x0 - 4);  // a gap, and a rule in it, before the time axis
+  std::map<std::string, nlohmann::json> gauges;
+  for (const auto& g : s.layout["gauges"]) gauges[g["lane"]] = g;
+  REQUIRE(gauges.size() == 2);
+  const nlohmann::json &g0 = gauges.at("/GPU 0"), &g1 = gauges.at("/GPU 1");
+  CHECK(g0["exposed_ns"] == 300'000);
+  CHECK(g1["exposed_ns"] == 100'000);
+  for (const nlohmann::json* g : {&g0, &g1}) {
+    CHECK((*g)["x0"].get<float>() == column["x0"].get<float>());
+    CHECK((*g)["x1"].get<float>() == column["x1"].get<float>());
+  }
+  // The most fills the cell; a third of it, a third.
+  const float x0 = g0["x0"], x1 = g0["x1"], width = x1 - x0;
+  CHECK(g0["fill_x1"].get<float>() == Approx(x1));
+  CHECK(g1["fill_x1"].get<float>() - x0 == Approx(width / 3).margin(0.5));
+  // The pixels: filled, then the empty track, in greys of their own (the value, right-aligned,
+  // ends 2 px before the cell's edge).
+  CHECK(s.at(x0 + 2, (g0["y0"].get<float>() + g0["y1"].get<float>()) / 2) == kGaugeFill);
+  CHECK(s.at(x0 + 2, (g1["y0"].get<float>() + g1["y1"].get<float>()) / 2) == kGaugeFill);
+  CHECK(s.at(x1 - 1, (g1["y0"].get<float>() + g1["y1"].get<float>()) / 2) == kGaugeTrack);
+  // Left of the time axis no pixel of a summary row is in an event's colour or the exposed colour
+  // (but the waits' grey, which the edges of the labels' grey text may hit).
+  std::set<Color> timeline{kExposedColor, kHiddenColor};
+  for (trace::Kind k : compute_kinds())
+    if (k != trace::Kind::wait) timeline.insert(color_of_kind(k));
+  for (trace::Kind k : comm_kinds()) timeline.insert(color_of_kind(k));
+  for (const nlohmann::json* g : {&g0, &g1})
+    for (float y = (*g)["y0"].get<float>(); y < (*g)["y1"].get<float>(); y += 1)
+      for (float x = 0; x < axis_x0; x += 1) {
+        INFO("pixel " << x << ", " << y);
+        REQUIRE(timeline.count(s.at(x, y)) == 0);
+      }
+  // The rows themselves still draw the timeline: attention, and GPU 0's exposed comm.
+  const float row0 = s.layout["lanes"]["/GPU 0"];
+  CHECK(s.event_pixels(row0) > 100);
+}
+
+TEST_CASE("a lesson step: every group on screen draws its own part of the step, and lesson 4's packed step its packed maps", "[viewer-lesson]") {
+  // Issue 42: a step about a measured run framed its window on the measured clock, and the
+  // modeled twins (a thousand times faster) drew empty rows.
+  for (const auto& [png, json] : {std::pair{"RINGSIDE_LESSON3_PNG", "RINGSIDE_LESSON3_LAYOUT"}, std::pair{"RINGSIDE_LESSON4_PNG", "RINGSIDE_LESSON4_LAYOUT"}}) {
+    INFO(png);
+    const Shot s = shot(png, json);
+    const float top = s.layout["timeline"]["y0"], bottom = s.layout["timeline"]["y1"];
+    size_t on_screen = 0, twins = 0;
+    for (const auto& g : s.layout["groups"]) {
+      const std::string name = g["name"];
+      INFO(name);
+      CHECK(g["t1_ns"].get<double>() > g["t0_ns"].get<double>());
+      // Its first GPU row, when on screen, shows events.
+      const auto lane = s.layout["lanes"].find(name + "/GPU 0");
+      REQUIRE(lane != s.layout["lanes"].end());
+      const float y = lane->get<float>();
+      if (y < top + 2 || y + 4 > bottom - 2) continue;
+      ++on_screen;
+      twins += name.find("(modeled") != std::string::npos;
+      CHECK(s.event_pixels(y) > 20);
+    }
+    CHECK(on_screen >= 4);
+    CHECK(twins >= 2);
+  }
+  // Lesson 4 step 6 is about the packed runs: the map of its run comes first, built from the
+  // run's own configuration (its documents), not the first run's.
+  const Shot s = shot("RINGSIDE_LESSON4_PNG", "RINGSIDE_LESSON4_LAYOUT");
+  const nlohmann::json& maps = s.layout["tile_maps"];
+  REQUIRE(!maps.empty());
+  CHECK(maps[0]["group"] == "ring packed greedy");
+  CHECK(maps[0]["layout"] == "greedy");
+  CHECK(maps[0]["docs"] == nlohmann::json{300, 20, 130, 60});
+  for (const auto& m : maps)
+    if (m["group"].get<std::string>().starts_with("ring packed")) CHECK(m["docs"].size() == 4);
+    else CHECK(m["docs"].empty());
+  // The twin of the step's run shows its own forward phase, as its header says.
+  for (const auto& g : s.layout["groups"])
+    if (g["name"] == "ring packed greedy (modeled, a100-nvlink)") CHECK(g["frame"] == "forward");
 }
 
 TEST_CASE("the 64-rank model trace opens as an overview: one row per rank, each showing what its rank does", "[viewer-overview]") {

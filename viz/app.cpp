@@ -150,8 +150,15 @@ double App::scale_of(const Loaded& t, const std::string& strategy) const {
   return mixed_ && !t.modeled(strategy) ? measured_scale_ : 1.0;
 }
 
+App::Frame App::frame_of(const Loaded& t, const std::string& strategy) const {
+  if (!traces_.empty() && &t == &traces_.front())
+    if (const auto it = frames_.find(strategy); it != frames_.end()) return it->second;
+  return Frame{0, scale_of(t, strategy), ""};
+}
+
 App::View App::view_of(const Loaded& t, const Group& g) const {
-  const double k = scale_of(t, g.strategy), zero = double(g.zero_ns);
+  const Frame f = frame_of(t, g.strategy);
+  const double zero = double(g.zero_ns) + f.offset, k = f.scale;
   View v{axis_, reveal_ ? zero + double(replay_.head_ns) * k : INFINITY};
   v.axis.t0 = zero + axis_.t0 * k, v.axis.t1 = zero + axis_.t1 * k;
   return v;
@@ -159,6 +166,7 @@ App::View App::view_of(const Loaded& t, const Group& g) const {
 
 // The first view: the layer (forward + backward) of the groups --fit names, or --zoom's range.
 void App::fit() {
+  frames_.clear(), framed_group_.clear();  // every group on its family's clock again
   // The scales: the measured family drawn so that its longest layer spans what the modeled one's does.
   double modeled = 0, measured = 0;
   for (const Loaded& t : traces_)
@@ -267,6 +275,10 @@ nlohmann::json App::layout_json() const {
   for (const auto& [label, y] : drawn_lanes_) j["lanes"][label] = y;
   j["groups"] = drawn_groups_;
   j["step_labels"] = drawn_labels_;
+  j["gauges"] = drawn_gauges_;  // a collapsed group's per-GPU exposed-comm cells
+  j["gauge_column"] = {{"x0", axis_.x0 - kGaugeGap - kGaugeWidth}, {"x1", axis_.x0 - kGaugeGap}, {"heading", "exposed"}};
+  j["tile_maps"] = drawn_tile_maps_;  // in the order the side panel shows them
+  j["timeline"] = {{"y0", timeline_y0_}, {"y1", timeline_y1_}};
   return j;
 }
 
@@ -328,7 +340,8 @@ void App::step(int dir) {
   std::vector<StepMark> all;
   for (const Loaded& t : traces_)
     for (StepMark m : t.steps) {
-      m.ts_ns = int64_t(double(m.ts_ns) / scale_of(t, m.strategy));  // in axis time
+      const Frame f = frame_of(t, m.strategy);
+      m.ts_ns = int64_t((double(m.ts_ns) - f.offset) / f.scale);  // in axis time
       all.push_back(m);
     }
   std::sort(all.begin(), all.end(), [](const StepMark& a, const StepMark& b) { return a.ts_ns < b.ts_ns; });

@@ -31,6 +31,9 @@
 namespace ringside::viz {
 
 inline constexpr float kKeyHeight = 15;  // the colour key's row above the ruler
+// The timeline's left column: the lanes' labels, and at its right edge the column of a collapsed
+// group's per-GPU gauges, kGaugeGap px before the time axis begins.
+inline constexpr float kLabelWidth = 210, kGaugeWidth = 64, kGaugeGap = 10;
 
 // A loaded trace and everything derived from it.
 struct Loaded {
@@ -116,6 +119,15 @@ class App {
     bool revealed(const trace::Event& e) const { return double(e.ts_ns) <= head; }
   };
   double scale_of(const Loaded& t, const std::string& strategy) const;
+  // A lesson step frames its group's focus, and every other group of the lesson's trace the same
+  // part of its own run (corresponding_window: the measured run's ring step 0 is its twin's ring
+  // step 0), on the same pixels: a group's time (ns after its zero) = offset + axis time * scale.
+  // Outside a lesson step a group's frame is its family's: offset 0, scale scale_of(group).
+  struct Frame {
+    double offset = 0, scale = 1;
+    std::string landmark;  ///< the landmark the frame maps (Correspondence::landmark); "" when none
+  };
+  Frame frame_of(const Loaded& t, const std::string& strategy) const;
   View view_of(const Loaded& t, const Group& g) const;
   // timeline_panel.cpp
   void ruler(float height);
@@ -124,6 +136,7 @@ class App {
   void draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const View& v, float gy, float left, const std::string& prefix);
   void draw_events(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly);
   void draw_summary(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly);
+  void draw_gauge(ImDrawList* dl, const Loaded& t, const Lane& lane, int64_t most, float ly, const std::string& name);
   void draw_flows(ImDrawList* dl, const Loaded& t, float top);
   // memory_lanes.cpp
   void draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lane& lane, const View& v, float ly);
@@ -155,6 +168,8 @@ class App {
   bool framed_ = false;             // the first view framed (after the first arrangement)
   TimeAxis axis_;
   double measured_scale_ = 1;
+  std::map<std::string, Frame> frames_;  // a lesson step's, per group of the first trace; empty otherwise
+  std::string framed_group_;             // the group whose focus the lesson step frames
   bool mixed_ = false;  // some trace holds measured and modeled groups
   Replay replay_;
   bool reveal_ = false, arrows_ = true;
@@ -174,6 +189,8 @@ class App {
   // What the last frame drew, for layout_json().
   std::map<std::string, float> drawn_lanes_;
   nlohmann::json drawn_groups_ = nlohmann::json::array(), drawn_labels_ = nlohmann::json::array();
+  nlohmann::json drawn_gauges_ = nlohmann::json::array(), drawn_tile_maps_ = nlohmann::json::array();
+  float timeline_y0_ = 0, timeline_y1_ = 0;  // the timeline's visible rows, pixels
   float window_w_ = 0, window_h_ = 0;
 };
 

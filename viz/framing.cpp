@@ -60,6 +60,47 @@ std::optional<Window> fit_window(const TimelineLayout& layout, const trace::RunI
   return out;
 }
 
+Landmarks landmarks(const TraceData& t, const Group& g) {
+  Landmarks out{{"all", Interval{g.begin_ns, g.end_ns}}, {"layer", Interval{g.zero_ns, g.layer_end_ns}}};
+  auto widen = [&](const std::string& name, const Event& e) {
+    const auto [it, fresh] = out.emplace(name, Interval{e.ts_ns, e.end_ns()});
+    if (!fresh) it->second = Interval{std::min(it->second.begin, e.ts_ns), std::max(it->second.end, e.end_ns())};
+  };
+  for (size_t p : g.processes)
+    for (const Event& e : t.ranks[p].events) {
+      if (e.kind == trace::Kind::phase) widen(e.name, e);
+      else if (e.kind == trace::Kind::sublayer && !e.phase.empty()) widen(e.phase + "/" + (e.sublayer.empty() ? e.name : e.sublayer), e);
+      else if (e.kind == trace::Kind::ring_step && !e.phase.empty()) widen(e.phase + "/step " + std::to_string(e.step), e);
+    }
+  return out;
+}
+
+Correspondence corresponding_window(const Landmarks& from, const Interval& focus, const Landmarks& to) {
+  // The innermost common landmark that holds the focus; "all" holds every window of its group
+  // (and places one that runs past its events in proportion all the same).
+  std::string best;
+  for (const auto& [name, span] : from) {
+    if (!to.count(name) || span.begin > focus.begin || span.end < focus.end) continue;
+    if (best.empty() || span.end - span.begin < from.at(best).end - from.at(best).begin) best = name;
+  }
+  if (best.empty() && from.count("all") && to.count("all")) best = "all";
+  if (best.empty()) return {"", focus};  // nothing in common: the same times
+  const Interval a = from.at(best), b = to.at(best);
+  if (a.end <= a.begin) return {best, b};
+  // focus in `a`, in proportion, placed in `b`.
+  const double k = double(b.end - b.begin) / double(a.end - a.begin);
+  auto place = [&](int64_t x) { return b.begin + int64_t(std::llround(double(x - a.begin) * k)); };
+  return {best, Interval{place(focus.begin), std::max(place(focus.end), place(focus.begin) + 1)}};
+}
+
+std::string landmark_words(const std::string& landmark) {
+  if (landmark == "all") return "whole run";
+  std::string words = landmark;
+  if (const size_t slash = words.find('/'); slash != std::string::npos)
+    words.replace(slash, 1, words.compare(slash + 1, 5, "step ") == 0 ? " ring " : " ");
+  return words;
+}
+
 Interval parse_zoom(const std::string& text) {
   const std::string usage = "--zoom " + text + ": expected START,END, times after the layer's start with a unit (ns, us, ms, s; "
                             "a bare number is seconds), START < END, for example 0,150us";

@@ -46,16 +46,34 @@ void App::go_to_lesson_step(size_t i) {
     for (const Group& gr : traces_.front().layout.groups)
       if (gr.strategy == f->strategy) g = &gr;
   if (!g) {
-    fit();
+    fit();  // and every group on its family's clock
     reveal_ = false;
     return;
   }
   scroll_to_ = g->y;  // bring the step's strategy into view (the timeline applies it)
-  const double k = scale_of(traces_.front(), g->strategy);  // the focus in the group's time; the axis in its own
-  const double b = double(f->begin_ns - g->zero_ns) / k, e = double(f->end_ns - g->zero_ns) / k;
-  axis_.fit(b, std::max(e, b + 1.0));
+  const Loaded& t = traces_.front();
+  const double k = scale_of(t, g->strategy);  // the focus in the group's time; the axis in its own
+  const double b = double(f->begin_ns - g->zero_ns) / k, e = std::max(double(f->end_ns - g->zero_ns) / k, b + 1.0);
+  axis_.fit(b, e);
   replay_.head_ns = int64_t(e);
   reveal_ = true;
+  // Every other group shows the same part of its own run (its twin's ring step 0 for the run's,
+  // another layout's forward for this one's) on the same pixels, [b, e] of the axis: a twin's
+  // clock is modeled ns, a thousand times faster than the measured run's, so one shared clock
+  // left the twins' rows empty.
+  const Landmarks focused = landmarks(t.data, *g);
+  const trace::Interval focus{f->begin_ns, f->end_ns};
+  frames_.clear();
+  framed_group_ = g->strategy;
+  for (const Group& other : t.layout.groups) {
+    if (other.strategy == g->strategy) {
+      frames_[other.strategy] = Frame{0, k, ""};
+      continue;
+    }
+    const Correspondence c = corresponding_window(focused, focus, landmarks(t.data, other));
+    const double scale = double(std::max<int64_t>(c.window.end - c.window.begin, 1)) / (e - b);
+    frames_[other.strategy] = Frame{double(c.window.begin - other.zero_ns) - b * scale, scale, c.landmark};
+  }
 }
 
 void App::lesson_panel(float height) {

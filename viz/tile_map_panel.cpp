@@ -9,25 +9,49 @@
 
 namespace ringside::viz {
 
+namespace {
+
+// ", 4 documents: 300, 20, 130, 60" for a map over packed documents, else "".
+std::string documents(const TileMap& m) {
+  if (m.docs.empty()) return "";
+  std::string text = ", " + std::to_string(m.docs.size()) + (m.docs.size() == 1 ? " document: " : " documents: ");
+  for (size_t i = 0; i < m.docs.size() && i < 8; ++i) text += (i ? ", " : "") + std::to_string(m.docs[i]);
+  return text + (m.docs.size() > 8 ? ", ..." : "");
+}
+
+}  // namespace
+
+// Every group's map in the order of the timeline; in a lesson, the map of the run the step is
+// about first (its twin's run for a modeled twin), so that the step's map is the one in view.
 void App::tile_maps() {
-  for (size_t ti = 0; ti < traces_.size(); ++ti)
-    for (const Group& g : traces_[ti].layout.groups) {
-      const auto m = traces_[ti].tiles.find(g.strategy);  // none for a twin: its map is its run's
-      if (m != traces_[ti].tiles.end() && m->second)
-        draw_tile_map(traces_[ti], *m->second, view_of(traces_[ti], g).head, traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + ": " : std::string());
+  drawn_tile_maps_ = nlohmann::json::array();
+  std::string first;
+  if (!lesson_steps_.empty() && !traces_.empty())
+    if (const auto& focus = lesson_steps_[lesson_step_].focus) {
+      const std::string of = twin_of(traces_.front().data.run, focus->strategy);
+      first = of.empty() ? focus->strategy : of;
     }
+  for (size_t ti = 0; ti < traces_.size(); ++ti) {
+    std::vector<const Group*> order;
+    for (const Group& g : traces_[ti].layout.groups) order.push_back(&g);
+    std::stable_partition(order.begin(), order.end(), [&](const Group* g) { return ti == 0 && g->strategy == first; });
+    for (const Group* g : order) {
+      const auto m = traces_[ti].tiles.find(g->strategy);  // none for a twin: its map is its run's
+      if (m != traces_[ti].tiles.end() && m->second)
+        draw_tile_map(traces_[ti], *m->second, view_of(traces_[ti], *g).head, traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) + ": " : std::string());
+    }
+  }
 }
 
 void App::draw_tile_map(const Loaded& t, const TileMap& m, double head, const std::string& prefix) {
+  drawn_tile_maps_.push_back({{"group", prefix + m.strategy}, {"layout", m.layout}, {"blocks", m.blocks}, {"docs", m.docs}});
   if (m.strategy == "ulysses")
     ImGui::Text("%sulysses attention tiles (%dx%d): every GPU computes every tile, for its H/P heads", prefix.c_str(), m.blocks, m.blocks);
   else
-    ImGui::Text("%s%s attention tiles (%s, %dx%d): colour = GPU, label = ring step", prefix.c_str(), m.strategy.c_str(), m.layout.c_str(),
-                m.blocks, m.blocks);
+    ImGui::Text("%s%s attention tiles (%s, %dx%d%s): colour = GPU, label = ring step", prefix.c_str(), m.strategy.c_str(), m.layout.c_str(),
+                m.blocks, m.blocks, documents(m).c_str());
   const std::vector<bool> done = tiles_done(t.data, m, std::isinf(head) ? INT64_MAX : int64_t(head));
   const float cell = std::min(28.0f, 220.0f / float(m.blocks));
-  const nlohmann::json config = t.data.run.config.value_or(nlohmann::json::object());
-  const bool causal_only = !config.contains("docs") && !config.contains("window") && m.layout != "striped";
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 o = ImGui::GetCursorScreenPos();
   for (int q = 0; q < m.blocks; ++q)
@@ -44,7 +68,7 @@ void App::draw_tile_map(const Loaded& t, const TileMap& m, double head, const st
       // Partly masked: the causal triangle of a block against itself under the causal mask alone;
       // any other shape (a window, a document edge, striped tokens) a shade over the whole tile,
       // not a guess of its shape.
-      if (tile.partial && q == k && causal_only)
+      if (tile.partial && q == k && m.causal_diagonal)
         dl->AddTriangleFilled(ImVec2(a.x, a.y), ImVec2(b.x, a.y), ImVec2(b.x, b.y), IM_COL32(40, 40, 40, 200));
       else if (tile.partial)
         dl->AddRectFilled(a, b, IM_COL32(40, 40, 40, 110));

@@ -17,8 +17,6 @@ using trace::RankTrace;
 
 namespace {
 
-constexpr float kLabelWidth = 150;  // the lane labels' column
-
 // The first process of `l` whose row is under y (pixels from the layout's top), and its group.
 std::optional<std::pair<size_t, const Lane*>> summary_row_at(const TimelineLayout& l, float y) {
   for (size_t gi = 0; gi < l.groups.size(); ++gi)
@@ -57,10 +55,14 @@ void App::ruler(float h) {
   for (trace::Kind k : comm_kinds()) key(color_of_kind(k), trace::to_string(k));
   const float y = ky + kKeyHeight;
   h -= kKeyHeight;
-  const int rows = mixed_ ? 2 : 1;
+  // In a lesson step one row, the time of the step's group (every other group shows the same
+  // part of its own run: its header says which).
+  const bool framed = !frames_.empty() && frames_.count(framed_group_);
+  const bool framed_modeled = framed && !traces_.empty() && traces_.front().modeled(framed_group_);
+  const int rows = mixed_ && !framed ? 2 : 1;
   const float rh = h / float(rows);
   for (int row = 0; row < rows; ++row) {
-    const double k = row == 0 ? 1.0 : measured_scale_;
+    const double k = framed ? frames_.at(framed_group_).scale : row == 0 ? 1.0 : measured_scale_;
     const double t0 = axis_.t0 * k, t1 = axis_.t1 * k, span = t1 - t0;
     const float ry = y + rh * float(row);
     // At most one label per 90 px.
@@ -79,8 +81,20 @@ void App::ruler(float h) {
       dl->AddLine(ImVec2(x, ry + rh - 4), ImVec2(x, ry + rh), IM_COL32(200, 200, 200, 255));
       dl->AddText(ImVec2(x + 2, ry), IM_COL32(200, 200, 200, 255), format_ns(t).c_str());
     }
-    const char* what = !mixed_ ? "time, from forward" : row == 0 ? "MODELED time" : "MEASURED time";
-    dl->AddText(ImVec2(axis_.x0 - kLabelWidth + 4, ry), row == 0 && mixed_ ? IM_COL32(230, 159, 0, 255) : IM_COL32(170, 170, 170, 255), what);
+    const char* what = framed ? (framed_modeled ? "MODELED time" : "MEASURED time")
+                       : !mixed_ ? "time, from forward" : row == 0 ? "MODELED time" : "MEASURED time";
+    const bool orange = framed ? framed_modeled : row == 0 && mixed_;
+    dl->AddText(ImVec2(axis_.x0 - kLabelWidth + 4, ry), orange ? IM_COL32(230, 159, 0, 255) : IM_COL32(170, 170, 170, 255), what);
+  }
+  // The heading of the collapsed groups' gauge column, a table's header cell over its cells.
+  const bool any_collapsed = std::any_of(traces_.begin(), traces_.end(), [](const Loaded& t) {
+    return std::any_of(t.layout.groups.begin(), t.layout.groups.end(), [](const Group& g) { return g.collapsed; });
+  });
+  if (any_collapsed) {
+    const float x0 = axis_.x0 - kGaugeGap - kGaugeWidth, x1 = axis_.x0 - kGaugeGap, hy = y + h - 15;
+    dl->AddRectFilled(ImVec2(x0, hy), ImVec2(x1, hy + 15), kGaugeTrack);
+    const float w = ImGui::CalcTextSize("exposed").x;
+    dl->AddText(ImVec2(x0 + (kGaugeWidth - w) * 0.5f, hy + 1), IM_COL32(230, 230, 240, 255), "exposed");
   }
 }
 
@@ -92,7 +106,8 @@ void App::timeline() {
   axis_.x0 = origin.x + kLabelWidth;
   axis_.x1 = origin.x + width - 4;
   drawn_lanes_.clear();
-  drawn_groups_ = nlohmann::json::array(), drawn_labels_ = nlohmann::json::array();
+  drawn_groups_ = nlohmann::json::array(), drawn_labels_ = nlohmann::json::array(), drawn_gauges_ = nlohmann::json::array();
+  timeline_y0_ = ImGui::GetWindowPos().y, timeline_y1_ = timeline_y0_ + ImGui::GetWindowSize().y;
   float y = origin.y;
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   std::optional<std::pair<size_t, Hit>> hover;
@@ -201,6 +216,13 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
     dl->AddText(ImVec2(x, ty), IM_COL32(0, 0, 0, 255), tag.c_str());
     x = x1 + 10;
   }
+  // In a lesson step, a group other than the step's shows the same part of its own run.
+  const Frame frame = frame_of(t, g.strategy);
+  if (!frame.landmark.empty()) {
+    const std::string here = "(here: its " + landmark_words(frame.landmark) + ") ";
+    dl->AddText(ImVec2(x, ty), IM_COL32(150, 200, 255, 255), here.c_str());
+    x += ImGui::CalcTextSize(here.c_str()).x;
+  }
   // The text in pieces: the most bytes sent per GPU of its family (measured or modeled) in gold.
   auto piece = [&](const std::string& text, ImU32 colour) {
     dl->AddText(ImVec2(x, ty), colour, text.c_str());
@@ -211,7 +233,7 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   if (!sent_text.empty()) piece(sent_text + (most ? " (the most)" : ""), most ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255));
   if (!comm.empty()) piece("; " + comm, IM_COL32(255, 255, 255, 255));
   drawn_groups_.push_back({{"name", prefix + g.strategy}, {"y0", gy}, {"y1", gy + g.height}, {"collapsed", g.collapsed},
-                           {"extent", time}});
+                           {"extent", time}, {"t0_ns", v.axis.t0}, {"t1_ns", v.axis.t1}, {"frame", frame.landmark}});
   if (!g.ring_steps) return;
   // The ring steps' row: a band per step, forward in blues and backward in purples, alternating.
   std::vector<StepMark> marks;
@@ -241,9 +263,10 @@ void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float
   const float gy = top + g.y;
   const View v = view_of(t, g);
   draw_header(dl, t, g, v, gy, left, prefix);
-  // A summary row's bar: its exposed comm against the group's most.
+  // A summary row's gauge: its exposed comm against the group's most.
   int64_t most_exposed = 1;
   for (size_t p : g.processes) most_exposed = std::max(most_exposed, t.exposed_ns[p]);
+  float rows_y0 = INFINITY, rows_y1 = -INFINITY;  // the summary rows, for the gauge column's edge
   dl->PushClipRect(ImVec2(left, gy), ImVec2(axis_.x1 + 1, gy + g.height), true);
   for (size_t li : g.lanes) {
     const Lane& lane = t.layout.lanes[li];
@@ -264,16 +287,41 @@ void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float
     if (lane.kind != Lane::summary || lane.height >= 6)
       dl->AddLine(ImVec2(axis_.x0, ly), ImVec2(axis_.x1, ly), IM_COL32(50, 50, 58, 255));
     if (lane.kind == Lane::summary) {
-      // Beside each row, its exposed comm against the group's most: the GPUs that wait stand out.
-      const float w = 44.0f * float(double(t.exposed_ns[lane.process]) / double(most_exposed));
-      dl->AddRectFilled(ImVec2(axis_.x0 - 4 - w, ly + (lane.height >= 6 ? 1 : 0)), ImVec2(axis_.x0 - 4, ly + lane.height - (lane.height >= 6 ? 1 : 0)),
-                        kExposedColor);
+      draw_gauge(dl, t, lane, most_exposed, ly, prefix + g.strategy + "/" + lane.label);
+      rows_y0 = std::min(rows_y0, ly), rows_y1 = std::max(rows_y1, ly + lane.height);
     }
     if (lane.kind == Lane::memory) draw_memory(dl, t, g, lane, v, ly);
     else if (lane.kind == Lane::summary) draw_summary(dl, t, lane, v, ly);
     else draw_events(dl, t, lane, v, ly);
   }
+  // The gauge column ends in a rule, halfway to the time axis: what is left of it is a table.
+  if (rows_y1 > rows_y0)
+    dl->AddLine(ImVec2(axis_.x0 - kGaugeGap * 0.5f, rows_y0), ImVec2(axis_.x0 - kGaugeGap * 0.5f, rows_y1), IM_COL32(110, 110, 125, 255));
   dl->PopClipRect();
+}
+
+// Beside a collapsed group's GPU row, in the gauge column under the ruler's "exposed" heading
+// (per-row numbers beside the row's name, as Nsight Systems' and Perfetto's track labels carry
+// them, and never in the timeline's area or colours): the GPU's exposed communication over its
+// layer as a bar against the group's most, so that the GPUs that wait stand out, and its value
+// where the row is tall enough for text.
+void App::draw_gauge(ImDrawList* dl, const Loaded& t, const Lane& lane, int64_t most, float ly, const std::string& name) {
+  const float x0 = axis_.x0 - kGaugeGap - kGaugeWidth, x1 = axis_.x0 - kGaugeGap;
+  const float pad = lane.height >= 6 ? 1 : 0, y0 = ly + pad, y1 = ly + lane.height - pad;
+  const int64_t exposed = t.exposed_ns[lane.process];
+  const float fill = x0 + kGaugeWidth * float(double(exposed) / double(most));
+  dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), kGaugeTrack);
+  if (fill > x0) dl->AddRectFilled(ImVec2(x0, y0), ImVec2(fill, y1), kGaugeFill);
+  const std::string value = format_ns(double(exposed));
+  if (lane.height >= 11) {  // the default row: its digits fit
+    const float w = ImGui::CalcTextSize(value.c_str()).x;
+    dl->AddText(ImVec2(x1 - 2 - w, ly + (lane.height - 13) * 0.5f), IM_COL32(255, 255, 255, 255), value.c_str());
+  }
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  if (ImGui::IsWindowHovered() && mouse.x >= x0 && mouse.x < x1 && mouse.y >= y0 && mouse.y < y1)
+    ImGui::SetTooltip("%s: %s of exposed communication over its layer (the bar: against the group's most, %s)", name.c_str(),
+                      value.c_str(), format_ns(double(most)).c_str());
+  drawn_gauges_.push_back({{"lane", name}, {"x0", x0}, {"x1", x1}, {"y0", y0}, {"y1", y1}, {"fill_x1", fill}, {"exposed_ns", exposed}});
 }
 
 void App::draw_events(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly) {

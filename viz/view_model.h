@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <utility>
 #include <string>
@@ -40,6 +41,11 @@ Color color_of(const trace::Event& e);
 inline constexpr Color kExposedColor = rgba(213, 94, 0);   // Okabe-Ito vermillion
 inline constexpr Color kHiddenColor = rgba(0, 158, 115);   // Okabe-Ito bluish green
 inline constexpr Color kBackground = rgba(24, 24, 28);
+/// A collapsed group's per-GPU gauge (its exposed communication against the group's most): a
+/// cell in a column of its own beside the lane labels, in greys that no event is drawn in, so
+/// that it never reads as part of the timeline.
+inline constexpr Color kGaugeTrack = rgba(44, 44, 52);
+inline constexpr Color kGaugeFill = rgba(112, 112, 132);
 inline constexpr Color kStepForward = rgba(0xc8, 0xe6, 0x96);   // a modeled step's forward blocks (pale lime)
 inline constexpr Color kStepBackward = rgba(0x7a, 0x8c, 0x3c);  // and its backward blocks (olive): no kind's colour
 /// RunInfo::backend of a modeled step's timeline, whose rows are pipeline stages.
@@ -190,6 +196,27 @@ struct Window {
 };
 std::optional<Window> fit_window(const TimelineLayout& layout, const trace::RunInfo& run, const std::string& what,
                                  const std::function<double(const Group&)>& scale = {});
+
+/// A group's landmarks, ns on the trace's clock, by name: "all" (the extent of its events),
+/// "layer" (its zero to its layer's end), each phase ("forward"), each sublayer of a phase
+/// ("forward/attention") and each ring step of a phase ("forward/step 2"), each from the
+/// earliest start over the group's ranks to the latest end.
+using Landmarks = std::map<std::string, trace::Interval>;
+Landmarks landmarks(const trace::TraceData& t, const Group& g);
+/// Where a window of one group lies in another (a lesson step frames one group; every other
+/// shows the same part of its own timeline, on its own clock): `landmark`, the innermost
+/// landmark of `from` that holds `focus` and that `to` has too ("forward/step 0"; "all" when
+/// no other does), and `window`, `focus` placed in `to`'s landmark in proportion. The measured
+/// run's forward ring step 0 is its modeled twin's forward ring step 0, though the one takes
+/// milliseconds on a CPU and the other microseconds on a modeled GPU.
+struct Correspondence {
+  std::string landmark;
+  trace::Interval window;
+};
+Correspondence corresponding_window(const Landmarks& from, const trace::Interval& focus, const Landmarks& to);
+/// A landmark in words, for a group's header: "forward/step 0" is "forward ring step 0",
+/// "forward/attention" "forward attention", "all" "whole run"; others as they are ("layer").
+std::string landmark_words(const std::string& landmark);
 
 /// `--zoom START,END`: two times in group time (negative: before the forward), each a decimal
 /// number with a unit (ns, us, ms, s; a bare number is seconds, as --at), START < END, within

@@ -52,7 +52,8 @@ void load_balance(Script& L) {
     runs.push_back({l, std::string("ring ") + to_string(l), plan_of("ring", cfg, P, l), {}});
     runs.back().ranks = L.run(runs.back().plan, runs.back().label);
   }
-  L.trace.run.layout = "zigzag";  // the label of each run names its own
+  // The trace's config is the first run's; the zigzag and striped runs carry their own
+  // (RunInfo::group_configs), and so do the packed runs below: each tile map is its run's.
 
   // The per-rank work table of one layout: measured FLOPs against ring_attention_flops.
   auto work = [&](const Run& run, const char* key) {

@@ -1,5 +1,7 @@
 #include "trace/run_info.h"
 
+#include "core/error.h"
+
 namespace ringside::trace {
 
 namespace {
@@ -7,7 +9,7 @@ namespace {
 // The otherData keys a RunInfo owns (ringside_version is the writer's own).
 const char* const kKeys[] = {"producer", "ringside_version", "config", "layout", "ranks", "backend", "device", "dtype",
                              "clock", "modeled", "hardware", "model_dtype", "model_efficiency", "model_attention_kernel",
-                             "modeled_hardware", "modeled_groups"};
+                             "modeled_hardware", "modeled_groups", "group_configs"};
 
 std::string text(const nlohmann::json& obj, const char* key) {
   const auto it = obj.find(key);
@@ -37,6 +39,17 @@ const GroupInfo* RunInfo::group(const std::string& label) const {
   return it == groups.end() ? nullptr : &it->second;
 }
 
+const nlohmann::json* RunInfo::config_of(const std::string& label) const {
+  if (const auto own = group_configs.find(label); own != group_configs.end()) return &own->second;
+  if (const GroupInfo* twin = group(label)) {
+    if (twin->dry_run) return &*twin->dry_run;
+    // One step only: the run a twin replays is recorded (a file naming twins of twins in a
+    // circle must not send this round it for ever).
+    if (const auto run = group_configs.find(twin->of); run != group_configs.end()) return &run->second;
+  }
+  return config ? &*config : nullptr;
+}
+
 std::string RunInfo::hardware_name() const { return name_of(hardware); }
 std::string RunInfo::twins_hardware_name() const { return name_of(twins_hardware); }
 
@@ -60,6 +73,9 @@ RunInfo run_info(const nlohmann::json& other) {
   info.model_efficiency = text(other, "model_efficiency");
   info.model_attention_kernel = text(other, "model_attention_kernel");
   info.twins_hardware = profile(other, "modeled_hardware");
+  if (const auto g = other.find("group_configs"); g != other.end() && g->is_object())
+    for (const auto& [label, config] : g->items())
+      if (config.is_object()) info.group_configs.emplace(label, config);
   if (const auto g = other.find("modeled_groups"); g != other.end() && g->is_object())
     for (const auto& [label, entry] : g->items()) {
       if (!entry.is_object()) continue;
@@ -91,6 +107,7 @@ void put_run_info(nlohmann::json& other, const RunInfo& info) {
   put_text(other, "model_efficiency", info.model_efficiency);
   put_text(other, "model_attention_kernel", info.model_attention_kernel);
   if (!info.twins_hardware.is_null()) other["modeled_hardware"] = info.twins_hardware;
+  if (!info.group_configs.empty()) other["group_configs"] = info.group_configs;
   if (!info.groups.empty()) {
     nlohmann::json& groups = other["modeled_groups"] = nlohmann::json::object();
     for (const auto& [label, g] : info.groups) {
@@ -99,6 +116,39 @@ void put_run_info(nlohmann::json& other, const RunInfo& info) {
       if (!g.efficiency.empty()) entry["efficiency"] = g.efficiency;
       if (g.layers > 0) entry["layers"] = g.layers;
     }
+  }
+}
+
+void check_group_configs(const nlohmann::json& other, const std::string& source) {
+  const auto all = other.find("group_configs");
+  if (all == other.end()) return;  // a trace written before them: every group ran otherData.config
+  const std::string where = source + ": otherData.group_configs";
+  if (!all->is_object()) throw Error(where + " must be an object (group label: configuration), got " + all->type_name());
+  for (const auto& [label, config] : all->items()) {
+    const std::string at = where + "[\"" + label + "\"]";
+    if (!config.is_object()) throw Error(at + " must be an object (a configuration), got " + config.type_name());
+    // A value as the message shows it: a scalar itself (cut to 40 characters), else its type.
+    auto shown = [](const nlohmann::json& v) { return v.is_primitive() ? v.dump().substr(0, 40) : std::string(v.type_name()); };
+    auto field = [&](const char* key, bool ok, const char* what) {
+      if (config.contains(key) && !ok) throw Error(at + "." + key + " must be " + what + ", got " + shown(config.at(key)));
+    };
+    auto whole = [](const nlohmann::json& v, int64_t least) {  // an integer >= least
+      return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) && v.get<int64_t>() >= least;
+    };
+    auto count = [&](const char* key) {
+      const auto v = config.find(key);
+      return v == config.end() || whole(*v, 0);
+    };
+    field("causal", config.value("causal", nlohmann::json(true)).is_boolean(), "a boolean");
+    field("layout", config.value("layout", nlohmann::json("")).is_string(), "a string");
+    field("s", count("s"), "an integer >= 0");
+    field("window", count("window"), "an integer >= 0");
+    bool docs_ok = true;
+    if (const auto d = config.find("docs"); d != config.end()) {
+      docs_ok = d->is_array();
+      for (const nlohmann::json& len : docs_ok ? *d : nlohmann::json::array()) docs_ok = docs_ok && whole(len, 1);
+    }
+    field("docs", docs_ok, "an array of positive integers (document lengths)");
   }
 }
 

@@ -28,6 +28,10 @@ struct RunInfo {
   std::string producer;  ///< "ringside compare", "ringside model (dry run)", ...
   std::string version;   ///< the ringside that wrote the file (the writer writes its own)
   std::optional<nlohmann::json> config;  ///< the layer and its run's layout and recompute (RunPlan::config_json)
+  /// Recorded groups that ran another configuration than `config` (a lesson's later runs, on
+  /// packed documents or in another layout), by label: otherData.group_configs. A group not
+  /// listed ran `config`.
+  std::map<std::string, nlohmann::json> group_configs;
   std::string layout;    ///< the context-parallel layout the run asked for
   int ranks = 0;         ///< P (0: not said)
   std::string backend;   ///< "local", "mpi", "nccl", "dry run"
@@ -45,6 +49,9 @@ struct RunInfo {
 
   /// The modeled group called `label`, or null for a recorded one.
   const GroupInfo* group(const std::string& label) const;
+  /// The configuration the group called `label` ran: its own (group_configs), a twin's dry run's
+  /// or the configuration of the run it replays, else the trace's `config`; null when none.
+  const nlohmann::json* config_of(const std::string& label) const;
   /// Whether the group called `label` is modeled: a twin, or any group of a modeled trace.
   bool is_modeled(const std::string& label) const { return modeled || group(label) != nullptr; }
   /// The names of `hardware` and `twins_hardware` ("" when none).
@@ -54,8 +61,14 @@ struct RunInfo {
   void drop_groups() { groups.clear(), twins_hardware = nullptr; }
 };
 
-/// otherData read into a RunInfo (never throws: what is missing or mistyped is left empty).
+/// otherData read into a RunInfo (never throws: what is missing or mistyped is left empty; the
+/// trace reader checks otherData.group_configs first, check_group_configs).
 RunInfo run_info(const nlohmann::json& other);
+/// Throws Error, naming `source` and the field, when otherData.group_configs is not an object of
+/// configurations, or a configuration holds a field the tile map reads with the wrong type
+/// ("causal" a boolean, "layout" a string, "s" and "window" integers >= 0, "docs" an array of
+/// positive integers). An absent group_configs (a trace written before them) is fine.
+void check_group_configs(const nlohmann::json& other, const std::string& source);
 /// Writes `info` into otherData (the fields it has; replacing those keys).
 void put_run_info(nlohmann::json& other, const RunInfo& info);
 /// otherData without the keys RunInfo owns: what TraceData::other keeps.

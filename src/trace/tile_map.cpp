@@ -67,24 +67,17 @@ std::optional<TileMap> recorded_map(const TraceData& t, const std::string& strat
 
 std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy) {
   // A strategy's label is its name, or its name and a variant ("ring zigzag" in lesson 4, where
-  // one trace holds a run per layout): a variant that names a layout overrides otherData's.
-  // A modeled twin (otherData.modeled_groups) names its recorded run; a dry run's twin carries
-  // its own config.
+  // one trace holds a run per layout). A modeled twin (otherData.modeled_groups) names its
+  // recorded run. The configuration is the group's own (RunInfo::config_of: a lesson's run on
+  // packed documents, a dry run's twin), else the trace's.
   const RunInfo& info = t.run;
   std::string label = strategy;
-  const nlohmann::json* config = nullptr;
-  if (const GroupInfo* twin = info.group(strategy)) {
-    if (!twin->of.empty()) label = twin->of;
-    if (twin->dry_run) config = &*twin->dry_run;
-  }
+  if (const GroupInfo* twin = info.group(strategy); twin && !twin->of.empty()) label = twin->of;
   const std::string base = label.substr(0, label.find(' '));
   const std::string variant = base.size() < label.size() ? label.substr(base.size() + 1) : "";
   if (base != "ring" && base != "ulysses") return std::nullopt;
-  const bool own_config = config != nullptr;
-  if (!config) {
-    if (!info.config) return std::nullopt;
-    config = &*info.config;
-  }
+  const nlohmann::json* config = info.config_of(strategy);
+  if (!config || !config->is_object()) return std::nullopt;
   int P = 0;
   for (const RankTrace& r : t.ranks)
     if (r.strategy == strategy) P = std::max(P, r.rank + 1);
@@ -92,11 +85,16 @@ std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy)
   // A config of the wrong types (a foreign or hand-edited file) gives no map, not an error.
   const auto c = config->find("causal");
   const bool causal = c == config->end() || !c->is_boolean() || c->get<bool>();
+  std::vector<int64_t> docs;
+  if (const auto d = config->find("docs"); d != config->end() && d->is_array())
+    for (const nlohmann::json& len : *d)
+      if (len.is_number_integer() && len.get<int64_t>() > 0) docs.push_back(len.get<int64_t>());
+  const bool window = config->contains("window");
   if (base == "ulysses") {
     // Every rank computes every tile, for its H/P heads, over the whole sequence in order.
-    if (config->contains("docs") || config->contains("window")) return std::nullopt;
+    if (!docs.empty() || window) return std::nullopt;
     TileMap m;
-    m.strategy = strategy, m.layout = "contiguous", m.blocks = P;
+    m.strategy = strategy, m.layout = "contiguous", m.blocks = P, m.causal_diagonal = causal;
     for (int q = 0; q < P; ++q)
       for (int k = 0; k < P; ++k) m.tiles.push_back(Tile{-1, 0, causal && k > q, causal && k == q});
     return m;
@@ -104,14 +102,14 @@ std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy)
   std::optional<TileMap> m = recorded_map(t, strategy);
   if (!m) return std::nullopt;
   m->strategy = strategy;
-  // A dry run's config names its layout; a recorded run's, otherData.
-  std::string layout = info.layout;
-  if (own_config) {
-    const auto lay = config->find("layout");
-    layout = lay != config->end() && lay->is_string() ? lay->get<std::string>() : "";
-  }
+  // The layout the configuration names, else otherData's (a trace whose config has none).
+  const auto lay = config->find("layout");
+  const std::string layout = lay != config->end() && lay->is_string() ? lay->get<std::string>() : info.layout;
   m->layout = !layout.empty() ? layout : causal ? "zigzag" : "contiguous";
-  if (const std::string named = layout_named(variant); !named.empty()) m->layout = named;
+  // A trace written before group configs named a run's layout only in its label.
+  if (const std::string named = layout_named(variant); !named.empty() && !info.group_configs.count(label)) m->layout = named;
+  m->docs = std::move(docs);
+  m->causal_diagonal = causal && m->docs.empty() && !window && m->layout != "striped";
   return m;
 }
 

@@ -1,6 +1,7 @@
 // The attention matrix of a run, in tiles, from its trace: which rank computes each (query
 // block, key block) tile and at which ring step, for the viewer's picture and lesson 4's map.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,10 +27,17 @@ struct TileMap {
   std::string strategy, layout;
   int blocks = 0;           ///< the matrix is blocks x blocks tiles
   std::vector<Tile> tiles;  ///< row-major, q-major
+  /// The packed documents' lengths of the group's configuration (empty: one sequence).
+  std::vector<int64_t> docs;
+  /// Whether a partly masked tile on the diagonal is the causal triangle: the causal mask alone
+  /// over one sequence (no documents, no window), in a layout that keeps a block's tokens in order
+  /// (not striped). Otherwise a partial tile's shape is not drawn, only that it is partial.
+  bool causal_diagonal = false;
   const Tile& at(int q, int k) const { return tiles[size_t(q) * blocks + k]; }
 };
-/// From the trace's ring steps (their recorded pairs) and otherData (config, layout); nullopt
-/// for a strategy that is not ring or ulysses, a trace without a config, a ring whose steps
+/// From the trace's ring steps (their recorded pairs) and the group's configuration
+/// (RunInfo::config_of: its own, else the trace's); nullopt
+/// for a strategy that is not ring or ulysses, a group without a config, a ring whose steps
 /// recorded no pairs (or more than kMaxTilePairs in a step), more than 128 blocks, and Ulysses
 /// over packed documents or a window. A label "ring zigzag" (a strategy and a layout, as
 /// lesson 4 names its runs; "ring packed greedy") takes its layout's name from the label.

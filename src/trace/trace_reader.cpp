@@ -139,6 +139,7 @@ class TraceReader {
  public:
   // otherData: the run's description, typed once (RunInfo); the rest as it is.
   TraceReader(const nlohmann::json& other, std::string source) : source_(std::move(source)) {
+    check_group_configs(other, source_);  // the tile map builds a group's map from its own
     out_.run = run_info(other);
     out_.other = without_run_info(other);
   }
