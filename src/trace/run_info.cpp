@@ -124,8 +124,9 @@ void check_group_configs(const nlohmann::json& other, const std::string& source)
   if (all == other.end()) return;  // a trace written before them: every group ran otherData.config
   const std::string where = source + ": otherData.group_configs";
   if (!all->is_object()) throw Error(where + " must be an object (group label: configuration), got " + all->type_name());
-  for (const auto& [label, config] : all->items()) {
-    const std::string at = where + "[\"" + label + "\"]";
+  for (const auto& item : all->items()) {
+    const nlohmann::json& config = item.value();  // a reference the lambdas below can capture
+    const std::string at = where + "[\"" + item.key() + "\"]";
     if (!config.is_object()) throw Error(at + " must be an object (a configuration), got " + config.type_name());
     // A value as the message shows it: a scalar itself (cut to 40 characters), else its type.
     auto shown = [](const nlohmann::json& v) { return v.is_primitive() ? v.dump().substr(0, 40) : std::string(v.type_name()); };
