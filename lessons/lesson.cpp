@@ -1,4 +1,4 @@
-// The lessons themselves: the catalogue of the eight, where each one's chapter and trace live, and
+// The lessons themselves: the catalogue of the ten, where each one's chapter and trace live, and
 // building a lesson's script. The rest of lesson.h is beside it: text.cpp (fmt, wrap, Table),
 // script.cpp (the Script's steps and traced runs), present.cpp (otherData.lesson and the
 // terminal) and chapter.cpp (the chapters' drift marks). The scenarios themselves are
@@ -9,7 +9,7 @@
 
 namespace ringside::lessons {
 
-// The eight scenarios (lessons/NN-name/scenario.cpp).
+// The ten scenarios (lessons/NN-name/scenario.cpp).
 void memory_wall(Script& s);
 void megatron_sp(Script& s);
 void ring_attention(Script& s);
@@ -18,6 +18,8 @@ void ulysses(Script& s);
 void choosing(Script& s);
 void combining(Script& s);
 void whole_step(Script& s);
+void all_gather_cp(Script& s);
+void grad_all_reduce(Script& s);
 
 const std::vector<Lesson>& all_lessons() {
   static const std::vector<Lesson> lessons = {
@@ -29,6 +31,8 @@ const std::vector<Lesson>& all_lessons() {
       {6, "06-choosing", "Choosing a strategy", choosing},
       {7, "07-combining", "Combining strategies", combining},
       {8, "08-whole-step", "The whole step", whole_step},
+      {9, "09-all-gather", "All-gather context parallelism", all_gather_cp},
+      {10, "10-grad-all-reduce", "The weight-gradient all-reduce", grad_all_reduce},
   };
   return lessons;
 }

@@ -123,8 +123,12 @@ struct Script {
   /// memory) modeled on `hw`; the modeled timeline joins the trace as modeled_name(label).
   /// Returns its metrics. With `on`, modeled on that profile instead of `hw`; with `options`,
   /// at its efficiency (the default: the rates real GPUs reach; "ideal": the datasheet roofline).
+  /// With options.overlap_grad_reduce the dry run posts the gradient all-reduce in buckets and the
+  /// model overlaps them with the backward (lesson 10); `rank` is the dry run's options (no
+  /// grad_sync: the layer without its all-reduce).
   const trace::StrategyMetrics& dry_run(const RunPlan& plan, const std::string& label,
-                                        const model::Hardware* on = nullptr, const model::ModelOptions& options = {});
+                                        const model::Hardware* on = nullptr, const model::ModelOptions& options = {},
+                                        const RankOptions& rank = {});
   /// The trace label of `label`'s modeled timeline: "ring (modeled, a100-nvlink)".
   std::string modeled_name(const std::string& label, const model::Hardware* on = nullptr) const {
     return model::modeled_label(label, (on ? *on : hw).name);
@@ -152,7 +156,7 @@ struct Lesson {
   void (*build)(Script&) = nullptr;
 };
 
-/// Lessons 1 to 8, in order.
+/// Lessons 1 to 10, in order.
 const std::vector<Lesson>& all_lessons();
 /// Lesson n; throws ConfigError naming the lessons that exist otherwise.
 const Lesson& find_lesson(int n);

@@ -135,12 +135,14 @@ const trace::StrategyMetrics& Script::modeled(const std::string& label) {
 }
 
 const trace::StrategyMetrics& Script::dry_run(const RunPlan& plan, const std::string& label, const model::Hardware* on,
-                                              const model::ModelOptions& options) {
+                                              const model::ModelOptions& options, const RankOptions& rank) {
   const model::Hardware& profile = on ? *on : hw;
   const std::string name = modeled_name(label, on);
   for (const trace::RankTrace& r : trace.ranks) RS_CHECK(r.strategy != name, "lesson ", number, ": two runs labelled ", name);
   trackers.push_back(std::make_shared<MemoryTracker>());
-  trace::TraceData modeled = model::model_trace(model::dry_run(plan, *trackers.back()), profile, options);
+  RankOptions recorded = rank;
+  recorded.overlap_grad_reduce = recorded.overlap_grad_reduce || options.overlap_grad_reduce;
+  trace::TraceData modeled = model::model_trace(model::dry_run(plan, *trackers.back(), nullptr, recorded), profile, options);
   trace::GroupInfo& entry = model::insert_modeled_group(trace, std::move(modeled.ranks), label, profile, options.dtype, trace.ranks.size());
   entry.dry_run = plan.config_json();
   entry.efficiency = options.efficiency;

@@ -423,8 +423,8 @@ TEST_CASE("malformed lesson steps in a trace are an error, other traces have non
   REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": [{"title": 1, "text": "x"}]}})"), Catch::Contains("steps[0] needs"));
   REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": [{"title": "a", "text": "x", "focus": {"strategy": "ring", "begin_ns": 5, "end_ns": 1}}]}})"),
                       Catch::Contains("begin_ns <= end_ns"));
-  REQUIRE_THROWS_AS(find_lesson(9), ConfigError);
-  REQUIRE_THROWS_WITH(find_lesson(0), Catch::Contains("the lessons are 1 to 8"));
+  REQUIRE_THROWS_AS(find_lesson(11), ConfigError);
+  REQUIRE_THROWS_WITH(find_lesson(0), Catch::Contains("the lessons are 1 to 10"));
   REQUIRE(default_trace_path(3) == "out/lessons/03-ring-attention.trace.json");
   REQUIRE(wrap("aa bb cc", 5, "> ") == "> aa\n> bb\n> cc\n");
   REQUIRE(wrap("a b c", 80) == "a b c\n");
@@ -474,6 +474,108 @@ TEST_CASE("lesson 8: the rank order's strides, the winner no slower than its pla
   REQUIRE(num(s, "check.3") == Approx((pp - 1) / (64 / (2 * dp))));
   REQUIRE(num(s, "check.4") == Approx(num(s, "zero0_optimizer_bytes") / (2 * dp * cp)));
   REQUIRE(num(s, "check.4") == Approx(num(s, "zero1_optimizer_bytes") / 2));
+}
+
+// The GPT layer's parameters (LayerNorm, GeLU, biases): qkv, o, fc1, fc2 weights and biases, 4h of norms.
+double gpt_params(double h, double H, double Hkv, double f) {
+  const double d = h / H;
+  return h * (H + 2 * Hkv) * d + (H + 2 * Hkv) * d + H * d * h + h + 2 * h * f + f + h + 4 * h;
+}
+
+TEST_CASE("lesson 9: all-gather CP's bytes and buffers are their formulas, beside the ring's", "[lessons]") {
+  const Script s = build_lesson(9);
+  check_steps(s);
+  const double P = 4, S = 1 * 512 * 2 * 16 * 4;  // K (or V) of the whole sequence, fp32: b s Hkv d x 4
+  REQUIRE(num(s, "kv_whole_bytes") == S);
+  for (int r = 0; r < 4; ++r) REQUIRE(num(s, "forward_bytes_rank" + std::to_string(r)) == 2 * S * (P - 1) / P);
+  REQUIRE(num(s, "forward_bytes_formula") == 2 * S * (P - 1) / P);
+  REQUIRE(num(s, "error_all_gather") < kTolerance);
+  // Backward: K/V gathered again, dK/dV reduce-scattered, every weight gradient all-reduced.
+  const double params = gpt_params(128, 8, 2, 512);
+  REQUIRE(num(s, "params") == params);
+  REQUIRE(num(s, "backward_all_gather_bytes") == 2 * S * (P - 1) / P);
+  REQUIRE(num(s, "backward_reduce_scatter_bytes") == 2 * S * (P - 1) / P);
+  REQUIRE(num(s, "backward_all_reduce_bytes") == 2 * params * 4 * (P - 1) / P);
+  REQUIRE(num(s, "backward_bytes_rank0") == 4 * S * (P - 1) / P + 2 * params * 4 * (P - 1) / P);
+  REQUIRE(num(s, "backward_bytes_formula") == num(s, "backward_bytes_rank0"));
+  // Beside the ring: the same forward bytes, one dK/dV hop (2 blocks) less, 3P/4 the buffers.
+  const double block = S / P;
+  REQUIRE(num(s, "ring_forward_bytes") == num(s, "ag_forward_bytes"));
+  REQUIRE(num(s, "ring_backward_attention_bytes") == 2 * block * (2 * P - 1));
+  REQUIRE(num(s, "ring_backward_attention_bytes") - num(s, "ag_backward_attention_bytes") == 2 * block);
+  REQUIRE(num(s, "ag_comm_peak") == 3 * S);
+  REQUIRE(num(s, "ag_comm_peak_formula") == 3 * S);
+  REQUIRE(num(s, "ring_comm_peak") == 4 * block);
+  REQUIRE(num(s, "ring_comm_peak_formula") == 4 * block);
+  REQUIRE(num(s, "comm_peak_ratio") == num(s, "ag_comm_peak") / num(s, "ring_comm_peak"));
+  REQUIRE(num(s, "ag_peak_bytes") >= num(s, "ring_peak_bytes"));
+  // GQA: 2 s Hkv d x 2 B at 128K, the same for 8B and 70B (8 K/V heads of 128), H/Hkv times less than MHA.
+  const double kv = 2.0 * 131072 * 8 * 128 * 2;
+  REQUIRE(num(s, "kv128k_bytes_8b") == kv);
+  REQUIRE(num(s, "kv128k_bytes_70b") == kv);
+  REQUIRE(num(s, "kv128k_mha_bytes_8b") == 4 * kv);
+  REQUIRE(num(s, "kv128k_mha_bytes_70b") == 8 * kv);
+  // Modeled: the all-gather's attention traffic is all exposed, so never below the ring's, and the
+  // crossover is the first length where the ring's layer is the faster.
+  double first = 0;
+  for (const char* k : {"s4", "s16", "s64"}) {
+    INFO(k);
+    REQUIRE(num(s, std::string("ag_") + k + "_exposed_ns") >= num(s, std::string("ring_") + k + "_exposed_ns"));
+    if (!first && num(s, std::string("ring_") + k + "_layer_ns") < num(s, std::string("ag_") + k + "_layer_ns"))
+      first = 1024.0 * std::stoi(k + 1);
+  }
+  REQUIRE(num(s, "crossover_s") == first);
+  // Check yourself.
+  REQUIRE(num(s, "check.1") == 2.0 * 131072 * 8 * 128 * 2 * 7 / 8);
+  REQUIRE(num(s, "check.2") == 3.0 * 1024 * 2 * 16 * 4);
+  REQUIRE(num(s, "check.3") == 8);
+}
+
+TEST_CASE("lesson 10: the gradient all-reduce's bytes, and its overlap equal to the buckets' arithmetic", "[lessons]") {
+  const Script s = build_lesson(10);
+  check_steps(s);
+  const double P = 4, params = gpt_params(128, 8, 4, 512);
+  REQUIRE(num(s, "all_reduce_bytes_formula") == 2 * params * 4 * (P - 1) / P);
+  REQUIRE(num(s, "all_reduce_bytes_measured") == 2 * params * 4 * (P - 1) / P);
+  // A rank's own tokens give a wrong gradient; their sum over the ranks is the reference's.
+  REQUIRE(num(s, "error_partial_min") > 0.1);
+  REQUIRE(num(s, "error_sum_of_partials") < kTolerance);
+  for (int r = 0; r < 4; ++r) REQUIRE(num(s, "error_synced_rank" + std::to_string(r)) < kTolerance);
+  // Llama 3 8B's layer: qkv 4096 x 6144, o 4096 x 4096, SwiGLU 3 x 4096 x 14336, two RMSNorms.
+  const double big = 4096.0 * 6144 + 4096.0 * 4096 + 3 * 4096.0 * 14336 + 2 * 4096;
+  REQUIRE(num(s, "big_params") == big);
+  REQUIRE(num(s, "big_all_reduce_cp_bytes") == 2 * (2 * big) * 7 / 8);
+  REQUIRE(num(s, "big_all_reduce_dpcp_bytes") == 2 * (2 * big) * 31 / 32);
+  REQUIRE(num(s, "grad_sync_bytes") == 2 * (2 * big) * 7 / 8);
+  REQUIRE(num(s, "bucket1_params") == 3 * 4096.0 * 14336);
+  REQUIRE(num(s, "bucket2_params") == 4096.0 * 4096 + 4096);
+  REQUIRE(num(s, "bucket3_params") == 4096.0 * 6144 + 4096);
+  // Exposed after the backward, the all-reduce is most of the exposed communication.
+  REQUIRE(num(s, "exposed_grad_sync_ns") > num(s, "exposed_attention_ns"));
+  // Overlapped exposes less; no time goes anywhere else (the main timeline is the no-all-reduce one).
+  REQUIRE(num(s, "layer_overlapped_ns") <= num(s, "layer_exposed_ns"));
+  REQUIRE(num(s, "layer_overlapped_ns") >= num(s, "layer_no_sync_ns"));
+  REQUIRE(num(s, "tail_overlapped_ns") < num(s, "tail_exposed_ns"));
+  // The buckets' arithmetic, from their own times: each starts at max(ready, the previous one's
+  // end) (one collective at a time on the stream); the tail is max(0, the last end - compute end).
+  double prev = 0;
+  for (int k = 1; k <= 3; ++k) {
+    INFO("bucket " << k);
+    const std::string b = "bucket" + std::to_string(k);
+    CHECK(num(s, b + "_begin_ns") == Approx(std::max(num(s, b + "_ready_ns"), prev)).margin(1));
+    prev = num(s, b + "_end_ns");
+    // Its all-reduce: 2 (P-1) hops of S/P bytes, plus memory-bound work (the reduce-scatter's P-1
+    // adds, 3 S/P bytes each, and the bucket's pack and unpack, 2 S each) at HBM's rate.
+    CHECK(num(s, b + "_all_reduce_ns") >= num(s, b + "_hops_ns"));
+    CHECK(num(s, b + "_all_reduce_ns") <= 1.6 * num(s, b + "_hops_ns"));
+  }
+  CHECK(num(s, "bucket3_ready_ns") == Approx(num(s, "backward_compute_end_ns")).margin(1));
+  const double tail = std::max(0.0, num(s, "bucket3_end_ns") - num(s, "backward_compute_end_ns"));
+  CHECK(num(s, "tail_overlapped_ns") == Approx(tail).margin(2));
+  // Check yourself.
+  REQUIRE(num(s, "check.1") == 2 * (2 * big) * 15 / 16);
+  REQUIRE(num(s, "check.2") == 2 * params * 4 * 7 / 8);
+  REQUIRE(num(s, "check.3") == Approx(tail).margin(2));
 }
 
 TEST_CASE("every chapter says what its lesson's run says (a stale chapter fails)", "[lessons]") {
@@ -545,7 +647,7 @@ TEST_CASE("a chapter with one number or one table broken is found out, and rewri
   CHECK(chapter_syntax(chapter).empty());
 }
 
-TEST_CASE("the teaching numbers of lessons 1 to 8 are the same on two runs", "[lessons]") {
+TEST_CASE("the teaching numbers of lessons 1 to 10 are the same on two runs", "[lessons]") {
   for (const Lesson& l : all_lessons()) {
     INFO("lesson " << l.number);
     const Script a = build_lesson(l.number), b = build_lesson(l.number);

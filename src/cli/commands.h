@@ -282,6 +282,9 @@ struct ModelCommandOptions {
   int pp = 1, vp = 1, dp = 1, zero = 1, layers = 0;
   int64_t vocab = -1;
   bool overlap_grad_reduce = true;
+  /// --overlap-grad-reduce, the one layer (no --gbs): the CP gradient all-reduce in buckets under
+  /// the backward (model::ModelOptions::overlap_grad_reduce) instead of after it.
+  bool layer_overlap_grad_reduce = false;
   std::string preset;
 };
 

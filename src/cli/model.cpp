@@ -70,6 +70,9 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   m->add_option("--vocab", o.vocab, "with --gbs: V, the vocabulary of the embedding and LM head (default: the preset's; 0: none)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   m->add_flag("!--no-overlap-grad-reduce", o.overlap_grad_reduce, "with --gbs: expose the gradient reduction instead of overlapping it");
+  m->add_flag("--overlap-grad-reduce", o.layer_overlap_grad_reduce,
+              "the one layer: all-reduce the weight gradients over CP in buckets as the backward finishes them, under the rest "
+              "of the backward (Megatron's --overlap-grad-reduce), not after it (the whole step, --gbs, overlaps already)");
   m->add_option("--from", o.from, "model this recorded trace (ringside run/compare --trace) instead of a dry run")
       ->option_text("FILE")
       ->check(non_empty("--from needs a file name"));
@@ -100,6 +103,7 @@ model::ModelOptions model_options(const ModelCommandOptions& o) {
   mo.efficiency = o.efficiency;
   mo.attention_kernel = o.attention_kernel;
   mo.merge = o.merge;
+  mo.overlap_grad_reduce = o.layer_overlap_grad_reduce;
   return mo;
 }
 
@@ -135,6 +139,12 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
     throw ConfigError("model: --strategy and the degrees (--tp, --cp, ...) run a dry run, --from reads a trace: give one");
   if (o.gbs == 0 && (o.pp != 1 || o.vp != 1 || o.dp != 1 || o.zero != 1 || o.layers || o.vocab >= 0 || !o.overlap_grad_reduce))
     throw ConfigError("model: --pp, --vp, --dp, --zero, --layers, --vocab and --no-overlap-grad-reduce model a whole step: give --gbs too");
+  if (o.layer_overlap_grad_reduce && o.gbs > 0)
+    throw ConfigError("model: --gbs overlaps the gradient reduction already (--no-overlap-grad-reduce exposes it); "
+                      "--overlap-grad-reduce is the one layer's");
+  if (o.layer_overlap_grad_reduce && (!o.from.empty() || !o.only.empty()))
+    throw ConfigError(std::string("model: --overlap-grad-reduce buckets the dry run's gradient all-reduce; ") +
+                      (o.from.empty() ? "--only attention models no gradients" : "a recorded trace (--from) has one all-reduce, after the backward"));
   if (o.gbs > 0 && !o.from.empty()) throw ConfigError("model: --gbs models the step around a dry run, not around a recorded trace (--from)");
   if (o.gbs > 0 && !o.only.empty()) throw ConfigError("model: --gbs models the whole step; --only attention models the attention alone: give one");
   if (o.gbs > 0) {
@@ -173,7 +183,9 @@ void run_model(const ModelCommandOptions& o, ModelRun& run) {
                    detail::concat("the dry run on ", o.ranks, " ranks (its schedule and token positions)"),
                    "--ranks, --seq or --batch", 0, 2 * o.ranks);
     // The dry run: the strategy's own code, with tensors that hold no memory and no math.
-    schedule = model::dry_run(*run.plan, run.tracker, &run.results);
+    RankOptions rank;
+    rank.overlap_grad_reduce = o.layer_overlap_grad_reduce;  // the buckets, posted where their gradients are ready
+    schedule = model::dry_run(*run.plan, run.tracker, &run.results, rank);
   } else {
     schedule = trace::read_trace(o.from);
     size_t recorded = 0;

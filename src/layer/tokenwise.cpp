@@ -206,7 +206,7 @@ void recompute_tokenwise(const TpRank& r, TokenwiseSaved& sv) {
 }
 
 Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& dout, const TokenwiseSaved& sv,
-                               LayerWeights& gw, Tensor& dx2) {
+                               LayerWeights& gw, Tensor& dx2, const std::function<void()>& mlp_grads_done) {
   const auto& [cfg, w, be, tp, pos, recompute, ws, sequence_parallel] = r;
   const DType dt = dout.dtype();
   const int64_t b = a.dim(0), n = a.dim(1), h = cfg.h, nl = dout.dim(1), Hd = a.dim(2) * a.dim(3);
@@ -235,6 +235,7 @@ Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& d
     dh2 = leave_tp_block(r, dh2_partial);
   }
   du = Tensor();
+  if (mlp_grads_done) mlp_grads_done();  // fc1's and fc2's gradients are final
   trace::sublayer("ln2");
   dx2 = be.empty({b, nl, h}, dt, ws);
   norm_backward(be, cfg, dh2, sv.x2, w.ln2_gamma, sv.n2, dx2, gw.ln2_gamma, gw.ln2_beta);

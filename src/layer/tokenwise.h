@@ -19,6 +19,7 @@
 // rank n/T of them between the blocks (plain TP: n): x, dout, out, dx [b, n/T, h]; q [b, n, H/T, d]; k, v
 // [b, n, Hkv/T, d]; the attention output a [b, n, H/T, d].
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -87,9 +88,11 @@ void qkv_forward(const TpRank& r, const Tensor& x, TokenwiseSaved& sv, Tensor& q
 /// residual. Saves x2, norm 2's output and statistics, u and g.
 Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& sv, AllocTag act);
 /// Its backward from dout: adds the o, ln2, fc1 and fc2 gradients into gw, sets dx2 (the
-/// gradient reaching the first residual) and returns da [b, n, H/T, d].
+/// gradient reaching the first residual) and returns da [b, n, H/T, d]. `mlp_grads_done`, when
+/// given, is called as soon as the fc1 and fc2 gradients are complete (before norm 2's
+/// backward): where a bucketed gradient all-reduce posts the MLP's bucket.
 Tensor post_attention_backward(const TpRank& r, const Tensor& a, const Tensor& dout, const TokenwiseSaved& sv,
-                               LayerWeights& gw, Tensor& dx2);
+                               LayerWeights& gw, Tensor& dx2, const std::function<void()>& mlp_grads_done = {});
 /// At the forward's end, releases what `recompute` makes again in the backward (selective:
 /// the norms' outputs and statistics and the activation g; full: everything but x).
 void drop_recomputed(Recompute recompute, TokenwiseSaved& sv);

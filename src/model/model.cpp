@@ -47,6 +47,12 @@ struct Point {
   size_t event = 0;
 };
 
+// Whether an event belongs to the gradient all-reduce after (or, bucketed, inside) the backward:
+// what ModelOptions::overlap_grad_reduce runs on a stream of its own.
+bool is_grad_sync(const trace::Event& ev) {
+  return ev.phase == "backward" && (ev.sublayer == "grad_sync" || (ev.kind == trace::Kind::sublayer && ev.name == "grad_sync"));
+}
+
 // One strategy's ranks, replayed together.
 class Replay {
  public:
@@ -61,8 +67,9 @@ class Replay {
     for (;;) {
       bool progress = false, done = true;
       for (size_t i = 0; i < ranks_.size(); ++i) {
-        progress |= advance(i);
-        done &= ranks_[i].next == ranks_[i].points.size();
+        progress |= advance(i, false);
+        progress |= advance(i, true);
+        done &= ranks_[i].next == ranks_[i].points.size() && ranks_[i].side_next == ranks_[i].side.size();
       }
       progress |= resolve();
       if (done) break;
@@ -76,6 +83,13 @@ class Replay {
     std::vector<Point> points;
     size_t next = 0;
     int64_t t = 0;
+    // Overlapped (ModelOptions::overlap_grad_reduce): the gradient all-reduce's own stream, and
+    // the main program's clock after each of its points, (order, modeled ns), to start a bucket
+    // where its gradients were ready.
+    std::vector<Point> side;
+    size_t side_next = 0;
+    int64_t side_t = 0;
+    std::vector<std::pair<int64_t, int64_t>> passed;
     std::vector<int64_t> start, stop;  // per event: modeled begin and end
     std::vector<std::pair<int64_t, int64_t>> anchors;  // (measured ns, modeled ns), for memory
   };
@@ -86,26 +100,30 @@ class Replay {
     trace::RankTrace& r = trace_of(i);
     RankState& s = ranks_[i];
     s.start.assign(r.events.size(), -1), s.stop.assign(r.events.size(), -1);
-    std::vector<std::pair<int64_t, Key>> sends;  // (post order, transfer)
+    std::vector<std::tuple<int64_t, int, Key>> sends;  // (post order, lane, transfer)
     for (size_t e = 0; e < r.events.size(); ++e) {
       const trace::Event& ev = r.events[e];
       if (ev.order < 0 || ev.end_order < ev.order)
         throw Error(detail::concat("the trace has no program order (event '", ev.name, "' of ", r.strategy, " rank ", r.rank,
                                    "): record it again with this ringside to model it"));
+      const bool side = options_.overlap_grad_reduce && is_grad_sync(ev);
+      std::vector<Point>& points = side ? s.side : s.points;
       if (ev.stream == trace::Stream::comm) {
-        s.points.push_back({ev.order, Point::post, e});
+        points.push_back({ev.order, Point::post, e});
         const Key k = key(r.rank, ev);
         transfers_[k].bytes = int64_t(std::llround(double(ev.bytes) * scale_));
-        if (ev.direction == trace::Direction::send) sends.push_back({ev.order, k});
+        if (ev.direction == trace::Direction::send) sends.push_back({ev.order, side ? 1 : 0, k});
       } else {
-        s.points.push_back({ev.order, Point::begin, e});
-        s.points.push_back({ev.end_order, Point::end, e});
+        points.push_back({ev.order, Point::begin, e});
+        points.push_back({ev.end_order, Point::end, e});
       }
     }
-    std::stable_sort(s.points.begin(), s.points.end(), [](const Point& a, const Point& b) { return a.order < b.order; });
-    // Sends leave a rank's link in the order the rank posted them.
-    std::stable_sort(sends.begin(), sends.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [order, k] : sends) senders_[r.rank].push_back(k);
+    auto by_order = [](const Point& a, const Point& b) { return a.order < b.order; };
+    std::stable_sort(s.points.begin(), s.points.end(), by_order);
+    std::stable_sort(s.side.begin(), s.side.end(), by_order);
+    // Sends leave a rank's link in the order the rank posted them, each lane in its own order.
+    std::stable_sort(sends.begin(), sends.end(), [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+    for (const auto& [order, lane, k] : sends) senders_[{r.rank, lane}].push_back(k);
   }
 
   // `from` plus `seconds`, in modeled ns. Past the trace format's range (about 104 days) the
@@ -125,21 +143,40 @@ class Replay {
     return {send ? rank : ev.peer, send ? ev.peer : rank, ev.tag, ev.seq};
   }
 
-  // Runs rank i until it must wait for a transfer not yet modeled; returns whether it moved.
-  bool advance(size_t i) {
+  // The main program's clock once it had passed every point before program order `order`.
+  static int64_t clock_before(const RankState& s, int64_t order) {
+    const auto it = std::lower_bound(s.passed.begin(), s.passed.end(), std::make_pair(order, INT64_MIN));
+    return it == s.passed.begin() ? 0 : std::prev(it)->second;
+  }
+
+  // Runs rank i's program (side: its gradient all-reduce's stream, when overlapped) until it must
+  // wait for a transfer not yet modeled; returns whether it moved.
+  bool advance(size_t i, bool side) {
     RankState& s = ranks_[i];
     trace::RankTrace& r = trace_of(i);
+    std::vector<Point>& points = side ? s.side : s.points;
+    size_t& next = side ? s.side_next : s.next;
+    int64_t& now = side ? s.side_t : s.t;
     bool moved = false;
-    while (s.next < s.points.size()) {
-      const Point& p = s.points[s.next];
+    while (next < points.size()) {
+      const Point& p = points[next];
       const trace::Event& ev = r.events[p.event];
+      if (side) {
+        // A bucket's all-reduce starts once the backward has passed the point that posted it.
+        if (s.next < s.points.size() && s.points[s.next].order < p.order) return moved;
+        now = std::max(now, clock_before(s, p.order));
+      } else if (p.kind == Point::end && ev.kind == trace::Kind::phase && ev.name == "backward" && !s.side.empty()) {
+        // The backward is done when every bucket is (Megatron's finish_grad_sync).
+        if (s.side_next < s.side.size()) return moved;
+        now = std::max(now, s.side_t);
+      }
       if (p.kind == Point::post) {
         Transfer& t = transfers_[key(r.rank, ev)];
-        (ev.direction == trace::Direction::send ? t.send_post : t.recv_post) = s.t;
-        s.start[p.event] = s.t;
+        (ev.direction == trace::Direction::send ? t.send_post : t.recv_post) = now;
+        s.start[p.event] = now;
       } else if (p.kind == Point::begin) {
-        s.start[p.event] = s.t;
-        s.anchors.push_back({ev.ts_ns, s.t});
+        s.start[p.event] = now;
+        s.anchors.push_back({ev.ts_ns, now});
       } else {
         if (ev.kind == trace::Kind::wait) {
           if (ev.seq >= 0) {
@@ -148,19 +185,20 @@ class Replay {
               throw Error(detail::concat("the trace is incomplete: ", r.strategy, " rank ", r.rank, " waits for '", ev.name,
                                          "' (", transfer_of(ev), ") that neither end posted"));
             if (!it->second.end) return moved;  // blocked: its transfer is not modeled yet
-            s.t = std::max(s.t, *it->second.end);
+            now = std::max(now, *it->second.end);
           }
         } else if (!trace::is_container(ev.kind)) {
           // A compute op, at the rate this GPU achieves for its kind and shape.
           const double sec = op_seconds(ev, double(ev.bytes) * scale_, hw_, options_);
-          s.t = std::max(s.t, after(s.start[p.event], sec, [&] {
+          now = std::max(now, after(s.start[p.event], sec, [&] {
                                return detail::concat("op '", ev.name, "' of ", r.strategy, " rank ", r.rank);
                              }));
         }
-        s.stop[p.event] = s.t;
-        s.anchors.push_back({ev.end_ns(), s.t});
+        s.stop[p.event] = now;
+        s.anchors.push_back({ev.end_ns(), now});
       }
-      ++s.next;
+      if (!side && !s.side.empty()) s.passed.push_back({p.order, now});
+      ++next;
       moved = true;
     }
     return moved;
@@ -169,19 +207,20 @@ class Replay {
   // Models every transfer whose two ends are posted and whose sender's link is free.
   bool resolve() {
     bool any = false;
-    for (auto& [sender, q] : senders_) {
+    for (auto& [lane, q] : senders_) {
+      const int sender = lane.first;
       while (!q.empty()) {
         Transfer& t = transfers_[q.front()];
         if (!t.send_post || !t.recv_post) break;  // FIFO: later sends wait behind this one
         const int receiver = std::get<1>(q.front());
         const bool same_node = node(sender) == node(receiver);
-        const int64_t start = std::max({*t.send_post, *t.recv_post, link_free_[sender]});
+        const int64_t start = std::max({*t.send_post, *t.recv_post, link_free_[lane]});
         t.start = start;
         t.end = after(start, transfer_seconds(double(t.bytes), same_node, hw_, options_), [&] {
           return detail::concat("the transfer from rank ", sender, " to rank ", receiver, " (tag ", std::get<2>(q.front()),
                                 ", seq ", std::get<3>(q.front()), ", ", t.bytes, " bytes)");
         });
-        link_free_[sender] = *t.end;
+        link_free_[lane] = *t.end;
         q.pop_front();
         any = true;
       }
@@ -192,8 +231,8 @@ class Replay {
   [[noreturn]] void stuck() {
     for (size_t i = 0; i < ranks_.size(); ++i) {
       const RankState& s = ranks_[i];
-      if (s.next == s.points.size()) continue;
-      const trace::Event& ev = trace_of(i).events[s.points[s.next].event];
+      if (s.next == s.points.size() && s.side_next == s.side.size()) continue;
+      const trace::Event& ev = trace_of(i).events[s.side_next < s.side.size() ? s.side[s.side_next].event : s.points[s.next].event];
       throw Error(detail::concat("the schedule cannot finish: ", trace_of(i).strategy, " rank ", rank_of_[i], " waits for '",
                                  ev.name, "' (", transfer_of(ev), ") that is not posted on both ends (a trace cut short by a failure?)"));
     }
@@ -243,8 +282,9 @@ class Replay {
   const std::vector<int>& node_of_;
   std::vector<RankState> ranks_;
   std::map<Key, Transfer> transfers_;
-  std::map<int, std::deque<Key>> senders_;
-  std::map<int, int64_t> link_free_;
+  // Per (sender, lane): lane 0 the rank's program, 1 its overlapped gradient all-reduce.
+  std::map<std::pair<int, int>, std::deque<Key>> senders_;
+  std::map<std::pair<int, int>, int64_t> link_free_;
 };
 
 }  // namespace

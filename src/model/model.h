@@ -108,6 +108,17 @@ struct ModelOptions {
   /// placement other than the recorded one, such as the same schedule with its groups placed
   /// in cp-tp order (the planner's reuse of a dry run). Ranks past its end: rank / gpus_per_node.
   std::vector<int> node_of;
+  /// The gradient all-reduce (sublayer grad_sync) overlapped with the backward, as Megatron's
+  /// --overlap-grad-reduce runs it: each rank's grad_sync events run on a stream of their own, in
+  /// their order, each starting once the rank's backward has passed the point where it was posted
+  /// (a bucket's gradients are complete), and its transfers on a lane of their own (NCCL's
+  /// channels beside the attention's point-to-point: the two do not share the link's rate here,
+  /// optimistic where both send at once). The backward ends when its compute and every bucket
+  /// have finished, so only what outlasts the backward is exposed. A schedule recorded with
+  /// RankOptions::overlap_grad_reduce posts the buckets where their gradients are ready
+  /// (parallel_layer.h); one recorded without it has one all-reduce at the end, which nothing
+  /// is left to hide. false: grad_sync runs where it was posted, exposed.
+  bool overlap_grad_reduce = false;
 };
 
 /// Checks `o` against `hw` (dtype, efficiency and kernel known; fp8 only where the profile has an

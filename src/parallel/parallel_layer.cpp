@@ -47,6 +47,16 @@ std::vector<Tensor*> all_of(LayerWeights& w) {
   return all;
 }
 
+// The gradients of the parameters whose names start with one of `prefixes` ("fc1.", "ln2."): a
+// bucket of the overlapped all-reduce.
+std::vector<Tensor*> bucket_of(LayerWeights& w, std::initializer_list<const char*> prefixes) {
+  std::vector<Tensor*> bucket;
+  for (auto& [name, t] : w.named())
+    for (const char* p : prefixes)
+      if (name.rfind(p, 0) == 0) bucket.push_back(t);
+  return bucket;
+}
+
 }  // namespace
 
 LocalLayer parallel_layer(const RunPlan& plan, const ProcessGroups& groups, const LayerInputs& in, const RankContext& ctx,
@@ -92,19 +102,32 @@ LocalLayer parallel_layer(const RunPlan& plan, const ProcessGroups& groups, cons
   } else if (plan.recompute() == Recompute::selective) {
     recompute_tokenwise(tp, saved);  // both norms and the activation
   }
+  // Every weight is replicated over CP and each CP rank saw only its tokens: sum every gradient
+  // over CP. Overlapped (Megatron's --overlap-grad-reduce), a bucket is all-reduced as soon as
+  // the backward has finished its gradients, while the rest of the backward runs; here the
+  // all-reduce blocks, and the model replays it on the comm stream (lesson 10).
+  const bool buckets = par.cp > 1 && opts.grad_sync && opts.overlap_grad_reduce;
+  auto all_reduce_bucket = [&](std::initializer_list<const char*> prefixes) {
+    if (!buckets) return;
+    trace::sublayer("grad_sync");
+    all_reduce_packed(*groups.cp, bucket_of(weight_grads, prefixes), ctx.comm);
+  };
   Tensor dx2;
-  const Tensor da = post_attention_backward(tp, attn.out, in.dout, saved, weight_grads, dx2);
+  const Tensor da = post_attention_backward(tp, attn.out, in.dout, saved, weight_grads, dx2,
+                                            [&] { all_reduce_bucket({"fc1.", "fc2."}); });
+  all_reduce_bucket({"ln2.", "o."});
   trace::sublayer("attention");
   AttentionGrads g = attention->backward(q, k, v, attn, da);
   res.dx = qkv_backward(tp, g.dq, g.dk, g.dv, saved, dx2, weight_grads);
+  all_reduce_bucket({"qkv.", "ln1."});
 
-  // Every weight is replicated over CP and each CP rank saw only its tokens: sum every gradient
-  // over CP. The sequence-parallel parameters (the norms, o.bias, fc2.bias) are whole on every
-  // TP rank too, which saw only its share of the tokens: sum those over TP as well, or every rank
-  // updates them differently (the classic SP bug). One packed all-reduce per group. (Plain TP
-  // computed those on all the group's tokens, on every TP rank: whole already.)
-  trace::sublayer("grad_sync");
-  if (par.cp > 1 && opts.grad_sync) all_reduce_packed(*groups.cp, all_of(weight_grads), ctx.comm);
+  // Not overlapped: one packed all-reduce over CP after the backward. The sequence-parallel
+  // parameters (the norms, o.bias, fc2.bias) are whole on every TP rank too, which saw only its
+  // share of the tokens: sum those over TP as well, or every rank updates them differently (the
+  // classic SP bug). One packed all-reduce per group. (Plain TP computed those on all the
+  // group's tokens, on every TP rank: whole already.)
+  if (!buckets) trace::sublayer("grad_sync");  // (overlapped, the last bucket's span goes on)
+  if (par.cp > 1 && opts.grad_sync && !buckets) all_reduce_packed(*groups.cp, all_of(weight_grads), ctx.comm);
   if (par.tp > 1 && par.sequence_parallel && opts.grad_sync) {
     if (opts.keep_partial_grads) res.partial_grads = sequence_parallel_copy(weight_grads, ctx.ws);
     all_reduce_packed(*groups.tp, sequence_parallel_params(weight_grads), ctx.comm);

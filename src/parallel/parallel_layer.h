@@ -42,6 +42,14 @@ struct LayerOptions {
   /// false: the weight gradients stay unsummed over CP and TP (no grad_sync all-reduces): the
   /// whole-step planner's dry runs, which fold them into the DP x CP reduction (model/step.h).
   bool grad_sync = true;
+  /// true: the CP all-reduce of the weight gradients in buckets, each posted where the backward
+  /// has finished every gradient in it (Megatron's --overlap-grad-reduce, PyTorch DDP's buckets):
+  /// mlp (fc1, fc2) after the MLP's backward, out_proj (ln2, o) after the output projection's,
+  /// qkv (qkv, ln1) at the end. On these ranks each bucket's all-reduce blocks where it is posted,
+  /// so the result is the same; the recorded schedule places each bucket in program order, and
+  /// the model (ModelOptions::overlap_grad_reduce) runs them on the comm stream under the rest
+  /// of the backward. false: one packed all-reduce after the backward.
+  bool overlap_grad_reduce = false;
   /// Called where the forward starts (after the attention is set up) and where it ends: the
   /// runner's phase boundaries.
   std::function<void()> forward_starts, forward_done;

@@ -60,6 +60,7 @@ RunRecord run_rank(const RunPlan& plan, Communicator& world, Backend& be, Memory
   LayerOptions layer_opts;
   layer_opts.keep_partial_grads = opts.keep_partial_grads;
   layer_opts.grad_sync = opts.grad_sync;
+  layer_opts.overlap_grad_reduce = opts.overlap_grad_reduce;
   layer_opts.forward_starts = [&] {
     meter.emplace(world, tracker);
     maybe_inject_failure(rank, plan.P, "forward");

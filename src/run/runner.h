@@ -39,6 +39,7 @@ struct RunRecord {
 struct RankOptions {
   bool keep_partial_grads = false;  ///< lesson 2's un-reduced gradients (RunRecord::partial_grads)
   bool grad_sync = true;            ///< LayerOptions::grad_sync
+  bool overlap_grad_reduce = false; ///< LayerOptions::overlap_grad_reduce (the CP all-reduce in buckets)
 };
 
 /// Rank world.rank() of world.size() (= plan.P) of the plan, forward and backward, in dtype dt,
