@@ -74,6 +74,8 @@ using ringside::format_bytes;  // 1536 -> "1.50 KiB" (core/units.h); exact count
 using ringside::format_ns;     // 6900 -> "6.9 us" (core/units.h): modeled times
 /// 1234567 -> "1,234,567".
 std::string grouped(int64_t n);
+/// Sorted token positions as their runs: {0..63, 448..511} -> "[0, 64) [448, 512)".
+std::string token_runs(const std::vector<int64_t>& positions);
 
 /// One lesson's scenario, built: its steps, the numbers they state and the trace of its runs.
 struct Script {

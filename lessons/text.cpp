@@ -56,6 +56,17 @@ std::string grouped(int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
+std::string token_runs(const std::vector<int64_t>& positions) {
+  std::string out;
+  for (size_t i = 0; i < positions.size();) {
+    size_t j = i;
+    while (j + 1 < positions.size() && positions[j + 1] == positions[j] + 1) ++j;
+    out += (out.empty() ? "" : " ") + fmt("[%lld, %lld)", (long long)positions[i], (long long)(positions[j] + 1));
+    i = j + 1;
+  }
+  return out;
+}
+
 Table::Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
 
 Table& Table::row(std::vector<std::string> cells) {

@@ -15,17 +15,6 @@ namespace ringside::lessons {
 
 namespace {
 
-std::string tokens_of(const std::vector<int64_t>& pos) {  // "[0, 64) [448, 512)": the runs of sorted positions
-  std::string out;
-  for (size_t i = 0; i < pos.size();) {
-    size_t j = i;
-    while (j + 1 < pos.size() && pos[j + 1] == pos[j] + 1) ++j;
-    out += (out.empty() ? "" : " ") + fmt("[%lld, %lld)", (long long)pos[i], (long long)(pos[j] + 1));
-    i = j + 1;
-  }
-  return out;
-}
-
 // Bytes rank `rank` sent in `phase` to peers in its own group of `par` (same c: TP; same t: CP;
 // for a2a+p2p, same r: the all-to-all; same u: the ring), from its trace.
 std::map<std::string, int64_t> bytes_by_group(const trace::TraceData& t, const std::string& label,
@@ -92,8 +81,8 @@ void combining(Script& L) {
   for (int r = 0; r < P; ++r) {
     const GroupCoords g = coords_of(tpcp, r);
     t1.row({std::to_string(r), fmt("%d, %d", g.t, g.c), fmt("%d %d", world_rank_of(tpcp, 0, g.c), world_rank_of(tpcp, 1, g.c)),
-            fmt("%d %d", world_rank_of(tpcp, g.t, 0), world_rank_of(tpcp, g.t, 1)), tokens_of(tpcp_plan.cp_positions(g.c)),
-            tokens_of(tpcp_plan.rank_positions(r)), fmt("%d-%d", g.t * 4, g.t * 4 + 3)});
+            fmt("%d %d", world_rank_of(tpcp, g.t, 0), world_rank_of(tpcp, g.t, 1)), token_runs(tpcp_plan.cp_positions(g.c)),
+            token_runs(tpcp_plan.rank_positions(r)), fmt("%d-%d", g.t * 4, g.t * 4 + 3)});
   }
   L.table(t1);
   L.blank();
@@ -138,8 +127,8 @@ void combining(Script& L) {
     const GroupCoords g = coords_of(usp, r);
     const double f = runs[1][size_t(r)].attention_flops;
     work.push_back(f);
-    t3.row({std::to_string(r), fmt("%d, %d", g.u, g.r), tokens_of(usp_plan.rank_positions(r)),
-            tokens_of(layout_positions(Layout::zigzag, cfg.s, 2, g.r)), fmt("%d-%d", g.u * 4, g.u * 4 + 3),
+    t3.row({std::to_string(r), fmt("%d, %d", g.u, g.r), token_runs(usp_plan.rank_positions(r)),
+            token_runs(layout_positions(Layout::zigzag, cfg.s, 2, g.r)), fmt("%d-%d", g.u * 4, g.u * 4 + 3),
             fmt("%.2f", f / 1e6)});
   }
   L.table(t3);

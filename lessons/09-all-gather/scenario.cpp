@@ -27,17 +27,6 @@ std::map<trace::Kind, int64_t> sent_by_kind(const trace::TraceData& t, const std
   return by;
 }
 
-std::string chunks_of(const std::vector<int64_t>& pos) {  // "[0, 64) [448, 512)": the runs of sorted positions
-  std::string out;
-  for (size_t i = 0; i < pos.size();) {
-    size_t j = i;
-    while (j + 1 < pos.size() && pos[j + 1] == pos[j] + 1) ++j;
-    out += (out.empty() ? "" : " ") + fmt("[%lld, %lld)", (long long)pos[i], (long long)(pos[j] + 1));
-    i = j + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 void all_gather_cp(Script& L) {
@@ -67,7 +56,7 @@ void all_gather_cp(Script& L) {
   const int64_t fwd_formula = parallel_comm_bytes(ag, 0, DType::f32).forward;
   for (int r = 0; r < P; ++r) {
     L.record(fmt("forward_bytes_rank%d", r), double(ra[size_t(r)].forward.bytes_sent));
-    t1.row({std::to_string(r), chunks_of(ag.rank_positions(r)),
+    t1.row({std::to_string(r), token_runs(ag.rank_positions(r)),
             fmt("[1, %lld, %lld, %lld]", (long long)cfg.s, (long long)cfg.Hkv, (long long)d), grouped(ra[size_t(r)].forward.bytes_sent),
             grouped(parallel_comm_bytes(ag, r, DType::f32).forward)});
   }
