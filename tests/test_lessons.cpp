@@ -344,7 +344,9 @@ TEST_CASE("lesson 6: three strategies, one answer, their bytes and the overlap t
   REQUIRE(num(s, "threshold_a100_nvlink") == Approx(1040));
   REQUIRE(num(s, "threshold_h100_nvlink") == Approx(989.0 / 0.45));
   REQUIRE(num(s, "threshold_h100_ib") == Approx(19780));
-  REQUIRE(num(s, "threshold_h100_ib_gqa") == Approx(19780.0 * 8 / 32));  // (Hkv/H) F/B: step 4 hides at 16,384
+  REQUIRE(num(s, "threshold_h100_ib_gqa") == Approx(19780.0 * 8 / 32));  // (Hkv/H) F/B
+  // A causal step computes half its c x c pairs: 2 (Hkv/H) F/B, and step 4's 16,384 still hide.
+  REQUIRE(num(s, "threshold_h100_ib_gqa_causal") == Approx(2 * 19780.0 * 8 / 32));
   REQUIRE(num(s, "max_ranks_tp_sp") == 4);
   REQUIRE(num(s, "max_ranks_ulysses") == 8);
   // Check yourself: TP+SP on 2 ranks, its bytes over the ring's (2 H / Hkv), the shortest
@@ -352,7 +354,7 @@ TEST_CASE("lesson 6: three strategies, one answer, their bytes and the overlap t
   REQUIRE(num(s, "check.1") == 4 * 2048.0 * 128 * 1 / 2 * 4);
   REQUIRE(num(s, "check.2") == 2.0 * 8 / 4);
   REQUIRE(num(s, "check.2") == num(s, "forward_bytes_tp-sp") / num(s, "forward_bytes_ring"));
-  REQUIRE(num(s, "check.3") == Approx(8 * 19780.0 * 8 / 32));
+  REQUIRE(num(s, "check.3") == Approx(8 * 2 * 19780.0 * 8 / 32));
   REQUIRE(num(s, "check.4") == Approx(num(s, "layer_ns_ib_tp-sp") / num(s, "layer_ns_ib_ring")));
   REQUIRE(num(s, "check.4") > 1);
 }

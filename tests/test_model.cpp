@@ -137,6 +137,22 @@ TEST_CASE("the model flips the ring from exposed to hidden at c = F/B tokens (Li
     if (c < 1040) REQUIRE(exposed > 0);
     else REQUIRE(exposed == 0);
   }
+  // Under a causal mask a zigzag step computes half its c x c pairs: the threshold doubles,
+  // 2 F/B = 2080 tokens (the break test's finding: lesson 6 and the planner once said F/B).
+  model::ModelOptions peak;
+  peak.efficiency = "ideal";
+  CHECK(model::ring_threshold(a100, peak, true, 1.0, true).tokens == Approx(2080));
+  CHECK(std::string(model::ring_threshold(a100, peak, true, 1.0, true).doubling) == "2 ");
+  for (int64_t c : {1600, 1900, 2300, 2600}) {
+    INFO("causal, c = " << c << " tokens per block");
+    LayerConfig cfg;
+    cfg.b = 1, cfg.s = 2 * c, cfg.h = 512, cfg.H = 8, cfg.Hkv = 8, cfg.f = 64;
+    cfg.dropout = 0;
+    const trace::TraceData modeled = model::model_trace(dry_schedule(plan_of("ring", cfg, 2, Layout::zigzag)), a100);
+    const int64_t exposed = exposed_at_step(modeled, 0);
+    if (c < 2080) REQUIRE(exposed > 0);
+    else REQUIRE(exposed == 0);
+  }
 }
 
 TEST_CASE("a transfer takes latency + bytes / bandwidth, an op max(FLOPs / peak, bytes / memory bandwidth)", "[model]") {

@@ -520,7 +520,13 @@ TEST_CASE("the reader rejects malformed traces with the problem named", "[trace]
       {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"docs":"300,20"}}}})", R"(["ring"].docs must be an array of positive integers)"},
       {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"docs":[2.5]}}}})", R"(["ring"].docs must be an array of positive integers)"},
       {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"causal":"yes"}}}})", R"(["ring"].causal must be a boolean, got "yes")"},
-      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"layout":7}}}})", R"(["ring"].layout must be a string, got 7)"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"layout":7}}}})", R"(["ring"].layout must be one of contiguous, zigzag, striped, zigzag-per-doc, greedy, got 7)"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"layout":"nonsense"}}}})", R"(["ring"].layout must be one of contiguous)"},
+      // The break test's: documents that do not pack the sequence, and a sum that would wrap.
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"s":510,"docs":[100,100,100,100]}}}})",
+       R"(["ring"].docs sum to 400 tokens, not s = 510)"},
+      {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"s":510,"docs":[4611686018427387904,4611686018427387904,510]}}}})",
+       R"(["ring"].docs sum to 2199023256062 tokens, not s = 510)"},
       {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"window":-4}}}})", R"(["ring"].window must be an integer >= 0, got -4)"},
       {R"({"traceEvents":[],"otherData":{"group_configs":{"ring":{"s":18446744073709551615}}}})", R"(["ring"].s must be an integer >= 0)"},
   };

@@ -220,7 +220,8 @@ void ring_attention(Script& L) {
   L.say("transfer hides when 4 c^2 d / F >= 4 c d / B, that is when c >= F/B (Liu et al. 2023).");
   L.say("On %s, F = %.4g TFLOP/s (bf16) and B = %.4g GB/s give c* = F/B = %s tokens.", L.hw.name.c_str(), F / 1e12,
         B / 1e9, grouped(int64_t(std::llround(c_star))).c_str());
-  L.say("(With fewer K/V heads than query heads, Hkv < H, the transfer and so c* shrink by Hkv/H.)");
+  L.say("(With fewer K/V heads than query heads, Hkv < H, the transfer and so c* shrink by Hkv/H;");
+  L.say("under a causal mask a balanced step computes half its c x c pairs, and c* doubles.)");
   L.blank();
   L.say("The same ring code, dry-run (no math, only the schedule) on P = %d GPUs for a", P3);
   L.say("layer of h = %lld, H = Hkv = %lld, d = %lld, and modeled on %s, at two block sizes c", (long long)gpu.h,

@@ -194,7 +194,9 @@ void load_balance(Script& L) {
         double(L.numbers["modeled_contiguous_work_imbalance"]));
   L.say("since every step waits for the rank with the most visible keys; the rest of the layer");
   L.say("(the GEMMs) is balanced and dilutes it a little. With zigzag no GPU idles for long: the");
-  L.say("balance of work is time saved. (These times are modeled, the same on every run.)");
+  L.say("balance of work is time saved. (These times are modeled, the same on every run. The");
+  L.say("twins of this lesson's small runs, s = 512, are launch- and latency-bound: their times in");
+  L.say("the viewer say nothing about balance, which is why this step models s = 64K.)");
 
   // ---- 6. packed documents ---------------------------------------------------------------------
   // Real training packs ragged documents into one sequence, each attending only to itself

@@ -161,8 +161,11 @@ void choosing(Script& L) {
   L.say("Hkv/H: Llama 3 8B's %lld/%lld brings InfiniBand's %s to (Hkv/H) F/B = %s tokens, which",
         (long long)big.Hkv, (long long)big.H, grouped(int64_t(std::llround(double(L.numbers["threshold_h100_ib"])))).c_str(),
         grouped(int64_t(std::llround(ib_gqa))).c_str());
-  L.say("is why step 4's %s tokens a GPU %s across InfiniBand.", grouped(big.s / P8).c_str(),
-        double(big.s / P8) >= ib_gqa ? "can hide their K/V" : "still cannot hide their K/V");
+  const double ib_causal = L.record("threshold_h100_ib_gqa_causal", 2 * ib_gqa);
+  L.say("a causal mask doubles: a balanced (zigzag) step computes half its c x c pairs but moves");
+  L.say("all c tokens' K/V, so c >= 2 (Hkv/H) F/B = %s tokens. That is why step 4's %s tokens",
+        grouped(std::llround(ib_causal)).c_str(), grouped(big.s / P8).c_str());
+  L.say("a GPU %s across InfiniBand.", double(big.s / P8) >= ib_causal ? "can hide their K/V" : "still cannot hide their K/V");
   L.blank();
   L.say("So, for long sequences:");
   L.say("  TP+SP    splits weights too, but every collective is exposed, and P must divide H,");
@@ -171,8 +174,9 @@ void choosing(Script& L) {
   L.say("  Ulysses  fewest bytes at large P (4Nh/P per link), all-to-all needs full bisection");
   L.say("           bandwidth, P must divide H (here P <= %lld), K/V replicated past Hkv: inside", (long long)cfg.H);
   L.say("           a node.");
-  L.say("  ring     no head limit, P up to s/2 (zigzag); hides its transfer when c >= F/B: a few");
-  L.say("           thousand tokens per GPU inside NVLink, ~20K per GPU across InfiniBand.");
+  L.say("  ring     no head limit, P up to s/2 (zigzag); hides its transfer when c >= F/B (MHA;");
+  L.say("           GQA and a causal mask scale it as above): a few thousand tokens per GPU");
+  L.say("           inside NVLink, ~20K per GPU across InfiniBand for MHA, ~10K for Llama 3 8B.");
   L.say("Real long-context training combines them: TP (or Ulysses) inside a node, the ring (CP)");
   L.say("across nodes, as Megatron's CP and USP (Fang and Zhao 2024) do.");
   L.blank();
@@ -251,8 +255,8 @@ void choosing(Script& L) {
       {fmt("Llama 3 8B's layer on %d H100s, each in its own node (InfiniBand): from which sequence length "
            "on can the ring hide its K/V?",
            P8),
-       P8 * ib_gqa, grouped(std::llround(P8 * ib_gqa)) + " tokens",
-       fmt("P (Hkv/H) F/B = %d x %s tokens a GPU", P8, grouped(std::llround(ib_gqa)).c_str())},
+       P8 * ib_causal, grouped(std::llround(P8 * ib_causal)) + " tokens",
+       fmt("P 2 (Hkv/H) F/B = %d x %s tokens a GPU (causal)", P8, grouped(std::llround(ib_causal)).c_str())},
       {"Across InfiniBand (step 4), how many times the ring's layer time does TP+SP's take?", ib_over,
        fmt("%.2f times", ib_over),
        fmt("%s / %s, step 4's IB column: TP+SP's collectives are all exposed, the ring's K/V hide",

@@ -189,8 +189,15 @@ void combining(Script& L) {
         ms["tp_inside"], ms["tp_across"], ms["tp_across"] / ms["tp_inside"]);
   L.say("the same bytes in total. In ring2xtp8 each TP group has 4 GPUs in each node: 2 of the 8");
   L.say("hops of its all-gathers and reduce-scatters cross InfiniBand, and every GEMM waits for the");
-  L.say("slowest hop. The ring's K/V hide behind attention when each GPU has enough tokens (lesson");
-  L.say("3: c >= F/B, about 20K per GPU across InfiniBand; here %lld K).", (long long)(big.s / 2 / 1024));
+  // Lesson 3's threshold for this layer across InfiniBand at the peak: GQA's Hkv/H, doubled by
+  // the causal mask (a balanced step computes half its c x c pairs; lesson 6).
+  model::ModelOptions peak;
+  peak.efficiency = "ideal";
+  const double c_star = L.record("ring_threshold_ib_tokens",
+                                 model::ring_threshold(hw, peak, false, double(big.Hkv) / double(big.H), big.causal).tokens);
+  L.say("slowest hop. The ring's K/V hide behind attention when each GPU has enough tokens");
+  L.say("(lessons 3 and 6: c >= 2 (Hkv/H) F/B under a causal mask, %s tokens for this layer", grouped(std::llround(c_star)).c_str());
+  L.say("across InfiniBand at the peak; here %lld K).", (long long)(big.s / 2 / 1024));
   L.say("Ulysses x ring: the all-to-all of 8 inside the node and a ring of 2 across it, %.1f ms,", ms["a2a_inside"]);
   L.say("against %.1f ms for an all-to-all of 2 and a ring of 8: a longer ring sends more, and", ms["ring_across"]);
   L.say("only partly hides it at %lld K tokens per GPU.", (long long)(big.s / 8 / 1024));

@@ -261,7 +261,7 @@ void grad_all_reduce(Script& L) {
   L.say("whole-step model assumes (`ringside model --gbs`, lesson 8, with --no-overlap-grad-reduce");
   L.say("to expose it); ZeRO's reduce-scatter overlaps the same way.");
   L.say("Try: ringside model --preset llama3-8b --strategy ring --ranks 8 --seq 65536 \\");
-  L.say("        --overlap-grad-reduce --trace out/overlap.json");
+  L.say("        --hw %s --overlap-grad-reduce --trace out/overlap.json", L.hw.name.c_str());
 
   // ---- check yourself ---------------------------------------------------------------------------
   const double q1 = 2.0 * grad_bytes * (16 - 1) / 16;

@@ -103,7 +103,7 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool
          "--layout", [&choices](const std::string& v) { choices.layout = parse_layout(v); },
          "how context parallelism (ring, all_gather, USP) maps tokens to ranks: contiguous, zigzag, striped, "
          "zigzag-per-doc (each document in 2R chunks, TransformerEngine's THD), greedy (each document's chunks "
-         "by work), auto (zigzag when causal)")
+         "by work), auto (zigzag for one causal sequence, striped for causal packed documents, contiguous otherwise)")
       ->check(CLI::IsMember({"auto", "contiguous", "zigzag", "striped", "zigzag-per-doc", "greedy"}))
       ->group("Layer");
   if (with_recompute)

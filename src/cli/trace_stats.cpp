@@ -61,7 +61,7 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
       for (size_t i = 0; i < at_peak.size(); ++i) who += (i ? ", " : " ") + std::to_string(at_peak[i]);
     if (std::none_of(s.ranks.begin(), s.ranks.end(), [](const trace::RankMetrics& r) { return r.has_memory; }))
       who = "not in the trace (no memory counters)";
-    std::printf("  %-*s %4s  %9s  %9s  %7s  %9s  %9s  imbalance %.2f; peak memory: %s; window %s\n", w, name_of(s).c_str(), "sum",
+    std::printf("  %-*s %4s  %9s  %9s  %7s  %9s  %9s  compute imbalance (max / mean) %.2f; peak memory: %s; window %s\n", w, name_of(s).c_str(), "sum",
                 ms(s.total.compute_ns).c_str(), ms(s.total.comm_ns).c_str(), pct(s.total.overlap_pct()).c_str(),
                 ms(s.total.exposed_comm_ns).c_str(), ms(s.total.idle_ns).c_str(), s.compute_imbalance, who.c_str(),
                 ms(s.end_ns - s.begin_ns).c_str());

@@ -138,15 +138,17 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
 
 double element_bytes(const std::string& dtype) { return dtype == "fp32" ? 4.0 : 2.0; }
 
-RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q) {
+RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q, bool causal) {
   const double B = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
   const double bytes = element_bytes(o.dtype);  // of K and V
   const double F = hw.peak_flops(o.dtype == "fp32" ? "fp32" : "bf16");
-  if (o.efficiency == "ideal" || !hw.efficiency.present) return {kv_per_q * F / B * bytes / 2, "F/B"};
+  const double pairs = causal ? 2 : 1;           // a causal step computes half its c x c pairs
+  const char* doubling = causal ? "2 " : "";
+  if (o.efficiency == "ideal" || !hw.efficiency.present) return {pairs * kv_per_q * F / B * bytes / 2, "F/B", doubling};
   const AttentionCurve& k = hw.efficiency.attention.at(attention_kernel_of(hw, o)).forward;
   const double B_nccl = B * (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link);
   const double R = k.rate * F / hw.peak_flops_bf16;  // the kernels' rates are bf16's
-  return {std::max(0.0, kv_per_q * R / B_nccl * bytes / 2 - k.k_half), "R/B_nccl - k_half"};
+  return {std::max(0.0, pairs * kv_per_q * R / B_nccl * bytes / 2 - k.k_half), "R/B_nccl - k_half", doubling};
 }
 
 double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o) {

@@ -253,6 +253,10 @@ class Replay {
         } else {
           ev.ts_ns = s.start[e];
           ev.dur_ns = std::max<int64_t>(0, s.stop[e] - s.start[e]);
+          // Overlapped, a bucket's packing and reductions run beside the backward, as NCCL's
+          // kernels do on their own stream: drawn and counted with the communication, not on
+          // the compute lane they would overlap.
+          if (options_.overlap_grad_reduce && is_grad_sync(ev)) ev.stream = trace::Stream::comm;
         }
         ev.bytes = int64_t(std::llround(double(ev.bytes) * scale_));
       }

@@ -140,13 +140,17 @@ std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::
 /// The roofline (--efficiency ideal, or a profile without efficiency): (Hkv/H) F / B (Liu et al.
 /// 2023). Achieved: the attention kernel's forward rate R c / (c + k_half) against NCCL's share
 /// of the link gives (Hkv/H) R / B_nccl - k_half (at least 0). fp32 moves twice the bytes; fp8
-/// runs attention in bf16. `formula` names the one used, after its factor kv_per_q (the
-/// caller names that: Hkv/H, or what a rank reads after Ulysses): "F/B" or "R/B_nccl - k_half".
+/// runs attention in bf16. Under a causal mask (`causal`) a balanced step (zigzag, striped)
+/// computes half of its c x c query-key pairs while it still moves all c tokens' K/V, so the
+/// first term doubles: 2 (Hkv/H) F / B, or 2 (Hkv/H) R / B_nccl - k_half. `formula` names the
+/// one used, after its factor kv_per_q (the caller names that: Hkv/H, or what a rank reads after
+/// Ulysses), and `doubling` is "2 " under a causal mask (printed before the factor), else "".
 struct RingThreshold {
   double tokens = 0;
   const char* formula = "";
+  const char* doubling = "";
 };
-RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q);
+RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q, bool causal = false);
 
 /// The modeled seconds of one compute event `ev` of a recorded trace (its bytes already scaled
 /// to the modeled element type: `bytes`), under `o` on `hw`: the formulas at the top of this file

@@ -64,7 +64,7 @@ std::string num(double v) {
 // The candidate's sequence as its shards hold it: s, or S padded to the multiple they need.
 
 // The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
-// bf16 (Liu et al. 2023); fp32 moves twice the bytes.
+// bf16 (Liu et al. 2023), twice that under a causal mask (lesson 6); fp32 moves twice the bytes.
 std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
   const LayerConfig& cfg = plan.layer;
   const ParallelConfig& par = c.par;
@@ -79,12 +79,12 @@ std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardw
   const double block = double(plan.packing->S) / R;
   ModelOptions mo;  // the planner models at the achieved rates (model_trace's default)
   mo.dtype = dtype;
-  const RingThreshold t = ring_threshold(hw, mo, !across, kv_per_q);
+  const RingThreshold t = ring_threshold(hw, mo, !across, kv_per_q, cfg.causal);
   // Past Hkv, Ulysses replicates kv heads: the factor is then what a rank reads, not Hkv/H.
   const std::string factor =
       kv_per_q == double(cfg.Hkv) / double(cfg.H) ? "(Hkv/H)" : "(kv/q heads read = 1/" + num(1 / kv_per_q) + ")";
   return "ring " + std::to_string(R) + " " + link_words(across) + ": c = " + num(block) + (block >= t.tokens ? " >= " : " < ") +
-         factor + " " + t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", K/V hidden" : ", K/V exposed");
+         t.doubling + factor + " " + t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", K/V hidden" : ", K/V exposed");
 }
 
 std::string a2a_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {

@@ -1,5 +1,7 @@
 #include "trace/run_info.h"
 
+#include <set>
+
 #include "core/error.h"
 
 namespace ringside::trace {
@@ -141,7 +143,10 @@ void check_group_configs(const nlohmann::json& other, const std::string& source)
       return v == config.end() || whole(*v, 0);
     };
     field("causal", config.value("causal", nlohmann::json(true)).is_boolean(), "a boolean");
-    field("layout", config.value("layout", nlohmann::json("")).is_string(), "a string");
+    // The layout as ringside writes it (RunPlan::requested_layout: auto is resolved first).
+    const nlohmann::json layout = config.value("layout", nlohmann::json("contiguous"));
+    field("layout", layout.is_string() && std::set<std::string>{"contiguous", "zigzag", "striped", "zigzag-per-doc", "greedy"}.count(layout.get<std::string>()),
+          "one of contiguous, zigzag, striped, zigzag-per-doc, greedy");
     field("s", count("s"), "an integer >= 0");
     field("window", count("window"), "an integer >= 0");
     bool docs_ok = true;
@@ -150,6 +155,13 @@ void check_group_configs(const nlohmann::json& other, const std::string& source)
       for (const nlohmann::json& len : docs_ok ? *d : nlohmann::json::array()) docs_ok = docs_ok && whole(len, 1);
     }
     field("docs", docs_ok, "an array of positive integers (document lengths)");
+    // Documents pack the sequence: their lengths sum to s (each at most 2^40, so no sum wraps).
+    if (const auto d = config.find("docs"); d != config.end() && config.contains("s")) {
+      int64_t total = 0;
+      for (const nlohmann::json& len : *d) total += std::min<int64_t>(len.get<int64_t>(), int64_t(1) << 40);
+      if (total != config.at("s").get<int64_t>())
+        throw Error(detail::concat(at, ".docs sum to ", total, " tokens, not s = ", config.at("s").get<int64_t>()));
+    }
   }
 }
 
