@@ -43,7 +43,8 @@ void App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lan
     dl->AddText(ImVec2(a.x0 - 148, ly + std::max(0.0f, (lane.height - 13) * 0.5f)), colour, label.c_str());
     return;
   }
-  const std::string label = "peak " + format_bytes(double(m.peak)) + (top ? " (fwd+bwd), the highest" : " (fwd+bwd)");
+  // A trace's memory is one layer's (a step or a plan holds L of them: plan prints that peak).
+  const std::string label = "peak " + format_bytes(double(m.peak)) + (top ? " (one layer, fwd+bwd), the highest" : " (one layer, fwd+bwd)");
   const float tw = ImGui::CalcTextSize(label.c_str()).x;
   const float lx = px + 6 + tw <= a.x1 ? px + 6 : std::max(a.x0, px - 6 - tw);
   dl->AddRectFilled(ImVec2(lx - 1, ly), ImVec2(lx + tw + 1, ly + 13), IM_COL32(24, 24, 28, 200));

@@ -235,6 +235,10 @@ void choosing(Script& L) {
   L.say("the two is faster on one layer depends on c against F/B and on the heads, so ask the planner");
   L.say("for your model rather than a rule of thumb:");
   L.say("  ringside plan --preset llama3-70b --seq 1048576 --gpus 64 --hw h100-nvlink");
+  L.say("This step's table again: a copy of src/model/hardware/h100-nvlink.json with");
+  L.say("\"gpus_per_node\": 4, then `ringside plan --preset llama3-8b --seq %lld --gpus %d --hw",
+        (long long)big.s, P8);
+  L.say("that.json --layers 1 --recompute none`.");
   L.record("plan_ranked", double(plan.ranked()));
 
   // ---- check yourself ------------------------------------------------------------------------

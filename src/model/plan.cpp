@@ -354,9 +354,17 @@ const char* to_string(PlanStatus s) {
 }
 
 const PlanRow* runner_up(const Plan& plan) {
+  // Another split: other degrees, another kind of CP, or the other rank order where the group
+  // spans nodes (inside one node both orders put every group on NVLink: the same placement).
+  const ParallelConfig& win = plan.rows.empty() ? ParallelConfig{} : plan.rows[0].candidate.par;
+  auto same_split = [&](const ParallelConfig& p) {
+    if (p.name() == win.name()) return true;
+    const bool one_node = int64_t(p.tp) * p.cp <= plan.hw.gpus_per_node;
+    return one_node && p.tp == win.tp && p.cp == win.cp && p.cp_comm == win.cp_comm && p.a2a_size() == win.a2a_size();
+  };
   const size_t n = plan.ranked();
   for (size_t i = 1; i < n; ++i)
-    if (plan.rows[i].candidate.par.name() != plan.rows[0].candidate.par.name()) return &plan.rows[i];
+    if (!same_split(plan.rows[i].candidate.par)) return &plan.rows[i];
   return nullptr;
 }
 

@@ -82,7 +82,8 @@ struct Plan {
 };
 
 /// The runner-up: the fastest ranked row whose degrees or placement differ from the winner's
-/// (not the winner again in another layout or recompute mode), or nullptr.
+/// (not the winner again in another layout or recompute mode, nor in the other rank order when
+/// its group fits one node, where both orders place every group alike), or nullptr.
 const PlanRow* runner_up(const Plan& plan);
 
 struct PlanStats {
