@@ -307,7 +307,8 @@ void ring_attention(Script& L) {
       {fmt("In the backward a rank sends K/V P - 1 times and dK/dV P times. How many bytes is that at P = %d?", P8),
        double((2 * P8 - 1) * kv_block8), grouped((2 * P8 - 1) * kv_block8) + " bytes",
        fmt("(2P - 1) blocks of 2 b (s/P) Hkv d x 4 = %d x %s", 2 * P8 - 1, grouped(kv_block8).c_str())},
-      {fmt("On %s at the peak, how many tokens must a block have to hide its K/V when Hkv/H = 8/32 (Llama 3 8B)?",
+      {fmt("On %s at the peak, without a causal mask, how many tokens must a block have to hide its K/V "
+           "when Hkv/H = 8/32 (Llama 3 8B's heads)?",
            L.hw.name.c_str()),
        gqa * c_star, grouped(std::llround(gqa * c_star)) + " tokens",
        fmt("(Hkv/H) F/B = 8/32 x %s: K/V carry Hkv heads, the compute all H", grouped(std::llround(c_star)).c_str())},

@@ -168,7 +168,7 @@ void print_compare_footer(const Timelines& t, const Setup& s) {
       "  each beside its analytic formula. time: forward + backward, slowest rank, wall clock. OK: error\n"
       "  below %s, memory and bytes equal to their formulas, and the timeline equal to the counters.\n"
       "  modeled: overlap is time computing while communicating / time communicating, all ranks; exposed\n"
-      "  is communication nothing hides; attn hidden, the overlap of attention's own traffic; imbalance,\n"
+      "  is communication nothing hides; attn hidden, the overlap of attention's own traffic; compute imb.,\n"
       "  max / mean compute time over the ranks (the load-balance table's is max / mean attention work).\n",
       kToleranceText);
   print_measured_note(s.P);
@@ -189,8 +189,8 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
     std::snprintf(b, sizeof b, format, int(w), args...);
     return std::string(b);
   };
-  std::string table = line("  %-*s %10s %10s %10s %8s %10s %12s %10s\n", "strategy", "layer time", "compute", "comm",
-                           "overlap", "exposed", "attn hidden", "imbalance");
+  std::string table = line("  %-*s %10s %10s %10s %8s %10s %12s %13s\n", "strategy", "layer time", "compute", "comm",
+                           "overlap", "exposed", "attn hidden", "compute imb.");
   nlohmann::json j = nlohmann::json::array();
   for (const trace::StrategyMetrics& m : t.modeled) {
     const double n = double(std::max<size_t>(1, m.ranks.size()));
@@ -198,7 +198,7 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
     const std::optional<trace::Breakdown> att = trace::sublayer_comm(m, "attention");
     const double attention = att ? att->overlap_pct() : std::nan("");
     auto pct = [](double p) { return std::isnan(p) ? std::string("-") : std::to_string(int(std::lround(p))) + "%"; };
-    table += line("  %-*s %10s %10s %10s %8s %10s %12s %10.2f\n", m.strategy.c_str(), format_seconds(layer / 1e9).c_str(),
+    table += line("  %-*s %10s %10s %10s %8s %10s %12s %13.2f\n", m.strategy.c_str(), format_seconds(layer / 1e9).c_str(),
                   format_seconds(m.total.compute_ns / n / 1e9).c_str(), format_seconds(m.total.comm_ns / n / 1e9).c_str(),
                   pct(m.total.overlap_pct()).c_str(), format_seconds(m.total.exposed_comm_ns / n / 1e9).c_str(),
                   pct(attention).c_str(), m.compute_imbalance);

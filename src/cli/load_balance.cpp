@@ -79,7 +79,7 @@ int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>
               cfg.docs.size() > 1 ? detail::concat(", ", cfg.docs.size(), " documents").c_str() : "",
               cfg.window > 0 ? detail::concat(", window ", cfg.window).c_str() : "", "layout", "S");
   for (int r = 0; r < s.P; ++r) std::printf(" %7s", ("rank " + std::to_string(r)).c_str());
-  std::printf("  imbalance%s\n", others.empty() ? "" : "  worst error vs fp64        verdict");
+  std::printf("  work imbalance%s\n", others.empty() ? "" : "  worst error vs fp64        verdict");
   int failures = 0;
   nlohmann::json& jl = js["ring_work_per_rank"];
   for (const Row& row : rows) {
@@ -109,7 +109,7 @@ int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>
       j["worst"] = {{"tensor", w.first}, {"error", w.second}};
       j["verdict"] = verdict;
     }
-    std::printf("  %-26s %6lld%s  %9s%s\n", (std::string(to_string(layout)) + (row.job ? " (measured)" : " (formula)")).c_str(),
+    std::printf("  %-26s %6lld%s  %14s%s\n", (std::string(to_string(layout)) + (row.job ? " (measured)" : " (formula)")).c_str(),
                 (long long)row.plan.packing->S, cells.c_str(), fixed2(imbalance).c_str(), checked.c_str());
   }
   return failures;

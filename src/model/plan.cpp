@@ -327,7 +327,7 @@ std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptio
   }
   if (const PlanRow* second = runner_up(plan)) {
     char tail[256];
-    std::snprintf(tail, sizeof tail, " The runner-up (the best of other degrees or placement), %s, is %.1f%% slower: ",
+    std::snprintf(tail, sizeof tail, " The runner-up (the best other split: other degrees, CP kind or placement), %s, is %.1f%% slower: ",
                   second->candidate.name().c_str(), 100.0 * (second->step_s / win.step_s - 1));
     v += tail + where(second->candidate, cfg, plan.hw) + "; " + second->reason + ".";
   }
