@@ -213,7 +213,8 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
 
 // The timeline tables: the modeled twin's (with its ring steps), then the measured one's.
 void print_timelines(const Timelines& t, const model::Hardware& hw) {
-  std::printf("\n  timeline per rank, modeled on %s (forward + backward; compute and comm are unions of intervals):\n",
+  std::printf("\n  timeline per rank, modeled on %s in bf16 (forward + backward; compute and comm are unions of\n"
+              "  intervals; sent: bf16 bytes, half the fp32 run's):\n",
               hw.name.c_str());
   print_timeline(t.modeled, true);
   std::printf("\n  timeline per rank, measured on this machine (times are wall clock and vary; memory and bytes do not):\n");
