@@ -199,9 +199,10 @@ void all_gather_cp(Script& L) {
   L.blank();
   L.say("The all-gather's exposed time is all of its attention traffic: the gathers and");
   L.say("reduce-scatters block the attention that needs them. The ring's hides behind each step's");
-  L.say("compute once a step has enough tokens (c >= (Hkv/H) F/B, lesson 3); at short sequences its");
-  L.say("P-1 hops each pay a latency that a small block cannot cover, and its attention runs as P");
-  L.say("small kernels, each slower than one call over the whole sequence.");
+  L.say("compute once a step has enough tokens (c >= 2 (Hkv/H) F/B under a causal mask, lessons 3");
+  L.say("and 6); at short sequences its P-1 hops each pay a latency that a small block cannot");
+  L.say("cover, and its attention runs as P small kernels, each slower than one call over the");
+  L.say("whole sequence.");
   if (crossover)
     L.say("Here the ring's layer is the faster from s = %s on; below that all-gather wins.", grouped(crossover).c_str());
   else

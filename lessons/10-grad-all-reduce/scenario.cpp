@@ -253,6 +253,7 @@ void grad_all_reduce(Script& L) {
   const double sync_o = L.record("exposed_grad_sync_overlapped_ns", exposed_of(mo, "grad_sync"));
   t5.row({"overlapped (3 buckets)", format_ns(win_o), format_ns(tail_o), format_ns(sync_o)});
   L.table(t5);
+  L.blank();
   L.say("(The two columns measure two things. Added: how much longer GPU 0's layer is, for the");
   L.say("transfers and for packing the buckets and the reduce-scatter's adds, memory-bound kernels.");
   L.say("Exposed, as HTA counts it: the communication no compute hides. After the backward the");
