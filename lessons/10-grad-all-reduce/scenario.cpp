@@ -5,7 +5,6 @@
 // overlapped with the backward (Megatron's --overlap-grad-reduce, PyTorch DDP's buckets).
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 
 #include "core/error.h"
 #include "layer/presets.h"
@@ -13,6 +12,7 @@
 #include "layer/weights.h"
 #include "lessons/lesson.h"
 #include "parallel/formulas.h"
+#include "parallel/parallel_layer.h"
 #include "trace/metrics.h"
 
 namespace ringside::lessons {
@@ -31,15 +31,8 @@ double error_of_sum(const std::vector<const Tensor*>& parts, const Tensor& ref) 
   return std::sqrt(diff / norm);
 }
 
-// A bucket of the overlapped all-reduce: the gradients the backward finishes in one stretch,
-// named by the parameters' prefixes (parallel_layer.cpp's buckets, in the order they are posted).
-struct Bucket {
-  const char* name;
-  std::vector<const char*> prefixes;
-};
-const Bucket kBuckets[] = {{"mlp (fc1, fc2)", {"fc1.", "fc2."}}, {"out_proj (ln2, o)", {"ln2.", "o."}}, {"qkv (qkv, ln1)", {"qkv.", "ln1."}}};
-
-int64_t bucket_params(const LayerConfig& cfg, const Bucket& b) {
+// The parameters in bucket `b` (parallel_layer.h's grad_buckets).
+int64_t bucket_params(const LayerConfig& cfg, const GradBucket& b) {
   int64_t n = 0;
   for (auto& [name, shape] : weight_shapes(cfg))
     for (const char* p : b.prefixes)
@@ -203,7 +196,7 @@ void grad_all_reduce(Script& L) {
   // ---- 4. overlapped ----------------------------------------------------------------------------
   double compute_end = 0;
   const std::vector<BucketTimes> bt = bucket_times(rank0_of(L.trace, L.modeled_name(lo)), compute_end);
-  RS_CHECK(bt.size() == std::size(kBuckets), "lesson 10: ", bt.size(), " buckets in the overlapped run");
+  RS_CHECK(bt.size() == grad_buckets().size(), "lesson 10: ", bt.size(), " buckets in the overlapped run");
   L.step("Overlapped: each bucket all-reduced as soon as its gradients exist", L.phase(L.modeled_name(lo), "backward"));
   L.say("Megatron's --overlap-grad-reduce (and PyTorch DDP) do not wait for the backward's end. The");
   L.say("gradients live in buckets; when the backward has finished every gradient of a bucket, its");
@@ -215,7 +208,7 @@ void grad_all_reduce(Script& L) {
   Table t4({"bucket", "parameters", "bf16 bytes", "ready", "all-reduce", "done"});
   const double alpha_hop = model::transfer_seconds(0, true, L.hw, {}) * 1e9;
   for (size_t k = 0; k < bt.size(); ++k) {
-    const int64_t n = bucket_params(big, kBuckets[k]);
+    const int64_t n = bucket_params(big, grad_buckets()[k]);
     const double duration = bt[k].end - bt[k].begin;
     // A ring all-reduce: 2 (P-1) hops of S/P bytes, each latency + bytes / (link x NCCL's share).
     const double hops = 2.0 * (C - 1) * model::transfer_seconds(2.0 * double(n) / C, true, L.hw, {}) * 1e9;
@@ -225,7 +218,7 @@ void grad_all_reduce(Script& L) {
     L.record(fmt("bucket%zu_end_ns", k + 1), bt[k].end);
     L.record(fmt("bucket%zu_all_reduce_ns", k + 1), duration);
     L.record(fmt("bucket%zu_hops_ns", k + 1), hops);
-    t4.row({kBuckets[k].name, grouped(n), format_bytes(2.0 * double(n)), format_ns(bt[k].ready), format_ns(duration), format_ns(bt[k].end)});
+    t4.row({grad_buckets()[k].name, grouped(n), format_bytes(2.0 * double(n)), format_ns(bt[k].ready), format_ns(duration), format_ns(bt[k].end)});
   }
   L.table(t4);
   L.record("backward_compute_end_ns", compute_end);

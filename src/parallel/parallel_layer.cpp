@@ -47,17 +47,22 @@ std::vector<Tensor*> all_of(LayerWeights& w) {
   return all;
 }
 
-// The gradients of the parameters whose names start with one of `prefixes` ("fc1.", "ln2."): a
-// bucket of the overlapped all-reduce.
-std::vector<Tensor*> bucket_of(LayerWeights& w, std::initializer_list<const char*> prefixes) {
-  std::vector<Tensor*> bucket;
+// The gradients of `bucket`'s parameters (those whose names start with one of its prefixes).
+std::vector<Tensor*> gradients_of(LayerWeights& w, const GradBucket& bucket) {
+  std::vector<Tensor*> grads;
   for (auto& [name, t] : w.named())
-    for (const char* p : prefixes)
-      if (name.rfind(p, 0) == 0) bucket.push_back(t);
-  return bucket;
+    for (const char* p : bucket.prefixes)
+      if (name.rfind(p, 0) == 0) grads.push_back(t);
+  return grads;
 }
 
 }  // namespace
+
+const std::vector<GradBucket>& grad_buckets() {
+  static const std::vector<GradBucket> buckets = {
+      {"mlp (fc1, fc2)", {"fc1.", "fc2."}}, {"out_proj (ln2, o)", {"ln2.", "o."}}, {"qkv (qkv, ln1)", {"qkv.", "ln1."}}};
+  return buckets;
+}
 
 LocalLayer parallel_layer(const RunPlan& plan, const ProcessGroups& groups, const LayerInputs& in, const RankContext& ctx,
                           const LayerOptions& opts) {
@@ -107,19 +112,18 @@ LocalLayer parallel_layer(const RunPlan& plan, const ProcessGroups& groups, cons
   // the backward has finished its gradients, while the rest of the backward runs; here the
   // all-reduce blocks, and the model replays it on the comm stream (lesson 10).
   const bool buckets = par.cp > 1 && opts.grad_sync && opts.overlap_grad_reduce;
-  auto all_reduce_bucket = [&](std::initializer_list<const char*> prefixes) {
+  auto all_reduce_bucket = [&](size_t bucket) {  // grad_buckets()'s, in order
     if (!buckets) return;
     trace::sublayer("grad_sync");
-    all_reduce_packed(*groups.cp, bucket_of(weight_grads, prefixes), ctx.comm);
+    all_reduce_packed(*groups.cp, gradients_of(weight_grads, grad_buckets().at(bucket)), ctx.comm);
   };
   Tensor dx2;
-  const Tensor da = post_attention_backward(tp, attn.out, in.dout, saved, weight_grads, dx2,
-                                            [&] { all_reduce_bucket({"fc1.", "fc2."}); });
-  all_reduce_bucket({"ln2.", "o."});
+  const Tensor da = post_attention_backward(tp, attn.out, in.dout, saved, weight_grads, dx2, [&] { all_reduce_bucket(0); });
+  all_reduce_bucket(1);
   trace::sublayer("attention");
   AttentionGrads g = attention->backward(q, k, v, attn, da);
   res.dx = qkv_backward(tp, g.dq, g.dk, g.dv, saved, dx2, weight_grads);
-  all_reduce_bucket({"qkv.", "ln1."});
+  all_reduce_bucket(2);
 
   // Not overlapped: one packed all-reduce over CP after the backward. The sequence-parallel
   // parameters (the norms, o.bias, fc2.bias) are whole on every TP rank too, which saw only its

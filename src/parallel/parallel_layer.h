@@ -37,6 +37,17 @@ struct LocalLayer {
   std::vector<StepRecord> steps;  ///< per ring step, forward then backward (configurations with a ring)
 };
 
+/// A bucket of the overlapped gradient all-reduce (LayerOptions::overlap_grad_reduce): the
+/// gradients the backward finishes in one stretch, named by their parameters' prefixes
+/// (LayerWeights::named: "fc1.", "ln2.").
+struct GradBucket {
+  const char* name;
+  std::vector<const char*> prefixes;
+};
+/// The buckets in the order the backward posts them: mlp (fc1, fc2) after the MLP's backward,
+/// out_proj (ln2, o) after the output projection's, qkv (qkv, ln1) at the end.
+const std::vector<GradBucket>& grad_buckets();
+
 struct LayerOptions {
   bool keep_partial_grads = false;
   /// false: the weight gradients stay unsummed over CP and TP (no grad_sync all-reduces): the

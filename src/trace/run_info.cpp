@@ -1,6 +1,7 @@
 #include "trace/run_info.h"
 
-#include <set>
+#include <algorithm>
+#include <iterator>
 
 #include "core/error.h"
 
@@ -144,8 +145,8 @@ void check_group_configs(const nlohmann::json& other, const std::string& source)
     };
     field("causal", config.value("causal", nlohmann::json(true)).is_boolean(), "a boolean");
     // The layout as ringside writes it (RunPlan::requested_layout: auto is resolved first).
-    const nlohmann::json layout = config.value("layout", nlohmann::json("contiguous"));
-    field("layout", layout.is_string() && std::set<std::string>{"contiguous", "zigzag", "striped", "zigzag-per-doc", "greedy"}.count(layout.get<std::string>()),
+    const nlohmann::json layout = config.value("layout", nlohmann::json(kLayoutNames[0]));
+    field("layout", layout.is_string() && std::count(std::begin(kLayoutNames), std::end(kLayoutNames), layout.get<std::string>()),
           "one of contiguous, zigzag, striped, zigzag-per-doc, greedy");
     field("s", count("s"), "an integer >= 0");
     field("window", count("window"), "an integer >= 0");

@@ -64,10 +64,14 @@ struct RunInfo {
 /// otherData read into a RunInfo (never throws: what is missing or mistyped is left empty; the
 /// trace reader checks otherData.group_configs first, check_group_configs).
 RunInfo run_info(const nlohmann::json& other);
+/// The context-parallel layouts a configuration may name, as ringside writes them
+/// (parallel/layout.h's to_string; "auto" is resolved before a trace is written).
+inline constexpr const char* kLayoutNames[] = {"contiguous", "zigzag", "striped", "zigzag-per-doc", "greedy"};
 /// Throws Error, naming `source` and the field, when otherData.group_configs is not an object of
-/// configurations, or a configuration holds a field the tile map reads with the wrong type
-/// ("causal" a boolean, "layout" a string, "s" and "window" integers >= 0, "docs" an array of
-/// positive integers). An absent group_configs (a trace written before them) is fine.
+/// configurations, or a configuration holds a field the tile map reads that is wrong: "causal"
+/// not a boolean, "layout" not one of kLayoutNames, "s" or "window" not an integer >= 0, "docs"
+/// not an array of positive integers or not summing to s. An absent group_configs (a trace
+/// written before them) is fine.
 void check_group_configs(const nlohmann::json& other, const std::string& source);
 /// Writes `info` into otherData (the fields it has; replacing those keys).
 void put_run_info(nlohmann::json& other, const RunInfo& info);

@@ -14,12 +14,11 @@ namespace {
 // The layout a label names ("ring zigzag", "ring packed greedy": the first word that is one),
 // or "".
 std::string layout_named(const std::string& variant) {
-  static const char* layouts[] = {"contiguous", "zigzag", "striped", "zigzag-per-doc", "greedy"};
   size_t at = 0;
   while (at < variant.size()) {
     const size_t end = std::min(variant.find(' ', at), variant.size());
     const std::string word = variant.substr(at, end - at);
-    for (const char* l : layouts)
+    for (const char* l : kLayoutNames)
       if (word == l) return word;
     at = end + 1;
   }
