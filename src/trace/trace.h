@@ -97,6 +97,7 @@ struct Event {
   Direction direction = Direction::none;  ///< comm, and a wait for a transfer: its side
   int tag = -1;             ///< comm: message tag
   int64_t seq = -1;         ///< comm: index among messages of (sender, receiver, tag): pairs a send with its receive
+  int group_size = 0;       ///< comm: the ranks of the collective's group (busbw's n); 0: not said (the run's ranks)
   std::string detail;       ///< free text: shapes, what a wait was for
   std::vector<TilePair> tiles;  ///< ring_step: the attention pairs it computed
   bool tiles_complete = true;   ///< false: the step computed more than kMaxTilePairs pairs, `tiles` holds none

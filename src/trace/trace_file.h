@@ -11,7 +11,8 @@
 //         dur in microseconds (ns resolution); cat: the event's Kind by its name (trace.h's
 //         to_string: "attention", "ring_step", "all_gather", ...; one ringside does not know
 //         reads as "other"); args: phase, step, peer, bytes, flops,
-//         collective, direction, tag, seq, order, end_order, detail (only those that apply).
+//         collective, direction, tag, seq, group_size, order, end_order, detail (only those
+//         that apply).
 //         A thread's slices are written by start, ties in program order (`order`), so that
 //         viewers, which break ties by file order, nest them as the program did.
 //   i     an event of no duration (a wait that found its data there): a process-scoped

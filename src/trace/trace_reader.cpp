@@ -261,6 +261,7 @@ class TraceReader {
     e.direction = direction_of(rd.str_in(a, "direction", false, "args."));
     e.tag = int(rd.integer_in(a, "tag", false, 0, INT32_MAX, -1, "args."));
     e.seq = rd.integer_in(a, "seq", false, 0, INT64_MAX / 4, -1, "args.");
+    e.group_size = int(rd.integer_in(a, "group_size", false, 1, INT32_MAX, 0, "args."));
     e.order = rd.integer_in(a, "order", false, 0, INT64_MAX / 4, -1, "args.");
     e.end_order = rd.integer_in(a, "end_order", false, 0, INT64_MAX / 4, -1, "args.");
     e.detail = rd.str_in(a, "detail", false, "args.");

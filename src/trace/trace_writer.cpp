@@ -40,6 +40,7 @@ nlohmann::json args_of(const Event& e) {
   if (e.direction != Direction::none) a["direction"] = to_string(e.direction);
   if (e.tag >= 0) a["tag"] = e.tag;
   if (e.seq >= 0) a["seq"] = e.seq;
+  if (e.group_size > 0) a["group_size"] = e.group_size;
   if (e.order >= 0) a["order"] = e.order;
   if (e.end_order >= 0) a["end_order"] = e.end_order;
   if (!e.detail.empty()) a["detail"] = e.detail;
