@@ -13,6 +13,8 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev
   # command line, JSON, tests, benchmarks
   libcli11-dev nlohmann-json3-dev catch2 libbenchmark-dev
+  # gzipped traces (PyTorch's profiler writes .pt.trace.json.gz)
+  zlib1g-dev
   # clang with libFuzzer: the trace reader is fuzzed in the tests
   clang libclang-rt-14-dev
   # an independent NumPy forward checks the reference's dump (tests/numpy_forward.py)

@@ -15,6 +15,7 @@ PACKAGES=(
   librandom123-dev nlohmann-json3-dev libcli11-dev catch2   # headers (and CMake configs)
   libbenchmark-dev libbenchmark1debian                      # Google Benchmark (ringside bench)
   libblas3 libblas-dev                                      # the reference BLAS, for the CPU reference
+  zlib1g-dev                                                # gzipped traces (zlib.h, libz)
 )
 LIMIT_MIB=32  # the rest of the 64 MiB is the working tree's
 

@@ -245,10 +245,14 @@ CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o);
 int bench_layer(const BenchLayerOptions& o);
 
 struct TraceStatsOptions {
-  std::string file;
+  std::vector<std::string> files;  ///< one trace, a folder of Kineto traces, or one Kineto file per rank
   std::string json;
+  std::string align = "auto";      ///< Kineto clocks: auto, collectives, none (trace::ClockAlign)
 };
 
+/// The --align option of commands that read PyTorch (Kineto) traces, and its value as a ClockAlign.
+void add_align_option(CLI::App& c, std::string& align);
+trace::ClockAlign clock_align(const std::string& name);
 /// `ringside trace-stats`: adds the subcommand; returns it.
 CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o);
 /// Reads the trace (ringside::Error on a bad file), prints per strategy the per-rank table,

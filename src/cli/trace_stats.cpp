@@ -8,6 +8,7 @@
 #include "cli/format.h"
 #include "core/error.h"
 #include "core/output.h"
+#include "trace/kineto.h"
 #include "trace/metrics.h"
 
 namespace ringside::cli {
@@ -38,7 +39,53 @@ nlohmann::json breakdown_json(const trace::Breakdown& b) {
   return j;
 }
 
+// A ringside trace's header: who wrote it, its ranks, backend and clocks.
+void print_ringside_header(const trace::TraceData& t, const std::vector<trace::StrategyMetrics>& metrics) {
+  if (!t.run.version.empty()) std::printf("  written by ringside %s", t.run.version.c_str());
+  else std::printf("  a foreign trace (no ringside otherData)");
+  size_t P = 0;
+  for (const auto& s : metrics) P = std::max(P, s.ranks.size());
+  std::printf(", P = %zu", P);
+  if (!t.run.backend.empty()) std::printf(", %s backend", t.run.backend.c_str());
+  if (!t.run.layout.empty()) std::printf(", ring layout %s", t.run.layout.c_str());
+  int64_t worst_clock = 0;
+  for (const trace::RankTrace& r : t.ranks) worst_clock = std::max(worst_clock, r.clock_uncertainty_ns);
+  std::printf("\n  %zu process%s, %zu flow%s; clock alignment uncertainty %s\n\n", t.ranks.size(),
+              t.ranks.size() == 1 ? "" : "es", t.flows.size(), t.flows.size() == 1 ? "" : "s",
+              worst_clock ? ms(worst_clock).c_str() : "0 (one clock)");
+}
+
+// A Kineto run's header: what was read, and how its clocks were put together.
+void print_kineto_header(const trace::TraceData& t) {
+  std::printf("  %s traces of %zu rank%s (of %d), %s backend, on %s\n", trace::kKinetoProducer, t.ranks.size(),
+              t.ranks.size() == 1 ? "" : "s", t.run.ranks, t.run.backend.empty() ? "an unnamed" : t.run.backend.c_str(),
+              t.run.device.c_str());
+  std::printf("  clocks: %s\n", t.run.clock.c_str());
+  for (const trace::RankTrace& r : t.ranks)
+    if (r.clock_offset_ns != 0 || r.clock_uncertainty_ns != 0)
+      std::printf("    rank %d shifted by %+.3f us (+- %.3f us)\n", r.rank, double(r.clock_offset_ns) / 1000.0,
+                  double(r.clock_uncertainty_ns) / 1000.0);
+  std::printf("  %zu send%s paired with %s receive%s (flows); times from the earliest ProfilerStep's start\n\n",
+              t.flows.size(), t.flows.size() == 1 ? "" : "s", t.flows.size() == 1 ? "its" : "their",
+              t.flows.size() == 1 ? "" : "s");
+}
+
 }  // namespace
+
+trace::ClockAlign clock_align(const std::string& name) {
+  if (name == "collectives") return trace::ClockAlign::collectives;
+  if (name == "none") return trace::ClockAlign::none;
+  return trace::ClockAlign::automatic;
+}
+
+void add_align_option(CLI::App& c, std::string& align) {
+  c.add_option("--align", align,
+               "PyTorch (Kineto) traces: how to put the ranks' clocks together: auto (one host's files share a "
+               "clock, else as collectives), collectives (shift each rank so that its collectives end with rank "
+               "0's, as HTA lines ranks up), none")
+      ->check(CLI::IsMember({"auto", "collectives", "none"}))
+      ->default_str("auto");
+}
 
 void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_steps) {
   int w = 10;  // the strategy column: as wide as the longest name (ulysses2xring2)
@@ -129,9 +176,12 @@ nlohmann::json metrics_json(const trace::StrategyMetrics& s) {
 
 CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
   CLI::App* c = app.add_subcommand("trace-stats", "Print the metrics of a trace file: per strategy, rank and ring step");
-  c->add_option("file", o.file,
-                "a trace written by ringside (compare --trace, run --trace), or Chrome trace JSON of X, i, C, M, s and f events")
+  c->add_option("files", o.files,
+                "a trace written by ringside (compare --trace, run --trace), Chrome trace JSON of X, i, C, M, s and f "
+                "events, or PyTorch profiler (Kineto) traces: a folder of them (rank*.json, *.pt.trace.json, .gz too) "
+                "or one file per rank")
       ->required();
+  add_align_option(*c, o.align);
   c->add_option("--json", o.json, "also write the metrics as JSON")
       ->option_text("FILE")
       ->check(non_empty("--json needs a file name"));
@@ -146,24 +196,16 @@ CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
 
 int trace_stats_command(const TraceStatsOptions& o) {
   if (!o.json.empty()) {
-    output::check_distinct({{"--json", o.json}}, {{"", o.file}});  // never the trace it reads
+    for (const std::string& f : o.files) output::check_distinct({{"--json", o.json}}, {{"", f}});  // never a trace it reads
     output::check(o.json, "--json");
   }
-  const trace::TraceData t = trace::read_trace(o.file);
+  const trace::TraceData t = trace::read_traces(o.files, clock_align(o.align));
   const auto metrics = trace::compute_metrics(t);
-  std::printf("ringside trace-stats: %s\n", o.file.c_str());
-  if (!t.run.version.empty()) std::printf("  written by ringside %s", t.run.version.c_str());
-  else std::printf("  a foreign trace (no ringside otherData)");
-  size_t P = 0;
-  for (const auto& s : metrics) P = std::max(P, s.ranks.size());
-  std::printf(", P = %zu", P);
-  if (!t.run.backend.empty()) std::printf(", %s backend", t.run.backend.c_str());
-  if (!t.run.layout.empty()) std::printf(", ring layout %s", t.run.layout.c_str());
-  int64_t worst_clock = 0;
-  for (const trace::RankTrace& r : t.ranks) worst_clock = std::max(worst_clock, r.clock_uncertainty_ns);
-  std::printf("\n  %zu process%s, %zu flow%s; clock alignment uncertainty %s\n\n", t.ranks.size(),
-              t.ranks.size() == 1 ? "" : "es", t.flows.size(), t.flows.size() == 1 ? "" : "s",
-              worst_clock ? ms(worst_clock).c_str() : "0 (one clock)");
+  std::string names;
+  for (const std::string& f : o.files) names += (names.empty() ? "" : " ") + f;
+  std::printf("ringside trace-stats: %s\n", names.c_str());
+  if (t.run.producer == trace::kKinetoProducer) print_kineto_header(t);
+  else print_ringside_header(t, metrics);
   if (metrics.empty()) std::printf("  no events\n");
   else print_timeline(metrics, true);
   if (!o.json.empty()) {

@@ -46,15 +46,9 @@ namespace ringside::trace {
 /// "kernel", "user_annotation", "cuda_runtime", "python_function") and no ringside otherData.
 bool is_kineto(const nlohmann::json& doc);
 
-/// How the ranks' clocks are put on one timeline.
-///   automatic    ranks whose files name one host and one baseTimeNanoseconds share a clock
-///                and are not shifted; otherwise as `collectives`
-///   collectives  each rank is shifted so that its collectives end with rank 0's: the median
-///                over the collectives common to all ranks (the k-th of each rank, same kind)
-///                of rank 0's end minus its own. Its uncertainty is the largest deviation of
-///                one collective's difference from that median (unknown with one collective)
-///   none         the files' clocks as they are
-enum class ClockAlign { automatic, collectives, none };
+/// RunInfo::producer of a run read from Kineto traces.
+inline constexpr const char* kKinetoProducer = "PyTorch profiler (Kineto)";
+
 
 /// One rank's file: a name for errors (its path) and its JSON text (gzip already undone).
 struct KinetoText {
@@ -77,6 +71,8 @@ std::vector<std::string> kineto_files(const std::string& dir);
 /// distributedInfo.world_size's, files that disagree on world_size, an async begin without
 /// its end.
 TraceData parse_kineto(const std::vector<KinetoText>& files, ClockAlign align = ClockAlign::automatic);
+/// One rank's parsed Kineto document, as a run of that one rank (parse_trace's Kineto branch).
+TraceData kineto_trace(const nlohmann::json& doc, const std::string& source);
 /// parse_kineto of files on disk (each read, and gunzipped when it ends in .gz, only when its
 /// turn comes). Refuses before reading when the files' total size needs more memory than the
 /// machine has (require_memory), or one file is over 4 GiB (or unzips past it).

@@ -80,14 +80,29 @@ nlohmann::json to_chrome_json(const TraceData& t);
 /// pipe is written through. Throws ringside::Error when it cannot.
 void write_trace(const std::string& path, const TraceData& t);
 
-/// Parses and validates Chrome trace JSON. Throws ringside::Error naming `source`, the event
+/// How the ranks' clocks are put on one timeline.
+///   automatic    ranks whose files name one host and one baseTimeNanoseconds share a clock
+///                and are not shifted; otherwise as `collectives`
+///   collectives  each rank is shifted so that its collectives end with rank 0's: the median
+///                over the collectives common to all ranks (the k-th of each rank, same kind)
+///                of rank 0's end minus its own. Its uncertainty is the largest deviation of
+///                one collective's difference from that median (unknown with one collective)
+///   none         the files' clocks as they are
+enum class ClockAlign { automatic, collectives, none };
+
+/// Parses and validates Chrome trace JSON: ringside's, or a PyTorch profiler (Kineto) trace of
+/// one rank (trace/kineto.h), told apart by content (is_kineto). Throws ringside::Error naming `source`, the event
 /// index and the problem for anything malformed: not JSON or truncated, wrong types, numbers
 /// out of range (times beyond 9e12 us, negative durations or bytes, ids beyond int32), JSON
 /// nested more than 64 levels deep (core/json_input.h), unknown
 /// or unsupported phases (ringside reads X, i, C, M, s, f; global instants are skipped), flows
 /// without their other end.
 TraceData parse_trace(std::string_view text, const std::string& source = "trace");
-/// parse_trace of a file's contents; throws ringside::Error when it cannot be read.
-TraceData read_trace(const std::string& path);
+/// parse_trace of a file's contents (gunzipped when its name ends in .gz), or, for a folder,
+/// the Kineto traces of its ranks (read_kineto of kineto_files). Throws ringside::Error when it
+/// cannot be read, or is too large for memory (core/text_file.h).
+TraceData read_trace(const std::string& path, ClockAlign align = ClockAlign::automatic);
+/// read_trace of one path; of several, the Kineto traces of one run, one file per rank.
+TraceData read_traces(const std::vector<std::string>& paths, ClockAlign align = ClockAlign::automatic);
 
 }  // namespace ringside::trace

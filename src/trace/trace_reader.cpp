@@ -17,89 +17,13 @@
 #include "core/json_input.h"
 #include "core/memory_limits.h"
 #include "core/output.h"
+#include "core/text_file.h"
+#include "trace/kineto.h"
+#include "trace/event_reader.h"
 
 namespace ringside::trace {
 
 namespace {
-
-// Field access with errors that say where and what.
-class EventReader {
- public:
-  EventReader(const nlohmann::json& e, std::string where) : e_(e), where_(std::move(where)) {}
-
-  [[noreturn]] void fail(const std::string& what) const { throw Error(where_ + ": " + what); }
-
-  const nlohmann::json* find(const nlohmann::json& obj, const char* key) const {
-    auto it = obj.find(key);
-    return it == obj.end() ? nullptr : &*it;
-  }
-  std::string str(const char* key, bool required) const { return str_in(e_, key, required, ""); }
-  std::string str_in(const nlohmann::json& obj, const char* key, bool required, const char* prefix) const {
-    const nlohmann::json* v = find(obj, key);
-    if (!v) {
-      if (required) fail(detail::concat("missing '", prefix, key, "'"));
-      return {};
-    }
-    if (!v->is_string()) fail(detail::concat("'", prefix, key, "' must be a string, got ", v->type_name()));
-    return v->get<std::string>();
-  }
-  // An integer in [lo, hi]: JSON integers only (1e3 or 2.5 are not ids).
-  int64_t integer_in(const nlohmann::json& obj, const char* key, bool required, int64_t lo, int64_t hi, int64_t dflt,
-                     const char* prefix = "") const {
-    const nlohmann::json* v = find(obj, key);
-    if (!v) {
-      if (required) fail(detail::concat("missing '", prefix, key, "'"));
-      return dflt;
-    }
-    if (v->is_number_unsigned()) {
-      const uint64_t u = v->get<uint64_t>();
-      if (u > uint64_t(hi)) fail(detail::concat("'", prefix, key, "' = ", u, " is out of range [", lo, ", ", hi, "]"));
-      return int64_t(u);
-    }
-    if (!v->is_number_integer()) fail(detail::concat("'", prefix, key, "' must be an integer, got ", describe(*v)));
-    const int64_t i = v->get<int64_t>();
-    if (i < lo || i > hi) fail(detail::concat("'", prefix, key, "' = ", i, " is out of range [", lo, ", ", hi, "]"));
-    return i;
-  }
-  // A finite number in [lo, hi].
-  double number_in(const nlohmann::json& obj, const char* key, bool required, double lo, double hi,
-                   const char* prefix = "") const {
-    const nlohmann::json* v = find(obj, key);
-    if (!v) {
-      if (required) fail(detail::concat("missing '", prefix, key, "'"));
-      return 0;
-    }
-    if (!v->is_number()) fail(detail::concat("'", prefix, key, "' must be a number, got ", describe(*v)));
-    const double d = v->get<double>();
-    if (!std::isfinite(d) || d < lo || d > hi)
-      fail(detail::concat("'", prefix, key, "' = ", d, " is out of range [", lo, ", ", hi, "]"));
-    return d;
-  }
-  // Microseconds in the file -> integer ns.
-  int64_t time_ns(const char* key, bool required, double lo) const {
-    return std::llround(number_in(e_, key, required, lo, kMaxTimeUs) * 1000.0);
-  }
-  const nlohmann::json& args() const {
-    static const nlohmann::json empty = nlohmann::json::object();
-    const nlohmann::json* a = find(e_, "args");
-    if (!a) return empty;
-    if (!a->is_object()) fail(detail::concat("'args' must be an object, got ", a->type_name()));
-    return *a;
-  }
-  const nlohmann::json& json() const { return e_; }
-
- private:
-  static std::string describe(const nlohmann::json& v) {
-    if (v.is_number_float()) {
-      const double d = v.get<double>();
-      if (std::isfinite(d) && d == std::floor(d)) return detail::concat(d, " (written as a floating-point number, or beyond 64 bits)");
-      return detail::concat("the non-integer ", d);
-    }
-    return v.type_name();
-  }
-  const nlohmann::json& e_;
-  std::string where_;
-};
 
 // A ring step's "tiles": at most kMaxTilePairs pairs, each [q_first, q_len, q_stride, k_first,
 // k_len, k_stride, partial] of non-negative integers (lengths and strides >= 1, partial 0 or 1);
@@ -342,6 +266,7 @@ class TraceReader {
 
 TraceData parse_trace(std::string_view text, const std::string& source) {
   const nlohmann::json doc = parse_json(text, source);
+  if (is_kineto(doc)) return kineto_trace(doc, source);
   const nlohmann::json* list = &doc;
   nlohmann::json other;
   if (doc.is_object()) {
@@ -361,27 +286,17 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
   return reader.finish();
 }
 
-TraceData read_trace(const std::string& path) {
+TraceData read_trace(const std::string& path, ClockAlign align) {
   std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  RS_CHECK(!ec, "cannot read trace ", path, ": ", ec.message());
-  RS_CHECK(!std::filesystem::is_directory(status), "cannot read trace ", path, ": it is a directory");
-  RS_CHECK(std::filesystem::is_regular_file(status), "cannot read trace ", path, ": not a regular file");
-  const auto size = std::filesystem::file_size(path, ec);
-  RS_CHECK(!ec, "cannot read trace ", path, ": ", ec.message());
-  RS_CHECK(size <= (uint64_t(4) << 30), "trace ", path, " is ", size >> 20, " MiB; ringside reads traces up to 4 GiB");
+  if (std::filesystem::is_directory(path, ec)) return read_kineto(kineto_files(path), align);
   // The parsed JSON and the events take about 13 times the file (a 92 MB trace: 1.19 GB).
-  require_memory(14.0 * double(size), "reading trace " + path, "trace", 1);
-  std::ifstream f(path, std::ios::binary);
-  RS_CHECK(f.good(), "cannot read trace ", path, ": ", std::strerror(errno));
-  try {
-    std::string text(size, '\0');
-    f.read(text.data(), std::streamsize(size));
-    RS_CHECK(!f.bad() && size_t(f.gcount()) == size, "cannot read trace ", path, ": read failed");
-    return parse_trace(text, path);
-  } catch (const std::bad_alloc&) {
-    throw Error(detail::concat("trace ", path, ": out of memory reading ", size >> 20, " MiB"));
-  }
+  return parse_trace(read_input_file(path, "trace", 14.0), path);
+}
+
+TraceData read_traces(const std::vector<std::string>& paths, ClockAlign align) {
+  RS_CHECK(!paths.empty(), "no trace to read");
+  if (paths.size() == 1) return read_trace(paths[0], align);
+  return read_kineto(paths, align);
 }
 
 }  // namespace ringside::trace

@@ -1,0 +1,85 @@
+#include "core/text_file.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/memory_limits.h"
+
+namespace ringside {
+
+namespace {
+
+bool gzipped(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
+
+}  // namespace
+
+uint64_t input_size(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  RS_CHECK(!ec, "cannot read ", what, " ", path, ": ", ec.message());
+  RS_CHECK(!std::filesystem::is_directory(status), "cannot read ", what, " ", path, ": it is a directory");
+  RS_CHECK(std::filesystem::is_regular_file(status), "cannot read ", what, " ", path, ": not a regular file");
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  RS_CHECK(!ec, "cannot read ", what, " ", path, ": ", ec.message());
+  if (!gzipped(path) || size < 18) return size;  // 18: gzip's smallest header and trailer
+  std::ifstream f(path, std::ios::binary);
+  unsigned char t[4] = {};
+  f.seekg(std::streamoff(size - 4));
+  f.read(reinterpret_cast<char*>(t), 4);
+  RS_CHECK(f.good(), "cannot read ", what, " ", path, ": ", std::strerror(errno));
+  return uint64_t(t[0]) | uint64_t(t[1]) << 8 | uint64_t(t[2]) << 16 | uint64_t(t[3]) << 24;
+}
+
+std::string read_input_file(const std::string& path, const std::string& what, double memory_per_byte) {
+  const uint64_t size = input_size(path, what);
+  RS_CHECK(size <= kMaxInputBytes, what, " ", path, " is ", size >> 20, " MiB; ringside reads ", what, "s up to ",
+           kMaxInputBytes >> 30, " GiB");
+  require_memory(memory_per_byte * double(size), "reading " + what + " " + path, what, 1);
+  try {
+    if (!gzipped(path)) {
+      std::ifstream f(path, std::ios::binary);
+      RS_CHECK(f.good(), "cannot read ", what, " ", path, ": ", std::strerror(errno));
+      std::string text(size, '\0');
+      f.read(text.data(), std::streamsize(size));
+      RS_CHECK(!f.bad() && uint64_t(f.gcount()) == size, "cannot read ", what, " ", path, ": read failed");
+      return text;
+    }
+    gzFile gz = gzopen(path.c_str(), "rb");
+    RS_CHECK(gz != nullptr, "cannot read ", what, " ", path, ": ", std::strerror(errno));
+    std::string text;
+    text.reserve(size_t(size));
+    char chunk[1 << 16];
+    for (;;) {
+      const int n = gzread(gz, chunk, sizeof chunk);
+      if (n < 0) {
+        int code = 0;
+        const std::string message = gzerror(gz, &code);
+        gzclose(gz);
+        throw Error(detail::concat(what, " ", path, ": corrupt gzip (", message, ")"));
+      }
+      if (n == 0) break;
+      if (text.size() + size_t(n) > kMaxInputBytes) {
+        gzclose(gz);
+        throw Error(detail::concat(what, " ", path, " unzips past ", kMaxInputBytes >> 20, " MiB; ringside reads ", what,
+                                   "s up to ", kMaxInputBytes >> 30, " GiB"));
+      }
+      // The trailer's size may understate (it wraps at 4 GiB): check again as the text grows.
+      if (text.size() + size_t(n) > text.capacity())
+        require_memory(memory_per_byte * double(2 * (text.size() + size_t(n))), "reading " + what + " " + path, what, 1);
+      text.append(chunk, size_t(n));
+    }
+    const bool truncated = !gzeof(gz);
+    gzclose(gz);
+    RS_CHECK(!truncated, what, " ", path, ": truncated gzip");
+    return text;
+  } catch (const std::bad_alloc&) {
+    throw Error(detail::concat(what, " ", path, ": out of memory reading ", size >> 20, " MiB"));
+  }
+}
+
+}  // namespace ringside
