@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -32,7 +33,10 @@ uint64_t input_size(const std::string& path, const std::string& what) {
   f.seekg(std::streamoff(size - 4));
   f.read(reinterpret_cast<char*>(t), 4);
   RS_CHECK(f.good(), "cannot read ", what, " ", path, ": ", std::strerror(errno));
-  return uint64_t(t[0]) | uint64_t(t[1]) << 8 | uint64_t(t[2]) << 16 | uint64_t(t[3]) << 24;
+  const uint64_t recorded = uint64_t(t[0]) | uint64_t(t[1]) << 8 | uint64_t(t[2]) << 16 | uint64_t(t[3]) << 24;
+  // deflate expands at most 1032-fold: a larger figure is a corrupt or foreign trailer (the
+  // reading checks again as the text grows).
+  return std::min(recorded, 1032 * size);
 }
 
 std::string read_input_file(const std::string& path, const std::string& what, double memory_per_byte) {
@@ -73,9 +77,8 @@ std::string read_input_file(const std::string& path, const std::string& what, do
         require_memory(memory_per_byte * double(2 * (text.size() + size_t(n))), "reading " + what + " " + path, what, 1);
       text.append(chunk, size_t(n));
     }
-    const bool truncated = !gzeof(gz);
-    gzclose(gz);
-    RS_CHECK(!truncated, what, " ", path, ": truncated gzip");
+    // zlib says only on closing that the last read ended inside the compressed stream.
+    RS_CHECK(gzclose(gz) != Z_BUF_ERROR, what, " ", path, ": corrupt gzip (truncated: it ends inside the compressed stream)");
     return text;
   } catch (const std::bad_alloc&) {
     throw Error(detail::concat(what, " ", path, ": out of memory reading ", size >> 20, " MiB"));

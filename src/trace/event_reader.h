@@ -44,7 +44,7 @@ class EventReader {
     }
     if (v->is_number_unsigned()) {
       const uint64_t u = v->get<uint64_t>();
-      if (u > uint64_t(hi)) fail(detail::concat("'", prefix, key, "' = ", u, " is out of range [", lo, ", ", hi, "]"));
+      if (u > uint64_t(hi) || (lo > 0 && u < uint64_t(lo))) fail(detail::concat("'", prefix, key, "' = ", u, " is out of range [", lo, ", ", hi, "]"));
       return int64_t(u);
     }
     if (!v->is_number_integer()) fail(detail::concat("'", prefix, key, "' must be an integer, got ", describe(*v)));

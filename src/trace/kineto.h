@@ -24,7 +24,9 @@
 //   ring steps  found from the sends and receives: when every rank sends to one peer and
 //               receives from another and these form one ring, each round of posts (sends and
 //               receives posted with no compute between them) opens a ring step, which lasts
-//               until the next round (the phase's last, until the phase ends)
+//               until the next round (the phase's last, until the phase ends); rounds inside
+//               one record_function range of the user's below the phase's (a step's range) are
+//               one step
 //   memory      `[memory]` instants' "Total Allocated" (the GPU's on a GPU rank, else the CPU's)
 //   left out    python_function, cuda_runtime/driver (used only to find a kernel's launch by
 //               "correlation"), gpu_user_annotation, flow (`s`/`f`/`t`: launch links) and async

@@ -375,7 +375,8 @@ class FileReader {
         add(r, Kind::memory, Stream::compute);
       } else if (r.cat == "cpu_op" && !out_.gpu) {
         if (is_comm_op(r.name)) {
-          Event* e = add(r, comm_kind(r.collective_name.empty() ? r.name : r.collective_name).first, Stream::comm);
+          // The call (a collective's span, not a transfer: its bytes are its Work's or kernel's).
+          Event* e = add(r, Kind::collective, Stream::comm);
           e->peer = r.peer, e->tag = r.tag, e->detail = "the call; its transfer is the Work's span";
         } else if (in_comm_op[i]) {
           add(r, compute_kind(r.name), Stream::comm)->detail = "inside a communication call";
@@ -495,9 +496,11 @@ class FileReader {
   std::map<std::pair<std::string, std::string>, std::pair<Raw, size_t>> async_open_;
 };
 
-void shift(RankTrace& r, int64_t by) {
-  for (Event& e : r.events) e.ts_ns += by;
-  for (MemorySample& m : r.memory) m.ts_ns += by;
+// Moves a rank's timeline by `by` ns: its events, memory samples and posting times.
+void shift(RankFile& f, int64_t by) {
+  for (Event& e : f.trace.events) e.ts_ns += by;
+  for (MemorySample& m : f.trace.memory) m.ts_ns += by;
+  for (auto& [index, posted] : f.p2p) posted += by;
 }
 
 // Whether the ranks' sends and receives form one ring: every rank sends to one peer and
@@ -525,7 +528,8 @@ bool is_ring(const std::vector<RankFile>& files) {
 
 // A ring rank's steps: each round of posts (sends and receives with no compute op starting
 // between them, in the forward or the backward) opens a step that lasts until the next round
-// of its phase, the last until the phase's last event ends. Adds the `ring step` spans and
+// of its phase, the last until the phase's last event ends. Consecutive rounds inside one
+// record_function range below the phase's own are one step, which opens where that range does. Adds the `ring step` spans and
 // stamps every event of the phase inside one with its step.
 void add_ring_steps(RankFile& f) {
   std::vector<Event>& evs = f.trace.events;
@@ -537,13 +541,26 @@ void add_ring_steps(RankFile& f) {
   std::sort(posts.begin(), posts.end(), [](auto& a, auto& b) { return a.second < b.second; });
   std::vector<std::pair<std::string, int64_t>> rounds;  // phase, start
   int64_t last = std::numeric_limits<int64_t>::min();
+  std::string last_range;
   for (const auto& [index, posted] : posts) {
     const std::string& phase = evs[index].phase;
     if (phase != "forward" && phase != "backward") continue;
     const bool computed = std::upper_bound(compute_starts.begin(), compute_starts.end(), last) !=
                           std::upper_bound(compute_starts.begin(), compute_starts.end(), posted);
-    if (rounds.empty() || rounds.back().first != phase || computed) rounds.emplace_back(phase, posted);
-    last = posted;
+    // Rounds inside one record_function range of the user's own, below the phase's (a ring
+    // step's range, whose backward posts K/V and then dK/dV), are one step.
+    const std::string& range = evs[index].sublayer;
+    const bool same_range = !range.empty() && range == last_range && lower(range).find(phase) == std::string::npos;
+    if (rounds.empty() || rounds.back().first != phase || (computed && !same_range)) {
+      // A step's range opens the step where it starts (its compute may come before its posts).
+      int64_t begin = posted;
+      for (const Event& r : evs)
+        if (r.kind == Kind::sublayer && r.name == range && r.ts_ns <= posted && posted < r.end_ns() &&
+            lower(range).find(phase) == std::string::npos && (rounds.empty() || r.ts_ns > rounds.back().second))
+          begin = r.ts_ns;
+      rounds.emplace_back(phase, begin);
+    }
+    last = posted, last_range = range;
   }
   std::map<std::string, int64_t> phase_end;
   for (const Event& e : evs)
@@ -604,7 +621,7 @@ void align_clocks(std::vector<RankFile>& files, ClockAlign align, RunInfo& run) 
   for (const RankFile& f : files) base = std::min(base, f.base_ns);
   bool one_clock = true;
   for (RankFile& f : files) {
-    shift(f.trace, f.base_ns - base);
+    shift(f, f.base_ns - base);
     one_clock = one_clock && !f.host.empty() && f.host == files[0].host && f.base_ns == files[0].base_ns;
   }
   if (align == ClockAlign::none || files.size() == 1) {
@@ -643,7 +660,7 @@ void align_clocks(std::vector<RankFile>& files, ClockAlign align, RunInfo& run) 
     files[i].trace.clock_offset_ns = offset, files[i].trace.clock_uncertainty_ns = spread;
     worst = std::max(worst, spread);
   }
-  for (size_t i = 1; i < files.size(); ++i) shift(files[i].trace, files[i].trace.clock_offset_ns);
+  for (size_t i = 1; i < files.size(); ++i) shift(files[i], files[i].trace.clock_offset_ns);
   run.clock = detail::concat("aligned by the ends of ", common, common == 1 ? " collective" : " collectives",
                              " (each rank's median difference from rank ", files[0].rank, "'s); uncertainty ",
                              common == 1 ? std::string("unknown (one collective)") : "up to " + us_text(worst));
@@ -659,7 +676,7 @@ int64_t receives_before_sends(const TraceData& t) {
 
 TraceData assemble(std::vector<RankFile> files, ClockAlign align) {
   // One file per rank, one process per file, every rank of world_size present.
-  std::sort(files.begin(), files.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
+  std::stable_sort(files.begin(), files.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
   for (size_t i = 0; i + 1 < files.size(); ++i) {
     const RankFile &a = files[i], &b = files[i + 1];
     RS_CHECK(a.rank != b.rank, "rank ", a.rank, " is in two files: ", a.source, " and ", b.source);
@@ -708,7 +725,7 @@ TraceData assemble(std::vector<RankFile> files, ClockAlign align) {
   if (origin == std::numeric_limits<int64_t>::max()) origin = any == std::numeric_limits<int64_t>::max() ? 0 : any;
   nlohmann::json sources = nlohmann::json::array();
   for (RankFile& f : files) {
-    shift(f.trace, -origin);
+    shift(f, -origin);
     for (const Event& e : f.trace.events)
       RS_CHECK(e.ts_ns > -kMaxTimeNs && e.end_ns() < kMaxTimeNs, f.source, ": event '", e.name,
                "' lies more than 104 days from the others");
@@ -791,7 +808,10 @@ TraceData read_kineto(const std::vector<std::string>& paths, ClockAlign align) {
   // One file's JSON at a time (about 13 bytes of memory per byte of it), plus the events kept.
   double total = 0, largest = 0;
   for (const std::string& p : paths) {
-    const double size = double(input_size(p, "trace"));
+    const uint64_t bytes = input_size(p, "trace");
+    RS_CHECK(bytes <= kMaxInputBytes, "trace ", p, " is ", bytes >> 20, " MiB; ringside reads traces up to ",
+             kMaxInputBytes >> 30, " GiB");
+    const double size = double(bytes);
     total += size, largest = std::max(largest, size);
   }
   require_memory(14.0 * largest + 2.0 * total, detail::concat("reading ", paths.size(), " traces"), "trace", 1);
