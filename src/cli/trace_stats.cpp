@@ -1,5 +1,6 @@
 // `ringside trace-stats FILE`: the metrics of any trace file (trace/metrics.h), per strategy,
-// per rank and per ring step. compare prints the same tables for the run it just traced.
+// per rank, per collective kind (trace/comm_stats.h) and per ring step. compare prints the same
+// tables, but the collective kinds, for the run it just traced.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -38,9 +39,38 @@ nlohmann::json breakdown_json(const trace::Breakdown& b) {
   return j;
 }
 
+// A bandwidth in GB/s with three figures or so; "-" when unknown.
+std::string gbps(double v) {
+  if (std::isnan(v)) return "-";
+  char b[24];
+  std::snprintf(b, sizeof b, v < 1 ? "%.3f" : v < 100 ? "%.2f" : "%.1f", v);
+  return b;
+}
+
+nlohmann::json number_or_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+// Communication by collective kind (trace/comm_stats.h): per strategy and kind, its calls with
+// nccl-tests' size, time, algbw and busbw.
+void print_comm_by_kind(const std::vector<trace::StrategyMetrics>& all, int w) {
+  std::printf("\n  communication by collective kind (nccl-tests' PERFORMANCE.md). A call: one rank's part of a collective, or\n"
+              "  one send. size: S as nccl-tests' size column, time: from the call's first transfer's start to its last's end,\n"
+              "  both means per call; algbw = sum S / sum time, busbw = sum S x factor(n) / sum time, over every rank's calls:\n");
+  std::printf("  %-*s %-15s %6s %5s  %10s  %9s  %10s  %10s\n", w, "strategy", "kind", "calls", "n", "size", "time", "algbw GB/s",
+              "busbw GB/s");
+  for (const trace::StrategyMetrics& s : all)
+    for (const trace::CollectiveStats& k : s.comm_by_kind) {
+      const std::string n = k.group_size == 0 ? "-" : k.group_size < 0 ? "mixed" : std::to_string(k.group_size);
+      std::printf("  %-*s %-15s %6lld %5s  %10s  %9s  %10s  %10s\n", w, name_of(s).c_str(), trace::to_string(k.kind),
+                  (long long)k.calls, n.c_str(), format_bytes(double(k.size_bytes) / double(k.calls)).c_str(),
+                  ms(k.time_ns / k.calls).c_str(), gbps(k.algbw_gbps()).c_str(), gbps(k.busbw_gbps()).c_str());
+    }
+  if (std::all_of(all.begin(), all.end(), [](const trace::StrategyMetrics& s) { return s.comm_by_kind.empty(); }))
+    std::printf("  (no transfers)\n");
+}
+
 }  // namespace
 
-void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_steps) {
+void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_steps, bool with_kinds) {
   int w = 10;  // the strategy column: as wide as the longest name (ulysses2xring2)
   for (const trace::StrategyMetrics& s : all) w = std::max(w, int(name_of(s).size()));
   std::printf("  %-*s %4s  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", w, "strategy", "rank", "compute", "comm", "overlap",
@@ -73,6 +103,7 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
     for (const auto& [name, b] : s.comm_by_sublayer)
       std::printf("  %-*s %-10s  %9s  %7s  %9s\n", w, name_of(s).c_str(), name.empty() ? "-" : name.c_str(), ms(b.comm_ns).c_str(),
                   pct(b.overlap_pct()).c_str(), ms(b.exposed_comm_ns).c_str());
+  if (with_kinds) print_comm_by_kind(all, w);
   if (!with_steps) return;
   for (const trace::StrategyMetrics& s : all) {
     if (s.steps.empty()) continue;
@@ -124,11 +155,16 @@ nlohmann::json metrics_json(const trace::StrategyMetrics& s) {
     for (const char* unused : {"window_us", "compute_us", "idle_us"}) jc.erase(unused);
     j["comm_by_sublayer"][name.empty() ? "-" : name] = jc;
   }
+  for (const trace::CollectiveStats& k : s.comm_by_kind)
+    j["comm_by_kind"][trace::to_string(k.kind)] = {
+        {"calls", k.calls},         {"group_size", k.group_size <= 0 ? nlohmann::json(nullptr) : nlohmann::json(k.group_size)},
+        {"size_bytes", k.size_bytes}, {"bus_bytes", k.bus_bytes}, {"time_us", us(k.time_ns)},
+        {"algbw_gbps", number_or_null(k.algbw_gbps())}, {"busbw_gbps", number_or_null(k.busbw_gbps())}};
   return j;
 }
 
 CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
-  CLI::App* c = app.add_subcommand("trace-stats", "Print the metrics of a trace file: per strategy, rank and ring step");
+  CLI::App* c = app.add_subcommand("trace-stats", "Print the metrics of a trace file: per strategy, rank, collective kind and ring step");
   c->add_option("file", o.file,
                 "a trace written by ringside (compare --trace, run --trace), or Chrome trace JSON of X, i, C, M, s and f events")
       ->required();
@@ -140,7 +176,9 @@ CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
       "computing while communicating / time communicating; exposed = comm not overlapped; idle = the\n"
       "window minus the union of compute and comm (= window - compute - exposed); imbalance = max / mean\n"
       "over ranks of compute time (per ring step: of the step's time). Window: forward + backward. Times\n"
-      "are wall-clock intervals: with more ranks than cores, an op's interval includes waits for a core.");
+      "are wall-clock intervals: with more ranks than cores, an op's interval includes waits for a core.\n"
+      "By collective kind (nccl-tests' PERFORMANCE.md, src/trace/comm_stats.h): algbw = size / time, busbw =\n"
+      "algbw x 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all), 1 (send/recv, other).");
   return c;
 }
 
@@ -165,7 +203,7 @@ int trace_stats_command(const TraceStatsOptions& o) {
               t.ranks.size() == 1 ? "" : "es", t.flows.size(), t.flows.size() == 1 ? "" : "s",
               worst_clock ? ms(worst_clock).c_str() : "0 (one clock)");
   if (metrics.empty()) std::printf("  no events\n");
-  else print_timeline(metrics, true);
+  else print_timeline(metrics, true, true);
   if (!o.json.empty()) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& s : metrics) j.push_back(metrics_json(s));
