@@ -6,7 +6,7 @@ the new document with the same value, once what varies is set aside.
   compare_json_unchanged.py --normalise NEW     print NEW's normalised form (to regenerate GOLDEN)
 
 What varies from run to run or machine to machine is not compared: wall-clock times (time_s,
-forward_s, backward_s and every *_us, overlap and imbalance of a measured timeline and its ring steps), and the
+forward_s, backward_s and every *_us, overlap, imbalance and bandwidth (*_gbps) of a measured timeline and its ring steps), and the
 errors' last bits (they depend on the BLAS kernel set), which become whether they are below the
 tolerance that the document itself states (each strategy's checks.tolerance: kTolerance). Everything else must be equal: the configuration, bytes, memory peaks, FLOPs, formulas,
 verdicts, the load-balance table and the modeled twin (a deterministic replay). A field that the
@@ -18,10 +18,11 @@ TIMES = {"time_s", "forward_s", "backward_s"}
 
 
 def measured_timeline(t):
-    """A measured timeline's deterministic part: bytes, FLOPs and memory, not its times."""
+    """A measured timeline's deterministic part: bytes, FLOPs and memory, not its times (nor the
+    bandwidths, *_gbps, that divide by them)."""
     if isinstance(t, dict):
         return {k: measured_timeline(v) for k, v in t.items()
-                if not (k.endswith("_us") or k.endswith("_pct") or k in ("compute_imbalance", "imbalance"))}
+                if not (k.endswith("_us") or k.endswith("_pct") or k.endswith("_gbps") or k in ("compute_imbalance", "imbalance"))}
     if isinstance(t, list):
         return [measured_timeline(v) for v in t]
     return t

@@ -12,7 +12,9 @@
 
 #include "catapult_reading.h"
 #include "core/output.h"
+#include "layer/tokenwise.h"
 #include "model/model.h"
+#include "parallel/formulas.h"
 #include "parallel/run_plan.h"
 #include "run/runner.h"
 #include "trace/metrics.h"
@@ -205,6 +207,176 @@ TEST_CASE("metrics of hand-built traces with known overlaps", "[trace]") {
     const auto m = compute_metrics(t);
     CHECK(m.at(0).begin_ns == 0);  // the strategy's window opens with rank 0
     CHECK(m.at(0).ranks.at(1).peak_memory_bytes == 150);
+  }
+}
+
+namespace {
+
+// A transfer of collective call `id` (Kineto's shape without a direction: bytes = nccl-tests'
+// size; ringside's: a send or receive of one ring message), over n ranks (0: not said).
+Event transfer(Kind kind, int64_t id, int64_t ts, int64_t dur, int64_t bytes, Direction dir = Direction::none, int n = 0) {
+  Event e = ev(to_string(kind), kind, ts, dur, Stream::comm);
+  e.collective = id, e.bytes = bytes, e.direction = dir, e.group_size = n;
+  return e;
+}
+
+// The one kind's row of a strategy's communication by collective kind.
+const CollectiveStats& row_of(const StrategyMetrics& m, Kind kind) {
+  const auto it = std::find_if(m.comm_by_kind.begin(), m.comm_by_kind.end(), [&](const CollectiveStats& s) { return s.kind == kind; });
+  INFO("the " << to_string(kind) << " row");
+  REQUIRE(it != m.comm_by_kind.end());
+  return *it;
+}
+
+}  // namespace
+
+TEST_CASE("busbw factors are nccl-tests' PERFORMANCE.md's", "[trace]") {
+  CHECK(busbw_factor(Kind::all_reduce, 4) == 1.5);
+  CHECK(busbw_factor(Kind::all_reduce, 8) == 1.75);
+  CHECK(busbw_factor(Kind::all_gather, 4) == 0.75);
+  CHECK(busbw_factor(Kind::reduce_scatter, 2) == 0.5);
+  CHECK(busbw_factor(Kind::all_to_all, 8) == 0.875);
+  CHECK(busbw_factor(Kind::p2p, 8) == 1);    // send/recv
+  CHECK(busbw_factor(Kind::other, 8) == 1);  // broadcast, reduce
+  CHECK(busbw_factor(Kind::all_gather, 1) == 0);
+  CHECK(busbw_factor(Kind::gemm, 4) == 0);   // not a transfer
+}
+
+TEST_CASE("communication by collective kind: calls, nccl-tests' size, algbw and busbw of hand-built traces", "[trace]") {
+  SECTION("a Kineto-style all_reduce of 1 MiB in 1 ms on 4 ranks: algbw 1.048576 GB/s, busbw 1.572864") {
+    std::vector<std::vector<Event>> ranks;
+    for (int r = 0; r < 4; ++r) ranks.push_back({transfer(Kind::all_reduce, 0, 1000, 1'000'000, 1 << 20, Direction::none, 4)});
+    const auto m = compute_metrics(hand_built(ranks, 2'000'000));
+    REQUIRE(m.at(0).comm_by_kind.size() == 1);
+    const CollectiveStats& s = row_of(m[0], Kind::all_reduce);
+    CHECK(s.calls == 4);  // one per rank
+    CHECK(s.group_size == 4);
+    CHECK(s.size_bytes == 4 << 20);
+    CHECK(s.time_ns == 4'000'000);
+    CHECK(s.algbw_gbps() == Approx(1.048576));
+    CHECK(s.busbw_gbps() == Approx(1.572864));
+  }
+  SECTION("a Kineto-style all_gather over a group of 2 in a 4-rank job, and one whose group is not said") {
+    std::vector<std::vector<Event>> ranks;
+    for (int r = 0; r < 4; ++r) ranks.push_back({transfer(Kind::all_gather, 0, 0, 2'000'000, 8 << 20, Direction::none, 2)});
+    auto m = compute_metrics(hand_built(ranks, 3'000'000));
+    CHECK(row_of(m.at(0), Kind::all_gather).algbw_gbps() == Approx(4.194304));
+    CHECK(row_of(m.at(0), Kind::all_gather).busbw_gbps() == Approx(2.097152));  // x (2-1)/2
+    CHECK(row_of(m.at(0), Kind::all_gather).group_size == 2);
+    ranks[0].push_back(transfer(Kind::all_gather, 1, 2'000'000, 1'000'000, 8 << 20));  // n: the strategy's 4 ranks
+    m = compute_metrics(hand_built(ranks, 3'000'000));
+    const CollectiveStats& s = row_of(m.at(0), Kind::all_gather);
+    CHECK(s.calls == 5);
+    CHECK(s.group_size == -1);  // mixed
+    CHECK(s.bus_bytes == Approx(4 * (8 << 20) * 0.5 + (8 << 20) * 0.75));
+    CHECK(s.busbw_gbps() == Approx(s.bus_bytes / 9e6));
+  }
+  SECTION("a p2p message counts once, at its send: 1 MB in 0.5 ms is 2 GB/s, busbw too") {
+    Event send = transfer(Kind::p2p, -1, 100, 500'000, 1'000'000, Direction::send), recv = send;
+    recv.direction = Direction::recv, recv.ts_ns = 150, recv.dur_ns = 450'000;
+    const auto m = compute_metrics(hand_built({{send}, {recv}}, 1'000'000));
+    const CollectiveStats& s = row_of(m.at(0), Kind::p2p);
+    CHECK(s.calls == 1);
+    CHECK(s.group_size == 0);  // a message has no group
+    CHECK(s.size_bytes == 1'000'000);
+    CHECK(s.time_ns == 500'000);
+    CHECK(s.algbw_gbps() == Approx(2.0));
+    CHECK(s.busbw_gbps() == Approx(2.0));
+  }
+  SECTION("ringside's rings: a call's sends are S x factor, its time from the first transfer to the last") {
+    RankTrace r;
+    for (int k = 0; k < 3; ++k) {  // reduce_scatter of 1 MiB on 4 ranks: 3 chunks of 256 KiB each way
+      r.events.push_back(transfer(Kind::reduce_scatter, 7, 100 * k, 80, 256 << 10, Direction::send));
+      r.events.push_back(transfer(Kind::reduce_scatter, 7, 100 * k + 10, 90, 256 << 10, Direction::recv));
+    }
+    for (int k = 0; k < 6; ++k)  // all_reduce of 3 MiB: both rings, 6 chunks of 768 KiB sent
+      r.events.push_back(transfer(Kind::all_reduce, 8, 1000 + 100 * k, 100, 768 << 10, Direction::send));
+    r.events.push_back(transfer(Kind::all_to_all, 9, 2000, 50, 100, Direction::send));  // 3 blocks of 100 bytes, one each way
+    r.events.push_back(transfer(Kind::all_to_all, 9, 2000, 70, 100, Direction::send));
+    r.events.push_back(transfer(Kind::all_to_all, 9, 2010, 90, 100, Direction::send));
+    const auto calls = comm_calls(r, 4);
+    REQUIRE(calls.size() == 3);
+    CHECK(calls[0].kind == Kind::reduce_scatter);
+    CHECK(calls[0].collective == 7);
+    CHECK(calls[0].size_bytes == 1 << 20);  // 768 KiB sent / (3/4)
+    CHECK(calls[0].begin_ns == 0);
+    CHECK(calls[0].time_ns() == 300);
+    CHECK(calls[1].kind == Kind::all_reduce);
+    CHECK(calls[1].size_bytes == 3 << 20);  // 4.5 MiB sent / (2 x 3/4)
+    CHECK(calls[1].time_ns() == 600);
+    CHECK(calls[2].size_bytes == 400);  // 300 bytes / (3/4): the whole send buffer, its own block included
+    CHECK(calls[2].time_ns() == 100);
+    CHECK(comm_calls(r, 2)[0].size_bytes == (768 << 10) * 2);  // n = 2: the factor is 1/2
+  }
+  SECTION("only calls starting in the window count; ops drawn on the comm stream and receives are not calls") {
+    Event op = ev("all_reduce pack", Kind::memory, 10, 10, Stream::comm);
+    Event late = transfer(Kind::all_gather, 3, 5000, 10, 1 << 20);
+    Event nccl_kernel = ev("ncclDevKernel_Broadcast", Kind::other, 20, 1000, Stream::comm);  // a foreign trace's: no bytes
+    Event recv = transfer(Kind::p2p, -1, 0, 10, 64, Direction::recv);
+    const auto m = compute_metrics(hand_built({{op, late, nccl_kernel, recv}}, 4000));
+    REQUIRE(m.at(0).comm_by_kind.size() == 1);  // other only
+    const CollectiveStats& s = row_of(m[0], Kind::other);
+    CHECK(s.calls == 1);
+    CHECK(s.time_ns == 1000);
+    CHECK(std::isnan(s.algbw_gbps()));  // no size: no bandwidth
+    CHECK(std::isnan(s.busbw_gbps()));
+  }
+}
+
+TEST_CASE("a ringside run's collectives reconstruct nccl-tests' size exactly from what each rank sent", "[trace]") {
+  SECTION("tp-sp on 4 ranks: every all-gather gathers [b, s, h], every reduce-scatter scatters it") {
+    LayerConfig c = small();
+    c.Hkv = c.H;  // TP splits the kv heads too
+    const int P = 4;
+    TracedRun run = traced("tp-sp", c, P);
+    const int64_t bsh = c.b * c.s * c.h * 4;  // fp32: the all-gather's output, the reduce-scatter's input
+    for (const RankTrace& r : run.trace.ranks) {
+      INFO("rank " << r.rank);
+      std::map<Kind, int> count;
+      for (const CommCall& call : comm_calls(r, P)) {
+        INFO(to_string(call.kind) << " call " << call.collective);
+        ++count[call.kind];
+        CHECK(call.group_size == P);  // recorded by the communicator, not the default
+        CHECK(call.time_ns() > 0);
+        if (call.kind == Kind::all_gather || call.kind == Kind::reduce_scatter) CHECK(call.size_bytes == bsh);
+        else if (call.kind == Kind::all_reduce) CHECK(call.size_bytes == sequence_parallel_param_count(c) * 4);
+        else FAIL("tp-sp sends no " << to_string(call.kind));
+      }
+      CHECK(count[Kind::all_gather] == 2 + 4);      // formulas.h: 2 forward, 4 backward (two re-gathers)
+      CHECK(count[Kind::reduce_scatter] == 2 + 2);
+      CHECK(count[Kind::all_reduce] == 1);          // the sequence-parallel parameters' gradients
+    }
+    // Summed, S x factor is what the ranks sent: the analytic formula's bytes.
+    const auto m = compute_metrics(run.trace);
+    const RunPlan plan = plan_of("tp-sp", c, P);
+    int64_t formula = 0;
+    for (int r = 0; r < P; ++r) formula += parallel_comm_bytes(plan, r, DType::f32).forward + parallel_comm_bytes(plan, r, DType::f32).backward;
+    double bus = 0;
+    for (const CollectiveStats& s : m.at(0).comm_by_kind) bus += s.bus_bytes;
+    CHECK(bus == Approx(double(formula)).epsilon(1e-12));
+    CHECK(row_of(m[0], Kind::all_gather).size_bytes == 6 * P * bsh);
+  }
+  SECTION("ulysses2xring2: the all-to-alls are over groups of 2, their size each rank's whole send buffer") {
+    const LayerConfig c = small();
+    const int P = 4, U = 2;
+    TracedRun run = traced("ulysses2xring2", c, P);
+    const int64_t tokens = c.b * (c.s / P);  // this rank's, before the all-to-all
+    const std::set<int64_t> buffers = {tokens * c.H * c.d() * 4, tokens * ulysses_kv_heads(c, U) * c.d() * 4};  // q and out; k, v
+    int a2a = 0, hops = 0;
+    for (const RankTrace& r : run.trace.ranks)
+      for (const CommCall& call : comm_calls(r, P)) {
+        if (call.kind == Kind::p2p) ++hops;
+        if (call.kind != Kind::all_to_all) continue;
+        ++a2a;
+        INFO("rank " << r.rank << " all_to_all " << call.collective);
+        CHECK(call.group_size == U);
+        CHECK(buffers.count(call.size_bytes) == 1);
+      }
+    CHECK(a2a == P * 8);  // q, k, v, out forward; dout, dq, dk, dv backward
+    CHECK(hops > 0);      // the ring between the groups
+    const auto m = compute_metrics(run.trace);
+    CHECK(row_of(m.at(0), Kind::all_to_all).group_size == U);
+    CHECK(row_of(m.at(0), Kind::all_reduce).group_size == P);  // the gradients over all of CP
   }
 }
 

@@ -38,12 +38,10 @@ struct CommRow {
   double seconds, memcpy_gbps;
 };
 
-// nccl-tests' bus bandwidth factors (PERFORMANCE.md): what each rank's link must carry
-// relative to the buffer size, so that busbw is comparable with the hardware's peak.
+// nccl-tests' bus bandwidth factors (PERFORMANCE.md; trace/comm_stats.h): what each rank's link
+// must carry relative to the buffer size, so that busbw is comparable with the hardware's peak.
 double bus_factor(const std::string& op, int P) {
-  if (op == "all_reduce") return 2.0 * (P - 1) / P;
-  if (op == "sendrecv") return 1.0;
-  return double(P - 1) / P;  // all_gather, reduce_scatter, all_to_all
+  return trace::busbw_factor(op == "sendrecv" ? trace::Kind::p2p : trace::kind_of(op), P);
 }
 
 // One rank's part; rank 0 returns the rows.

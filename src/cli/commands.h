@@ -256,11 +256,14 @@ trace::ClockAlign clock_align(const std::string& name);
 /// `ringside trace-stats`: adds the subcommand; returns it.
 CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o);
 /// Reads the trace (ringside::Error on a bad file), prints per strategy the per-rank table,
-/// the totals and the per-ring-step table; writes them as JSON with --json. Returns 0.
+/// the totals, communication by sublayer and by collective kind, and the per-ring-step table;
+/// writes them as JSON with --json. Returns 0.
 int trace_stats_command(const TraceStatsOptions& o);
 /// The per-rank timeline table (compute, comm, overlap %, exposed, idle, peak memory, sent)
-/// of each strategy, and with_steps the per-ring-step tables.
-void print_timeline(const std::vector<trace::StrategyMetrics>& metrics, bool with_steps);
+/// of each strategy and its communication by sublayer; with_kinds the communication by
+/// collective kind (calls, size, time, algbw, busbw: trace/comm_stats.h), with_steps the
+/// per-ring-step tables.
+void print_timeline(const std::vector<trace::StrategyMetrics>& metrics, bool with_steps, bool with_kinds = false);
 /// One strategy's metrics as JSON (microseconds; overlap_pct null without communication).
 nlohmann::json metrics_json(const trace::StrategyMetrics& s);
 

@@ -1,5 +1,6 @@
 // `ringside trace-stats FILE`: the metrics of any trace file (trace/metrics.h), per strategy,
-// per rank and per ring step. compare prints the same tables for the run it just traced.
+// per rank, per collective kind (trace/comm_stats.h) and per ring step. compare prints the same
+// tables, but the collective kinds, for the run it just traced.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -70,6 +71,35 @@ void print_kineto_header(const trace::TraceData& t) {
               t.flows.size() == 1 ? "" : "s");
 }
 
+// A bandwidth in GB/s with three figures or so; "-" when unknown.
+std::string gbps(double v) {
+  if (std::isnan(v)) return "-";
+  char b[24];
+  std::snprintf(b, sizeof b, v < 1 ? "%.3f" : v < 100 ? "%.2f" : "%.1f", v);
+  return b;
+}
+
+nlohmann::json number_or_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+// Communication by collective kind (trace/comm_stats.h): per strategy and kind, its calls with
+// nccl-tests' size, time, algbw and busbw.
+void print_comm_by_kind(const std::vector<trace::StrategyMetrics>& all, int w) {
+  std::printf("\n  communication by collective kind (nccl-tests' PERFORMANCE.md). A call: one rank's part of a collective, or\n"
+              "  one send. size: S as nccl-tests' size column, time: from the call's first transfer's start to its last's end,\n"
+              "  both means per call; algbw = sum S / sum time, busbw = sum S x factor(n) / sum time, over every rank's calls:\n");
+  std::printf("  %-*s %-15s %6s %5s  %10s  %9s  %10s  %10s\n", w, "strategy", "kind", "calls", "n", "size", "time", "algbw GB/s",
+              "busbw GB/s");
+  for (const trace::StrategyMetrics& s : all)
+    for (const trace::CollectiveStats& k : s.comm_by_kind) {
+      const std::string n = k.group_size == 0 ? "-" : k.group_size < 0 ? "mixed" : std::to_string(k.group_size);
+      std::printf("  %-*s %-15s %6lld %5s  %10s  %9s  %10s  %10s\n", w, name_of(s).c_str(), trace::to_string(k.kind),
+                  (long long)k.calls, n.c_str(), format_bytes(double(k.size_bytes) / double(k.calls)).c_str(),
+                  ms(k.time_ns / k.calls).c_str(), gbps(k.algbw_gbps()).c_str(), gbps(k.busbw_gbps()).c_str());
+    }
+  if (std::all_of(all.begin(), all.end(), [](const trace::StrategyMetrics& s) { return s.comm_by_kind.empty(); }))
+    std::printf("  (no transfers)\n");
+}
+
 }  // namespace
 
 trace::ClockAlign clock_align(const std::string& name) {
@@ -87,7 +117,7 @@ void add_align_option(CLI::App& c, std::string& align) {
       ->default_str("auto");
 }
 
-void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_steps) {
+void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_steps, bool with_kinds) {
   int w = 10;  // the strategy column: as wide as the longest name (ulysses2xring2)
   for (const trace::StrategyMetrics& s : all) w = std::max(w, int(name_of(s).size()));
   std::printf("  %-*s %4s  %9s  %9s  %7s  %9s  %9s  %11s  %10s\n", w, "strategy", "rank", "compute", "comm", "overlap",
@@ -114,20 +144,33 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
                 ms(s.end_ns - s.begin_ns).c_str());
   }
   // Communication by sublayer: the ring's K/V hops apart from its gradient all-reduce.
-  std::printf("\n  communication by sublayer (all ranks summed; overlap: the part under some compute):\n");
-  std::printf("  %-*s %-10s  %9s  %7s  %9s\n", w, "strategy", "sublayer", "comm", "overlap", "exposed");
+  // A PyTorch run's "sublayers" are its record_function ranges (trace/kineto.h).
+  const bool ranges = std::all_of(all.begin(), all.end(), [](auto& s) { return s.strategy == trace::kKinetoStrategy; });
+  int sw = 10;  // the sublayer column: as wide as the longest name
+  for (const trace::StrategyMetrics& s : all)
+    for (const auto& [name, b] : s.comm_by_sublayer) sw = std::max(sw, int(name.size()));
+  std::printf("\n  communication by %s (all ranks summed; overlap: the part under some compute):\n",
+              ranges ? "innermost record_function range" : "sublayer");
+  std::printf("  %-*s %-*s  %9s  %7s  %9s\n", w, "strategy", sw, ranges ? "range" : "sublayer", "comm", "overlap", "exposed");
   for (const trace::StrategyMetrics& s : all)
     for (const auto& [name, b] : s.comm_by_sublayer)
-      std::printf("  %-*s %-10s  %9s  %7s  %9s\n", w, name_of(s).c_str(), name.empty() ? "-" : name.c_str(), ms(b.comm_ns).c_str(),
+      std::printf("  %-*s %-*s  %9s  %7s  %9s\n", w, name_of(s).c_str(), sw, name.empty() ? "-" : name.c_str(), ms(b.comm_ns).c_str(),
                   pct(b.overlap_pct()).c_str(), ms(b.exposed_comm_ns).c_str());
+  if (with_kinds) print_comm_by_kind(all, w);
   if (!with_steps) return;
   for (const trace::StrategyMetrics& s : all) {
     if (s.steps.empty()) continue;
-    std::printf("\n  %s, per ring step: one step per ring rank per pass, each computing on one K/V block while the next moves\n"
-                "  (the last step moves none; in the backward, dK/dV also hop, the last hop taking them home).\n"
-                "  time: the slowest rank's step; compute, comm, exposed: summed over ranks, each rank's step counted\n"
-                "  until its transfers end; imbalance: max / mean of the ranks' step times.\n",
-                name_of(s).c_str());
+    if (s.strategy == trace::kKinetoStrategy)
+      std::printf("\n  %s, per ring step, found from the sends and receives (trace/kineto.h): a step opens with each\n"
+                  "  round of posts to the ring's neighbours (several inside one record_function range of the user's are\n"
+                  "  one step) and lasts until the next; the phase's last lasts until the phase ends.\n",
+                  name_of(s).c_str());
+    else
+      std::printf("\n  %s, per ring step: one step per ring rank per pass, each computing on one K/V block while the next moves\n"
+                  "  (the last step moves none; in the backward, dK/dV also hop, the last hop taking them home).\n",
+                  name_of(s).c_str());
+    std::printf("  time: the slowest rank's step; compute, comm, exposed: summed over ranks, each rank's step counted\n"
+                "  until its transfers end; imbalance: max / mean of the ranks' step times.\n");
     std::printf("  %-9s %4s  %9s  %9s  %9s  %7s  %9s  %10s  %9s\n", "phase", "step", "time", "compute", "comm", "overlap",
                 "exposed", "sent", "imbalance");
     for (const trace::StepMetrics& st : s.steps) {
@@ -171,11 +214,16 @@ nlohmann::json metrics_json(const trace::StrategyMetrics& s) {
     for (const char* unused : {"window_us", "compute_us", "idle_us"}) jc.erase(unused);
     j["comm_by_sublayer"][name.empty() ? "-" : name] = jc;
   }
+  for (const trace::CollectiveStats& k : s.comm_by_kind)
+    j["comm_by_kind"][trace::to_string(k.kind)] = {
+        {"calls", k.calls},         {"group_size", k.group_size <= 0 ? nlohmann::json(nullptr) : nlohmann::json(k.group_size)},
+        {"size_bytes", k.size_bytes}, {"bus_bytes", k.bus_bytes}, {"time_us", us(k.time_ns)},
+        {"algbw_gbps", number_or_null(k.algbw_gbps())}, {"busbw_gbps", number_or_null(k.busbw_gbps())}};
   return j;
 }
 
 CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
-  CLI::App* c = app.add_subcommand("trace-stats", "Print the metrics of a trace file: per strategy, rank and ring step");
+  CLI::App* c = app.add_subcommand("trace-stats", "Print the metrics of a trace file: per strategy, rank, collective kind and ring step");
   c->add_option("files", o.files,
                 "a trace written by ringside (compare --trace, run --trace), Chrome trace JSON of X, i, C, M, s and f "
                 "events, or PyTorch profiler (Kineto) traces: a folder of them (rank*.json, *.pt.trace.json, .gz too) "
@@ -190,7 +238,9 @@ CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
       "computing while communicating / time communicating; exposed = comm not overlapped; idle = the\n"
       "window minus the union of compute and comm (= window - compute - exposed); imbalance = max / mean\n"
       "over ranks of compute time (per ring step: of the step's time). Window: forward + backward. Times\n"
-      "are wall-clock intervals: with more ranks than cores, an op's interval includes waits for a core.");
+      "are wall-clock intervals: with more ranks than cores, an op's interval includes waits for a core.\n"
+      "By collective kind (nccl-tests' PERFORMANCE.md, src/trace/comm_stats.h): algbw = size / time, busbw =\n"
+      "algbw x 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all), 1 (send/recv, other).");
   return c;
 }
 
@@ -207,7 +257,7 @@ int trace_stats_command(const TraceStatsOptions& o) {
   if (t.run.producer == trace::kKinetoProducer) print_kineto_header(t);
   else print_ringside_header(t, metrics);
   if (metrics.empty()) std::printf("  no events\n");
-  else print_timeline(metrics, true);
+  else print_timeline(metrics, true, true);
   if (!o.json.empty()) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& s : metrics) j.push_back(metrics_json(s));

@@ -121,16 +121,19 @@ void CompletionRequest::fail(std::string message, bool echo) {
 
 namespace {
 
-// The comm event of a transfer being posted, from the tracer's context: a collective's kind
-// and call number, or a point-to-point message with its label and ring step. The peer is a
-// world rank (a sub-communicator translates its own), which the writer pairs sends and receives by.
-std::unique_ptr<trace::Event> comm_event(trace::Tracer& t, bool send, int64_t bytes, int peer, int tag, const char* label) {
+// The comm event of a transfer being posted, from the tracer's context: a collective's kind,
+// call number and group size (the posting communicator's ranks: busbw's n), or a point-to-point
+// message with its label and ring step. The peer is a world rank (a sub-communicator translates
+// its own), which the writer pairs sends and receives by.
+std::unique_ptr<trace::Event> comm_event(trace::Tracer& t, bool send, int64_t bytes, int peer, int tag, const char* label,
+                                         int group_size) {
   auto e = std::make_unique<trace::Event>();
   e->direction = send ? trace::Direction::send : trace::Direction::recv;
   if (t.collective_kind) {
     e->kind = *t.collective_kind;
     e->name = trace::to_string(e->kind);
     e->collective = t.collective_id;
+    e->group_size = group_size;
   } else {
     const char* dir = trace::to_string(e->direction);
     e->name = label ? std::string(dir) + " " + label : dir;
@@ -155,7 +158,7 @@ RequestPtr Communicator::isend(const void* buf, int64_t bytes, int peer, int tag
   const int64_t posted = trace::Clock::steady_now_ns();
   RequestPtr r = post_send(buf, bytes, peer, tag);
   r->posted_ns = posted;
-  if (t) r->trace_event = comm_event(*t, true, bytes, world_rank(peer), tag, label);
+  if (t) r->trace_event = comm_event(*t, true, bytes, world_rank(peer), tag, label, size());
   for (Communicator* c = this; c; c = c->parent_) c->bytes_sent_ += bytes, ++c->messages_sent_;
   return r;
 }
@@ -165,7 +168,7 @@ RequestPtr Communicator::irecv(void* buf, int64_t bytes, int peer, int tag, cons
   const int64_t posted = trace::Clock::steady_now_ns();
   RequestPtr r = post_recv(buf, bytes, peer, tag);
   r->posted_ns = posted;
-  if (t) r->trace_event = comm_event(*t, false, bytes, world_rank(peer), tag, label);
+  if (t) r->trace_event = comm_event(*t, false, bytes, world_rank(peer), tag, label, size());
   for (Communicator* c = this; c; c = c->parent_) c->bytes_received_ += bytes;
   return r;
 }

@@ -287,6 +287,7 @@ class NcclCommunicator final : public Communicator {
       e->direction = trace::Direction::send;
       e->bytes = bytes;
       e->collective = t->collective_id;
+      e->group_size = size_;
       e->order = e->end_order = t->tick();
       r->trace_event = std::move(e);
     }

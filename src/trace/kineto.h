@@ -48,8 +48,9 @@ namespace ringside::trace {
 /// "kernel", "user_annotation", "cuda_runtime", "python_function") and no ringside otherData.
 bool is_kineto(const nlohmann::json& doc);
 
-/// RunInfo::producer of a run read from Kineto traces.
+/// RunInfo::producer of a run read from Kineto traces, and its ranks' strategy.
 inline constexpr const char* kKinetoProducer = "PyTorch profiler (Kineto)";
+inline constexpr const char* kKinetoStrategy = "pytorch";
 
 
 /// One rank's file: a name for errors (its path) and its JSON text (gzip already undone).

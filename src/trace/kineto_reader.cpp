@@ -19,7 +19,6 @@ namespace ringside::trace {
 
 namespace {
 
-constexpr const char* kStrategy = "pytorch";
 // The allocator's total has no categories: it is drawn and counted as one series.
 constexpr int kAllocatedCategory = int(MemCategory::activations);
 
@@ -729,7 +728,7 @@ TraceData assemble(std::vector<RankFile> files, ClockAlign align) {
     for (const Event& e : f.trace.events)
       RS_CHECK(e.ts_ns > -kMaxTimeNs && e.end_ns() < kMaxTimeNs, f.source, ": event '", e.name,
                "' lies more than 104 days from the others");
-    f.trace.strategy = kStrategy, f.trace.rank = f.rank;
+    f.trace.strategy = kKinetoStrategy, f.trace.rank = f.rank;
     sources.push_back(f.source);
   }
   TraceData paired;

@@ -255,7 +255,7 @@ void add_sublayer_comm(const std::vector<const Event*>& evs, const std::vector<I
 }
 
 // Fills in one strategy's metrics from its ranks (sorted here into rank order): the window, each
-// rank's breakdown, the ring steps, the sublayers' communication and the imbalances.
+// rank's breakdown, the ring steps, the communication by sublayer and by collective kind, and the imbalances.
 void strategy_metrics(StrategyMetrics& sm, std::vector<const RankTrace*>& ranks, std::optional<Interval> window) {
   std::sort(ranks.begin(), ranks.end(), [](const RankTrace* a, const RankTrace* b) { return a->rank < b->rank; });
   const Interval w = strategy_window(ranks, window);
@@ -275,6 +275,7 @@ void strategy_metrics(StrategyMetrics& sm, std::vector<const RankTrace*>& ranks,
     sm.total += rm.time;
     sm.ranks.push_back(rm);
   }
+  sm.comm_by_kind = comm_by_kind(ranks, lo, hi);
   // Imbalance: max / mean of the ranks' compute, and of each step's spans.
   sm.compute_imbalance = max_over_mean(computes);
   for (auto& [key, st] : tally.steps) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "trace/comm_stats.h"
 #include "trace/trace_file.h"
 
 namespace ringside::trace {
@@ -80,6 +81,9 @@ struct StrategyMetrics {
   /// all-reduce), summed over ranks: comm, overlap and exposed of the transfers posted in it
   /// (window_ns, compute_ns and idle_ns unused). In first-seen order.
   std::vector<std::pair<std::string, Breakdown>> comm_by_sublayer;
+  /// Communication per collective kind in nccl-tests' terms (calls, size, algbw, busbw) of the
+  /// calls starting in the window: trace/comm_stats.h.
+  std::vector<CollectiveStats> comm_by_kind;
 };
 
 /// A strategy's layer time: its slowest rank's forward + backward window, ns.
