@@ -273,6 +273,10 @@ struct ModelCommandOptions {
   std::string strategy;  ///< a dry run of this strategy (or of `parallel`), or
   ParallelFlags parallel;
   std::string from;      ///< a recorded trace to model
+  /// A measured run to print beside the dry run, phase by phase (model_compare.cpp): a folder of
+  /// PyTorch (Kineto) traces, one file per rank, or any trace; empty: none.
+  std::vector<std::string> compare;
+  std::string align = "auto";  ///< --compare's Kineto clocks: auto, collectives, none (trace::ClockAlign)
   int ranks = 4;
   std::string hw = "h100-nvlink";
   std::string dtype = "bf16";
@@ -310,7 +314,23 @@ struct ModelRun {
   std::vector<RunRecord> results;    ///< the dry run's per rank (tensors without data)
   double dry_s = 0, model_s = 0;     ///< measured seconds of this machine (varying)
   std::optional<model::StepRow> step;  ///< with --gbs: the step around the group
+  /// With --compare: the measured run, its one recorded group (read_measured).
+  std::optional<trace::TraceData> measured;
 };
+
+/// The run --compare names (o.compare, its clocks put together by o.align), cut to the one
+/// recorded group to compare with the dry run of `plan`: the only one, or the one named as the
+/// plan is. Throws ConfigError (one line) when the trace holds no events, is a modeled trace,
+/// holds several groups none of which is named as the plan, has another number of ranks than
+/// o.ranks (naming both), or has no forward nor backward phase (a PyTorch run needs
+/// record_function ranges named forward and backward, or autograd's backward ops); ringside::Error
+/// when it cannot be read.
+trace::TraceData read_measured(const ModelCommandOptions& o, const RunPlan& plan);
+/// Prints the measured run beside the model, phase by phase (forward, backward, then the rest
+/// by name) and for the whole window: the time, the compute and the communication of each, as
+/// trace::phase_metrics and trace::compute_metrics give them for both, each figure its slowest
+/// rank's, and the ratio measured / modeled.
+void print_comparison(const ModelCommandOptions& o, const ModelRun& run);
 
 /// The step `model --gbs` models around the dry run's group `plan` on `hw`.
 model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, const model::Hardware& hw);

@@ -76,6 +76,15 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   m->add_option("--from", o.from, "model this recorded trace (ringside run/compare --trace) instead of a dry run")
       ->option_text("FILE")
       ->check(non_empty("--from needs a file name"));
+  m->add_option("--compare", o.compare,
+                "a measured run to print beside the dry run, phase by phase (time, compute, comm, and the ratio "
+                "measured / modeled): a folder of PyTorch profiler (Kineto) traces, one file per rank, several such "
+                "files, or any ringside trace, of --ranks ranks; each figure its slowest rank's (docs/cli.md)")
+      ->option_text("RUN...")
+      ->each([](const std::string& v) {
+        if (v.empty()) throw CLI::ValidationError("--compare", "--compare needs a folder or file name");
+      });
+  add_align_option(*m, o.align);
   m->footer(
       "Examples:\n"
       "  ringside model --seq 1048576 --ranks 64 --strategy ring --hw h100-nvlink --trace out/1m.json\n"
@@ -83,7 +92,13 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
       "  ringside model --only attention --strategy ring --layout zigzag --ranks 8 --seq 65536 --hidden 4096 --heads 32 \\\n"
       "      --kv-heads 8 --hw h800-nvlink --attention-kernel fa2 --json out/rfa.json\n"
       "  ringside model --tp 8 --cp 8 --ranks 64 --seq 1048576 --heads 64 --kv-heads 8 --hidden 8192 --ffn 28672\n"
-      "  ringside run --strategy ring --trace out/r.json && ringside model --from out/r.json --hw h200");
+      "  ringside run --strategy ring --trace out/r.json && ringside model --from out/r.json --hw h200\n"
+      "  ringside model --compare tests/fixtures/kineto/ring4 --strategy ring --ranks 4 --seq 256 --hidden 64 --heads 4 \\\n"
+      "      --kv-heads 4 --no-causal --no-rope --dropout 0 --layout contiguous --dtype fp32 --only attention --hw a100-nvlink\n"
+      "    (the fixture's ring attention: 4 ranks of 64 tokens, 4 heads of d 16, fp32, no mask, K/V around the ring;\n"
+      "    it has no projections, norms or MLP, hence --only attention; its backward is hand-written and its\n"
+      "    all-reduce of a 256 x 256 gradient, grad_all_reduce, is a phase of its own that the model has not;\n"
+      "    its times are those of 4 processes sharing 2 CPU cores, the model's those of 4 A100s)");
   return m;
 }
 
@@ -133,6 +148,15 @@ model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, con
 
 model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan) {
   const bool dry = !o.strategy.empty() || o.parallel.given();
+  if (!o.compare.empty() && !o.from.empty())
+    throw ConfigError("model: --compare sets a measured run beside the dry run of the configuration the flags name, "
+                      "--from models a recorded trace: give one");
+  if (!o.compare.empty() && !dry)
+    throw ConfigError("model: --compare needs the configuration to model beside the run: give --strategy or the degrees (--tp, --cp, ...)");
+  if (!o.compare.empty() && o.gbs > 0)
+    throw ConfigError("model: --compare sets one layer's schedule beside the run; --gbs models a whole step of L layers: give one");
+  if (o.compare.empty() && o.align != "auto")
+    throw ConfigError("model: --align puts the clocks of --compare's PyTorch traces together: give --compare");
   if (o.from.empty() && !dry)
     throw ConfigError("model: give --strategy or the degrees (a dry run), or --from FILE (a recorded trace)");
   if (!o.from.empty() && dry)
@@ -172,6 +196,7 @@ void run_model(const ModelCommandOptions& o, ModelRun& run) {
   using clock = std::chrono::steady_clock;
   run.hw = check_model_command(o, &run.plan);  // before the dry run: a bad kernel or dtype costs nothing
   const model::ModelOptions mo = model_options(o);
+  if (!o.compare.empty()) run.measured = read_measured(o, *run.plan);  // before it too: a run of other ranks costs nothing
 
   trace::TraceData schedule;
   auto t0 = clock::now();
@@ -309,8 +334,9 @@ void print_step(const ModelCommandOptions& o, const model::StepRow& r, const mod
 
 int model_command(const ModelCommandOptions& o) {
   // The outputs and the inputs: the recorded trace, and a profile given as a file.
-  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}},
-                         {{"--from", o.from}, {"--hw", output::is_regular(o.hw) ? o.hw : ""}});
+  std::vector<output::Named> inputs = {{"--from", o.from}, {"--hw", output::is_regular(o.hw) ? o.hw : ""}};
+  for (const std::string& c : o.compare) inputs.emplace_back("--compare", c);
+  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, inputs);
   if (!o.trace.empty()) output::check(o.trace, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");
   ModelRun run;
@@ -341,6 +367,7 @@ int model_command(const ModelCommandOptions& o) {
 
   for (size_t g = 0; g < run.metrics.size(); ++g) print_strategy(o, run, run.metrics[g], run.reports[g]);
   if (run.step) print_step(o, *run.step, hw);
+  if (run.measured) print_comparison(o, run);
   if (!o.json.empty()) {
     nlohmann::json j = {{"producer", "ringside model"},
                         {"modeled", true},

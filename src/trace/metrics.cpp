@@ -293,6 +293,46 @@ std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<I
   return out;
 }
 
+std::vector<PhaseMetrics> phase_metrics(const TraceData& t, const StrategyMetrics& m) {
+  struct Phase {
+    int64_t first = std::numeric_limits<int64_t>::max();  // its earliest start on any rank
+    std::vector<std::vector<const Event*>> evs;           // per rank, in m.ranks' order
+  };
+  std::map<std::string, Phase> phases;
+  for (size_t i = 0; i < m.ranks.size(); ++i) {
+    const RankTrace* r = nullptr;
+    for (const RankTrace& c : t.ranks)
+      if (c.strategy == m.strategy && c.rank == m.ranks[i].rank) r = &c;
+    if (!r) continue;
+    for (const Event& e : r->events) {
+      if (e.kind == Kind::phase && e.name != e.phase) continue;  // a window, not a phase of it
+      Phase& p = phases[e.phase];
+      p.evs.resize(m.ranks.size());
+      p.evs[i].push_back(&e);
+      p.first = std::min(p.first, e.ts_ns);
+    }
+  }
+  std::vector<std::pair<int64_t, PhaseMetrics>> out;
+  for (auto& [name, p] : phases) {
+    PhaseMetrics pm;
+    pm.phase = name;
+    for (std::vector<const Event*>& evs : p.evs) {
+      // The span: its work, waits and transfers, and its own `phase` span; not the spans that
+      // only enclose others (a PyTorch run's top-level range, grad_all_reduce, is itself in none).
+      int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+      for (const Event* e : evs)
+        if (e->kind == Kind::phase || !is_container(e->kind)) lo = std::min(lo, e->ts_ns), hi = std::max(hi, e->end_ns());
+      lo = std::max(lo, m.begin_ns), hi = std::min(hi, m.end_ns);
+      pm.ranks.push_back(lo < hi ? breakdown_of(evs, lo, hi) : Breakdown{});
+    }
+    out.emplace_back(p.first, std::move(pm));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<PhaseMetrics> sorted;
+  for (auto& [first, pm] : out) sorted.push_back(std::move(pm));
+  return sorted;
+}
+
 int64_t layer_ns(const StrategyMetrics& m) {
   int64_t t = 0;
   for (const RankMetrics& r : m.ranks) t = std::max(t, r.time.window_ns);

@@ -104,6 +104,24 @@ struct MemoryPeak {
 };
 MemoryPeak memory_peak(const RankTrace& r, int64_t begin, int64_t end);
 
+/// One phase of a strategy (Event::phase: "forward", "backward", "recompute", a PyTorch run's
+/// outermost record_function range such as "grad_all_reduce", or "" outside every phase), per
+/// rank: window_ns is the span of the rank's events stamped with the phase (from the first
+/// start to the last end of its ops, waits and transfers and of the `phase` span of that name;
+/// not of the spans that only enclose others, sublayers and ring steps, nor of other `phase`
+/// spans, such as a PyTorch run's ProfilerStep, the strategy's window); compute_ns and
+/// comm_ns the unions of the compute and of the comm intervals of those events, everything
+/// clipped to the strategy's window; overlap, exposed and idle as in Breakdown. The phases'
+/// unions may add up to more than the whole's where events of two phases run at once.
+struct PhaseMetrics {
+  std::string phase;
+  std::vector<Breakdown> ranks;  ///< in the StrategyMetrics' rank order; zero where a rank has none of it
+};
+
+/// The phases of strategy `m` of `t` (m from compute_metrics(t) without a selection), in the
+/// order of their earliest start on any rank.
+std::vector<PhaseMetrics> phase_metrics(const TraceData& t, const StrategyMetrics& m);
+
 /// The metrics of every strategy in the trace, in file order. With `window` [begin, end) ns,
 /// every interval is clipped to it (a selection) instead of each strategy's phases.
 std::vector<StrategyMetrics> compute_metrics(const TraceData& t, std::optional<Interval> window = std::nullopt);
