@@ -465,7 +465,8 @@ class FileReader {
     std::vector<const Raw*> active;
     size_t next = 0;
     for (size_t i : by_anchor) {
-      auto& [e, t] = events[i];
+      Event& e = events[i].first;
+      const int64_t t = events[i].second;
       while (next < ranges.size() && ranges[next]->ts_ns <= t) active.push_back(ranges[next++]);
       std::erase_if(active, [&](const Raw* r) { return r->end_ns() <= t; });
       if (e.kind == Kind::phase) continue;
@@ -481,7 +482,9 @@ class FileReader {
         if (!outer || r->ts_ns < outer->ts_ns) outer = r;
         if (!inner || r->ts_ns >= inner->ts_ns) inner = r;
       }
-      e.phase = backward ? "backward" : forward ? "forward" : outer ? outer->name : "";
+      // A top-level range is its own phase ("grad_all_reduce").
+      const std::string own = e.kind == Kind::sublayer ? e.name : "";
+      e.phase = backward ? "backward" : forward ? "forward" : outer ? outer->name : own;
       e.sublayer = inner ? inner->name : "";
     }
   }
