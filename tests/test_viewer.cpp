@@ -638,6 +638,133 @@ TEST_CASE("many GPUs: the stats give the least, median and greatest, and the out
   CHECK(outlier_ranks(near, ranks).empty());
 }
 
+// ---- PyTorch profiler (Kineto) runs: tests/fixtures/kineto, whose README says what each holds.
+
+namespace {
+
+std::string kineto_fixture(const char* name) { return std::string(RINGSIDE_SOURCE_DIR "/tests/fixtures/kineto/") + name; }
+
+// A lane's events, in start order, never overlap.
+bool lane_events_apart(const trace::RankTrace& r, const Lane& lane) {
+  for (size_t k = 1; k < lane.events.size(); ++k)
+    if (r.events[lane.events[k]].ts_ns < r.events[lane.events[k - 1]].end_ns()) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("a PyTorch profiler run's folder: one row per rank, its ring steps, a flow per send, comm lanes apart", "[viewer]") {
+  // ring4 (its README): N = 4 ranks, each posting, per ring step of the forward but the last, a
+  // batch of 2 sends and 2 receives (N - 1 rounds of posts), and in the backward the K/V batch
+  // in every step but the last (N - 1 rounds) and the dK/dV batch after every step's compute (N
+  // rounds). A round of posts is a ring step. Sends per rank: (N-1)*2 + (N-1)*2 + N*2 = 20.
+  constexpr int N = 4;
+  const int forward_steps = N - 1, backward_steps = (N - 1) + N, sends = (N - 1) * 2 + (N - 1) * 2 + N * 2;
+  // A folder, with or without its slash; its ranks on their one clock, or shifted to line up
+  // their all-reduce's ends (by up to 1.7 ms): the same steps either way.
+  for (const auto& [path, align] : {std::pair{kineto_fixture("ring4"), trace::ClockAlign::automatic},
+                                    std::pair{kineto_fixture("ring4") + "/", trace::ClockAlign::automatic},
+                                    std::pair{kineto_fixture("ring4"), trace::ClockAlign::collectives}}) {
+    INFO(path << (align == trace::ClockAlign::collectives ? ", --align collectives" : ""));
+    const trace::TraceData t = trace::read_trace(path, align);
+    REQUIRE(from_profiler(t.run));
+    const TimelineLayout l = make_layout(t);
+    REQUIRE(l.groups.size() == 1);
+    const Group& g = l.groups[0];
+    REQUIRE(g.processes.size() == size_t(N));
+    CHECK(g.ring_steps);
+    size_t all_sends = 0;
+    for (int r = 0; r < N; ++r) {
+      INFO("rank " << r);
+      const trace::RankTrace& rt = t.ranks[g.processes[size_t(r)]];
+      CHECK(rt.rank == r);  // rank order
+      std::map<std::string, int> steps;
+      for (const Event& e : rt.events) {
+        if (e.kind == trace::Kind::ring_step) ++steps[e.phase];
+        all_sends += e.stream == Stream::comm && e.direction == trace::Direction::send;
+      }
+      CHECK(steps["forward"] == forward_steps);
+      CHECK(steps["backward"] == backward_steps);
+      // Its lanes: "rank r compute", comm lanes, "rank r allocated (PyTorch)".
+      std::vector<const Lane*> comm;
+      const Lane* memory = nullptr;
+      for (size_t li : g.lanes) {
+        const Lane& lane = l.lanes[li];
+        if (lane.process != g.processes[size_t(r)]) continue;
+        if (lane.kind == Lane::comm) comm.push_back(&lane);
+        if (lane.kind == Lane::memory) memory = &lane;
+      }
+      REQUIRE(memory);
+      CHECK(memory->label == "rank " + std::to_string(r) + " allocated (PyTorch)");
+      // The gloo Work spans overlap each other partially, on one stream: each in a lane where
+      // nothing else is, so that several lanes.
+      CHECK(comm.size() >= 2);
+      for (const Lane* c : comm) CHECK(lane_events_apart(rt, *c));
+      CHECK(!exposed_intervals(rt).empty());
+      CHECK(memory_series(rt).peak > 0);
+    }
+    CHECK(all_sends == size_t(N * sends));
+    CHECK(t.flows.size() == size_t(N * sends));  // a flow from each send to its receive
+    // Every rank's steps, forward then backward, one mark each.
+    const std::vector<StepMark> marks = step_marks(t);
+    CHECK(marks.size() == size_t(forward_steps + backward_steps));
+    // What it says it is: the user's own job, measured by the PyTorch profiler, on one clock.
+    CHECK(group_tag(t.run, g.strategy) == "MEASURED on CPU, gloo (PyTorch profiler)");
+    CHECK(trace_tag(t.run) == "(measured by the PyTorch profiler)");
+    CHECK(row_name(t.run, 2) == "rank 2");
+    if (align == trace::ClockAlign::automatic) CHECK(clock_words(t) == "clocks: one host (vm), one clock: not shifted");
+    // Its memory is one series, and no ringside configuration: no tile map.
+    CHECK(memory_categories(t).size() == 1);
+    CHECK(!tile_map(t, g.strategy));
+  }
+}
+
+TEST_CASE("a PyTorch profiler run on two hosts is aligned by its collective's end, or not, as --align says", "[viewer]") {
+  // gpu2 (its README): rank 1's clock runs 1234.567 us ahead of rank 0's, and the all-reduce ends
+  // at one true instant on both.
+  const trace::TraceData t = trace::read_trace(kineto_fixture("gpu2"));
+  REQUIRE(t.ranks.size() == 2);
+  CHECK(t.ranks[0].clock_offset_ns == 0);
+  CHECK(t.ranks[1].clock_offset_ns == -1234567);
+  auto all_reduce_end = [](const trace::RankTrace& r) {
+    for (const Event& e : r.events)
+      if (e.kind == trace::Kind::all_reduce && e.stream == Stream::comm) return e.end_ns();
+    return int64_t(-1);
+  };
+  CHECK(all_reduce_end(t.ranks[0]) == all_reduce_end(t.ranks[1]));
+  CHECK(all_reduce_end(t.ranks[0]) > 0);
+  CHECK(group_tag(t.run, t.ranks[0].strategy) == "MEASURED on CUDA, nccl (PyTorch profiler)");
+  const std::string clocks = clock_words(t);
+  CHECK(clocks.starts_with("clocks: aligned by the ends of 1 collective"));
+  CHECK(clocks.find("; rank 1 shifted by -1234.567 us") != std::string::npos);
+  const TimelineLayout l = make_layout(t);
+  REQUIRE(l.groups.size() == 1);
+  CHECK(l.groups[0].processes.size() == 2);
+  // Each rank's ring steps were found on its own clock and moved with it: inside its rank's step
+  // window, as many on each rank.
+  std::vector<std::map<std::string, int>> steps_of;
+  for (const trace::RankTrace& r : t.ranks) {
+    INFO("rank " << r.rank);
+    const auto window = trace::phase_window(r);
+    REQUIRE(window);
+    std::map<std::string, int> steps;
+    for (const Event& e : r.events)
+      if (e.kind == trace::Kind::ring_step) {
+        ++steps[e.phase];
+        CHECK(e.ts_ns >= window->begin);
+        CHECK(e.end_ns() <= window->end);
+      }
+    CHECK(steps["forward"] == 1);  // the forward's one round of posts: K/V
+    steps_of.push_back(steps);
+  }
+  CHECK(steps_of[0] == steps_of[1]);
+  // --align none: each file's own clock, rank 1 1234.567 us late.
+  const trace::TraceData raw = trace::read_trace(kineto_fixture("gpu2"), trace::ClockAlign::none);
+  CHECK(raw.ranks[1].clock_offset_ns == 0);
+  CHECK(all_reduce_end(raw.ranks[1]) - all_reduce_end(raw.ranks[0]) == 1234567);
+}
+
+
 namespace {
 
 // A headless screenshot and its --layout-json, as CTest made them (the env vars name them).
@@ -860,4 +987,100 @@ TEST_CASE("the plan's trace shows the winner above the runner-up, both modeled, 
     REQUIRE(lane != s.layout["lanes"].end());
     CHECK(s.event_pixels(lane->get<float>()) > 100);
   }
+}
+
+namespace {
+
+// Whether a screenshot's ring step labels are `forward` and `backward` steps, each phase's
+// labelled F0.., or 0.., or once ("F0-F2 (3 steps)").
+bool labels_are_steps(const Shot& s, int forward, int backward) {
+  std::vector<std::string> texts;
+  for (const auto& l : s.layout["step_labels"]) texts.push_back(l["text"]);
+  auto ways = [](const std::string& letter, int n) {
+    std::vector<std::string> lettered, numbered;
+    for (int i = 0; i < n; ++i) lettered.push_back(letter + std::to_string(i)), numbered.push_back(std::to_string(i));
+    return std::vector<std::vector<std::string>>{lettered, numbered, {letter + "0-" + letter + std::to_string(n - 1) + " (" + std::to_string(n) + " steps)"}};
+  };
+  for (const auto& f : ways("F", forward))
+    for (const auto& b : ways("B", backward)) {
+      std::vector<std::string> both = f;
+      both.insert(both.end(), b.begin(), b.end());
+      if (both == texts) return true;
+    }
+  UNSCOPED_INFO("step labels: " << nlohmann::json(texts).dump());
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a PyTorch profiler run's folder opens as one row per rank, each with its exposed comm, its memory and ring steps drawn", "[viewer-kineto]") {
+  const trace::TraceData run = trace::read_trace(kineto_fixture("ring4"));
+  const std::vector<int> held = memory_categories(run);
+  REQUIRE(held.size() == 1);
+  auto pixels = [](const Shot& s, Color c, float y) {
+    size_t n = 0;
+    for (float x = s.layout["x0"].get<float>(); x < s.layout["x1"].get<float>(); x += 1) n += s.at(x, y) == c;
+    return n;
+  };
+  // The default view: its four ranks' lanes in full do not fit 1000 px, so collapsed, one row
+  // per rank, and the rows taller than the default 11 px, since there is room.
+  const Shot s = shot("RINGSIDE_KINETO_PNG", "RINGSIDE_KINETO_LAYOUT");
+  CHECK(s.w == 1600);
+  CHECK(s.h == 1000);
+  REQUIRE(s.layout["groups"].size() == 1);
+  const nlohmann::json& g = s.layout["groups"][0];
+  CHECK(g["name"] == "pytorch");
+  CHECK(g["collapsed"] == true);
+  CHECK(g["tag"] == "MEASURED on CPU, gloo (PyTorch profiler)");
+  CHECK(g["extent"].get<std::string>().starts_with("4 ranks, "));
+  REQUIRE(s.layout["traces"].size() == 1);
+  CHECK(s.layout["traces"][0]["name"] == "ring4/");
+  CHECK(s.layout["traces"][0]["clock"] == "clocks: one host (vm), one clock: not shifted");
+  float last = -1;
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    const auto lane = s.layout["lanes"].find("pytorch/rank " + std::to_string(r));
+    REQUIRE(lane != s.layout["lanes"].end());
+    const float y = lane->get<float>();
+    CHECK(y > last + 11);  // rank order, each row taller than the default
+    CHECK(y + 11 <= s.layout["timeline"]["y1"].get<float>());
+    // Its exposed communication (the gloo waits, the all-reduce): most of its time.
+    CHECK(pixels(s, kExposedColor, y + 5) > 150);
+    last = y;
+  }
+  // The memory plot: the allocator's total, labelled so, drawn in its series' colour.
+  std::optional<float> memory;
+  const nlohmann::json& lanes = s.layout["lanes"];
+  for (auto it = lanes.begin(); it != lanes.end(); ++it)
+    if (it.key().starts_with("pytorch/allocated (PyTorch), rank ")) memory = it.value().get<float>();
+  REQUIRE(memory);
+  CHECK(*memory > last);
+  size_t drawn = 0;
+  for (float y = *memory; y < g["y1"].get<float>(); y += 1) drawn += pixels(s, memory_color(held.front()), y);
+  CHECK(drawn > 5000);
+  // Ring steps: 3 in the forward, 7 in the backward (the unit test above says why), labelled.
+  CHECK(labels_are_steps(s, 3, 7));
+
+  // In full, with --align collectives (ring4's ranks shifted by up to 1.7 ms: the same ring
+  // steps, labelled alike): each rank's comm lanes (the gloo spans overlap), and under
+  // the first its exposed communication.
+  const Shot f = shot("RINGSIDE_KINETO_FULL_PNG", "RINGSIDE_KINETO_FULL_LAYOUT");
+  CHECK(f.layout["groups"][0]["collapsed"] == false);
+  CHECK(f.layout["traces"][0]["clock"].get<std::string>().starts_with("clocks: aligned by the ends of 1 collective"));
+  CHECK(labels_are_steps(f, 3, 7));
+  const float top = f.layout["timeline"]["y0"], bottom = f.layout["timeline"]["y1"];
+  size_t shown = 0;
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    const std::string rank = "pytorch/rank " + std::to_string(r);
+    CHECK(f.layout["lanes"].contains(rank + " compute"));
+    CHECK(f.layout["lanes"].contains(rank + " comm 2"));
+    CHECK(f.layout["lanes"].contains(rank + " allocated (PyTorch)"));
+    const float comm = f.layout["lanes"][rank + " comm"];
+    const float strip = comm + LayoutOptions{}.row * 0.75f - 2.5f;
+    if (strip < top + 2 || strip > bottom - 2) continue;
+    ++shown;
+    CHECK(pixels(f, kExposedColor, strip) > 100);
+  }
+  CHECK(shown >= 3);
 }

@@ -15,10 +15,10 @@ namespace fs = std::filesystem;
 using trace::Event;
 using trace::RankTrace;
 
-Loaded load(const std::string& path) {
+Loaded load(const std::string& path, trace::ClockAlign align) {
   Loaded l;
   l.path = path;
-  l.data = trace::read_trace(path);
+  l.data = trace::read_trace(path, align);
   l.relayout();
   l.metrics = trace::compute_metrics(l.data);
   std::map<std::string, int64_t> zero_of;
@@ -45,12 +45,13 @@ Loaded load(const std::string& path) {
   size_t P = 0;
   for (const auto& m : l.metrics) P = std::max(P, m.ranks.size());
   l.summary += "P=" + std::to_string(P) + " " + trace_tag(info);
+  l.clock = clock_words(l.data);
   l.exposed_ns.assign(l.data.ranks.size(), 0);
   for (const trace::StrategyMetrics& m : l.metrics)  // once: the map reads every ring step's pairs
     if (!info.group(m.strategy)) l.tiles[m.strategy] = tile_map(l.data, m.strategy);  // a twin's map is its run's
   const std::string& device = info.device;
   for (const trace::StrategyMetrics& m : l.metrics) {
-    l.tag[m.strategy] = group_tag(info, m.strategy), l.comm[m.strategy] = comm_summary(m);
+    l.tag[m.strategy] = group_tag(info, m.strategy), l.comm[m.strategy] = comm_summary(m, row_unit(info));
     if (l.tag[m.strategy] == "MEASURED" && !device.empty()) l.tag[m.strategy] += device == "cpu" ? " on CPU" : " on " + device;
     // Its bytes' element type: a twin's own, a modeled trace's, else the run's.
     std::string dt = info.dtype;
@@ -71,6 +72,14 @@ Loaded load(const std::string& path) {
   std::error_code ec;
   l.mtime = fs::last_write_time(path, ec);
   return l;
+}
+
+std::string shown_path(const std::string& path) {
+  const fs::path p(path);
+  std::error_code ec;
+  if (!fs::is_directory(p, ec)) return p.filename().string();
+  const fs::path dir = p.has_filename() ? p : p.parent_path();  // "ring4/" names ring4
+  return dir.filename().empty() ? dir.string() : dir.filename().string() + "/";
 }
 
 std::string shown_name(const Loaded& t, const std::string& strategy) {
@@ -110,7 +119,7 @@ bool App::any_event() const {
 
 void App::open(const std::string& path) {
   try {
-    traces_.push_back(load(path));
+    traces_.push_back(load(path, opt_.align));
     ++generation_;
     arranged_ = false;
   } catch (const std::exception& e) {
@@ -120,7 +129,7 @@ void App::open(const std::string& path) {
 
 // Collapse: `--collapse` collapses every group, `--expand` none; by default the groups collapse
 // when the traces in full would not fit the timeline's height, and their rows thin until every
-// group is on screen (down to 3 px a GPU).
+// group is on screen (down to 3 px a GPU), or, with room to spare, grow (up to 33 px).
 void App::arrange(float timeline_height) {
   arranged_ = true;
   auto total = [&] {
@@ -133,8 +142,7 @@ void App::arrange(float timeline_height) {
     t.relayout();
   }
   if (opt_.collapse != Options::Collapse::automatic || total() <= timeline_height) return;
-  // Thinner rows first; the memory plots keep 24 px, so that half the memory shows as half the height.
-  for (float row = LayoutOptions{}.summary; row >= 3; row -= 1) {
+  auto collapse = [&](float row) {
     for (Loaded& t : traces_) {
       LayoutOptions& o = t.layout_options;
       o.collapse_all = true;
@@ -142,6 +150,19 @@ void App::arrange(float timeline_height) {
       o.collapsed_header = 16, o.gap = 4;
       t.relayout();
     }
+  };
+  // Few GPUs whose lanes in full do not fit (a PyTorch profiler run's many comm lanes): taller
+  // rows while there is room, up to three times the default, rather than a strip at the top.
+  float row = LayoutOptions{}.summary;
+  collapse(row);
+  if (total() <= timeline_height) {
+    while (row < 3 * LayoutOptions{}.summary && (collapse(row + 1), total() <= timeline_height)) row += 1;
+    collapse(row);
+    return;
+  }
+  // Thinner rows first; the memory plots keep 24 px, so that half the memory shows as half the height.
+  for (row -= 1; row >= 3; row -= 1) {
+    collapse(row);
     if (total() <= timeline_height) break;
   }
 }
@@ -279,6 +300,8 @@ nlohmann::json App::layout_json() const {
   j["gauge_column"] = {{"x0", axis_.x0 - kGaugeGap - kGaugeWidth}, {"x1", axis_.x0 - kGaugeGap}, {"heading", "exposed"}};
   j["tile_maps"] = drawn_tile_maps_;  // in the order the side panel shows them
   j["timeline"] = {{"y0", timeline_y0_}, {"y1", timeline_y1_}};
+  j["traces"] = nlohmann::json::array();  // what the side panel says of each: its name, summary, clocks
+  for (const Loaded& t : traces_) j["traces"].push_back({{"name", shown_path(t.path)}, {"summary", t.summary}, {"clock", t.clock}});
   return j;
 }
 

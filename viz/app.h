@@ -53,6 +53,7 @@ struct Loaded {
   std::map<std::string, std::optional<TileMap>> tiles;  // per recorded group, its tile map (found at load)
   bool modeled(const std::string& strategy) const { return data.run.is_modeled(strategy); }
   std::string summary;                                // "s=4096 h=512 H=8 P=4 (measured)": trace_tag
+  std::string clock;                                  // how its ranks' clocks were aligned (clock_words)
   std::map<std::string, std::string> tag, comm;       // per group: group_tag (MEASURED says on what) and comm_summary
   std::map<std::string, std::string> dtype;           // per group: the element type of its bytes ("fp32", "bf16")
   std::map<std::string, int64_t> sent;                // per group: bytes sent per GPU (the most of any)
@@ -60,8 +61,11 @@ struct Loaded {
   std::filesystem::file_time_type mtime{};
   void relayout() { layout = make_layout(data, layout_options); }
 };
-/// Reads and derives; throws ringside::Error for a file it cannot read.
-Loaded load(const std::string& path);
+/// Reads and derives; throws ringside::Error for a file it cannot read. `path` is a trace file
+/// or a folder of PyTorch profiler traces, one per rank, whose clocks `align` puts together.
+Loaded load(const std::string& path, trace::ClockAlign align = trace::ClockAlign::automatic);
+/// A trace's name as the viewer shows it: the file's name, or a folder's with a slash ("ring4/").
+std::string shown_path(const std::string& path);
 /// A group's name as its header shows it: a modeled twin's "ring (modeled, a100-nvlink)" is
 /// "ring" (twin_of), since its tag says the rest.
 std::string shown_name(const Loaded& t, const std::string& strategy);
@@ -80,6 +84,7 @@ struct Options {
   std::string fit = "all";         // --fit GROUPS[:PHASE]: what the first view frames
   std::optional<trace::Interval> zoom;  // --zoom START,END (group time, ns)
   enum class Collapse { automatic, all, none } collapse = Collapse::automatic;
+  trace::ClockAlign align = trace::ClockAlign::automatic;  // --align: a PyTorch profiler run's clocks
 };
 
 class App {

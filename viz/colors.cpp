@@ -91,11 +91,7 @@ Color color_of(const Event& e) {
   return color_of_kind(e.kind == trace::Kind::collective ? trace::kind_of(e.name) : e.kind);
 }
 
-std::string row_name(const trace::RunInfo& run, int rank) {
-  std::string name(run.backend == kPipelineStages ? "stage " : "GPU ");
-  name += std::to_string(rank);
-  return name;
-}
+std::string row_name(const trace::RunInfo& run, int rank) { return row_unit(run) + " " + std::to_string(rank); }
 
 Color rank_color(int r) {
   // Pastel hues: not to be confused with the event kinds' saturated colours.

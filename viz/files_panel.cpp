@@ -1,7 +1,9 @@
-// Files: the Open dialog, files dropped on the window, live reload of a trace a run is writing,
-// and the panel that says why a file could not be opened.
+// Files: the Open dialog (trace files, and folders of PyTorch profiler traces), files dropped on
+// the window, live reload of a trace a run is writing, and the panel that says why a file could
+// not be opened.
 #include <algorithm>
 
+#include "trace/kineto.h"
 #include "viz/app.h"
 
 namespace ringside::viz {
@@ -16,7 +18,7 @@ void App::poll_live() {
   for (Loaded& t : traces_)
     if (t.path == opt_.live && t.mtime != m) {
       try {
-        t = load(opt_.live);
+        t = load(opt_.live, opt_.align);
         ++generation_;
         arranged_ = false;
         fit();
@@ -29,7 +31,7 @@ void App::poll_live() {
   const bool have = std::any_of(traces_.begin(), traces_.end(), [&](const Loaded& t) { return t.path == opt_.live; });
   if (!have && fs::exists(opt_.live, ec)) {
     try {
-      traces_.push_back(load(opt_.live));
+      traces_.push_back(load(opt_.live, opt_.align));
       ++generation_;
       arranged_ = false;
       fit();
@@ -50,6 +52,17 @@ void App::file_dialog() {
     return;
   }
   ImGui::TextUnformatted(dialog_dir_.c_str());
+  // A folder of PyTorch profiler traces, one per rank, opens as one run.
+  std::vector<std::string> ranks;
+  try {
+    ranks = trace::kineto_files(dialog_dir_);
+  } catch (const std::exception&) {  // none here: an ordinary folder
+  }
+  if (!ranks.empty() && ImGui::Button(("Open this folder: " + std::to_string(ranks.size()) + " PyTorch profiler traces").c_str())) {
+    open(dialog_dir_);
+    fit();
+    dialog_open_ = false;
+  }
   std::error_code ec;
   if (ImGui::Selectable("..")) dialog_dir_ = fs::path(dialog_dir_).parent_path().string();
   std::vector<fs::directory_entry> entries;
@@ -58,7 +71,8 @@ void App::file_dialog() {
   for (const auto& e : entries) {
     const bool dir = e.is_directory(ec);
     const std::string name = e.path().filename().string() + (dir ? "/" : "");
-    if (!dir && e.path().extension() != ".json") continue;
+    const std::string file = e.path().filename().string();
+    if (!dir && !file.ends_with(".json") && !file.ends_with(".json.gz")) continue;
     if (ImGui::Selectable(name.c_str())) {
       if (dir) {
         dialog_dir_ = e.path().string();

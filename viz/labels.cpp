@@ -2,6 +2,8 @@
 // trace/run_info.h), how much of its communication hid, and an event's details.
 #include "viz/view_model.h"
 
+#include "trace/kineto.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,10 +18,37 @@ std::string modeled_on(const std::string& hw) { return hw.empty() ? "MODELED" : 
 
 }  // namespace
 
+bool from_profiler(const trace::RunInfo& run) { return run.producer == trace::kKinetoProducer; }
+
+std::string row_unit(const trace::RunInfo& run) {
+  return run.backend == kPipelineStages ? "stage" : from_profiler(run) ? "rank" : "GPU";
+}
+
+std::string memory_words(const trace::RunInfo& run) { return from_profiler(run) ? "allocated (PyTorch)" : "memory"; }
+
+std::vector<int> memory_categories(const trace::TraceData& t) {
+  std::vector<bool> held(kNumMemCategories, false);
+  for (const trace::RankTrace& r : t.ranks)
+    for (const trace::MemorySample& m : r.memory)
+      for (int c = 0; c < kNumMemCategories; ++c) held[size_t(c)] = held[size_t(c)] || m.bytes[size_t(c)] != 0;
+  std::vector<int> out;
+  for (int c = 0; c < kNumMemCategories; ++c)
+    if (held[size_t(c)]) out.push_back(c);
+  return out;
+}
+
 std::string group_tag(const trace::RunInfo& info, const std::string& strategy) {
   // A modeled group names its own profile (a plan's groups may be on several).
   if (const trace::GroupInfo* twin = info.group(strategy)) return modeled_on(twin->hardware);
   if (info.modeled) return modeled_on(info.hardware_name());
+  if (from_profiler(info)) {
+    // The user's own job: measured, on what, over which backend, by whom.
+    std::string tag = "MEASURED";
+    const std::string device = info.device == "cpu" ? "CPU" : info.device == "cuda" ? "CUDA" : info.device;
+    if (!device.empty()) tag.append(" on ").append(device);
+    if (!info.backend.empty()) tag.append(device.empty() ? " over " : ", ").append(info.backend);
+    return tag.append(" (PyTorch profiler)");
+  }
   return !info.groups.empty() || !info.twins_hardware.is_null() ? "MEASURED" : "";
 }
 
@@ -39,17 +68,36 @@ std::string trace_tag(const trace::RunInfo& info) {
     for (const std::string& p : profiles) names += (names.empty() ? "" : ", ") + p;
     return "(" + modeled_on(names.empty() ? info.hardware_name() : names) + ")";
   }
+  if (from_profiler(info)) return "(measured by the PyTorch profiler)";
   const std::string twins = info.twins_hardware_name();
   return twins.empty() ? "(measured)" : "(measured, and modeled on " + twins + ")";
 }
 
-std::string comm_summary(const trace::StrategyMetrics& m) {
+std::string clock_words(const trace::TraceData& t) {
+  const bool shifted_any = std::any_of(t.ranks.begin(), t.ranks.end(),
+                                       [](const trace::RankTrace& r) { return r.clock_offset_ns != 0 || r.clock_uncertainty_ns != 0; });
+  if (t.run.clock.empty() || !(from_profiler(t.run) || shifted_any)) return "";
+  std::string out = "clocks: " + t.run.clock;
+  size_t shifted = 0;
+  for (const trace::RankTrace& r : t.ranks) {
+    if (r.clock_offset_ns == 0 && r.clock_uncertainty_ns == 0) continue;
+    if (++shifted > 4) continue;
+    char b[96];
+    std::snprintf(b, sizeof b, "%s %s shifted by %+.3f us (+- %.3f us)", shifted == 1 ? ";" : ",", row_name(t.run, r.rank).c_str(),
+                  double(r.clock_offset_ns) / 1000.0, double(r.clock_uncertainty_ns) / 1000.0);
+    out += b;
+  }
+  if (shifted > 4) out += ", and " + std::to_string(shifted - 4) + " more";
+  return out;
+}
+
+std::string comm_summary(const trace::StrategyMetrics& m, const std::string& per) {
   if (m.total.comm_ns <= 0) return "";
   const double gpus = double(std::max<size_t>(1, m.ranks.size()));
   auto part = [&](const char* what, const trace::Breakdown& b) {
     char out[96];
-    std::snprintf(out, sizeof out, "%s %.0f%% hidden, %s exposed/GPU", what, b.overlap_pct(),
-                  format_ns(double(b.exposed_comm_ns) / gpus).c_str());
+    std::snprintf(out, sizeof out, "%s %.0f%% hidden, %s exposed/%s", what, b.overlap_pct(),
+                  format_ns(double(b.exposed_comm_ns) / gpus).c_str(), per.c_str());
     return std::string(out);
   };
   // Attention's own traffic where it has some (the ring's K/V, the all-to-alls), beside all of
@@ -57,7 +105,7 @@ std::string comm_summary(const trace::StrategyMetrics& m) {
   const std::optional<trace::Breakdown> attention = trace::sublayer_comm(m, "attention");
   if (!attention || attention->comm_ns <= 0) return part("all comm", m.total);
   return part("attention comm", *attention) + "; all comm " +
-         format_ns(double(m.total.exposed_comm_ns) / gpus) + " exposed/GPU";
+         format_ns(double(m.total.exposed_comm_ns) / gpus) + " exposed/" + per;
 }
 
 std::vector<std::string> describe_event(const Event& e) {

@@ -1,7 +1,7 @@
 // The memory plots: a GPU's live bytes stacked by category (weights, grads, activations,
-// workspace, comm buffers), each sample held until the next, on one scale for the whole trace
-// (GPUs and strategies compare at a glance: half the memory draws half as high), with the peak
-// over forward + backward marked.
+// workspace, comm buffers; a PyTorch profiler run's one series, the allocator's total), each
+// sample held until the next, on one scale for the whole trace (GPUs and strategies compare at a
+// glance: half the memory draws half as high), with the peak over forward + backward marked.
 #include <algorithm>
 
 #include "viz/app.h"
@@ -37,14 +37,16 @@ void App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lan
   const ImU32 colour = top ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255);
   if (g.collapsed) {
     const bool every = std::all_of(g.processes.begin(), g.processes.end(), [&](size_t p) { return t.memory[p].peak == m.peak; });
-    const std::string who = every && g.processes.size() > 1 ? "each GPU" : row_name(t.data.run, t.data.ranks[lane.process].rank);
+    const std::string who = every && g.processes.size() > 1 ? "each " + row_unit(t.data.run) : row_name(t.data.run, t.data.ranks[lane.process].rank);
     const std::string label = who + " peak " + format_bytes(double(m.peak)) + (top ? " max" : "");
     dl->AddRectFilled(ImVec2(a.x0 - 150, ly + 1), ImVec2(a.x0 - 2, ly + lane.height), IM_COL32(24, 24, 28, 255));
     dl->AddText(ImVec2(a.x0 - 148, ly + std::max(0.0f, (lane.height - 13) * 0.5f)), colour, label.c_str());
     return;
   }
-  // A trace's memory is one layer's (a step or a plan holds L of them: plan prints that peak).
-  const std::string label = "peak " + format_bytes(double(m.peak)) + (top ? " (one layer, fwd+bwd), the highest" : " (one layer, fwd+bwd)");
+  // A trace's memory is one layer's (a step or a plan holds L of them: plan prints that peak); a
+  // PyTorch profiler run's, the allocator's over the profiled step.
+  const std::string over = from_profiler(t.data.run) ? " (allocated, profiled step)" : " (one layer, fwd+bwd)";
+  const std::string label = "peak " + format_bytes(double(m.peak)) + over + (top ? ", the highest" : "");
   const float tw = ImGui::CalcTextSize(label.c_str()).x;
   const float lx = px + 6 + tw <= a.x1 ? px + 6 : std::max(a.x0, px - 6 - tw);
   dl->AddRectFilled(ImVec2(lx - 1, ly), ImVec2(lx + tw + 1, ly + 13), IM_COL32(24, 24, 28, 200));

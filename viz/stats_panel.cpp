@@ -51,9 +51,14 @@ void App::side_panel() {
     const Loaded& t = traces_[ti];
     // Compared traces are A, B, ... in the tables.
     const std::string name = traces_.size() > 1 ? std::string(1, char('A' + ti % 26)) : std::string();
-    ImGui::Text("%s%s%s", name.c_str(), name.empty() ? "" : ": ", std::filesystem::path(t.path).filename().c_str());
+    ImGui::Text("%s%s%s", name.c_str(), name.empty() ? "" : ": ", shown_path(t.path).c_str());
     ImGui::SameLine();
     ImGui::TextDisabled("%s", t.summary.c_str());
+    if (!t.clock.empty()) {  // how the ranks were put on one clock: a foreign run's may be shifted
+      ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+      ImGui::TextWrapped("%s", t.clock.c_str());
+      ImGui::PopStyleColor();
+    }
     stats.emplace_back(name, t.metrics);
     if (selection_ && !selection_cached()) {
       // The selection is relative to each group's zero: shift it per strategy.
@@ -79,7 +84,7 @@ void App::side_panel() {
   if (pinned_) {
     const Loaded& t = traces_[pinned_->first];
     const trace::RankTrace& r = t.data.ranks[pinned_->second.process];
-    ImGui::Text("pinned: GPU %d (%s)", r.rank, r.strategy.c_str());
+    ImGui::Text("pinned: %s (%s)", row_name(t.data.run, r.rank).c_str(), r.strategy.c_str());
     for (const std::string& line : describe_event(r.events[pinned_->second.event])) ImGui::TextUnformatted(line.c_str());
     if (ImGui::SmallButton("unpin")) pinned_.reset();
   }
@@ -147,7 +152,9 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
   ImGui::TableSetupScrollFreeze(2 + several, 1);
   if (several) ImGui::TableSetupColumn("trace");
   ImGui::TableSetupColumn("strategy");
-  ImGui::TableSetupColumn("GPU");
+  // The rows' unit: "GPU", or "rank" when every trace is a PyTorch profiler run.
+  const bool profiled = std::all_of(traces_.begin(), traces_.end(), [](const Loaded& t) { return from_profiler(t.data.run); });
+  ImGui::TableSetupColumn(profiled && !traces_.empty() ? "rank" : "GPU");
   for (const Column& c : kColumns) ImGui::TableSetupColumn(c.name);
   ImGui::TableSetupColumn("imbalance");
   ImGui::TableHeadersRow();
@@ -199,11 +206,22 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
   ImGui::TextWrapped("overlap: of all communication; a group's header gives attention's own (\"attention comm N%% hidden\")");
   ImGui::PopStyleColor();
   for (const std::string& n : notes) ImGui::TextColored(ImVec4(1, 0.7f, 0.45f, 1), "%s", n.c_str());
+  // Ring steps per pass: ringside's rings take as many in the backward as in the forward; a
+  // PyTorch profiler run's, found from its rounds of sends and receives, may not ("3 + 7").
   std::string steps;
+  bool differ = false;
   for (const auto& [name, ms] : all)
-    for (const auto& s : ms)
-      if (!s.steps.empty()) steps += (steps.empty() ? "" : ", ") + (several ? name + " " : "") + s.strategy + " " + std::to_string(s.steps.size() / 2);
-  if (!steps.empty()) ImGui::TextWrapped("ring steps per pass (F0.. forward, B0.. backward in the group header): %s", steps.c_str());
+    for (const auto& s : ms) {
+      if (s.steps.empty()) continue;
+      const auto forward = size_t(std::count_if(s.steps.begin(), s.steps.end(), [](const trace::StepMetrics& m) { return m.phase == "forward"; }));
+      const size_t backward = s.steps.size() - forward;
+      differ = differ || forward != backward;
+      const std::string count = forward == backward ? std::to_string(forward) : std::to_string(forward) + " + " + std::to_string(backward);
+      steps += (steps.empty() ? "" : ", ") + (several ? name + " " : "") + s.strategy + " " + count;
+    }
+  if (!steps.empty())
+    ImGui::TextWrapped("ring steps per pass (F0.. forward, B0.. backward in the group header%s): %s",
+                       differ ? "; forward + backward where they differ" : "", steps.c_str());
 }
 
 void App::colour_key() {
@@ -225,12 +243,25 @@ void App::colour_key() {
   swatch("exposed", kExposedColor, "exposed comm (strip under the comm lane; in a summary row, the row)");
   swatch("hidden", kHiddenColor, "comm hidden under compute");
   swatch("phase", color_of_kind(trace::Kind::phase), "phase, sublayer (grey), ring step (blue); summary row: dark = idle");
-  ImGui::TextDisabled("memory (stacked)");
-  const char* cats[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm buffers"};
-  for (int c = 0; c < kNumMemCategories; ++c) {
-    swatch("mem" + std::to_string(c), memory_color(c), cats[c]);
-    if (c + 1 < kNumMemCategories) ImGui::SameLine();
+  // Memory: ringside's categories, stacked, where a ringside trace is open; a PyTorch profiler
+  // run's one series, the allocator's total, in the colour of the category it is held in.
+  const bool ringside = traces_.empty() || std::any_of(traces_.begin(), traces_.end(), [](const Loaded& t) { return !from_profiler(t.data.run); });
+  if (ringside) {
+    ImGui::TextDisabled("memory (stacked)");
+    const char* cats[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm buffers"};
+    for (int c = 0; c < kNumMemCategories; ++c) {
+      swatch("mem" + std::to_string(c), memory_color(c), cats[c]);
+      if (c + 1 < kNumMemCategories) ImGui::SameLine();
+    }
   }
+  for (const Loaded& t : traces_)
+    if (from_profiler(t.data.run)) {
+      const std::vector<int> held = memory_categories(t.data);
+      if (held.empty()) continue;
+      ImGui::TextDisabled("memory (PyTorch profiler)");
+      swatch("allocated", memory_color(held.front()), "allocated: the allocator's Total Allocated ([memory] events)");
+      break;
+    }
 }
 
 }  // namespace ringside::viz

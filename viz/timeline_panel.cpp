@@ -81,8 +81,10 @@ void App::ruler(float h) {
       dl->AddLine(ImVec2(x, ry + rh - 4), ImVec2(x, ry + rh), IM_COL32(200, 200, 200, 255));
       dl->AddText(ImVec2(x + 2, ry), IM_COL32(200, 200, 200, 255), format_ns(t).c_str());
     }
+    // Time runs from each group's first phase: the forward, or a PyTorch profiler run's ProfilerStep.
+    const bool profiled = !traces_.empty() && std::all_of(traces_.begin(), traces_.end(), [](const Loaded& t) { return from_profiler(t.data.run); });
     const char* what = framed ? (framed_modeled ? "MODELED time" : "MEASURED time")
-                       : !mixed_ ? "time, from forward" : row == 0 ? "MODELED time" : "MEASURED time";
+                       : !mixed_ ? (profiled ? "from ProfilerStep" : "time, from forward") : row == 0 ? "MODELED time" : "MEASURED time";
     const bool orange = framed ? framed_modeled : row == 0 && mixed_;
     dl->AddText(ImVec2(axis_.x0 - kLabelWidth + 4, ry), orange ? IM_COL32(230, 159, 0, 255) : IM_COL32(170, 170, 170, 255), what);
   }
@@ -115,7 +117,7 @@ void App::timeline() {
   for (size_t ti = 0; ti < traces_.size(); ++ti) {
     const Loaded& t = traces_[ti];
     if (traces_.size() > 1) {
-      const std::string title = std::string(1, char('A' + ti % 26)) + ": " + std::filesystem::path(t.path).filename().string();
+      const std::string title = std::string(1, char('A' + ti % 26)) + ": " + shown_path(t.path);
       dl->AddText(ImVec2(origin.x, y), IM_COL32(255, 255, 255, 255), title.c_str());
       y += 18;
     }
@@ -183,7 +185,7 @@ void App::timeline() {
     const Loaded& t = traces_[hover->first];
     const RankTrace& r = t.data.ranks[hover->second.process];
     ImGui::BeginTooltip();
-    ImGui::Text("GPU %d (%s)", r.rank, r.strategy.c_str());
+    ImGui::Text("%s (%s)", row_name(t.data.run, r.rank).c_str(), r.strategy.c_str());
     for (const std::string& line : describe_event(r.events[hover->second.event])) ImGui::TextUnformatted(line.c_str());
     ImGui::EndTooltip();
   }
@@ -199,13 +201,14 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   // that it is never cut off.
   const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
   const std::string name = std::string(g.collapsed ? "[+] " : "[-] ") + shown_name(t, g.strategy);
-  // A modeled step's rows are its pipeline stages (each stands for its stage's GPUs).
+  // A modeled step's rows are its pipeline stages (each stands for its stage's GPUs); a PyTorch
+  // profiler run's, the job's ranks.
   const bool stages = t.data.run.backend == kPipelineStages;
-  const std::string unit = stages ? " pipeline stage" : " GPU";
+  const std::string per = row_unit(t.data.run), unit = stages ? " pipeline stage" : " " + per;
   const std::string gpus = std::to_string(g.processes.size()) + unit + (g.processes.size() == 1 ? ", " : "s, ");
   const std::string time = gpus + format_ns(double(g.layer_end_ns - g.zero_ns));
   const std::string dtype = t.dtype.count(g.strategy) && !t.dtype.at(g.strategy).empty() ? " in " + t.dtype.at(g.strategy) : "";
-  const std::string sent_text = sent > 0 ? "sent " + format_bytes(double(sent)) + "/GPU" + dtype : "";
+  const std::string sent_text = sent > 0 ? "sent " + format_bytes(double(sent)) + "/" + per + dtype : "";
   const float ty = gy + std::max(0.0f, (title_h - 14) * 0.5f);
   dl->AddText(ImVec2(left + 4, ty), IM_COL32(255, 255, 255, 255), name.c_str());
   float x = left + 14 + ImGui::CalcTextSize(name.c_str()).x;
@@ -233,7 +236,7 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   if (!sent_text.empty()) piece(sent_text + (most ? " (the most)" : ""), most ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255));
   if (!comm.empty()) piece("; " + comm, IM_COL32(255, 255, 255, 255));
   drawn_groups_.push_back({{"name", prefix + g.strategy}, {"y0", gy}, {"y1", gy + g.height}, {"collapsed", g.collapsed},
-                           {"extent", time}, {"t0_ns", v.axis.t0}, {"t1_ns", v.axis.t1}, {"frame", frame.landmark}});
+                           {"extent", time}, {"t0_ns", v.axis.t0}, {"t1_ns", v.axis.t1}, {"frame", frame.landmark}, {"tag", tag}});
   if (!g.ring_steps) return;
   // The ring steps' row: a band per step, forward in blues and backward in purples, alternating.
   std::vector<StepMark> marks;
@@ -383,6 +386,9 @@ void App::draw_summary(ImDrawList* dl, const Loaded& t, const Lane& lane, const 
 }
 
 void App::draw_flows(ImDrawList* dl, const Loaded& t, float top) {
+  // Inside the time axis: a flow from or to a time out of view is cut at its edge, never drawn
+  // over the lanes' labels.
+  dl->PushClipRect(ImVec2(axis_.x0, top), ImVec2(axis_.x1, top + t.layout.height), true);
   // The first comm lane of each process, and its group's view.
   std::map<size_t, std::pair<float, View>> at;
   for (const Group& g : t.layout.groups)
@@ -401,6 +407,7 @@ void App::draw_flows(ImDrawList* dl, const Loaded& t, float top) {
     dl->AddTriangleFilled(ImVec2(p1.x - 2, p1.y - (p1.y > p0.y ? 4 : -4)), ImVec2(p1.x + 2, p1.y - (p1.y > p0.y ? 4 : -4)), p1,
                           IM_COL32(255, 255, 255, 110));
   }
+  dl->PopClipRect();
 }
 
 }  // namespace ringside::viz

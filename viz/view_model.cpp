@@ -96,7 +96,7 @@ float add_full_lanes(TimelineLayout& l, Group& g, const TraceData& t, size_t p, 
     l.lanes.push_back(std::move(c));
   }
   g.lanes.push_back(l.lanes.size());
-  l.lanes.push_back(make_lane(Lane::memory, p, 0, y, o.memory, 0, gpu + " memory"));
+  l.lanes.push_back(make_lane(Lane::memory, p, 0, y, o.memory, 0, gpu + " " + memory_words(t.run)));
   return y + o.memory + o.gap;
 }
 
@@ -170,7 +170,7 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
       if (!g.processes.empty()) {
         g.lanes.push_back(l.lanes.size());
         l.lanes.push_back(make_lane(Lane::memory, peak_process, 0, y + 1, o.group_memory, 0,
-                                    "memory, " + row_name(t.run, t.ranks[peak_process].rank) + " (peak)"));
+                                    memory_words(t.run) + ", " + row_name(t.run, t.ranks[peak_process].rank) + " (peak)"));
         y += o.group_memory + 1;
       }
     }

@@ -50,8 +50,21 @@ inline constexpr Color kStepForward = rgba(0xc8, 0xe6, 0x96);   // a modeled ste
 inline constexpr Color kStepBackward = rgba(0x7a, 0x8c, 0x3c);  // and its backward blocks (olive): no kind's colour
 /// RunInfo::backend of a modeled step's timeline, whose rows are pipeline stages.
 inline constexpr const char* kPipelineStages = "pipeline stages";
-/// A row's name: "GPU 3", or "stage 3" in a modeled step (its rows are pipeline stages).
+/// Whether a trace is a PyTorch profiler (Kineto) run (trace/kineto.h): the user's own job, whose
+/// rows are its ranks (on CPUs or GPUs), whose memory is the allocator's one total, and which has
+/// no ringside configuration (no tile map, no lesson).
+bool from_profiler(const trace::RunInfo& run);
+/// What a row stands for: "GPU"; "stage" in a modeled step (its rows are pipeline stages);
+/// "rank" in a PyTorch profiler run.
+std::string row_unit(const trace::RunInfo& run);
+/// A row's name: row_unit and rank, "GPU 3", "stage 3", "rank 3".
 std::string row_name(const trace::RunInfo& run, int rank);
+/// What a memory plot shows, for its lane's label: "memory" (ringside's categories, stacked),
+/// or "allocated (PyTorch)" (the allocator's "Total Allocated", one series).
+std::string memory_words(const trace::RunInfo& run);
+/// The memory categories (MemCategory) that some sample of the trace holds bytes in, in order:
+/// what its memory plots draw (a PyTorch profiler run's one series is one of them).
+std::vector<int> memory_categories(const trace::TraceData& t);
 /// The kinds the colour key lists: compute kinds, then wait, then communication kinds.
 const std::vector<trace::Kind>& compute_kinds();
 const std::vector<trace::Kind>& comm_kinds();
@@ -167,19 +180,28 @@ std::vector<Activity> activity(const trace::RankTrace& r, const std::vector<trac
 
 /// What a group's header says it is: "MODELED on a100-nvlink" for a modeled twin (a group that
 /// otherData.modeled_groups lists) or any group of a modeled trace (otherData.modeled), "MEASURED"
-/// for a recorded group of a trace that holds twins beside it, and "" otherwise.
+/// for a recorded group of a trace that holds twins beside it, "MEASURED on CPU, gloo (PyTorch
+/// profiler)" for a PyTorch profiler run (its device and backend), and "" otherwise.
 std::string group_tag(const trace::RunInfo& run, const std::string& strategy);
 /// The recorded group a modeled twin replays ("ring" for "ring (modeled, a100-nvlink)", as
 /// otherData.modeled_groups says), or "" for a group that is not a twin.
 std::string twin_of(const trace::RunInfo& run, const std::string& strategy);
 /// What a whole trace is, for the stats panel: "(MODELED on h100-nvlink)" for a modeled trace,
-/// "(measured, and modeled on a100-nvlink)" for one with modeled twins, else "(measured)".
+/// "(measured, and modeled on a100-nvlink)" for one with modeled twins, "(measured by the
+/// PyTorch profiler)" for a PyTorch profiler run, else "(measured)".
 std::string trace_tag(const trace::RunInfo& run);
+/// How a trace's ranks were put on one clock, for the side panel: "clocks: " and RunInfo::clock
+/// ("one host (vm), one clock: not shifted"), then each shifted rank's offset and its
+/// uncertainty ("rank 1 shifted by -1234.567 us (+- 0 us)", the first four). Said for a PyTorch
+/// profiler run, whose files may come from several hosts, and for a run whose ranks were
+/// shifted (MPI); "" otherwise, or when the trace does not say.
+std::string clock_words(const trace::TraceData& t);
 /// A group's communication in a few words, for its header: "attention comm 59% hidden, 40 us
 /// exposed/GPU; all comm 87 us exposed/GPU" (attention's own traffic, as the sublayer table
 /// gives it, then all of it, as compare's exposed column; without attention traffic, all of it
-/// alone: "all comm 0% hidden, ..."); "" for a group with no communication.
-std::string comm_summary(const trace::StrategyMetrics& m);
+/// alone: "all comm 0% hidden, ..."); "" for a group with no communication. `per`: what a row
+/// is (row_unit).
+std::string comm_summary(const trace::StrategyMetrics& m, const std::string& per = "GPU");
 /// The groups `--fit WHAT` frames: "all", "modeled" (the modeled groups: RunInfo::is_modeled),
 /// "measured" (the others), or one group's label. Empty when nothing matches.
 std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const trace::RunInfo& run, const std::string& what);

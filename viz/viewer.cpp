@@ -1,4 +1,4 @@
-// ringside-viewer: replays ringside traces with Dear ImGui (GLFW + OpenGL 3).
+// ringside-viewer: replays ringside traces, and PyTorch profiler runs, with Dear ImGui (GLFW + OpenGL 3).
 //
 // This file is the program: its options, the window and the frame loop, and the headless
 // screenshot. What it draws is the App (viz/app.h), one file per panel; what the App draws is
@@ -180,8 +180,9 @@ int run(Options o) {
 int main(int argc, char** argv) {
   ringside::restart_within_limits(argv);  // OpenBLAS loads with the lessons' code
   ringside::viz::Options o;
-  CLI::App cli{"ringside-viewer: replay ringside traces (lanes per GPU, ring steps, overlap, memory per GPU)"};
-  cli.add_option("files", o.files, "trace files (ringside compare/run --trace); two or more are compared side by side");
+  CLI::App cli{"ringside-viewer: replay ringside traces and PyTorch profiler runs (lanes per GPU, ring steps, overlap, memory per GPU)"};
+  cli.add_option("files", o.files, "trace files (ringside compare/run --trace), or folders of PyTorch profiler traces (one "
+                 "Kineto file per rank, .json or .json.gz); two or more are compared side by side");
   cli.add_option("--live", o.live, "show this trace and reload it whenever it changes (while a run writes it)")->option_text("FILE");
   cli.add_option("--screenshot", o.screenshot, "render once to this PNG and exit (headless: under xvfb-run)")
       ->option_text("PNG")
@@ -217,6 +218,12 @@ int main(int argc, char** argv) {
   cli.add_option("--lesson-step", o.lesson_step, "with --lesson: open at step K (1: the first)")
       ->check(CLI::Range(1, 1 << 30))
       ->option_text("K");
+  // The viewer's own --align (ringside trace-stats has the same): cli/ is not below viz/.
+  std::string align = "auto";
+  cli.add_option("--align", align, "PyTorch profiler traces: how to put the ranks' clocks together: auto (one host's files share a "
+                 "clock, else as collectives), collectives (shift each rank so that its collectives end with rank 0's), none")
+      ->check(CLI::IsMember({"auto", "collectives", "none"}))
+      ->capture_default_str();
   cli.add_option("--layout-json", o.layout_json, "with --screenshot: also write where the lanes were drawn (tests)")->option_text("FILE");
   ringside::cli::strict_values(cli);
   try {
@@ -230,6 +237,9 @@ int main(int argc, char** argv) {
     if (collapse) o.collapse = ringside::viz::Options::Collapse::all;
     if (expand) o.collapse = ringside::viz::Options::Collapse::none;
     if (!zoom.empty()) o.zoom = ringside::viz::parse_zoom(zoom);
+    o.align = align == "collectives" ? ringside::trace::ClockAlign::collectives
+              : align == "none"      ? ringside::trace::ClockAlign::none
+                                     : ringside::trace::ClockAlign::automatic;
     return ringside::viz::run(o);
   } catch (const ringside::ConfigError& e) {  // a bad option or output, before any work
     std::fprintf(stderr, "ringside-viewer: %s\n", e.what());

@@ -714,9 +714,9 @@ TraceData assemble(std::vector<RankFile> files, ClockAlign align) {
   out.run.ranks = world > 0 ? world : int(files.size());
   out.run.backend = files[0].backend;
   out.run.device = files[0].gpu ? "cuda" : "cpu";
-  align_clocks(files, align, out.run);
-  if (is_ring(files))
+  if (is_ring(files))  // on each file's own clock, which its posting times (RankFile::p2p) are on
     for (RankFile& f : files) add_ring_steps(f);
+  align_clocks(files, align, out.run);
   // Times from the earliest window (or event) start.
   int64_t origin = std::numeric_limits<int64_t>::max(), any = origin;
   for (const RankFile& f : files)
