@@ -656,10 +656,11 @@ bool lane_events_apart(const trace::RankTrace& r, const Lane& lane) {
 TEST_CASE("a PyTorch profiler run's folder: one row per rank, its ring steps, a flow per send, comm lanes apart", "[viewer]") {
   // ring4 (its README): N = 4 ranks, each posting, per ring step of the forward but the last, a
   // batch of 2 sends and 2 receives (N - 1 rounds of posts), and in the backward the K/V batch
-  // in every step but the last (N - 1 rounds) and the dK/dV batch after every step's compute (N
-  // rounds). A round of posts is a ring step. Sends per rank: (N-1)*2 + (N-1)*2 + N*2 = 20.
+  // in every step but the last and the dK/dV batch after every step's compute, both inside the
+  // step's ring_bwd_step_i range, which makes them one step (N). A round of posts is a ring
+  // step. Sends per rank: (N-1)*2 + (N-1)*2 + N*2 = 20.
   constexpr int N = 4;
-  const int forward_steps = N - 1, backward_steps = (N - 1) + N, sends = (N - 1) * 2 + (N - 1) * 2 + N * 2;
+  const int forward_steps = N - 1, backward_steps = N, sends = (N - 1) * 2 + (N - 1) * 2 + N * 2;
   // A folder, with or without its slash; its ranks on their one clock, or shifted to line up
   // their all-reduce's ends (by up to 1.7 ms): the same steps either way.
   for (const auto& [path, align] : {std::pair{kineto_fixture("ring4"), trace::ClockAlign::automatic},
@@ -1058,8 +1059,8 @@ TEST_CASE("a PyTorch profiler run's folder opens as one row per rank, each with 
   size_t drawn = 0;
   for (float y = *memory; y < g["y1"].get<float>(); y += 1) drawn += pixels(s, memory_color(held.front()), y);
   CHECK(drawn > 5000);
-  // Ring steps: 3 in the forward, 7 in the backward (the unit test above says why), labelled.
-  CHECK(labels_are_steps(s, 3, 7));
+  // Ring steps: 3 in the forward, 4 in the backward (the unit test above says why), labelled.
+  CHECK(labels_are_steps(s, 3, 4));
 
   // In full, with --align collectives (ring4's ranks shifted by up to 1.7 ms: the same ring
   // steps, labelled alike): each rank's comm lanes (the gloo spans overlap), and under
@@ -1067,7 +1068,7 @@ TEST_CASE("a PyTorch profiler run's folder opens as one row per rank, each with 
   const Shot f = shot("RINGSIDE_KINETO_FULL_PNG", "RINGSIDE_KINETO_FULL_LAYOUT");
   CHECK(f.layout["groups"][0]["collapsed"] == false);
   CHECK(f.layout["traces"][0]["clock"].get<std::string>().starts_with("clocks: aligned by the ends of 1 collective"));
-  CHECK(labels_are_steps(f, 3, 7));
+  CHECK(labels_are_steps(f, 3, 4));
   const float top = f.layout["timeline"]["y0"], bottom = f.layout["timeline"]["y1"];
   size_t shown = 0;
   for (int r = 0; r < 4; ++r) {

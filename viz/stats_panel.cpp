@@ -207,7 +207,7 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
   ImGui::PopStyleColor();
   for (const std::string& n : notes) ImGui::TextColored(ImVec4(1, 0.7f, 0.45f, 1), "%s", n.c_str());
   // Ring steps per pass: ringside's rings take as many in the backward as in the forward; a
-  // PyTorch profiler run's, found from its rounds of sends and receives, may not ("3 + 7").
+  // PyTorch profiler run's, found from its rounds of sends and receives, may not ("3 + 4").
   std::string steps;
   bool differ = false;
   for (const auto& [name, ms] : all)

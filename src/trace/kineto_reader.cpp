@@ -368,7 +368,8 @@ class FileReader {
           add(r, Kind::sublayer, Stream::compute);
         }
       } else if (r.cat == "kernel") {
-        if (lower(r.name).starts_with("nccl")) add_transfer(with_call_facts(r, anchor(r)), anchor(r));
+        // Posted when the GPU reached it: rounds are told apart by the kernels' own times.
+        if (lower(r.name).starts_with("nccl")) add_transfer(with_call_facts(r, anchor(r)), r.ts_ns);
         else add(r, compute_kind(r.name), Stream::compute);
       } else if (r.cat == "gpu_memcpy" || r.cat == "gpu_memset") {
         add(r, Kind::memory, Stream::compute);
@@ -816,7 +817,7 @@ TraceData read_kineto(const std::vector<std::string>& paths, ClockAlign align) {
     const double size = double(bytes);
     total += size, largest = std::max(largest, size);
   }
-  require_memory(14.0 * largest + 2.0 * total, detail::concat("reading ", paths.size(), " traces"), "trace", 1);
+  require_memory(14.0 * largest + 2.0 * total, detail::concat("reading ", paths.size(), paths.size() == 1 ? " trace" : " traces"), "trace", 1);
   std::vector<RankFile> files;
   for (size_t i = 0; i < paths.size(); ++i) {
     const nlohmann::json doc = parse_json(read_input_file(paths[i], "trace", 14.0), paths[i]);

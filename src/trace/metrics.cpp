@@ -317,11 +317,12 @@ std::vector<PhaseMetrics> phase_metrics(const TraceData& t, const StrategyMetric
     PhaseMetrics pm;
     pm.phase = name;
     for (std::vector<const Event*>& evs : p.evs) {
-      // The span: its work, waits and transfers, and its own `phase` span; not the spans that
-      // only enclose others (a PyTorch run's top-level range, grad_all_reduce, is itself in none).
+      // The span: its work, waits and transfers (and a comm stream's collective calls: a PyTorch
+      // run's c10d ops), and its own `phase` span; not the spans that only enclose others (a
+      // PyTorch run's ranges).
       int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
       for (const Event* e : evs)
-        if (e->kind == Kind::phase || !is_container(e->kind)) lo = std::min(lo, e->ts_ns), hi = std::max(hi, e->end_ns());
+        if (e->kind == Kind::phase || e->stream == Stream::comm || !is_container(e->kind)) lo = std::min(lo, e->ts_ns), hi = std::max(hi, e->end_ns());
       lo = std::max(lo, m.begin_ns), hi = std::min(hi, m.end_ns);
       pm.ranks.push_back(lo < hi ? breakdown_of(evs, lo, hi) : Breakdown{});
     }
