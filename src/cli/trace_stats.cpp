@@ -64,8 +64,10 @@ void print_kineto_header(const trace::TraceData& t) {
   std::printf("  clocks: %s\n", t.run.clock.c_str());
   for (const trace::RankTrace& r : t.ranks)
     if (r.clock_offset_ns != 0 || r.clock_uncertainty_ns != 0)
-      std::printf("    rank %d shifted by %+.3f us (+- %.3f us)\n", r.rank, double(r.clock_offset_ns) / 1000.0,
-                  double(r.clock_uncertainty_ns) / 1000.0);
+      std::printf("    rank %d shifted by %+.3f us (%s)\n", r.rank, double(r.clock_offset_ns) / 1000.0,
+                  t.run.clock.find("one collective") != std::string::npos
+                      ? "uncertainty unknown: one collective"
+                      : detail::concat("+- ", double(r.clock_uncertainty_ns) / 1000.0, " us").c_str());
   std::printf("  %zu send%s paired with %s receive%s (flows); times from the earliest ProfilerStep's start\n\n",
               t.flows.size(), t.flows.size() == 1 ? "" : "s", t.flows.size() == 1 ? "its" : "their",
               t.flows.size() == 1 ? "" : "s");
