@@ -233,6 +233,15 @@ TEST_CASE("kineto: the hand-made GPU fixture: kernels, NCCL and a skewed clock",
   CHECK(sent == 12582912);
   CHECK(all_reduce == 262144);
   CHECK(t.flows.size() == 6);
+  // Ring steps by the kernels' own times (README): the forward's one K/V exchange, the
+  // backward's K/V and then, after compute, its dK/dV.
+  for (const RankTrace& r : t.ranks) {
+    std::map<std::string, int> steps;
+    for (const Event& e : r.events)
+      if (e.kind == Kind::ring_step) ++steps[e.phase];
+    CHECK(steps["forward"] == 1);
+    CHECK(steps["backward"] == 2);
+  }
 }
 
 TEST_CASE("kineto: a folder, gzipped or not, reads the same as its files", "[kineto]") {

@@ -68,6 +68,7 @@ void print_kineto_header(const trace::TraceData& t) {
                   t.run.clock.find("one collective") != std::string::npos
                       ? "uncertainty unknown: one collective"
                       : detail::concat("+- ", double(r.clock_uncertainty_ns) / 1000.0, " us").c_str());
+  std::printf("  measured by the profiler on the run's own clocks (so they vary from run to run)\n");
   std::printf("  %zu send%s paired with %s receive%s (flows); times from the earliest ProfilerStep's start\n\n",
               t.flows.size(), t.flows.size() == 1 ? "" : "s", t.flows.size() == 1 ? "its" : "their",
               t.flows.size() == 1 ? "" : "s");
