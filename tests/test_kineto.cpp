@@ -133,6 +133,7 @@ TEST_CASE("kineto: a hand-built rank's compute, comm and overlap, worked out by 
       all_reduce_bytes = e.bytes;
       CHECK(e.group_size == 2);
       CHECK(e.collective == 0);
+      CHECK(e.detail.empty());  // no pg_config in the hand-built files: no group named
     }
   CHECK(all_reduce_bytes == 1024);
   // Memory: the one [memory] instant.
@@ -227,6 +228,7 @@ TEST_CASE("kineto: the hand-made GPU fixture: kernels, NCCL and a skewed clock",
     if (e.kind == Kind::all_reduce) {
       all_reduce += e.bytes;
       CHECK(e.group_size == 2);
+      CHECK(e.detail == "process group 0 (default_pg)");  // its record_param_comms' args
     }
     CHECK(e.name.rfind("cuda", 0) != 0);  // launches are not the GPU's timeline
   }

@@ -90,6 +90,7 @@ struct Raw {
   int peer = -1, tag = -1, group_size = 0;
   int64_t bytes = 0;  // a transfer's size (nccl-tests' "size"); 0 when the trace does not say
   std::string collective_name;
+  std::string group;  // "Process Group Name" (and Description): the group a collective ran in
   double flops = 0;
   int64_t end_ns() const { return ts_ns + dur_ns; }
 };
@@ -129,6 +130,9 @@ void read_args(const EventReader& rd, Raw& r) {
   r.correlation = rd.integer_in(a, "correlation", false, 0, INT64_MAX / 4, -1, "args.");
   r.flops = rd.number_in(a, "flops", false, 0, kMaxFlops, "args.");
   r.collective_name = rd.str_in(a, "Collective name", false, "args.");
+  r.group = rd.str_in(a, "Process Group Name", false, "args.");
+  if (const std::string desc = rd.str_in(a, "Process Group Description", false, "args."); !desc.empty())
+    r.group += " (" + desc + ")";
   r.group_size = int(rd.integer_in(a, "Group size", false, 1, INT32_MAX, 0, "args."));
   // A collective's size: NCCL's args (nelems and dtype), else the tensor the op was given.
   const std::string dtype = rd.str_in(a, "dtype", false, "args.");
@@ -216,7 +220,8 @@ class FileReader {
           if (!pg.is_object()) rd.fail("'pg_config' must hold objects");
           EventReader pr(pg, out_.source + ": distributedInfo.pg_config");
           const int size = int(pr.integer_in(pg, "pg_size", false, 1, INT32_MAX, 0));
-          if (pr.str_in(pg, "pg_desc", false, "") == "default_pg" && size > 0) default_group_ = size;
+          if (pr.str_in(pg, "pg_desc", false, "") == "default_pg" && size > 0)
+            default_group_ = size, default_group_name_ = pr.str_in(pg, "pg_name", false, "") + " (default_pg)";
         }
       }
     }
@@ -342,6 +347,8 @@ class FileReader {
       Event* e = add(r, kind, Stream::comm);
       e->bytes = r.bytes, e->direction = direction, e->peer = r.peer, e->tag = r.tag;
       e->group_size = r.group_size > 0 ? r.group_size : default_group_;
+      const std::string group = r.group.empty() ? default_group_name_ : r.group;
+      if (!group.empty()) e->detail = "process group " + group;
       if (kind == Kind::p2p) {
         e->group_size = 0;
         if (direction != Direction::none) p2p.emplace_back(events.size() - 1, posted);
@@ -437,6 +444,7 @@ class FileReader {
         if (k.collective_name.empty()) k.collective_name = r.collective_name;
         if (k.peer < 0) k.peer = r.peer;
         if (k.group_size == 0) k.group_size = r.group_size;
+        if (k.group.empty()) k.group = r.group;
         break;
       }
     return k;
@@ -493,6 +501,7 @@ class FileReader {
   const nlohmann::json& doc_;
   size_t position_ = 0;
   int default_group_ = 0;
+  std::string default_group_name_;  // the default group's, from distributedInfo.pg_config
   RankFile out_;
   std::vector<Raw> raws_;
   std::vector<MemoryEvent> memory_;
