@@ -43,9 +43,10 @@
 namespace ringside::trace {
 
 /// Whether a parsed JSON document is a Kineto trace: an object with "traceEvents" and one of
-/// the top-level keys only Kineto writes ("schemaVersion", "deviceProperties",
-/// "distributedInfo", "baseTimeNanoseconds"), or events of Kineto's categories ("cpu_op",
-/// "kernel", "user_annotation", "cuda_runtime", "python_function") and no ringside otherData.
+/// the top-level keys only Kineto writes ("schemaVersion", which every PyTorch profiler trace
+/// carries, "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "traceName"). Other
+/// Chrome trace JSON (even of Kineto's event categories) is read as ringside's reader reads
+/// any foreign trace.
 bool is_kineto(const nlohmann::json& doc);
 
 /// RunInfo::producer of a run read from Kineto traces, and its ranks' strategy.

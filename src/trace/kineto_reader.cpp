@@ -768,19 +768,8 @@ RankFile read_file(const nlohmann::json& doc, const std::string& source, size_t 
 
 bool is_kineto(const nlohmann::json& doc) {
   if (!doc.is_object() || !doc.contains("traceEvents")) return false;
-  for (const char* key : {"schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds"})
+  for (const char* key : {"schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "traceName"})
     if (doc.contains(key)) return true;
-  if (doc.contains("otherData")) return false;  // ringside's own
-  const nlohmann::json& list = doc["traceEvents"];
-  if (!list.is_array()) return false;
-  for (size_t i = 0; i < list.size() && i < 1000; ++i) {
-    const nlohmann::json& e = list[i];
-    if (!e.is_object()) continue;
-    auto cat = e.find("cat");
-    if (cat == e.end() || !cat->is_string()) continue;
-    const std::string& c = cat->get_ref<const std::string&>();
-    if (c == "cpu_op" || c == "kernel" || c == "user_annotation" || c == "cuda_runtime" || c == "python_function") return true;
-  }
   return false;
 }
 
