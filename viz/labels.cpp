@@ -82,10 +82,7 @@ std::string clock_words(const trace::TraceData& t) {
   for (const trace::RankTrace& r : t.ranks) {
     if (r.clock_offset_ns == 0 && r.clock_uncertainty_ns == 0) continue;
     if (++shifted > 4) continue;
-    char b[96];
-    std::snprintf(b, sizeof b, "%s %s shifted by %+.3f us (+- %.3f us)", shifted == 1 ? ";" : ",", row_name(t.run, r.rank).c_str(),
-                  double(r.clock_offset_ns) / 1000.0, double(r.clock_uncertainty_ns) / 1000.0);
-    out += b;
+    out += std::string(shifted == 1 ? "; " : ", ") + row_name(t.run, r.rank) + " " + trace::clock_shift_text(t.run, r);
   }
   if (shifted > 4) out += ", and " + std::to_string(shifted - 4) + " more";
   return out;

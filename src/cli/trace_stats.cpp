@@ -61,14 +61,15 @@ void print_kineto_header(const trace::TraceData& t) {
   std::printf("  %s traces of %zu rank%s (of %d), %s backend, on %s\n", trace::kKinetoProducer, t.ranks.size(),
               t.ranks.size() == 1 ? "" : "s", t.run.ranks, t.run.backend.empty() ? "an unnamed" : t.run.backend.c_str(),
               t.run.device.c_str());
+  if (int(t.ranks.size()) < t.run.ranks)
+    std::printf("  only these ranks' files were given: the others' sends, receives and ring steps are not paired or found\n");
   std::printf("  clocks: %s\n", t.run.clock.c_str());
   for (const trace::RankTrace& r : t.ranks)
     if (r.clock_offset_ns != 0 || r.clock_uncertainty_ns != 0)
-      std::printf("    rank %d shifted by %+.3f us (%s)\n", r.rank, double(r.clock_offset_ns) / 1000.0,
-                  t.run.clock.find("one collective") != std::string::npos
-                      ? "uncertainty unknown: one collective"
-                      : detail::concat("+- ", double(r.clock_uncertainty_ns) / 1000.0, " us").c_str());
-  std::printf("  measured by the profiler on the run's own clocks (so they vary from run to run)\n");
+      std::printf("    rank %d %s\n", r.rank, trace::clock_shift_text(t.run, r).c_str());
+  std::printf("  measured by the profiler on the run's own clocks (so they vary from run to run); sent: the sends'\n"
+              "  bytes (collectives are in the table by kind); a gloo send's or receive's time runs from its post to\n"
+              "  its wait's return, so its busbw is a lower bound\n");
   std::printf("  %zu send%s paired with %s receive%s (flows); times from the earliest ProfilerStep's start\n\n",
               t.flows.size(), t.flows.size() == 1 ? "" : "s", t.flows.size() == 1 ? "its" : "their",
               t.flows.size() == 1 ? "" : "s");
@@ -157,7 +158,7 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
   std::printf("  %-*s %-*s  %9s  %7s  %9s\n", w, "strategy", sw, ranges ? "range" : "sublayer", "comm", "overlap", "exposed");
   for (const trace::StrategyMetrics& s : all)
     for (const auto& [name, b] : s.comm_by_sublayer)
-      std::printf("  %-*s %-*s  %9s  %7s  %9s\n", w, name_of(s).c_str(), sw, name.empty() ? "-" : name.c_str(), ms(b.comm_ns).c_str(),
+      std::printf("  %-*s %-*s  %9s  %7s  %9s\n", w, name_of(s).c_str(), sw, name.empty() ? (ranges ? "(no range)" : "-") : name.c_str(), ms(b.comm_ns).c_str(),
                   pct(b.overlap_pct()).c_str(), ms(b.exposed_comm_ns).c_str());
   if (with_kinds) print_comm_by_kind(all, w);
   if (!with_steps) return;
@@ -240,7 +241,8 @@ CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
       "Definitions (Holistic Trace Analysis): compute and comm are unions of intervals; overlap = time\n"
       "computing while communicating / time communicating; exposed = comm not overlapped; idle = the\n"
       "window minus the union of compute and comm (= window - compute - exposed); imbalance = max / mean\n"
-      "over ranks of compute time (per ring step: of the step's time). Window: forward + backward. Times\n"
+      "over ranks of compute time (per ring step: of the step's time). Window: forward + backward (a PyTorch\n"
+      "run: its ProfilerStep, from the first rank's start to the last rank's end). Times\n"
       "are wall-clock intervals: with more ranks than cores, an op's interval includes waits for a core.\n"
       "By collective kind (nccl-tests' PERFORMANCE.md, src/trace/comm_stats.h): algbw = size / time, busbw =\n"
       "algbw x 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all), 1 (send/recv, other).");
@@ -263,7 +265,16 @@ int trace_stats_command(const TraceStatsOptions& o) {
   else print_timeline(metrics, true, true);
   if (!o.json.empty()) {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& s : metrics) j.push_back(metrics_json(s));
+    for (const auto& s : metrics) {
+      nlohmann::json js = metrics_json(s);
+      // How the ranks' clocks were put together, and each rank's shift (a PyTorch run's, or MPI's).
+      js["clock"] = t.run.clock;
+      for (nlohmann::json& jr : js["ranks"])
+        for (const trace::RankTrace& r : t.ranks)
+          if (r.strategy == s.strategy && r.rank == jr["rank"].get<int>())
+            jr["clock_offset_us"] = double(r.clock_offset_ns) / 1000.0, jr["clock_uncertainty_us"] = double(r.clock_uncertainty_ns) / 1000.0;
+      j.push_back(js);
+    }
     output::write(o.json, j.dump(2) + "\n", "--json");
     std::printf("\n  json: %s\n", o.json.c_str());
   }

@@ -18,7 +18,8 @@
 //               calls that start them (c10d::*, record_param_comms) on a CPU-only rank; the
 //               peer of a send or receive from its call's "Concrete Inputs" (gloo)
 //   phases      ProfilerStep#N is the window (widened on a GPU rank to the kernels launched in
-//               it); record_function ranges are spans (Kind::sublayer) naming what they hold;
+//               it); record_function ranges are spans (Kind::sublayer) naming what they hold
+//               (on a GPU rank their gpu_user_annotation twins, where the GPU ran them);
 //               an event inside a range or autograd op named "backward" is in the backward,
 //               inside one named "forward" in the forward
 //   ring steps  found from the sends and receives: when every rank sends to one peer and
@@ -29,7 +30,7 @@
 //               one step
 //   memory      `[memory]` instants' "Total Allocated" (the GPU's on a GPU rank, else the CPU's)
 //   left out    python_function, cuda_runtime/driver (used only to find a kernel's launch by
-//               "correlation"), gpu_user_annotation, flow (`s`/`f`/`t`: launch links) and async
+//               "correlation"), flow (`s`/`f`/`t`: launch links) and async
 //               (`b`/`e`: paired and read as spans) events' links, the profiler's own events
 #pragma once
 #include <string>
@@ -63,6 +64,10 @@ struct KinetoText {
 /// The Kineto files of a run folder: rank*.json, *.pt.trace.json and either gzipped (.gz),
 /// sorted by name. Throws Error when `dir` cannot be listed or holds none.
 std::vector<std::string> kineto_files(const std::string& dir);
+
+/// A shifted rank's line: "shifted by -1234.567 us (+- 2.100 us)", or "(uncertainty unknown:
+/// one collective)" where a single collective set the shift (RunInfo::clock says so).
+std::string clock_shift_text(const RunInfo& run, const RankTrace& rank);
 
 /// Reads the ranks' files (one per rank, any order) into one run: strategy "pytorch", ranks
 /// by distributedInfo.rank, times in ns from the earliest window start, flows from each send

@@ -3,6 +3,7 @@
 #include "trace/kineto.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -357,6 +358,9 @@ class FileReader {
       }
     };
     const std::vector<bool> in_comm_op = inside_comm_ops();
+    const bool gpu_ranges = out_.gpu && std::any_of(raws_.begin(), raws_.end(), [](const Raw& r) {
+      return r.cat == "gpu_user_annotation" && !is_profiler_step(r.name);
+    });
     std::vector<size_t> order(raws_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return raws_[a].ts_ns < raws_[b].ts_ns; });
@@ -371,9 +375,12 @@ class FileReader {
           if (auto c = c10d_of.find(r.external_id - 1); r.external_id > 0 && c != c10d_of.end())
             t.peer = c->second->peer, t.tag = c->second->tag, posted = c->second->ts_ns;
           if (!out_.gpu) add_transfer(t, posted);
-        } else {
+        } else if (!gpu_ranges) {
           add(r, Kind::sublayer, Stream::compute);
         }
+      } else if (r.cat == "gpu_user_annotation" && gpu_ranges && !is_profiler_step(r.name)) {
+        // A GPU rank draws its ranges where the GPU ran them (phases still come from the CPU's).
+        add(r, Kind::sublayer, Stream::compute);
       } else if (r.cat == "kernel") {
         // Posted when the GPU reached it: rounds are told apart by the kernels' own times.
         if (lower(r.name).starts_with("nccl")) add_transfer(with_call_facts(r, anchor(r)), r.ts_ns);
@@ -765,6 +772,13 @@ RankFile read_file(const nlohmann::json& doc, const std::string& source, size_t 
 }
 
 }  // namespace
+
+std::string clock_shift_text(const RunInfo& run, const RankTrace& rank) {
+  char b[96];
+  std::snprintf(b, sizeof b, "shifted by %+.3f us (", double(rank.clock_offset_ns) / 1000.0);
+  if (run.clock.find("one collective") != std::string::npos) return b + std::string("uncertainty unknown: one collective)");
+  return detail::concat(b, "+- ", double(rank.clock_uncertainty_ns) / 1000.0, " us)");
+}
 
 bool is_kineto(const nlohmann::json& doc) {
   if (!doc.is_object() || !doc.contains("traceEvents")) return false;
