@@ -15,8 +15,12 @@ ratio within 0.1% of measured / modeled; the measured-only phases must show "-" 
 Standard library only.
 """
 import json
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "kineto"))
+from check_metrics import length, union  # noqa: E402  (the same interval rules as the measured side)
 
 ROW = re.compile(r"^  (.{18}) (time|compute|comm|window)\s+(\S+(?: \S+)?)\s+(\S+(?: \S+)?)\s+(\S+)$")
 UNITS = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
@@ -48,22 +52,6 @@ def parse(output):
         ratio = None if m.group(5) == "-" else float(m.group(5))
         rows[(phase, m.group(2))] = (us(m.group(3)), us(m.group(4)), ratio)
     return rows
-
-
-def union(intervals):
-    out = []
-    for s, e in sorted(intervals):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return out
-
-
-def length(intervals):
-    return sum(e - s for s, e in intervals)
 
 
 def modeled_phases(path):
