@@ -33,9 +33,10 @@ json x(const std::string& name, const std::string& cat, double ts, double dur, j
 // "backward" [60, 100); a matmul [10, 40) and a softmax [70, 90); in the forward a send and a
 // receive of 1024 floats (pid 100 + rank) posted at 5, their Work spans [6, 50) and [7, 30); in the backward an
 // all_reduce of 256 floats on another thread [80, 95) and another send/receive pair.
-json rank_doc(int rank, int world = 2, int pid = -1) {
+json rank_doc(int rank, int world = 2, int pid = -1, int peer = -1, int from = -1) {
   if (pid < 0) pid = 100 + rank;
-  const int peer = (rank + 1) % world, from = (rank + world - 1) % world;
+  if (peer < 0) peer = (rank + 1) % world;
+  if (from < 0) from = (rank + world - 1) % world;
   auto c10d = [&](const char* name, int p, int id) {
     return x(name, "cpu_op", 5 + 0.1 * id, 0.5,
              {{"External id", id}, {"Concrete Inputs", {"", "", std::to_string(p), "0"}},
@@ -336,4 +337,66 @@ TEST_CASE("kineto: a folder with no traces, a file too large, a corrupt gzip", "
   std::filesystem::resize_file(dir.path / "rank0.json", uint64_t(5) << 30);
   CHECK_THROWS_WITH(read_trace(dir.path.string()),
                     Catch::Contains("rank0.json is 5120 MiB; ringside reads traces up to 4 GiB"));
+}
+
+TEST_CASE("kineto: what a break test found, each now right", "[kineto]") {
+  // Two rings (0 <-> 1, 2 <-> 3) are not one ring: no ring steps.
+  {
+    const TraceData t = read_docs({rank_doc(0, 4, -1, 1, 1), rank_doc(1, 4, -1, 0, 0), rank_doc(2, 4, -1, 3, 3), rank_doc(3, 4, -1, 2, 2)});
+    for (const RankTrace& r : t.ranks)
+      for (const Event& e : r.events) CHECK(e.kind != Kind::ring_step);
+    CHECK(t.flows.size() == 8);  // still each send paired
+  }
+  // One host: its clock whatever each file's baseTimeNanoseconds (the same instants, rebased).
+  {
+    std::vector<json> docs = {rank_doc(0), rank_doc(1)};
+    docs[1]["baseTimeNanoseconds"] = 1000000 + 1000000000;
+    shift_times(docs[1], -1000000000);
+    const TraceData t = read_docs(docs);
+    CHECK(t.run.clock == "one host (vm), one clock: not shifted");
+    CHECK(compute_metrics(t)[0].ranks[1].time.comm_ns == 73500);
+    CHECK(phase_window(t.ranks[1])->begin == phase_window(t.ranks[0])->begin);
+  }
+  // Different numbers of collectives: the k-th of each is not one call, so no alignment.
+  {
+    std::vector<json> docs = {rank_doc(0), rank_doc(1)};
+    docs[1]["host_name"] = "other";
+    docs[0]["traceEvents"].push_back(x("gloo:all_reduce", "user_annotation", 2, 1, {{"Input type", {"float"}}, {"Input Dims", {{8}}}}, 100, 101));
+    const TraceData t = read_docs(docs);
+    CHECK(t.run.clock == "not aligned: the ranks ran different numbers of collectives (rank 0: 2, rank 1: 1; each file's own clock)");
+    CHECK(t.ranks[1].clock_offset_ns == 0);
+  }
+  // A GPU kernel on a rank keeps its gloo transfers (only nccl: spans are kernels' twins).
+  {
+    std::vector<json> docs = {rank_doc(0), rank_doc(1)};
+    docs[0]["traceEvents"].push_back(x("elementwise_kernel", "kernel", 20, 10, {{"correlation", 5}}, 0, 7));
+    const auto m = compute_metrics(read_docs(docs));
+    CHECK(m[0].ranks[0].bytes_sent == 2 * 4096);
+    CHECK(m[0].ranks[0].time.compute_ns == 10000);  // the GPU's: the kernel alone
+  }
+  // A peer written as a JSON integer; PyTorch's other type names.
+  {
+    std::vector<json> docs = {rank_doc(0), rank_doc(1)};
+    docs[0]["traceEvents"][5]["args"]["Concrete Inputs"][2] = 1;
+    docs[0]["traceEvents"][6]["args"]["Input type"] = {"short int"};
+    const TraceData t = read_docs(docs);
+    CHECK(t.flows.size() == 4);
+    for (const Event& e : t.ranks[0].events)
+      if (e.name == "gloo:send" && e.ts_ns < 10000) CHECK(e.bytes == 4 * 256 * 2);
+  }
+  // Sums of shapes past 2^53 elements, a non-string type, a group larger than the world.
+  std::vector<json> docs = {rank_doc(0), rank_doc(1)};
+  docs[0]["traceEvents"][6]["args"]["Input Dims"] = json::array({json::array()});
+  for (int i = 0; i < 1025; ++i) docs[0]["traceEvents"][6]["args"]["Input Dims"][0].push_back({int64_t(1) << 53});
+  CHECK_THROWS_WITH(read_docs(docs), Catch::Contains("traceEvents[6]: 'args.Input Dims' holds too many elements"));
+  docs = {rank_doc(0), rank_doc(1)};
+  docs[0]["traceEvents"][6]["args"]["Input type"] = {5};
+  CHECK_THROWS_WITH(read_docs(docs), Catch::Contains("'args.Input type' must hold strings, got 5"));
+  docs = {rank_doc(0), rank_doc(1)};
+  docs[1]["distributedInfo"]["pg_config"] = {{{"pg_name", "0"}, {"pg_desc", "default_pg"}, {"pg_size", 7}}};
+  CHECK_THROWS_WITH(read_docs(docs), Catch::Contains("rank1.json: distributedInfo.pg_config: pg_size 7 is more than world_size 2"));
+  // Clocks 104+ days apart: the file that is off is named against the one that is not.
+  docs = {rank_doc(0), rank_doc(1)};
+  docs[1]["baseTimeNanoseconds"] = int64_t(200) * 86400 * 1000000000;
+  CHECK_THROWS_WITH(read_docs(docs, ClockAlign::none), Catch::Contains("rank1.json: event") && Catch::Contains("from the first step of rank0.json"));
 }

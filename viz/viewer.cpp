@@ -23,6 +23,7 @@
 #include "core/strict_flags.h"
 #include "core/output.h"
 #include "core/memory_limits.h"
+#include "trace/kineto.h"
 #include "viz/app.h"
 
 namespace ringside::viz {
@@ -53,7 +54,7 @@ std::pair<int, int> check_options(Options& o) {
   if (headless) {
     // The outputs, before any work: never an input, never each other, and writable.
     std::vector<output::Named> inputs{{"--live", o.live}};
-    for (const std::string& f : o.files) inputs.push_back({"", f});
+    for (const std::string& f : trace::trace_input_files(o.files)) inputs.push_back({"", f});  // a folder's files too
     output::check_distinct({{"--screenshot", o.screenshot}, {"--layout-json", o.layout_json}}, inputs);
     output::check(o.screenshot, "--screenshot");
     if (!o.layout_json.empty()) output::check(o.layout_json, "--layout-json");

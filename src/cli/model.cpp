@@ -11,6 +11,7 @@
 #include "core/output.h"
 #include "model/model.h"
 #include "run/runner.h"
+#include "trace/kineto.h"
 #include "trace/metrics.h"
 
 namespace ringside::cli {
@@ -335,7 +336,7 @@ void print_step(const ModelCommandOptions& o, const model::StepRow& r, const mod
 int model_command(const ModelCommandOptions& o) {
   // The outputs and the inputs: the recorded trace, and a profile given as a file.
   std::vector<output::Named> inputs = {{"--from", o.from}, {"--hw", output::is_regular(o.hw) ? o.hw : ""}};
-  for (const std::string& c : o.compare) inputs.emplace_back("--compare", c);
+  for (const std::string& c : trace::trace_input_files(o.compare)) inputs.emplace_back("--compare", c);  // a folder's files too
   output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, inputs);
   if (!o.trace.empty()) output::check(o.trace, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");

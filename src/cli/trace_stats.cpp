@@ -251,7 +251,8 @@ CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o) {
 
 int trace_stats_command(const TraceStatsOptions& o) {
   if (!o.json.empty()) {
-    for (const std::string& f : o.files) output::check_distinct({{"--json", o.json}}, {{"", f}});  // never a trace it reads
+    // Never a trace it reads, one given or one in a folder given.
+    for (const std::string& f : trace::trace_input_files(o.files)) output::check_distinct({{"--json", o.json}}, {{"", f}});
     output::check(o.json, "--json");
   }
   const trace::TraceData t = trace::read_traces(o.files, clock_align(o.align));

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <vector>
 #include <limits>
 #include <new>
 #include <string>
@@ -51,14 +52,23 @@ double thread_stack() {
   return std::isinf(s) ? 8 * kMiB : std::max(s, 8 * kMiB);
 }
 
-// A cgroup v2 (or v1) memory limit on this process, if any.
+// A cgroup v2 (or v1) memory limit on this process, if any: its own group's (/proc/self/cgroup
+// names it: "0::/path" for v2, "N:memory:/path" for v1) and the root's, the smallest.
 double cgroup_limit() {
-  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+  std::vector<std::string> paths = {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    if (line.starts_with("0::/") && line.size() > 4) paths.push_back("/sys/fs/cgroup" + line.substr(3) + "/memory.max");
+    if (const size_t at = line.find(":memory:/"); at != std::string::npos && line.size() > at + 9)
+      paths.push_back("/sys/fs/cgroup/memory" + line.substr(at + 8) + "/memory.limit_in_bytes");
+  }
+  double limit = kUnlimited;
+  for (const std::string& path : paths) {
     std::ifstream f(path);
     double v = 0;
-    if (f >> v && v > 0 && v < 1e18) return v;  // "max" does not parse: no limit
+    if (f >> v && v > 0 && v < 1e18) limit = std::min(limit, v);  // "max" does not parse: no limit
   }
-  return kUnlimited;
+  return limit;
 }
 
 // This process's address space and data now (/proc/self/statm: pages).

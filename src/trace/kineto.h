@@ -65,6 +65,11 @@ struct KinetoText {
 /// sorted by name. Throws Error when `dir` cannot be listed or holds none.
 std::vector<std::string> kineto_files(const std::string& dir);
 
+/// The files `paths` stand for: each folder's Kineto files (kineto_files), a folder without
+/// any as itself, other paths as they are. What a command checks its outputs against, so that
+/// no output replaces a trace it reads from a folder.
+std::vector<std::string> trace_input_files(const std::vector<std::string>& paths);
+
 /// A shifted rank's line: "shifted by -1234.567 us (+- 2.100 us)", or "(uncertainty unknown:
 /// one collective)" where a single collective set the shift (RunInfo::clock says so).
 std::string clock_shift_text(const RunInfo& run, const RankTrace& rank);

@@ -40,7 +40,11 @@ int64_t dtype_bytes(std::string_view dtype) {
       t == "c10::complex<float>" || t == "complex<float>" || t == "unsigned long")
     return 8;
   if (t == "float" || t == "float32" || t == "int" || t == "int32" || t == "unsigned int") return 4;
-  if (t == "half" || t == "float16" || t == "bfloat16" || t == "short" || t == "int16") return 2;
+  if (t == "c10::complex<double>" || t == "complex<double>" || t == "complexdouble") return 16;
+  if (t == "c10::complex<c10::half>" || t == "complex<c10::half>" || t == "complexhalf") return 4;
+  if (t == "half" || t == "float16" || t == "bfloat16" || t == "short" || t == "short int" || t == "int16" ||
+      t == "unsigned short" || t == "uint16")
+    return 2;
   if (t == "bool" || t == "char" || t == "signed char" || t == "unsigned char" || t == "byte" || t == "int8" ||
       t == "uint8" || t.starts_with("float8"))
     return 1;
@@ -102,8 +106,10 @@ int64_t elements(const EventReader& rd, const nlohmann::json& dims) {
   if (!dims.is_array()) rd.fail("'args.Input Dims' must hold arrays of integers");
   if (!dims.empty() && dims[0].is_array()) {
     int64_t sum = 0;
-    for (const nlohmann::json& d : dims) sum += elements(rd, d);
-    if (double(sum) > kMaxBytes) rd.fail("'args.Input Dims' holds too many elements");
+    for (const nlohmann::json& d : dims) {
+      sum += elements(rd, d);  // each at most 2^53: no overflow before the check
+      if (double(sum) > kMaxBytes) rd.fail("'args.Input Dims' holds too many elements");
+    }
     return sum;
   }
   double product = 1;
@@ -118,6 +124,7 @@ int64_t elements(const EventReader& rd, const nlohmann::json& dims) {
 
 // The integer a "Concrete Inputs" entry spells ("3"), or -1.
 int concrete_int(const nlohmann::json& v) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(INT32_MAX)) return int(v.get<uint64_t>());
   if (!v.is_string()) return -1;
   const std::string s = v.get<std::string>();
   if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return -1;
@@ -148,7 +155,10 @@ void read_args(const EventReader& rd, Raw& r) {
   const nlohmann::json* types = rd.find(a, "Input type");
   if (types && !types->is_array()) rd.fail("'args.Input type' must be an array");
   if (dims && !dims->is_array()) rd.fail("'args.Input Dims' must be an array");
-  if (r.bytes == 0 && dims && types && !dims->empty() && !types->empty() && (*types)[0].is_string()) {
+  if (types)
+    for (const nlohmann::json& t : *types)
+      if (!t.is_string()) rd.fail("'args.Input type' must hold strings, got " + t.dump());
+  if (r.bytes == 0 && dims && types && !dims->empty() && !types->empty()) {
     const std::string t0 = (*types)[0].get<std::string>();
     r.bytes = int64_t(std::min(kMaxBytes, double(elements(rd, (*dims)[0])) * double(dtype_bytes(t0))));
   }
@@ -221,6 +231,8 @@ class FileReader {
           if (!pg.is_object()) rd.fail("'pg_config' must hold objects");
           EventReader pr(pg, out_.source + ": distributedInfo.pg_config");
           const int size = int(pr.integer_in(pg, "pg_size", false, 1, INT32_MAX, 0));
+          if (out_.world_size > 0 && size > out_.world_size)
+            pr.fail(detail::concat("pg_size ", size, " is more than world_size ", out_.world_size));
           if (pr.str_in(pg, "pg_desc", false, "") == "default_pg" && size > 0)
             default_group_ = size, default_group_name_ = pr.str_in(pg, "pg_name", false, "") + " (default_pg)";
         }
@@ -237,8 +249,8 @@ class FileReader {
     const std::string name = std::filesystem::path(out_.source).filename().string();
     if (name.starts_with("rank")) {
       size_t i = 4;
-      while (i < name.size() && i < 13 && name[i] >= '0' && name[i] <= '9') ++i;
-      if (i > 4) return std::stoi(name.substr(4, i - 4));
+      while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+      if (i > 4 && i - 4 <= 9) return std::stoi(name.substr(4, i - 4));
     }
     return int(position_);
   }
@@ -316,6 +328,9 @@ class FileReader {
           throw Error(detail::concat(out_.source, ": CPU events of two processes (pids ", out_.cpu_pid, " and ", r.pid,
                                      ") in one rank's file; give each rank its own file"));
       }
+    for (const Raw& r : raws_)
+      if (r.cat == "cpu_op" && r.name == "record_param_comms") calls_.push_back(&r);
+    std::sort(calls_.begin(), calls_.end(), [](const Raw* a, const Raw* b) { return a->ts_ns < b->ts_ns; });
     std::map<int64_t, const Raw*> launch_of, c10d_of;  // correlation -> launch; External id -> c10d op
     for (const Raw& r : raws_) {
       if ((r.cat == "cuda_runtime" || r.cat == "cuda_driver") && r.correlation >= 0) launch_of[r.correlation] = &r;
@@ -374,7 +389,7 @@ class FileReader {
           int64_t posted = r.ts_ns;
           if (auto c = c10d_of.find(r.external_id - 1); r.external_id > 0 && c != c10d_of.end())
             t.peer = c->second->peer, t.tag = c->second->tag, posted = c->second->ts_ns;
-          if (!out_.gpu) add_transfer(t, posted);
+          if (!out_.gpu || r.name.starts_with("gloo:")) add_transfer(t, posted);  // nccl: ones are kernels' twins
         } else if (!gpu_ranges) {
           add(r, Kind::sublayer, Stream::compute);
         }
@@ -445,15 +460,15 @@ class FileReader {
   Raw with_call_facts(const Raw& kernel, int64_t launched) const {
     Raw k = kernel;
     if (k.bytes > 0 && !k.collective_name.empty()) return k;
-    for (const Raw& r : raws_)
-      if (r.cat == "cpu_op" && r.name == "record_param_comms" && r.ts_ns <= launched && launched < r.end_ns()) {
-        if (k.bytes == 0) k.bytes = r.bytes;
-        if (k.collective_name.empty()) k.collective_name = r.collective_name;
-        if (k.peer < 0) k.peer = r.peer;
-        if (k.group_size == 0) k.group_size = r.group_size;
-        if (k.group.empty()) k.group = r.group;
-        break;
-      }
+    // The last call to start at or before the launch (calls do not nest), if it holds it.
+    auto after = std::upper_bound(calls_.begin(), calls_.end(), launched, [](int64_t t, const Raw* r) { return t < r->ts_ns; });
+    if (after == calls_.begin() || launched >= (*std::prev(after))->end_ns()) return k;
+    const Raw& r = **std::prev(after);
+    if (k.bytes == 0) k.bytes = r.bytes;
+    if (k.collective_name.empty()) k.collective_name = r.collective_name;
+    if (k.peer < 0) k.peer = r.peer;
+    if (k.group_size == 0) k.group_size = r.group_size;
+    if (k.group.empty()) k.group = r.group;
     return k;
   }
 
@@ -478,29 +493,44 @@ class FileReader {
     std::vector<size_t> by_anchor(events.size());
     for (size_t i = 0; i < by_anchor.size(); ++i) by_anchor[i] = i;
     std::sort(by_anchor.begin(), by_anchor.end(), [&](size_t a, size_t b) { return events[a].second < events[b].second; });
-    std::vector<const Raw*> active;
+    // The ranges open at the anchor, kept sorted (a trace may nest thousands deep): by end, to
+    // close them; the user's own by (start, place), for the outermost and the innermost; and
+    // how many say backward and forward.
+    std::vector<std::pair<bool, bool>> says(ranges.size());  // backward, forward
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      const std::string n = lower(ranges[k]->name);
+      says[k] = {contains(n, "backward") || contains(n, "bwd"), contains(n, "forward") || contains(n, "fwd")};
+    }
+    auto is_user = [&](size_t k) { return ranges[k]->cat == "user_annotation" && !is_profiler_step(ranges[k]->name); };
+    std::multimap<int64_t, size_t> open_by_end;
+    std::set<std::pair<int64_t, size_t>> user_open;
+    int backward = 0, forward = 0;
     size_t next = 0;
     for (size_t i : by_anchor) {
       Event& e = events[i].first;
       const int64_t t = events[i].second;
-      while (next < ranges.size() && ranges[next]->ts_ns <= t) active.push_back(ranges[next++]);
-      std::erase_if(active, [&](const Raw* r) { return r->end_ns() <= t; });
-      if (e.kind == Kind::phase) continue;
-      const Raw* outer = nullptr;
-      const Raw* inner = nullptr;
-      bool backward = false, forward = false;
-      for (const Raw* r : active) {
-        const std::string n = lower(r->name);
-        backward = backward || contains(n, "backward") || contains(n, "bwd");
-        forward = forward || contains(n, "forward") || contains(n, "fwd");
-        if (r->name == e.name && r->ts_ns == e.ts_ns && r->dur_ns == e.dur_ns) continue;  // itself
-        if (r->cat != "user_annotation" || is_profiler_step(r->name)) continue;
-        if (!outer || r->ts_ns < outer->ts_ns) outer = r;
-        if (!inner || r->ts_ns >= inner->ts_ns) inner = r;
+      for (; next < ranges.size() && ranges[next]->ts_ns <= t; ++next) {
+        open_by_end.emplace(ranges[next]->end_ns(), next);
+        if (is_user(next)) user_open.emplace(ranges[next]->ts_ns, next);
+        backward += says[next].first, forward += says[next].second;
       }
+      while (!open_by_end.empty() && open_by_end.begin()->first <= t) {
+        const size_t k = open_by_end.begin()->second;
+        open_by_end.erase(open_by_end.begin());
+        user_open.erase({ranges[k]->ts_ns, k});
+        backward -= says[k].first, forward -= says[k].second;
+      }
+      if (e.kind == Kind::phase) continue;
+      // The outermost and innermost of the user's ranges around it, not counting itself.
+      auto itself = [&](size_t k) { return ranges[k]->name == e.name && ranges[k]->ts_ns == e.ts_ns && ranges[k]->dur_ns == e.dur_ns; };
+      const Raw *outer = nullptr, *inner = nullptr;
+      for (auto it = user_open.begin(); it != user_open.end() && !outer; ++it)
+        if (!itself(it->second)) outer = ranges[it->second];
+      for (auto it = user_open.rbegin(); it != user_open.rend() && !inner; ++it)
+        if (!itself(it->second)) inner = ranges[it->second];
       // A top-level range is its own phase ("grad_all_reduce").
       const std::string own = e.kind == Kind::sublayer ? e.name : "";
-      e.phase = backward ? "backward" : forward ? "forward" : outer ? outer->name : own;
+      e.phase = backward > 0 ? "backward" : forward > 0 ? "forward" : outer ? outer->name : own;
       e.sublayer = inner ? inner->name : "";
     }
   }
@@ -511,6 +541,7 @@ class FileReader {
   std::string default_group_name_;  // the default group's, from distributedInfo.pg_config
   RankFile out_;
   std::vector<Raw> raws_;
+  std::vector<const Raw*> calls_;  // the record_param_comms ops, by start
   std::vector<MemoryEvent> memory_;
   std::map<std::pair<std::string, std::string>, std::pair<Raw, size_t>> async_open_;
 };
@@ -536,13 +567,16 @@ bool is_ring(const std::vector<RankFile>& files) {
     if (to.size() != 1 || from.size() != 1 || *to.begin() < 0) return false;
     next[f.rank] = *to.begin(), prev[f.rank] = *from.begin();
   }
+  // One cycle through every rank: each hop to a rank not yet visited, the last back home.
+  std::set<int> visited;
   int at = files.front().rank;
   for (size_t hops = 0; hops < files.size(); ++hops) {
     auto n = next.find(at);
-    if (n == next.end() || prev.count(n->second) == 0 || prev[n->second] != at) return false;
+    if (n == next.end() || n->second == at || prev.count(n->second) == 0 || prev[n->second] != at) return false;
+    if (!visited.insert(at).second) return false;
     at = n->second;
   }
-  return at == files.front().rank && next.size() == files.size();
+  return at == files.front().rank && visited.size() == files.size();
 }
 
 // A ring rank's steps: each round of posts (sends and receives with no compute op starting
@@ -558,6 +592,11 @@ void add_ring_steps(RankFile& f) {
   std::sort(compute_starts.begin(), compute_starts.end());
   auto posts = f.p2p;
   std::sort(posts.begin(), posts.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  // The user's ranges by name, each name's by start (for the range a round's posts lie in).
+  std::map<std::string, std::vector<const Event*>> ranges;
+  for (const Event& r : evs)
+    if (r.kind == Kind::sublayer) ranges[r.name].push_back(&r);
+  for (auto& [name, v] : ranges) std::sort(v.begin(), v.end(), [](const Event* a, const Event* b) { return a->ts_ns < b->ts_ns; });
   std::vector<std::pair<std::string, int64_t>> rounds;  // phase, start
   int64_t last = std::numeric_limits<int64_t>::min();
   std::string last_range;
@@ -573,10 +612,14 @@ void add_ring_steps(RankFile& f) {
     if (rounds.empty() || rounds.back().first != phase || (computed && !same_range)) {
       // A step's range opens the step where it starts (its compute may come before its posts).
       int64_t begin = posted;
-      for (const Event& r : evs)
-        if (r.kind == Kind::sublayer && r.name == range && r.ts_ns <= posted && posted < r.end_ns() &&
-            lower(range).find(phase) == std::string::npos && (rounds.empty() || r.ts_ns > rounds.back().second))
-          begin = r.ts_ns;
+      if (auto named = ranges.find(range); named != ranges.end() && lower(range).find(phase) == std::string::npos) {
+        const auto& v = named->second;  // the last of that name to start by the post, if it holds it
+        auto after = std::upper_bound(v.begin(), v.end(), posted, [](int64_t t, const Event* r) { return t < r->ts_ns; });
+        if (after != v.begin()) {
+          const Event* r = *std::prev(after);
+          if (posted < r->end_ns() && (rounds.empty() || r->ts_ns > rounds.back().second)) begin = r->ts_ns;
+        }
+      }
       rounds.emplace_back(phase, begin);
     }
     last = posted, last_range = range;
@@ -594,13 +637,23 @@ void add_ring_steps(RankFile& f) {
     s.ts_ns = begin, s.dur_ns = std::max<int64_t>(0, end - begin);
     steps.push_back(s);
   }
+  // Each phase's steps follow one another: the one holding a time is the last to start by it.
+  std::map<std::string, std::vector<const Event*>> steps_of;
+  for (const Event& st : steps) steps_of[st.phase].push_back(&st);  // in time order: rounds are
+  auto step_at = [&](const std::string& phase, int64_t t) -> int {
+    auto it = steps_of.find(phase);
+    if (it == steps_of.end()) return -1;
+    const auto& v = it->second;
+    auto after = std::upper_bound(v.begin(), v.end(), t, [](int64_t x, const Event* st) { return x < st->ts_ns; });
+    if (after == v.begin() || t >= (*std::prev(after))->end_ns()) return -1;
+    return (*std::prev(after))->step;
+  };
   for (Event& e : evs)
-    for (const Event& s : steps)
-      if (e.phase == s.phase && e.kind != Kind::phase && e.ts_ns >= s.ts_ns && e.ts_ns < s.end_ns()) e.step = s.step;
+    if ((e.phase == "forward" || e.phase == "backward") && e.kind != Kind::phase)
+      if (const int step = step_at(e.phase, e.ts_ns); step >= 0) e.step = step;
   // A transfer posted in a step belongs to it even when it starts a little later.
   for (const auto& [index, posted] : f.p2p)
-    for (const Event& s : steps)
-      if (evs[index].phase == s.phase && posted >= s.ts_ns && posted < s.end_ns()) evs[index].step = s.step;
+    if (const int step = step_at(evs[index].phase, posted); step >= 0) evs[index].step = step;
   evs.insert(evs.end(), steps.begin(), steps.end());
 }
 
@@ -641,7 +694,7 @@ void align_clocks(std::vector<RankFile>& files, ClockAlign align, RunInfo& run) 
   bool one_clock = true;
   for (RankFile& f : files) {
     shift(f, f.base_ns - base);
-    one_clock = one_clock && !f.host.empty() && f.host == files[0].host && f.base_ns == files[0].base_ns;
+    one_clock = one_clock && !f.host.empty() && f.host == files[0].host;  // base + ts: the host's clock
   }
   if (align == ClockAlign::none || files.size() == 1) {
     run.clock = files.size() == 1 ? "one rank's file" : "each file's own clock (not aligned: --align none)";
@@ -657,11 +710,20 @@ void align_clocks(std::vector<RankFile>& files, ClockAlign align, RunInfo& run) 
     for (const Event& e : files[i].trace.events)
       if (e.collective >= 0) ends[i].push_back(&e);
   for (auto& v : ends) std::sort(v.begin(), v.end(), [](const Event* a, const Event* b) { return a->collective < b->collective; });
+  // The k-th collective of every rank is one call only when all ran the same ones.
   size_t common = ends[0].size();
-  for (const auto& v : ends) common = std::min(common, v.size());
+  for (size_t i = 0; i < ends.size(); ++i)
+    if (ends[i].size() != ends[0].size()) {
+      run.clock = detail::concat("not aligned: the ranks ran different numbers of collectives (rank ", files[0].rank, ": ",
+                                 ends[0].size(), ", rank ", files[i].rank, ": ", ends[i].size(), "; each file's own clock)");
+      return;
+    }
   for (size_t k = 0; k < common; ++k)
     for (const auto& v : ends)
-      if (v[k]->kind != ends[0][k]->kind) common = std::min(common, k);
+      if (v[k]->kind != ends[0][k]->kind) {
+        run.clock = detail::concat("not aligned: the ranks' collective ", k, " differs in kind (each file's own clock)");
+        return;
+      }
   if (common == 0) {
     run.clock = "not aligned: the ranks share no collective to align by (each file's own clock)";
     return;
@@ -736,18 +798,21 @@ TraceData assemble(std::vector<RankFile> files, ClockAlign align) {
   align_clocks(files, align, out.run);
   // Times from the earliest window (or event) start.
   int64_t origin = std::numeric_limits<int64_t>::max(), any = origin;
+  const RankFile *origin_file = &files[0], *any_file = &files[0];
   for (const RankFile& f : files)
     for (const Event& e : f.trace.events) {
-      any = std::min(any, e.ts_ns);
-      if (e.kind == Kind::phase) origin = std::min(origin, e.ts_ns);
+      if (e.ts_ns < any) any = e.ts_ns, any_file = &f;
+      if (e.kind == Kind::phase && e.ts_ns < origin) origin = e.ts_ns, origin_file = &f;
     }
-  if (origin == std::numeric_limits<int64_t>::max()) origin = any == std::numeric_limits<int64_t>::max() ? 0 : any;
+  if (origin == std::numeric_limits<int64_t>::max())
+    origin = any == std::numeric_limits<int64_t>::max() ? 0 : any, origin_file = any_file;
   nlohmann::json sources = nlohmann::json::array();
   for (RankFile& f : files) {
     shift(f, -origin);
     for (const Event& e : f.trace.events)
-      RS_CHECK(e.ts_ns > -kMaxTimeNs && e.end_ns() < kMaxTimeNs, f.source, ": event '", e.name,
-               "' lies more than 104 days from the others");
+      RS_CHECK(e.ts_ns > -kMaxTimeNs && e.end_ns() < kMaxTimeNs, f.source, ": event '", e.name, "' lies more than 104 days from ",
+               &f == origin_file ? "the file's first step" : "the first step of " + origin_file->source,
+               " (clocks that far apart are not one run's)");
     f.trace.strategy = kKinetoStrategy, f.trace.rank = f.rank;
     sources.push_back(f.source);
   }
@@ -772,6 +837,22 @@ RankFile read_file(const nlohmann::json& doc, const std::string& source, size_t 
 }
 
 }  // namespace
+
+std::vector<std::string> trace_input_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) {
+      try {
+        for (const std::string& f : kineto_files(p)) out.push_back(f);
+        continue;
+      } catch (const Error&) {  // no traces in it: reading it will say so
+      }
+    }
+    out.push_back(p);
+  }
+  return out;
+}
 
 std::string clock_shift_text(const RunInfo& run, const RankTrace& rank) {
   char b[96];

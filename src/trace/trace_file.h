@@ -102,7 +102,8 @@ TraceData parse_trace(std::string_view text, const std::string& source = "trace"
 /// the Kineto traces of its ranks (read_kineto of kineto_files). Throws ringside::Error when it
 /// cannot be read, or is too large for memory (core/text_file.h).
 TraceData read_trace(const std::string& path, ClockAlign align = ClockAlign::automatic);
-/// read_trace of one path; of several, the Kineto traces of one run, one file per rank.
+/// read_trace of one path; of several (files, or folders whose files are taken), the Kineto
+/// traces of one run, one file per rank.
 TraceData read_traces(const std::vector<std::string>& paths, ClockAlign align = ClockAlign::automatic);
 
 }  // namespace ringside::trace

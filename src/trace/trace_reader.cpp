@@ -296,7 +296,7 @@ TraceData read_trace(const std::string& path, ClockAlign align) {
 TraceData read_traces(const std::vector<std::string>& paths, ClockAlign align) {
   RS_CHECK(!paths.empty(), "no trace to read");
   if (paths.size() == 1) return read_trace(paths[0], align);
-  return read_kineto(paths, align);
+  return read_kineto(trace_input_files(paths), align);  // several folders or files: one run's ranks
 }
 
 }  // namespace ringside::trace
