@@ -912,10 +912,12 @@ TraceData read_kineto(const std::vector<std::string>& paths, ClockAlign align) {
   }
   require_memory(14.0 * largest + 2.0 * total, detail::concat("reading ", paths.size(), paths.size() == 1 ? " trace" : " traces"), "trace", 1);
   std::vector<RankFile> files;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    const nlohmann::json doc = parse_json(read_input_file(paths[i], "trace", 14.0), paths[i]);
-    files.push_back(read_file(doc, paths[i], i));
-  }
+  for (size_t i = 0; i < paths.size(); ++i) try {
+      const nlohmann::json doc = parse_json(read_input_file(paths[i], "trace", 14.0), paths[i]);
+      files.push_back(read_file(doc, paths[i], i));
+    } catch (const std::bad_alloc&) {  // a file of many tiny values takes more than the estimate
+      throw Error("trace " + paths[i] + ": out of memory parsing it (the machine's, or a limit on this process)");
+    }
   return assemble(std::move(files), align);
 }
 

@@ -289,8 +289,13 @@ TraceData parse_trace(std::string_view text, const std::string& source) {
 TraceData read_trace(const std::string& path, ClockAlign align) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return read_kineto(kineto_files(path), align);
-  // The parsed JSON and the events take about 13 times the file (a 92 MB trace: 1.19 GB).
-  return parse_trace(read_input_file(path, "trace", 14.0), path);
+  // The parsed JSON and the events take about 13 times the file (a 92 MB trace: 1.19 GB); a
+  // file of many tiny values may take more, and then runs out of memory: said of the file.
+  try {
+    return parse_trace(read_input_file(path, "trace", 14.0), path);
+  } catch (const std::bad_alloc&) {
+    throw Error("trace " + path + ": out of memory parsing it (the machine's, or a limit on this process)");
+  }
 }
 
 TraceData read_traces(const std::vector<std::string>& paths, ClockAlign align) {
