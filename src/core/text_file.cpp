@@ -2,11 +2,12 @@
 
 #include <zlib.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "core/error.h"
 #include "core/memory_limits.h"
@@ -17,9 +18,8 @@ namespace {
 
 bool gzipped(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
 
-}  // namespace
-
-uint64_t input_size(const std::string& path, const std::string& what) {
+// The bytes the file will hold once read (see input_size), unchecked against the limit.
+uint64_t stored_size(const std::string& path, const std::string& what) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   RS_CHECK(!ec, "cannot read ", what, " ", path, ": ", ec.message());
@@ -39,10 +39,17 @@ uint64_t input_size(const std::string& path, const std::string& what) {
   return std::min(recorded, 1032 * size);
 }
 
-std::string read_input_file(const std::string& path, const std::string& what, double memory_per_byte) {
-  const uint64_t size = input_size(path, what);
+}  // namespace
+
+uint64_t input_size(const std::string& path, const std::string& what) {
+  const uint64_t size = stored_size(path, what);
   RS_CHECK(size <= kMaxInputBytes, what, " ", path, " is ", size >> 20, " MiB; ringside reads ", what, "s up to ",
            kMaxInputBytes >> 30, " GiB");
+  return size;
+}
+
+std::string read_input_file(const std::string& path, const std::string& what, double memory_per_byte) {
+  const uint64_t size = input_size(path, what);
   require_memory(memory_per_byte * double(size), "reading " + what + " " + path, what, 1);
   try {
     if (!gzipped(path)) {
@@ -53,32 +60,29 @@ std::string read_input_file(const std::string& path, const std::string& what, do
       RS_CHECK(!f.bad() && uint64_t(f.gcount()) == size, "cannot read ", what, " ", path, ": read failed");
       return text;
     }
-    gzFile gz = gzopen(path.c_str(), "rb");
+    // Closed on every way out: an error below (the memory check, a corrupt stream) included.
+    std::unique_ptr<gzFile_s, int (*)(gzFile)> gz(gzopen(path.c_str(), "rb"), gzclose);
     RS_CHECK(gz != nullptr, "cannot read ", what, " ", path, ": ", std::strerror(errno));
     std::string text;
     text.reserve(size_t(size));
     char chunk[1 << 16];
     for (;;) {
-      const int n = gzread(gz, chunk, sizeof chunk);
+      const int n = gzread(gz.get(), chunk, sizeof chunk);
       if (n < 0) {
         int code = 0;
-        const std::string message = gzerror(gz, &code);
-        gzclose(gz);
-        throw Error(detail::concat(what, " ", path, ": corrupt gzip (", message, ")"));
+        throw Error(detail::concat(what, " ", path, ": corrupt gzip (", gzerror(gz.get(), &code), ")"));
       }
       if (n == 0) break;
-      if (text.size() + size_t(n) > kMaxInputBytes) {
-        gzclose(gz);
-        throw Error(detail::concat(what, " ", path, " unzips past ", kMaxInputBytes >> 20, " MiB; ringside reads ", what,
-                                   "s up to ", kMaxInputBytes >> 30, " GiB"));
-      }
+      RS_CHECK(text.size() + size_t(n) <= kMaxInputBytes, what, " ", path, " unzips past ", kMaxInputBytes >> 20,
+               " MiB; ringside reads ", what, "s up to ", kMaxInputBytes >> 30, " GiB");
       // The trailer's size may understate (it wraps at 4 GiB): check again as the text grows.
       if (text.size() + size_t(n) > text.capacity())
         require_memory(memory_per_byte * double(2 * (text.size() + size_t(n))), "reading " + what + " " + path, what, 1);
       text.append(chunk, size_t(n));
     }
     // zlib says only on closing that the last read ended inside the compressed stream.
-    RS_CHECK(gzclose(gz) != Z_BUF_ERROR, what, " ", path, ": corrupt gzip (truncated: it ends inside the compressed stream)");
+    RS_CHECK(gzclose(gz.release()) != Z_BUF_ERROR, what, " ", path,
+             ": corrupt gzip (truncated: it ends inside the compressed stream)");
     return text;
   } catch (const std::bad_alloc&) {
     throw Error(detail::concat(what, " ", path, ": out of memory reading ", size >> 20, " MiB"));

@@ -904,10 +904,7 @@ TraceData read_kineto(const std::vector<std::string>& paths, ClockAlign align) {
   // One file's JSON at a time (about 13 bytes of memory per byte of it), plus the events kept.
   double total = 0, largest = 0;
   for (const std::string& p : paths) {
-    const uint64_t bytes = input_size(p, "trace");
-    RS_CHECK(bytes <= kMaxInputBytes, "trace ", p, " is ", bytes >> 20, " MiB; ringside reads traces up to ",
-             kMaxInputBytes >> 30, " GiB");
-    const double size = double(bytes);
+    const double size = double(input_size(p, "trace"));  // refuses one over the limit
     total += size, largest = std::max(largest, size);
   }
   require_memory(14.0 * largest + 2.0 * total, detail::concat("reading ", paths.size(), paths.size() == 1 ? " trace" : " traces"), "trace", 1);
