@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <limits>
 #include <map>
-#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -37,11 +36,11 @@ int64_t dtype_bytes(std::string_view dtype) {
   if (t.starts_with("c10::")) t = t.substr(5);
   if (t.starts_with("torch.")) t = t.substr(6);
   if (t == "double" || t == "float64" || t == "long" || t == "long int" || t == "int64" || t == "complexfloat" ||
-      t == "c10::complex<float>" || t == "complex<float>" || t == "unsigned long")
+      t == "complex<float>" || t == "unsigned long")
     return 8;
   if (t == "float" || t == "float32" || t == "int" || t == "int32" || t == "unsigned int") return 4;
-  if (t == "c10::complex<double>" || t == "complex<double>" || t == "complexdouble") return 16;
-  if (t == "c10::complex<c10::half>" || t == "complex<c10::half>" || t == "complexhalf") return 4;
+  if (t == "complex<double>" || t == "complexdouble") return 16;
+  if (t == "complex<c10::half>" || t == "complexhalf") return 4;
   if (t == "half" || t == "float16" || t == "bfloat16" || t == "short" || t == "short int" || t == "int16" ||
       t == "unsigned short" || t == "uint16")
     return 2;
@@ -189,17 +188,16 @@ struct RankFile {
   std::string backend;
   bool gpu = false;
   RankTrace trace;
-  // p2p transfers: index into trace.events, and when they were posted (their call's start).
+  // p2p transfers: index into trace.events, and when they were posted (their call's start), in
+  // posting order.
   std::vector<std::pair<size_t, int64_t>> p2p;
 };
 
 // Reads one parsed document into a RankFile (its events still on the file's own clock).
 class FileReader {
  public:
-  FileReader(const nlohmann::json& doc, std::string source, size_t position) : doc_(doc) {
+  FileReader(const nlohmann::json& doc, std::string source, size_t position) : doc_(doc), position_(position) {
     out_.source = std::move(source);
-    out_.rank = -1;
-    position_ = position;
   }
 
   RankFile read() {
@@ -270,7 +268,7 @@ class FileReader {
     if (!pid) rd.fail("missing 'pid'");
     if (pid->is_string()) return;
     const int64_t p = rd.integer_in(ev, "pid", true, 0, INT32_MAX, 0);
-    if (ph == "i" || ph == "I") return read_instant(rd, ev);
+    if (ph == "i" || ph == "I") return read_instant(rd);
     if (ph != "X" && ph != "b" && ph != "e")
       rd.fail("phase '" + ph + "' is not one PyTorch's profiler writes (X, i, M, s, f, b, e)");
     Raw r;
@@ -306,7 +304,7 @@ class FileReader {
     raws_.push_back(std::move(span));
   }
 
-  void read_instant(const EventReader& rd, const nlohmann::json&) {
+  void read_instant(const EventReader& rd) {
     if (rd.str("name", false) != "[memory]") return;
     const nlohmann::json& a = rd.args();
     MemoryEvent m;
@@ -417,6 +415,7 @@ class FileReader {
     widen_steps_to_gpu(events);
     name_phases(events, ranges);
     for (auto& [e, a] : events) out_.trace.events.push_back(std::move(e));
+    std::stable_sort(p2p.begin(), p2p.end(), [](auto& a, auto& b) { return a.second < b.second; });
     out_.p2p = std::move(p2p);
     const int device_type = out_.gpu ? 1 : 0;
     for (const MemoryEvent& m : memory_)
@@ -590,8 +589,6 @@ void add_ring_steps(RankFile& f) {
   for (const Event& e : evs)
     if (e.stream == Stream::compute && is_work(e.kind)) compute_starts.push_back(e.ts_ns);
   std::sort(compute_starts.begin(), compute_starts.end());
-  auto posts = f.p2p;
-  std::sort(posts.begin(), posts.end(), [](auto& a, auto& b) { return a.second < b.second; });
   // The user's ranges by name, each name's by start (for the range a round's posts lie in).
   std::map<std::string, std::vector<const Event*>> ranges;
   for (const Event& r : evs)
@@ -600,7 +597,7 @@ void add_ring_steps(RankFile& f) {
   std::vector<std::pair<std::string, int64_t>> rounds;  // phase, start
   int64_t last = std::numeric_limits<int64_t>::min();
   std::string last_range;
-  for (const auto& [index, posted] : posts) {
+  for (const auto& [index, posted] : f.p2p) {
     const std::string& phase = evs[index].phase;
     if (phase != "forward" && phase != "backward") continue;
     const bool computed = std::upper_bound(compute_starts.begin(), compute_starts.end(), last) !=
@@ -657,16 +654,15 @@ void add_ring_steps(RankFile& f) {
   evs.insert(evs.end(), steps.begin(), steps.end());
 }
 
-// The k-th message on each (sender, receiver, tag) gets seq k on both sides, and a flow.
-void pair_messages(std::vector<RankFile>& files, TraceData& out) {
+// The k-th message on each (sender, receiver, tag) gets seq k on both sides; the flows from
+// each send to its receive, indexing `files`.
+std::vector<Flow> pair_messages(std::vector<RankFile>& files) {
   std::map<std::tuple<int, int, int, int64_t>, std::pair<size_t, const Event*>> sends;  // (from, to, tag, seq)
   std::vector<std::tuple<int, int, int, int64_t, size_t, const Event*>> recvs;
   for (size_t fi = 0; fi < files.size(); ++fi) {
     RankFile& f = files[fi];
-    auto posts = f.p2p;
-    std::sort(posts.begin(), posts.end(), [](auto& a, auto& b) { return a.second < b.second; });
     std::map<std::tuple<int, int, bool>, int64_t> next;
-    for (const auto& [index, posted] : posts) {
+    for (const auto& [index, posted] : f.p2p) {
       Event& e = f.trace.events[index];
       if (e.peer < 0) continue;
       const bool send = e.direction == Direction::send;
@@ -675,14 +671,16 @@ void pair_messages(std::vector<RankFile>& files, TraceData& out) {
       else recvs.emplace_back(e.peer, f.rank, e.tag, e.seq, fi, &e);
     }
   }
+  std::vector<Flow> flows;
   for (const auto& [from, to, tag, seq, fi, recv] : recvs) {
     auto s = sends.find({from, to, tag, seq});
     if (s == sends.end()) continue;
     Flow fl;
-    fl.id = int64_t(out.flows.size()), fl.from = s->second.first, fl.to = fi;
+    fl.id = int64_t(flows.size()), fl.from = s->second.first, fl.to = fi;
     fl.from_ts_ns = s->second.second->ts_ns, fl.to_ts_ns = recv->end_ns();
-    out.flows.push_back(fl);
+    flows.push_back(fl);
   }
+  return flows;
 }
 
 std::string us_text(int64_t ns) { return detail::concat(double(ns) / 1000.0, " us"); }
@@ -816,9 +814,7 @@ TraceData assemble(std::vector<RankFile> files, ClockAlign align) {
     f.trace.strategy = kKinetoStrategy, f.trace.rank = f.rank;
     sources.push_back(f.source);
   }
-  TraceData paired;
-  pair_messages(files, paired);  // before the sort below: p2p holds indices into the events
-  out.flows = std::move(paired.flows);
+  out.flows = pair_messages(files);  // before the sort below: p2p holds indices into the events
   for (RankFile& f : files) {
     std::stable_sort(f.trace.events.begin(), f.trace.events.end(), [](const Event& a, const Event& b) {
       return a.ts_ns != b.ts_ns ? a.ts_ns < b.ts_ns : a.dur_ns > b.dur_ns;
@@ -909,6 +905,7 @@ TraceData read_kineto(const std::vector<std::string>& paths, ClockAlign align) {
   }
   require_memory(14.0 * largest + 2.0 * total, detail::concat("reading ", paths.size(), paths.size() == 1 ? " trace" : " traces"), "trace", 1);
   std::vector<RankFile> files;
+  // The try holds the document's whole life: nlohmann allocates to destroy a large one too.
   for (size_t i = 0; i < paths.size(); ++i) try {
       const nlohmann::json doc = parse_json(read_input_file(paths[i], "trace", 14.0), paths[i]);
       files.push_back(read_file(doc, paths[i], i));

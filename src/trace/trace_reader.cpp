@@ -290,7 +290,8 @@ TraceData read_trace(const std::string& path, ClockAlign align) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return read_kineto(kineto_files(path), align);
   // The parsed JSON and the events take about 13 times the file (a 92 MB trace: 1.19 GB); a
-  // file of many tiny values may take more, and then runs out of memory: said of the file.
+  // file of many tiny values may take more, and then runs out of memory (in the parse, or in
+  // nlohmann's destroying the document, which allocates too): said of the file.
   try {
     return parse_trace(read_input_file(path, "trace", 14.0), path);
   } catch (const std::bad_alloc&) {
