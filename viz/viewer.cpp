@@ -219,11 +219,11 @@ int main(int argc, char** argv) {
   cli.add_option("--lesson-step", o.lesson_step, "with --lesson: open at step K (1: the first)")
       ->check(CLI::Range(1, 1 << 30))
       ->option_text("K");
-  // The viewer's own --align (ringside trace-stats has the same): cli/ is not below viz/.
+  // --align as ringside's commands have it (its values and help: trace/trace_file.h).
   std::string align = "auto";
-  cli.add_option("--align", align, "PyTorch profiler traces: how to put the ranks' clocks together: auto (one host's files share a "
-                 "clock, else as collectives), collectives (shift each rank so that its collectives end with rank 0's), none")
-      ->check(CLI::IsMember({"auto", "collectives", "none"}))
+  namespace trace = ringside::trace;
+  cli.add_option("--align", align, trace::kClockAlignHelp)
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(trace::kClockAlignNames), std::end(trace::kClockAlignNames))))
       ->capture_default_str();
   cli.add_option("--layout-json", o.layout_json, "with --screenshot: also write where the lanes were drawn (tests)")->option_text("FILE");
   ringside::cli::strict_values(cli);
@@ -238,9 +238,7 @@ int main(int argc, char** argv) {
     if (collapse) o.collapse = ringside::viz::Options::Collapse::all;
     if (expand) o.collapse = ringside::viz::Options::Collapse::none;
     if (!zoom.empty()) o.zoom = ringside::viz::parse_zoom(zoom);
-    o.align = align == "collectives" ? ringside::trace::ClockAlign::collectives
-              : align == "none"      ? ringside::trace::ClockAlign::none
-                                     : ringside::trace::ClockAlign::automatic;
+    o.align = ringside::trace::clock_align_named(align);
     return ringside::viz::run(o);
   } catch (const ringside::ConfigError& e) {  // a bad option or output, before any work
     std::fprintf(stderr, "ringside-viewer: %s\n", e.what());

@@ -250,9 +250,8 @@ struct TraceStatsOptions {
   std::string align = "auto";      ///< Kineto clocks: auto, collectives, none (trace::ClockAlign)
 };
 
-/// The --align option of commands that read PyTorch (Kineto) traces, and its value as a ClockAlign.
+/// The --align option of commands that read PyTorch (Kineto) traces (its value: trace::clock_align_named).
 void add_align_option(CLI::App& c, std::string& align);
-trace::ClockAlign clock_align(const std::string& name);
 /// `ringside trace-stats`: adds the subcommand; returns it.
 CLI::App* add_trace_stats(CLI::App& app, TraceStatsOptions& o);
 /// Reads the trace (ringside::Error on a bad file), prints per strategy the per-rank table,

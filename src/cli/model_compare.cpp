@@ -41,7 +41,7 @@ std::string listed(const std::vector<std::string>& groups) {
 
 trace::TraceData read_measured(const ModelCommandOptions& o, const RunPlan& plan) {
   const std::string what = "model --compare " + joined(o.compare);
-  trace::TraceData t = trace::read_traces(o.compare, clock_align(o.align));
+  trace::TraceData t = trace::read_traces(o.compare, trace::clock_align_named(o.align));
   if (t.run.modeled)
     throw ConfigError(what + ": a modeled trace (" + t.run.producer + "), not a measured run; give the run it models");
   // The recorded groups (a ringside compare trace holds several, and modeled twins beside them).

@@ -106,18 +106,9 @@ void print_comm_by_kind(const std::vector<trace::StrategyMetrics>& all, int w) {
 
 }  // namespace
 
-trace::ClockAlign clock_align(const std::string& name) {
-  if (name == "collectives") return trace::ClockAlign::collectives;
-  if (name == "none") return trace::ClockAlign::none;
-  return trace::ClockAlign::automatic;
-}
-
 void add_align_option(CLI::App& c, std::string& align) {
-  c.add_option("--align", align,
-               "PyTorch (Kineto) traces: how to put the ranks' clocks together: auto (one host's files share a "
-               "clock, else as collectives), collectives (shift each rank so that its collectives end with rank "
-               "0's, as HTA lines ranks up), none")
-      ->check(CLI::IsMember({"auto", "collectives", "none"}))
+  c.add_option("--align", align, trace::kClockAlignHelp)
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(trace::kClockAlignNames), std::end(trace::kClockAlignNames))))
       ->default_str("auto");
 }
 
@@ -255,7 +246,7 @@ int trace_stats_command(const TraceStatsOptions& o) {
     for (const std::string& f : trace::trace_input_files(o.files)) output::check_distinct({{"--json", o.json}}, {{"", f}});
     output::check(o.json, "--json");
   }
-  const trace::TraceData t = trace::read_traces(o.files, clock_align(o.align));
+  const trace::TraceData t = trace::read_traces(o.files, trace::clock_align_named(o.align));
   const auto metrics = trace::compute_metrics(t);
   std::string names;
   for (const std::string& f : o.files) names += (names.empty() ? "" : " ") + f;

@@ -89,6 +89,17 @@ void write_trace(const std::string& path, const TraceData& t);
 ///                one collective's difference from that median (unknown with one collective)
 ///   none         the files' clocks as they are
 enum class ClockAlign { automatic, collectives, none };
+/// The --align values, in ClockAlign's order, and what they do (the ringside and viewer
+/// commands' help).
+inline constexpr const char* kClockAlignNames[] = {"auto", "collectives", "none"};
+inline constexpr const char* kClockAlignHelp =
+    "PyTorch profiler (Kineto) traces: how to put the ranks' clocks together: auto (one host's files share a "
+    "clock, else as collectives), collectives (shift each rank so that its collectives end with rank 0's, as HTA "
+    "lines ranks up), none";
+/// The ClockAlign a --align value names (one of kClockAlignNames; anything else is automatic).
+inline ClockAlign clock_align_named(std::string_view name) {
+  return name == "collectives" ? ClockAlign::collectives : name == "none" ? ClockAlign::none : ClockAlign::automatic;
+}
 
 /// Parses and validates Chrome trace JSON: ringside's, or a PyTorch profiler (Kineto) trace of
 /// one rank (trace/kineto.h), told apart by content (is_kineto). Throws ringside::Error naming `source`, the event
