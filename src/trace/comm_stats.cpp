@@ -25,11 +25,6 @@ namespace {
 // A transfer: what the comm stream moves (an op drawn there is not one).
 bool is_transfer(const Event& e) { return e.stream == Stream::comm && (is_comm_kind(e.kind) || e.kind == Kind::other); }
 
-// Sums saturate instead of wrapping (a hostile file's bytes may add past int64).
-void add_to(int64_t& a, int64_t b) {
-  if (__builtin_add_overflow(a, b, &a)) a = std::numeric_limits<int64_t>::max();
-}
-
 // A call being gathered from its transfers.
 struct Pending {
   CommCall call;
@@ -58,7 +53,7 @@ std::vector<CommCall> comm_calls(const RankTrace& r, int default_group_size) {
     p.call.group_size = std::max(p.call.group_size, n);
     if (e.direction == Direction::none) p.undirected = std::max(p.undirected, e.bytes);
     else p.has_direction = true;
-    if (e.direction == Direction::send) add_to(p.sent, e.bytes);
+    if (e.direction == Direction::send) add_saturating(p.sent, e.bytes);
   }
   auto finished = [](const Pending& p) {
     CommCall c = p.call;
@@ -98,9 +93,9 @@ std::vector<CollectiveStats> comm_by_kind(const std::vector<const RankTrace*>& r
       s.kind = c.kind;
       s.group_size = s.calls == 0 || s.group_size == c.group_size ? c.group_size : -1;
       ++s.calls;
-      add_to(s.size_bytes, c.size_bytes);
+      add_saturating(s.size_bytes, c.size_bytes);
       s.bus_bytes += c.bus_bytes();
-      add_to(s.time_ns, c.time_ns());
+      add_saturating(s.time_ns, c.time_ns());
     }
   std::vector<CollectiveStats> out;
   for (auto& [kind, s] : by_kind) out.push_back(s);

@@ -34,11 +34,18 @@
 // packing) are not transfers.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "trace/trace.h"
 
 namespace ringside::trace {
+
+/// a += b, saturating at int64's ends instead of wrapping: sums of many ranks' or events'
+/// values, which a hostile file may push past int64 (the metrics and these tables use it).
+inline void add_saturating(int64_t& a, int64_t b) {
+  if (__builtin_add_overflow(a, b, &a)) a = b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
 
 /// nccl-tests' bus bandwidth factor of `kind` over n ranks: all_reduce 2 (n-1)/n; all_gather,
 /// reduce_scatter, all_to_all (n-1)/n; p2p and other (broadcast, reduce) 1. 0 for n < 1 where

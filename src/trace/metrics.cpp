@@ -39,19 +39,9 @@ double Breakdown::overlap_pct() const {
   return comm_ns > 0 ? 100.0 * double(overlap_ns) / double(comm_ns) : std::numeric_limits<double>::quiet_NaN();
 }
 
-namespace {
-
-// Sums of many ranks' or events' values saturate instead of wrapping (a hostile file may
-// hold numbers whose sum overflows int64).
-void add_to(int64_t& a, int64_t b) {
-  if (__builtin_add_overflow(a, b, &a)) a = b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
-}
-
-}  // namespace
-
 Breakdown& Breakdown::operator+=(const Breakdown& o) {
-  add_to(window_ns, o.window_ns), add_to(compute_ns, o.compute_ns), add_to(comm_ns, o.comm_ns);
-  add_to(overlap_ns, o.overlap_ns), add_to(exposed_comm_ns, o.exposed_comm_ns), add_to(idle_ns, o.idle_ns);
+  add_saturating(window_ns, o.window_ns), add_saturating(compute_ns, o.compute_ns), add_saturating(comm_ns, o.comm_ns);
+  add_saturating(overlap_ns, o.overlap_ns), add_saturating(exposed_comm_ns, o.exposed_comm_ns), add_saturating(idle_ns, o.idle_ns);
   return *this;
 }
 
@@ -178,7 +168,7 @@ RankMetrics rank_metrics(const RankTrace& r, const std::vector<const Event*>& ev
     if (const auto own = phase_window(r)) rlo = own->begin, rhi = own->end;
   for (const Event* e : evs) {
     if (e->ts_ns < rlo || e->ts_ns >= rhi) continue;
-    if (e->stream == Stream::comm && e->direction == Direction::send) add_to(rm.bytes_sent, e->bytes);
+    if (e->stream == Stream::comm && e->direction == Direction::send) add_saturating(rm.bytes_sent, e->bytes);
     if (is_compute(*e)) rm.flops += e->flops;
   }
   const MemoryPeak peak = memory_peak(r, rlo, rhi);
@@ -228,7 +218,7 @@ void add_ring_steps(const std::vector<const Event*>& evs, const std::vector<Inte
     st.ranks.push_back(b);
     st.total += b;
     for (const Event* e : in_step[key])
-      if (e->stream == Stream::comm && e->direction == Direction::send) add_to(st.bytes_sent, e->bytes);
+      if (e->stream == Stream::comm && e->direction == Direction::send) add_saturating(st.bytes_sent, e->bytes);
     tally.durations[key].push_back(double(s.end - s.begin));
     st.span_ns.push_back(s.end - s.begin);
   }
@@ -250,7 +240,7 @@ void add_sublayer_comm(const std::vector<const Event*>& evs, const std::vector<I
   for (auto& [name, comm] : comm_of) {
     const Breakdown b = breakdown(compute_all, std::move(comm), lo, hi);
     for (auto& [n, total] : by_sublayer)
-      if (n == name) add_to(total.comm_ns, b.comm_ns), add_to(total.overlap_ns, b.overlap_ns), add_to(total.exposed_comm_ns, b.exposed_comm_ns);
+      if (n == name) add_saturating(total.comm_ns, b.comm_ns), add_saturating(total.overlap_ns, b.overlap_ns), add_saturating(total.exposed_comm_ns, b.exposed_comm_ns);
   }
 }
 
