@@ -21,6 +21,7 @@
 #include "comm/communicator.h"
 #include "core/units.h"
 #include "layer/config.h"
+#include "model/bands.h"
 #include "model/model.h"
 #include "check/check.h"
 #include "run/runner.h"
@@ -102,6 +103,9 @@ struct Script {
   /// Adds a block of preformatted lines (a tile map) to the step, as a table: chapters quote it.
   void block(const std::string& lines);
   void blank();  ///< an empty line
+  /// How far to trust the step's modeled times: the held-out error band of their kind
+  /// (model/bands.h), one wrapped paragraph, recorded as band_low / band_high when there is one.
+  void trust(const model::RunKind& kind);
   /// Records a number the lesson states under `key` (the tests assert it) and returns it.
   double record(const std::string& key, double value);
   /// The lesson's last two steps: "Check yourself" asks the questions (the terminal pauses

@@ -45,6 +45,15 @@ void Script::block(const std::string& lines) {
   steps.back().tables.push_back(lines);
 }
 
+void Script::trust(const model::RunKind& kind) {
+  const model::ErrorBand band = model::error_band(kind);
+  if (band.found) record("band_low", band.lo), record("band_high", band.hi);
+  const std::string text = wrap("How far to trust these times: " + model::band_text(band, kind) + " (`ringside validate`).", 92);
+  size_t start = 0;
+  for (size_t end = text.find('\n'); end != std::string::npos; start = end + 1, end = text.find('\n', start))
+    say("%s", text.substr(start, end - start).c_str());
+}
+
 void Script::blank() {
   RS_CHECK(!steps.empty(), "lesson ", number, ": blank() before the first step");
   steps.back().text += '\n';

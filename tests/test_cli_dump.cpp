@@ -205,7 +205,8 @@ TEST_CASE("compare's modeled twin is the same on two runs, and what model --from
 
 TEST_CASE("the README's demo and validation table say what their runs say (a stale README fails)", "[cli-readme]") {
   nlohmann::json demo = json_from_env("RINGSIDE_DEMO_JSON");
-  demo["validate"] = json_from_env("RINGSIDE_VALIDATE_JSON");  // the validation table: /validate/table
+  demo["validate"] = json_from_env("RINGSIDE_VALIDATE_JSON");    // the fit and held-out sets: /validate/...
+  demo["leave_out"] = json_from_env("RINGSIDE_LEAVE_OUT_JSON");  // leave-one-source-out: /leave_out/...
   std::ifstream r(RINGSIDE_SOURCE_DIR "/README.md", std::ios::binary);
   REQUIRE(r.good());
   std::ostringstream readme;

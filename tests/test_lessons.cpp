@@ -337,7 +337,9 @@ TEST_CASE("lesson 6: three strategies, one answer, their bytes and the overlap t
     REQUIRE(num(s, std::string("layer_ns_ib_") + n) >= num(s, "layer_ns_ib_ring"));
     REQUIRE(num(s, std::string("layer_ns_nvlink_") + n) <= num(s, "layer_ns_nvlink_tp-sp"));
   }
-  REQUIRE(num(s, "layer_ns_nvlink_ulysses") < num(s, "layer_ns_nvlink_ring"));
+  // Inside the node (the chapter): Ulysses 2 x ring 4 the fastest, the ring next, Ulysses behind.
+  REQUIRE(num(s, "layer_ns_nvlink_ulysses2xring4") < num(s, "layer_ns_nvlink_ring"));
+  REQUIRE(num(s, "layer_ns_nvlink_ring") < num(s, "layer_ns_nvlink_ulysses"));
   REQUIRE(num(s, "exposed_ns_ib_tp-sp") > 10 * num(s, "exposed_ns_ib_ring"));
   REQUIRE(num(s, "saved_tp-sp") == saved(2048, 128, 8, 4, 512) / 4);
   REQUIRE(num(s, "forward_bytes_tp-sp") == 4 * 2048.0 * 128 * 3 / 4 * 4);
@@ -460,20 +462,23 @@ TEST_CASE("lesson 8: the rank order's strides, the winner no slower than its pla
   REQUIRE(num(s, "swapped_slowdown") == Approx(num(s, "step_s_swapped") / num(s, "step_s_winner")));
   REQUIRE(num(s, "winner_mfu_whole") > num(s, "winner_mfu_causal"));
   // The formulas beside the simulated bubbles are Narayanan et al.'s, and interleaving shrinks it.
-  REQUIRE(num(s, "bubble_formula_1f1b") == Approx(3.0 / 32));  // PP 4, m = 64 / 2
+  // Step 4's pipeline: the winner's, or the fastest ranked row with one (PP 4 VP 20 DP 2, m = 64 / 2).
+  REQUIRE(num(s, "pipe_pp") > 1);
+  REQUIRE(num(s, "bubble_formula_1f1b") == Approx((num(s, "pipe_pp") - 1) / (64 / num(s, "pipe_dp"))));
+  REQUIRE(num(s, "bubble_formula_1f1b") == Approx(3.0 / 32));
   REQUIRE(num(s, "bubble_interleaved") < num(s, "bubble_1f1b"));
   REQUIRE(std::abs(num(s, "bubble_1f1b") - num(s, "bubble_formula_1f1b")) < 0.02);
-  // ZeRO 1 shards the 12 bytes of Adam state over DP x CP = 16; stages 2 and 3 shard more.
-  REQUIRE(num(s, "zero1_optimizer_bytes") == Approx(num(s, "zero0_optimizer_bytes") / 16));
+  // ZeRO 1 shards the 12 bytes of Adam state over the winner's DP x CP; stages 2 and 3 shard more.
+  REQUIRE(num(s, "zero1_optimizer_bytes") == Approx(num(s, "zero0_optimizer_bytes") / (num(s, "winner_dp") * num(s, "winner_cp"))));
   REQUIRE(num(s, "zero3_total_bytes") < num(s, "zero2_total_bytes"));
   REQUIRE(num(s, "zero2_total_bytes") < num(s, "zero1_total_bytes"));
   REQUIRE(num(s, "zero1_total_bytes") < num(s, "zero0_total_bytes"));
   // Check yourself: the winner's grid (PP's stride T C; ring 0's members 0, T, ..., T (C-1) on
   // nodes of 8), and the winner with twice the DP on 512 GPUs, the batch of 64 unchanged.
-  const double tp = num(s, "winner_tp"), cp = num(s, "winner_cp"), pp = num(s, "winner_pp"), dp = num(s, "winner_dp");
+  const double tp = num(s, "winner_tp"), cp = num(s, "winner_cp"), dp = num(s, "winner_dp");
   REQUIRE(num(s, "check.1") == tp * cp);
   REQUIRE(num(s, "check.2") == std::floor(tp * (cp - 1) / 8) + 1);
-  REQUIRE(num(s, "check.3") == Approx((pp - 1) / (64 / (2 * dp))));
+  REQUIRE(num(s, "check.3") == Approx((num(s, "pipe_pp") - 1) / (64 / (2 * num(s, "pipe_dp")))));
   REQUIRE(num(s, "check.4") == Approx(num(s, "zero0_optimizer_bytes") / (2 * dp * cp)));
   REQUIRE(num(s, "check.4") == Approx(num(s, "zero1_optimizer_bytes") / 2));
 }
@@ -567,13 +572,18 @@ TEST_CASE("lesson 10: the gradient all-reduce's bytes, and its overlap equal to 
     CHECK(num(s, b + "_begin_ns") == Approx(std::max(num(s, b + "_ready_ns"), prev)).margin(1));
     prev = num(s, b + "_end_ns");
     // Its all-reduce: 2 (P-1) hops of S/P bytes, plus memory-bound work (the reduce-scatter's P-1
-    // adds, 3 S/P bytes each, and the bucket's pack and unpack, 2 S each) at HBM's rate.
+    // adds, 3 S/P bytes each, and the bucket's pack and unpack, 2 S each) at HBM's rate; the
+    // buckets under the backward within 1.6x of their hops. The last may also wait for a GPU
+    // whose backward ends later (the zigzag ring's steps differ in their kernels' occupancy).
     CHECK(num(s, b + "_all_reduce_ns") >= num(s, b + "_hops_ns"));
-    CHECK(num(s, b + "_all_reduce_ns") <= 1.6 * num(s, b + "_hops_ns"));
+    if (k < 3) CHECK(num(s, b + "_all_reduce_ns") <= 1.6 * num(s, b + "_hops_ns"));
   }
   CHECK(num(s, "bucket3_ready_ns") == Approx(num(s, "backward_compute_end_ns")).margin(1));
+  // GPU 0's tail is at most its last bucket's done less its compute's end: less where GPU 0
+  // would have waited anyway, for its last dK/dV hop home.
   const double tail = std::max(0.0, num(s, "bucket3_end_ns") - num(s, "backward_compute_end_ns"));
-  CHECK(num(s, "tail_overlapped_ns") == Approx(tail).margin(2));
+  CHECK(num(s, "tail_overlapped_ns") <= tail + 2);
+  CHECK(num(s, "tail_overlapped_ns") > 0);
   // Check yourself.
   REQUIRE(num(s, "check.1") == 2 * (2 * big) * 15 / 16);
   REQUIRE(num(s, "check.2") == 2 * params * 4 * 7 / 8);

@@ -186,7 +186,7 @@ TEST_CASE("planner facts: all_gather's exposed gather is K/V bytes over the link
   ParallelConfig all_gather{1, 8, CpComm::all_gather};
   all_gather.layout = Layout::zigzag, all_gather.recompute = Recompute::none;
   const model::PlanCandidate ag{all_gather.resolved(8)};
-  const std::vector<trace::RankTrace> ranks = model::candidate_timeline(ag, c, 8, gpu, "bf16", "all-gather");
+  const std::vector<trace::RankTrace> ranks = model::candidate_timeline(ag, c, 8, gpu, model::ModelOptions{}, "all-gather");
   trace::TraceData t;
   t.ranks = ranks;
   const trace::StrategyMetrics m = trace::compute_metrics(t).front();

@@ -977,12 +977,12 @@ TEST_CASE("the plan's trace shows the winner above the runner-up, both modeled, 
   REQUIRE(s.layout["groups"].size() == 2);
   const nlohmann::json& winner = s.layout["groups"][0];
   const nlohmann::json& runner_up = s.layout["groups"][1];
-  CHECK(winner["name"].get<std::string>().starts_with("winner tp2xulysses4xring2 zigzag none (modeled, h100-nvlink)"));
+  CHECK(winner["name"].get<std::string>().starts_with("winner tp4xring4 zigzag none (modeled, h100-nvlink)"));
   CHECK(runner_up["name"].get<std::string>().starts_with("runner-up "));
   CHECK(winner["y1"].get<float>() <= runner_up["y0"].get<float>());
   CHECK(runner_up["y1"].get<float>() <= float(s.h));
   // Each group's first GPU row draws its events.
-  for (const char* group : {"winner tp2xulysses4xring2 zigzag none (modeled, h100-nvlink)", "runner-up tp4xring4 zigzag none (modeled, h100-nvlink)"}) {
+  for (const char* group : {"winner tp4xring4 zigzag none (modeled, h100-nvlink)", "runner-up tp2xulysses2xring4 zigzag none (modeled, h100-nvlink)"}) {
     INFO(group);
     const auto lane = s.layout["lanes"].find(std::string(group) + "/GPU 0");
     REQUIRE(lane != s.layout["lanes"].end());

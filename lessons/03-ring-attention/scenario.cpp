@@ -194,10 +194,11 @@ void ring_attention(Script& L) {
   // at the kernel's rate for a c x c block (which falls as c shrinks) and NCCL's share of the link.
   const bool achieved = L.hw.efficiency.present;
   const model::AttentionKernel* kernel = nullptr;
-  double B_real = B, R = 0, k_half = 0, c_star_real = c_star, full_gpu = 0;
+  double B_real = B, R = 0, k_half = 0, c_star_real = c_star, c_star_fixed = c_star, full_gpu = 0;
+  const std::string family = model::attention_kernel_of(L.hw, {});
   if (achieved) {
     const model::Efficiency& e = L.hw.efficiency;
-    kernel = &e.attention.at(e.default_kernel);
+    kernel = &e.attention.at(family);
     B_real = B * (L.hw.gpus_per_node >= P3 ? e.intra_link : e.inter_link);
     R = kernel->forward.rate, k_half = kernel->forward.k_half;
     // At a full GPU, 4 c^2 d H / (R c / (c + k_half)) = 4 c Hkv d / B_nccl gives c* =
@@ -205,6 +206,8 @@ void ring_attention(Script& L) {
     full_gpu = double(e.sms) * 128.0 / double(gpu.b * gpu.H);  // query tiles of 128 rows, one per SM
     const model::RingThreshold t = model::ring_threshold(L.hw, {}, L.hw.gpus_per_node >= P3, double(gpu.Hkv) / double(gpu.H));
     c_star_real = L.record("threshold_tokens_achieved", t.tokens);
+    c_star_fixed = L.record("threshold_tokens_fixed_costs",
+                            model::ring_threshold_with_fixed_costs(L.hw, {}, L.hw.gpus_per_node >= P3, gpu.b, gpu.H, gpu.Hkv, gpu.d()));
     for (int64_t c : sizes) {
       const Crossover x = crossover(c, fmt("ring c=%lld achieved", (long long)c), {}, B_real);
       const std::string key = fmt("c%lld_achieved", (long long)c);
@@ -260,7 +263,6 @@ void ring_attention(Script& L) {
     L.blank();
     L.say("That threshold is the datasheet's: F is the peak of the tensor cores, B the link's line");
     L.say("rate (the table above is modeled at them: `--efficiency ideal`). Real kernels reach less,");
-    const std::string& family = L.hw.efficiency.default_kernel;
     const char* kernel_name = family == "fa2" ? "FlashAttention 2" : family == "fa3" ? "FlashAttention 3" : "cuDNN's attention";
     L.say("and less the shorter the block. %s on %s sustains R c / (c + %.0f)", kernel_name, L.hw.name.c_str(), k_half);
     L.say("for a block of c keys, with R = %.0f TFLOP/s (fitted to its published charts:", R / 1e12);
@@ -270,6 +272,13 @@ void ring_attention(Script& L) {
     L.say("  c* (peak)     = F / B                        = %s tokens", grouped(int64_t(std::llround(c_star))).c_str());
     L.say("  c* (achieved) = R / B_nccl - k_half           = %s tokens",
           grouped(int64_t(std::llround(c_star_real))).c_str());
+    L.say("  c* (achieved, each step's fixed costs too)   = %s tokens",
+          grouped(int64_t(std::llround(c_star_fixed))).c_str());
+    L.blank();
+    L.say("The last counts what every step pays whatever its c: a kernel launch of %.0f us each, the", L.hw.efficiency.launch_s * 1e6);
+    L.say("merge of the block into the fp32 running output (memory-bound), and the %.0f us latency of", alpha * 1e6);
+    L.say("each of the K and V messages; the occupancy of a block of %lld heads too (efficiency.h). The", (long long)gpu.H);
+    L.say("compute's fixed costs help a step hide its transfer; the messages' latency works against it.");
     L.blank();
     L.say("The achieved c* is lower: the kernel loses more to its peak (%.0f%% of it at long blocks) than", 100 * R / F);
     L.say("NCCL loses to the link (%.0f%%). And a step does more than its matmuls: the merge into the", 100 * B_real / B);
@@ -283,6 +292,7 @@ void ring_attention(Script& L) {
       a.row({x.label, fmt("%.2f", double(x.c) / c_star_real), format_ns(x.compute_ns), format_ns(x.transfer_ns),
              format_ns(x.exposed_ns), fmt("%.0f%%", x.hidden_pct)});
     L.table(a);
+  L.trust(model::run_kind(false, false, parse_parallel_config("ring"), "bf16"));
     L.blank();
     L.say("Real runs hide more than the datasheet says: the direction that matters when you choose a");
     L.say("ring.");

@@ -188,6 +188,7 @@ void load_balance(Script& L) {
     L.record(fmt("modeled_%s_work_imbalance", key.c_str()), trace::max_over_mean(work));
   }
   L.table(tm);
+  L.trust(model::run_kind(false, false, parse_parallel_config("ring"), "bf16"));
   const double ratio = L.record("modeled_contiguous_over_zigzag", time_of[0] / time_of[1]);
   L.blank();
   L.say("Contiguous takes %.2fx the zigzag layer's time: close to its work imbalance, %.2f,", ratio,

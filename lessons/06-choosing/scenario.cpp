@@ -125,6 +125,7 @@ void choosing(Script& L) {
     t4.row(row);
   }
   L.table(t4);
+  L.trust(model::run_kind(false, false, parse_parallel_config("ring"), "bf16"));
   L.blank();
   L.say("exposed: per GPU, communication nothing hides, all of it (the weight-gradient all-reduce");
   L.say("of ring and Ulysses too); hidden: the share of attention's own traffic under compute.");
@@ -166,6 +167,8 @@ void choosing(Script& L) {
   L.say("all c tokens' K/V, so c >= 2 (Hkv/H) F/B = %s tokens. That is why step 4's %s tokens",
         grouped(std::llround(ib_causal)).c_str(), grouped(big.s / P8).c_str());
   L.say("a GPU %s across InfiniBand.", double(big.s / P8) >= ib_causal ? "can hide their K/V" : "still cannot hide their K/V");
+  // The same threshold at the rates the kernels and NCCL reach (the chapter quotes it beside the planner).
+  L.record("threshold_h100_ib_gqa_causal_achieved", model::ring_threshold(ib, {}, false, gqa, true).tokens);
   L.blank();
   L.say("So, for long sequences:");
   L.say("  TP+SP    splits weights too, but every collective is exposed, and P must divide H,");

@@ -183,6 +183,7 @@ void combining(Script& L) {
             fmt("%.1f ms", p.layer_ms)});
   }
   L.table(t4);
+  L.trust(model::run_kind(false, false, parse_parallel_config("tp8xring2"), "bf16"));
   L.blank();
   L.record("layer_tp_across_over_inside", ms["tp_across"] / ms["tp_inside"]);
   L.say("TP inside the node and the ring across it: %.1f ms; the reverse: %.1f ms, %.1fx slower, for",

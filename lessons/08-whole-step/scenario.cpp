@@ -66,6 +66,7 @@ void whole_step(Script& L) {
     top.row({r.candidate.name(), fmt("%.0f", r.tokens_per_s_per_gpu), pct(r.mfu_causal), seconds(r.cost.step_s)});
   }
   L.table(top);
+  L.trust(model::run_kind(false, true, win.candidate.layer.par, "bf16"));
   L.record("winner_tokens_per_s", win.tokens_per_s_per_gpu);
   L.record("winner_mfu_causal", win.mfu_causal);
   L.record("winner_mfu_whole", win.mfu);
@@ -109,25 +110,41 @@ void whole_step(Script& L) {
   L.say("and DP reduces the gradients once a step, under the last backward: both go outside.");
 
   // ---- 4. the pipeline ----------------------------------------------------------------------------
-  const std::string label = L.modeled_name("the winner's step, a row per stage", &hw);
-  trace::TraceData timeline = model::step_timeline(best, hw, o.modeling, label);
-  model::insert_modeled_group(L.trace, std::move(timeline.ranks), "the winner's step, a row per stage", hw, o.modeling.dtype, L.trace.ranks.size());
-  model::StepCandidate plain = win.candidate;
+  // The winner's pipeline, or where the winner runs none, the fastest ranked row that does.
+  const model::StepRow* piped = &win;
+  for (size_t i = 0; piped->candidate.pp == 1 && i < plan.ranked(); ++i)
+    if (plan.rows[i].candidate.pp > 1) piped = &plan.rows[i];
+  const model::StepCandidate& w = piped->candidate;
+  const model::ModeledStep piped_step = model::model_step_of(cfg, w, o, hw);
+  const std::string label = L.modeled_name("a pipelined step, a row per stage", &hw);
+  trace::TraceData timeline = model::step_timeline(piped_step, hw, o.modeling, label);
+  model::insert_modeled_group(L.trace, std::move(timeline.ranks), "a pipelined step, a row per stage", hw, o.modeling.dtype, L.trace.ranks.size());
+  model::StepCandidate plain = w;
   plain.vp = 1;
   const model::ModeledStep one_chunk = model::model_step_of(cfg, plain, o, hw);
-  const model::StepCandidate& w = win.candidate;
+  L.record("pipe_pp", w.pp);
+  L.record("pipe_dp", w.dp);
   L.step("The pipeline", L.window(label, [](const trace::Event& e) { return e.stream == trace::Stream::compute; }));
-  L.say("The viewer shows the winner's step with one row per pipeline stage: each row is one GPU");
-  L.say("standing for its stage's TP x CP x DP (they run the same schedule). Light blocks are");
-  L.say("forwards, dark ones backwards, grey gaps the bubble; after the last backward the gradient");
-  L.say("reduce-scatter, Adam and the weights' all-gather. m = GBS / (DP MBS) = %d microbatches run", w.microbatches);
-  L.say("through %d stages in %d chunks each (interleaved 1F1B). The bubble comes out of the", w.pp, w.vp);
-  L.say("simulated schedule, and sits beside Narayanan et al.'s formula:");
+  if (piped != &win) {
+    L.say("The winner runs no pipeline: each of its %d replicas holds all %d layers, ZeRO %d sharding", win.candidate.dp, o.layers,
+          win.candidate.zero);
+    L.say("their weights. The fastest configuration with a pipeline is %.1f%% slower:",
+          L.record("pipe_slowdown_pct", 100 * (piped->cost.step_s / win.cost.step_s - 1)));
+    L.say("%s.", w.name().c_str());
+    L.say("The viewer shows its step, one row per pipeline stage.");
+  } else {
+    L.say("The viewer shows the winner's step, one row per pipeline stage.");
+  }
+  L.say("Each row is one GPU standing for its stage's TP x CP x DP (they run the same schedule).");
+  L.say("Light blocks are forwards, dark ones backwards, grey gaps the bubble; after the last");
+  L.say("backward the gradient reduce-scatter, Adam and the weights' all-gather. m = GBS / (DP MBS)");
+  L.say("= %d microbatches run through %d stages in %d chunks each (interleaved 1F1B). The bubble", w.microbatches, w.pp, w.vp);
+  L.say("comes out of the simulated schedule, and sits beside Narayanan et al.'s formula:");
   L.blank();
   Table bubble({"schedule", "bubble (simulated)", "formula", "step"});
-  bubble.row({fmt("interleaved, VP %d", w.vp), pct(L.record("bubble_interleaved", best.row.cost.bubble_fraction)),
+  bubble.row({fmt("interleaved, VP %d", w.vp), pct(L.record("bubble_interleaved", piped_step.row.cost.bubble_fraction)),
               fmt("(PP-1)/(m VP) = %s", pct(L.record("bubble_formula_interleaved", double(w.pp - 1) / (w.microbatches * w.vp))).c_str()),
-              seconds(best.row.cost.step_s)});
+              seconds(piped_step.row.cost.step_s)});
   bubble.row({"1F1B, VP 1", pct(L.record("bubble_1f1b", one_chunk.row.cost.bubble_fraction)),
               fmt("(PP-1)/m = %s", pct(L.record("bubble_formula_1f1b", double(w.pp - 1) / w.microbatches)).c_str()),
               seconds(one_chunk.row.cost.step_s)});
@@ -142,7 +159,7 @@ void whole_step(Script& L) {
   // ---- 5. memory ----------------------------------------------------------------------------------
   L.step("What ZeRO shards");
   L.say("The winner's fullest stage under each ZeRO stage (ZeRO's 2 + 2 + 12 bytes a parameter,");
-  L.say("sharded over DP x CP = %d, the GPUs that hold the same weights):", w.dp * w.layer.par.cp);
+  L.say("sharded over DP x CP = %d, the GPUs that hold the same weights):", win.candidate.dp * win.candidate.layer.par.cp);
   L.blank();
   Table zero({"ZeRO", "weights", "gradients", "optimizer", "activations", "total", "fits"});
   for (int stage = 0; stage <= 3; ++stage) {
@@ -159,34 +176,36 @@ void whole_step(Script& L) {
   L.blank();
   L.say("At 128K the activations dominate (%s of %s): that is why the winner",
         format_bytes(best.row.cost.activation_bytes).c_str(), format_bytes(best.row.cost.total_bytes()).c_str());
-  L.say("recomputes (%s), and why CP, which divides them, grows with the sequence while TP", to_string(w.layer.par.recompute));
-  L.say("stays inside its node. ZeRO");
-  L.say("trims the rest: stage 1 shards Adam's 12 bytes, stage 2 the gradients too, stage 3 the");
-  L.say("weights, at the price of gathering them again in every microbatch's forward and backward.");
+  L.say("recomputes (%s), and why CP, which divides them, grows with the sequence while TP", to_string(win.candidate.layer.par.recompute));
+  L.say("stays inside its node. ZeRO trims the rest: stage 1 shards Adam's 12 bytes, stage 2 the");
+  L.say("gradients too, stage 3 the weights, at the price of gathering them again in every");
+  L.say("microbatch's forward and backward.");
 
   // ---- check yourself ------------------------------------------------------------------------
-  // Step 1's rank order on the winner's degrees, and the winner on twice the GPUs as twice the DP.
-  const int wt = w.layer.par.tp, wc = w.layer.par.cp, dp2 = 2 * w.dp;
+  // Step 1's rank order on the winner's degrees, and the winner (its bubble: step 4's pipeline) on
+  // twice the GPUs as twice the DP.
+  const model::StepCandidate& wn = win.candidate;
+  const int wt = wn.layer.par.tp, wc = wn.layer.par.cp, dp2 = 2 * wn.dp, pipe_dp2 = 2 * w.dp;
   std::vector<int> ring_nodes;  // the nodes of ring 0's members: ranks T c
   for (int c = 0; c < wc; ++c)
     if (std::find(ring_nodes.begin(), ring_nodes.end(), wt * c / node) == ring_nodes.end()) ring_nodes.push_back(wt * c / node);
-  const int m2 = o.gbs / (dp2 * o.mbs);
+  const int m2 = o.gbs / (pipe_dp2 * o.mbs);
   const double bubble2 = double(w.pp - 1) / m2;
   const double optimizer2 = double(L.numbers["zero0_optimizer_bytes"]) / (dp2 * wc);
   L.check_yourself({
       {fmt("In the winner's grid (TP %d, CP %d, PP %d, DP %d; [TP, CP, PP, DP]), how far apart are the members of a "
            "PP group?",
-           wt, wc, w.pp, w.dp),
+           wt, wc, wn.pp, wn.dp),
        double(wt * wc), fmt("%d ranks", wt * wc), fmt("PP's stride is T C = %d x %d, as step 1's was 2 x 2", wt, wc)},
       {fmt("Over how many nodes of %d GPUs does one of the winner's rings (its CP group) reach?", node),
        double(ring_nodes.size()), fmt("%zu nodes", ring_nodes.size()),
        fmt("its %d members are T = %d apart, ranks 0 to %d of a TP x CP group of T C = %d ranks, %d to a node: %s",
            wc, wt, wt * (wc - 1), wt * wc, node,
            ring_nodes.size() > 1 ? "the ring crosses InfiniBand, TP stays inside" : "one node's NVLink")},
-      {fmt("The winner on %d GPUs as DP %d, the batch still %d sequences: the 1F1B bubble by the formula?", 2 * o.gpus, dp2,
-           o.gbs),
+      {fmt("Step 4's pipeline (PP %d) on %d GPUs as DP %d, the batch still %d sequences: the 1F1B bubble by the formula?",
+           w.pp, 2 * o.gpus, pipe_dp2, o.gbs),
        bubble2, pct(bubble2),
-       fmt("(PP-1)/m with m = GBS / (DP MBS) = %d / (%d x %d) = %d: more DP, fewer microbatches, more bubble", o.gbs, dp2,
+       fmt("(PP-1)/m with m = GBS / (DP MBS) = %d / (%d x %d) = %d: more DP, fewer microbatches, more bubble", o.gbs, pipe_dp2,
            o.mbs, m2)},
       {fmt("The same %d GPUs: ZeRO 1's optimizer state per GPU?", 2 * o.gpus), optimizer2, format_bytes(optimizer2),
        fmt("ZeRO 0's %s over DP x CP = %d x %d", format_bytes(double(L.numbers["zero0_optimizer_bytes"])).c_str(), dp2, wc)},

@@ -195,6 +195,7 @@ void all_gather_cp(Script& L) {
     t5.row({grouped(s), grouped(s / Pm), format_ns(layer[0]), format_ns(exposed[0]), format_ns(layer[1]), format_ns(exposed[1])});
   }
   L.table(t5);
+  L.trust(model::run_kind(false, false, parse_parallel_config("all-gather"), "bf16"));
   L.record("crossover_s", double(crossover));
   L.blank();
   L.say("The all-gather's exposed time is all of its attention traffic: the gathers and");

@@ -231,9 +231,10 @@ void grad_all_reduce(Script& L) {
         format_ns(tail_x).c_str());
   L.say("An all-reduce's time is 2 (P-1) hops of S/P bytes (latency %s each), plus", format_ns(alpha_hop).c_str());
   L.say("the reduce-scatter's adds and packing the bucket into one buffer and back (memory-bound;");
-  L.say("Megatron's buckets are one buffer already). The model gives the tail as");
-  L.say("max(0, done of the last bucket - compute end), each bucket starting at max(ready, the");
-  L.say("previous bucket's done): NCCL runs one collective at a time on its stream.");
+  L.say("Megatron's buckets are one buffer already). Each bucket starts at max(ready, the previous");
+  L.say("bucket's done): NCCL runs one collective at a time on its stream. The tail is at most the");
+  L.say("last bucket's done less the compute's end: the last bucket also waits for the GPUs whose");
+  L.say("backward ends later (the zigzag ring's steps differ in their kernels' occupancy).");
 
   // ---- 5. the two timelines ---------------------------------------------------------------------
   L.step("Exposed against overlapped");
@@ -246,6 +247,7 @@ void grad_all_reduce(Script& L) {
   const double sync_o = L.record("exposed_grad_sync_overlapped_ns", exposed_of(mo, "grad_sync"));
   t5.row({"overlapped (3 buckets)", format_ns(win_o), format_ns(tail_o), format_ns(sync_o)});
   L.table(t5);
+  L.trust(model::run_kind(false, false, parse_parallel_config("ring"), "bf16"));
   L.blank();
   L.say("(The two columns measure two things. Added: how much longer GPU 0's layer is, for the");
   L.say("transfers and for packing the buckets and the reduce-scatter's adds, memory-bound kernels.");

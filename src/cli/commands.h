@@ -16,6 +16,7 @@
 #include "parallel/run_plan.h"
 #include "run/runner.h"
 #include "layer/weights.h"
+#include "model/bands.h"
 #include "model/model.h"
 #include "model/report.h"
 #include "model/step_plan.h"
@@ -57,6 +58,20 @@ struct RunChoices {
 /// bound to `choices`. Each value must be one number as written (a seed 0 to 2^64 - 1); a flag
 /// and its opposite together are an error.
 void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool with_recompute = true);
+
+/// The software the model runs the schedule on (model/stack.h): --stack, --fp8-recipe and
+/// --tp-comm-overlap / --no-tp-comm-overlap, shared by model, plan and compare's modeled twin.
+struct SoftwareFlags {
+  std::string stack = "megatron";      ///< a built-in stack or a stack JSON file
+  std::string fp8_recipe;              ///< "": the stack's (model/fp8.h)
+  std::optional<bool> tp_comm_overlap;  ///< unset: the stack's
+  std::string grad_reduce;              ///< "fp32" or "weights"; "": the stack's
+  /// `o` with these set, the stack loaded (ConfigError for an unknown stack or recipe).
+  void apply(model::ModelOptions& o) const;
+};
+/// Adds --stack, --fp8-recipe, --tp-comm-overlap, --no-tp-comm-overlap and --grad-reduce (group
+/// "Model").
+void add_software_flags(CLI::App& app, SoftwareFlags& f);
 
 /// A parallel configuration given as degrees (--tp, --cp, --cp-comm, --cp-a2a, --order)
 /// instead of a --strategy name.
@@ -132,6 +147,7 @@ struct CompareOptions {
   double timeout_s = 60;
   double link_gbps = 0, link_latency_us = 0;  ///< local backend: an artificial link (0: memcpy speed)
   std::string hw = model::kDefaultTwinHardware;  ///< the modeled twin's profile
+  SoftwareFlags software;                         ///< the modeled twin's stack and recipes
   GivenOptions given;  ///< the command line, for check_ranks_agree
 };
 
@@ -280,8 +296,9 @@ struct ModelCommandOptions {
   std::string hw = "h100-nvlink";
   std::string dtype = "bf16";
   std::string efficiency = "achieved";  ///< model::ModelOptions::efficiency
-  std::string attention_kernel;         ///< "" : the profile's default
-  std::string merge = "fused";          ///< model::ModelOptions::merge
+  std::string attention_kernel;         ///< "" : the stack's first the profile has
+  std::string merge;                    ///< model::ModelOptions::merge ("": the stack's)
+  SoftwareFlags software;               ///< --stack, --fp8-recipe, --tp-comm-overlap
   std::string only;                     ///< "attention": the strategy's attention alone
   std::string trace;
   std::string json;                     ///< the report (model/report.h) as JSON
@@ -297,6 +314,13 @@ struct ModelCommandOptions {
   bool layer_overlap_grad_reduce = false;
   std::string preset;
 };
+
+/// L and V of `o`'s step: --layers and --vocab, else the preset's (1 and 0 without one).
+std::pair<int, int64_t> step_depth(const ModelCommandOptions& o);
+
+struct ModelRun;
+/// The kind of `run` (model/bands.h): its scope (attention, layer, step), CP and element type.
+model::RunKind run_kind_of(const ModelCommandOptions& o, const ModelRun& run);
 
 /// The model options of `o` (dtype, efficiency, attention kernel).
 model::ModelOptions model_options(const ModelCommandOptions& o);
@@ -315,6 +339,9 @@ struct ModelRun {
   std::optional<model::StepRow> step;  ///< with --gbs: the step around the group
   /// With --compare: the measured run, its one recorded group (read_measured).
   std::optional<trace::TraceData> measured;
+  /// Set before run_model to keep the dry run's schedule in `recorded` (a fit's later runs).
+  bool keep_schedule = false;
+  trace::TraceData recorded;
 };
 
 /// The run --compare names (o.compare, its clocks put together by o.align), cut to the one
@@ -335,9 +362,9 @@ void print_comparison(const ModelCommandOptions& o, const ModelRun& run);
 model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, const model::Hardware& hw);
 
 /// A step row as `plan --json` and `model --json` write it: the configuration, its status and
-/// reason; ranked rows their time, throughput, MFU both ways and exposed communication; every
-/// fitting or oversized row its memory (plan_step.cpp).
-nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place);
+/// reason; ranked rows their time, throughput, MFU both ways, exposed communication and error band
+/// (model/bands.h, for `dtype`); every fitting or oversized row its memory (plan_step.cpp).
+nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place, const std::string& dtype);
 
 /// Checks `o` as `ringside model` does before any work (the layer, the strategy on its ranks,
 /// the profile and the model options, flags that would have no effect); throws ConfigError.
@@ -347,7 +374,9 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
 /// Runs `o` as `ringside model` does, printing nothing: validates, dry-runs (or reads --from),
 /// cuts to attention with --only attention, models. Throws ConfigError for bad options and
 /// what model_trace throws.
-void run_model(const ModelCommandOptions& o, ModelRun& run);
+/// `recorded`, when given, is the dry run's schedule already recorded for these options (a fit
+/// models one case many times): the dry run is skipped (not with --gbs or --from).
+void run_model(const ModelCommandOptions& o, ModelRun& run, const trace::TraceData* recorded = nullptr);
 
 /// `ringside model`: adds the subcommand; returns it.
 CLI::App* add_model(CLI::App& app, ModelCommandOptions& o);
@@ -360,15 +389,22 @@ int model_command(const ModelCommandOptions& o);
 struct ValidateOptions {
   std::vector<std::string> cases;  ///< case names (built-in) or JSON files; empty: every built-in case
   std::string json;
+  /// Refit the fitted parameters without a source's cases and predict those (model/validation.h):
+  /// a source id, or "all" for every source in turn (leave-one-source-out).
+  std::string leave_out;
+  bool refit = false;   ///< refit every parameter on the fit set, beside its stored value
+  std::string bands;    ///< write the held-out errors by kind here (src/model/fits/bands.json's content)
 };
 
 /// `ringside validate`: adds the subcommand; returns it.
 CLI::App* add_validate(CLI::App& app, ValidateOptions& o);
-/// Models every case (model/validation.h) with its `ringside model` arguments, prints modeled
-/// against published with the error per case, the median and the worst, and each group's
-/// order; exit 0 when every case is within its tolerance and every order holds, 1 otherwise.
-/// Throws ConfigError (exit 2) for a case that is malformed, names an unknown profile, lacks a
-/// source, or whose arguments `ringside model` refuses.
+/// Models every case (model/validation.h) with its `ringside model` arguments and prints the fit
+/// set and the held-out set apart, each case's error and each set's median, worst and mean
+/// signed error, the reference cases, the orders and the fitted parameters; with --leave-out,
+/// each left-out source's cases predicted by parameters refitted without them. Exit 0 when
+/// every counted case is within its tolerance and every order holds, 1 otherwise. Throws
+/// ConfigError (exit 2) for a case that is malformed, names an unknown profile or parameter,
+/// lacks a source, or whose arguments `ringside model` refuses, and for an unknown source.
 int validate_command(const ValidateOptions& o);
 
 struct PlanCommandOptions {
@@ -380,6 +416,7 @@ struct PlanCommandOptions {
   int layers = 0;                              ///< L; 0: the preset's depth, or 1 without a preset
   int top = 10;
   std::string dtype = "bf16";
+  SoftwareFlags software;  ///< --stack, --fp8-recipe, --tp-comm-overlap
   std::string trace, json;
   std::string preset;  ///< the --preset given, for its depth
   /// The whole step (model/step_plan.h), planned when --gbs is given: the global batch and
@@ -389,6 +426,9 @@ struct PlanCommandOptions {
   bool overlap_grad_reduce = true;
   bool exhaustive = false;  ///< model::StepPlanOptions::exhaustive
 };
+
+/// The model options a plan models every candidate with: --dtype and the software flags.
+model::ModelOptions plan_modeling(const PlanCommandOptions& o);
 
 /// `ringside plan --gbs ...`: the whole-step plan's tables, verdict and --json (plan_step.cpp).
 int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles);

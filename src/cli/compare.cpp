@@ -80,6 +80,7 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
                   "overlap and exposed comm that do not vary (" + profiles + ", or a profile JSON file)")
         ->capture_default_str()
         ->check(non_empty("--hw needs a profile"));
+    add_software_flags(*c, o.software);
     // Under mpirun every rank compares these with rank 0's before anything else (setup).
     c->parse_complete_callback([&o, c] { o.given = given_options(*c); });
   };
@@ -217,7 +218,7 @@ std::vector<RunPlan> choose_strategies(const CompareOptions& o, int P, Device de
 Timelines finish_trace(const CompareOptions& o, const char* producer, const Setup& s, std::vector<trace::RankTrace>&& ranks) {
   trace::TraceData td = trace_head(producer, o, s);
   td.ranks = std::move(ranks);
-  const trace::TraceData both = model::with_modeled_twin(std::move(td), s.hw);
+  const trace::TraceData both = model::with_modeled_twin(std::move(td), s.hw, s.modeling);
   if (!o.trace.empty()) trace::write_trace(o.trace, both);
   Timelines t;
   for (trace::StrategyMetrics& m : trace::compute_metrics(both)) {
@@ -292,7 +293,7 @@ int compare_command(CompareOptions& o) {
   js["device"] = to_string(s.device);
   js["dtype"] = "float32";
   int failures = report_checks(jobs, checks, y, skipped, timelines, s, js);
-  js["modeled"] = print_modeled(timelines, s.hw);
+  js["modeled"] = print_modeled(timelines, s.hw, s.modeling);
   for (const JobRecord& job : jobs)
     if (job.plan.name == "ring") failures += report_load_balance(job, other_layouts, y, s, js);
   report_all_gather(jobs, checks, js);
@@ -347,7 +348,7 @@ int run_command(CompareOptions& o) {
                   format_seconds(st.compute_s).c_str(), format_seconds(st.wait_s).c_str(),
                   (st.computed + (st.skipped_pairs ? "; skipped, wholly masked: " + st.skipped : "")).c_str());
   }
-  print_modeled(timelines, s.hw);
+  print_modeled(timelines, s.hw, s.modeling);
   print_timelines(timelines, s.hw);
   print_measured_note(s.P);
   if (!o.trace.empty()) std::printf("\n  trace: %s (ringside-viewer %s, or Perfetto: ui.perfetto.dev)\n", o.trace.c_str(), o.trace.c_str());

@@ -27,6 +27,7 @@ struct Setup {
   int P = 1;
   bool root = true;
   model::Hardware hw;  ///< the modeled twin's profile (--hw)
+  model::ModelOptions modeling;  ///< and its software (--stack, --fp8-recipe, --tp-comm-overlap)
 };
 
 /// Where the ranks run, and every check before the job's first communication. Under mpirun the
@@ -75,7 +76,7 @@ int report_checks(const std::vector<JobRecord>& jobs, const std::vector<RunCheck
 
 /// The modeled twin's table: each strategy's layer on the profile, from the same schedule.
 /// Returns it as JSON: {hardware, dtype, strategies: [metrics with layer_us], table}.
-nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw);
+nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw, const model::ModelOptions& o);
 
 /// all_gather's price, for each all_gather job: every rank holds the whole sequence's K/V while
 /// it attends, formula and measured (JSON all_gather_kv_bytes).

@@ -177,11 +177,11 @@ void print_compare_footer(const Timelines& t, const Setup& s) {
 
 // The modeled twin's table: each strategy's layer on the profile, from the same schedule. Returns
 // it as JSON: {hardware, dtype, strategies: [metrics with layer_us], table: the printed table}.
-nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
+nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw, const model::ModelOptions& o) {
   std::printf("\n  modeled on %s: the recorded schedule (its FLOPs, bytes and order) replayed in bf16 at\n"
               "  %s;\n  the same on every run and machine (ringside model --from the trace --hw %s gives it\n"
               "  too). Per rank: the mean over the ranks.\n",
-              hw.name.c_str(), model::rates_summary(hw, {}, "\n  ").c_str(), hw.name.c_str());
+              hw.name.c_str(), model::rates_summary(hw, o, "\n  ").c_str(), hw.name.c_str());
   size_t w = 14;
   for (const trace::StrategyMetrics& m : t.modeled) w = std::max(w, m.strategy.size());
   auto line = [&](const char* format, auto... args) {
@@ -208,7 +208,28 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw) {
     j.push_back(std::move(mj));
   }
   std::printf("%s", table.c_str());
-  return {{"hardware", hw.to_json()}, {"dtype", "bf16"}, {"strategies", std::move(j)}, {"table", table}};
+  // How far to trust each strategy's modeled layer: the held-out published runs nearest its kind
+  // (model/bands.h). One line where they share a band, else one per band with its strategies.
+  std::vector<std::pair<std::string, std::string>> bands;  // band text, its strategies
+  nlohmann::json bj = nlohmann::json::object();
+  for (const trace::StrategyMetrics& m : t.modeled) {
+    ParallelConfig par;
+    try {
+      par = parse_parallel_config(m.strategy);
+    } catch (const ConfigError&) {
+    }
+    const model::RunKind kind = model::run_kind(false, false, par, "bf16");
+    const model::ErrorBand band = model::error_band(kind);
+    const std::string text = model::band_text(band, kind);
+    auto it = std::find_if(bands.begin(), bands.end(), [&](const auto& b) { return b.first == text; });
+    if (it == bands.end()) bands.push_back({text, m.strategy});
+    else it->second += ", " + m.strategy;
+    bj[m.strategy] = {{"found", band.found}};
+    if (band.found) bj[m.strategy].update({{"matched", band.matched}, {"cases", band.cases}, {"low", band.lo}, {"high", band.hi}});
+  }
+  for (const auto& [text, strategies] : bands)
+    std::printf("  trust%s: %s\n", bands.size() == 1 ? "" : (" (" + strategies + ")").c_str(), text.c_str());
+  return {{"hardware", hw.to_json()}, {"dtype", "bf16"}, {"stack", o.stack.name}, {"band", bj}, {"strategies", std::move(j)}, {"table", table}};
 }
 
 // The timeline tables: the modeled twin's (with its ring steps), then the measured one's.

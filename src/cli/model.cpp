@@ -9,6 +9,7 @@
 #include "cli/format.h"
 #include "core/error.h"
 #include "core/output.h"
+#include "model/bands.h"
 #include "model/model.h"
 #include "run/runner.h"
 #include "trace/kineto.h"
@@ -33,8 +34,8 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   m->add_option("--hw", o.hw, "hardware: " + hw + ", or a profile JSON file")->capture_default_str()->check(
       non_empty("--hw needs a profile"));
   m->add_option("--dtype", o.dtype,
-                "the element type modeled: bf16 (bytes halved, bf16 rates), fp32, or fp8 (bf16 with the GEMMs at the FP8 rate, "
-                "as TransformerEngine runs them)")
+                "the element type modeled: bf16 (bytes halved, bf16 rates), fp32, or fp8 (bf16 with the GEMMs in FP8, their "
+                "inputs quantized first by the recipe, as TransformerEngine runs them)")
       ->capture_default_str()
       ->check(CLI::IsMember({"bf16", "fp32", "fp8"}));
   m->add_option("--efficiency", o.efficiency,
@@ -43,14 +44,14 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"achieved", "ideal"}));
   m->add_option("--attention-kernel", o.attention_kernel,
-                "the attention kernel's published rates: fa2, fa3 or cudnn (default: the best the GPU runs, FA3 on Hopper, FA2 on "
-                "Ampere)")
+                "the attention kernel's published rates: fa2, fa3 or cudnn (default: the stack's first the GPU has rates for; "
+                "Megatron's: cuDNN on Hopper, FA2 on Ampere)")
       ->check(CLI::IsMember({"fa2", "fa3", "cudnn"}));
   m->add_option("--merge", o.merge,
                 "how a ring merges each step's output: fused (one kernel, as ringside and TransformerEngine) or unfused "
-                "(ring-flash-attention's five fp32 torch ops a step)")
-      ->capture_default_str()
+                "(ring-flash-attention's five fp32 torch ops a step); default: the stack's")
       ->check(CLI::IsMember({"fused", "unfused"}));
+  add_software_flags(*m, o.software);
   m->add_option("--only", o.only, "attention: model the strategy's attention alone (its communication included), as "
                                   "attention benchmarks measure it")
       ->check(CLI::IsMember({"attention"}));
@@ -103,6 +104,11 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   return m;
 }
 
+model::RunKind run_kind_of(const ModelCommandOptions& o, const ModelRun& run) {
+  const ParallelConfig par = run.plan ? run.plan->par : ParallelConfig{};
+  return model::run_kind(o.only == "attention", run.step.has_value(), par, o.dtype);
+}
+
 namespace {
 
 std::string seconds(double ns) { return format_seconds(ns / 1e9); }
@@ -119,6 +125,7 @@ model::ModelOptions model_options(const ModelCommandOptions& o) {
   mo.efficiency = o.efficiency;
   mo.attention_kernel = o.attention_kernel;
   mo.merge = o.merge;
+  o.software.apply(mo);
   mo.overlap_grad_reduce = o.layer_overlap_grad_reduce;
   return mo;
 }
@@ -138,6 +145,11 @@ model::StepPlanOptions step_options(const ModelCommandOptions& o) {
 }
 
 }  // namespace
+
+std::pair<int, int64_t> step_depth(const ModelCommandOptions& o) {
+  const model::StepPlanOptions so = step_options(o);
+  return {so.layers, so.vocab};
+}
 
 model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, const model::Hardware& hw) {
   model::StepCandidate c;
@@ -162,8 +174,10 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
     throw ConfigError("model: give --strategy or the degrees (a dry run), or --from FILE (a recorded trace)");
   if (!o.from.empty() && dry)
     throw ConfigError("model: --strategy and the degrees (--tp, --cp, ...) run a dry run, --from reads a trace: give one");
-  if (o.gbs == 0 && (o.pp != 1 || o.vp != 1 || o.dp != 1 || o.zero != 1 || o.layers || o.vocab >= 0 || !o.overlap_grad_reduce))
-    throw ConfigError("model: --pp, --vp, --dp, --zero, --layers, --vocab and --no-overlap-grad-reduce model a whole step: give --gbs too");
+  if (o.gbs == 0 && (o.pp != 1 || o.vp != 1 || o.dp != 1 || o.zero != 1 || o.layers || o.vocab >= 0 || !o.overlap_grad_reduce ||
+                     !o.software.grad_reduce.empty()))
+    throw ConfigError("model: --pp, --vp, --dp, --zero, --layers, --vocab, --grad-reduce and --no-overlap-grad-reduce model a whole step: "
+                      "give --gbs too");
   if (o.layer_overlap_grad_reduce && o.gbs > 0)
     throw ConfigError("model: --gbs overlaps the gradient reduction already (--no-overlap-grad-reduce exposes it); "
                       "--overlap-grad-reduce is the one layer's");
@@ -182,7 +196,9 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
   model::check_model_options(hw, mo);
   // Flags that would change nothing are refused, not ignored.
   const bool achieved = o.efficiency == "achieved" && hw.efficiency.present;
-  if (!achieved && (!o.attention_kernel.empty() || o.merge != "fused"))
+  if (!o.software.fp8_recipe.empty() && o.dtype != "fp8")
+    throw ConfigError("--fp8-recipe " + o.software.fp8_recipe + " quantizes FP8 GEMMs: give --dtype fp8 too");
+  if (!achieved && (!o.attention_kernel.empty() || !o.merge.empty()))
     throw ConfigError(std::string(o.attention_kernel.empty() ? "--merge" : "--attention-kernel") + " has no effect " +
                       (o.efficiency == "ideal" ? "under --efficiency ideal (the roofline)"
                                                : "on " + hw.name + ", whose profile states no efficiency (the roofline)"));
@@ -193,7 +209,7 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
   return hw;
 }
 
-void run_model(const ModelCommandOptions& o, ModelRun& run) {
+void run_model(const ModelCommandOptions& o, ModelRun& run, const trace::TraceData* recorded) {
   using clock = std::chrono::steady_clock;
   run.hw = check_model_command(o, &run.plan);  // before the dry run: a bad kernel or dtype costs nothing
   const model::ModelOptions mo = model_options(o);
@@ -201,7 +217,9 @@ void run_model(const ModelCommandOptions& o, ModelRun& run) {
 
   trace::TraceData schedule;
   auto t0 = clock::now();
-  if (o.from.empty()) {
+  if (recorded && o.from.empty()) {
+    schedule = *recorded;
+  } else if (o.from.empty()) {
     // Tensors cost nothing in a dry run, but each rank lists its tokens' global positions
     // (RoPE, dropout, the layout): 8 bytes a token, a few lists at once. And the schedule
     // itself: model_schedule_bytes.
@@ -223,6 +241,7 @@ void run_model(const ModelCommandOptions& o, ModelRun& run) {
                                          " is beyond the ranks a ringside trace holds (0 to ", trace::kMaxRanks - 1,
                                          "), so --trace cannot write its model"));
   }
+  if (run.keep_schedule && o.from.empty()) run.recorded = schedule;
   if (o.only == "attention") schedule = model::attention_only(std::move(schedule));
   run.dry_s = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();
@@ -272,10 +291,13 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
   std::printf("  %5s %11s %11s %11s %8s %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
               seconds(double(m.total.comm_ns)).c_str(), pct(m.total.overlap_pct()).c_str(),
               seconds(double(m.total.exposed_comm_ns)).c_str(), m.compute_imbalance);
+  const model::RunKind kind = run_kind_of(o, run);
+  const std::string trust = "  trust      " + model::band_text(model::error_band(kind), kind) + "\n";
   if (o.only == "attention") {
     std::printf("  attention  forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
                 format_seconds(report.slowest.layer.forward_s).c_str(), format_seconds(report.slowest.layer.backward_s).c_str(),
                 seconds(double(span)).c_str());
+    if (run.plan) std::fputs(trust.c_str(), stdout);
     return;  // no layer around it: its memory is the layer's (model without --only)
   }
   std::printf("  layer      forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
@@ -287,6 +309,7 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
                                             : "; no communication of its own";
   std::printf("  attention  forward %s, backward %s of it%s\n", format_seconds(report.slowest.attention.forward_s).c_str(),
               format_seconds(report.slowest.attention.backward_s).c_str(), hidden.c_str());
+  if (run.plan && !run.step) std::fputs(trust.c_str(), stdout);
   if (st) {
     const double scale = o.dtype == "fp32" ? 1.0 : 0.5;
     int64_t saved = 0;
@@ -309,7 +332,7 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
 }
 
 // The step around the group: its throughput, MFU both ways, and where its time and memory go.
-void print_step(const ModelCommandOptions& o, const model::StepRow& r, const model::Hardware& hw) {
+void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::StepRow& r, const model::Hardware& hw) {
   const model::StepCandidate& c = r.candidate;
   const model::StepCost& s = r.cost;
   std::printf("\n  the step (modeled): %s on %d GPUs, GBS %d sequences, m = %d microbatches of %lld\n", c.name().c_str(),
@@ -323,6 +346,10 @@ void print_step(const ModelCommandOptions& o, const model::StepRow& r, const mod
               format_seconds(s.dp_s).c_str(), format_seconds(s.dp_exposed_s).c_str(), format_seconds(s.optimizer_s).c_str());
   std::printf("    %.1f tokens/s per GPU; MFU %.1f%% (attention causally halved), %.1f%% (attention whole)\n",
               r.tokens_per_s_per_gpu, 100 * r.mfu_causal, 100 * r.mfu);
+  const model::RunKind kind = run_kind_of(o, run);
+  const model::ErrorBand band = model::error_band(kind);
+  std::printf("    trust: %s%s\n", model::band_text(band, kind).c_str(),
+              band.found ? (": measured " + model::rate_range_text(r.tokens_per_s_per_gpu, band, "tokens/s per GPU")).c_str() : "");
   if (r.mfu > 1) std::printf("    %s\n", model::kMfuWholeOver100);
   std::printf("    exposed on the first stage: TP %s, CP %s, PP %s, DP %s\n", format_seconds(s.tp_exposed_s).c_str(),
               format_seconds(s.cp_exposed_s).c_str(), format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
@@ -363,11 +390,10 @@ int model_command(const ModelCommandOptions& o) {
   const std::string bytes = o.dtype == "fp32" ? "fp32 bytes" : "bf16: half the fp32 run's bytes";
   const model::ModelOptions mo = model_options(o);
   const std::string kernel = model::attention_kernel_of(hw, mo);
-  std::printf("  model      %s;\n             %s%s\n", model::rates_summary(hw, mo, "\n             ").c_str(), bytes.c_str(),
-              !kernel.empty() && o.merge == "unfused" ? "; the ring's merge unfused (ring-flash-attention's)" : "");
+  std::printf("  model      %s;\n             %s\n", model::rates_summary(hw, mo, "\n             ").c_str(), bytes.c_str());
 
   for (size_t g = 0; g < run.metrics.size(); ++g) print_strategy(o, run, run.metrics[g], run.reports[g]);
-  if (run.step) print_step(o, *run.step, hw);
+  if (run.step) print_step(o, run, *run.step, hw);
   if (run.measured) print_comparison(o, run);
   if (!o.json.empty()) {
     nlohmann::json j = {{"producer", "ringside model"},
@@ -384,7 +410,16 @@ int model_command(const ModelCommandOptions& o) {
     // The first strategy's figures at the top, for tools that read one run: /layer/forward_s, ...
     if (!run.reports.empty()) j.update(model::report_json(run.reports.front(), o.only == "attention"));
     j.erase("ranks"), j["ranks"] = j["strategies"].front()["ranks"];
-    if (run.step) j["step"] = step_row_json(*run.step, hw, 1);
+    if (run.step) j["step"] = step_row_json(*run.step, hw, 1, o.dtype);
+    if (run.plan) {
+      const model::RunKind kind = run_kind_of(o, run);
+      const model::ErrorBand band = model::error_band(kind);
+      j["software"] = {{"stack", mo.stack.name}, {"merge", model::merge_of(mo)}, {"tp_comm_overlap", model::tp_comm_overlap_of(mo)},
+                       {"fp8_recipe", o.dtype == "fp8" ? nlohmann::json(model::fp8_recipe_of(mo)) : nlohmann::json(nullptr)},
+                       {"grad_reduce_fp32", mo.stack.grad_reduce_fp32}};
+      j["band"] = {{"kind", {{"scope", kind.scope}, {"cp", kind.cp}, {"dtype", kind.dtype}}}, {"found", band.found}};
+      if (band.found) j["band"].update({{"matched", band.matched}, {"cases", band.cases}, {"low", band.lo}, {"high", band.hi}});
+    }
     output::write(o.json, j.dump(2) + "\n", "--json");
     std::printf("\n  json: %s\n", o.json.c_str());
   }

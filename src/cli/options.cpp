@@ -144,6 +144,42 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool
       ->group("Layer");
 }
 
+void SoftwareFlags::apply(model::ModelOptions& o) const {
+  o.stack = model::load_stack(stack);
+  o.fp8_recipe = fp8_recipe;
+  o.tp_comm_overlap = tp_comm_overlap;
+  if (!grad_reduce.empty()) o.stack.grad_reduce_fp32 = grad_reduce == "fp32";
+}
+
+void add_software_flags(CLI::App& app, SoftwareFlags& f) {
+  std::string names;
+  for (const std::string& n : model::stack_names()) names += (names.empty() ? "" : ", ") + n;
+  app.add_option("--stack", f.stack,
+                 "the software the schedule runs on: " + names +
+                     ", or a stack JSON file (its attention kernels, ring merge, TP overlap, FP8 recipe and host costs, each with "
+                     "its source; docs/model.md)")
+      ->capture_default_str()
+      ->check(non_empty("--stack needs a stack"))
+      ->group("Model");
+  app.add_option("--fp8-recipe", f.fp8_recipe,
+                 "with --dtype fp8: how the GEMMs' inputs are quantized: delayed, current (tensorwise), block or mxfp8 "
+                 "(default: the stack's)")
+      ->check(CLI::IsMember({"delayed", "current", "tensorwise", "block", "mxfp8"}))
+      ->group("Model");
+  CLI::Option* on = app.add_flag_callback("--tp-comm-overlap", [&f] { f.tp_comm_overlap = true; },
+                                          "TP's all-gathers and reduce-scatters in chunks under their GEMMs (Megatron's "
+                                          "--tp-comm-overlap, torch's async TP; default: the stack's)");
+  CLI::Option* off = app.add_flag_callback("--no-tp-comm-overlap", [&f] { f.tp_comm_overlap = false; },
+                                           "TP's collectives between their GEMMs, exposed");
+  on->excludes(off)->group("Model");
+  off->group("Model");
+  app.add_option("--grad-reduce", f.grad_reduce,
+                 "with --gbs: the type gradients are reduced in over DP x CP: fp32 (Megatron-LM's default with bf16) or weights "
+                 "(bf16; NeMo 2.0's performance recipes) (default: the stack's)")
+      ->check(CLI::IsMember({"fp32", "weights"}))
+      ->group("Model");
+}
+
 void add_parallel_flags(CLI::App& app, ParallelFlags& p) {
   app.add_option("--tp", p.tp, "tensor-parallel degree T (Megatron TP with SP; left out: the rest of P)")
       ->check(integer_in(1, kMaxRanks))

@@ -16,6 +16,13 @@
 
 namespace ringside::cli {
 
+model::ModelOptions plan_modeling(const PlanCommandOptions& o) {
+  model::ModelOptions mo;
+  mo.dtype = o.dtype;
+  o.software.apply(mo);
+  return mo;
+}
+
 CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
   std::string hw;
   for (const std::string& n : model::hardware_names()) hw += (hw.empty() ? "" : ", ") + n;
@@ -35,9 +42,10 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
       ->check(CLI::IsMember({"any", "none", "selective", "full"}));
   p->add_option("--layers", o.layers, "L, the layers of a step (default: the preset's depth, or 1)")->check(CLI::Range(1, 1000));
   p->add_option("--top", o.top, "rows of the ranked table (and of each kind of rejection) to print")->capture_default_str()->check(CLI::Range(1, 100000));
-  p->add_option("--dtype", o.dtype, "the element type modeled: bf16, fp32, or fp8 (bf16 with the GEMMs at the FP8 rate)")
+  p->add_option("--dtype", o.dtype, "the element type modeled: bf16, fp32, or fp8 (bf16 with the GEMMs in FP8, their inputs quantized first)")
       ->capture_default_str()
       ->check(CLI::IsMember({"bf16", "fp32", "fp8"}));
+  add_software_flags(*p, o.software);
   p->add_option("--trace", o.trace, "write the winner's and the runner-up's modeled timelines (ringside-viewer shows them side by side)")
       ->option_text("FILE")
       ->check(non_empty("--trace needs a file name"));
@@ -101,9 +109,7 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
               hw.peak_flops(o.dtype) / 1e12, o.dtype.c_str(),
               format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), hw.gpus_per_node, hw.gpus_per_node == 1 ? "" : "s",
               hw.intra_bandwidth / 1e9, hw.inter_bandwidth / 1e9);
-  model::ModelOptions mo;
-  mo.dtype = o.dtype;
-  std::printf("  modeled at %s\n", model::rates_summary(hw, mo, "\n  ").c_str());
+  std::printf("  modeled at %s\n", model::rates_summary(hw, plan_modeling(o), "\n  ").c_str());
   const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
   size_t wname = 9;
   for (size_t i = 0; i < shown; ++i) wname = std::max(wname, plan.rows[i].candidate.name().size());
@@ -118,6 +124,10 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
                 format_bytes(r.intra_bytes).c_str(), format_bytes(r.inter_bytes).c_str(), r.reason.c_str());
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
+  if (ranked > 0) {
+    const model::RunKind kind = model::run_kind(false, false, plan.rows.front().candidate.par, o.dtype);
+    std::printf("  trust: for the winner's kind, %s\n", model::band_text(model::error_band(kind), kind).c_str());
+  }
   std::printf("  step: L layers' forward + backward on the slowest GPU; exposed: communication no compute hides, mean per GPU;\n"
               "  peak memory: L layers on a GPU, one layer's working peak and L - 1 more layers' weights, gradients and\n"
               "  saved activations (the --trace timeline is one layer: its memory lane peaks at that layer's alone);\n"
@@ -187,9 +197,10 @@ int plan_command(const PlanCommandOptions& o) {
   for (const std::string& h : hw_names) profiles.push_back(model::load_hardware(h));
   if (!o.trace.empty()) output::check(o.trace, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");
-  model::ModelOptions dtype;
-  dtype.dtype = o.dtype;
-  for (const model::Hardware& hw : profiles) model::check_model_options(hw, dtype);  // fp8 on an A100: refused now
+  if (!o.software.fp8_recipe.empty() && o.dtype != "fp8")
+    throw ConfigError("--fp8-recipe " + o.software.fp8_recipe + " quantizes FP8 GEMMs: give --dtype fp8 too");
+  const model::ModelOptions modeling = plan_modeling(o);
+  for (const model::Hardware& hw : profiles) model::check_model_options(hw, modeling);  // fp8 on an A100: refused now
   if (o.gbs > 0) return plan_step_command(o, profiles);
   if (o.mbs != 1 || o.pp || o.vp || o.dp || o.zero >= 0 || !o.overlap_grad_reduce || o.exhaustive)
     throw ConfigError("plan: --mbs, --pp, --vp, --dp, --zero, --no-overlap-grad-reduce and --exhaustive plan a whole step: give --gbs too");
@@ -200,7 +211,7 @@ int plan_command(const PlanCommandOptions& o) {
   model::PlanOptions po;
   po.gpus = o.gpus;
   po.layers = o.layers ? o.layers : !o.preset.empty() ? find_preset(o.preset).layers : 1;
-  po.dtype = o.dtype;
+  po.modeling = modeling;
   if (o.recompute != "any") po.modes = {parse_recompute(o.recompute)};
   po.layout = o.choices.layout;
   // A plan of more than a few seconds says how far it is, on stderr, every few seconds.
@@ -236,7 +247,7 @@ int plan_command(const PlanCommandOptions& o) {
       for (const model::PlanRow* row : {&plan.rows[0], second}) {
         if (!row) continue;
         const std::string of = std::string(row == second ? "runner-up " : "winner ") + row->candidate.name();
-        std::vector<trace::RankTrace> ranks = model::candidate_timeline(row->candidate, o.cfg, o.gpus, plan.hw, o.dtype, of);
+        std::vector<trace::RankTrace> ranks = model::candidate_timeline(row->candidate, o.cfg, o.gpus, plan.hw, modeling, of);
         if (t.run.producer.empty()) {
           t.run.producer = "ringside plan", t.run.config = config_json(o.cfg, given), t.run.ranks = o.gpus;
           t.run.modeled = true, t.run.hardware = plan.hw.to_json(), t.run.model_dtype = o.dtype;

@@ -27,9 +27,7 @@ std::string gib(double bytes) {
 void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
   const model::Hardware& hw = plan.hw;
   std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
-  model::ModelOptions mo;
-  mo.dtype = o.dtype;
-  std::printf("  modeled at %s\n", model::rates_summary(hw, mo, "\n  ").c_str());
+  std::printf("  modeled at %s\n", model::rates_summary(hw, plan_modeling(o), "\n  ").c_str());
   const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
   size_t wname = 9;
   for (size_t i = 0; i < shown; ++i) wname = std::max(wname, plan.rows[i].candidate.name().size());
@@ -49,6 +47,14 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
                 mfu, format_seconds(s.step_s).c_str(), bubble, exposed, memory, r.reason.c_str());
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
+  if (ranked > 0) {
+    const model::StepRow& w = plan.rows.front();
+    const model::RunKind kind = model::run_kind(false, true, w.candidate.layer.par, o.dtype);
+    const model::ErrorBand band = model::error_band(kind);
+    std::printf("  trust: for the winner's kind, %s\n", (model::band_text(band, kind) +
+                                             (band.found ? ": measured " + model::rate_range_text(w.tokens_per_s_per_gpu, band, "tokens/s per GPU")
+                                                         : std::string())).c_str());
+  }
   std::printf("  tokens/s: per GPU; MFU: the model's FLOPs with the LM head over the %s peak, attention counted causally halved\n"
               "  (FlashAttention's count) / whole (PaLM's and Megatron's); step: the pipeline (its bubble: idle time over the busiest\n"
               "  stage's work), then the exposed DP collectives and Adam; exposed: communication no compute hides on the first stage,\n"
@@ -88,7 +94,7 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
 
 }  // namespace
 
-nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place) {
+nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place, const std::string& dtype) {
   const model::StepCandidate& c = r.candidate;
   const ParallelConfig& par = c.layer.par;
   nlohmann::json j = {{"name", c.name()}, {"tp", par.tp}, {"cp", par.cp}, {"cp_comm", to_string(par.cp_comm)},
@@ -100,6 +106,8 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
   }
   if (r.status == model::PlanStatus::ranked) {
     const model::StepCost& s = r.cost;
+    const model::ErrorBand band = model::error_band(model::run_kind(false, true, par, dtype));
+    if (band.found) j["band"] = {{"matched", band.matched}, {"cases", band.cases}, {"low", band.lo}, {"high", band.hi}};
     j["place"] = place;
     j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
     j["mfu_attention_whole"] = r.mfu, j["mfu_attention_causal_halved"] = r.mfu_causal;
@@ -125,7 +133,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   so.vocab = preset ? preset->vocab : 0;
   so.gbs = o.gbs, so.mbs = o.mbs, so.pp = o.pp, so.vp = o.vp, so.dp = o.dp, so.zero = o.zero;
   so.overlap_grad_reduce = o.overlap_grad_reduce, so.exhaustive = o.exhaustive;
-  so.modeling.dtype = o.dtype;
+  so.modeling = plan_modeling(o);
   if (o.recompute != "any") so.modes = {parse_recompute(o.recompute)};
   so.layout = o.choices.layout;
   so.progress = [shown = 0.0](size_t done, size_t shapes, double seconds) mutable {
@@ -154,8 +162,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
               stats.candidates, stats.invalid, stats.memory_rejects, stats.bounded, stats.groups, so.max_group, stats.dry_runs,
               stats.seconds);
   std::printf("  modeled, not measured: the pipeline simulated around one TP x CP group's replay; DP and ZeRO in closed form\n"
-              "  (docs/model.md, \"The whole step\"). Held against published steps (ringside validate) the model is faster than\n"
-              "  every one: read its times as optimistic\n");
+              "  (docs/model.md, \"The whole step\"); how far published steps of the winner's kind were off: its trust line\n");
   for (const model::StepPlan& plan : plans) print_step_plan(plan, o);
   if (!o.trace.empty()) {
     // The first profile's winner and runner-up, one row per pipeline stage each.
@@ -185,7 +192,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
     for (const model::StepPlan& plan : plans) {
       nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict}, {"rows", nlohmann::json::array()}};
       int place = 0;
-      for (const model::StepRow& r : plan.rows) p["rows"].push_back(step_row_json(r, plan.hw, ++place));
+      for (const model::StepRow& r : plan.rows) p["rows"].push_back(step_row_json(r, plan.hw, ++place, o.dtype));
       js["plans"].push_back(p);
     }
     output::write(o.json, js.dump() + "\n", "--json");  // compact: a 16,384-GPU plan has about 150,000 rows

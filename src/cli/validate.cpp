@@ -1,9 +1,14 @@
-// `ringside validate`: the model against published measurements (model/validation.h).
+// `ringside validate`: the model against published measurements (model/validation.h), the fitted
+// parameters refitted from the cases that inform them (model/parameters.h), and the error bands
+// the held-out cases give (model/bands.h).
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
 
 #include "cli/commands.h"
 #include "cli/format.h"
@@ -11,19 +16,35 @@
 #include "core/json_input.h"
 #include "core/output.h"
 #include "core/strict_flags.h"
+#include "layer/presets.h"
+#include "model/bands.h"
+#include "model/plan.h"
+#include "model/parameters.h"
 #include "model/validation.h"
 
 namespace ringside::cli {
 
 CLI::App* add_validate(CLI::App& app, ValidateOptions& o) {
   CLI::App* v = app.add_subcommand(
-      "validate", "The model against published measurements: modeled beside measured, the error per case, the orders");
+      "validate",
+      "The model against published measurements: the fit set and the held-out set apart, each case's error, the fitted "
+      "parameters, leave-one-source-out");
   v->add_option("cases", o.cases, "case names (built-in) or case JSON files; none: every built-in case")->option_text("CASE...");
-  v->add_option("--json", o.json, "write the table (seconds, errors, orders)")->option_text("FILE")->check(
+  v->add_option("--json", o.json, "write the tables (values, errors, sets, orders, parameters)")->option_text("FILE")->check(
       non_empty("--json needs a file name"));
+  v->add_option("--leave-out", o.leave_out,
+                "refit the fitted parameters without one source's cases and predict them: a source id, or all (every source "
+                "in turn: leave-one-source-out)")
+      ->option_text("SOURCE|all")
+      ->check(non_empty("--leave-out needs a source id or all"));
+  v->add_flag("--refit", o.refit, "refit every fitted parameter on the fit set and print it beside the value the files hold");
+  v->add_option("--bands", o.bands, "write the held-out cases' errors by kind (the content of src/model/fits/bands.json)")
+      ->option_text("FILE")
+      ->check(non_empty("--bands needs a file name"));
   v->footer(
       "Examples:\n"
       "  ringside validate                          # every built-in case (src/model/validation/*.json)\n"
+      "  ringside validate --leave-out all          # each source predicted by parameters fitted without it\n"
       "  ringside validate rfa-zigzag-fwd-bwd-h800  # one case\n"
       "  ringside validate my-case.json --json out/validate.json");
   return v;
@@ -78,8 +99,8 @@ ModelCommandOptions model_options_of(const model::ValidationCase& c) {
     throw ConfigError("validate: case " + c.name + ": its args are not a `ringside model` command: " + e.what());
   }
   if (!model->parsed()) throw ConfigError("validate: case " + c.name + ": its args are not a `ringside model` command");
-  if (!mo.trace.empty() || !mo.json.empty() || !mo.from.empty())
-    throw ConfigError("validate: case " + c.name + ": its args may not read or write files (--from, --trace, --json)");
+  if (!mo.trace.empty() || !mo.json.empty() || !mo.from.empty() || !mo.compare.empty())
+    throw ConfigError("validate: case " + c.name + ": its args may not read or write files (--from, --compare, --trace, --json)");
   return mo;
 }
 
@@ -89,113 +110,364 @@ std::string command_of(const model::ValidationCase& c) {
   return s;
 }
 
+// One case, ready to model (and model again, as a fit does).
+struct Case {
+  model::ValidationCase c;
+  ModelCommandOptions options;
+  model::RunKind kind;
+  std::string kernel, stack;
+  std::optional<trace::TraceData> schedule;  // the dry run, recorded once (not for --gbs)
+};
+
+// The case's quantity as modeled now (the parameters' values as set), in its unit.
+double model_value(Case& k) {
+  ModelRun run;
+  run.keep_schedule = !k.schedule && k.options.gbs == 0;
+  try {
+    run_model(k.options, run, k.schedule ? &*k.schedule : nullptr);
+  } catch (const ConfigError& e) {
+    throw ConfigError("validate: case " + k.c.name + ": " + e.what());
+  }
+  if (run.keep_schedule) k.schedule = std::move(run.recorded);
+  if (run.reports.empty()) throw ConfigError("validate: case " + k.c.name + ": the model reported nothing");
+  const std::string& q = k.c.quantity;
+  if (q.starts_with("/step/")) {
+    if (!run.step || run.step->status != model::PlanStatus::ranked)
+      throw ConfigError("validate: case " + k.c.name + ": the step does not fit: " + (run.step ? run.step->reason : std::string("no step")));
+    if (q == "/step/step_s") return run.step->cost.step_s;
+    const double tokens = run.step->tokens_per_s_per_gpu;
+    if (q == "/step/tokens_per_s_per_gpu") return tokens;
+    const auto [layers, vocab] = step_depth(k.options);
+    return tokens * model::flops_per_token_counted(k.options.cfg, layers, vocab, k.c.convention) / 1e12;
+  }
+  const nlohmann::json report = model::report_json(run.reports.front(), k.options.only == "attention");
+  const nlohmann::json::json_pointer pointer(q);
+  if (!report.contains(pointer))
+    throw ConfigError("validate: case " + k.c.name + ": " + q + " is not in this model's report (--only attention has no /layer)");
+  return report.at(pointer).get<double>();
+}
+
+// The time error of `modeled` against the case's published value.
+double error_of(const Case& k, double modeled) {
+  model::ValidationRow row{k.c, modeled};
+  return row.error();
+}
+
+// ---- the fit ----------------------------------------------------------------------------------
+
+struct FitResult {
+  std::map<std::string, double> values;
+  std::map<std::string, size_t> cases;  // informing cases used, per parameter
+};
+
+// Refits every parameter on the fit cases not from `left_out` (a source id, or "" for none):
+// each by golden-section search of log(value) over its range, minimising the sum of squared log
+// errors of the cases that inform it, the others at their values so far (from their priors),
+// in three rounds. A parameter no case informs takes its prior.
+FitResult fit_parameters(std::vector<Case>& cases, const std::string& left_out) {
+  FitResult fit;
+  // From the priors, so that the fit does not depend on the values the files hold now.
+  for (const model::FittedParameter& p : model::fitted_parameters()) fit.values[p.name] = p.prior;
+  // Three rounds: a parameter moves the cases that inform another (a clock under the occupancy's).
+  for (int round = 0; round < 3; ++round)
+    for (const model::FittedParameter& p : model::fitted_parameters()) {
+      std::vector<Case*> informing;
+      for (Case& k : cases)
+        if (k.c.fit && k.c.source_id != left_out && std::count(k.c.informs.begin(), k.c.informs.end(), p.name))
+          informing.push_back(&k);
+      fit.cases[p.name] = informing.size();
+      if (informing.empty()) {
+        fit.values[p.name] = p.prior;
+        continue;
+      }
+      auto cost = [&](double log_value) {
+        std::map<std::string, double> trial = fit.values;
+        trial[p.name] = std::exp(log_value);
+        const model::ScopedParameterValues set(trial);
+        double sum = 0;
+        for (Case* k : informing) {
+          const double e = std::log1p(error_of(*k, model_value(*k)));
+          sum += e * e;
+        }
+        return sum;
+      };
+      const double phi = (std::sqrt(5.0) - 1) / 2;
+      double a = std::log(p.lo), b = std::log(p.hi);
+      double x1 = b - phi * (b - a), x2 = a + phi * (b - a), f1 = cost(x1), f2 = cost(x2);
+      for (int i = 0; i < 22; ++i) {
+        if (f1 < f2) b = x2, x2 = x1, f2 = f1, x1 = b - phi * (b - a), f1 = cost(x1);
+        else a = x1, x1 = x2, f1 = f2, x2 = a + phi * (b - a), f2 = cost(x2);
+      }
+      // Three significant figures: what the files hold.
+      const double v = std::exp((a + b) / 2);
+      const double scale = std::pow(10.0, std::floor(std::log10(v)) - 2);
+      fit.values[p.name] = std::round(v / scale) * scale;
+    }
+  return fit;
+}
+
+// ---- printing ----------------------------------------------------------------------------------
+
+std::string value_text(const model::ValidationCase& c, double v) {
+  char buf[48];
+  if (c.unit == "s") return format_seconds(v);
+  if (c.unit == "tokens/s/gpu") std::snprintf(buf, sizeof buf, "%.0f tok/s", v);
+  else std::snprintf(buf, sizeof buf, "%.0f TF/s", v);
+  return buf;
+}
+
+std::string pct(double e) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", 100 * e);
+  return buf;
+}
+
+struct Table {
+  std::string text;
+  void add(const char* format, auto... args) {
+    char line[512];
+    std::snprintf(line, sizeof line, format, args...);
+    text += line;
+  }
+};
+
+void add_rows(Table& t, const std::vector<model::ValidationRow>& rows, const std::vector<Case>& cases, bool counted, bool fit) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const model::ValidationRow& r = rows[i];
+    if (r.c.counted != counted || (counted && r.c.fit != fit)) continue;
+    t.add("  %-28s %-14s %-5s %-20s %12s %12s %7s %2s\n", r.c.name.c_str(), r.c.profile.c_str(), cases[i].kernel.c_str(),
+          cases[i].stack.c_str(), value_text(r.c, r.c.measured).c_str(), value_text(r.c, r.modeled).c_str(), pct(r.error()).c_str(),
+          r.within() ? "" : "NO");
+  }
+}
+
+std::string summary_text(const model::ErrorSummary& s) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "|error| median %.1f%%, worst %.1f%%, mean signed %+.1f%%", 100 * s.median, 100 * s.worst, 100 * s.mean);
+  return buf;
+}
+
+nlohmann::json summary_json(const model::ErrorSummary& s) {
+  return {{"cases", s.cases}, {"median_abs_error", s.median}, {"worst_abs_error", s.worst}, {"mean_signed_error", s.mean}};
+}
+
 }  // namespace
 
 int validate_command(const ValidateOptions& o) {
   std::vector<output::Named> inputs;
   for (const std::string& c : o.cases)
     if (output::is_regular(c)) inputs.push_back({"a case", c});
-  output::check_distinct({{"--json", o.json}}, inputs);  // the results never overwrite a case
+  output::check_distinct({{"--json", o.json}, {"--bands", o.bands}}, inputs);  // the results never overwrite a case
   if (!o.json.empty()) output::check(o.json, "--json");
-  const std::vector<model::ValidationCase> cases = cases_of(o);
+  if (!o.bands.empty()) output::check(o.bands, "--bands");
+  std::vector<Case> cases;
+  for (model::ValidationCase& c : cases_of(o)) cases.push_back({std::move(c), {}, {}, {}, {}, {}});
   // Every case's arguments first, as `ringside model` checks them: a bad one is refused, by
   // name, before any case runs.
-  std::vector<ModelCommandOptions> options;
-  for (const model::ValidationCase& c : cases) {
-    options.push_back(model_options_of(c));
+  std::set<std::string> sources;
+  for (Case& k : cases) {
+    const model::ValidationCase& c = k.c;
+    k.options = model_options_of(c);
     model::Hardware hw;
+    std::optional<RunPlan> plan;
     try {
-      hw = check_model_command(options.back());
+      hw = check_model_command(k.options, &plan);
     } catch (const ConfigError& e) {
       throw ConfigError("validate: case " + c.name + ": " + e.what());
     }
+    const model::ModelOptions mo = model_options(k.options);
     // The rates the case is held at are the ones it names: its kernel field says which
     // attention kernel's rates model it, and a case at the ideal efficiency (no kernel) would
     // not be "at the rates real GPUs reach".
-    const std::string kernel = model::attention_kernel_of(hw, model_options(options.back()));
-    if (kernel.empty())
+    k.kernel = model::attention_kernel_of(hw, mo);
+    k.stack = mo.stack.name;
+    if (k.kernel.empty())
       throw ConfigError("validate: case " + c.name + ": validate models at the rates real GPUs reach, not --efficiency " +
-                        options.back().efficiency);
-    if (c.kernel.find(kernel) == std::string::npos)
-      throw ConfigError("validate: case " + c.name + ": its args model attention at " + kernel + "'s rates, which its kernel (" +
-                        detail::shown_input(c.kernel, 80) + ") does not name (give --attention-kernel, or name " + kernel + ")");
+                        k.options.efficiency);
+    if (c.kernel.find(k.kernel) == std::string::npos)
+      throw ConfigError("validate: case " + c.name + ": its args model attention at " + k.kernel + "'s rates, which its kernel (" +
+                        detail::shown_input(c.kernel, 80) + ") does not name (give --attention-kernel or --stack, or name " +
+                        k.kernel + ")");
+    k.kind = model::run_kind(k.options.only == "attention", k.options.gbs > 0, plan->par, k.options.dtype);
+    sources.insert(c.source_id);
+  }
+  if (!o.leave_out.empty() && o.leave_out != "all" && !sources.contains(o.leave_out)) {
+    std::string list;
+    for (const std::string& s : sources) list += (list.empty() ? "" : ", ") + s;
+    throw ConfigError("validate: --leave-out " + detail::shown_input(o.leave_out) + " is none of the cases' sources (" + list + ", or all)");
   }
 
-  std::printf("ringside validate: the model, at the rates real GPUs reach, against %zu published measurement%s\n\n",
-              cases.size(), cases.size() == 1 ? "" : "s");
-  // The table is kept as text too: the README quotes it, drift-checked (`--json`'s /table).
-  std::string table;
-  auto add = [&table](const char* format, auto... args) {
-    char line[256];
-    std::snprintf(line, sizeof line, format, args...);
-    table += line;
-  };
-  add("  %-28s %-12s %-6s %12s %12s %8s %6s\n", "case", "hardware", "kernel", "published", "modeled", "error", "within");
+  // A case's dry run, recorded once: the fits model it again and again.
+  const model::ScheduleCacheScope cache;
   std::vector<model::ValidationRow> rows;
-  nlohmann::json out = {{"producer", "ringside validate"}, {"cases", nlohmann::json::array()}};
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const model::ValidationCase& c = cases[i];
-    ModelRun run;
-    try {
-      run_model(options[i], run);
-    } catch (const ConfigError& e) {
-      throw ConfigError("validate: case " + c.name + ": " + e.what());
-    }
-    if (run.reports.empty()) throw ConfigError("validate: case " + c.name + ": the model reported nothing");
-    nlohmann::json report = model::report_json(run.reports.front(), options[i].only == "attention");
-    if (run.step) report["step"] = step_row_json(*run.step, run.hw, 1);
-    const nlohmann::json::json_pointer pointer(c.quantity);
-    if (!report.contains(pointer)) {
-      const bool step = c.quantity.rfind("/step/", 0) == 0;
-      throw ConfigError("validate: case " + c.name + ": " + c.quantity + " is not in this model's report (" +
-                        (!step ? std::string("--only attention has no /layer")
-                         : !run.step ? std::string("a /step quantity needs --gbs in the case's args")
-                                     : "the step does not fit: " + run.step->reason) + ")");
-    }
-    model::ValidationRow row{c, report.at(pointer).get<double>()};
-    const std::string kernel = model::attention_kernel_of(run.hw, model_options(options[i]));
-    add("  %-28s %-12s %-6s %12s %12s %+7.1f%% %6s\n", c.name.c_str(), c.profile.c_str(), kernel.c_str(),
-                format_seconds(c.measured_s).c_str(), format_seconds(row.modeled_s).c_str(), 100 * row.error(),
-                row.within() ? "yes" : "NO");
-    out["cases"].push_back({{"name", c.name},
-                            {"source", {{"title", c.title}, {"url", c.url}, {"where", c.where}}},
-                            {"hardware", c.profile},
-                            {"attention_kernel", kernel},
-                            {"command", command_of(c)},
-                            {"quantity", c.quantity},
-                            {"published", c.measured_text},
-                            {"published_s", c.measured_s},
-                            {"modeled_s", row.modeled_s},
-                            {"error", row.error()},
-                            {"tolerance", c.tolerance},
-                            {"within", row.within()}});
-    rows.push_back(std::move(row));
+  for (Case& k : cases) rows.push_back({k.c, model_value(k)});
+
+  size_t fit_n = 0, held_n = 0, ref_n = 0;
+  std::vector<double> fit_errors, held_errors;
+  std::set<std::string> held_sources;
+  for (const model::ValidationRow& r : rows) {
+    if (!r.c.counted) ++ref_n;
+    else if (r.c.fit) ++fit_n, fit_errors.push_back(r.error());
+    else ++held_n, held_errors.push_back(r.error()), held_sources.insert(r.c.source_id);
   }
-  size_t within = 0;
-  for (const model::ValidationRow& r : rows) within += r.within();
-  const double median = model::median_abs_error(rows), worst = model::worst_abs_error(rows);
-  add("\n  %zu of %zu within tolerance; |error| median %.1f%%, worst %.1f%%\n", within, rows.size(), 100 * median, 100 * worst);
-  out["within"] = within, out["median_abs_error"] = median, out["worst_abs_error"] = worst;
-  out["orders"] = nlohmann::json::array();
+  const model::ErrorSummary fit_sum = model::summarize(fit_errors), held_sum = model::summarize(held_errors);
+
+  std::printf("ringside validate: the model, at the rates real GPUs reach, against %zu published measurement%s from %zu source%s\n\n",
+              cases.size(), cases.size() == 1 ? "" : "s", sources.size(), sources.size() == 1 ? "" : "s");
+  // The tables are kept as text too: the README quotes them, drift-checked (`--json`'s /table).
+  Table t;
+  const char* header = "  %-28s %-14s %-5s %-20s %12s %12s %7s %2s\n";
+  if (fit_n) {
+    t.add("  fit set: the %zu case%s whose figures chose a fitted parameter\n", fit_n, fit_n == 1 ? "" : "s");
+    t.add(header, "case", "hardware", "kernel", "stack", "published", "modeled", "error", "");
+    add_rows(t, rows, cases, true, true);
+    t.add("  fit set: %s (target: median <= 5%%)\n\n", summary_text(fit_sum).c_str());
+  }
+  if (held_n) {
+    t.add("  held out: the %zu case%s no parameter saw, from %zu source%s\n", held_n, held_n == 1 ? "" : "s", held_sources.size(),
+          held_sources.size() == 1 ? "" : "s");
+    t.add(header, "case", "hardware", "kernel", "stack", "published", "modeled", "error", "");
+    add_rows(t, rows, cases, true, false);
+    t.add("  held out: %s (targets: median <= 10%%, worst <= 20%%, mean within +-5%%)\n", summary_text(held_sum).c_str());
+  }
+  if (ref_n) {
+    t.add("\n  not counted (reference only):\n");
+    add_rows(t, rows, cases, false, false);
+    for (const model::ValidationRow& r : rows)
+      if (!r.c.counted) t.add("    %s: %s\n", r.c.name.c_str(), r.c.reference_reason.c_str());
+  }
+  size_t within = 0, counted = 0;
+  for (const model::ValidationRow& r : rows)
+    if (r.c.counted) within += r.within(), ++counted;
+  t.add("\n  %zu of %zu counted cases within their tolerance (20%% unless the case says why)\n", within, counted);
+
+  nlohmann::json out = {{"producer", "ringside validate"}, {"cases", nlohmann::json::array()}};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const model::ValidationRow& r = rows[i];
+    const Case& k = cases[i];
+    out["cases"].push_back({{"name", r.c.name},
+                            {"source", {{"id", r.c.source_id}, {"title", r.c.title}, {"url", r.c.url}, {"where", r.c.where}}},
+                            {"set", !r.c.counted ? "reference" : r.c.fit ? "fit" : "held_out"},
+                            {"informs", r.c.informs},
+                            {"hardware", r.c.profile},
+                            {"attention_kernel", k.kernel},
+                            {"stack", k.stack},
+                            {"kind", {{"scope", k.kind.scope}, {"cp", k.kind.cp}, {"dtype", k.kind.dtype}}},
+                            {"command", command_of(r.c)},
+                            {"quantity", r.c.quantity},
+                            {"unit", r.c.unit},
+                            {"published", r.c.measured_text},
+                            {"published_value", r.c.measured},
+                            {"modeled_value", r.modeled},
+                            {"error", r.error()},
+                            {"tolerance", r.c.tolerance},
+                            {"within", r.within()}});
+  }
+  out["fit_set"] = summary_json(fit_sum);
+  out["held_out"] = summary_json(held_sum);
+  out["within"] = within, out["counted"] = counted;
+  {
+    std::set<std::string> all, held;
+    for (const model::ValidationRow& r : rows) {
+      if (!r.c.counted) continue;
+      all.insert(r.c.source_id);
+      if (!r.c.fit) held.insert(r.c.source_id);
+    }
+    out["sources"] = all.size();
+    out["held_out"]["sources"] = held.size();
+    out["fitted_parameters"] = model::fitted_parameters().size();
+  }
+
+  // The orders each table's columns keep.
   bool orders_hold = true;
+  out["orders"] = nlohmann::json::array();
   const std::vector<model::ValidationOrder> orders = model::validation_orders(rows);
-  if (!orders.empty()) add("\n  orders (fastest first), as measured and as modeled:\n");
+  if (!orders.empty()) t.add("\n  orders (fastest first), as measured and as modeled:\n");
   for (const model::ValidationOrder& ord : orders) {
     auto joined = [](const std::vector<std::string>& v) {
       std::string s;
       for (const std::string& n : v) s += (s.empty() ? "" : " < ") + n;
       return s;
     };
-    table += "  " + ord.group + ": " + (ord.holds() ? "holds: " : "DIFFERS: ") + joined(ord.measured) +
-             (ord.holds() ? "" : "; modeled " + joined(ord.modeled)) + "\n";
+    t.text += "  " + ord.group + ": " + (ord.holds() ? "holds: " : "DIFFERS: ") + joined(ord.measured) +
+              (ord.holds() ? "" : "; modeled " + joined(ord.modeled)) + "\n";
     orders_hold &= ord.holds();
     out["orders"].push_back({{"group", ord.group}, {"measured", ord.measured}, {"modeled", ord.modeled}, {"holds", ord.holds()}});
   }
-  std::fputs(table.c_str(), stdout);
-  out["table"] = table;
+
+  // The fitted parameters: their values, priors and the cases behind them.
+  out["parameters"] = nlohmann::json::array();
+  t.add("\n  fitted parameters (src/model/fits/parameters.json), each from the fit set's cases that name it:\n");
+  for (const model::FittedParameter& p : model::fitted_parameters()) {
+    size_t n = 0;
+    std::set<std::string> from;
+    for (const Case& k : cases)
+      if (k.c.fit && std::count(k.c.informs.begin(), k.c.informs.end(), p.name)) ++n, from.insert(k.c.source_id);
+    const double value = model::fitted_value(p);
+    t.add("  %-38s %6.3g  (prior %.3g; %zu case%s of %zu source%s)\n", p.name.c_str(), value, p.prior, n, n == 1 ? "" : "s", from.size(),
+          from.size() == 1 ? "" : "s");
+    out["parameters"].push_back({{"name", p.name}, {"value", value}, {"prior", p.prior}, {"cases", n}, {"what", p.what}});
+  }
+  std::fputs(t.text.c_str(), stdout);
+  out["table"] = t.text;
+  bool refit_holds = true;
+  if (o.refit) {
+    Table r;
+    r.add("\n  refit on the fit set (golden-section search of each parameter's log over its range):\n");
+    const FitResult fit = fit_parameters(cases, "");
+    out["refit"] = nlohmann::json::array();
+    for (const model::FittedParameter& p : model::fitted_parameters()) {
+      const double stored = model::fitted_value(p), refit = fit.values.at(p.name);
+      const bool same = std::fabs(refit / stored - 1) <= 0.02;
+      refit_holds &= same;
+      r.add("  %-38s stored %6.3g, refit %6.3g on %zu case%s%s\n", p.name.c_str(), stored, refit, fit.cases.at(p.name),
+            fit.cases.at(p.name) == 1 ? "" : "s", same ? "" : "  DIFFERS (more than 2%: refit the files)");
+      out["refit"].push_back({{"name", p.name}, {"stored", stored}, {"refit", refit}, {"cases", fit.cases.at(p.name)}});
+    }
+    std::fputs(r.text.c_str(), stdout);
+  }
+  if (!o.leave_out.empty()) {
+    // Each source's cases predicted by the parameters fitted without them.
+    Table l;
+    std::vector<std::string> left = o.leave_out == "all" ? std::vector<std::string>(sources.begin(), sources.end())
+                                                         : std::vector<std::string>{o.leave_out};
+    l.add("\n  leave-one-source-out: each source's cases predicted by the parameters refitted without them\n");
+    l.add("  %-32s %-26s %9s %9s\n", "case", "source", "all fit", "left out");
+    std::vector<double> errors;
+    out["leave_out"] = nlohmann::json::array();
+    for (const std::string& source : left) {
+      bool informs = false;
+      for (const Case& k : cases) informs |= k.c.fit && k.c.source_id == source;
+      // Only a source whose cases informed a parameter moves any: refit without it.
+      std::optional<model::ScopedParameterValues> set;
+      if (informs) set.emplace(fit_parameters(cases, source).values);
+      for (size_t i = 0; i < cases.size(); ++i) {
+        if (cases[i].c.source_id != source || !cases[i].c.counted) continue;
+        const double e = error_of(cases[i], informs ? model_value(cases[i]) : rows[i].modeled);
+        errors.push_back(e);
+        l.add("  %-32s %-26s %9s %9s\n", cases[i].c.name.c_str(), source.c_str(), pct(rows[i].error()).c_str(), pct(e).c_str());
+        out["leave_out"].push_back({{"name", cases[i].c.name}, {"source", source}, {"error", e}});
+      }
+    }
+    const model::ErrorSummary s = model::summarize(errors);
+    l.add("  left out: %zu cases, %s (target: median <= 12%%)\n", s.cases, summary_text(s).c_str());
+    out["leave_out_summary"] = summary_json(s);
+    std::fputs(l.text.c_str(), stdout);
+    out["leave_out_table"] = l.text;
+  }
   std::printf("\n  sources and commands: ringside validate --json FILE, or src/model/validation/*.json\n");
+  if (!o.bands.empty()) {
+    nlohmann::json b = {{"about", "The held-out cases' errors by kind, written by `ringside validate --bands FILE` (do not edit: a test holds "
+                                  "this file to what validate computes). error = modeled time / measured time - 1."},
+                        {"held_out", nlohmann::json::array()}};
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (rows[i].c.counted && !rows[i].c.fit)
+        b["held_out"].push_back({{"name", rows[i].c.name}, {"scope", cases[i].kind.scope}, {"cp", cases[i].kind.cp},
+                                 {"dtype", cases[i].kind.dtype}, {"error", std::round(rows[i].error() * 1e6) / 1e6}});
+    output::write(o.bands, b.dump(2) + "\n", "--bands");
+  }
   if (!o.json.empty()) output::write(o.json, out.dump(2) + "\n", "--json");
-  return within == rows.size() && orders_hold ? 0 : 1;
+  return within == counted && orders_hold && refit_holds ? 0 : 1;
 }
 
 }  // namespace ringside::cli

@@ -19,12 +19,38 @@
 #include "core/json_input.h"
 #include "core/output.h"
 #include "kernels/cpu/blas.h"
+#include "model/fp8.h"
 
 namespace ringside::model {
 
+std::string merge_of(const ModelOptions& o) { return o.merge.empty() ? o.stack.merge : o.merge; }
+std::string fp8_recipe_of(const ModelOptions& o) { return o.fp8_recipe.empty() ? o.stack.fp8_recipe : o.fp8_recipe; }
+bool tp_comm_overlap_of(const ModelOptions& o) { return o.tp_comm_overlap.value_or(o.stack.tp_comm_overlap); }
+
+namespace {
+
+// A ring step's merge, per output element and in kernels: the stack's own, or, where --merge
+// asks for the other kind than the stack's, the fused kernel's 10 bytes or ring-flash-attention's
+// torch ops (38 bytes in 9 kernels).
+double merge_bytes(const ModelOptions& o) {
+  if (merge_of(o) == o.stack.merge) return o.stack.merge_bytes;
+  return merge_of(o) == "fused" ? 10 : 38;
+}
+int merge_kernels(const ModelOptions& o) {
+  if (merge_of(o) == o.stack.merge) return o.stack.merge_kernels;
+  return merge_of(o) == "fused" ? 1 : 9;
+}
+
+}  // namespace
+
 void check_model_options(const Hardware& hw, const ModelOptions& o) {
   if (o.dtype != "bf16" && o.dtype != "fp32" && o.dtype != "fp8") throw ConfigError("--dtype " + o.dtype + ": bf16, fp32 or fp8");
-  if (o.merge != "fused" && o.merge != "unfused") throw ConfigError("--merge " + o.merge + ": fused or unfused");
+  if (!o.merge.empty() && o.merge != "fused" && o.merge != "unfused") throw ConfigError("--merge " + o.merge + ": fused or unfused");
+  if (!o.fp8_recipe.empty() && !fp8_recipe_known(o.fp8_recipe))
+    throw ConfigError("--fp8-recipe " + detail::shown_input(o.fp8_recipe) + ": " + fp8_recipe_names());
+  if (o.dtype == "fp8" && fp8_recipe(fp8_recipe_of(o)).blackwell_only && !hw.mxfp8)
+    throw ConfigError("--fp8-recipe " + fp8_recipe_of(o) + ": " + hw.name + " has no MXFP8 tensor cores (Blackwell's)" +
+                      (o.fp8_recipe.empty() ? " (the recipe of --stack " + o.stack.name + ")" : ""));
   if (o.efficiency != "achieved" && o.efficiency != "ideal")
     throw ConfigError("--efficiency " + o.efficiency + ": achieved or ideal");
   if (o.dtype == "fp8" && hw.peak_flops_fp8 == 0)
@@ -45,7 +71,10 @@ void check_model_options(const Hardware& hw, const ModelOptions& o) {
 
 std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o) {
   if (o.efficiency == "ideal" || !hw.efficiency.present) return "";
-  return o.attention_kernel.empty() ? hw.efficiency.default_kernel : o.attention_kernel;
+  if (!o.attention_kernel.empty()) return o.attention_kernel;
+  for (const std::string& k : o.stack.attention_kernels)
+    if (hw.efficiency.attention.contains(k)) return k;
+  return hw.efficiency.default_kernel;
 }
 
 std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::string& wrap) {
@@ -64,10 +93,16 @@ std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::
   if (!achieved)
     return detail::concat("ops at ", peak / 1e12, " TFLOP/s or ", hw.memory_bandwidth / 1e9, " GB/s;", wrap, "transfers at ", links,
                           o.efficiency == "ideal" ? " (the roofline: --efficiency ideal)" : " (the roofline: the profile states no efficiency)");
-  return detail::concat("GEMMs up to ", std::lround(100 * e.gemm.of(o.dtype)), "% of ", peak / 1e12, " TFLOP/s ", o.dtype == "fp8" ? "FP8 " : "",
+  const std::string fp8 = o.dtype == "fp8" ? "FP8 (" + fp8_recipe_of(o) + " scaling: inputs quantized first) " : "";
+  const Stack& st = o.stack;
+  const std::string host = st.host_kernel_s > 0 || st.host_comm_s > 0
+                               ? detail::concat(", its host ", st.host_kernel_s * 1e6, " us a kernel and ", st.host_comm_s * 1e6, " us a NCCL call")
+                               : "";
+  return detail::concat("GEMMs up to ", std::lround(100 * e.gemm.of(o.dtype)), "% of ", peak / 1e12, " TFLOP/s ", fp8,
                         "(by shape), attention at ", attention_kernel_of(hw, o), "'s published rates,", wrap, "memory-bound ops at ",
                         std::lround(100 * e.memory_fraction), "% of ", hw.memory_bandwidth / 1e9, " GB/s + ", e.launch_s * 1e6,
-                        " us a kernel;", wrap, "transfers at ", links);
+                        " us a kernel;", wrap, "transfers at ", links, ";", wrap, "software: ", st.name, " (TP overlap ",
+                        tp_comm_overlap_of(o) ? "on" : "off", ", ring merge ", merge_of(o), host, ")");
 }
 
 namespace {
@@ -89,10 +124,51 @@ bool attention_call(const trace::Event& ev, AttentionCall& call) {
   const double pairs = ev.flops / (call.backward ? 2.5 : 1.0) / (4.0 * double(d) * double(b) * double(H));
   call.keys_per_query = pairs / double(sq);
   call.masked = pairs < double(sq) * double(sk) - 0.5;
+  // A ring step's calls launched as one (schedule_passes.h): that call's shape sets the rate.
+  long long call_sq = 0, call_sk = 0;
+  double kpq = 0;
+  const size_t at = ev.detail.find(" step_call ");
+  if (at != std::string::npos && std::sscanf(ev.detail.c_str() + at, " step_call sq=%lld sk=%lld kpq=%lf", &call_sq, &call_sk, &kpq) == 3 &&
+      call_sq > 0 && call_sk > 0 && kpq > 0) {
+    call.sq = call_sq, call.sk = call_sk, call.keys_per_query = kpq;
+    call.masked = kpq < double(call_sk) - 0.5;
+  }
   return true;
 }
 
 }  // namespace
+
+namespace {
+
+// An FP8 GEMM's quantized input, in elements: the forward's x [m, k] and the data gradient's dy
+// [m, k] (model/fp8.h); the weight gradient (a^T) quantizes nothing new. 0 for anything else.
+double fp8_quantized_elements(const trace::Event& ev, const ModelOptions& o) {
+  if (o.dtype != "fp8" || ev.kind != trace::Kind::gemm) return 0;
+  long long m = 0, n = 0, k = 0;
+  if (!gemm_shape(ev.detail, m, n, k) || ev.detail.find("a^T") != std::string::npos) return 0;
+  // Quantized on its own rank before TP's all-gather (schedule_passes.h): its local rows.
+  const size_t at = ev.detail.find(" fp8_input=");
+  if (at != std::string::npos) return std::atof(ev.detail.c_str() + at + 11);
+  return double(m) * double(k);
+}
+
+// SMs an overlapped collective takes from this GEMM chunk ("sms_taken=16" in its detail,
+// model/tp_overlap.h), 0 for any other op.
+int sms_taken(const trace::Event& ev) {
+  const size_t at = ev.detail.find("sms_taken=");
+  return at == std::string::npos ? 0 : std::atoi(ev.detail.c_str() + at + 10);
+}
+
+}  // namespace
+
+int op_kernels(const trace::Event& ev, const Hardware& hw, const ModelOptions& o) {
+  if (ev.stream != trace::Stream::compute || !trace::is_work(ev.kind)) return 0;
+  if (ev.detail.find(" launch_shared") != std::string::npos) return 0;  // one call a ring step (schedule_passes.h)
+  if (o.efficiency == "ideal" || !hw.efficiency.present) return 1;
+  if (ev.sublayer == "attention" && ev.name == "lse_merge" && o.dtype != "fp32") return merge_kernels(o);
+  if (fp8_quantized_elements(ev, o) > 0) return 1 + fp8_recipe(fp8_recipe_of(o)).kernels;
+  return 1;
+}
 
 double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, const ModelOptions& o) {
   if (ev.stream != trace::Stream::compute || !trace::is_work(ev.kind)) return 0;
@@ -103,21 +179,30 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
   if (o.efficiency == "ideal" || !e.present) return std::max(ev.flops / peak, bytes / hw.memory_bandwidth);
   // Achieved: memory-bound ops at the achievable fraction of HBM; GEMMs and attention at their
   // shape's rate, and never faster than their bytes allow; every kernel pays its launch.
-  double kernels = 1;
   if (ev.sublayer == "attention" && (ev.name == "lse_merge" || ev.name == "add") && o.dtype != "fp32") {
     // The running output, lse and gradients a ring step merges into are fp32 accumulators in
     // every implementation (ring-flash-attention, TransformerEngine), the block's own in bf16:
     // per element 4 read + 4 written + 2 read, not the 2 + 2 + 2 of a bf16 merge.
     bytes *= 10.0 / 6.0;
-    if (ev.name == "lse_merge" && o.merge == "unfused") bytes *= 3.8, kernels = 9;  // 38 bytes an element
+    if (ev.name == "lse_merge") bytes *= merge_bytes(o) / 10.0;  // the stack's merge: 38 bytes an element unfused
   }
-  const double memory_s = bytes / (hw.memory_bandwidth * e.memory_fraction);
-  double compute_s = 0;
+  const double memory_rate = hw.memory_bandwidth * e.memory_fraction;
+  const double memory_s = bytes / memory_rate;
+  double compute_s = 0, before_s = 0;
   if (ev.flops > 0 && ev.kind == trace::Kind::gemm) {
     const double mamf = e.gemm.of(dtype);
     long long m = 0, n = 0, k = 0;
     const bool shaped = gemm_shape(ev.detail, m, n, k);
-    compute_s = ev.flops / (shaped ? gemm_rate(e, peak, mamf, m, n, k) : peak * mamf);
+    const int taken = sms_taken(ev);
+    double rate = shaped ? gemm_rate(e, peak, mamf, m, n, k) : peak * mamf * e.gemm.sustained;
+    if (taken > 0) rate *= double(std::max(1, e.sms - taken)) / double(e.sms);  // the SMs left to it
+    if (dtype == "fp8") {
+      // Quantizing its input first: memory-bound, at the profile's memory-bound rate (fp8.h).
+      const Fp8Recipe& recipe = fp8_recipe(fp8_recipe_of(o));
+      rate *= recipe.gemm_rate;
+      before_s = fp8_quantized_elements(ev, o) * recipe.input_bytes / memory_rate;
+    }
+    compute_s = ev.flops / (rate * e.clock);
   } else if (ev.flops > 0 && ev.kind == trace::Kind::attention) {
     const AttentionKernel& kernel = e.attention.at(attention_kernel_of(hw, o));
     AttentionCall call;
@@ -129,11 +214,11 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
       rate = (backward ? kernel.backward : kernel.forward).rate;
     }
     // The kernels' rates are bf16's; fp32 (which no fused attention kernel runs) scales by the peaks.
-    compute_s = ev.flops / (rate * (o.dtype == "fp32" ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0));
+    compute_s = ev.flops / (rate * e.clock * o.stack.attention_rate * (o.dtype == "fp32" ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0));
   } else if (ev.flops > 0) {
     compute_s = ev.flops / peak;
   }
-  return std::max(compute_s, memory_s) + kernels * e.launch_s;
+  return before_s + std::max(compute_s, memory_s) + op_kernels(ev, hw, o) * e.launch_s;
 }
 
 double element_bytes(const std::string& dtype) { return dtype == "fp32" ? 4.0 : 2.0; }
@@ -147,8 +232,38 @@ RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool sam
   if (o.efficiency == "ideal" || !hw.efficiency.present) return {pairs * kv_per_q * F / B * bytes / 2, "F/B", doubling};
   const AttentionCurve& k = hw.efficiency.attention.at(attention_kernel_of(hw, o)).forward;
   const double B_nccl = B * (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link);
-  const double R = k.rate * F / hw.peak_flops_bf16;  // the kernels' rates are bf16's
+  const double R = k.rate * hw.efficiency.clock * F / hw.peak_flops_bf16;  // the kernels' rates are bf16's
   return {std::max(0.0, pairs * kv_per_q * R / B_nccl * bytes / 2 - k.k_half), "R/B_nccl - k_half", doubling};
+}
+
+double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o, bool same_node, int64_t b, int64_t H, int64_t Hkv,
+                                       int64_t d) {
+  if (o.efficiency == "ideal" || !hw.efficiency.present) return ring_threshold(hw, o, same_node, double(Hkv) / double(H)).tokens;
+  const Efficiency& e = hw.efficiency;
+  const AttentionKernel& kernel = e.attention.at(attention_kernel_of(hw, o));
+  const double bytes = element_bytes(o.dtype);
+  // A step of c queries against c keys, unmasked, as the ring's steps after the first.
+  auto compute_s = [&](double c) {
+    AttentionCall call;
+    call.b = b, call.sq = call.sk = int64_t(c), call.H = H, call.d = d, call.keys_per_query = c;
+    const double flops = 4.0 * double(b) * c * c * double(H) * double(d);
+    const double attention = flops / (attention_rate(kernel, call, e.sms) * e.clock * o.stack.attention_rate);
+    // The merge into the fp32 running output: the stack's bytes an output element, its kernels.
+    const double merge = double(b) * c * double(H) * double(d) * merge_bytes(o) / (hw.memory_bandwidth * e.memory_fraction);
+    return attention + merge + (1 + merge_kernels(o)) * e.launch_s;
+  };
+  // K and V, two messages, each paying the link's latency.
+  auto transfer_s = [&](double c) {
+    return 2 * transfer_seconds(double(b) * c * double(Hkv) * double(d) * bytes, same_node, hw, o);
+  };
+  if (compute_s(1) >= transfer_s(1)) return 1;
+  double lo = 1, hi = 1 << 26;
+  if (compute_s(hi) < transfer_s(hi)) return hi;
+  while (hi - lo > 0.5) {
+    const double mid = (lo + hi) / 2;
+    (compute_s(mid) >= transfer_s(mid) ? hi : lo) = mid;
+  }
+  return hi;
 }
 
 double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o) {

@@ -69,6 +69,7 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
   e.gemm.best_n = int64_t(number(best, "n", gw + "best_shape.", 1, 1e7));
   e.gemm.best_k = int64_t(number(best, "k", gw + "best_shape.", 1, 1e7));
   e.gemm.k_half = number(g, "k_half", gw, 0, 1e6);
+  e.gemm.sustained = g.contains("sustained") ? fraction(g, "sustained", gw) : 1.0;
   e.gemm.source = source_of(g, gw);
 
   const nlohmann::json& a = member(j, "attention", where);
@@ -85,6 +86,16 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
     kernel.backward_causal = curve(k, "backward_causal", aw);
     kernel.d_half = number(k, "d_half", aw, 0, 1e4);
     kernel.source = source_of(k, aw);
+    // Optional: a profile without it takes the list-scheduling bound's a = 1.
+    if (k.contains("occupancy")) {
+      const nlohmann::json& occ = member(k, "occupancy", aw);
+      const std::string ow = aw + "occupancy.";
+      kernel.occupancy_forward_masked = number(occ, "forward_masked", ow, 1e-3, 1e3);
+      kernel.occupancy_forward_unmasked = number(occ, "forward_unmasked", ow, 1e-3, 1e3);
+      kernel.occupancy_backward_masked = number(occ, "backward_masked", ow, 1e-3, 1e3);
+      kernel.occupancy_backward_unmasked = number(occ, "backward_unmasked", ow, 1e-3, 1e3);
+      kernel.occupancy_source = source_of(occ, ow);
+    }
     e.attention[family] = kernel;
   }
   if (e.attention.empty()) throw ConfigError(where + "attention must hold at least one kernel family (fa2, fa3, cudnn)");
@@ -93,6 +104,11 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
     throw ConfigError(where + "attention.default must name one of its kernel families");
   e.default_kernel = def->get<std::string>();
 
+  if (j.contains("clock")) {
+    const nlohmann::json& c = member(j, "clock", where);
+    e.clock = fraction(c, "fraction", where + "clock.");
+    e.clock_source = source_of(c, where + "clock.");
+  }
   const nlohmann::json& m = member(j, "memory", where);
   e.memory_fraction = fraction(m, "fraction", where + "memory.");
   e.launch_s = number(m, "launch_us", where + "memory.", 0, 1e4) * 1e-6;
@@ -115,18 +131,26 @@ nlohmann::json efficiency_json(const Efficiency& e) {
                          {"backward", curve_json(k.backward)},
                          {"backward_causal", curve_json(k.backward_causal)},
                          {"d_half", k.d_half},
+                         {"occupancy", {{"forward_masked", k.occupancy_forward_masked},
+                                        {"forward_unmasked", k.occupancy_forward_unmasked},
+                                        {"backward_masked", k.occupancy_backward_masked},
+                                        {"backward_unmasked", k.occupancy_backward_unmasked},
+                                        {"source", k.occupancy_source.empty() ? "the list-scheduling bound" : k.occupancy_source}}},
                          {"source", k.source}};
   nlohmann::json gemm = {{"bf16", e.gemm.bf16},
                          {"fp32", e.gemm.fp32},
                          {"best_shape", {{"m", e.gemm.best_m}, {"n", e.gemm.best_n}, {"k", e.gemm.best_k}}},
                          {"k_half", e.gemm.k_half},
+                         {"sustained", e.gemm.sustained},
                          {"source", e.gemm.source}};
   if (e.gemm.fp8 > 0) gemm["fp8"] = e.gemm.fp8;
-  return {{"sms", e.sms},
+  nlohmann::json out = {{"sms", e.sms},
           {"gemm", gemm},
           {"attention", attention},
           {"memory", {{"fraction", e.memory_fraction}, {"launch_us", e.launch_s * 1e6}, {"source", e.memory_source}}},
           {"links", {{"intra_node", e.intra_link}, {"inter_node", e.inter_link}, {"source", e.link_source}}}};
+  if (e.clock != 1) out["clock"] = {{"fraction", e.clock}, {"source", e.clock_source}};
+  return out;
 }
 
 double gemm_waves(int64_t m, int64_t n, int sms) {
@@ -142,7 +166,13 @@ double gemm_rate(const Efficiency& e, double peak, double mamf, int64_t m, int64
   // MAMF is what the best shape reaches: the shape terms are 1 there, and below 1 where a shape
   // leaves SMs idle in its last wave or is too short in k to amortise its tiles' epilogue.
   const double best = shape(e.gemm.best_m, e.gemm.best_n, e.gemm.best_k);
-  return peak * mamf * std::min(1.0, shape(std::max<int64_t>(m, 1), std::max<int64_t>(n, 1), std::max<int64_t>(k, 1)) / best);
+  return peak * mamf * e.gemm.sustained *
+         std::min(1.0, shape(std::max<int64_t>(m, 1), std::max<int64_t>(n, 1), std::max<int64_t>(k, 1)) / best);
+}
+
+double attention_occupancy(double tiles, int sms, double a) {
+  auto fill = [a](double x) { return x / (x + a); };
+  return std::min(1.0, fill(tiles / double(sms)) / fill(kChartTiles / double(sms)));
 }
 
 double attention_rate(const AttentionKernel& kernel, const AttentionCall& call, int sms) {
@@ -151,13 +181,19 @@ double attention_rate(const AttentionKernel& kernel, const AttentionCall& call, 
   // A causal square's queries see about half its keys: the fit's e for the causal charts is
   // L / 2, and a ring block's own keys_per_query is measured the same way.
   const double e = std::max(call.keys_per_query, 1.0);
+  double rate = c.at(e);
+  // Masking costs, never saves: a masked call is no faster than an unmasked one of the same e
+  // (the causal fits reach past their points otherwise, where the two kernels' versions differ).
+  if (call.masked) rate = std::min(rate, (call.backward ? kernel.backward : kernel.forward).at(e));
   const double d = double(std::max<int64_t>(call.d, 1));
   const double head_dim = (d / (d + kernel.d_half)) / (128.0 / (128.0 + kernel.d_half));
   // The forward runs a CTA per 128 query rows of a head, the backward one per 128 key rows
-  // (FlashAttention 2's split): fewer of them than SMs leaves SMs idle for the whole call.
-  const double ctas = double(call.b) * double(call.H) * std::ceil(double(call.backward ? call.sk : call.sq) / double(kTile));
-  const double fill = std::min(1.0, ctas / double(sms));
-  return c.at(e) * head_dim * fill;
+  // (FlashAttention 2's split, and FA3's and cuDNN's at d 128).
+  const double tiles = double(call.b) * double(call.H) * std::ceil(double(call.backward ? call.sk : call.sq) / double(kTile));
+  const double a = call.backward ? (call.masked ? kernel.occupancy_backward_masked : kernel.occupancy_backward_unmasked)
+                                  : (call.masked ? kernel.occupancy_forward_masked : kernel.occupancy_forward_unmasked);
+  const double occupancy = attention_occupancy(tiles, sms, a);
+  return rate * head_dim * occupancy;
 }
 
 }  // namespace ringside::model

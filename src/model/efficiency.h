@@ -5,11 +5,20 @@
 //   GEMM        peak x mamf x waves(m, n) x k / (k + k_half), normalised to 1 at mamf's best shape
 //               (mamf: the maximum achievable matmul fraction, stas00/ml-engineering's MAMF table;
 //               waves: tiles / (ceil(tiles / SMs) x SMs) of 128 x 128 output tiles)
-//   attention   R x e / (e + k_half) x head_dim(d) x fill, per kernel family (fa2, fa3, cudnn),
-//               direction and mask: e is the keys a query sees in this call (sk unmasked, about
-//               sk / 2 for a causal square), so a short ring block pays the short-sequence rate;
-//               fill = min(1, 128-row tiles / SMs). R and k_half are minimax fits (the smallest worst
-//               error) to FlashAttention's published charts (docs/calibration.md, C).
+//   attention   R x e / (e + k_half) x head_dim(d) x occupancy, per kernel family (fa2, fa3,
+//               cudnn), direction and mask: e is the keys a query sees in this call (sk unmasked,
+//               about sk / 2 for a causal square), so a short ring block pays the short-sequence
+//               rate. occupancy = min(1, fill(x) / fill(x_chart)), fill(x) = x / (x + a): x is the
+//               call's 128-row tiles per SM (queries forward, keys backward; b H of them a row),
+//               x_chart the same for the charts' setup (2048 tiles), and a the tiles per SM at
+//               which a call runs at half its full-GPU rate, per direction and mask: a few heads or
+//               a short block leave SMs idle, and a causal call's heavy tiles finish last (the
+//               list-scheduling bound, makespan <= work / SMs + the largest tile, gives a = 1 for
+//               equal tiles, 2 for a causal triangle's). A masked call never runs faster than an
+//               unmasked one of the same keys a query sees. R and k_half are minimax fits (the
+//               smallest worst error) to the published charts at the charts' own occupancy
+//               (scripts/fit_attention.py; docs/calibration.md C, F); the a's are fitted to
+//               ring-flash-attention's 5-head calls (`ringside validate`).
 //   memory-bound   bytes / (HBM bandwidth x memory_fraction)
 //   every kernel   + launch_us (the fixed cost of a launch and its tail)
 //   transfer    latency + bytes / (line rate x link efficiency): the alpha-beta model, whose
@@ -38,8 +47,19 @@ struct AttentionCurve {
 struct AttentionKernel {
   AttentionCurve forward, forward_causal, backward, backward_causal;
   double d_half = 0;  ///< head-dim term d / (d + d_half), relative to d = 128
-  std::string source;
+  /// a of the occupancy term, by direction and mask: tiles per SM at half the full-GPU rate.
+  double occupancy_forward_masked = 2, occupancy_forward_unmasked = 1, occupancy_backward_masked = 2,
+         occupancy_backward_unmasked = 1;
+  std::string source, occupancy_source;
 };
+
+/// Tiles of 128 rows in FlashAttention's benchmark setup (b x s = 16K tokens, 16 heads of d 128),
+/// at which the published charts, and so R and k_half, were measured.
+inline constexpr double kChartTiles = 2048;
+
+/// The occupancy term of an attention call of `tiles` 128-row tiles (b H ceil(rows / 128)) on
+/// `sms` SMs for the parameter a: in (0, 1].
+double attention_occupancy(double tiles, int sms, double a);
 
 /// The achieved fractions of a profile, with their sources. Absent from a profile: the roofline.
 struct Efficiency {
@@ -51,10 +71,16 @@ struct Efficiency {
     double of(const std::string& dtype) const { return dtype == "fp32" ? fp32 : dtype == "fp8" ? fp8 : bf16; }
     int64_t best_m = 0, best_n = 0, best_k = 0;  ///< the shape MAMF was measured at (the rate is exact there)
     double k_half = 0;
+    /// The fraction of that rate a whole training step sustains (a fitted parameter; 1: all).
+    double sustained = 1;
     std::string source;
   } gemm;
   std::map<std::string, AttentionKernel> attention;  ///< by family: fa2, fa3, cudnn
   std::string default_kernel;                        ///< the best this GPU runs
+  /// The clock a power limit leaves of the datasheet's: every compute-bound rate (GEMM,
+  /// attention) runs at this fraction of what the rest of the profile says (1: none).
+  double clock = 1;
+  std::string clock_source;
   double memory_fraction = 1, launch_s = 0;
   std::string memory_source;
   double intra_link = 1, inter_link = 1;  ///< achieved / line rate, inside and across nodes

@@ -7,6 +7,7 @@
 // causal attention actually needs (FlashAttention's and TorchTitan's count).
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "layer/config.h"
 
@@ -21,6 +22,19 @@ namespace ringside::model {
 /// Norms, biases, RoPE, dropout and the softmax are not counted. For GPT's layer (f = 4 h,
 /// Hkv = H) with attention whole: 72 L h^2 (1 + s / 6h + V / 12 L h), Megatron's count.
 double model_flops_per_token(const LayerConfig& cfg, int layers, int64_t vocab, bool causal_halved);
+
+/// How a published TFLOP/s figure counted its FLOPs: attention causally halved (FlashAttention's,
+/// torchtitan's), attention whole (PaLM's, Megatron's model FLOPs), or attention whole with the
+/// layers' forward counted again for full recomputation (Narayanan et al. 2021, eq. 3: 96 B s L
+/// h^2 (1 + s / 6h + V / 16 L h), hardware FLOPs: the layers 4x their forward, the head 3x).
+enum class FlopCount { causal_halved, whole, whole_with_recompute };
+/// "causal", "whole", "whole+recompute" (a validation case's "convention"), and back; the latter
+/// returns false for anything else.
+const char* to_string(FlopCount c);
+bool parse_flop_count(const std::string& text, FlopCount& c);
+/// Training FLOPs a token costs counted as `count` says (model_flops_per_token, and 4/3 of the
+/// layers' for whole_with_recompute).
+double flops_per_token_counted(const LayerConfig& cfg, int layers, int64_t vocab, FlopCount count);
 
 /// Model FLOPs utilisation: what the tokens a GPU trains each second cost, over its peak.
 double mfu(double tokens_per_s_per_gpu, double flops_per_token, double peak_flops);

@@ -18,6 +18,7 @@
 #include "core/json_input.h"
 #include "core/output.h"
 #include "kernels/cpu/blas.h"
+#include "model/parameters.h"
 
 namespace ringside::model {
 
@@ -58,6 +59,7 @@ nlohmann::json Hardware::to_json() const {
           {"intra_node", {{"bandwidth_GBps", intra_bandwidth / 1e9}, {"latency_us", intra_latency_s * 1e6}}},
           {"inter_node", {{"bandwidth_GBps", inter_bandwidth / 1e9}, {"latency_us", inter_latency_s * 1e6}}},
           {"source", source}};
+  if (mxfp8) j["mxfp8"] = true;
   if (efficiency.present) j["efficiency"] = efficiency_json(efficiency);
   return j;
 }
@@ -92,6 +94,10 @@ Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
   h.inter_bandwidth = in_range(out, "bandwidth_GBps", source, "inter_node.", 1e-3, 1e6) * 1e9;
   h.intra_latency_s = in_range(in, "latency_us", source, "intra_node.", 0, 1e6) * 1e-6;  // 0: an ideal link
   h.inter_latency_s = in_range(out, "latency_us", source, "inter_node.", 0, 1e6) * 1e-6;
+  if (j.contains("mxfp8")) {
+    if (!j["mxfp8"].is_boolean()) throw ConfigError(source + ": mxfp8 must be true or false");
+    h.mxfp8 = j["mxfp8"].get<bool>();
+  }
   if (j.contains("efficiency")) h.efficiency = parse_efficiency(j["efficiency"], source);
   if (h.efficiency.present && h.efficiency.gemm.fp8 > 0 && h.peak_flops_fp8 == 0)
     throw ConfigError(source + ": efficiency.gemm.fp8 needs peak_flops.fp8");
@@ -110,15 +116,47 @@ std::vector<std::string> hardware_names() {
   return names;
 }
 
+namespace {
+
+// A profile's JSON with its base applied: "base": NAME takes the built-in profile NAME and
+// replaces what this file gives (RFC 7386 merge patch: an object merges, anything else replaces,
+// null removes), so a variant (another link, memory or power cap) states only what differs.
+nlohmann::json with_base(nlohmann::json j, const std::string& source, int depth = 0) {
+  if (!j.is_object() || !j.contains("base")) return j;
+  const nlohmann::json& base = j["base"];
+  if (!base.is_string()) throw ConfigError(source + ": base must name a built-in profile");
+  if (depth > 4) throw ConfigError(source + ": base: more than 4 profiles deep (a cycle?)");
+  const std::string name = base.get<std::string>();
+  for (const auto& [builtin, text] : kBuiltinProfiles)
+    if (builtin == name) {
+      nlohmann::json merged = with_base(apply_parameter_overrides(builtin, nlohmann::json::parse(text)), builtin, depth + 1);
+      j.erase("base");
+      merged.merge_patch(j);
+      return merged;
+    }
+  std::string names;
+  for (const auto& [builtin, text] : kBuiltinProfiles) names += (names.empty() ? "" : ", ") + builtin;
+  throw ConfigError(source + ": base " + detail::shown_input(name) + " is not a built-in profile (" + names + ")");
+}
+
+}  // namespace
+
+nlohmann::json hardware_json(const std::string& name) {
+  for (const auto& [builtin, text] : kBuiltinProfiles)
+    if (builtin == name) return with_base(apply_parameter_overrides(builtin, nlohmann::json::parse(text)), builtin);
+  throw ConfigError("no built-in profile " + detail::shown_input(name));
+}
+
 Hardware load_hardware(const std::string& name_or_path) {
   for (const auto& [name, text] : kBuiltinProfiles)
-    if (name == name_or_path) return parse_hardware(nlohmann::json::parse(text), name);
+    if (name == name_or_path) return parse_hardware(hardware_json(name), name);
   if (name_or_path == "this-machine") return measure_this_machine();
   if (output::is_regular(name_or_path)) {
     // A profile is a few hundred bytes: anything past 1 MiB is not one (and is not read whole).
     const std::string text = output::read_input(name_or_path, "--hw", 1u << 20);
+    const std::string source = detail::shown_input(name_or_path, 200);
     try {
-      return parse_hardware(parse_json(text, name_or_path), detail::shown_input(name_or_path, 200));
+      return parse_hardware(with_base(parse_json(text, name_or_path), source), source);
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {

@@ -18,6 +18,7 @@
 #include "core/json_input.h"
 #include "core/output.h"
 #include "kernels/cpu/blas.h"
+#include "model/schedule_passes.h"
 
 namespace ringside::model {
 
@@ -58,6 +59,9 @@ class Replay {
  public:
   Replay(trace::TraceData& out, std::vector<size_t> procs, const Hardware& hw, double bytes_scale, const ModelOptions& o)
       : out_(out), procs_(std::move(procs)), hw_(hw), scale_(bytes_scale), options_(o), node_of_(o.node_of) {
+    // The host's costs are the stack's, at the rates real GPUs reach (the roofline has no host).
+    if (o.efficiency != "ideal" && hw.efficiency.present)
+      host_kernel_ns_ = int64_t(std::llround(o.stack.host_kernel_s * 1e9)), host_comm_ns_ = int64_t(std::llround(o.stack.host_comm_s * 1e9));
     for (size_t p : procs_) rank_of_.push_back(out_.ranks[p].rank);
     ranks_.resize(procs_.size());
     for (size_t i = 0; i < procs_.size(); ++i) build(i);
@@ -91,6 +95,11 @@ class Replay {
     int64_t side_t = 0;
     std::vector<std::pair<int64_t, int64_t>> passed;
     std::vector<int64_t> start, stop;  // per event: modeled begin and end
+    // The host issuing the program: when it has issued the last kernel or NCCL call (modeled
+    // ns). An op starts no earlier than its issue; the host never waits for the GPU (a stream
+    // wait is the GPU's), so it runs ahead wherever kernels outlast their issue.
+    int64_t host = 0;
+    bool posting = false;  // the last point was a post: a batch of posts is one NCCL call
     std::vector<std::pair<int64_t, int64_t>> anchors;  // (measured ns, modeled ns), for memory
   };
 
@@ -172,9 +181,20 @@ class Replay {
       }
       if (p.kind == Point::post) {
         Transfer& t = transfers_[key(r.rank, ev)];
-        (ev.direction == trace::Direction::send ? t.send_post : t.recv_post) = now;
-        s.start[p.event] = now;
+        int64_t posted = now;
+        if (!side) {
+          if (!s.posting) s.host += host_comm_ns_;
+          s.posting = true;
+          posted = std::max(now, s.host);
+        }
+        (ev.direction == trace::Direction::send ? t.send_post : t.recv_post) = posted;
+        s.start[p.event] = posted;
       } else if (p.kind == Point::begin) {
+        if (!side && ev.stream == trace::Stream::compute && trace::is_work(ev.kind) && !trace::is_container(ev.kind)) {
+          s.host += host_kernel_ns_ * op_kernels(ev, hw_, options_);
+          s.posting = false;
+          now = std::max(now, s.host);
+        }
         s.start[p.event] = now;
         s.anchors.push_back({ev.ts_ns, now});
       } else {
@@ -281,6 +301,7 @@ class Replay {
   }
 
   const Hardware& hw_;
+  int64_t host_kernel_ns_ = 0, host_comm_ns_ = 0;
   double scale_;
   const ModelOptions& options_;
   const std::vector<int>& node_of_;
@@ -300,6 +321,19 @@ double schedule_events_bound(int P, const LayerConfig& cfg, Layout layout) {
 
 double schedule_bytes(int P, const LayerConfig& cfg, Layout layout) { return 1024.0 * schedule_events_bound(P, cfg, layout); }
 
+namespace {
+
+// Whether the recorded run recomputed selectively (its configuration says so).
+bool selective_recompute(const trace::TraceData& schedule) {
+  for (const trace::RankTrace& r : schedule.ranks) {
+    const nlohmann::json* config = schedule.run.config_of(r.strategy);
+    if (config && config->contains("recompute") && (*config)["recompute"] == "selective") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o) {
   check_model_options(hw, o);
   // A modeled trace's times and bytes are the model's already: model the recorded one.
@@ -312,6 +346,11 @@ trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& h
   // A measured trace with its modeled twins: model what was recorded, not the twins.
   std::erase_if(out.ranks, [&](const trace::RankTrace& r) { return schedule.run.group(r.strategy) != nullptr; });
   out.run.drop_groups();
+  // What the implementations do differently from ringside's own code (schedule_passes.h).
+  join_step_calls(out);
+  if (o.dtype == "fp8") quantize_before_gather(out);
+  if (o.stack.selective_recomputes_every_second_gemm && selective_recompute(schedule)) recompute_every_second_gemm(out);
+  if (tp_comm_overlap_of(o)) overlap_tp_comm(out, o.stack.tp_overlap_sms);
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t p = 0; p < out.ranks.size(); ++p) groups[out.ranks[p].strategy].push_back(p);
   for (auto& [strategy, procs] : groups)

@@ -14,12 +14,14 @@
 // each rank issued them. The modeled trace holds the same events in the same order with the
 // modeled times, and otherData.modeled = true; the viewer shows it like a measured one.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "model/efficiency.h"
+#include "model/stack.h"
 #include "run/runner.h"
 #include "trace/run_info.h"
 #include "trace/trace_file.h"
@@ -37,6 +39,7 @@ struct Hardware {
   double intra_bandwidth = 0, intra_latency_s = 0;  ///< bytes/s and seconds, inside a node
   double inter_bandwidth = 0, inter_latency_s = 0;  ///< across nodes
   bool memory_shared = false;  ///< this-machine: all ranks share one memory (the verdict sums them)
+  bool mxfp8 = false;          ///< MXFP8 tensor cores (Blackwell): --fp8-recipe mxfp8
   Efficiency efficiency;       ///< what it achieves, with sources (absent: the roofline only)
 
   /// The peak of a --dtype's GEMMs: bf16, fp32 or fp8 (0 where the GPU has no FP8).
@@ -54,6 +57,10 @@ struct Hardware {
 /// bandwidths 1e-3 to 1e6 GB/s, latency 0 to 1e6 us, memory 1e-3 to 1e6 GB, 1 to 2^20 GPUs
 /// per node), which keeps every modeled time finite and catches unit slips.
 Hardware parse_hardware(const nlohmann::json& j, const std::string& source);
+/// A built-in profile's JSON with its base applied ("base": NAME, a merge patch over that
+/// profile) and any fitted parameter values set now (model/parameters.h). Throws ConfigError for
+/// an unknown name.
+nlohmann::json hardware_json(const std::string& name);
 /// The built-in profiles' names: a100-nvlink, a800-nvlink, h100-ib, h100-nvlink, h200,
 /// h800-nvlink (and this-machine).
 std::vector<std::string> hardware_names();
@@ -89,21 +96,28 @@ double schedule_bytes(int P, const LayerConfig& cfg, Layout layout);
 struct ModelOptions {
   /// The element type to model: "bf16" halves the bytes of an fp32 trace (ops, transfers and
   /// memory) and uses the bf16 peak; "fp32" keeps them and uses the fp32 peak; "fp8" is bf16
-  /// with the GEMMs at the FP8 rate (TransformerEngine's recipe: attention and communication in
-  /// bf16, GEMM operands cast to FP8 inside the GEMM, so the bytes stay bf16's).
+  /// with the GEMMs at the FP8 rate after quantizing their inputs (model/fp8.h: attention and
+  /// communication stay bf16, so the bytes stay bf16's).
   std::string dtype = "bf16";
   /// "achieved": the rates of the profile's efficiency (a profile without one: the roofline);
   /// "ideal": the roofline of datasheet peaks and line rates, whatever the profile holds.
   std::string efficiency = "achieved";
-  /// The attention kernel family: fa2, fa3 or cudnn; "" is the profile's default (the best the
-  /// GPU runs: FA3 on Hopper, FA2 on Ampere).
+  /// The software stack the schedule runs on (model/stack.h): its attention kernels, ring merge,
+  /// TP overlap, FP8 recipe and host costs, unless the options below say otherwise.
+  Stack stack = default_stack();
+  /// The attention kernel family: fa2, fa3 or cudnn; "" is the stack's first the profile has.
   std::string attention_kernel;
   /// How a ring merges each step's partial output into the running one (achieved only):
   /// "fused", one kernel a merge (ringside's lse_merge, TransformerEngine's correction kernels);
   /// "unfused", ring-flash-attention's update_out_and_lse: a cast of the block's output to fp32
   /// and four elementwise torch ops, each a pass over the fp32 output (3.8x the fused bytes,
-  /// 9 kernels).
-  std::string merge = "fused";
+  /// 9 kernels); "" the stack's.
+  std::string merge;
+  /// The FP8 recipe under --dtype fp8 (model/fp8.h); "" the stack's.
+  std::string fp8_recipe;
+  /// TP's all-gathers and reduce-scatters split into chunks under their GEMMs (Megatron's
+  /// --tp-comm-overlap, torch's async TP: model/tp_overlap.h); unset, the stack's.
+  std::optional<bool> tp_comm_overlap;
   /// The node of each rank, by rank (empty: rank / gpus_per_node, the schedule's own order): a
   /// placement other than the recorded one, such as the same schedule with its groups placed
   /// in cp-tp order (the planner's reuse of a dry run). Ranks past its end: rank / gpus_per_node.
@@ -121,11 +135,18 @@ struct ModelOptions {
   bool overlap_grad_reduce = false;
 };
 
-/// Checks `o` against `hw` (dtype, efficiency and kernel known; fp8 only where the profile has an
-/// FP8 peak; the kernel one the profile has); throws ConfigError naming the option.
+/// The ring merge, FP8 recipe and TP overlap `o` models: its own, else its stack's.
+std::string merge_of(const ModelOptions& o);
+std::string fp8_recipe_of(const ModelOptions& o);
+bool tp_comm_overlap_of(const ModelOptions& o);
+
+/// Checks `o` against `hw` (dtype, efficiency, merge, FP8 recipe and kernel known; fp8 only where
+/// the profile has an FP8 peak, mxfp8 only where it has MXFP8; the kernel one the profile has);
+/// throws ConfigError naming the option.
 void check_model_options(const Hardware& hw, const ModelOptions& o);
 
-/// The kernel family `o` runs on `hw` ("" under the roofline or a profile without efficiency).
+/// The kernel family `o` runs on `hw` ("" under the roofline or a profile without efficiency): the
+/// one asked for, else the stack's first that the profile has rates for, else the profile's default.
 std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o);
 
 /// The rates `o` models on `hw`, in a line or two for a report's header: "GEMMs up to 87% of
@@ -152,11 +173,24 @@ struct RingThreshold {
 };
 RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q, bool causal = false);
 
+/// Lesson 3's threshold with each ring step's fixed costs: the smallest c where a step's compute
+/// (the attention kernel's c x c block of H heads at its achieved rate, occupancy included, its
+/// launch, and the merge of the block's output into the fp32 running one, by the stack's bytes
+/// and kernels) lasts as long as its transfer (K and V: two messages of b c Hkv d elements, each
+/// paying the link's latency). Found by bisection; the roofline's (Hkv/H) F/B under --efficiency
+/// ideal. Unmasked, as every step after the first is under the contiguous layout.
+double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o, bool same_node, int64_t b, int64_t H, int64_t Hkv,
+                                       int64_t d);
+
 /// The modeled seconds of one compute event `ev` of a recorded trace (its bytes already scaled
 /// to the modeled element type: `bytes`), under `o` on `hw`: the formulas at the top of this file
 /// and efficiency.h. A GEMM or attention call whose shape the trace does not give (ev.detail)
 /// runs at the long-shape rate. Containers, waits and comm events are not ops: 0.
 double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, const ModelOptions& o);
+/// The kernels op_seconds charges `ev` for (each pays the profile's launch, and the host's issue
+/// under the stack's host costs): 1 for most ops, the unfused merge's 9, an FP8 GEMM's
+/// quantizations; 0 for what is not an op.
+int op_kernels(const trace::Event& ev, const Hardware& hw, const ModelOptions& o);
 
 /// Bytes an element of the modeled type `dtype` holds: fp32 4, bf16 2, fp8 2 (only the GEMMs
 /// run in FP8: its tensors keep bf16's bytes, ModelOptions::dtype).

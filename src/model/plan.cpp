@@ -1,6 +1,9 @@
 // The planner of plan.h: enumerate, reject, dry-run once per schedule shape, replay, rank, explain.
 #include "model/plan.h"
 
+#include <map>
+#include <mutex>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -65,7 +68,8 @@ std::string num(double v) {
 
 // The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
 // bf16 (Liu et al. 2023), twice that under a causal mask (lesson 6); fp32 moves twice the bytes.
-std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
+std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o) {
+  const std::string& dtype = o.dtype;
   const LayerConfig& cfg = plan.layer;
   const ParallelConfig& par = c.par;
   const int R = par.ring_size(), U = par.a2a_size();
@@ -77,9 +81,7 @@ std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardw
     kv_per_q = double(share.kv_attended()) / double(share.q_count);
   }
   const double block = double(plan.packing->S) / R;
-  ModelOptions mo;  // the planner models at the achieved rates (model_trace's default)
-  mo.dtype = dtype;
-  const RingThreshold t = ring_threshold(hw, mo, !across, kv_per_q, cfg.causal);
+  const RingThreshold t = ring_threshold(hw, o, !across, kv_per_q, cfg.causal);
   // Past Hkv, Ulysses replicates kv heads: the factor is then what a rank reads, not Hkv/H.
   const std::string factor =
       kv_per_q == double(cfg.Hkv) / double(cfg.H) ? "(Hkv/H)" : "(kv/q heads read = 1/" + num(1 / kv_per_q) + ")";
@@ -87,7 +89,8 @@ std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardw
          t.doubling + factor + " " + t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", K/V hidden" : ", K/V exposed");
 }
 
-std::string a2a_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
+std::string a2a_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o) {
+  const std::string& dtype = o.dtype;
   const LayerConfig& cfg = plan.layer;
   const int U = c.par.a2a_size(), P = c.par.tp * c.par.cp;
   const bool across = crosses_nodes(c.par, GroupKind::a2a, hw.gpus_per_node);
@@ -103,7 +106,8 @@ std::string a2a_reason(const PlanCandidate& c, const RunPlan& plan, const Hardwa
          " forward, exposed (U <= H/T = " + std::to_string(cfg.H / c.par.tp) + ")";
 }
 
-std::string all_gather_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
+std::string all_gather_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o) {
+  const std::string& dtype = o.dtype;
   const LayerConfig& cfg = plan.layer;
   const bool across = crosses_nodes(c.par, GroupKind::cp, hw.gpus_per_node);
   const int64_t S = plan.packing->S;
@@ -114,7 +118,8 @@ std::string all_gather_reason(const PlanCandidate& c, const RunPlan& plan, const
          ", " + format_ns(gather_s * 1e9) + " a gather, exposed";
 }
 
-std::string tp_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype) {
+std::string tp_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o) {
+  const std::string& dtype = o.dtype;
   const LayerConfig& cfg = plan.layer;
   const bool across = crosses_nodes(c.par, GroupKind::tp, hw.gpus_per_node);
   const int T = c.par.tp;
@@ -127,7 +132,7 @@ std::string tp_reason(const PlanCandidate& c, const RunPlan& plan, const Hardwar
 }  // namespace
 
 // What sets the candidate's time: the sublayer whose communication is most exposed.
-std::string layer_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype,
+std::string layer_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o,
                        const trace::StrategyMetrics& m) {
   std::string worst;
   int64_t most = -1;
@@ -136,10 +141,10 @@ std::string layer_reason(const PlanCandidate& c, const RunPlan& plan, const Hard
   const bool has_cp = c.par.cp > 1, has_tp = c.par.tp > 1;
   auto cp_reason = [&] {
     switch (c.par.cp_comm) {
-      case CpComm::p2p: return ring_reason(c, plan, hw, dtype);
-      case CpComm::a2a: return a2a_reason(c, plan, hw, dtype);
-      case CpComm::a2a_p2p: return a2a_reason(c, plan, hw, dtype) + "; " + ring_reason(c, plan, hw, dtype);
-      case CpComm::all_gather: return all_gather_reason(c, plan, hw, dtype);
+      case CpComm::p2p: return ring_reason(c, plan, hw, o);
+      case CpComm::a2a: return a2a_reason(c, plan, hw, o);
+      case CpComm::a2a_p2p: return a2a_reason(c, plan, hw, o) + "; " + ring_reason(c, plan, hw, o);
+      case CpComm::all_gather: return all_gather_reason(c, plan, hw, o);
       case CpComm::none: break;
     }
     return std::string();
@@ -147,13 +152,13 @@ std::string layer_reason(const PlanCandidate& c, const RunPlan& plan, const Hard
   // The most exposed first, then each group's formula: TP's, then context parallelism's.
   std::vector<std::string> parts;
   if (worst == "grad_sync" && has_cp) {
-    const double grads = 2.0 * double(parallel_param_count(plan)) * element_bytes(dtype) *
+    const double grads = 2.0 * double(parallel_param_count(plan)) * element_bytes(o.dtype) *
                          (c.par.cp - 1) / c.par.cp;
     parts.push_back("grad all-reduce over CP " + std::to_string(c.par.cp) + " " +
                     link_words(crosses_nodes(c.par, GroupKind::cp, hw.gpus_per_node)) + ": " + format_bytes(grads) + " exposed");
   }
   if (worst == "attention" && has_cp) parts.push_back(cp_reason());
-  if (has_tp) parts.push_back(tp_reason(c, plan, hw, dtype));
+  if (has_tp) parts.push_back(tp_reason(c, plan, hw, o));
   if (has_cp && worst != "attention") parts.push_back(cp_reason());
   if (parts.empty()) parts.push_back("no communication");
   std::string why;
@@ -222,6 +227,39 @@ RecordedSchedule record_schedule(const RunPlan& plan, bool grad_sync) {
 
 namespace {
 
+std::mutex g_cache_mutex;
+int g_cache_scopes = 0;
+std::map<std::string, std::shared_ptr<const RecordedSchedule>> g_cache;
+
+}  // namespace
+
+ScheduleCacheScope::ScheduleCacheScope() {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  ++g_cache_scopes;
+}
+
+ScheduleCacheScope::~ScheduleCacheScope() {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  if (--g_cache_scopes == 0) g_cache.clear();
+}
+
+std::shared_ptr<const RecordedSchedule> recorded_schedule(const RunPlan& plan, bool grad_sync) {
+  // The layer and the configuration: its degrees, kind, order, layout and recompute.
+  const std::string key = plan.config_json().dump() + " " + plan.par.name() + " P=" + std::to_string(plan.P) + " " +
+                          to_string(plan.par.order) + (grad_sync ? " sync" : " no-sync");
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    if (g_cache_scopes > 0)
+      if (const auto it = g_cache.find(key); it != g_cache.end()) return it->second;
+  }
+  auto rec = std::make_shared<const RecordedSchedule>(record_schedule(plan, grad_sync));
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  if (g_cache_scopes > 0) g_cache[key] = rec;
+  return rec;
+}
+
+namespace {
+
 // Bytes each rank sends inside its node and across, by the placement `node` (fp32 bytes scaled).
 std::pair<double, double> link_traffic(const trace::TraceData& schedule, const std::vector<int>& node, double scale) {
   double intra = 0, inter = 0;
@@ -238,9 +276,9 @@ std::pair<double, double> link_traffic(const trace::TraceData& schedule, const s
 void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOptions& o, const Hardware& hw) {
   const PlanCandidate& c = row.candidate;
   const int L = o.layers;
-  const double scale = element_bytes(o.dtype) / 4;
-  ModelOptions mo;
-  mo.dtype = o.dtype;
+  const std::string& dtype = o.modeling.dtype;
+  const double scale = element_bytes(dtype) / 4;
+  ModelOptions mo = o.modeling;
   mo.node_of = schedule_nodes(c.par, P, hw.gpus_per_node);
   const trace::TraceData modeled = model_trace(rec.schedule, hw, mo);
   const std::vector<trace::StrategyMetrics> metrics = trace::compute_metrics(modeled);
@@ -256,7 +294,7 @@ void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOp
   // Memory for L layers: one layer's working peak, measured by the dry run, and L - 1 more
   // layers' weights, gradients and saved activations (the formulas, which the tests hold equal
   // to what the dry run counts).
-  const double weights_and_grads = 2.0 * double(parallel_param_count(rec.plan)) * element_bytes(o.dtype);
+  const double weights_and_grads = 2.0 * double(parallel_param_count(rec.plan)) * element_bytes(dtype);
   double peak = 0, one_layer = 0, more_saved = 0;
   for (const RunRecord& r : rec.results) {
     const double saved = double(r.peak_saved) * scale, mine = double(r.peak_bytes) * scale + (L - 1) * (weights_and_grads + saved);
@@ -274,7 +312,7 @@ void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOp
     return;
   }
   row.status = PlanStatus::ranked;
-  row.reason = layer_reason(c, rec.plan, hw, o.dtype, m);
+  row.reason = layer_reason(c, rec.plan, hw, mo, m);
 }
 
 // ---- the verdict ----------------------------------------------------------------------
@@ -451,7 +489,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
     const std::vector<size_t>& members = shapes[key];
     bool needed = false;
     for (size_t i : members) {
-      const MemoryNeed floor = memory_floor(*valid[i], o.layers, o.dtype);  // the same on every profile
+      const MemoryNeed floor = memory_floor(*valid[i], o.layers, o.modeling.dtype);  // the same on every profile
       for (size_t p = 0; p < profiles.size(); ++p) {
         PlanRow& row = rows[p][i];
         if (floor.total() > profiles[p].memory_bytes) {
@@ -509,12 +547,10 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
 }
 
 std::vector<trace::RankTrace> candidate_timeline(const PlanCandidate& c, const LayerConfig& cfg, int P, const Hardware& hw,
-                                                 const std::string& dtype, const std::string& label) {
+                                                 const ModelOptions& o, const std::string& label) {
   MemoryTracker tracker;
   const trace::TraceData schedule = dry_run(resolve(c.par, cfg, P), tracker);
-  ModelOptions mo;
-  mo.dtype = dtype;
-  trace::TraceData modeled = model_trace(schedule, hw, mo);
+  trace::TraceData modeled = model_trace(schedule, hw, o);
   for (trace::RankTrace& r : modeled.ranks) r.strategy = label;
   return std::move(modeled.ranks);
 }

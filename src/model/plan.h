@@ -42,7 +42,9 @@ struct PlanOptions {
   int gpus = 8;     ///< P
   int layers = 1;   ///< L
   std::vector<Recompute> modes{Recompute::none, Recompute::selective, Recompute::full};
-  std::string dtype = "bf16";  ///< the modeled element type (ModelOptions::dtype)
+  /// How each candidate is modeled: the element type, efficiency, stack and its overrides (its
+  /// node_of is the planner's own, from each candidate's placement).
+  ModelOptions modeling;
   Layout layout = Layout::automatic;  ///< --layout: automatic weighs every layout that differs
   /// Called after each dry run with the schedules recorded so far, those to record in all (an
   /// upper bound: shapes whose every candidate fails the memory formulas are skipped) and the
@@ -116,18 +118,30 @@ struct RecordedSchedule {
 /// when !grad_sync (LayerOptions::grad_sync).
 RecordedSchedule record_schedule(const RunPlan& plan, bool grad_sync = true);
 
+/// While one lives, recorded_schedule keeps each schedule it records and returns it again for the
+/// same configuration (`ringside validate`'s fits model a case many times over one dry run).
+class ScheduleCacheScope {
+ public:
+  ScheduleCacheScope();
+  ~ScheduleCacheScope();
+  ScheduleCacheScope(const ScheduleCacheScope&) = delete;
+  ScheduleCacheScope& operator=(const ScheduleCacheScope&) = delete;
+};
+/// record_schedule, from the cache while a ScheduleCacheScope lives.
+std::shared_ptr<const RecordedSchedule> recorded_schedule(const RunPlan& plan, bool grad_sync);
+
 /// The node of each rank of a tp-cp schedule of P ranks when its coordinates are placed in
 /// `par`'s order, on nodes of `gpus_per_node` consecutive ranks (ModelOptions::node_of).
 std::vector<int> schedule_nodes(const ParallelConfig& par, int P, int gpus_per_node);
 
 /// One line on what sets a candidate's time: the formula of its most exposed group, then each
-/// group's (TP's, then context parallelism's), on `hw` in `dtype`; m is its replay's metrics.
-std::string layer_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const std::string& dtype,
+/// group's (TP's, then context parallelism's), on `hw` as `o` models it; m is its replay's metrics.
+std::string layer_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o,
                          const trace::StrategyMetrics& m);
 
 /// A candidate's modeled timeline on `hw` (a dry run in its own order), labelled `label`, for
 /// the viewer: the planner's winner beside its runner-up.
 std::vector<trace::RankTrace> candidate_timeline(const PlanCandidate& c, const LayerConfig& cfg, int P,
-                                                 const Hardware& hw, const std::string& dtype, const std::string& label);
+                                                 const Hardware& hw, const ModelOptions& o, const std::string& label);
 
 }  // namespace ringside::model

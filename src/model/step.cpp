@@ -147,9 +147,15 @@ PipelineSpec pipeline_spec(const StepConfig& c, const LayerCost& layer, const En
     double forward = n * layer.forward_s, backward = n * layer.backward_s, params = n * layer.params;
     if (v == 0) forward += ends.embedding_forward_s, backward += ends.embedding_backward_s, params += ends.embedding_params;
     if (v == virtual_stages - 1) forward += ends.head_forward_s, backward += ends.head_backward_s, params += ends.head_params;
-    if (c.zero == 3) {  // FSDP: the chunk's weights gathered before its forward and its backward
+    if (c.zero == 3) {
+      // FSDP: the chunk's weights gathered before its forward and again before its backward,
+      // a layer ahead (FSDP2's prefetch, Megatron's --overlap-param-gather): each layer's
+      // gather runs under the previous layer's compute, so the first is exposed and then what
+      // outlasts a layer's compute.
       const double gather = collective_seconds(Collective::all_gather, c.weight_bytes * params, c.dp_span, hw, o);  // 0 for DP 1
-      forward += gather, backward += gather;
+      const double per_layer = gather / std::max(1, n);
+      forward += per_layer + (n - 1) * std::max(0.0, per_layer - layer.forward_s);
+      backward += per_layer + (n - 1) * std::max(0.0, per_layer - layer.backward_s);
     }
     p.stage_forward_s.push_back(forward), p.stage_backward_s.push_back(backward);
   }
@@ -180,9 +186,9 @@ StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost&
     if (params > most_params) most_params = params, busiest_backward = layers[size_t(r)] * layer.backward_s;
   }
   fill_memory(c, layers, layer, ends, run.peak_in_flight, cost);
-  // The gradients (bf16, or fp32): all-reduced (ZeRO 0) or reduce-scattered to their shard's
+  // The gradients (bf16, or fp32 where the stack reduces them so): all-reduced (ZeRO 0) or reduce-scattered to their shard's
   // owner; ZeRO 1 and 2 then all-gather the updated weights, before the next step's forward.
-  const double grads = c.weight_bytes * most_params;
+  const double grads = (c.grad_reduce_bytes > 0 ? c.grad_reduce_bytes : c.weight_bytes) * most_params;
   // (A group of one, DP x CP = 1, takes no time: collective_seconds.)
   const double grad_sync = collective_seconds(c.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter, grads, c.dp_span, hw, o);
   const double weight_gather = c.zero == 1 || c.zero == 2 ? collective_seconds(Collective::all_gather, c.weight_bytes * most_params, c.dp_span, hw, o) : 0;

@@ -82,6 +82,9 @@ struct StepConfig {
   /// Bytes of a weight and of a gradient: 2 (bf16; fp8 runs only its GEMMs in FP8) or 4 (fp32,
   /// whose optimizer keeps no master copy): element_bytes of the modeled dtype.
   double weight_bytes = 2;
+  /// Bytes a gradient is reduced in: 0, the weight's; 4 where the stack reduces them in fp32
+  /// (Megatron-LM's default for bf16, --accumulate-allreduce-grads-in-fp32).
+  double grad_reduce_bytes = 0;
   GroupSpan dp_span;     ///< where those dp ranks sit
   bool pp_across_nodes = true;  ///< whether neighbouring stages sit on different nodes
   /// For a lower bound of the step (the planner's, from a layer's compute alone): the gradient

@@ -110,7 +110,7 @@ Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const
     working = std::max(working, double(r.peak_bytes) * scale - double(r.peak_saved) * scale - weights_and_grads);
   }
   out.layer.saved_bytes = saved, out.layer.working_bytes = std::max(0.0, working);
-  out.reason = layer_reason(c, rec.plan, hw, dtype, m);
+  out.reason = layer_reason(c, rec.plan, hw, mo, m);
   return out;
 }
 
@@ -271,6 +271,7 @@ StepConfig Evaluator::step_config(const Group& g, const Outer& outer, const Span
   sc.microbatches = outer.microbatches, sc.overlap_grad_reduce = o.overlap_grad_reduce;
   sc.dp_span = spans.weights, sc.pp_across_nodes = spans.pp_across_nodes;
   sc.weight_bytes = element_bytes(o.modeling.dtype);
+  sc.grad_reduce_bytes = o.modeling.stack.grad_reduce_fp32 ? 4 : 0;
   return sc;
 }
 

@@ -170,8 +170,8 @@ ModeledStep model_step_of(const LayerConfig& cfg, const StepCandidate& c, const 
     throw ConfigError(detail::concat("model: PP = ", c.pp, ", VP = ", c.vp, " and DP = ", c.dp, " with GBS = ", o.gbs,
                                      " sequences do not make one pipeline of whole microbatches (m = GBS / (DP MBS))"));
   g.outers = &outer;
-  const RecordedSchedule rec = record_schedule(*g.plan, false);
-  const Replayed replayed = replay_layer(rec, g.layer, hw, o.modeling);
+  const std::shared_ptr<const RecordedSchedule> rec = recorded_schedule(*g.plan, false);
+  const Replayed replayed = replay_layer(*rec, g.layer, hw, o.modeling);
   const std::vector<Hardware> profiles{hw};
   const Evaluator eval{cfg, o, profiles};
   ModeledStep m;

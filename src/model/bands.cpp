@@ -1,0 +1,99 @@
+// The error bands of modeled times (bands.h).
+#include "model/bands.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace ringside::model {
+
+extern const std::vector<std::pair<std::string, std::string>> kFits;
+
+namespace {
+
+struct Residual {
+  RunKind kind;
+  double error = 0;
+};
+
+const std::vector<Residual>& residuals() {
+  static const std::vector<Residual> all = [] {
+    std::vector<Residual> out;
+    for (const auto& [name, text] : kFits) {
+      if (name != "bands") continue;
+      const nlohmann::json j = nlohmann::json::parse(text);
+      for (const nlohmann::json& c : j.at("held_out"))
+        out.push_back({{c.at("scope").get<std::string>(), c.at("cp").get<std::string>(), c.at("dtype").get<std::string>()},
+                       c.at("error").get<double>()});
+    }
+    return out;
+  }();
+  return all;
+}
+
+std::string pct(double e) {
+  const long v = std::lround(100 * e);
+  return (v > 0 ? "+" : "") + std::to_string(v) + "%";
+}
+
+}  // namespace
+
+std::string RunKind::text() const {
+  return scope + (cp == "none" ? ", no CP" : ", " + cp + " CP") + ", " + dtype;
+}
+
+RunKind run_kind(bool attention_only, bool step, const ParallelConfig& par, const std::string& dtype) {
+  RunKind k;
+  k.scope = attention_only ? "attention" : step ? "step" : "layer";
+  switch (par.cp_comm) {
+    case CpComm::none: k.cp = "none"; break;
+    case CpComm::p2p: k.cp = "ring"; break;
+    case CpComm::all_gather: k.cp = "all-gather"; break;
+    case CpComm::a2a: k.cp = "ulysses"; break;
+    case CpComm::a2a_p2p: k.cp = "ulysses x ring"; break;
+  }
+  if (par.cp == 1) k.cp = "none";  // (0: a degree not resolved yet, the kind's)
+  k.dtype = dtype;
+  return k;
+}
+
+ErrorBand error_band(const RunKind& kind) {
+  struct Level {
+    bool cp, dtype;
+  };
+  for (const Level level : {Level{true, true}, Level{true, false}, Level{false, true}, Level{false, false}}) {
+    ErrorBand b;
+    b.lo = 1e300, b.hi = -1e300;
+    for (const Residual& r : residuals()) {
+      if (r.kind.scope != kind.scope || (level.cp && r.kind.cp != kind.cp) || (level.dtype && r.kind.dtype != kind.dtype)) continue;
+      b.lo = std::min(b.lo, r.error), b.hi = std::max(b.hi, r.error), ++b.cases;
+    }
+    if (b.cases < 2) continue;
+    b.found = true;
+    b.matched = kind.scope + (level.cp ? (kind.cp == "none" ? ", no CP" : ", " + kind.cp + " CP") : "") + (level.dtype ? ", " + kind.dtype : "");
+    return b;
+  }
+  return {};
+}
+
+std::string band_text(const ErrorBand& b, const RunKind& kind) {
+  if (!b.found) return "no held-out published run is near this kind (" + kind.text() + ")";
+  return "held-out published runs of this kind (" + b.matched + "; " + std::to_string(b.cases) + " of them) were modeled " + pct(b.lo) +
+         " to " + pct(b.hi) + " of their measured time";
+}
+
+std::string rate_range_text(double rate, const ErrorBand& b, const char* unit) {
+  if (!b.found || !(rate > 0)) return "";
+  // A time modeled e off measured: measured time = modeled / (1 + e), so the measured rate is
+  // modeled rate x (1 + e).
+  const double lo = rate * (1 + b.lo), hi = rate * (1 + b.hi);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%.0f to %.0f %s", std::min(lo, hi), std::max(lo, hi), unit);
+  return buf;
+}
+
+}  // namespace ringside::model

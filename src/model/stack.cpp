@@ -1,0 +1,142 @@
+// The software stacks (stack.h): the built-in ones and a stack file.
+#include "model/stack.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/json_input.h"
+#include "core/output.h"
+#include "model/fp8.h"
+#include "model/parameters.h"
+
+namespace ringside::model {
+
+extern const std::vector<std::pair<std::string, std::string>> kBuiltinStacks;
+
+namespace {
+
+std::string text(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_string() || it->get<std::string>().empty())
+    throw ConfigError(where + key + " must be a non-empty string");
+  return it->get<std::string>();
+}
+
+const nlohmann::json& object(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) throw ConfigError(where + key + " must be an object");
+  return *it;
+}
+
+double number(const nlohmann::json& j, const std::string& key, const std::string& where, double lo, double hi) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < lo || it->get<double>() > hi)
+    throw ConfigError(detail::concat(where, key, " must be a number in [", lo, ", ", hi, "]"));
+  return it->get<double>();
+}
+
+}  // namespace
+
+nlohmann::json Stack::to_json() const {
+  return {{"name", name},
+          {"description", description},
+          {"source", source},
+          {"attention", {{"kernels", attention_kernels}, {"rate", attention_rate}, {"source", attention_source}}},
+          {"ring_merge", {{"kind", merge}, {"bytes", merge_bytes}, {"kernels", merge_kernels}, {"source", merge_source}}},
+          {"tp_comm_overlap", {{"default", tp_comm_overlap}, {"sms", tp_overlap_sms}, {"source", tp_overlap_source}}},
+          {"selective_recompute", {{"every_second_gemm", selective_recomputes_every_second_gemm}, {"source", recompute_source}}},
+          {"grad_reduce", {{"dtype", grad_reduce_fp32 ? "fp32" : "weights"}, {"source", grad_reduce_source}}},
+          {"fp8", {{"recipe", fp8_recipe}, {"source", fp8_source}}},
+          {"host", {{"kernel_us", host_kernel_s * 1e6}, {"comm_us", host_comm_s * 1e6}, {"source", host_source}}}};
+}
+
+Stack parse_stack(const nlohmann::json& j, const std::string& source) {
+  const std::string where = source + ": ";
+  if (!j.is_object()) throw ConfigError(source + ": a stack is a JSON object");
+  Stack s;
+  s.name = text(j, "name", where);
+  if (s.name.size() > 64 || std::any_of(s.name.begin(), s.name.end(), [](char c) { return c <= 0x20 || c > 0x7e; }))
+    throw ConfigError(where + "name must be 1 to 64 printable characters without spaces");
+  s.description = text(j, "description", where);
+  s.source = text(j, "source", where);
+  const nlohmann::json& a = object(j, "attention", where);
+  const auto kernels = a.find("kernels");
+  if (kernels == a.end() || !kernels->is_array() || kernels->empty())
+    throw ConfigError(where + "attention.kernels must list kernel families in order of preference (fa2, fa3, cudnn)");
+  for (const nlohmann::json& k : *kernels) {
+    if (!k.is_string() || (k != "fa2" && k != "fa3" && k != "cudnn"))
+      throw ConfigError(where + "attention.kernels: a kernel family is fa2, fa3 or cudnn");
+    s.attention_kernels.push_back(k.get<std::string>());
+  }
+  s.attention_rate = a.contains("rate") ? number(a, "rate", where + "attention.", 0.05, 1) : 1.0;
+  s.attention_source = text(a, "source", where + "attention.");
+  const nlohmann::json& m = object(j, "ring_merge", where);
+  s.merge = text(m, "kind", where + "ring_merge.");
+  if (s.merge != "fused" && s.merge != "unfused") throw ConfigError(where + "ring_merge.kind must be fused or unfused");
+  s.merge_bytes = number(m, "bytes", where + "ring_merge.", 1, 1000);
+  s.merge_kernels = int(number(m, "kernels", where + "ring_merge.", 1, 100));
+  s.merge_source = text(m, "source", where + "ring_merge.");
+  const nlohmann::json& t = object(j, "tp_comm_overlap", where);
+  const auto def = t.find("default");
+  if (def == t.end() || !def->is_boolean()) throw ConfigError(where + "tp_comm_overlap.default must be true or false");
+  s.tp_comm_overlap = def->get<bool>();
+  s.tp_overlap_sms = int(number(t, "sms", where + "tp_comm_overlap.", 0, 64));
+  s.tp_overlap_source = text(t, "source", where + "tp_comm_overlap.");
+  const nlohmann::json& rc = object(j, "selective_recompute", where);
+  const auto gemms = rc.find("every_second_gemm");
+  if (gemms == rc.end() || !gemms->is_boolean())
+    throw ConfigError(where + "selective_recompute.every_second_gemm must be true or false");
+  s.selective_recomputes_every_second_gemm = gemms->get<bool>();
+  s.recompute_source = text(rc, "source", where + "selective_recompute.");
+  const nlohmann::json& gr = object(j, "grad_reduce", where);
+  const std::string grad_dtype = text(gr, "dtype", where + "grad_reduce.");
+  if (grad_dtype != "fp32" && grad_dtype != "weights") throw ConfigError(where + "grad_reduce.dtype must be fp32 or weights");
+  s.grad_reduce_fp32 = grad_dtype == "fp32";
+  s.grad_reduce_source = text(gr, "source", where + "grad_reduce.");
+  const nlohmann::json& f = object(j, "fp8", where);
+  s.fp8_recipe = text(f, "recipe", where + "fp8.");
+  if (!fp8_recipe_known(s.fp8_recipe)) throw ConfigError(where + "fp8.recipe " + detail::shown_input(s.fp8_recipe) + ": " + fp8_recipe_names());
+  s.fp8_source = text(f, "source", where + "fp8.");
+  const nlohmann::json& h = object(j, "host", where);
+  s.host_kernel_s = number(h, "kernel_us", where + "host.", 0, 1e4) * 1e-6;
+  s.host_comm_s = number(h, "comm_us", where + "host.", 0, 1e4) * 1e-6;
+  s.host_source = text(h, "source", where + "host.");
+  return s;
+}
+
+std::vector<std::string> stack_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, text] : kBuiltinStacks) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+nlohmann::json stack_json(const std::string& name) {
+  for (const auto& [builtin, text] : kBuiltinStacks)
+    if (builtin == name) return apply_parameter_overrides("stack:" + builtin, nlohmann::json::parse(text));
+  throw ConfigError("no built-in stack " + detail::shown_input(name));
+}
+
+Stack load_stack(const std::string& name_or_path) {
+  for (const std::string& name : stack_names())
+    if (name == name_or_path) return parse_stack(stack_json(name), name);
+  if (output::is_regular(name_or_path)) {
+    const std::string text = output::read_input(name_or_path, "--stack", 1u << 20);
+    const std::string source = detail::shown_input(name_or_path, 200);
+    try {
+      return parse_stack(parse_json(text, name_or_path), source);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ConfigError(e.what());
+    }
+  }
+  std::string names;
+  for (const std::string& n : stack_names()) names += (names.empty() ? "" : ", ") + n;
+  throw ConfigError("--stack " + detail::shown_input(name_or_path) + ": not a stack (" + names + ") nor a JSON file");
+}
+
+Stack default_stack() { return load_stack("megatron"); }
+
+}  // namespace ringside::model
