@@ -207,7 +207,8 @@ void whole_step(Script& L) {
        bubble2, pct(bubble2),
        fmt("(PP-1)/m with m = GBS / (DP MBS) = %d / (%d x %d) = %d: more DP, fewer microbatches, more bubble", o.gbs, pipe_dp2,
            o.mbs, m2)},
-      {fmt("The same %d GPUs: ZeRO 1's optimizer state per GPU?", 2 * o.gpus), optimizer2, format_bytes(optimizer2),
+      {fmt("The winner on %d GPUs as DP %d, the batch unchanged: ZeRO 1's optimizer state per GPU?", 2 * o.gpus, dp2), optimizer2,
+       format_bytes(optimizer2),
        fmt("ZeRO 0's %s over DP x CP = %d x %d", format_bytes(double(L.numbers["zero0_optimizer_bytes"])).c_str(), dp2, wc)},
   });
 }

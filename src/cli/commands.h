@@ -68,10 +68,16 @@ struct SoftwareFlags {
   std::string grad_reduce;              ///< "fp32" or "weights"; "": the stack's
   /// `o` with these set, the stack loaded (ConfigError for an unknown stack or recipe).
   void apply(model::ModelOptions& o) const;
+  /// The stack file, an input no output may replace: {"--stack", path}, the path "" for a
+  /// built-in stack.
+  std::pair<std::string, std::string> input() const;
 };
-/// Adds --stack, --fp8-recipe, --tp-comm-overlap, --no-tp-comm-overlap and --grad-reduce (group
-/// "Model").
-void add_software_flags(CLI::App& app, SoftwareFlags& f);
+/// The software `o` models, as the JSON of model and plan record it: {stack, merge,
+/// tp_comm_overlap, fp8_recipe (null unless fp8), grad_reduce_fp32}.
+nlohmann::json software_json(const model::ModelOptions& o);
+/// Adds --stack, --tp-comm-overlap and --no-tp-comm-overlap (group "Model"), and where the run
+/// can be a whole step in FP8 (`step_and_fp8`: model, plan) --fp8-recipe and --grad-reduce too.
+void add_software_flags(CLI::App& app, SoftwareFlags& f, bool step_and_fp8 = true);
 
 /// A parallel configuration given as degrees (--tp, --cp, --cp-comm, --cp-a2a, --order)
 /// instead of a --strategy name.
@@ -319,8 +325,9 @@ struct ModelCommandOptions {
 std::pair<int, int64_t> step_depth(const ModelCommandOptions& o);
 
 struct ModelRun;
-/// The kind of `run` (model/bands.h): its scope (attention, layer, step), CP and element type.
-model::RunKind run_kind_of(const ModelCommandOptions& o, const ModelRun& run);
+/// The kind of `run` (model/bands.h): its scope (attention, layer, step), CP and element type;
+/// for a recorded trace (--from), the CP of its `strategy`'s name.
+model::RunKind run_kind_of(const ModelCommandOptions& o, const ModelRun& run, const std::string& strategy = "");
 
 /// The model options of `o` (dtype, efficiency, attention kernel).
 model::ModelOptions model_options(const ModelCommandOptions& o);
@@ -363,8 +370,8 @@ model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, con
 
 /// A step row as `plan --json` and `model --json` write it: the configuration, its status and
 /// reason; ranked rows their time, throughput, MFU both ways, exposed communication and error band
-/// (model/bands.h, for `dtype`); every fitting or oversized row its memory (plan_step.cpp).
-nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place, const std::string& dtype);
+/// (model/bands.h, for `mo`'s type and efficiency); every fitting or oversized row its memory (plan_step.cpp).
+nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place, const model::ModelOptions& mo);
 
 /// Checks `o` as `ringside model` does before any work (the layer, the strategy on its ranks,
 /// the profile and the model options, flags that would have no effect); throws ConfigError.

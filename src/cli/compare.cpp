@@ -80,7 +80,7 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
                   "overlap and exposed comm that do not vary (" + profiles + ", or a profile JSON file)")
         ->capture_default_str()
         ->check(non_empty("--hw needs a profile"));
-    add_software_flags(*c, o.software);
+    add_software_flags(*c, o.software, false);  // the twin is one layer in bf16
     // Under mpirun every rank compares these with rank 0's before anything else (setup).
     c->parse_complete_callback([&o, c] { o.given = given_options(*c); });
   };
@@ -152,7 +152,8 @@ void check_outputs(const CompareOptions& o, const Setup& s) {
       throw ConfigError("--trace " + o.trace + " is inside the --dump directory " + *o.dump + ": write it elsewhere");
   }
   const std::string hw_file = output::is_regular(o.hw) ? o.hw : "";
-  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, {{"--hw", hw_file}});
+  const auto [stack_option, stack_file] = o.software.input();
+  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, {{"--hw", hw_file}, {stack_option, stack_file}});
   if (o.dump && !hw_file.empty() &&
       output::same_file(std::filesystem::absolute(hw_file).parent_path().string(), *o.dump))
     throw ConfigError("--hw " + hw_file + " is inside the --dump directory " + *o.dump + ": the dump would replace it");

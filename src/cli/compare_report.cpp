@@ -218,14 +218,13 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw, cons
       par = parse_parallel_config(m.strategy);
     } catch (const ConfigError&) {
     }
-    const model::RunKind kind = model::run_kind(false, false, par, "bf16");
+    const model::RunKind kind = model::run_kind(false, false, par, "bf16", o.efficiency == "ideal" || !hw.efficiency.present);
     const model::ErrorBand band = model::error_band(kind);
     const std::string text = model::band_text(band, kind);
     auto it = std::find_if(bands.begin(), bands.end(), [&](const auto& b) { return b.first == text; });
     if (it == bands.end()) bands.push_back({text, m.strategy});
     else it->second += ", " + m.strategy;
-    bj[m.strategy] = {{"found", band.found}};
-    if (band.found) bj[m.strategy].update({{"matched", band.matched}, {"cases", band.cases}, {"low", band.lo}, {"high", band.hi}});
+    bj[m.strategy] = model::band_json(band, kind);
   }
   for (const auto& [text, strategies] : bands)
     std::printf("  trust%s: %s\n", bands.size() == 1 ? "" : (" (" + strategies + ")").c_str(), text.c_str());

@@ -58,8 +58,6 @@ Setup setup(CompareOptions& o, const char* command, const std::function<void(con
     check_failure_injection(s.P);
     s.hw = model::load_hardware(o.hw);
     o.software.apply(s.modeling);
-    if (!o.software.fp8_recipe.empty())
-      throw ConfigError("--fp8-recipe quantizes FP8 GEMMs; the modeled twin replays the run in bf16");
     model::check_model_options(s.hw, s.modeling);
     checks(s);
   });

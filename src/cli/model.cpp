@@ -104,9 +104,15 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   return m;
 }
 
-model::RunKind run_kind_of(const ModelCommandOptions& o, const ModelRun& run) {
-  const ParallelConfig par = run.plan ? run.plan->par : ParallelConfig{};
-  return model::run_kind(o.only == "attention", run.step.has_value(), par, o.dtype);
+model::RunKind run_kind_of(const ModelCommandOptions& o, const ModelRun& run, const std::string& strategy) {
+  ParallelConfig par = run.plan ? run.plan->par : ParallelConfig{};
+  if (!run.plan && !strategy.empty()) {
+    try {
+      par = parse_parallel_config(strategy);  // a recorded trace's strategy (--from)
+    } catch (const ConfigError&) {
+    }
+  }
+  return model::run_kind(o.only == "attention", run.step.has_value(), par, o.dtype, o.efficiency == "ideal" || !run.hw.efficiency.present);
 }
 
 namespace {
@@ -291,13 +297,13 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
   std::printf("  %5s %11s %11s %11s %8s %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
               seconds(double(m.total.comm_ns)).c_str(), pct(m.total.overlap_pct()).c_str(),
               seconds(double(m.total.exposed_comm_ns)).c_str(), m.compute_imbalance);
-  const model::RunKind kind = run_kind_of(o, run);
+  const model::RunKind kind = run_kind_of(o, run, m.strategy);
   const std::string trust = "  trust      " + model::band_text(model::error_band(kind), kind) + "\n";
   if (o.only == "attention") {
     std::printf("  attention  forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
                 format_seconds(report.slowest.layer.forward_s).c_str(), format_seconds(report.slowest.layer.backward_s).c_str(),
                 seconds(double(span)).c_str());
-    if (run.plan) std::fputs(trust.c_str(), stdout);
+    std::fputs(trust.c_str(), stdout);
     return;  // no layer around it: its memory is the layer's (model without --only)
   }
   std::printf("  layer      forward %s, backward %s (each on its slowest rank); both: %s on the slowest rank\n",
@@ -309,7 +315,7 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
                                             : "; no communication of its own";
   std::printf("  attention  forward %s, backward %s of it%s\n", format_seconds(report.slowest.attention.forward_s).c_str(),
               format_seconds(report.slowest.attention.backward_s).c_str(), hidden.c_str());
-  if (run.plan && !run.step) std::fputs(trust.c_str(), stdout);
+  if (!run.step) std::fputs(trust.c_str(), stdout);
   if (st) {
     const double scale = o.dtype == "fp32" ? 1.0 : 0.5;
     int64_t saved = 0;
@@ -344,12 +350,12 @@ void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::
   std::printf("    step %s: pipeline %s (bubble %.1f%%), DP collectives %s of which %s exposed, optimizer %s\n",
               format_seconds(s.step_s).c_str(), format_seconds(s.pipeline_s).c_str(), 100 * s.bubble_fraction,
               format_seconds(s.dp_s).c_str(), format_seconds(s.dp_exposed_s).c_str(), format_seconds(s.optimizer_s).c_str());
-  std::printf("    %.1f tokens/s per GPU; MFU %.1f%% (attention causally halved), %.1f%% (attention whole)\n",
-              r.tokens_per_s_per_gpu, 100 * r.mfu_causal, 100 * r.mfu);
+  std::printf("    %.*f tokens/s per GPU; MFU %.1f%% (attention causally halved), %.1f%% (attention whole)\n",
+              r.tokens_per_s_per_gpu >= 1 ? 1 : 4, r.tokens_per_s_per_gpu, 100 * r.mfu_causal, 100 * r.mfu);
   const model::RunKind kind = run_kind_of(o, run);
   const model::ErrorBand band = model::error_band(kind);
   std::printf("    trust: %s%s\n", model::band_text(band, kind).c_str(),
-              band.found ? (": measured " + model::rate_range_text(r.tokens_per_s_per_gpu, band, "tokens/s per GPU")).c_str() : "");
+              band.found ? (": real GPUs would likely measure " + model::rate_range_text(r.tokens_per_s_per_gpu, band, "tokens/s per GPU")).c_str() : "");
   if (r.mfu > 1) std::printf("    %s\n", model::kMfuWholeOver100);
   std::printf("    exposed on the first stage: TP %s, CP %s, PP %s, DP %s\n", format_seconds(s.tp_exposed_s).c_str(),
               format_seconds(s.cp_exposed_s).c_str(), format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
@@ -362,7 +368,8 @@ void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::
 
 int model_command(const ModelCommandOptions& o) {
   // The outputs and the inputs: the recorded trace, and a profile given as a file.
-  std::vector<output::Named> inputs = {{"--from", o.from}, {"--hw", output::is_regular(o.hw) ? o.hw : ""}};
+  const auto [stack_option, stack_file] = o.software.input();
+  std::vector<output::Named> inputs = {{"--from", o.from}, {"--hw", output::is_regular(o.hw) ? o.hw : ""}, {stack_option, stack_file}};
   for (const std::string& c : trace::trace_input_files(o.compare)) inputs.emplace_back("--compare", c);  // a folder's files too
   output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, inputs);
   if (!o.trace.empty()) output::check(o.trace, "--trace");
@@ -410,16 +417,10 @@ int model_command(const ModelCommandOptions& o) {
     // The first strategy's figures at the top, for tools that read one run: /layer/forward_s, ...
     if (!run.reports.empty()) j.update(model::report_json(run.reports.front(), o.only == "attention"));
     j.erase("ranks"), j["ranks"] = j["strategies"].front()["ranks"];
-    if (run.step) j["step"] = step_row_json(*run.step, hw, 1, o.dtype);
-    if (run.plan) {
-      const model::RunKind kind = run_kind_of(o, run);
-      const model::ErrorBand band = model::error_band(kind);
-      j["software"] = {{"stack", mo.stack.name}, {"merge", model::merge_of(mo)}, {"tp_comm_overlap", model::tp_comm_overlap_of(mo)},
-                       {"fp8_recipe", o.dtype == "fp8" ? nlohmann::json(model::fp8_recipe_of(mo)) : nlohmann::json(nullptr)},
-                       {"grad_reduce_fp32", mo.stack.grad_reduce_fp32}};
-      j["band"] = {{"kind", {{"scope", kind.scope}, {"cp", kind.cp}, {"dtype", kind.dtype}}}, {"found", band.found}};
-      if (band.found) j["band"].update({{"matched", band.matched}, {"cases", band.cases}, {"low", band.lo}, {"high", band.hi}});
-    }
+    if (run.step) j["step"] = step_row_json(*run.step, hw, 1, mo);
+    const model::RunKind kind = run_kind_of(o, run, run.reports.empty() ? "" : run.reports.front().strategy);
+    j["software"] = software_json(mo);
+    j["band"] = model::band_json(model::error_band(kind), kind);
     output::write(o.json, j.dump(2) + "\n", "--json");
     std::printf("\n  json: %s\n", o.json.c_str());
   }

@@ -13,6 +13,7 @@
 #include "parallel/run_plan.h"
 #include "core/strict_flags.h"
 #include "core/error.h"
+#include "core/output.h"
 
 namespace ringside::cli {
 
@@ -151,7 +152,19 @@ void SoftwareFlags::apply(model::ModelOptions& o) const {
   if (!grad_reduce.empty()) o.stack.grad_reduce_fp32 = grad_reduce == "fp32";
 }
 
-void add_software_flags(CLI::App& app, SoftwareFlags& f) {
+nlohmann::json software_json(const model::ModelOptions& o) {
+  return {{"stack", o.stack.name},
+          {"merge", model::merge_of(o)},
+          {"tp_comm_overlap", model::tp_comm_overlap_of(o)},
+          {"fp8_recipe", o.dtype == "fp8" ? nlohmann::json(model::fp8_recipe_of(o)) : nlohmann::json(nullptr)},
+          {"grad_reduce_fp32", o.stack.grad_reduce_fp32}};
+}
+
+std::pair<std::string, std::string> SoftwareFlags::input() const {
+  return {"--stack", output::is_regular(stack) ? stack : ""};
+}
+
+void add_software_flags(CLI::App& app, SoftwareFlags& f, bool step_and_fp8) {
   std::string names;
   for (const std::string& n : model::stack_names()) names += (names.empty() ? "" : ", ") + n;
   app.add_option("--stack", f.stack,
@@ -161,11 +174,6 @@ void add_software_flags(CLI::App& app, SoftwareFlags& f) {
       ->capture_default_str()
       ->check(non_empty("--stack needs a stack"))
       ->group("Model");
-  app.add_option("--fp8-recipe", f.fp8_recipe,
-                 "with --dtype fp8: how the GEMMs' inputs are quantized: delayed, current (tensorwise), block or mxfp8 "
-                 "(default: the stack's)")
-      ->check(CLI::IsMember({"delayed", "current", "tensorwise", "block", "mxfp8"}))
-      ->group("Model");
   CLI::Option* on = app.add_flag_callback("--tp-comm-overlap", [&f] { f.tp_comm_overlap = true; },
                                           "TP's all-gathers and reduce-scatters in chunks under their GEMMs (Megatron's "
                                           "--tp-comm-overlap, torch's async TP; default: the stack's)");
@@ -173,6 +181,12 @@ void add_software_flags(CLI::App& app, SoftwareFlags& f) {
                                            "TP's collectives between their GEMMs, exposed");
   on->excludes(off)->group("Model");
   off->group("Model");
+  if (!step_and_fp8) return;
+  app.add_option("--fp8-recipe", f.fp8_recipe,
+                 "with --dtype fp8: how the GEMMs' inputs are quantized: delayed, current (tensorwise), block or mxfp8 "
+                 "(default: the stack's)")
+      ->check(CLI::IsMember({"delayed", "current", "tensorwise", "block", "mxfp8"}))
+      ->group("Model");
   app.add_option("--grad-reduce", f.grad_reduce,
                  "with --gbs: the type gradients are reduced in over DP x CP: fp32 (Megatron-LM's default with bf16) or weights "
                  "(bf16; NeMo 2.0's performance recipes) (default: the stack's)")

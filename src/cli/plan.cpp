@@ -78,7 +78,7 @@ namespace {
 
 std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std::lround(p))) + "%"; }
 
-nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int place) {
+nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int place, const model::ModelOptions& mo) {
   const model::PlanCandidate& c = r.candidate;
   nlohmann::json j = {{"name", c.name()},
                       {"configuration", c.par.canonical_name()},
@@ -97,6 +97,8 @@ nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int 
     auto pct_json = [](double p) { return std::isnan(p) ? nlohmann::json(nullptr) : nlohmann::json(p); };
     j["overlap_pct"] = pct_json(r.overlap_pct), j["attention_hidden_pct"] = pct_json(r.attention_hidden_pct);
     j["intra_node_bytes"] = r.intra_bytes, j["inter_node_bytes"] = r.inter_bytes;
+    const model::RunKind kind = model::run_kind(false, false, c.par, mo.dtype, mo.efficiency == "ideal" || !hw.efficiency.present);
+    j["band"] = model::band_json(model::error_band(kind), kind);
   }
   if (r.status != model::PlanStatus::invalid) j["peak_bytes"] = r.peak_bytes, j["capacity_bytes"] = hw.memory_bytes;
   return j;
@@ -125,7 +127,9 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
   if (ranked > 0) {
-    const model::RunKind kind = model::run_kind(false, false, plan.rows.front().candidate.par, o.dtype);
+    const model::ModelOptions mo = plan_modeling(o);
+    const model::RunKind kind =
+        model::run_kind(false, false, plan.rows.front().candidate.par, o.dtype, mo.efficiency == "ideal" || !hw.efficiency.present);
     std::printf("  trust: for the winner's kind, %s\n", model::band_text(model::error_band(kind), kind).c_str());
   }
   std::printf("  step: L layers' forward + backward on the slowest GPU; exposed: communication no compute hides, mean per GPU;\n"
@@ -192,6 +196,8 @@ int plan_command(const PlanCommandOptions& o) {
   std::vector<output::Named> inputs;
   for (const std::string& h : hw_names)
     if (output::is_regular(h)) inputs.push_back({"--hw", h});
+  const auto [stack_option, stack_file] = o.software.input();
+  inputs.push_back({stack_option, stack_file});
   output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, inputs);
   std::vector<model::Hardware> profiles;
   for (const std::string& h : hw_names) profiles.push_back(model::load_hardware(h));
@@ -202,8 +208,9 @@ int plan_command(const PlanCommandOptions& o) {
   const model::ModelOptions modeling = plan_modeling(o);
   for (const model::Hardware& hw : profiles) model::check_model_options(hw, modeling);  // fp8 on an A100: refused now
   if (o.gbs > 0) return plan_step_command(o, profiles);
-  if (o.mbs != 1 || o.pp || o.vp || o.dp || o.zero >= 0 || !o.overlap_grad_reduce || o.exhaustive)
-    throw ConfigError("plan: --mbs, --pp, --vp, --dp, --zero, --no-overlap-grad-reduce and --exhaustive plan a whole step: give --gbs too");
+  if (o.mbs != 1 || o.pp || o.vp || o.dp || o.zero >= 0 || !o.overlap_grad_reduce || o.exhaustive || !o.software.grad_reduce.empty())
+    throw ConfigError(
+        "plan: --mbs, --pp, --vp, --dp, --zero, --grad-reduce, --no-overlap-grad-reduce and --exhaustive plan a whole step: give --gbs too");
   if (o.gpus > 256)
     throw ConfigError(detail::concat("plan: a layer's split is planned on up to 256 GPUs (", o.gpus,
                                      " given); a plan of more is a whole step: give --gbs, the global batch in sequences"));
@@ -236,7 +243,7 @@ int plan_command(const PlanCommandOptions& o) {
               stats.candidates, stats.invalid, stats.dry_runs, stats.reused, stats.memory_rejects, stats.seconds);
   std::printf("  modeled, not measured: L layers back to back; weights, gradients and activations in %s; no pipeline or data\n"
               "  parallelism, optimizer state or overlap between layers (docs/model.md)\n",
-              o.dtype.c_str());
+              o.dtype == "fp8" ? "bf16 (the GEMMs in FP8)" : o.dtype.c_str());
   for (const model::Plan& plan : plans) print_plan(plan, o, po.layers);
 
   if (!o.trace.empty()) {
@@ -264,13 +271,13 @@ int plan_command(const PlanCommandOptions& o) {
     nlohmann::json config = o.cfg.to_json();
     if (given.layout != Layout::automatic) config["layout"] = to_string(given.requested_layout(o.cfg));
     nlohmann::json js = {{"config", config}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", po.layers},
-                         {"dtype", o.dtype}, {"recompute", o.recompute}};
+                         {"dtype", o.dtype}, {"recompute", o.recompute}, {"software", software_json(modeling)}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"dry_runs", stats.dry_runs},
                    {"reused", stats.reused}, {"memory_rejects", stats.memory_rejects}, {"seconds", stats.seconds}};
     for (const model::Plan& plan : plans) {
       nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict}, {"rows", nlohmann::json::array()}};
       int place = 0;
-      for (const model::PlanRow& r : plan.rows) p["rows"].push_back(row_json(r, plan.hw, ++place));
+      for (const model::PlanRow& r : plan.rows) p["rows"].push_back(row_json(r, plan.hw, ++place, modeling));
       js["plans"].push_back(p);
     }
     output::write(o.json, js.dump(2) + "\n", "--json");

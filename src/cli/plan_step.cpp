@@ -49,10 +49,12 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
   if (ranked > 0) {
     const model::StepRow& w = plan.rows.front();
-    const model::RunKind kind = model::run_kind(false, true, w.candidate.layer.par, o.dtype);
+    const model::ModelOptions mo = plan_modeling(o);
+    const model::RunKind kind =
+        model::run_kind(false, true, w.candidate.layer.par, o.dtype, mo.efficiency == "ideal" || !hw.efficiency.present);
     const model::ErrorBand band = model::error_band(kind);
     std::printf("  trust: for the winner's kind, %s\n", (model::band_text(band, kind) +
-                                             (band.found ? ": measured " + model::rate_range_text(w.tokens_per_s_per_gpu, band, "tokens/s per GPU")
+                                             (band.found ? ": real GPUs would likely measure " + model::rate_range_text(w.tokens_per_s_per_gpu, band, "tokens/s per GPU")
                                                          : std::string())).c_str());
   }
   std::printf("  tokens/s: per GPU; MFU: the model's FLOPs with the LM head over the %s peak, attention counted causally halved\n"
@@ -94,7 +96,7 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
 
 }  // namespace
 
-nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place, const std::string& dtype) {
+nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place, const model::ModelOptions& mo) {
   const model::StepCandidate& c = r.candidate;
   const ParallelConfig& par = c.layer.par;
   nlohmann::json j = {{"name", c.name()}, {"tp", par.tp}, {"cp", par.cp}, {"cp_comm", to_string(par.cp_comm)},
@@ -106,8 +108,8 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
   }
   if (r.status == model::PlanStatus::ranked) {
     const model::StepCost& s = r.cost;
-    const model::ErrorBand band = model::error_band(model::run_kind(false, true, par, dtype));
-    if (band.found) j["band"] = {{"matched", band.matched}, {"cases", band.cases}, {"low", band.lo}, {"high", band.hi}};
+    const model::RunKind kind = model::run_kind(false, true, par, mo.dtype, mo.efficiency == "ideal" || !hw.efficiency.present);
+    j["band"] = model::band_json(model::error_band(kind), kind);
     j["place"] = place;
     j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
     j["mfu_attention_whole"] = r.mfu, j["mfu_attention_causal_halved"] = r.mfu_causal;
@@ -185,14 +187,14 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   if (!o.json.empty()) {
     nlohmann::json js = {{"config", cfg.to_json()}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", so.layers},
                          {"vocab", so.vocab}, {"gbs", o.gbs}, {"mbs", o.mbs}, {"dtype", o.dtype}, {"recompute", o.recompute},
-                         {"overlap_grad_reduce", o.overlap_grad_reduce}};
+                         {"overlap_grad_reduce", o.overlap_grad_reduce}, {"software", software_json(so.modeling)}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"memory_rejects", stats.memory_rejects},
                    {"bounded", stats.bounded}, {"groups", stats.groups}, {"dry_runs", stats.dry_runs},
                    {"seconds", stats.seconds}};
     for (const model::StepPlan& plan : plans) {
       nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict}, {"rows", nlohmann::json::array()}};
       int place = 0;
-      for (const model::StepRow& r : plan.rows) p["rows"].push_back(step_row_json(r, plan.hw, ++place, o.dtype));
+      for (const model::StepRow& r : plan.rows) p["rows"].push_back(step_row_json(r, plan.hw, ++place, so.modeling));
       js["plans"].push_back(p);
     }
     output::write(o.json, js.dump() + "\n", "--json");  // compact: a 16,384-GPU plan has about 150,000 rows

@@ -1,5 +1,7 @@
 #include "core/json_input.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace ringside {
@@ -38,6 +40,26 @@ nlohmann::json parse_json(std::string_view text, const std::string& source) {
     if (auto p = what.find("] "); what.starts_with("[json.exception") && p != std::string::npos) what = what.substr(p + 2);
     throw Error(source + ": not valid JSON (truncated or corrupt?): " + what);
   }
+}
+
+std::string json_text(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_string() || it->get<std::string>().empty())
+    throw ConfigError(where + key + " must be a non-empty string");
+  return it->get<std::string>();
+}
+
+const nlohmann::json& json_object(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_object()) throw ConfigError(where + key + " must be an object");
+  return *it;
+}
+
+double json_number(const nlohmann::json& j, const std::string& key, const std::string& where, double lo, double hi) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < lo || it->get<double>() > hi)
+    throw ConfigError(detail::concat(where, key, " must be a number in [", lo, ", ", hi, "]"));
+  return it->get<double>();
 }
 
 }  // namespace ringside

@@ -17,4 +17,11 @@ inline constexpr int kMaxJsonNesting = 64;
 /// 64 levels deep (at byte N)".
 nlohmann::json parse_json(std::string_view text, const std::string& source);
 
+/// The fields of an input file's object, checked. `where` prefixes the message ("case x: source.").
+/// Each throws ConfigError: "<where><key> must be a non-empty string", "... must be an object",
+/// "... must be a number in [lo, hi]" (finite).
+std::string json_text(const nlohmann::json& j, const std::string& key, const std::string& where);
+const nlohmann::json& json_object(const nlohmann::json& j, const std::string& key, const std::string& where);
+double json_number(const nlohmann::json& j, const std::string& key, const std::string& where, double lo, double hi);
+
 }  // namespace ringside

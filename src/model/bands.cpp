@@ -46,8 +46,9 @@ std::string RunKind::text() const {
   return scope + (cp == "none" ? ", no CP" : ", " + cp + " CP") + ", " + dtype;
 }
 
-RunKind run_kind(bool attention_only, bool step, const ParallelConfig& par, const std::string& dtype) {
+RunKind run_kind(bool attention_only, bool step, const ParallelConfig& par, const std::string& dtype, bool roofline) {
   RunKind k;
+  k.roofline = roofline;
   k.scope = attention_only ? "attention" : step ? "step" : "layer";
   switch (par.cp_comm) {
     case CpComm::none: k.cp = "none"; break;
@@ -62,6 +63,7 @@ RunKind run_kind(bool attention_only, bool step, const ParallelConfig& par, cons
 }
 
 ErrorBand error_band(const RunKind& kind) {
+  if (kind.roofline) return {};
   struct Level {
     bool cp, dtype;
   };
@@ -81,9 +83,27 @@ ErrorBand error_band(const RunKind& kind) {
 }
 
 std::string band_text(const ErrorBand& b, const RunKind& kind) {
+  if (kind.roofline) return "the roofline (datasheet peaks) is a bound, not a prediction: no published run is held to it";
   if (!b.found) return "no held-out published run is near this kind (" + kind.text() + ")";
-  return "held-out published runs of this kind (" + b.matched + "; " + std::to_string(b.cases) + " of them) were modeled " + pct(b.lo) +
-         " to " + pct(b.hi) + " of their measured time";
+  // A time modeled e off measured: negative e, the model is faster (optimistic).
+  auto side = [](double e) { return e < 0 ? "faster" : "slower"; };
+  auto mag = [](double e) { return std::to_string(std::lround(100 * std::fabs(e))) + "%"; };
+  std::string range;
+  if ((b.lo < 0) == (b.hi < 0))  // one side: "3% to 17% faster"
+    range = mag(b.lo < 0 ? b.hi : b.lo) + " to " + mag(b.lo < 0 ? b.lo : b.hi) + " " + side(b.lo);
+  else
+    range = mag(b.lo) + " faster to " + mag(b.hi) + " slower";
+  const std::string runs = std::to_string(b.cases) + " held-out published runs";
+  if (b.matched == kind.text())
+    return runs + " of this kind (" + b.matched + ") were modeled " + range + " than measured";
+  return "no held-out published run is of this kind (" + kind.text() + "); the nearest, " + runs + " (" + b.matched +
+         "), were modeled " + range + " than measured";
+}
+
+nlohmann::json band_json(const ErrorBand& b, const RunKind& kind) {
+  nlohmann::json j = {{"kind", {{"scope", kind.scope}, {"cp", kind.cp}, {"dtype", kind.dtype}}}, {"found", b.found}, {"roofline", kind.roofline}};
+  if (b.found) j.update({{"matched", b.matched}, {"cases", b.cases}, {"low", b.lo}, {"high", b.hi}});
+  return j;
 }
 
 std::string rate_range_text(double rate, const ErrorBand& b, const char* unit) {
@@ -92,7 +112,10 @@ std::string rate_range_text(double rate, const ErrorBand& b, const char* unit) {
   // modeled rate x (1 + e).
   const double lo = rate * (1 + b.lo), hi = rate * (1 + b.hi);
   char buf[128];
-  std::snprintf(buf, sizeof buf, "%.0f to %.0f %s", std::min(lo, hi), std::max(lo, hi), unit);
+  // Whole numbers, but a slow step's 0.04 tokens/s is not "0".
+  const double least = std::min(lo, hi);
+  const int decimals = least >= 10 ? 0 : least >= 1 ? 1 : 2 - int(std::floor(std::log10(least)));
+  std::snprintf(buf, sizeof buf, "%.*f to %.*f %s", decimals, std::min(lo, hi), decimals, std::max(lo, hi), unit);
   return buf;
 }
 

@@ -11,6 +11,8 @@
 #pragma once
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "parallel/config.h"
 
 namespace ringside::model {
@@ -19,11 +21,15 @@ struct RunKind {
   std::string scope;  ///< "attention", "layer" or "step"
   std::string cp;     ///< "none", "ring", "all-gather", "ulysses" or "ulysses x ring"
   std::string dtype;  ///< "bf16", "fp8" or "fp32"
+  /// At the roofline (--efficiency ideal, or a profile without efficiencies): a bound, which no
+  /// published run is held to, so it has no band.
+  bool roofline = false;
   std::string text() const;  ///< "step, ring CP, fp8"
 };
 
-/// The kind of a run of `par`: the attention alone, a whole step (--gbs) or else one layer.
-RunKind run_kind(bool attention_only, bool step, const ParallelConfig& par, const std::string& dtype);
+/// The kind of a run of `par`: the attention alone, a whole step (--gbs) or else one layer;
+/// `roofline` as RunKind's.
+RunKind run_kind(bool attention_only, bool step, const ParallelConfig& par, const std::string& dtype, bool roofline = false);
 
 struct ErrorBand {
   bool found = false;
@@ -34,10 +40,15 @@ struct ErrorBand {
 
 /// The band of `kind` (the rules above).
 ErrorBand error_band(const RunKind& kind);
-/// "held-out published runs of this kind (step, ring CP, fp8; 6 of them) were modeled -12% to +4%
-/// of their measured time", or "no held-out published run is near this kind (attention, ulysses x
-/// ring CP, bf16)".
+/// "7 held-out published runs of this kind (step, ring CP, bf16) were modeled 17% faster to 4%
+/// slower than measured"; where the nearest kind is wider: "no held-out published run is of this
+/// kind (layer, ring CP, bf16); the nearest, 2 held-out published runs (layer, bf16), were modeled
+/// 11% faster to 4% slower than measured"; where none is near: "no held-out published run is near
+/// this kind (...)".
 std::string band_text(const ErrorBand& band, const RunKind& kind);
+/// The band as JSON: {kind: {scope, cp, dtype}, found, roofline, and where found matched, cases,
+/// low, high} (low and high: modeled / measured time - 1).
+nlohmann::json band_json(const ErrorBand& band, const RunKind& kind);
 /// A rate (tokens/s) with its band as a range of what was measured: modeled / (1 + error).
 /// "between 4,410 and 5,120 measured" style text, empty without a band.
 std::string rate_range_text(double modeled_rate, const ErrorBand& band, const char* unit);

@@ -57,6 +57,17 @@ void check_model_options(const Hardware& hw, const ModelOptions& o) {
     throw ConfigError("--dtype fp8: " + hw.name + " has no FP8 tensor cores (its profile has no peak_flops.fp8)");
   if (o.dtype == "fp8" && o.efficiency == "achieved" && hw.efficiency.present && hw.efficiency.gemm.fp8 == 0)
     throw ConfigError("--dtype fp8: " + hw.name + "'s profile has no achieved FP8 GEMM fraction (efficiency.gemm.fp8)");
+  if (!o.fp8_recipe.empty() && o.efficiency == "ideal")
+    throw ConfigError("--fp8-recipe " + o.fp8_recipe + " has no effect under --efficiency ideal (the roofline quantizes nothing)");
+  if (o.attention_kernel.empty() && o.efficiency == "achieved" && hw.efficiency.present &&
+      std::none_of(o.stack.attention_kernels.begin(), o.stack.attention_kernels.end(),
+                   [&](const std::string& k) { return hw.efficiency.attention.contains(k); })) {
+    std::string wants, have;
+    for (const std::string& k : o.stack.attention_kernels) wants += (wants.empty() ? "" : ", ") + k;
+    for (const auto& [family, k] : hw.efficiency.attention) have += (have.empty() ? "" : ", ") + family;
+    throw ConfigError("--stack " + o.stack.name + " calls " + wants + ", and " + hw.name + " has published rates for none of them (it has " +
+                      have + "): give --attention-kernel");
+  }
   if (!o.attention_kernel.empty()) {
     if (o.attention_kernel != "fa2" && o.attention_kernel != "fa3" && o.attention_kernel != "cudnn")
       throw ConfigError("--attention-kernel " + o.attention_kernel + ": fa2, fa3 or cudnn");
@@ -74,7 +85,7 @@ std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o) {
   if (!o.attention_kernel.empty()) return o.attention_kernel;
   for (const std::string& k : o.stack.attention_kernels)
     if (hw.efficiency.attention.contains(k)) return k;
-  return hw.efficiency.default_kernel;
+  return hw.efficiency.default_kernel;  // (check_model_options refuses a stack the profile has no rates for)
 }
 
 std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::string& wrap) {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/json_input.h"
 
 namespace ringside::model {
 
@@ -13,17 +14,9 @@ namespace {
 
 constexpr int64_t kTile = 128;  // output rows and columns of a GEMM tile; query rows of an attention CTA
 
-double number(const nlohmann::json& j, const std::string& key, const std::string& where, double lo, double hi) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < lo ||
-      it->get<double>() > hi)
-    throw ConfigError(detail::concat(where, key, " must be a number in [", lo, ", ", hi, "]"));
-  return it->get<double>();
-}
-
 // (0, 1]: an achieved fraction of a peak.
 double fraction(const nlohmann::json& j, const std::string& key, const std::string& where) {
-  const double f = number(j, key, where, 0, 1);
+  const double f = json_number(j, key, where, 0, 1);
   if (f <= 0) throw ConfigError(where + key + " must be a fraction in (0, 1]");
   return f;
 }
@@ -45,7 +38,7 @@ AttentionCurve curve(const nlohmann::json& j, const std::string& key, const std:
   const nlohmann::json& c = member(j, key, where);
   const std::string at = where + key + ".";
   // TFLOP/s in the file, as the charts print them.
-  return {number(c, "tflops", at, 1e-3, 1e6) * 1e12, number(c, "k_half", at, 0, 1e7)};
+  return {json_number(c, "tflops", at, 1e-3, 1e6) * 1e12, json_number(c, "k_half", at, 0, 1e7)};
 }
 
 }  // namespace
@@ -55,7 +48,7 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
   if (!j.is_object()) throw ConfigError(source + ": efficiency must be an object");
   Efficiency e;
   e.present = true;
-  const double sms = number(j, "sms", where, 1, 1e5);
+  const double sms = json_number(j, "sms", where, 1, 1e5);
   if (sms != std::floor(sms)) throw ConfigError(where + "sms must be a whole number");
   e.sms = int(sms);
 
@@ -65,10 +58,10 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
   e.gemm.fp32 = fraction(g, "fp32", gw);
   e.gemm.fp8 = g.contains("fp8") ? fraction(g, "fp8", gw) : 0;
   const nlohmann::json& best = member(g, "best_shape", gw);
-  e.gemm.best_m = int64_t(number(best, "m", gw + "best_shape.", 1, 1e7));
-  e.gemm.best_n = int64_t(number(best, "n", gw + "best_shape.", 1, 1e7));
-  e.gemm.best_k = int64_t(number(best, "k", gw + "best_shape.", 1, 1e7));
-  e.gemm.k_half = number(g, "k_half", gw, 0, 1e6);
+  e.gemm.best_m = int64_t(json_number(best, "m", gw + "best_shape.", 1, 1e7));
+  e.gemm.best_n = int64_t(json_number(best, "n", gw + "best_shape.", 1, 1e7));
+  e.gemm.best_k = int64_t(json_number(best, "k", gw + "best_shape.", 1, 1e7));
+  e.gemm.k_half = json_number(g, "k_half", gw, 0, 1e6);
   e.gemm.sustained = g.contains("sustained") ? fraction(g, "sustained", gw) : 1.0;
   e.gemm.source = source_of(g, gw);
 
@@ -84,16 +77,16 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
     kernel.forward_causal = curve(k, "forward_causal", aw);
     kernel.backward = curve(k, "backward", aw);
     kernel.backward_causal = curve(k, "backward_causal", aw);
-    kernel.d_half = number(k, "d_half", aw, 0, 1e4);
+    kernel.d_half = json_number(k, "d_half", aw, 0, 1e4);
     kernel.source = source_of(k, aw);
     // Optional: a profile without it takes the list-scheduling bound's a = 1.
     if (k.contains("occupancy")) {
       const nlohmann::json& occ = member(k, "occupancy", aw);
       const std::string ow = aw + "occupancy.";
-      kernel.occupancy_forward_masked = number(occ, "forward_masked", ow, 1e-3, 1e3);
-      kernel.occupancy_forward_unmasked = number(occ, "forward_unmasked", ow, 1e-3, 1e3);
-      kernel.occupancy_backward_masked = number(occ, "backward_masked", ow, 1e-3, 1e3);
-      kernel.occupancy_backward_unmasked = number(occ, "backward_unmasked", ow, 1e-3, 1e3);
+      kernel.occupancy_forward_masked = json_number(occ, "forward_masked", ow, 1e-3, 1e3);
+      kernel.occupancy_forward_unmasked = json_number(occ, "forward_unmasked", ow, 1e-3, 1e3);
+      kernel.occupancy_backward_masked = json_number(occ, "backward_masked", ow, 1e-3, 1e3);
+      kernel.occupancy_backward_unmasked = json_number(occ, "backward_unmasked", ow, 1e-3, 1e3);
       kernel.occupancy_source = source_of(occ, ow);
     }
     e.attention[family] = kernel;
@@ -111,7 +104,7 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
   }
   const nlohmann::json& m = member(j, "memory", where);
   e.memory_fraction = fraction(m, "fraction", where + "memory.");
-  e.launch_s = number(m, "launch_us", where + "memory.", 0, 1e4) * 1e-6;
+  e.launch_s = json_number(m, "launch_us", where + "memory.", 0, 1e4) * 1e-6;
   e.memory_source = source_of(m, where + "memory.");
 
   const nlohmann::json& l = member(j, "links", where);

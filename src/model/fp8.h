@@ -36,6 +36,7 @@ struct Fp8Recipe {
 /// The recipe named `name` (delayed, current, tensorwise (current's torchao name), block, mxfp8).
 /// Throws ConfigError naming the known ones.
 const Fp8Recipe& fp8_recipe(const std::string& name);
+/// Whether `name` is a recipe fp8_recipe() knows.
 bool fp8_recipe_known(const std::string& name);
 /// "delayed, current (tensorwise), block or mxfp8", for messages.
 std::string fp8_recipe_names();

@@ -127,6 +127,10 @@ nlohmann::json with_base(nlohmann::json j, const std::string& source, int depth 
   if (!base.is_string()) throw ConfigError(source + ": base must name a built-in profile");
   if (depth > 4) throw ConfigError(source + ": base: more than 4 profiles deep (a cycle?)");
   const std::string name = base.get<std::string>();
+  // A patch is another GPU or setup: it names itself, or its tables and plans would carry the base's name.
+  const auto own = j.find("name");
+  if (own == j.end() || !own->is_string() || *own == name)
+    throw ConfigError(source + ": a profile with base " + detail::shown_input(name) + " gives its own name");
   for (const auto& [builtin, text] : kBuiltinProfiles)
     if (builtin == name) {
       nlohmann::json merged = with_base(apply_parameter_overrides(builtin, nlohmann::json::parse(text)), builtin, depth + 1);

@@ -125,8 +125,8 @@ std::string tp_reason(const PlanCandidate& c, const RunPlan& plan, const Hardwar
   const int T = c.par.tp;
   // Korthikanti et al. 2022: per block an all-gather and a reduce-scatter of N_c h, (T-1)/T each.
   const double per = double(cfg.b * plan.packing->S) / c.par.cp * double(cfg.h) * (T - 1) / T * element_bytes(dtype);
-  return "TP " + std::to_string(T) + " " + link_words(across) + ": " + format_bytes(per) +
-         " per all-gather and reduce-scatter, exposed";
+  return "TP " + std::to_string(T) + " " + link_words(across) + ": " + format_bytes(per) + " per all-gather and reduce-scatter, " +
+         (tp_comm_overlap_of(o) ? "in chunks under its GEMMs (TP overlap), the first exposed" : "exposed");
 }
 
 }  // namespace

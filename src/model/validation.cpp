@@ -13,23 +13,6 @@ namespace ringside::model {
 
 extern const std::vector<std::pair<std::string, std::string>> kValidationCases;
 
-namespace {
-
-std::string text(const nlohmann::json& j, const std::string& key, const std::string& where) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_string() || it->get<std::string>().empty())
-    throw ConfigError(where + key + " must be a non-empty string");
-  return it->get<std::string>();
-}
-
-const nlohmann::json& object(const nlohmann::json& j, const std::string& key, const std::string& where) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_object()) throw ConfigError(where + key + " must be an object");
-  return *it;
-}
-
-}  // namespace
-
 const std::vector<std::string>& validation_quantities() {
   static const std::vector<std::string> q{"/layer/forward_s",     "/layer/backward_s",     "/layer/total_s",
                                           "/attention/forward_s", "/attention/backward_s", "/attention/total_s",
@@ -41,21 +24,23 @@ ValidationCase parse_validation_case(const nlohmann::json& j, const std::string&
   const std::string where = source + ": ";
   if (!j.is_object()) throw ConfigError(source + ": a validation case is a JSON object");
   ValidationCase c;
-  c.name = text(j, "name", where);
+  c.name = json_text(j, "name", where);
   if (c.name.size() > 64 || std::any_of(c.name.begin(), c.name.end(), [](char ch) { return ch <= 0x20 || ch > 0x7e; }))
     throw ConfigError(where + "name must be 1 to 64 printable characters without spaces");
   const std::string at = where + "case " + c.name + ": ";
   if (!j.contains("source") || !j["source"].is_object())
     throw ConfigError(at + "source must say where the number was published ({id, title, url, where})");
   const nlohmann::json& src = j["source"];
-  c.source_id = text(src, "id", at + "source.");
-  c.title = text(src, "title", at + "source.");
-  c.url = text(src, "url", at + "source.");
-  c.where = text(src, "where", at + "source.");
+  c.source_id = json_text(src, "id", at + "source.");
+  if (c.source_id.size() > 64 || std::any_of(c.source_id.begin(), c.source_id.end(), [](char ch) { return ch <= 0x20 || ch > 0x7e; }))
+    throw ConfigError(at + "source.id must be 1 to 64 printable characters without spaces");
+  c.title = json_text(src, "title", at + "source.");
+  c.url = json_text(src, "url", at + "source.");
+  c.where = json_text(src, "where", at + "source.");
   if (c.url.rfind("https://", 0) != 0 && c.url.rfind("http://", 0) != 0)
     throw ConfigError(at + "source.url must be a URL (http:// or https://)");
-  const nlohmann::json& hw = object(j, "hardware", at);
-  c.profile = text(hw, "profile", at + "hardware.");
+  const nlohmann::json& hw = json_object(j, "hardware", at);
+  c.profile = json_text(hw, "profile", at + "hardware.");
   const std::vector<std::string> names = hardware_names();
   if (c.profile == "this-machine" || std::find(names.begin(), names.end(), c.profile) == names.end()) {
     std::string list;
@@ -63,9 +48,9 @@ ValidationCase parse_validation_case(const nlohmann::json& j, const std::string&
       if (n != "this-machine") list += (list.empty() ? "" : ", ") + n;
     throw ConfigError(at + "hardware.profile " + detail::shown_input(c.profile) + " is not a built-in profile (" + list + ")");
   }
-  c.hardware_note = hw.contains("note") ? text(hw, "note", at + "hardware.") : "";
-  c.kernel = text(j, "kernel", at);
-  c.configuration = text(j, "configuration", at);
+  c.hardware_note = hw.contains("note") ? json_text(hw, "note", at + "hardware.") : "";
+  c.kernel = json_text(j, "kernel", at);
+  c.configuration = json_text(j, "configuration", at);
   const auto args = j.find("args");
   if (args == j.end() || !args->is_array() || args->empty())
     throw ConfigError(at + "args must be the `ringside model` arguments (an array of strings)");
@@ -79,11 +64,11 @@ ValidationCase parse_validation_case(const nlohmann::json& j, const std::string&
     own_profile |= c.args[i] == "--hw=" + c.profile || (c.args[i] == "--hw" && i + 1 < c.args.size() && c.args[i + 1] == c.profile);
   }
   if (!own_profile) throw ConfigError(at + "args must model the case's own profile: --hw " + c.profile);
-  const nlohmann::json& m = object(j, "measured", at);
+  const nlohmann::json& m = json_object(j, "measured", at);
   const auto value = m.find("value");
   if (value == m.end() || !value->is_number() || !std::isfinite(value->get<double>()) || value->get<double>() <= 0)
     throw ConfigError(at + "measured.value must be a positive number");
-  const std::string unit = text(m, "unit", at + "measured.");
+  const std::string unit = json_text(m, "unit", at + "measured.");
   const double v = value->get<double>();
   c.measured_text = detail::concat(v, " ", unit);
   const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 0;
@@ -98,7 +83,7 @@ ValidationCase parse_validation_case(const nlohmann::json& j, const std::string&
   } else {
     throw ConfigError(at + "measured.unit must be s, ms, us, tokens/s/gpu or TFLOP/s/gpu");
   }
-  c.quantity = text(m, "quantity", at + "measured.");
+  c.quantity = json_text(m, "quantity", at + "measured.");
   const auto& known = validation_quantities();
   if (std::find(known.begin(), known.end(), c.quantity) == known.end()) {
     std::string list;
@@ -109,7 +94,7 @@ ValidationCase parse_validation_case(const nlohmann::json& j, const std::string&
   if (wants != c.unit)
     throw ConfigError(at + "measured.quantity " + c.quantity + " is in " + (wants == "s" ? "s, ms or us" : wants) + ", not " + unit);
   if (c.unit == "TFLOP/s/gpu") {
-    const std::string conv = text(m, "convention", at + "measured.");
+    const std::string conv = json_text(m, "convention", at + "measured.");
     if (!parse_flop_count(conv, c.convention))
       throw ConfigError(at + "measured.convention " + detail::shown_input(conv) +
                         ": how the figure counts FLOPs: causal (attention causally halved), whole, or whole+recompute");
@@ -117,15 +102,17 @@ ValidationCase parse_validation_case(const nlohmann::json& j, const std::string&
   const bool gbs = std::any_of(c.args.begin(), c.args.end(), [](const std::string& a) { return a == "--gbs" || a.starts_with("--gbs="); });
   if (c.quantity.starts_with("/step/") && !gbs)
     throw ConfigError(at + "measured.quantity " + c.quantity + " is a whole step's: args need --gbs (the global batch)");
-  c.definition = text(m, "definition", at + "measured.");
-  c.group = j.contains("group") ? text(j, "group", at) : c.name;
+  if (!c.quantity.starts_with("/step/") && gbs)
+    throw ConfigError(at + "measured.quantity " + c.quantity + " is one layer's: args model a whole step (--gbs): measure /step/...");
+  c.definition = json_text(m, "definition", at + "measured.");
+  c.group = j.contains("group") ? json_text(j, "group", at) : c.name;
   const auto tol = j.find("tolerance");
   if (tol != j.end()) {
     if (!tol->is_number() || !(tol->get<double>() > 0 && tol->get<double>() <= 1))
       throw ConfigError(at + "tolerance must be a fraction in (0, 1]");
     c.tolerance = tol->get<double>();
   }
-  c.tolerance_reason = j.contains("tolerance_reason") ? text(j, "tolerance_reason", at) : "";
+  c.tolerance_reason = j.contains("tolerance_reason") ? json_text(j, "tolerance_reason", at) : "";
   if (c.tolerance > 0.20 && c.tolerance_reason.empty())
     throw ConfigError(at + "a tolerance past 0.20 needs tolerance_reason: why this case is held more loosely");
   // The fit: false (held out), or the parameters its figures informed.
@@ -148,14 +135,14 @@ ValidationCase parse_validation_case(const nlohmann::json& j, const std::string&
       }
       c.informs.push_back(p.get<std::string>());
     }
-    c.fit_why = text(*fit, "why", at + "fit.");
+    c.fit_why = json_text(*fit, "why", at + "fit.");
   }
   if (j.contains("informs")) throw ConfigError(at + "informs belongs in fit: a held-out case informs no parameter");
-  const std::string status = j.contains("status") ? text(j, "status", at) : "validation";
+  const std::string status = j.contains("status") ? json_text(j, "status", at) : "validation";
   if (status != "validation" && status != "reference") throw ConfigError(at + "status must be validation or reference");
   if (status == "reference") {
     c.counted = false;
-    c.reference_reason = text(j, "reference_reason", at);
+    c.reference_reason = json_text(j, "reference_reason", at);
     if (c.fit) throw ConfigError(at + "a reference case informs no parameter");
   }
   return c;
