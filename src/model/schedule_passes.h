@@ -1,4 +1,4 @@
-// Two passes over a recorded schedule before the model replays it: what the implementations the
+// Passes over a recorded schedule before the model replays it: what the implementations the
 // model stands for do differently from ringside's own code, though they compute the same thing.
 #pragma once
 
