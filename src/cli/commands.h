@@ -346,9 +346,6 @@ struct ModelRun {
   std::optional<model::StepRow> step;  ///< with --gbs: the step around the group
   /// With --compare: the measured run, its one recorded group (read_measured).
   std::optional<trace::TraceData> measured;
-  /// Set before run_model to keep the dry run's schedule in `recorded` (a fit's later runs).
-  bool keep_schedule = false;
-  trace::TraceData recorded;
 };
 
 /// The run --compare names (o.compare, its clocks put together by o.align), cut to the one
@@ -381,9 +378,10 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
 /// Runs `o` as `ringside model` does, printing nothing: validates, dry-runs (or reads --from),
 /// cuts to attention with --only attention, models. Throws ConfigError for bad options and
 /// what model_trace throws.
-/// `recorded`, when given, is the dry run's schedule already recorded for these options (a fit
-/// models one case many times): the dry run is skipped (not with --gbs or --from).
-void run_model(const ModelCommandOptions& o, ModelRun& run, const trace::TraceData* recorded = nullptr);
+/// `schedule_cache`, when given, holds the dry run's schedule for these options across calls (a
+/// fit models one case many times): the first call records it there, the later ones skip the dry
+/// run (not with --from).
+void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace::TraceData>* schedule_cache = nullptr);
 
 /// `ringside model`: adds the subcommand; returns it.
 CLI::App* add_model(CLI::App& app, ModelCommandOptions& o);

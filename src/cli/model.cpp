@@ -215,7 +215,7 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
   return hw;
 }
 
-void run_model(const ModelCommandOptions& o, ModelRun& run, const trace::TraceData* recorded) {
+void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace::TraceData>* schedule_cache) {
   using clock = std::chrono::steady_clock;
   run.hw = check_model_command(o, &run.plan);  // before the dry run: a bad kernel or dtype costs nothing
   const model::ModelOptions mo = model_options(o);
@@ -223,8 +223,8 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, const trace::TraceDa
 
   trace::TraceData schedule;
   auto t0 = clock::now();
-  if (recorded && o.from.empty()) {
-    schedule = *recorded;
+  if (schedule_cache && *schedule_cache && o.from.empty()) {
+    schedule = **schedule_cache;
   } else if (o.from.empty()) {
     // Tensors cost nothing in a dry run, but each rank lists its tokens' global positions
     // (RoPE, dropout, the layout): 8 bytes a token, a few lists at once. And the schedule
@@ -247,7 +247,7 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, const trace::TraceDa
                                          " is beyond the ranks a ringside trace holds (0 to ", trace::kMaxRanks - 1,
                                          "), so --trace cannot write its model"));
   }
-  if (run.keep_schedule && o.from.empty()) run.recorded = schedule;
+  if (schedule_cache && !*schedule_cache && o.from.empty()) *schedule_cache = schedule;
   if (o.only == "attention") schedule = model::attention_only(std::move(schedule));
   run.dry_s = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();

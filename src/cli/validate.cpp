@@ -115,32 +115,37 @@ std::string command_of(const model::ValidationCase& c) {
 struct Case {
   model::ValidationCase c;
   ModelCommandOptions options;
+  std::optional<RunPlan> plan;  // the dry run's, as check_model_command resolved it
   model::RunKind kind;
   std::string kernel, stack;
-  std::optional<trace::TraceData> schedule;  // the dry run, recorded once (not for --gbs)
+  std::optional<trace::TraceData> schedule;  // the layer's dry run, recorded once
 };
 
 // The case's quantity as modeled now (the parameters' values as set), in its unit.
 double model_value(Case& k) {
+  const std::string& q = k.c.quantity;
+  if (q.starts_with("/step/")) {
+    // The step alone: model_step records its group's dry run once (model::ScheduleCacheScope).
+    // The profile is loaded again: a fit sets its parameters (model::ScopedParameterValues).
+    model::StepRow step;
+    try {
+      step = model_step(k.options, *k.plan, model::load_hardware(k.options.hw));
+    } catch (const ConfigError& e) {
+      throw ConfigError("validate: case " + k.c.name + ": " + e.what());
+    }
+    if (step.status != model::PlanStatus::ranked) throw ConfigError("validate: case " + k.c.name + ": the step does not fit: " + step.reason);
+    if (q == "/step/step_s") return step.cost.step_s;
+    if (q == "/step/tokens_per_s_per_gpu") return step.tokens_per_s_per_gpu;
+    const auto [layers, vocab] = step_depth(k.options);
+    return step.tokens_per_s_per_gpu * model::flops_per_token_counted(k.options.cfg, layers, vocab, k.c.convention) / 1e12;
+  }
   ModelRun run;
-  run.keep_schedule = !k.schedule && k.options.gbs == 0;
   try {
-    run_model(k.options, run, k.schedule ? &*k.schedule : nullptr);
+    run_model(k.options, run, &k.schedule);
   } catch (const ConfigError& e) {
     throw ConfigError("validate: case " + k.c.name + ": " + e.what());
   }
-  if (run.keep_schedule) k.schedule = std::move(run.recorded);
   if (run.reports.empty()) throw ConfigError("validate: case " + k.c.name + ": the model reported nothing");
-  const std::string& q = k.c.quantity;
-  if (q.starts_with("/step/")) {
-    if (!run.step || run.step->status != model::PlanStatus::ranked)
-      throw ConfigError("validate: case " + k.c.name + ": the step does not fit: " + (run.step ? run.step->reason : std::string("no step")));
-    if (q == "/step/step_s") return run.step->cost.step_s;
-    const double tokens = run.step->tokens_per_s_per_gpu;
-    if (q == "/step/tokens_per_s_per_gpu") return tokens;
-    const auto [layers, vocab] = step_depth(k.options);
-    return tokens * model::flops_per_token_counted(k.options.cfg, layers, vocab, k.c.convention) / 1e12;
-  }
   const nlohmann::json report = model::report_json(run.reports.front(), k.options.only == "attention");
   const nlohmann::json::json_pointer pointer(q);
   if (!report.contains(pointer))
@@ -271,7 +276,7 @@ int validate_command(const ValidateOptions& o) {
   if (!o.json.empty()) output::check(o.json, "--json");
   if (!o.bands.empty()) output::check(o.bands, "--bands");
   std::vector<Case> cases;
-  for (model::ValidationCase& c : cases_of(o)) cases.push_back({std::move(c), {}, {}, {}, {}, {}});
+  for (model::ValidationCase& c : cases_of(o)) cases.push_back({std::move(c), {}, {}, {}, {}, {}, {}});
   // Every case's arguments first, as `ringside model` checks them: a bad one is refused, by
   // name, before any case runs.
   std::set<std::string> sources;
@@ -282,9 +287,8 @@ int validate_command(const ValidateOptions& o) {
     const auto [stack_option, stack_file] = k.options.software.input();
     output::check_distinct({{"--json", o.json}, {"--bands", o.bands}}, {{"case " + c.name + "'s " + stack_option, stack_file}});
     model::Hardware hw;
-    std::optional<RunPlan> plan;
     try {
-      hw = check_model_command(k.options, &plan);
+      hw = check_model_command(k.options, &k.plan);
     } catch (const ConfigError& e) {
       throw ConfigError("validate: case " + c.name + ": " + e.what());
     }
@@ -301,7 +305,7 @@ int validate_command(const ValidateOptions& o) {
       throw ConfigError("validate: case " + c.name + ": its args model attention at " + k.kernel + "'s rates, which its kernel (" +
                         detail::shown_input(c.kernel, 80) + ") does not name (give --attention-kernel or --stack, or name " +
                         k.kernel + ")");
-    k.kind = model::run_kind(k.options.only == "attention", k.options.gbs > 0, plan->par, k.options.dtype);
+    k.kind = model::run_kind(k.options.only == "attention", k.options.gbs > 0, k.plan->par, k.options.dtype);
     if (c.counted) sources.insert(c.source_id);  // a reference case is predicted by no leave-out
   }
   if (!o.leave_out.empty() && o.leave_out != "all" && !sources.contains(o.leave_out)) {
