@@ -147,10 +147,6 @@ bool attention_call(const trace::Event& ev, AttentionCall& call) {
   return true;
 }
 
-}  // namespace
-
-namespace {
-
 // An FP8 GEMM's quantized input, in elements: the forward's x [m, k] and the data gradient's dy
 // [m, k] (model/fp8.h); the weight gradient (a^T) quantizes nothing new. 0 for anything else.
 double fp8_quantized_elements(const trace::Event& ev, const ModelOptions& o) {
@@ -164,10 +160,17 @@ double fp8_quantized_elements(const trace::Event& ev, const ModelOptions& o) {
 }
 
 // SMs an overlapped collective takes from this GEMM chunk ("sms_taken=16" in its detail,
-// model/tp_overlap.h), 0 for any other op.
+// schedule_passes.h), 0 for any other op.
 int sms_taken(const trace::Event& ev) {
   const size_t at = ev.detail.find("sms_taken=");
   return at == std::string::npos ? 0 : std::atoi(ev.detail.c_str() + at + 10);
+}
+
+// FLOP/s an attention call reaches at kernel rate `rate` (the bf16 chart's, efficiency.h): under
+// the profile's clock and the stack's rate factor; fp32, which no fused attention kernel runs,
+// scaled by the peaks.
+double attention_flops_per_s(double rate, const Hardware& hw, const ModelOptions& o) {
+  return rate * hw.efficiency.clock * o.stack.attention_rate * (o.dtype == "fp32" ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0);
 }
 
 }  // namespace
@@ -224,8 +227,7 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
       const bool backward = ev.name == "attention_backward";
       rate = (backward ? kernel.backward : kernel.forward).rate;
     }
-    // The kernels' rates are bf16's; fp32 (which no fused attention kernel runs) scales by the peaks.
-    compute_s = ev.flops / (rate * e.clock * o.stack.attention_rate * (o.dtype == "fp32" ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0));
+    compute_s = ev.flops / attention_flops_per_s(rate, hw, o);
   } else if (ev.flops > 0) {
     compute_s = ev.flops / peak;
   }
@@ -258,7 +260,7 @@ double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o
     AttentionCall call;
     call.b = b, call.sq = call.sk = int64_t(c), call.H = H, call.d = d, call.keys_per_query = c;
     const double flops = 4.0 * double(b) * c * c * double(H) * double(d);
-    const double attention = flops / (attention_rate(kernel, call, e.sms) * e.clock * o.stack.attention_rate);
+    const double attention = flops / attention_flops_per_s(attention_rate(kernel, call, e.sms), hw, o);
     // The merge into the fp32 running output: the stack's bytes an output element, its kernels.
     const double merge = double(b) * c * double(H) * double(d) * merge_bytes(o) / (hw.memory_bandwidth * e.memory_fraction);
     return attention + merge + (1 + merge_kernels(o)) * e.launch_s;
