@@ -1,5 +1,5 @@
-// The schedule passes of schedule_passes.h: one kernel a ring step, and TP's collectives under
-// their GEMMs.
+// The schedule passes of schedule_passes.h: one kernel a ring step, TP's collectives under their
+// GEMMs, FP8's quantization before TP's all-gather, torchtitan's selective recomputation.
 #include "model/schedule_passes.h"
 
 #include <algorithm>
@@ -37,8 +37,11 @@ bool call_shape(const trace::Event& e, CallShape& c) {
 void join_step_calls(trace::TraceData& schedule) {
   for (trace::RankTrace& r : schedule.ranks) {
     std::vector<trace::Event>& ev = r.events;
-    for (const trace::Event& step : std::vector<trace::Event>(ev.begin(), ev.end())) {
-      if (step.kind != trace::Kind::ring_step || step.order < 0) continue;
+    std::vector<size_t> steps;  // (the loop below appends to details only: indices stay valid)
+    for (size_t i = 0; i < ev.size(); ++i)
+      if (ev[i].kind == trace::Kind::ring_step && ev[i].order >= 0) steps.push_back(i);
+    for (size_t at : steps) {
+      const trace::Event& step = ev[at];
       for (const char* name : {"attention_forward", "attention_backward"}) {
         std::vector<size_t> calls;
         for (size_t i = 0; i < ev.size(); ++i)
@@ -112,6 +115,38 @@ trace::Event chunk_of(const trace::Event& g, int parts, int j, int sms) {
 
 bool tp_sublayer(const std::string& s) { return s == "qkv" || s == "out_proj" || s == "mlp"; }
 
+// The events' indices in program order.
+std::vector<size_t> in_order(const std::vector<trace::Event>& ev) {
+  std::vector<size_t> by_order(ev.size());
+  for (size_t i = 0; i < ev.size(); ++i) by_order[i] = i;
+  std::sort(by_order.begin(), by_order.end(), [&](size_t a, size_t b) { return ev[a].order < ev[b].order; });
+  return by_order;
+}
+
+// The GEMM a collective container (at `pos` of `by_order`) feeds: the first compute op after it
+// of its sublayer, with only memory ops between; nothing otherwise.
+std::optional<size_t> gemm_fed_by(const std::vector<trace::Event>& ev, const std::vector<size_t>& by_order, size_t pos) {
+  const trace::Event& coll = ev[by_order[pos]];
+  for (size_t p = pos + 1; p < by_order.size(); ++p) {
+    const trace::Event& e = ev[by_order[p]];
+    if (e.order <= coll.end_order || e.stream != trace::Stream::compute) continue;
+    if (e.kind == trace::Kind::gemm && e.sublayer == coll.sublayer) return by_order[p];
+    if (e.kind != trace::Kind::memory) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// A ring collective's steps: the waits inside `coll` for what arrives, in program order (T - 1
+// of them, T the group's size).
+std::vector<size_t> recv_waits(const std::vector<trace::Event>& ev, const std::vector<size_t>& by_order, const trace::Event& coll) {
+  std::vector<size_t> waits;
+  for (size_t i : by_order)
+    if (ev[i].kind == trace::Kind::wait && ev[i].direction == trace::Direction::recv && ev[i].order > coll.order &&
+        ev[i].end_order < coll.end_order)
+      waits.push_back(i);
+  return waits;
+}
+
 }  // namespace
 
 void overlap_tp_comm(trace::TraceData& schedule, int reduce_scatter_sms) {
@@ -119,33 +154,21 @@ void overlap_tp_comm(trace::TraceData& schedule, int reduce_scatter_sms) {
     std::vector<trace::Event>& ev = r.events;
     for (trace::Event& e : ev)
       if (e.order >= 0) e.order *= kGap, e.end_order *= kGap;
-    std::vector<size_t> by_order(ev.size());
-    for (size_t i = 0; i < ev.size(); ++i) by_order[i] = i;
-    std::sort(by_order.begin(), by_order.end(), [&](size_t a, size_t b) { return ev[a].order < ev[b].order; });
+    const std::vector<size_t> by_order = in_order(ev);
     std::vector<trace::Event> added;
     for (size_t pos = 0; pos < by_order.size(); ++pos) {
       const trace::Event& coll = ev[by_order[pos]];
       if (coll.kind != trace::Kind::collective || !tp_sublayer(coll.sublayer) || coll.order < 0) continue;
       const bool gather = coll.name == "all_gather", scatter = coll.name == "reduce_scatter";
       if (!gather && !scatter) continue;
-      // Its ring steps' waits for what arrives, in order: T - 1 of them, T the group's size.
-      std::vector<size_t> waits;
-      for (size_t i : by_order)
-        if (ev[i].kind == trace::Kind::wait && ev[i].direction == trace::Direction::recv && ev[i].order > coll.order &&
-            ev[i].end_order < coll.end_order)
-          waits.push_back(i);
+      const std::vector<size_t> waits = recv_waits(ev, by_order, coll);
       if (waits.empty()) continue;
       const int parts = int(waits.size()) + 1;  // T chunks for T - 1 steps
       // The GEMM it feeds (the first after it) or is fed by (the last before it), with only
       // memory ops (the gather's reorder, the scatter's pack) between, in the same sublayer.
       std::optional<size_t> gemm;
       if (gather) {
-        for (size_t p = pos + 1; p < by_order.size(); ++p) {
-          const trace::Event& e = ev[by_order[p]];
-          if (e.order <= coll.end_order || e.stream != trace::Stream::compute) continue;
-          if (e.kind == trace::Kind::gemm && e.sublayer == coll.sublayer) gemm = by_order[p];
-          if (e.kind != trace::Kind::memory) break;
-        }
+        gemm = gemm_fed_by(ev, by_order, pos);
       } else {
         for (size_t p = pos; p-- > 0;) {
           const trace::Event& e = ev[by_order[p]];
@@ -182,30 +205,6 @@ void overlap_tp_comm(trace::TraceData& schedule, int reduce_scatter_sms) {
   }
 }
 
-namespace {
-
-// The GEMM an all-gather container feeds: the first compute op after it of its sublayer, with
-// only memory ops between; nothing otherwise.
-std::optional<size_t> gemm_fed_by(const std::vector<trace::Event>& ev, const std::vector<size_t>& by_order, size_t pos) {
-  const trace::Event& coll = ev[by_order[pos]];
-  for (size_t p = pos + 1; p < by_order.size(); ++p) {
-    const trace::Event& e = ev[by_order[p]];
-    if (e.order <= coll.end_order || e.stream != trace::Stream::compute) continue;
-    if (e.kind == trace::Kind::gemm && e.sublayer == coll.sublayer) return by_order[p];
-    if (e.kind != trace::Kind::memory) return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-std::vector<size_t> in_order(const std::vector<trace::Event>& ev) {
-  std::vector<size_t> by_order(ev.size());
-  for (size_t i = 0; i < ev.size(); ++i) by_order[i] = i;
-  std::sort(by_order.begin(), by_order.end(), [&](size_t a, size_t b) { return ev[a].order < ev[b].order; });
-  return by_order;
-}
-
-}  // namespace
-
 void quantize_before_gather(trace::TraceData& schedule) {
   for (trace::RankTrace& r : schedule.ranks) {
     std::vector<trace::Event>& ev = r.events;
@@ -215,10 +214,7 @@ void quantize_before_gather(trace::TraceData& schedule) {
       if (coll.kind != trace::Kind::collective || coll.name != "all_gather" || !tp_sublayer(coll.sublayer) || coll.order < 0) continue;
       const std::optional<size_t> gemm = gemm_fed_by(ev, by_order, pos);
       if (!gemm) continue;
-      int steps = 0;  // T - 1: the waits for what arrives
-      for (const trace::Event& e : ev)
-        if (e.kind == trace::Kind::wait && e.direction == trace::Direction::recv && e.order > coll.order && e.end_order < coll.end_order)
-          ++steps;
+      const size_t steps = recv_waits(ev, by_order, coll).size();  // T - 1
       long long m = 0, n = 0, k = 0;
       trace::Event& g = ev[*gemm];
       if (g.detail.find("a^T") != std::string::npos || std::sscanf(g.detail.c_str(), "m=%lld n=%lld k=%lld", &m, &n, &k) != 3) continue;
