@@ -35,16 +35,14 @@ const std::vector<Residual>& residuals() {
   return all;
 }
 
-std::string pct(double e) {
-  const long v = std::lround(100 * e);
-  return (v > 0 ? "+" : "") + std::to_string(v) + "%";
+// "step, ring CP, fp8", or the part of it a band's level matches ("step, fp8").
+std::string kind_text(const RunKind& k, bool with_cp, bool with_dtype) {
+  return k.scope + (with_cp ? (k.cp == "none" ? ", no CP" : ", " + k.cp + " CP") : "") + (with_dtype ? ", " + k.dtype : "");
 }
 
 }  // namespace
 
-std::string RunKind::text() const {
-  return scope + (cp == "none" ? ", no CP" : ", " + cp + " CP") + ", " + dtype;
-}
+std::string RunKind::text() const { return kind_text(*this, true, true); }
 
 RunKind run_kind(bool attention_only, bool step, const ParallelConfig& par, const std::string& dtype, bool roofline) {
   RunKind k;
@@ -76,7 +74,7 @@ ErrorBand error_band(const RunKind& kind) {
     }
     if (b.cases < 2) continue;
     b.found = true;
-    b.matched = kind.scope + (level.cp ? (kind.cp == "none" ? ", no CP" : ", " + kind.cp + " CP") : "") + (level.dtype ? ", " + kind.dtype : "");
+    b.matched = kind_text(kind, level.cp, level.dtype);
     return b;
   }
   return {};
