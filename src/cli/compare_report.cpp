@@ -218,7 +218,7 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw, cons
       par = parse_parallel_config(m.strategy);
     } catch (const ConfigError&) {
     }
-    const model::RunKind kind = model::run_kind(false, false, par, "bf16", o.efficiency == "ideal" || !hw.efficiency.present);
+    const model::RunKind kind = model::run_kind(false, false, par, "bf16", model::at_roofline(hw, o));
     const model::ErrorBand band = model::error_band(kind);
     const std::string text = model::band_text(band, kind);
     auto it = std::find_if(bands.begin(), bands.end(), [&](const auto& b) { return b.first == text; });

@@ -112,7 +112,7 @@ model::RunKind run_kind_of(const ModelCommandOptions& o, const ModelRun& run, co
     } catch (const ConfigError&) {
     }
   }
-  return model::run_kind(o.only == "attention", run.step.has_value(), par, o.dtype, o.efficiency == "ideal" || !run.hw.efficiency.present);
+  return model::run_kind(o.only == "attention", run.step.has_value(), par, o.dtype, model::at_roofline(run.hw, model_options(o)));
 }
 
 namespace {

@@ -97,7 +97,7 @@ nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int 
     auto pct_json = [](double p) { return std::isnan(p) ? nlohmann::json(nullptr) : nlohmann::json(p); };
     j["overlap_pct"] = pct_json(r.overlap_pct), j["attention_hidden_pct"] = pct_json(r.attention_hidden_pct);
     j["intra_node_bytes"] = r.intra_bytes, j["inter_node_bytes"] = r.inter_bytes;
-    const model::RunKind kind = model::run_kind(false, false, c.par, mo.dtype, mo.efficiency == "ideal" || !hw.efficiency.present);
+    const model::RunKind kind = model::run_kind(false, false, c.par, mo.dtype, model::at_roofline(hw, mo));
     j["band"] = model::band_json(model::error_band(kind), kind);
   }
   if (r.status != model::PlanStatus::invalid) j["peak_bytes"] = r.peak_bytes, j["capacity_bytes"] = hw.memory_bytes;
@@ -129,7 +129,7 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
   if (ranked > 0) {
     const model::ModelOptions mo = plan_modeling(o);
     const model::RunKind kind =
-        model::run_kind(false, false, plan.rows.front().candidate.par, o.dtype, mo.efficiency == "ideal" || !hw.efficiency.present);
+        model::run_kind(false, false, plan.rows.front().candidate.par, o.dtype, model::at_roofline(hw, mo));
     std::printf("  trust: for the winner's kind, %s\n", model::band_text(model::error_band(kind), kind).c_str());
   }
   std::printf("  step: L layers' forward + backward on the slowest GPU; exposed: communication no compute hides, mean per GPU;\n"

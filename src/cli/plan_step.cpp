@@ -51,7 +51,7 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
     const model::StepRow& w = plan.rows.front();
     const model::ModelOptions mo = plan_modeling(o);
     const model::RunKind kind =
-        model::run_kind(false, true, w.candidate.layer.par, o.dtype, mo.efficiency == "ideal" || !hw.efficiency.present);
+        model::run_kind(false, true, w.candidate.layer.par, o.dtype, model::at_roofline(hw, mo));
     const model::ErrorBand band = model::error_band(kind);
     std::printf("  trust: for the winner's kind, %s\n", (model::band_text(band, kind) +
                                              (band.found ? ": real GPUs would likely measure " + model::rate_range_text(w.tokens_per_s_per_gpu, band, "tokens/s per GPU")
@@ -108,7 +108,7 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
   }
   if (r.status == model::PlanStatus::ranked) {
     const model::StepCost& s = r.cost;
-    const model::RunKind kind = model::run_kind(false, true, par, mo.dtype, mo.efficiency == "ideal" || !hw.efficiency.present);
+    const model::RunKind kind = model::run_kind(false, true, par, mo.dtype, model::at_roofline(hw, mo));
     j["band"] = model::band_json(model::error_band(kind), kind);
     j["place"] = place;
     j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;

@@ -80,8 +80,10 @@ void check_model_options(const Hardware& hw, const ModelOptions& o) {
   }
 }
 
+bool at_roofline(const Hardware& hw, const ModelOptions& o) { return o.efficiency == "ideal" || !hw.efficiency.present; }
+
 std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o) {
-  if (o.efficiency == "ideal" || !hw.efficiency.present) return "";
+  if (at_roofline(hw, o)) return "";
   if (!o.attention_kernel.empty()) return o.attention_kernel;
   for (const std::string& k : o.stack.attention_kernels)
     if (hw.efficiency.attention.contains(k)) return k;
@@ -89,7 +91,7 @@ std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o) {
 }
 
 std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::string& wrap) {
-  const bool achieved = o.efficiency != "ideal" && hw.efficiency.present;
+  const bool achieved = !at_roofline(hw, o);
   const Efficiency& e = hw.efficiency;
   auto link = [&](double line, double fraction, double latency) {
     return achieved ? detail::concat(std::lround(100 * fraction), "% of ", line / 1e9, " GB/s + ", latency * 1e6, " us")
@@ -178,7 +180,7 @@ double attention_flops_per_s(double rate, const Hardware& hw, const ModelOptions
 int op_kernels(const trace::Event& ev, const Hardware& hw, const ModelOptions& o) {
   if (ev.stream != trace::Stream::compute || !trace::is_work(ev.kind)) return 0;
   if (ev.detail.find(" launch_shared") != std::string::npos) return 0;  // one call a ring step (schedule_passes.h)
-  if (o.efficiency == "ideal" || !hw.efficiency.present) return 1;
+  if (at_roofline(hw, o)) return 1;
   if (ev.sublayer == "attention" && ev.name == "lse_merge" && o.dtype != "fp32") return merge_kernels(o);
   if (fp8_quantized_elements(ev, o) > 0) return 1 + fp8_recipe(fp8_recipe_of(o)).kernels;
   return 1;
@@ -190,7 +192,7 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
   const std::string dtype = o.dtype == "fp8" && ev.kind != trace::Kind::gemm ? "bf16" : o.dtype;
   const double peak = hw.peak_flops(dtype);
   const Efficiency& e = hw.efficiency;
-  if (o.efficiency == "ideal" || !e.present) return std::max(ev.flops / peak, bytes / hw.memory_bandwidth);
+  if (at_roofline(hw, o)) return std::max(ev.flops / peak, bytes / hw.memory_bandwidth);
   // Achieved: memory-bound ops at the achievable fraction of HBM; GEMMs and attention at their
   // shape's rate, and never faster than their bytes allow; every kernel pays its launch.
   if (ev.sublayer == "attention" && (ev.name == "lse_merge" || ev.name == "add") && o.dtype != "fp32") {
@@ -242,7 +244,7 @@ RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool sam
   const double F = hw.peak_flops(o.dtype == "fp32" ? "fp32" : "bf16");
   const double pairs = causal ? 2 : 1;           // a causal step computes half its c x c pairs
   const char* doubling = causal ? "2 " : "";
-  if (o.efficiency == "ideal" || !hw.efficiency.present) return {pairs * kv_per_q * F / B * bytes / 2, "F/B", doubling};
+  if (at_roofline(hw, o)) return {pairs * kv_per_q * F / B * bytes / 2, "F/B", doubling};
   const AttentionCurve& k = hw.efficiency.attention.at(attention_kernel_of(hw, o)).forward;
   const double B_nccl = B * (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link);
   const double R = k.rate * hw.efficiency.clock * F / hw.peak_flops_bf16;  // the kernels' rates are bf16's
@@ -251,7 +253,7 @@ RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool sam
 
 double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o, bool same_node, int64_t b, int64_t H, int64_t Hkv,
                                        int64_t d) {
-  if (o.efficiency == "ideal" || !hw.efficiency.present) return ring_threshold(hw, o, same_node, double(Hkv) / double(H)).tokens;
+  if (at_roofline(hw, o)) return ring_threshold(hw, o, same_node, double(Hkv) / double(H)).tokens;
   const Efficiency& e = hw.efficiency;
   const AttentionKernel& kernel = e.attention.at(attention_kernel_of(hw, o));
   const double bytes = element_bytes(o.dtype);
@@ -280,7 +282,7 @@ double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o
 }
 
 double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o) {
-  const bool achieved = o.efficiency != "ideal" && hw.efficiency.present;
+  const bool achieved = !at_roofline(hw, o);
   const double line = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
   const double link = achieved ? (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link) : 1.0;
   return (same_node ? hw.intra_latency_s : hw.inter_latency_s) + bytes / (line * link);

@@ -60,7 +60,7 @@ class Replay {
   Replay(trace::TraceData& out, std::vector<size_t> procs, const Hardware& hw, double bytes_scale, const ModelOptions& o)
       : out_(out), procs_(std::move(procs)), hw_(hw), scale_(bytes_scale), options_(o), node_of_(o.node_of) {
     // The host's costs are the stack's, at the rates real GPUs reach (the roofline has no host).
-    if (o.efficiency != "ideal" && hw.efficiency.present)
+    if (!at_roofline(hw, o))
       host_kernel_ns_ = int64_t(std::llround(o.stack.host_kernel_s * 1e9)), host_comm_ns_ = int64_t(std::llround(o.stack.host_comm_s * 1e9));
     for (size_t p : procs_) rank_of_.push_back(out_.ranks[p].rank);
     ranks_.resize(procs_.size());

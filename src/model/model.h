@@ -145,6 +145,10 @@ bool tp_comm_overlap_of(const ModelOptions& o);
 /// throws ConfigError naming the option.
 void check_model_options(const Hardware& hw, const ModelOptions& o);
 
+/// Whether `o` models `hw` at the roofline of datasheet peaks: --efficiency ideal, or a profile
+/// that states no efficiency. Otherwise at the rates real kernels and NCCL reach.
+bool at_roofline(const Hardware& hw, const ModelOptions& o);
+
 /// The kernel family `o` runs on `hw` ("" under the roofline or a profile without efficiency): the
 /// one asked for, else the stack's first that the profile has rates for, else the profile's default.
 std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o);

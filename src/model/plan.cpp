@@ -69,7 +69,6 @@ std::string num(double v) {
 // The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
 // bf16 (Liu et al. 2023), twice that under a causal mask (lesson 6); fp32 moves twice the bytes.
 std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o) {
-  const std::string& dtype = o.dtype;
   const LayerConfig& cfg = plan.layer;
   const ParallelConfig& par = c.par;
   const int R = par.ring_size(), U = par.a2a_size();

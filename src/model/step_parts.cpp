@@ -196,7 +196,7 @@ LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOption
   const double gemm_flops = 2 * tokens * weights / par.tp;
   const Efficiency& e = hw.efficiency;
   const std::string gemm_dtype = dtype;
-  const bool achieved = e.present && modeling.efficiency != "ideal";
+  const bool achieved = !at_roofline(hw, modeling);
   const double peak = hw.peak_flops(gemm_dtype);
   const double gemm_rate_best = achieved ? peak * e.gemm.of(gemm_dtype) : peak;
   double attention_rate_best = hw.peak_flops(dtype == "fp8" ? "bf16" : dtype);
