@@ -5,7 +5,9 @@ step_plan_facts.py FILE --published NAME --gpus P --tokens T [--row NAME:TOKENS:
   --published  the configuration a published run used: it is ranked (dry-run and fitting), and
                the winner's step is no longer than its step (the planner chooses at least as fast)
   --gpus       P, and --tokens the tokens of a step (GBS x s): every ranked row's tokens/s per
-               GPU is T / step / P, and its MFU under the causal count below the whole count's
+               GPU is T / step / P, and its MFU in (0, 1) and equal to tokens/s x the model's FLOPs a
+               token (PaLM's count, attention causally halved: 3 (L (2 (h (H + 2 Hkv) d + H d h + h F
+               + f h) + 2 s H d) + 2 h V)) over the peak
   --row        NAME is ranked with TOKENS tokens/s per GPU and MFU% (attention causally halved),
                to the decimals written (the README's figures)
 Also checks the rows' order: ranked by step time, then bounded, invalid and out of memory, each
@@ -25,8 +27,15 @@ a = ap.parse_args()
 js = json.load(open(a.file))
 fails = []
 order = {"ranked": 0, "bounded": 1, "invalid": 2, "out_of_memory": 3}
+c = js["config"]
+d = c["h"] // c["H"]
+F = 2 * c["f"] if c["mlp"] == "swiglu" else c["f"]
+assert "window" not in c and "docs" not in c, "the MFU check below counts an unmasked causal layer"
+layer = 2 * (c["h"] * (c["H"] + 2 * c["Hkv"]) * d + c["H"] * d * c["h"] + c["h"] * F + c["f"] * c["h"]) + 2 * c["s"] * c["H"] * d
+flops_per_token = 3 * (js["layers"] * layer + 2 * c["h"] * js["vocab"])
 for plan in js["plans"]:
     rows = plan["rows"]
+    peak = plan["hardware"]["peak_flops"][js["dtype"]]
     places = [order[r["status"]] for r in rows]
     if places != sorted(places):
         fails.append("rows not ranked, bounded, invalid, out of memory in that order")
@@ -43,8 +52,9 @@ for plan in js["plans"]:
         want = a.tokens / r["step_s"] / a.gpus
         if abs(r["tokens_per_s_per_gpu"] / want - 1) > 1e-9:
             fails.append(f"{r['name']}: {r['tokens_per_s_per_gpu']} tokens/s per GPU, not T / step / P = {want}")
-        if not 0 < r["mfu_attention_causal_halved"] < r["mfu_attention_whole"] < 1:
-            fails.append(f"{r['name']}: MFU causal {r['mfu_attention_causal_halved']} and whole {r['mfu_attention_whole']}")
+        want_mfu = r["tokens_per_s_per_gpu"] * flops_per_token / peak
+        if not 0 < r["mfu"] < 1 or abs(r["mfu"] / want_mfu - 1) > 1e-9:
+            fails.append(f"{r['name']}: MFU {r['mfu']}, not in (0, 1) or not tokens/s x FLOPs / peak = {want_mfu}")
     published = [r for r in rows if r["name"] == a.published]
     if len(published) != 1 or published[0]["status"] != "ranked":
         fails.append(f"{a.published}: not one ranked row ({[r['status'] for r in published]})")
@@ -53,8 +63,7 @@ for plan in js["plans"]:
     else:
         p = published[0]
         print(f"{plan['hardware']['name']}: winner {ranked[0]['name']}: {ranked[0]['tokens_per_s_per_gpu']:.1f} tokens/s per GPU; "
-              f"{a.published} (place {p['place']}): {p['tokens_per_s_per_gpu']:.1f}, MFU {100 * p['mfu_attention_causal_halved']:.1f}% "
-              f"causal, {100 * p['mfu_attention_whole']:.1f}% whole")
+              f"{a.published} (place {p['place']}): {p['tokens_per_s_per_gpu']:.1f}, MFU {100 * p['mfu']:.1f}%")
 def decimals(text):
     return len(text.split(".")[1]) if "." in text else 0
 
@@ -67,7 +76,7 @@ for spec in a.row:
         continue
     r = rows[0]
     got_tokens = round(r["tokens_per_s_per_gpu"], decimals(tokens))
-    got_mfu = round(100 * r["mfu_attention_causal_halved"], decimals(mfu))
+    got_mfu = round(100 * r["mfu"], decimals(mfu))
     if got_tokens != float(tokens) or got_mfu != float(mfu):
         fails.append(f"{name}: {got_tokens} tokens/s per GPU and MFU {got_mfu}%, the text says {tokens} and {mfu}%")
 for f in fails:

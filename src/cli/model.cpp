@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/output.h"
 #include "model/bands.h"
+#include "model/flops.h"
 #include "model/model.h"
 #include "run/runner.h"
 #include "trace/kineto.h"
@@ -162,7 +163,8 @@ model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, con
   c.layer.par = plan.par;
   c.layer.par.layout = plan.requested_layout();  // as the step's name shows it: zigzag, not auto
   c.pp = o.pp, c.vp = o.vp, c.dp = o.dp, c.zero = o.zero;
-  return model::model_step_of(o.cfg, c, step_options(o), hw).row;
+  const int gpus = plan.par.tp * plan.par.cp * o.pp * o.dp;
+  return model::model_step_of(o.cfg, c, step_options(o), model::memory_per_rank(hw, gpus)).row;
 }
 
 model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan) {
@@ -337,12 +339,16 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
   }
 }
 
-// The step around the group: its throughput, MFU both ways, and where its time and memory go.
+// The step around the group: its throughput, MFU, and where its time and memory go.
 void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::StepRow& r, const model::Hardware& hw) {
   const model::StepCandidate& c = r.candidate;
   const model::StepCost& s = r.cost;
-  std::printf("\n  the step (modeled): %s on %d GPUs, GBS %d sequences, m = %d microbatches of %lld\n", c.name().c_str(),
-              c.layer.par.tp * c.layer.par.cp * c.pp * c.dp, o.gbs, c.microbatches, (long long)o.cfg.b);
+  const int gpus = c.layer.par.tp * c.layer.par.cp * c.pp * c.dp;
+  std::printf("\n  the step (modeled): %s on %d GPUs, GBS %d sequences, m = %d microbatches of %lld\n", c.name().c_str(), gpus, o.gbs,
+              c.microbatches, (long long)o.cfg.b);
+  if (hw.memory_shared)
+    std::printf("    memory per rank: the %d ranks share this machine's %s, %s each\n", gpus, format_bytes(hw.memory_bytes).c_str(),
+                format_bytes(model::memory_per_rank(hw, gpus).memory_bytes).c_str());
   if (r.status != model::PlanStatus::ranked) {
     std::printf("    %s\n", r.reason.c_str());
     return;
@@ -350,18 +356,18 @@ void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::
   std::printf("    step %s: pipeline %s (bubble %.1f%%), DP collectives %s of which %s exposed, optimizer %s\n",
               format_seconds(s.step_s).c_str(), format_seconds(s.pipeline_s).c_str(), 100 * s.bubble_fraction,
               format_seconds(s.dp_s).c_str(), format_seconds(s.dp_exposed_s).c_str(), format_seconds(s.optimizer_s).c_str());
-  std::printf("    %.*f tokens/s per GPU; MFU %.1f%% (attention causally halved), %.1f%% (attention whole)\n",
-              r.tokens_per_s_per_gpu >= 1 ? 1 : 4, r.tokens_per_s_per_gpu, 100 * r.mfu_causal, 100 * r.mfu);
+  std::printf("    %.*f tokens/s per GPU; MFU %.1f%% (%s)\n", r.tokens_per_s_per_gpu >= 1 ? 1 : 4, r.tokens_per_s_per_gpu, 100 * r.mfu,
+              model::attention_count_text(o.cfg).c_str());
   const model::RunKind kind = run_kind_of(o, run);
   const model::ErrorBand band = model::error_band(kind);
   std::printf("    trust: %s%s\n", model::band_text(band, kind).c_str(),
               band.found ? (": real GPUs would likely measure " + model::rate_range_text(r.tokens_per_s_per_gpu, band, "tokens/s per GPU")).c_str() : "");
-  if (r.mfu > 1) std::printf("    %s\n", model::kMfuWholeOver100);
   std::printf("    exposed on the first stage: TP %s, CP %s, PP %s, DP %s\n", format_seconds(s.tp_exposed_s).c_str(),
               format_seconds(s.cp_exposed_s).c_str(), format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
   std::printf("    memory of stage %d: weights %s, gradients %s, optimizer %s, activations %s: %s of %s\n", s.fullest_stage,
               format_bytes(s.state.weights).c_str(), format_bytes(s.state.grads).c_str(), format_bytes(s.state.optimizer).c_str(),
-              format_bytes(s.activation_bytes).c_str(), format_bytes(s.total_bytes()).c_str(), format_bytes(hw.memory_bytes).c_str());
+              format_bytes(s.activation_bytes).c_str(), format_bytes(s.total_bytes()).c_str(),
+              format_bytes(model::memory_per_rank(hw, gpus).memory_bytes).c_str());
 }
 
 }  // namespace
@@ -417,7 +423,10 @@ int model_command(const ModelCommandOptions& o) {
     // The first strategy's figures at the top, for tools that read one run: /layer/forward_s, ...
     if (!run.reports.empty()) j.update(model::report_json(run.reports.front(), o.only == "attention"));
     j.erase("ranks"), j["ranks"] = j["strategies"].front()["ranks"];
-    if (run.step) j["step"] = step_row_json(*run.step, hw, 1, mo);
+    if (run.step) {
+      j["step"] = step_row_json(*run.step, hw, 1, mo);
+      j["step"]["mfu_counts"] = "the model's FLOPs with the LM head over the " + o.dtype + " peak, " + model::attention_count_text(o.cfg);
+    }
     const model::RunKind kind = run_kind_of(o, run, run.reports.empty() ? "" : run.reports.front().strategy);
     j["software"] = software_json(mo);
     j["band"] = model::band_json(model::error_band(kind), kind);

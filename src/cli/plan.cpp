@@ -200,7 +200,8 @@ int plan_command(const PlanCommandOptions& o) {
   inputs.push_back({stack_option, stack_file});
   output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, inputs);
   std::vector<model::Hardware> profiles;
-  for (const std::string& h : hw_names) profiles.push_back(model::load_hardware(h));
+  // Ranks that share one machine's memory (this-machine) fit in their share of it, not all of it.
+  for (const std::string& h : hw_names) profiles.push_back(model::memory_per_rank(model::load_hardware(h), o.gpus));
   if (!o.trace.empty()) output::check(o.trace, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");
   if (!o.software.fp8_recipe.empty() && o.dtype != "fp8")

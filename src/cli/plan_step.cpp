@@ -10,6 +10,7 @@
 #include "core/output.h"
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
+#include "model/flops.h"
 #include "model/step_plan.h"
 #include "parallel/run_plan.h"
 
@@ -31,19 +32,19 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
   const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
   size_t wname = 9;
   for (size_t i = 0; i < shown; ++i) wname = std::max(wname, plan.rows[i].candidate.name().size());
-  std::printf("\n  %3s  %s  %9s  %13s  %9s  %7s  %27s  %26s  %s\n", "#", pad("candidate", wname).c_str(), "tokens/s", "MFU causal/whole",
+  std::printf("\n  %3s  %s  %9s  %6s  %9s  %7s  %27s  %26s  %s\n", "#", pad("candidate", wname).c_str(), "tokens/s", "MFU",
               "step", "bubble", "exposed TP / CP / PP / DP", "memory: w+g+opt+act GiB", "why");
   for (size_t i = 0; i < shown; ++i) {
     const model::StepRow& r = plan.rows[i];
     const model::StepCost& s = r.cost;
     char mfu[32], exposed[64], memory[64], bubble[16];
-    std::snprintf(mfu, sizeof mfu, "%.1f%% / %.1f%%", 100 * r.mfu_causal, 100 * r.mfu);
+    std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * r.mfu);
     std::snprintf(exposed, sizeof exposed, "%s / %s / %s / %s", format_seconds(s.tp_exposed_s).c_str(), format_seconds(s.cp_exposed_s).c_str(),
                   format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
     std::snprintf(memory, sizeof memory, "%s (%.0f%%): %s+%s+%s+%s", gib(s.total_bytes()).c_str(), 100 * s.total_bytes() / hw.memory_bytes,
                   gib(s.state.weights).c_str(), gib(s.state.grads).c_str(), gib(s.state.optimizer).c_str(), gib(s.activation_bytes).c_str());
     std::snprintf(bubble, sizeof bubble, "%.1f%%", 100 * s.bubble_fraction);
-    std::printf("  %3zu  %s  %9.0f  %16s  %9s  %7s  %27s  %26s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(), r.tokens_per_s_per_gpu,
+    std::printf("  %3zu  %s  %9.0f  %6s  %9s  %7s  %27s  %26s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(), r.tokens_per_s_per_gpu,
                 mfu, format_seconds(s.step_s).c_str(), bubble, exposed, memory, r.reason.c_str());
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
@@ -57,14 +58,12 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
                                              (band.found ? ": real GPUs would likely measure " + model::rate_range_text(w.tokens_per_s_per_gpu, band, "tokens/s per GPU")
                                                          : std::string())).c_str());
   }
-  std::printf("  tokens/s: per GPU; MFU: the model's FLOPs with the LM head over the %s peak, attention counted causally halved\n"
-              "  (FlashAttention's count) / whole (PaLM's and Megatron's); step: the pipeline (its bubble: idle time over the busiest\n"
-              "  stage's work), then the exposed DP collectives and Adam; exposed: communication no compute hides on the first stage,\n"
-              "  over the step (PP: what the transfers between stages add); memory: the fullest stage's weights, gradients, optimizer\n"
-              "  state and activations, of %s (%s)\n",
-              o.dtype.c_str(), format_bytes(hw.memory_bytes).c_str(), format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str());
-  if (std::any_of(plan.rows.begin(), plan.rows.end(), [](const model::StepRow& r) { return r.mfu > 1; }))
-    std::printf("  %s\n", model::kMfuWholeOver100);
+  std::printf("  tokens/s: per GPU; MFU: the model's FLOPs with the LM head over the %s peak, %s;\n"
+              "  step: the pipeline (its bubble: idle time over the busiest stage's work), then the exposed DP collectives and Adam;\n"
+              "  exposed: communication no compute hides on the first stage, over the step (PP: what the transfers between stages\n"
+              "  add); memory: the fullest stage's weights, gradients, optimizer state and activations, of %s (%s)\n",
+              o.dtype.c_str(), model::attention_count_text(o.cfg).c_str(), format_bytes(hw.memory_bytes).c_str(),
+              format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str());
   std::vector<const model::StepRow*> bounded;
   for (const model::StepRow& r : plan.rows)
     if (r.status == model::PlanStatus::bounded) bounded.push_back(&r);
@@ -112,7 +111,7 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
     j["band"] = model::band_json(model::error_band(kind), kind);
     j["place"] = place;
     j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
-    j["mfu_attention_whole"] = r.mfu, j["mfu_attention_causal_halved"] = r.mfu_causal;
+    j["mfu"] = r.mfu;
     j["step_s"] = s.step_s, j["pipeline_s"] = s.pipeline_s, j["bubble_fraction"] = s.bubble_fraction;
     j["exposed_s"] = {{"tp", s.tp_exposed_s}, {"cp", s.cp_exposed_s}, {"pp", s.pp_exposed_s}, {"dp", s.dp_exposed_s}};
     j["dp_s"] = s.dp_s, j["optimizer_s"] = s.optimizer_s;
@@ -187,7 +186,8 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   if (!o.json.empty()) {
     nlohmann::json js = {{"config", cfg.to_json()}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", so.layers},
                          {"vocab", so.vocab}, {"gbs", o.gbs}, {"mbs", o.mbs}, {"dtype", o.dtype}, {"recompute", o.recompute},
-                         {"overlap_grad_reduce", o.overlap_grad_reduce}, {"software", software_json(so.modeling)}};
+                         {"overlap_grad_reduce", o.overlap_grad_reduce}, {"software", software_json(so.modeling)},
+                         {"mfu_counts", "the model's FLOPs with the LM head over the " + o.dtype + " peak, " + model::attention_count_text(cfg)}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"memory_rejects", stats.memory_rejects},
                    {"bounded", stats.bounded}, {"groups", stats.groups}, {"dry_runs", stats.dry_runs},
                    {"seconds", stats.seconds}};

@@ -168,11 +168,20 @@ int sms_taken(const trace::Event& ev) {
   return at == std::string::npos ? 0 : std::atoi(ev.detail.c_str() + at + 10);
 }
 
+// The type an op runs in: FP8 runs only the GEMMs in FP8 (TransformerEngine's recipe), every
+// other op at bf16's rates.
+std::string op_dtype(const trace::Event& ev, const ModelOptions& o) {
+  return o.dtype == "fp8" && ev.kind != trace::Kind::gemm ? "bf16" : o.dtype;
+}
+
 // FLOP/s an attention call reaches at kernel rate `rate` (the bf16 chart's, efficiency.h): under
 // the profile's clock and the stack's rate factor; fp32, which no fused attention kernel runs,
-// scaled by the peaks.
+// scaled by the peaks. Never above the peak: the head-dim and occupancy terms scale a chart's
+// rate, and a chart near the peak would otherwise pass it (efficiency.h).
 double attention_flops_per_s(double rate, const Hardware& hw, const ModelOptions& o) {
-  return rate * hw.efficiency.clock * o.stack.attention_rate * (o.dtype == "fp32" ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0);
+  const bool fp32 = o.dtype == "fp32";
+  const double at = rate * hw.efficiency.clock * o.stack.attention_rate * (fp32 ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0);
+  return std::min(at, fp32 ? hw.peak_flops_fp32 : hw.peak_flops_bf16);
 }
 
 }  // namespace
@@ -188,8 +197,7 @@ int op_kernels(const trace::Event& ev, const Hardware& hw, const ModelOptions& o
 
 double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, const ModelOptions& o) {
   if (ev.stream != trace::Stream::compute || !trace::is_work(ev.kind)) return 0;
-  // Only GEMMs run in FP8 (TransformerEngine's recipe): every other op at bf16's rates.
-  const std::string dtype = o.dtype == "fp8" && ev.kind != trace::Kind::gemm ? "bf16" : o.dtype;
+  const std::string dtype = op_dtype(ev, o);
   const double peak = hw.peak_flops(dtype);
   const Efficiency& e = hw.efficiency;
   if (at_roofline(hw, o)) return std::max(ev.flops / peak, bytes / hw.memory_bandwidth);
@@ -218,7 +226,7 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
       rate *= recipe.gemm_rate;
       before_s = fp8_quantized_elements(ev, o) * recipe.input_bytes / memory_rate;
     }
-    compute_s = ev.flops / (rate * e.clock);
+    compute_s = ev.flops / std::min(rate * e.clock, peak);  // a shape's terms never pass the peak
   } else if (ev.flops > 0 && ev.kind == trace::Kind::attention) {
     const AttentionKernel& kernel = e.attention.at(attention_kernel_of(hw, o));
     AttentionCall call;
@@ -234,6 +242,31 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
     compute_s = ev.flops / peak;
   }
   return before_s + std::max(compute_s, memory_s) + op_kernels(ev, hw, o) * e.launch_s;
+}
+
+void check_op_within_hardware(const trace::Event& ev, double bytes, double seconds, const Hardware& hw, const ModelOptions& o,
+                              const std::function<std::string()>& what) {
+  constexpr double kSlack = 1 + 1e-9;
+  const std::string dtype = op_dtype(ev, o);
+  const double peak = hw.peak_flops(dtype);
+  auto fail = [&](const char* quantity, double rate, double limit, const char* unit, const std::string& limit_name) {
+    throw Error(detail::concat("modeled faster than the hardware (a bug in the model or its profile, not a result): ", what(), " on ",
+                               hw.name, " does ", quantity, " at ", rate, " ", unit, " (", ev.flops, " FLOPs, ", bytes,
+                               " bytes in ", seconds * 1e6, " us), above ", limit_name, " of ", limit, " ", unit));
+  };
+  if (ev.flops > 0 && !(seconds > 0)) fail("its FLOPs", INFINITY, peak / 1e12, "TFLOP/s", "the " + dtype + " peak");
+  if (ev.flops > 0 && ev.flops / seconds > peak * kSlack) fail("its FLOPs", ev.flops / seconds / 1e12, peak / 1e12, "TFLOP/s", "the " + dtype + " peak");
+  if (bytes > 0 && seconds > 0 && bytes / seconds > hw.memory_bandwidth * kSlack)
+    fail("its memory traffic", bytes / seconds / 1e9, hw.memory_bandwidth / 1e9, "GB/s", "the memory bandwidth");
+}
+
+void check_transfer_within_hardware(double bytes, double seconds, bool same_node, const Hardware& hw,
+                                    const std::function<std::string()>& what) {
+  const double line = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
+  if (bytes > 0 && !(seconds > 0 && bytes / seconds <= line * (1 + 1e-9)))
+    throw Error(detail::concat("modeled faster than the hardware (a bug in the model or its profile, not a result): ", what(), " on ",
+                               hw.name, " moves ", bytes, " bytes in ", seconds * 1e6, " us, ", bytes / seconds / 1e9,
+                               " GB/s, above the line rate of ", line / 1e9, " GB/s ", same_node ? "inside a node" : "across nodes"));
 }
 
 double element_bytes(const std::string& dtype) { return dtype == "fp32" ? 4.0 : 2.0; }

@@ -2,10 +2,41 @@
 
 namespace ringside::model {
 
-double model_flops_per_token(const LayerConfig& c, int layers, int64_t vocab, bool causal_halved) {
+namespace {
+
+// sum over i in [0, n) of min(i, m): the keys before query i that a reach of m keeps.
+double sum_min(double n, double m) { return m >= n - 1 ? n * (n - 1) / 2 : m * (m + 1) / 2 + (n - 1 - m) * m; }
+
+// Pairs of one document of n tokens under cfg's causal flag and window.
+double document_pairs(const LayerConfig& c, double n) {
+  const double reach = c.window > 0 ? double(c.window) - 1 : n;  // keys before (and after) a query it sees
+  return n + (c.causal ? 1 : 2) * sum_min(n, reach);
+}
+
+}  // namespace
+
+double attention_pairs(const LayerConfig& c) {
+  const double s = double(c.s);
+  if (!c.masked()) return c.causal ? s * s / 2 : s * s;  // FlashAttention's count: s^2 / 2, not s (s + 1) / 2
+  if (c.docs.size() <= 1) return document_pairs(c, s);
+  double pairs = 0;
+  for (int64_t n : c.docs) pairs += document_pairs(c, double(n));
+  return pairs;
+}
+
+std::string attention_count_text(const LayerConfig& c) {
+  if (!c.masked()) return c.causal ? "attention causally halved (FlashAttention's count)" : "attention whole (no mask)";
+  std::string what = c.causal ? "causal" : "non-causal";
+  if (c.docs.size() > 1) what += ", " + std::to_string(c.docs.size()) + " packed documents";
+  if (c.window > 0) what += ", a window of " + std::to_string(c.window) + " keys";
+  return "attention as its mask leaves it (" + what + "): the pairs it keeps, counted exactly";
+}
+
+double model_flops_per_token(const LayerConfig& c, int layers, int64_t vocab, bool as_masked) {
   const double h = double(c.h), d = double(c.d());
   const double gemms = 2 * (h * double(c.qkv_width()) + double(c.H) * d * h + h * double(c.fc1_width()) + double(c.f) * h);
-  const double attention = 4 * double(c.s) * double(c.H) * d * (causal_halved && c.causal ? 0.5 : 1.0);
+  const double s = double(c.s);
+  const double attention = 4 * double(c.H) * d * (as_masked ? attention_pairs(c) : s * s) / s;
   const double head = 2 * h * double(vocab);
   return 3 * (layers * (gemms + attention) + head);
 }

@@ -2,9 +2,11 @@
 // Narayanan et al. 2021, eq. 3): the work the model needs, not what a run does (no
 // recomputation, no padding), forward and backward, 3x the forward.
 //
-// Published tables count attention two ways, so ringside prints both: over all s keys a query
-// (PaLM's 12 L H Q T, Megatron's s / 6h term), or halved under a causal mask, the FLOPs that
-// causal attention actually needs (FlashAttention's and TorchTitan's count).
+// Published tables count attention two ways: over all s keys a query (PaLM's 12 L H Q T,
+// Megatron's s / 6h term), or halved under a causal mask, the FLOPs that causal attention
+// actually needs (FlashAttention's and TorchTitan's count). ringside's MFU counts what the mask
+// leaves (causal halved, packed documents and windows exactly); the whole count is kept only to
+// read published figures that use it (validation cases' "convention").
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,15 +15,25 @@
 
 namespace ringside::model {
 
+/// The (query, key) pairs one head of one sequence of cfg.s tokens computes under its mask, as
+/// MFU counts them: s^2 with no mask; s^2 / 2 under the causal mask alone (FlashAttention's and
+/// torchtitan's count); under packed documents (cfg.docs) or a sliding window (cfg.window), the
+/// pairs the mask leaves, exactly (the kernels' mask, kernels/attention_params.h): a causal
+/// document of n tokens under a window W < n keeps W (W + 1) / 2 + (n - W) W, and without the
+/// causal mask a window keeps the keys within W - 1 either side.
+double attention_pairs(const LayerConfig& cfg);
+
 /// Training FLOPs a token costs in a sequence of cfg.s tokens, for L layers of cfg's layer and
 /// the LM head over a vocabulary of V. Three times the forward:
 ///   each layer   2 (h (H + 2 Hkv) d + H d h + h F + f h) for its GEMMs (F = f, or 2 f with
-///                SwiGLU), and 4 s H d for attention (q k^T and the sum over v), halved when
-///                `causal_halved` and cfg.causal;
+///                SwiGLU), and 4 H d per (query, key) pair for attention (q k^T and the sum over
+///                v): the pairs the mask leaves when `as_masked` (attention_pairs: causal halved,
+///                documents, window), else all s^2 (attention "whole");
 ///   the LM head  2 h V.
 /// Norms, biases, RoPE, dropout and the softmax are not counted. For GPT's layer (f = 4 h,
-/// Hkv = H) with attention whole: 72 L h^2 (1 + s / 6h + V / 12 L h), Megatron's count.
-double model_flops_per_token(const LayerConfig& cfg, int layers, int64_t vocab, bool causal_halved);
+/// Hkv = H) with attention whole: 72 L h^2 (1 + s / 6h + V / 12 L h), Megatron's count. MFU
+/// counts `as_masked`: the work a kernel must do, which no GPU can do faster than its peak.
+double model_flops_per_token(const LayerConfig& cfg, int layers, int64_t vocab, bool as_masked);
 
 /// How a published TFLOP/s figure counted its FLOPs: attention causally halved (FlashAttention's,
 /// torchtitan's), attention whole (PaLM's, Megatron's model FLOPs), or attention whole with the
@@ -35,6 +47,10 @@ bool parse_flop_count(const std::string& text, FlopCount& c);
 /// Training FLOPs a token costs counted as `count` says (model_flops_per_token, and 4/3 of the
 /// layers' for whole_with_recompute).
 double flops_per_token_counted(const LayerConfig& cfg, int layers, int64_t vocab, FlopCount count);
+
+/// How attention_pairs counts cfg's attention, for a footnote: "attention causally halved
+/// (FlashAttention's count)", "attention whole (no mask)", or the window and documents counted.
+std::string attention_count_text(const LayerConfig& cfg);
 
 /// Model FLOPs utilisation: what the tokens a GPU trains each second cost, over its peak.
 double mfu(double tokens_per_s_per_gpu, double flops_per_token, double peak_flops);

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/json_input.h"
 #include "core/output.h"
+#include "core/units.h"
 #include "kernels/cpu/blas.h"
 #include "model/parameters.h"
 
@@ -212,6 +213,16 @@ Hardware measure_this_machine() {
   h.gpus_per_node = 1 << 20;  // one process: every rank in one "node"
   h.memory_shared = true;     // and one memory for all of them
   return h;
+}
+
+Hardware memory_per_rank(Hardware hw, int ranks) {
+  if (ranks < 1) throw ConfigError(detail::concat("memory_per_rank: ", ranks, " ranks"));
+  if (!hw.memory_shared || ranks == 1) return hw;
+  hw.description += detail::concat("; its ", format_bytes(hw.memory_bytes), " shared by ", ranks, " ranks: ",
+                                   format_bytes(hw.memory_bytes / ranks), " each");
+  hw.memory_bytes /= ranks;
+  hw.memory_shared = false;  // now per rank, as every other profile's
+  return hw;
 }
 
 }  // namespace ringside::model

@@ -209,10 +209,10 @@ class Replay {
           }
         } else if (!trace::is_container(ev.kind)) {
           // A compute op, at the rate this GPU achieves for its kind and shape.
-          const double sec = op_seconds(ev, double(ev.bytes) * scale_, hw_, options_);
-          now = std::max(now, after(s.start[p.event], sec, [&] {
-                               return detail::concat("op '", ev.name, "' of ", r.strategy, " rank ", r.rank);
-                             }));
+          const double bytes = double(ev.bytes) * scale_, sec = op_seconds(ev, bytes, hw_, options_);
+          auto what = [&] { return detail::concat("op '", ev.name, "' of ", r.strategy, " rank ", r.rank); };
+          check_op_within_hardware(ev, bytes, sec, hw_, options_, what);
+          now = std::max(now, after(s.start[p.event], sec, what));
         }
         s.stop[p.event] = now;
         s.anchors.push_back({ev.end_ns(), now});
@@ -236,10 +236,13 @@ class Replay {
         const bool same_node = node(sender) == node(receiver);
         const int64_t start = std::max({*t.send_post, *t.recv_post, link_free_[lane]});
         t.start = start;
-        t.end = after(start, transfer_seconds(double(t.bytes), same_node, hw_, options_), [&] {
+        auto what = [&] {
           return detail::concat("the transfer from rank ", sender, " to rank ", receiver, " (tag ", std::get<2>(q.front()),
                                 ", seq ", std::get<3>(q.front()), ", ", t.bytes, " bytes)");
-        });
+        };
+        const double sec = transfer_seconds(double(t.bytes), same_node, hw_, options_);
+        check_transfer_within_hardware(double(t.bytes), sec, same_node, hw_, what);
+        t.end = after(start, sec, what);
         link_free_[lane] = *t.end;
         q.pop_front();
         any = true;

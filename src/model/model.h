@@ -14,6 +14,7 @@
 // each rank issued them. The modeled trace holds the same events in the same order with the
 // modeled times, and otherData.modeled = true; the viewer shows it like a measured one.
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +72,11 @@ Hardware load_hardware(const std::string& name_or_path);
 /// (n = 1024, best of 3) as its peak, memcpy of 64 MiB as its memory and link bandwidth, a
 /// local ping-pong as its link latency, physical memory as its capacity; every rank one node.
 Hardware measure_this_machine();
+/// The profile as `ranks` ranks see it: where they share one memory (this-machine), each rank's
+/// capacity is its share, memory_bytes / ranks (a whole step's fit is per rank, so 16 ranks of
+/// 23 GiB each do not fit in one 24 GiB machine), and the description says so; any other profile
+/// unchanged. Throws ConfigError for ranks < 1.
+Hardware memory_per_rank(Hardware hw, int ranks);
 
 /// The dry run: the plan on its P local ranks with tensors that hold no memory, a backend
 /// without math and transfers that move nothing; returns its schedule (every rank's trace;
@@ -195,6 +201,18 @@ double op_seconds(const trace::Event& ev, double bytes, const Hardware& hw, cons
 /// under the stack's host costs): 1 for most ops, the unfused merge's 9, an FP8 GEMM's
 /// quantizations; 0 for what is not an op.
 int op_kernels(const trace::Event& ev, const Hardware& hw, const ModelOptions& o);
+
+/// The guard against modeled rates above the hardware, asserted by the replay on every op and
+/// transfer: throws Error (a bug in the model or an inconsistent profile, never a result to
+/// print) naming `what` (the op or transfer) and the numbers when `ev` at `seconds` does more
+/// FLOP/s than the peak of the type it runs in (hw.peak_flops: FP8 GEMMs fp8's, every other op
+/// bf16's or fp32's), or moves more than the memory bandwidth (bytes/s); or when a transfer of
+/// `bytes` in `seconds` passes its link's line rate. A relative 1e-9 allows the roofline's
+/// rounding. Units: seconds, bytes.
+void check_op_within_hardware(const trace::Event& ev, double bytes, double seconds, const Hardware& hw, const ModelOptions& o,
+                              const std::function<std::string()>& what);
+void check_transfer_within_hardware(double bytes, double seconds, bool same_node, const Hardware& hw,
+                                    const std::function<std::string()>& what);
 
 /// Bytes an element of the modeled type `dtype` holds: fp32 4, bf16 2, fp8 2 (only the GEMMs
 /// run in FP8: its tensors keep bf16's bytes, ModelOptions::dtype).

@@ -203,8 +203,9 @@ LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOption
   if (achieved) {
     const AttentionKernel& k = e.attention.at(attention_kernel_of(hw, modeling));
     const double head_dim = std::max(1.0, (d / (d + k.d_half)) / (128.0 / (128.0 + k.d_half)));
-    attention_rate_best = std::max({k.forward.rate, k.forward_causal.rate, k.backward.rate, k.backward_causal.rate}) * head_dim *
-                          (dtype == "fp32" ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0);
+    attention_rate_best = std::min(attention_rate_best, std::max({k.forward.rate, k.forward_causal.rate, k.backward.rate,
+                                                                  k.backward_causal.rate}) * head_dim *
+                                                            (dtype == "fp32" ? hw.peak_flops_fp32 / hw.peak_flops_bf16 : 1.0));
   }
   const double forward = gemm_flops / gemm_rate_best + attention / attention_rate_best;
   l.forward_s = forward;
@@ -257,12 +258,35 @@ std::vector<StepRow> Evaluator::rows(const Group& g, size_t profile, const Layer
     r.cost = model_step(sc, layer, *ends, hw, mo);
     r.status = exact ? PlanStatus::ranked : PlanStatus::bounded;
     r.tokens_per_s_per_gpu = tokens / r.cost.step_s / o.gpus;
-    r.mfu = mfu(r.tokens_per_s_per_gpu, flops_whole, peak);
-    r.mfu_causal = mfu(r.tokens_per_s_per_gpu, flops_causal, peak);
+    r.mfu = mfu(r.tokens_per_s_per_gpu, flops_per_token, peak);
+    check_step_row(r, hw);
     if (exact) r.reason = step_reason(r, *layer_reason);
     out.push_back(std::move(r));
   }
   return out;
+}
+
+void check_step_row(const StepRow& r, const Hardware& hw) {
+  const StepCost& s = r.cost;
+  auto fail = [&](const std::string& what) {
+    throw Error(detail::concat("the model's step does not add up (a bug in the model or its profile, not a result): ",
+                               r.candidate.name(), " on ", hw.name, ": ", what));
+  };
+  if (!(r.mfu <= 1 + 1e-9)) fail(detail::concat("MFU ", 100 * r.mfu, "% passes the peak (", r.tokens_per_s_per_gpu, " tokens/s per GPU)"));
+  const std::vector<std::pair<const char*, double>> times{
+      {"step", s.step_s}, {"pipeline", s.pipeline_s}, {"TP exposed", s.tp_exposed_s}, {"CP exposed", s.cp_exposed_s},
+      {"PP exposed", s.pp_exposed_s}, {"DP", s.dp_s}, {"DP exposed", s.dp_exposed_s}, {"optimizer", s.optimizer_s}};
+  for (const auto& [name, t] : times)
+    if (!(t >= 0 && std::isfinite(t))) fail(detail::concat(name, " time ", t, " s"));
+  if (s.step_s < s.pipeline_s * (1 - 1e-12)) fail(detail::concat("the step, ", s.step_s, " s, is shorter than its pipeline, ", s.pipeline_s, " s"));
+  const std::vector<std::pair<const char*, double>> bytes{
+      {"weights", s.state.weights}, {"gradients", s.state.grads}, {"optimizer state", s.state.optimizer}, {"activations", s.activation_bytes}};
+  double sum = 0;
+  for (const auto& [name, b] : bytes) {
+    if (!(b >= 0 && std::isfinite(b))) fail(detail::concat(name, " ", b, " bytes"));
+    sum += b;
+  }
+  if (std::abs(sum - s.total_bytes()) > 1e-9 * sum) fail(detail::concat("memory parts sum to ", sum, " bytes, the total says ", s.total_bytes()));
 }
 
 StepConfig Evaluator::step_config(const Group& g, const Outer& outer, const Spans& spans) const {

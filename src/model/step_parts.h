@@ -82,6 +82,11 @@ std::string binding_reason(const StepCost& s, const Hardware& hw);
 std::string step_reason(const StepRow& row, const std::string& layer_reason);
 
 /// The rows of one group on one profile, one per outer configuration.
+/// The guard on a modeled step row: throws Error (a bug, never a result to print) naming the
+/// candidate and the numbers when its MFU passes 100%, a time is negative or not finite, the step
+/// is shorter than its pipeline, or the memory's parts are negative or do not add up to the total.
+void check_step_row(const StepRow& r, const Hardware& hw);
+
 struct Evaluator {
   const LayerConfig& cfg;
   const StepPlanOptions& o;
@@ -94,8 +99,7 @@ struct Evaluator {
   StepConfig step_config(const Group& g, const Outer& outer, const Spans& spans) const;
   EndsCost ends_of(const Group& g, const Hardware& hw, const GroupSpan& tp_span) const;
 
-  double flops_whole = model_flops_per_token(cfg, o.layers, o.vocab, false);
-  double flops_causal = model_flops_per_token(cfg, o.layers, o.vocab, true);
+  double flops_per_token = model_flops_per_token(cfg, o.layers, o.vocab, true);  ///< MFU's: attention as masked
 };
 
 }  // namespace ringside::model::step_parts

@@ -134,9 +134,8 @@ std::string step_verdict(const StepPlan& plan, const StepPlanOptions& o) {
   const StepRow& win = plan.rows[0];
   char head[400];
   std::snprintf(head, sizeof head,
-                "%s wins on %s: %.0f tokens/s per GPU, MFU %.1f%% (attention causally halved) or %.1f%% (attention whole), a step of "
-                "%s for %d sequences (modeled). ",
-                win.candidate.name().c_str(), plan.hw.name.c_str(), win.tokens_per_s_per_gpu, 100 * win.mfu_causal, 100 * win.mfu,
+                "%s wins on %s: %.0f tokens/s per GPU, MFU %.1f%%, a step of %s for %d sequences (modeled). ",
+                win.candidate.name().c_str(), plan.hw.name.c_str(), win.tokens_per_s_per_gpu, 100 * win.mfu,
                 format_ns(win.cost.step_s * 1e9).c_str(), o.gbs);
   std::string v = head;
   if (const std::optional<Spans> spans = spans_of(win.candidate, plan.hw.gpus_per_node))

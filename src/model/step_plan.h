@@ -62,12 +62,6 @@ struct StepPlanOptions {
   std::function<void(size_t done, size_t shapes, double seconds)> progress;  ///< as PlanOptions'
 };
 
-/// Said wherever an MFU counting attention whole exceeds 100%: that count includes the masked
-/// half of causal attention, work no kernel does, so a fast enough run passes the peak.
-inline constexpr const char* kMfuWholeOver100 =
-    "MFU over 100% (attention whole): that count includes the masked half of causal attention, which no kernel "
-    "computes; the causally halved count is the work done";
-
 /// A candidate on one profile; times per step, bytes per GPU of its fullest stage.
 struct StepRow {
   StepCandidate candidate;
@@ -75,7 +69,7 @@ struct StepRow {
   std::string reason;  ///< ranked: what sets its time; invalid: the rule; out_of_memory: the binding term
   StepCost cost;
   double tokens_per_s_per_gpu = 0;
-  double mfu = 0, mfu_causal = 0;  ///< attention counted whole, and halved under the causal mask
+  double mfu = 0;  ///< model FLOPs over the peak, attention as its mask leaves it (flops.h: attention_pairs)
 };
 
 struct StepPlan {
