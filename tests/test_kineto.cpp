@@ -400,3 +400,65 @@ TEST_CASE("kineto: what a break test found, each now right", "[kineto]") {
   docs[1]["baseTimeNanoseconds"] = int64_t(200) * 86400 * 1000000000;
   CHECK_THROWS_WITH(read_docs(docs, ClockAlign::none), Catch::Contains("rank1.json: event") && Catch::Contains("from the first step of rank0.json"));
 }
+
+TEST_CASE("kineto: issue 57: a send or receive whose peer is not another rank of the world is refused, naming the event and the field", "[kineto][issue57]") {
+  // The break test's: the ring4 fixture's first send of rank 0 (traceEvents[24], c10d::send,
+  // Concrete Inputs [tensors, group, peer, tag]) naming a peer that does not exist. It was paired
+  // anyway ("79 sends paired", "4 of 79 receives end before their send starts").
+  const std::vector<json> ring4 = fixture_docs("ring4");
+  REQUIRE(read_docs(ring4).flows.size() == 80);
+  REQUIRE(ring4[0]["traceEvents"][24]["name"] == "c10d::send");
+  for (const auto& [peer, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"99", "traceEvents[24]: 'args.Concrete Inputs'[2] = 99 is not a rank of the world (distributedInfo.world_size = 4)"},
+           {"4", "traceEvents[24]: 'args.Concrete Inputs'[2] = 4 is not a rank of the world"},
+           {"-1", R"(traceEvents[24]: 'args.Concrete Inputs'[2] = "-1" is not a rank (an integer from 0 to 999999999))"},
+           {"abc", R"(traceEvents[24]: 'args.Concrete Inputs'[2] = "abc" is not a rank)"},
+           {"1.5", R"(traceEvents[24]: 'args.Concrete Inputs'[2] = "1.5" is not a rank)"},
+           {"0", "traceEvents[24]: 'args.Concrete Inputs'[2] = 0 is this file's own rank: a send's peer is another rank"}}) {
+    std::vector<json> docs = ring4;
+    docs[0]["traceEvents"][24]["args"]["Concrete Inputs"][2] = peer;
+    CAPTURE(peer);
+    CHECK_THROWS_WITH(read_docs(docs), Catch::Contains("rank0.json: " + expect));
+  }
+  // Beyond it: a receive naming itself, a tag that is not one, the GPU fixture's NCCL kernel
+  // and record_param_comms ("Dst Rank"), and a run whose files say no world_size.
+  {
+    std::vector<json> docs = ring4;
+    json& recv = docs[2]["traceEvents"][28];
+    REQUIRE(recv["name"] == "c10d::recv_");
+    recv["args"]["Concrete Inputs"][2] = "2";
+    CHECK_THROWS_WITH(read_docs(docs), Catch::Contains("rank2.json: traceEvents[28]: 'args.Concrete Inputs'[2] = 2 is this file's own rank: a recv's peer"));
+    docs = ring4;
+    docs[0]["traceEvents"][24]["args"]["Concrete Inputs"][3] = "tag";
+    CHECK_THROWS_WITH(read_docs(docs), Catch::Contains(R"(traceEvents[24]: 'args.Concrete Inputs'[3] = "tag" is not a tag)"));
+  }
+  {
+    std::vector<json> docs = fixture_docs("gpu2");
+    REQUIRE(read_docs(docs).flows.size() > 0);
+    REQUIRE(docs[0]["traceEvents"][16]["args"]["Dst Rank"] == 1);
+    docs[0]["traceEvents"][16]["args"]["Dst Rank"] = 2;
+    CHECK_THROWS_WITH(read_docs(docs), Catch::Contains("rank0.json: traceEvents[16]: 'args.Dst Rank' = 2 is not a rank of the world (distributedInfo.world_size = 2)"));
+    docs = fixture_docs("gpu2");
+    REQUIRE(docs[1]["traceEvents"][64]["args"]["Collective name"] == "send");
+    docs[1]["traceEvents"][64]["args"]["Dst Rank"] = 1;  // rank 1's own NCCL send kernel
+    CHECK_THROWS_WITH(read_docs(docs), Catch::Contains("rank1.json: traceEvents[64]: 'args.Dst Rank' = 1 is this file's own rank"));
+  }
+  {
+    std::vector<json> docs = {rank_doc(0), rank_doc(1)};
+    for (json& d : docs) d.erase("distributedInfo");  // ranks from the file names
+    REQUIRE(read_docs(docs).flows.size() == 4);
+    docs[1]["traceEvents"][5]["args"]["Concrete Inputs"][2] = "7";
+    CHECK_THROWS_WITH(read_docs(docs), Catch::Contains("rank1.json: traceEvents[5]: 'args.Concrete Inputs'[2] = 7 is not a rank of the run (its files are of ranks 0, 1)"));
+  }
+  // A receive from any source names its tag, not a peer: [tensors, group, tag].
+  {
+    std::vector<json> docs = {rank_doc(0), rank_doc(1)};
+    docs[1]["traceEvents"].push_back(x("c10d::recv_any_source_", "cpu_op", 95, 1, {{"External id", 50}, {"Concrete Inputs", {"", "", "1"}}}, 101, 101));
+    const TraceData t = read_docs(docs);
+    for (const Event& e : t.ranks[1].events)
+      if (e.name == "c10d::recv_any_source_") {
+        CHECK(e.peer == -1);
+        CHECK(e.tag == 1);
+      }
+  }
+}

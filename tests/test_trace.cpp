@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -1040,5 +1041,141 @@ TEST_CASE("Catapult reads the demo's trace and the 64-rank model trace as ringsi
     std::printf("%s: %zu flows bound to their send and receive, %zu parent/child pairs in program order\n", path, flows, pairs);
     CHECK(flows >= 1000);
     CHECK(pairs >= 5000);
+  }
+}
+
+// ---- Issue 57: corrupt traces refused, one error naming the event and the field.
+
+namespace {
+
+// The ring's schedule on 4 ranks replayed on a modeled GPU, as the file holds it: a real trace
+// whose every byte is the same on every run (a measured one's times vary).
+nlohmann::json modeled_ring_file() {
+  MemoryTracker tracker;
+  const TraceData schedule = model::dry_run(plan_of("ring", small(), 4), tracker);
+  return to_chrome_json(model::model_trace(schedule, model::load_hardware("a100-nvlink")));
+}
+
+// The index in traceEvents of the events of `pid` (X or i) that `keep` takes, in file order.
+std::vector<size_t> events_where(const nlohmann::json& file, int64_t pid, const std::function<bool(const nlohmann::json&)>& keep) {
+  std::vector<size_t> out;
+  const nlohmann::json& evs = file["traceEvents"];
+  for (size_t i = 0; i < evs.size(); ++i)
+    if ((evs[i]["ph"] == "X" || evs[i]["ph"] == "i") && evs[i]["pid"] == pid && keep(evs[i])) out.push_back(i);
+  return out;
+}
+
+bool is_compute_op(const nlohmann::json& e) {
+  const std::string cat = e["cat"];
+  return cat == "gemm" || cat == "attention" || cat == "norm" || cat == "elementwise";
+}
+
+}  // namespace
+
+TEST_CASE("issue 57: program order is checked: a point of its own for each tick, in the order of the times", "[trace][issue57]") {
+  const nlohmann::json good = modeled_ring_file();
+  REQUIRE(parse_trace(good.dump(), "t.json").ranks.size() == 4);
+  auto error = [](const nlohmann::json& file) { return error_of(file.dump()); };
+  // The break test's: every event's order 0 (it modeled as a 105 us layer at 100% overlap).
+  {
+    nlohmann::json bad = good;
+    for (nlohmann::json& e : bad["traceEvents"])
+      if (e.contains("args") && e["args"].contains("order")) e["args"]["order"] = 0, e["args"]["end_order"] = 0;
+    CHECK_THAT(error(bad), Catch::Matches(R"(t\.json: traceEvents\[[0-9]+\]: 'args\.(end_)?order' = 0 is also 'args\.(end_)?order' of traceEvents\[[0-9]+\] \(ring rank [0-3]\): each point of a rank's program has an order of its own)"));
+  }
+  // Two ops of rank 1 swapped in program order, their times as they were.
+  {
+    nlohmann::json bad = good;
+    const std::vector<size_t> ops = events_where(bad, 1, is_compute_op);
+    REQUIRE(ops.size() >= 2);
+    nlohmann::json &a = bad["traceEvents"][ops[0]]["args"], &b = bad["traceEvents"][ops[1]]["args"];
+    std::swap(a["order"], b["order"]);
+    std::swap(a["end_order"], b["end_order"]);
+    CHECK_THAT(error(bad), Catch::Contains("t.json: traceEvents[") && Catch::Contains("program order against time") &&
+                               Catch::Contains("in ring rank 1's program"));
+  }
+  // Every order of rank 2 reversed (each still its own): a later op "ends" before an earlier.
+  {
+    nlohmann::json bad = good;
+    for (size_t i : events_where(bad, 2, [](const nlohmann::json& e) { return e["args"].contains("order"); })) {
+      nlohmann::json& a = bad["traceEvents"][i]["args"];
+      const int64_t order = a["order"], end = a["end_order"];
+      a["order"] = 1000000 - end, a["end_order"] = 1000000 - order;
+    }
+    CHECK_THAT(error(bad), Catch::Contains("program order against time") && Catch::Contains("ring rank 2's program"));
+  }
+  // One end of the pair missing, an end before its start, a direction nobody writes.
+  {
+    nlohmann::json bad = good;
+    const size_t op = events_where(bad, 0, is_compute_op).at(0);
+    bad["traceEvents"][op]["args"].erase("end_order");
+    CHECK_THAT(error(bad), Catch::Contains(detail::concat("traceEvents[", op, "]: 'args.order' without 'args.end_order'")));
+    bad = good;
+    nlohmann::json& a = bad["traceEvents"][op]["args"];
+    a["end_order"] = a["order"].get<int64_t>() - 1;
+    CHECK_THAT(error(bad), Catch::Contains(detail::concat("traceEvents[", op, "]: 'args.end_order' = ")) &&
+                               Catch::Contains("is before its 'args.order'"));
+  }
+  // Peers: one that is not a rank of the strategy, the event's own rank; a message twice.
+  const std::vector<size_t> sends =
+      events_where(good, 1, [](const nlohmann::json& e) { return e["args"].value("direction", "") == "send" && e["cat"] == "p2p"; });
+  REQUIRE(sends.size() >= 2);
+  for (const auto& [peer, expect] : std::vector<std::pair<int, std::string>>{
+           {99, "'args.peer' = 99 is not a rank of ring (its ranks: 0 to 3)"},
+           {4, "'args.peer' = 4 is not a rank of ring (its ranks: 0 to 3)"},
+           {1, "'args.peer' = 1 is the event's own rank (ring rank 1)"}}) {
+    nlohmann::json bad = good;
+    bad["traceEvents"][sends[0]]["args"]["peer"] = peer;
+    CHECK_THAT(error(bad), Catch::Contains(detail::concat("t.json: traceEvents[", sends[0], "]: ", expect)));
+  }
+  {
+    nlohmann::json bad = good;
+    const nlohmann::json& first = bad["traceEvents"][sends[0]]["args"];
+    nlohmann::json& second = bad["traceEvents"][sends[1]]["args"];
+    second["peer"] = first["peer"], second["tag"] = first["tag"], second["seq"] = first["seq"];
+    CHECK_THAT(error(bad), Catch::Contains("'args.seq' = ") && Catch::Contains("names again the send to rank") &&
+                               Catch::Contains("each message has a seq of its own"));
+  }
+  {
+    nlohmann::json bad = good;
+    bad["traceEvents"][sends[0]]["args"]["direction"] = "sideways";
+    CHECK_THAT(error(bad), Catch::Contains(detail::concat("traceEvents[", sends[0], "]: 'args.direction' of a p2p must be send or recv, got 'sideways'")));
+  }
+}
+
+TEST_CASE("issue 57: otherData's fields are of the types the readers take, or the trace is refused naming the field", "[trace][issue57]") {
+  // A measured run with its modeled twin, as `compare --trace` writes it: read back whole.
+  const nlohmann::json good = to_chrome_json(model::with_modeled_twin(traced("ring", small(), 2).trace, model::load_hardware("a100-nvlink")));
+  const TraceData back = parse_trace(good.dump(), "t.json");
+  REQUIRE(back.run.groups.size() == 1);
+  const std::string twin = back.run.groups.begin()->first;
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> cases = {
+      // The break test's: modeled_groups of the wrong type read as "no twins", and the twin was modeled again.
+      {"/modeled_groups", "ring (modeled, a100-nvlink)", R"x(otherData.modeled_groups must be an object (modeled group label: {of, hardware, dtype, ...}), got "ring (modeled, a100-nvlink)")x"},
+      {"/modeled_groups", 3, "otherData.modeled_groups must be an object"},
+      {"/modeled_groups", nlohmann::json::array({twin}), "otherData.modeled_groups must be an object (modeled group label: {of, hardware, dtype, ...}), got array"},
+      {"/modeled_groups/" + twin, "ring", "otherData.modeled_groups[\"" + twin + "\"] must be an object (a modeled group"},
+      {"/modeled_groups/" + twin + "/of", 5, "otherData.modeled_groups[\"" + twin + "\"].of must be a string, got 5"},
+      {"/modeled_groups/" + twin + "/of", twin, "otherData.modeled_groups[\"" + twin + "\"].of names the group itself"},
+      {"/modeled_groups/" + twin + "/layers", "two", "otherData.modeled_groups[\"" + twin + "\"].layers must be an integer from 1 to 2^31 - 1, got \"two\""},
+      {"/modeled_groups/" + twin + "/hardware", 7, "otherData.modeled_groups[\"" + twin + "\"].hardware must be a hardware profile"},
+      {"/modeled_groups/" + twin + "/dry_run", nlohmann::json::array(), "otherData.modeled_groups[\"" + twin + "\"].dry_run must be an object (a configuration), got array"},
+      // Beyond it: every other key a RunInfo reads.
+      {"/modeled", "yes", R"(otherData.modeled must be a boolean, got "yes")"},
+      {"/ranks", "2", R"(otherData.ranks must be an integer from 1 to 2^31 - 1, got "2")"},
+      {"/ranks", 0, "otherData.ranks must be an integer from 1 to 2^31 - 1, got 0"},
+      {"/dtype", 4, "otherData.dtype must be a string, got 4"},
+      {"/producer", nlohmann::json::object(), "otherData.producer must be a string, got object"},
+      {"/modeled_hardware", nlohmann::json{{"nom", "a100"}}, "otherData.modeled_hardware must be a hardware profile: its name, or an object with a string \"name\", got object"},
+      {"/config", "ring", R"(otherData.config must be an object (a configuration), got "ring")"},
+      {"/config/causal", "yes", R"(otherData.config.causal must be a boolean, got "yes")"},
+      {"/config/recompute", 1, "otherData.config.recompute must be a string, got 1"},
+      {"/config/layout", "auto", "otherData.config.layout must be one of contiguous, zigzag, striped, zigzag-per-doc, greedy"},
+  };
+  for (const auto& [pointer, value, expect] : cases) {
+    INFO(pointer << " = " << value.dump());
+    nlohmann::json bad = good;
+    bad["otherData"][nlohmann::json::json_pointer(pointer)] = value;
+    CHECK_THAT(error_of(bad.dump()), Catch::Contains("t.json: " + expect));
   }
 }

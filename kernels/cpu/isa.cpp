@@ -14,10 +14,11 @@ namespace {
 // -1: not chosen yet; else the CpuIsa.
 std::atomic<int> g_isa{-1};
 
-// Throws unless this CPU runs the path; `asked` says who asked for it.
+// Throws ConfigError unless this CPU runs the path; `asked` says who asked for it.
 void require_supported(CpuIsa isa, const std::string& asked) {
-  RS_CHECK(cpu_supports(isa), asked, " needs ", isa == CpuIsa::avx512 ? "AVX-512F" : "AVX2 and FMA",
-           ", which this CPU lacks (its best is ", to_string(best_cpu_isa()), ")");
+  if (!cpu_supports(isa))
+    throw ConfigError(detail::concat(asked, " needs ", isa == CpuIsa::avx512 ? "AVX-512F" : "AVX2 and FMA",
+                                     ", which this CPU lacks (its best is ", to_string(best_cpu_isa()), ")"));
 }
 // The variable's value as a message may show it: printable ASCII, at most 40 characters.
 std::string shown(const char* value) {
@@ -42,7 +43,7 @@ const char* to_string(CpuIsa isa) {
 CpuIsa parse_cpu_isa(const char* name) {
   for (CpuIsa isa : {CpuIsa::avx512, CpuIsa::avx2, CpuIsa::generic})
     if (std::strcmp(name, to_string(isa)) == 0) return isa;
-  throw Error(detail::concat("unknown CPU kernel path '", name, "': expected avx512, avx2 or generic"));
+  throw ConfigError(detail::concat("unknown CPU kernel path '", name, "': expected avx512, avx2 or generic"));
 }
 
 bool cpu_supports(CpuIsa isa) {
@@ -77,9 +78,9 @@ CpuIsa active_cpu_isa() {
   if (env != nullptr && *env != '\0') {
     try {
       chosen = parse_cpu_isa(env);
-    } catch (const Error&) {
-      throw Error(detail::concat("RINGSIDE_CPU_ISA: unknown CPU kernel path '", shown(env),
-                                 "': expected avx512, avx2 or generic"));
+    } catch (const ConfigError&) {
+      throw ConfigError(detail::concat("RINGSIDE_CPU_ISA: unknown CPU kernel path '", shown(env),
+                                       "': expected avx512, avx2 or generic"));
     }
     require_supported(chosen, detail::concat("RINGSIDE_CPU_ISA=", env));
   }

@@ -17,16 +17,17 @@ enum class CpuIsa { generic, avx2, avx512 };
 
 /// "generic", "avx2", "avx512".
 const char* to_string(CpuIsa isa);
-/// Throws ringside::Error naming the accepted values on anything else.
+/// Throws ringside::ConfigError naming the accepted values on anything else.
 CpuIsa parse_cpu_isa(const char* name);
 /// Whether this CPU (and this build) can run the path.
 bool cpu_supports(CpuIsa isa);
 /// The widest path this CPU runs.
 CpuIsa best_cpu_isa();
-/// The path in force: RINGSIDE_CPU_ISA when set, else best_cpu_isa(). Throws ringside::Error
-/// when the variable names an unknown path or one this CPU cannot run.
+/// The path in force: RINGSIDE_CPU_ISA when set, else best_cpu_isa(). Throws ringside::ConfigError
+/// (a configuration error: the command exits 2) when the variable names an unknown path or one
+/// this CPU cannot run.
 CpuIsa active_cpu_isa();
-/// Forces a path (tests and benchmarks); throws ringside::Error when the CPU cannot run it.
+/// Forces a path (tests and benchmarks); throws ringside::ConfigError when the CPU cannot run it.
 /// Not thread-safe against kernels running at the same moment: call it between runs.
 void set_cpu_isa(CpuIsa isa);
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "comm/communicator.h"
+#include "core/output.h"
 #include "core/memory_limits.h"
 #include "layer/config.h"
 #include "layer/packing.h"
@@ -320,6 +321,16 @@ struct ModelCommandOptions {
   bool layer_overlap_grad_reduce = false;
   std::string preset;
 };
+
+/// The files `ringside model` with `o` reads and writes, each with the option that names it
+/// (empty paths: not given): the one list model_command checks its outputs against its inputs
+/// by, and validate holds its cases to (model_options_of).
+struct ModelFiles {
+  std::vector<output::Named> outputs;        ///< --trace, --json
+  std::vector<output::Named> runs;           ///< recorded runs read: --from, --compare's files (a folder's each)
+  std::vector<output::Named> configuration;  ///< --hw and --stack where they name a file (a profile, a stack)
+};
+ModelFiles model_files(const ModelCommandOptions& o);
 
 /// L and V of `o`'s step: --layers and --vocab, else the preset's (1 and 0 without one).
 std::pair<int, int64_t> step_depth(const ModelCommandOptions& o);

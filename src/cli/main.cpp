@@ -180,6 +180,19 @@ bool refused_unknown_subcommand(CLI::App& app, int argc, char** argv) {
   return false;
 }
 
+// The environment's configuration, refused here, before any work, as a flag's would be (exit 2):
+// a bad RINGSIDE_CPU_ISA. Under mpirun only some ranks may have it, and no rank has joined MPI
+// yet to agree on who says it, so each says it naming itself ("rank 1: RINGSIDE_CPU_ISA: ...").
+void check_environment() {
+  try {
+    kernels::cpu::active_cpu_isa();
+  } catch (const ConfigError& e) {
+    const int rank = mpirun_rank();
+    if (rank < 0) throw;
+    throw ConfigError(detail::concat("rank ", rank, ": ", e.what()));
+  }
+}
+
 // Runs the subcommand the command line named (after parsing) and returns its exit status.
 // `argv0` is how this command was called: the lesson looks for the viewer beside it.
 int run_parsed(Commands& c, CLI::App& app, const char* argv0) {
@@ -240,7 +253,7 @@ int main(int argc, char** argv) {
     if (cli::refused_unknown_subcommand(app, argc, argv)) return 2;
     cli::refuse_flag_values(app, argc, argv);
     app.parse(argc, argv);
-    kernels::cpu::active_cpu_isa();  // a bad RINGSIDE_CPU_ISA is refused here, before any work
+    cli::check_environment();
     const int rc = cli::run_parsed(commands, app, argv[0]);
     mpi_finalize();
     return rc;

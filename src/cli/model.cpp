@@ -372,12 +372,22 @@ void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::
 
 }  // namespace
 
-int model_command(const ModelCommandOptions& o) {
-  // The outputs and the inputs: the recorded trace, and a profile given as a file.
+ModelFiles model_files(const ModelCommandOptions& o) {
+  ModelFiles f;
+  f.outputs = {{"--trace", o.trace}, {"--json", o.json}};
+  f.runs = {{"--from", o.from}};
+  for (const std::string& c : trace::trace_input_files(o.compare)) f.runs.push_back({"--compare", c});  // a folder's files too
   const auto [stack_option, stack_file] = o.software.input();
-  std::vector<output::Named> inputs = {{"--from", o.from}, {"--hw", output::is_regular(o.hw) ? o.hw : ""}, {stack_option, stack_file}};
-  for (const std::string& c : trace::trace_input_files(o.compare)) inputs.emplace_back("--compare", c);  // a folder's files too
-  output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, inputs);
+  f.configuration = {{"--hw", output::is_regular(o.hw) ? o.hw : ""}, {stack_option, stack_file}};
+  return f;
+}
+
+int model_command(const ModelCommandOptions& o) {
+  // The outputs and the inputs: the recorded runs, and a profile or stack given as a file.
+  const ModelFiles files = model_files(o);
+  std::vector<output::Named> inputs = files.runs;
+  inputs.insert(inputs.end(), files.configuration.begin(), files.configuration.end());
+  output::check_distinct(files.outputs, inputs);
   if (!o.trace.empty()) output::check(o.trace, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");
   ModelRun run;

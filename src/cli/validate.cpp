@@ -100,8 +100,19 @@ ModelCommandOptions model_options_of(const model::ValidationCase& c) {
     throw ConfigError("validate: case " + c.name + ": its args are not a `ringside model` command: " + e.what());
   }
   if (!model->parsed()) throw ConfigError("validate: case " + c.name + ": its args are not a `ringside model` command");
-  if (!mo.trace.empty() || !mo.json.empty() || !mo.from.empty() || !mo.compare.empty())
-    throw ConfigError("validate: case " + c.name + ": its args may not read or write files (--from, --compare, --trace, --json)");
+  // A case is the model of what its file says, on its own profile and stack (which it may name
+  // as files): it reads no recorded run and writes nothing, so that its figure is the same
+  // wherever it is run and validate's --json and --bands are the only files written. What
+  // `model` reads and writes is model_files' to say, whatever flags name them.
+  const ModelFiles files = model_files(mo);
+  std::string named;  // the options that name them, each once
+  for (const auto* list : {&files.runs, &files.outputs})
+    for (const output::Named& f : *list)
+      if (!f.path.empty() && (", " + named + ",").find(", " + f.option + ",") == std::string::npos)
+        named += (named.empty() ? "" : ", ") + f.option;
+  if (!named.empty())
+    throw ConfigError("validate: case " + c.name + ": its args may not read a recorded run or write files (" + named +
+                      "): a case models its own profile and stack, and validate writes only its --json and --bands");
   return mo;
 }
 

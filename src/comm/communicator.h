@@ -301,6 +301,9 @@ Communicator& nccl_world();
 
 /// True when this process was started by mpirun/mpiexec (Open MPI, MPICH or PMIx variables).
 bool launched_by_mpirun();
+/// The rank mpirun gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK or PMIX_RANK), readable
+/// before MPI_Init; -1 when it was not started by mpirun or none of them says.
+int mpirun_rank();
 /// Whether this build has the MPI backend.
 bool mpi_available();
 /// Initialises MPI (MPI_THREAD_MULTIPLE) once and returns the world communicator; its comms

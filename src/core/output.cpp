@@ -219,9 +219,37 @@ int fill_through(int fd, const std::function<void(std::ostream&)>& fill) {
   return err;
 }
 
-// The temporaries being written (files, and a dump's staging directory), so that SIGINT,
-// SIGTERM or SIGHUP in the middle of a write removes them before the process ends: fixed slots,
-// read by the handler without locks, cleared with async-signal-safe calls only.
+// The signals whose default action ends the process (signal(7)'s "Term" and "Core"), but for
+// SIGKILL, which no process can catch, and SIGXFSZ, which prepare_signals ignores; `fault`: raised
+// by the thread's own instruction or abort(), which can be caught but not held off. Each removes
+// the temporaries before the process ends as it would have. The real-time signals, whose default
+// ends the process too, are SIGRTMIN to SIGRTMAX (not constants): for_each_ending_signal.
+struct EndingSignal {
+  int sig;
+  bool fault;
+};
+constexpr EndingSignal kEndingSignals[] = {
+    {SIGHUP, false},  {SIGINT, false},  {SIGQUIT, false}, {SIGILL, true},     {SIGTRAP, true},  {SIGABRT, true},
+    {SIGBUS, true},   {SIGFPE, true},   {SIGUSR1, false}, {SIGSEGV, true},    {SIGUSR2, false}, {SIGPIPE, false},
+    {SIGALRM, false}, {SIGTERM, false}, {SIGXCPU, false}, {SIGVTALRM, false}, {SIGPROF, false}, {SIGIO, false},
+    {SIGSYS, true},
+#ifdef SIGSTKFLT
+    {SIGSTKFLT, false},
+#endif
+#ifdef SIGPWR
+    {SIGPWR, false},
+#endif
+};
+
+template <class F>
+void for_each_ending_signal(F&& f) {
+  for (const EndingSignal& s : kEndingSignals) f(s.sig, s.fault);
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) f(sig, false);
+}
+
+// The temporaries being written (files, and a dump's staging directory), so that a signal that
+// ends the process in the middle of a write removes them first: fixed slots, read by the handler
+// without locks, cleared with async-signal-safe calls only.
 constexpr int kSlots = 32;
 struct Slot {
   char name[PATH_MAX];
@@ -277,20 +305,21 @@ void remove_temporaries_and_reraise(int sig) {
 }
 
 // Once: a file-size limit (ulimit -f) fails the write with EFBIG, as a full disk does, rather
-// than killing the process with SIGXFSZ halfway through; the signals that end a run remove the
-// temporaries first (where nobody else handles them).
+// than killing the process with SIGXFSZ halfway through; every other signal that ends the process
+// (kEndingSignals, and the real-time ones) removes the temporaries first, where nobody else
+// handles it (its action is still the default).
 void prepare_signals() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::signal(SIGXFSZ, SIG_IGN);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    for_each_ending_signal([](int sig, bool) {
       struct sigaction now {};
-      ::sigaction(sig, nullptr, &g_previous[sig]);
-      if (g_previous[sig].sa_handler != SIG_DFL || (g_previous[sig].sa_flags & SA_SIGINFO)) continue;
+      if (::sigaction(sig, nullptr, &g_previous[sig]) != 0) return;
+      if (g_previous[sig].sa_handler != SIG_DFL || (g_previous[sig].sa_flags & SA_SIGINFO)) return;
       now.sa_handler = remove_temporaries_and_reraise;
       sigemptyset(&now.sa_mask);
       ::sigaction(sig, &now, nullptr);
-    }
+    });
   });
 }
 
@@ -354,7 +383,9 @@ StagingDirectory::~StagingDirectory() {
 SignalsHeld::SignalsHeld() {
   sigset_t hold;
   sigemptyset(&hold);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&hold, sig);
+  for_each_ending_signal([&](int sig, bool fault) {
+    if (!fault) sigaddset(&hold, sig);  // a fault held off would be undefined
+  });
   ::pthread_sigmask(SIG_BLOCK, &hold, &previous_);
 }
 

@@ -48,8 +48,10 @@ void write(const std::string& path, std::string_view text, const std::string& op
 void write_with(const std::string& path, const std::function<void(std::ostream&)>& fill, const std::string& option);
 
 /// A fresh directory of temporaries inside `dir` (DIR/.ringside-staging.XXXXXX), for outputs
-/// of many files (a dump): removed with what it holds when the object goes, and also when
-/// SIGINT, SIGTERM or SIGHUP ends the process first. Throws ringside::Error if it cannot be made.
+/// of many files (a dump): removed with what it holds when the object goes, and also when a
+/// signal ends the process first (any whose default action ends it: SIGINT, SIGTERM, SIGHUP,
+/// SIGQUIT, SIGUSR1, SIGALRM, ... as the temporaries of write). Throws ringside::Error if it
+/// cannot be made.
 class StagingDirectory {
  public:
   explicit StagingDirectory(const std::string& dir);
@@ -63,8 +65,9 @@ class StagingDirectory {
   int slot_;
 };
 
-/// While it lives, SIGINT, SIGTERM and SIGHUP wait (blocked on this thread): a short sequence
-/// of renames (a dump moving in) is not cut in half. They arrive when it goes.
+/// While it lives, the signals that end the process from outside it (SIGINT, SIGTERM, SIGHUP,
+/// SIGQUIT, SIGUSR1, SIGALRM, ...: all but the faults) wait, blocked on this thread: a short
+/// sequence of renames (a dump moving in) is not cut in half. They arrive when it goes.
 class SignalsHeld {
  public:
   SignalsHeld();

@@ -16,7 +16,14 @@ namespace ringside {
 
 namespace {
 
-bool gzipped(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
+// Whether the file is gzip: by its first two bytes, gzip's magic 1f 8b (RFC 1952), not by its
+// name (a plain JSON file named .json.gz is read as it is; a gzip named .json is unzipped).
+bool gzipped(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  unsigned char magic[2] = {};
+  f.read(reinterpret_cast<char*>(magic), 2);
+  return f.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
 
 // The bytes the file will hold once read (see input_size), unchecked against the limit.
 uint64_t stored_size(const std::string& path, const std::string& what) {

@@ -83,11 +83,13 @@ std::string clock_shift_text(const RunInfo& run, const RankTrace& rank);
 /// wrong types or out-of-range values in a field it reads, two files of one rank or of one
 /// process (same host and pid), CPU ops of two processes in one file, a rank missing from
 /// distributedInfo.world_size's, files that disagree on world_size, an async begin without
-/// its end.
+/// its end, a peer (a c10d call's "Concrete Inputs" [tensors, group, peer, tag], or "Dst Rank",
+/// "Src Rank", ...) that is not a rank of the world (world_size's, else the files') or is the
+/// rank's own in a send or receive, a "Concrete Inputs" peer or tag that is not an integer.
 TraceData parse_kineto(const std::vector<KinetoText>& files, ClockAlign align = ClockAlign::automatic);
 /// One rank's parsed Kineto document, as a run of that one rank (parse_trace's Kineto branch).
 TraceData kineto_trace(const nlohmann::json& doc, const std::string& source);
-/// parse_kineto of files on disk (each read, and gunzipped when it ends in .gz, only when its
+/// parse_kineto of files on disk (each read, and gunzipped when it is gzip, only when its
 /// turn comes). Refuses before reading when the files' total size needs more memory than the
 /// machine has (require_memory), or one file is over 4 GiB (or unzips past it).
 TraceData read_kineto(const std::vector<std::string>& paths, ClockAlign align = ClockAlign::automatic);

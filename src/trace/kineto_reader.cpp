@@ -92,6 +92,8 @@ struct Raw {
   int64_t ts_ns = 0, dur_ns = 0;
   int64_t external_id = -1, correlation = -1;
   int peer = -1, tag = -1, group_size = 0;
+  size_t index = 0;        // in the file's traceEvents, for errors
+  std::string peer_field;  // the arg that names `peer` ("'args.Dst Rank'"), for errors
   int64_t bytes = 0;  // a transfer's size (nccl-tests' "size"); 0 when the trace does not say
   std::string collective_name;
   std::string group;  // "Process Group Name" (and Description): the group a collective ran in
@@ -121,12 +123,16 @@ int64_t elements(const EventReader& rd, const nlohmann::json& dims) {
   return int64_t(product);
 }
 
-// The integer a "Concrete Inputs" entry spells ("3"), or -1.
-int concrete_int(const nlohmann::json& v) {
+// The rank or tag a c10d call's "Concrete Inputs" entry `i` spells ("3"); -1 when the profiler
+// left it empty (""). Anything else ("abc", "-1", 2.5) is not a rank or a tag: an error naming it.
+int concrete_int(const EventReader& rd, const nlohmann::json& inputs, size_t i, const char* what) {
+  const nlohmann::json& v = inputs[i];
   if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(INT32_MAX)) return int(v.get<uint64_t>());
-  if (!v.is_string()) return -1;
-  const std::string s = v.get<std::string>();
-  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return -1;
+  if (v.is_string() && v.get<std::string>().empty()) return -1;
+  const std::string s = v.is_string() ? v.get<std::string>() : "";
+  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    rd.fail(detail::concat("'args.Concrete Inputs'[", i, "] = ", v.dump().substr(0, 40), " is not a ", what,
+                           " (an integer from 0 to 999999999)"));
   return std::stoi(s);
 }
 
@@ -161,17 +167,21 @@ void read_args(const EventReader& rd, Raw& r) {
     const std::string t0 = (*types)[0].get<std::string>();
     r.bytes = int64_t(std::min(kMaxBytes, double(elements(rd, (*dims)[0])) * double(dtype_bytes(t0))));
   }
-  // A c10d send or receive names its peer and tag: Concrete Inputs [tensors, group, peer, tag].
+  // A c10d send or receive names its peer and tag: Concrete Inputs [tensors, group, peer, tag];
+  // a receive from any source its tag alone: [tensors, group, tag].
   if (const nlohmann::json* ci = rd.find(a, "Concrete Inputs")) {
     if (!ci->is_array()) rd.fail("'args.Concrete Inputs' must be an array");
-    if (r.name == "c10d::send" || r.name == "c10d::recv_" || r.name == "c10d::recv_any_source_") {
-      if (ci->size() > 2) r.peer = concrete_int((*ci)[2]);
-      if (ci->size() > 3) r.tag = concrete_int((*ci)[3]);
+    if (r.name == "c10d::send" || r.name == "c10d::recv_") {
+      if (ci->size() > 2) r.peer = concrete_int(rd, *ci, 2, "rank"), r.peer_field = "'args.Concrete Inputs'[2]";
+      if (ci->size() > 3) r.tag = concrete_int(rd, *ci, 3, "tag");
+    } else if (r.name == "c10d::recv_any_source_" && ci->size() > 2) {
+      r.tag = concrete_int(rd, *ci, 2, "tag");
     }
   }
   // record_param_comms of a send or receive: its peer.
   for (const char* key : {"Dst Rank", "Src Rank", "dst", "src", "peer"})
-    if (r.peer < 0) r.peer = int(rd.integer_in(a, key, false, 0, INT32_MAX, -1, "args."));
+    if (r.peer < 0 && (r.peer = int(rd.integer_in(a, key, false, 0, INT32_MAX, -1, "args."))) >= 0)
+      r.peer_field = detail::concat("'args.", key, "'");
 }
 
 // One [memory] instant: when, on which device type, and the allocator's total after it.
@@ -191,6 +201,9 @@ struct RankFile {
   // p2p transfers: index into trace.events, and when they were posted (their call's start), in
   // posting order.
   std::vector<std::pair<size_t, int64_t>> p2p;
+  // Every rank the file names as a peer, and where it first does ("traceEvents[24]: 'args.Dst
+  // Rank'"): assemble checks them against the run's ranks where no world_size says them.
+  std::map<int, std::string> peers;
 };
 
 // Reads one parsed document into a RankFile (its events still on the file's own clock).
@@ -272,6 +285,7 @@ class FileReader {
     if (ph != "X" && ph != "b" && ph != "e")
       rd.fail("phase '" + ph + "' is not one PyTorch's profiler writes (X, i, M, s, f, b, e)");
     Raw r;
+    r.index = i;
     r.name = rd.str("name", true);
     r.cat = rd.str("cat", false);
     r.pid = p;
@@ -283,6 +297,7 @@ class FileReader {
     if (ph == "X") {
       r.dur_ns = rd.time_ns("dur", true, 0);
       read_args(rd, r);
+      check_peer(rd, r);
       raws_.push_back(std::move(r));
       return;
     }
@@ -292,6 +307,7 @@ class FileReader {
     const std::pair<std::string, std::string> key{r.cat + "\n" + r.name, id->dump()};
     if (ph == "b") {
       read_args(rd, r);
+      check_peer(rd, r);
       if (!async_open_.emplace(key, std::make_pair(r, i)).second) rd.fail("async id " + id->dump() + " begins twice");
       return;
     }
@@ -302,6 +318,21 @@ class FileReader {
     if (r.ts_ns < span.ts_ns) rd.fail("async span '" + r.name + "' ends before it begins");
     span.dur_ns = r.ts_ns - span.ts_ns;
     raws_.push_back(std::move(span));
+  }
+
+  // A peer is a rank of the world (distributedInfo.world_size, where the file says it; else
+  // among the run's files, checked in assemble), and a send's or receive's another than this
+  // rank: a message to nobody, or to itself, pairs with nothing, or with the wrong one.
+  void check_peer(const EventReader& rd, const Raw& r) {
+    if (r.peer < 0) return;
+    const auto [kind, direction] = comm_kind(r.collective_name.empty() ? r.name : r.collective_name);
+    if (kind == Kind::p2p && direction != Direction::none && r.peer == out_.rank)
+      rd.fail(detail::concat(r.peer_field, " = ", r.peer, " is this file's own rank: a ", to_string(direction),
+                             "'s peer is another rank"));
+    if (out_.world_size > 0 && r.peer >= out_.world_size)
+      rd.fail(detail::concat(r.peer_field, " = ", r.peer, " is not a rank of the world (distributedInfo.world_size = ",
+                             out_.world_size, ")"));
+    out_.peers.try_emplace(r.peer, detail::concat("traceEvents[", r.index, "]: ", r.peer_field));
   }
 
   void read_instant(const EventReader& rd) {
@@ -753,6 +784,13 @@ int64_t receives_before_sends(const TraceData& t) {
   return n;
 }
 
+// "0, 1, 3": ranks for a message.
+std::string listed(const std::set<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
 TraceData assemble(std::vector<RankFile> files, ClockAlign align) {
   // One file per rank, one process per file, every rank of world_size present.
   std::stable_sort(files.begin(), files.end(), [](const RankFile& a, const RankFile& b) { return a.rank < b.rank; });
@@ -778,13 +816,16 @@ TraceData assemble(std::vector<RankFile> files, ClockAlign align) {
     for (const RankFile& f : files) have.insert(f.rank);
     for (int r = 0; r < world; ++r)
       if (!have.count(r) && files.size() > 1)
-        throw Error(detail::concat("rank ", r, " of ", world, " is missing: the files are of ranks ",
-                                   [&] {
-                                     std::string s;
-                                     for (int h : have) s += (s.empty() ? "" : ", ") + std::to_string(h);
-                                     return s;
-                                   }(),
+        throw Error(detail::concat("rank ", r, " of ", world, " is missing: the files are of ranks ", listed(have),
                                    " (distributedInfo.world_size = ", world, ")"));
+  }
+  if (world == 0 && files.size() > 1) {  // no world_size: the run's ranks are its files'
+    std::set<int> have;
+    for (const RankFile& f : files) have.insert(f.rank);
+    for (const RankFile& f : files)
+      for (const auto& [peer, where] : f.peers)
+        RS_CHECK(have.count(peer), f.source, ": ", where, " = ", peer, " is not a rank of the run (its files are of ranks ",
+                 listed(have), ")");
   }
   TraceData out;
   out.run.producer = kKinetoProducer;

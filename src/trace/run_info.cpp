@@ -9,10 +9,34 @@ namespace ringside::trace {
 
 namespace {
 
-// The otherData keys a RunInfo owns (ringside_version is the writer's own).
-const char* const kKeys[] = {"producer", "ringside_version", "config", "layout", "ranks", "backend", "device", "dtype",
-                             "clock", "modeled", "hardware", "model_dtype", "model_efficiency", "model_attention_kernel",
-                             "modeled_hardware", "modeled_groups", "group_configs"};
+// What an otherData key a RunInfo owns holds, as run_info reads it and check_run_info requires.
+enum class Holds {
+  text,           // a string
+  count,          // an integer >= 1
+  flag,           // a boolean
+  profile,        // a hardware profile: its name, or an object (Hardware::to_json) with a string "name"
+  configuration,  // a run's configuration (RunPlan::config_json): an object, the fields readers use typed
+  configs,        // group label -> configuration
+  groups,         // modeled group label -> its description (GroupInfo)
+};
+struct Key {
+  const char* name;
+  Holds holds;
+};
+// The otherData keys a RunInfo owns (ringside_version is the writer's own): the one list both the
+// reader's checks and without_run_info go by.
+constexpr Key kKeys[] = {{"producer", Holds::text},          {"ringside_version", Holds::text},
+                         {"config", Holds::configuration},   {"layout", Holds::text},
+                         {"ranks", Holds::count},            {"backend", Holds::text},
+                         {"device", Holds::text},            {"dtype", Holds::text},
+                         {"clock", Holds::text},             {"modeled", Holds::flag},
+                         {"hardware", Holds::profile},       {"model_dtype", Holds::text},
+                         {"model_efficiency", Holds::text},  {"model_attention_kernel", Holds::text},
+                         {"modeled_hardware", Holds::profile}, {"modeled_groups", Holds::groups},
+                         {"group_configs", Holds::configs}};
+// The fields of one modeled group (otherData.modeled_groups[label]): GroupInfo's.
+constexpr Key kGroupKeys[] = {{"of", Holds::text},      {"hardware", Holds::profile},         {"dtype", Holds::text},
+                              {"dry_run", Holds::configuration}, {"efficiency", Holds::text}, {"layers", Holds::count}};
 
 std::string text(const nlohmann::json& obj, const char* key) {
   const auto it = obj.find(key);
@@ -122,53 +146,99 @@ void put_run_info(nlohmann::json& other, const RunInfo& info) {
   }
 }
 
-void check_group_configs(const nlohmann::json& other, const std::string& source) {
-  const auto all = other.find("group_configs");
-  if (all == other.end()) return;  // a trace written before them: every group ran otherData.config
-  const std::string where = source + ": otherData.group_configs";
-  if (!all->is_object()) throw Error(where + " must be an object (group label: configuration), got " + all->type_name());
-  for (const auto& item : all->items()) {
-    const nlohmann::json& config = item.value();  // a reference the lambdas below can capture
-    const std::string at = where + "[\"" + item.key() + "\"]";
-    if (!config.is_object()) throw Error(at + " must be an object (a configuration), got " + config.type_name());
-    // A value as the message shows it: a scalar itself (cut to 40 characters), else its type.
-    auto shown = [](const nlohmann::json& v) { return v.is_primitive() ? v.dump().substr(0, 40) : std::string(v.type_name()); };
-    auto field = [&](const char* key, bool ok, const char* what) {
-      if (config.contains(key) && !ok) throw Error(at + "." + key + " must be " + what + ", got " + shown(config.at(key)));
-    };
-    auto whole = [](const nlohmann::json& v, int64_t least) {  // an integer >= least
-      return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) && v.get<int64_t>() >= least;
-    };
-    auto count = [&](const char* key) {
-      const auto v = config.find(key);
-      return v == config.end() || whole(*v, 0);
-    };
-    field("causal", config.value("causal", nlohmann::json(true)).is_boolean(), "a boolean");
-    // The layout as ringside writes it (RunPlan::requested_layout: auto is resolved first).
-    const nlohmann::json layout = config.value("layout", nlohmann::json(kLayoutNames[0]));
-    field("layout", layout.is_string() && std::count(std::begin(kLayoutNames), std::end(kLayoutNames), layout.get<std::string>()),
-          "one of contiguous, zigzag, striped, zigzag-per-doc, greedy");
-    field("s", count("s"), "an integer >= 0");
-    field("window", count("window"), "an integer >= 0");
-    bool docs_ok = true;
-    if (const auto d = config.find("docs"); d != config.end()) {
-      docs_ok = d->is_array();
-      for (const nlohmann::json& len : docs_ok ? *d : nlohmann::json::array()) docs_ok = docs_ok && whole(len, 1);
-    }
-    field("docs", docs_ok, "an array of positive integers (document lengths)");
-    // Documents pack the sequence: their lengths sum to s (each at most 2^40, so no sum wraps).
-    if (const auto d = config.find("docs"); d != config.end() && config.contains("s")) {
-      int64_t total = 0;
-      for (const nlohmann::json& len : *d) total += std::min<int64_t>(len.get<int64_t>(), int64_t(1) << 40);
-      if (total != config.at("s").get<int64_t>())
-        throw Error(detail::concat(at, ".docs sum to ", total, " tokens, not s = ", config.at("s").get<int64_t>()));
-    }
+namespace {
+
+// A value as a message shows it: a scalar itself (cut to 40 characters), else its type.
+std::string shown(const nlohmann::json& v) { return v.is_primitive() ? v.dump().substr(0, 40) : std::string(v.type_name()); }
+
+[[noreturn]] void refuse(const std::string& at, const char* what, const nlohmann::json& v) {
+  throw Error(at + " must be " + what + ", got " + shown(v));
+}
+
+// An integer >= least (within int64).
+bool whole(const nlohmann::json& v, int64_t least) {
+  return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) && v.get<int64_t>() >= least;
+}
+
+// A configuration's fields that the readers use (the tile map: causal, layout, s, window, docs;
+// the model: recompute), typed; the others are the run's own.
+void check_configuration(const nlohmann::json& config, const std::string& at) {
+  if (!config.is_object()) refuse(at, "an object (a configuration)", config);
+  auto field = [&](const char* key, bool ok, const char* what) {
+    if (config.contains(key) && !ok) refuse(at + "." + key, what, config.at(key));
+  };
+  auto count = [&](const char* key) {
+    const auto v = config.find(key);
+    return v == config.end() || whole(*v, 0);
+  };
+  field("causal", config.value("causal", nlohmann::json(true)).is_boolean(), "a boolean");
+  // The layout as ringside writes it (RunPlan::requested_layout: auto is resolved first).
+  const nlohmann::json layout = config.value("layout", nlohmann::json(kLayoutNames[0]));
+  field("layout", layout.is_string() && std::count(std::begin(kLayoutNames), std::end(kLayoutNames), layout.get<std::string>()),
+        "one of contiguous, zigzag, striped, zigzag-per-doc, greedy");
+  field("recompute", config.value("recompute", nlohmann::json("")).is_string(), "a string");
+  field("s", count("s"), "an integer >= 0");
+  field("window", count("window"), "an integer >= 0");
+  bool docs_ok = true;
+  if (const auto d = config.find("docs"); d != config.end()) {
+    docs_ok = d->is_array();
+    for (const nlohmann::json& len : docs_ok ? *d : nlohmann::json::array()) docs_ok = docs_ok && whole(len, 1);
   }
+  field("docs", docs_ok, "an array of positive integers (document lengths)");
+  // Documents pack the sequence: their lengths sum to s (each at most 2^40, so no sum wraps).
+  if (const auto d = config.find("docs"); d != config.end() && config.contains("s")) {
+    int64_t total = 0;
+    for (const nlohmann::json& len : *d) total += std::min<int64_t>(len.get<int64_t>(), int64_t(1) << 40);
+    if (total != config.at("s").get<int64_t>())
+      throw Error(detail::concat(at, ".docs sum to ", total, " tokens, not s = ", config.at("s").get<int64_t>()));
+  }
+}
+
+void check_value(const nlohmann::json& v, Holds holds, const std::string& at) {
+  switch (holds) {
+    case Holds::text:
+      if (!v.is_string()) refuse(at, "a string", v);
+      return;
+    case Holds::count:
+      if (!whole(v, 1) || v.get<int64_t>() > INT32_MAX) refuse(at, "an integer from 1 to 2^31 - 1", v);
+      return;
+    case Holds::flag:
+      if (!v.is_boolean()) refuse(at, "a boolean", v);
+      return;
+    case Holds::profile:
+      if (!v.is_string() && !(v.is_object() && v.contains("name") && v.at("name").is_string()))
+        refuse(at, "a hardware profile: its name, or an object with a string \"name\"", v);
+      return;
+    case Holds::configuration: return check_configuration(v, at);
+    case Holds::configs:
+      if (!v.is_object()) refuse(at, "an object (group label: configuration)", v);
+      for (const auto& [label, config] : v.items()) check_configuration(config, at + "[\"" + label + "\"]");
+      return;
+    case Holds::groups:
+      if (!v.is_object()) refuse(at, "an object (modeled group label: {of, hardware, dtype, ...})", v);
+      for (const auto& [label, entry] : v.items()) {
+        const std::string where = at + "[\"" + label + "\"]";
+        if (!entry.is_object()) refuse(where, "an object (a modeled group: of, hardware, dtype, ...)", entry);
+        for (const Key& k : kGroupKeys)
+          if (const auto f = entry.find(k.name); f != entry.end()) check_value(*f, k.holds, where + "." + k.name);
+        // A twin names the recorded group it replays, never itself (config_of follows it one step).
+        if (entry.contains("of") && entry.at("of") == label) throw Error(where + ".of names the group itself");
+      }
+      return;
+  }
+}
+
+}  // namespace
+
+void check_run_info(const nlohmann::json& other, const std::string& source) {
+  if (!other.is_object()) return;  // none: parse_trace refuses otherData that is not an object
+  for (const Key& k : kKeys)
+    if (const auto v = other.find(k.name); v != other.end()) check_value(*v, k.holds, source + ": otherData." + k.name);
 }
 
 nlohmann::json without_run_info(nlohmann::json other) {
   if (!other.is_object()) return nlohmann::json::object();
-  for (const char* key : kKeys) other.erase(key);
+  for (const Key& k : kKeys) other.erase(k.name);
   return other;
 }
 

@@ -62,17 +62,25 @@ struct RunInfo {
 };
 
 /// otherData read into a RunInfo (never throws: what is missing or mistyped is left empty; the
-/// trace reader checks otherData.group_configs first, check_group_configs).
+/// trace reader checks otherData first, check_run_info).
 RunInfo run_info(const nlohmann::json& other);
 /// The context-parallel layouts a configuration may name, as ringside writes them
 /// (parallel/layout.h's to_string; "auto" is resolved before a trace is written).
 inline constexpr const char* kLayoutNames[] = {"contiguous", "zigzag", "striped", "zigzag-per-doc", "greedy"};
-/// Throws Error, naming `source` and the field, when otherData.group_configs is not an object of
-/// configurations, or a configuration holds a field the tile map reads that is wrong: "causal"
-/// not a boolean, "layout" not one of kLayoutNames, "s" or "window" not an integer >= 0, "docs"
-/// not an array of positive integers or not summing to s. An absent group_configs (a trace
-/// written before them) is fine.
-void check_group_configs(const nlohmann::json& other, const std::string& source);
+/// Throws Error, naming `source` and the field ("t.json: otherData.modeled_groups must be an
+/// object (...), got \"ring\""), when a key RunInfo reads holds the wrong type, so that no
+/// reader takes a mistyped field for an absent one (a modeled twin for a recorded run, a
+/// modeled trace for a measured one): producer, ringside_version, layout, backend, device, dtype,
+/// clock, model_dtype, model_efficiency and model_attention_kernel strings; ranks an integer
+/// >= 1; modeled a boolean; hardware and modeled_hardware a profile (a name, or an object with a
+/// string "name"); modeled_groups an object of objects whose of, hardware, dtype, dry_run,
+/// efficiency and layers are typed so too (of never the group itself); config, each of
+/// group_configs and each dry_run a configuration whose fields the readers use are right:
+/// "causal" a boolean, "layout" one of kLayoutNames, "recompute" a string, "s" and "window"
+/// integers >= 0, "docs" an array of positive integers summing to s. Absent keys are fine (a
+/// trace written before them, or a foreign one); otherData that is not an object is the
+/// caller's to refuse.
+void check_run_info(const nlohmann::json& other, const std::string& source);
 /// Writes `info` into otherData (the fields it has; replacing those keys).
 void put_run_info(nlohmann::json& other, const RunInfo& info);
 /// otherData without the keys RunInfo owns: what TraceData::other keeps.

@@ -107,9 +107,14 @@ inline ClockAlign clock_align_named(std::string_view name) {
 /// out of range (times beyond 9e12 us, negative durations or bytes, ids beyond int32), JSON
 /// nested more than 64 levels deep (core/json_input.h), unknown
 /// or unsupported phases (ringside reads X, i, C, M, s, f; global instants are skipped), flows
-/// without their other end.
+/// without their other end; and for what the model and the metrics rely on: an otherData key
+/// RunInfo reads of the wrong type (check_run_info), args.order without args.end_order or after
+/// it, two points of one process's program at one order, compute-stream points whose times run
+/// against their order (phases aside: a GPU rank's are the host's), a transfer's or wait's
+/// direction other than send or recv, a peer that is the event's own rank or no rank of its
+/// strategy in the file, one message (sender, receiver, tag, seq) sent or received twice.
 TraceData parse_trace(std::string_view text, const std::string& source = "trace");
-/// parse_trace of a file's contents (gunzipped when its name ends in .gz), or, for a folder,
+/// parse_trace of a file's contents (gunzipped when it is gzip, by its magic bytes), or, for a folder,
 /// the Kineto traces of its ranks (read_kineto of kineto_files). Throws ringside::Error when it
 /// cannot be read, or is too large for memory (core/text_file.h).
 TraceData read_trace(const std::string& path, ClockAlign align = ClockAlign::automatic);

@@ -63,7 +63,7 @@ class TraceReader {
  public:
   // otherData: the run's description, typed once (RunInfo); the rest as it is.
   TraceReader(const nlohmann::json& other, std::string source) : source_(std::move(source)) {
-    check_group_configs(other, source_);  // the tile map builds a group's map from its own
+    check_run_info(other, source_);  // every field a reader takes, typed: never a mistyped one read as absent
     out_.run = run_info(other);
     out_.other = without_run_info(other);
   }
@@ -93,7 +93,7 @@ class TraceReader {
     const std::string ph = rd.str("ph", true);
     if ((ph == "i" || ph == "I") && rd.str("s", false) == "g") return;  // a global instant: no rank's
     const int64_t pid = rd.integer_in(ev, "pid", true, 0, INT32_MAX, 0);
-    if (ph == "X" || ph == "i" || ph == "I") read_slice(rd, ev, ph, pid);
+    if (ph == "X" || ph == "i" || ph == "I") read_slice(rd, ev, ph, pid, i);
     else if (ph == "C") read_counter(rd, pid);
     else if (ph == "M") read_metadata(rd, ev, pid);
     else if (ph == "s" || ph == "f") read_flow(rd, ev, ph, pid);
@@ -136,8 +136,10 @@ class TraceReader {
       const bool nccl = p.e.name.size() >= 4 && (p.e.name.compare(0, 4, "nccl") == 0 || p.e.name.compare(0, 4, "NCCL") == 0);
       const bool comm = (tn != thread_names_.end() && tn->second.starts_with("comm")) || is_comm_kind(p.e.kind) || nccl;
       p.e.stream = comm ? Stream::comm : Stream::compute;
-      out_.ranks[proc_.at(p.pid)].events.push_back(std::move(p.e));
     }
+    check_program_order();
+    check_peers();
+    for (Pending& p : xs_) out_.ranks[proc_.at(p.pid)].events.push_back(std::move(p.e));
     for (auto& [key, pair] : flows_) {
       const std::string id = key.substr(2);
       if (pair.first.pid < 0) throw Error(source_ + ": flow id " + id + " has a finish ('f') but no start ('s')");
@@ -154,6 +156,103 @@ class TraceReader {
   }
 
  private:
+  struct Pending {
+    int64_t pid, tid;
+    size_t index;  // in traceEvents, for errors
+    Event e;
+  };
+
+  // "t.json: traceEvents[12]": where an event is, for errors.
+  std::string at(const Pending& p) const { return detail::concat(source_, ": traceEvents[", p.index, "]"); }
+  // "ring rank 2" (or "rank 2" of a trace without strategies): whose an event is.
+  std::string owner(const Pending& p) const {
+    const RankTrace& r = out_.ranks[proc_.at(p.pid)];
+    return detail::concat(r.strategy.empty() ? "" : r.strategy + " ", "rank ", r.rank);
+  }
+
+  // Program order (args.order, args.end_order) is what the what-if model replays: each process's
+  // ticks name one point of its program each (two events never share one; a transfer's post is
+  // its one point), and on the compute stream the program's points come in the order of their
+  // times (an op that comes later in the program does not start before an earlier one ends).
+  // Phases are left out of the second: on a GPU rank their times are the host's, the ops' the GPU's.
+  void check_program_order() const {
+    struct Point {
+      int64_t order, ns;
+      const Pending* p;
+      bool end;
+    };
+    std::map<int64_t, std::vector<Point>> points;  // per pid
+    for (const Pending& p : xs_) {
+      if (p.e.order < 0) continue;
+      points[p.pid].push_back({p.e.order, p.e.ts_ns, &p, false});
+      if (p.e.end_order != p.e.order) points[p.pid].push_back({p.e.end_order, p.e.end_ns(), &p, true});
+    }
+    auto field = [](const Point& q) { return q.end ? "'args.end_order'" : "'args.order'"; };
+    for (auto& [pid, v] : points) {
+      std::sort(v.begin(), v.end(), [](const Point& a, const Point& b) { return a.order < b.order; });
+      for (size_t k = 1; k < v.size(); ++k)
+        if (v[k].order == v[k - 1].order) {
+          const Point &a = v[k - 1], &b = v[k];
+          const Point& later = a.p->index > b.p->index ? a : b;
+          const Point& earlier = &later == &a ? b : a;
+          throw Error(detail::concat(at(*later.p), ": ", field(later), " = ", later.order, " is also ", field(earlier), " of traceEvents[",
+                                     earlier.p->index, "] (", owner(*later.p),
+                                     "): each point of a rank's program has an order of its own"));
+        }
+      const Point* latest = nullptr;  // the compute-stream point of the latest time so far
+      for (const Point& q : v) {
+        if (q.p->e.stream != Stream::compute || q.p->e.kind == Kind::phase) continue;
+        if (latest && q.ns < latest->ns)
+          throw Error(detail::concat(at(*q.p), ": ", field(q), " = ", q.order, " puts its ", q.end ? "end" : "start", " (at ",
+                                     double(q.ns) / 1000.0, " us) after the ", latest->end ? "end" : "start", " of traceEvents[",
+                                     latest->p->index, "] (", field(*latest), " = ", latest->order, ", at ", double(latest->ns) / 1000.0,
+                                     " us) in ", owner(*q.p), "'s program, but before it in time: program order against time"));
+        if (!latest || q.ns >= latest->ns) latest = &q;
+      }
+    }
+  }
+
+  // A transfer's or wait's peer is another rank of its own strategy (of those the file holds),
+  // and a message of one sender, receiver, tag and seq is sent once and received once: what
+  // pairs a send with its receive (the flows, the model's transfers).
+  void check_peers() const {
+    std::map<std::string, std::set<int>> ranks_of;  // per strategy
+    for (const RankTrace& r : out_.ranks) ranks_of[r.strategy].insert(r.rank);
+    // (strategy, sender, receiver, tag, seq, side): the strategy by its place in ranks_of
+    std::map<std::tuple<size_t, int, int, int, int64_t, bool>, const Pending*> messages;
+    for (const Pending& p : xs_) {
+      const Event& e = p.e;
+      if (e.peer < 0) continue;
+      const RankTrace& r = out_.ranks[proc_.at(p.pid)];
+      const std::set<int>& ranks = ranks_of[r.strategy];
+      if (e.peer == r.rank)
+        throw Error(detail::concat(at(p), ": 'args.peer' = ", e.peer, " is the event's own rank (", owner(p),
+                                   "): a transfer's peer is another rank"));
+      if (!ranks.count(e.peer))
+        throw Error(detail::concat(at(p), ": 'args.peer' = ", e.peer, " is not a rank of ",
+                                   r.strategy.empty() ? std::string("the trace") : r.strategy, " (its ranks: ", listed(ranks), ")"));
+      if (e.stream != Stream::comm || e.kind == Kind::wait || e.direction == Direction::none || e.seq < 0) continue;  // a transfer's end
+      const bool send = e.direction == Direction::send;
+      const auto [it, fresh] =
+          messages.try_emplace({size_t(std::distance(ranks_of.begin(), ranks_of.find(r.strategy))), send ? r.rank : e.peer,
+                                send ? e.peer : r.rank, e.tag, e.seq, send},
+                               &p);
+      if (!fresh)
+        throw Error(detail::concat(at(p), ": 'args.seq' = ", e.seq, " names again the ", to_string(e.direction), send ? " to" : " from",
+                                   " rank ", e.peer, " with tag ", e.tag, " of traceEvents[", it->second->index, "] (", owner(p),
+                                   "): each message has a seq of its own"));
+    }
+  }
+
+  // "0 to 3", or "0, 2, 5" where some are missing.
+  static std::string listed(const std::set<int>& ranks) {
+    if (!ranks.empty() && *ranks.rbegin() - *ranks.begin() + 1 == int(ranks.size()) && ranks.size() > 2)
+      return detail::concat(*ranks.begin(), " to ", *ranks.rbegin());
+    std::string s;
+    for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+    return s;
+  }
+
   RankTrace& process(int64_t pid) {
     auto [it, fresh] = proc_.try_emplace(pid, out_.ranks.size());
     if (fresh) {
@@ -164,11 +263,11 @@ class TraceReader {
     return out_.ranks[it->second];
   }
 
-  void read_slice(const EventReader& rd, const nlohmann::json& ev, const std::string& ph, int64_t pid) {
+  void read_slice(const EventReader& rd, const nlohmann::json& ev, const std::string& ph, int64_t pid, size_t index) {
     // A slice, or an instant: an event of no duration (ringside writes its zero-length
     // events so). A global instant belongs to no rank: left out.
     const bool instant = ph != "X";
-    Pending p{pid, rd.integer_in(ev, "tid", !instant, 0, INT32_MAX, 0), {}};
+    Pending p{pid, rd.integer_in(ev, "tid", !instant, 0, INT32_MAX, 0), index, {}};
     Event& e = p.e;
     e.name = rd.str("name", true);
     e.kind = kind_of(rd.str("cat", false));
@@ -182,12 +281,26 @@ class TraceReader {
     e.bytes = int64_t(rd.number_in(a, "bytes", false, 0, kMaxBytes, "args."));
     e.flops = rd.number_in(a, "flops", false, 0, kMaxFlops, "args.");
     e.collective = rd.integer_in(a, "collective", false, 0, INT64_MAX / 4, -1, "args.");
-    e.direction = direction_of(rd.str_in(a, "direction", false, "args."));
+    const std::string direction = rd.str_in(a, "direction", false, "args.");
+    e.direction = direction_of(direction);
+    // A transfer's or a wait's side pairs it with its other end: one of the two (a foreign
+    // event's other words are its own).
+    if (!direction.empty() && e.direction == Direction::none && (is_comm_kind(e.kind) || e.kind == Kind::wait))
+      rd.fail("'args.direction' of a " + std::string(to_string(e.kind)) + " must be send or recv, got '" +
+              detail::shown_input(direction) + "'");
     e.tag = int(rd.integer_in(a, "tag", false, 0, INT32_MAX, -1, "args."));
     e.seq = rd.integer_in(a, "seq", false, 0, INT64_MAX / 4, -1, "args.");
     e.group_size = int(rd.integer_in(a, "group_size", false, 1, INT32_MAX, 0, "args."));
     e.order = rd.integer_in(a, "order", false, 0, INT64_MAX / 4, -1, "args.");
     e.end_order = rd.integer_in(a, "end_order", false, 0, INT64_MAX / 4, -1, "args.");
+    // Program order: where the event begins and where it ends, both or neither (a transfer's
+    // post is one point, end_order = order).
+    if ((e.order < 0) != (e.end_order < 0))
+      rd.fail(e.order < 0 ? "'args.end_order' without 'args.order' (program order names where an event begins and ends)"
+                          : "'args.order' without 'args.end_order' (program order names where an event begins and ends)");
+    if (e.end_order < e.order)
+      rd.fail(detail::concat("'args.end_order' = ", e.end_order, " is before its 'args.order' = ", e.order,
+                             ": an event ends after it begins"));
     e.detail = rd.str_in(a, "detail", false, "args.");
     read_tiles(rd, a, e);
     process(pid);
@@ -247,10 +360,6 @@ class TraceReader {
 
   struct FlowEnd {
     int64_t pid = -1, ts_ns = 0;
-  };
-  struct Pending {
-    int64_t pid, tid;
-    Event e;
   };
   std::string source_;
   TraceData out_;
