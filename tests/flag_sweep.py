@@ -157,7 +157,7 @@ NO_GPU = "refused: no GPU on this machine (the device tests run the GPU path)"
 TIMEOUT = Exempt("a bound on waiting for a peer that never answers: a run that finishes prints the same "
                  "(tests/reliability and the MPI tests stop a rank and assert it)")
 LINK = Exempt("slows the local backend's transfers, which changes measured times only (they vary run to run); "
-              "the comm tests assert the slowdown (test_comm.cpp, 'an artificial link')")
+              "tests/link_lower_bound.py holds every send of a run and a compare to the link's latency + bytes / bandwidth")
 
 
 def run_like(command):
