@@ -30,7 +30,7 @@ const std::vector<Lesson>& all_lessons() {
       {5, "05-ulysses", "DeepSpeed-Ulysses", ulysses},
       {6, "06-choosing", "Choosing a strategy", choosing},
       {7, "07-combining", "Combining strategies", combining},
-      {8, "08-whole-step", "The whole step", whole_step},
+      {8, "08-whole-step", "The whole step", whole_step, "h100-nvlink"},
       {9, "09-all-gather", "All-gather context parallelism", all_gather_cp},
       {10, "10-grad-all-reduce", "The weight-gradient all-reduce", grad_all_reduce},
   };
@@ -51,7 +51,7 @@ Script build_lesson(int n, const std::string& hw) {
   const Lesson& l = find_lesson(n);
   Script s;
   s.number = l.number, s.slug = l.slug, s.title = l.title;
-  s.hw = model::load_hardware(hw);
+  s.hw = model::load_hardware(hw.empty() ? l.hw : hw);
   l.build(s);
   model::add_modeled_twins(s.trace, s.hw);  // every run's twin, also of those no step asked about
   s.trace.other["lesson"] = lesson_json(s);

@@ -87,8 +87,9 @@ struct Script {
   trace::TraceData trace;
   /// The runs' memory trackers: they outlive the tensors of the results run() returns.
   std::vector<std::shared_ptr<MemoryTracker>> trackers;
-  /// The GPU profile the lesson's times are modeled on (`ringside lesson --hw`; the chapters
-  /// quote model::kDefaultTwinHardware). Every statement about time comes from it.
+  /// The GPU profile the lesson's times are modeled on (`ringside lesson --hw`; the chapter
+  /// quotes Lesson::hw). Every statement about time comes from it, except where a step says it
+  /// compares named profiles (lesson 6's NVLink against InfiniBand, lesson 7's placement).
   model::Hardware hw;
   /// The metrics of the modeled groups, by label, as modeled() and dry_run() computed them.
   std::map<std::string, trace::StrategyMetrics> modeled_metrics;
@@ -96,6 +97,9 @@ struct Script {
   /// Begins a step; what say() and table() add goes into it.
   Step& step(const std::string& title, std::optional<Focus> focus = std::nullopt);
   void say(const char* format, ...) __attribute__((format(printf, 2, 3)));
+  /// `text` as one paragraph, wrapped at spaces to the side panel's 92 columns (text whose
+  /// words vary with the profile, and trust's).
+  void paragraph(const std::string& text);
   /// The layer's configuration line (LayerConfig::summary) and `after`, indented two spaces and
   /// wrapped to the side panel's 92 columns.
   void say_config(const LayerConfig& cfg, const char* after = "");
@@ -135,6 +139,12 @@ struct Script {
   const trace::StrategyMetrics& dry_run(const RunPlan& plan, const std::string& label,
                                         const model::Hardware* on = nullptr, const model::ModelOptions& options = {},
                                         const RankOptions& rank = {});
+  /// Puts `ranks`, a timeline modeled on `profile` (a dry run's replay, model::step_timeline's),
+  /// at the end of the trace as the group modeled_name(label, profile), listed in
+  /// otherData.modeled_groups with that profile and `dtype`; on `hw` itself, otherData's
+  /// modeled_hardware names it too. Returns the group's entry, for more fields.
+  trace::GroupInfo& add_modeled(std::vector<trace::RankTrace> ranks, const std::string& label, const model::Hardware& profile,
+                                const std::string& dtype);
   /// The trace label of `label`'s modeled timeline: "ring (modeled, a100-nvlink)".
   std::string modeled_name(const std::string& label, const model::Hardware* on = nullptr) const {
     return model::modeled_label(label, (on ? *on : hw).name);
@@ -154,12 +164,14 @@ RunPlan plan_of(const std::string& name, const LayerConfig& cfg, int P, Layout l
 /// (check/check.h's errors_against).
 double worst_error(const Tensor& out, const Tensor& dx, const LayerWeights& grads, const ReferenceRun& ref);
 
-/// A lesson: its number, folder name ("03-ring-attention"), title and scenario.
+/// A lesson: its number, folder name ("03-ring-attention"), title and scenario, and the GPU
+/// profile its chapter quotes the times on (what `ringside lesson N` models on without --hw).
 struct Lesson {
   int number = 0;
   const char* slug = "";
   const char* title = "";
   void (*build)(Script&) = nullptr;
+  const char* hw = model::kDefaultTwinHardware;
 };
 
 /// Lessons 1 to 10, in order.
@@ -167,10 +179,11 @@ const std::vector<Lesson>& all_lessons();
 /// Lesson n; throws ConfigError naming the lessons that exist otherwise.
 const Lesson& find_lesson(int n);
 
-/// Runs lesson n's scenario (a few seconds on 2 cores) and returns its steps, numbers and trace
+/// Runs lesson n's scenario (a few seconds on 2 cores) with its times modeled on `hw` ("": the
+/// profile its chapter quotes, Lesson::hw) and returns its steps, numbers and trace
 /// (otherData.lesson holds the steps; every run has its modeled twin on `hw` beside it). Throws
-/// ConfigError for an unknown lesson or profile.
-Script build_lesson(int n, const std::string& hw = model::kDefaultTwinHardware);
+/// ConfigError for an unknown lesson or profile, or a profile the lesson's scenario cannot run on.
+Script build_lesson(int n, const std::string& hw = "");
 
 using trace::layer_ns;  // the slowest rank's forward + backward, ns (trace/metrics.h)
 /// The share of attention's own traffic that runs under compute (its sublayer's overlap), %;

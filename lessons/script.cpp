@@ -48,10 +48,14 @@ void Script::block(const std::string& lines) {
 void Script::trust(const model::RunKind& kind) {
   const model::ErrorBand band = model::error_band(kind);
   if (band.found) record("band_low", band.lo), record("band_high", band.hi);
-  const std::string text = wrap("How far to trust these times: " + model::band_text(band, kind) + " (`ringside validate`).", 92);
+  paragraph("How far to trust these times: " + model::band_text(band, kind) + " (`ringside validate`).");
+}
+
+void Script::paragraph(const std::string& text) {
+  const std::string lines = wrap(text, 92);
   size_t start = 0;
-  for (size_t end = text.find('\n'); end != std::string::npos; start = end + 1, end = text.find('\n', start))
-    say("%s", text.substr(start, end - start).c_str());
+  for (size_t end = lines.find('\n'); end != std::string::npos; start = end + 1, end = lines.find('\n', start))
+    say("%s", lines.substr(start, end - start).c_str());
 }
 
 void Script::blank() {
@@ -152,11 +156,17 @@ const trace::StrategyMetrics& Script::dry_run(const RunPlan& plan, const std::st
   RankOptions recorded = rank;
   recorded.overlap_grad_reduce = recorded.overlap_grad_reduce || options.overlap_grad_reduce;
   trace::TraceData modeled = model::model_trace(model::dry_run(plan, *trackers.back(), nullptr, recorded), profile, options);
-  trace::GroupInfo& entry = model::insert_modeled_group(trace, std::move(modeled.ranks), label, profile, options.dtype, trace.ranks.size());
+  trace::GroupInfo& entry = add_modeled(std::move(modeled.ranks), label, profile, options.dtype);
   entry.dry_run = plan.config_json();
   entry.efficiency = options.efficiency;
-  if (!on) trace.run.twins_hardware = hw.to_json();
   return modeled_metrics[name] = metrics_of(trace, name);
+}
+
+trace::GroupInfo& Script::add_modeled(std::vector<trace::RankTrace> ranks, const std::string& label, const model::Hardware& profile,
+                                      const std::string& dtype) {
+  trace::GroupInfo& entry = model::insert_modeled_group(trace, std::move(ranks), label, profile, dtype, trace.ranks.size());
+  if (profile.name == hw.name) trace.run.twins_hardware = hw.to_json();
+  return entry;
 }
 
 double attention_hidden_pct(const trace::StrategyMetrics& m) {

@@ -3,11 +3,15 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
 #include "lessons/lesson.h"
+#include "model/model.h"
+#include "trace/trace_file.h"
 #include "viz/view_model.h"
 
 using namespace ringside;
@@ -19,6 +23,23 @@ double num(const Script& s, const std::string& key) {
   INFO("lesson " << s.number << " number " << key);
   REQUIRE(s.numbers.contains(key));
   return s.numbers[key].get<double>();
+}
+
+// Issue 57: a lesson's trace names one profile per modeled group: each group's label is
+// modeled_label(of, hardware) of its otherData entry, every group labelled modeled is listed,
+// and otherData.modeled_hardware (the twins' profile) is the profile of some group.
+std::set<std::string> check_profiles(const Script& s) {
+  INFO("lesson " << s.number << " on " << s.hw.name);
+  const trace::RunInfo& info = s.trace.run;
+  std::set<std::string> profiles;
+  for (const auto& [label, g] : info.groups) {
+    CHECK(label == model::modeled_label(g.of, g.hardware));
+    profiles.insert(g.hardware);
+  }
+  for (const trace::RankTrace& r : s.trace.ranks)
+    if (r.strategy.find(" (modeled, ") != std::string::npos) CHECK(info.group(r.strategy) != nullptr);
+  if (!info.twins_hardware.is_null()) CHECK(profiles.count(info.twins_hardware_name()) == 1);
+  return profiles;
 }
 
 // Bytes the reference keeps for backward, fp32: 4 N (6h + 2 Hkv d + 2f + 4 + H).
@@ -451,6 +472,11 @@ std::string read_text(const std::string& path) {
 TEST_CASE("lesson 8: the rank order's strides, the winner no slower than its placements, bubbles and ZeRO by formula", "[lessons]") {
   const Script s = build_lesson(8);
   check_steps(s);
+  // Issue 57: planned, modeled and labelled on the profile the chapter quotes, h100-nvlink, and
+  // otherData names no other (it said a100-nvlink, the other lessons' default).
+  CHECK(s.hw.name == "h100-nvlink");
+  CHECK(check_profiles(s) == std::set<std::string>{"h100-nvlink"});
+  CHECK(s.trace.run.twins_hardware_name() == "h100-nvlink");
   // T 2, C 2, PP 2, DP 4: strides 1, T, T C, T C PP; 32 ranks on nodes of 8.
   REQUIRE(num(s, "stride_cp") == 2);
   REQUIRE(num(s, "stride_pp") == 4);
@@ -683,4 +709,54 @@ TEST_CASE("a lesson's runs have modeled twins in its trace, tagged by profile", 
   }
   CHECK(s.trace.run.group(model::modeled_label("ring 128K", "h100-ib")) != nullptr);
   CHECK_THROWS_AS(build_lesson(1, "no-such-gpu"), ConfigError);
+}
+
+TEST_CASE("lesson 8 plans on --hw: on h100-ib every GPU is a node, its numbers are not the chapter's, its trace names h100-ib alone", "[lessons]") {
+  const Script s = build_lesson(8, "h100-ib");
+  check_steps(s);
+  CHECK(s.hw.name == "h100-ib");
+  CHECK(check_profiles(s) == std::set<std::string>{"h100-ib"});
+  CHECK(s.trace.run.twins_hardware_name() == "h100-ib");
+  // The planner ran on h100-ib: the winner and its times are not h100-nvlink's, which the
+  // chapter quotes (and the chapter test holds to the default run).
+  const std::string chapter = read_text(std::string(RINGSIDE_SOURCE_DIR "/") + readme_path(8));
+  std::string drift;
+  for (const std::string& p : chapter_drift(chapter, s.numbers, s.steps)) drift += p + "\n";
+  for (const char* key : {"winner_tokens_per_s", "winner_mfu_causal", "step 2 table 1", "step 3 table 1"}) {
+    INFO(key << " in:\n" << drift);
+    CHECK(drift.find(key) != std::string::npos);
+  }
+  // On nodes of one GPU: step 1's groups all cross the fabric, the ring reaches a node per member,
+  // and step 3 says the swap moves nothing on or off it (no NVLink-to-InfiniBand ratio).
+  CHECK(s.steps[0].text.find("every GPU a node of its own (h100-ib)") != std::string::npos);
+  CHECK(num(s, "dp_nodes") == 4);
+  CHECK(num(s, "check.2") == num(s, "winner_cp"));
+  CHECK_FALSE(s.numbers.contains("nvlink_over_ib"));
+  CHECK(s.steps[2].text.find("On h100-ib the swap moves no collective on or off the fabric") != std::string::npos);
+  // The file says it too: otherData.modeled_hardware and every group's profile.
+  const std::string path = (std::filesystem::temp_directory_path() / "ringside-lesson8-h100-ib.trace.json").string();
+  trace::write_trace(path, s.trace);
+  const nlohmann::json other = nlohmann::json::parse(read_text(path))["otherData"];
+  std::filesystem::remove(path);
+  CHECK(other["modeled_hardware"]["name"] == "h100-ib");
+  for (const auto& [label, g] : other["modeled_groups"].items()) CHECK(g["hardware"] == "h100-ib");
+}
+
+TEST_CASE("every lesson's twins are modeled on --hw, and its trace's labels and otherData agree", "[lessons]") {
+  for (const Lesson& l : all_lessons()) {
+    if (l.number == 8) continue;  // above: it plans 256 GPUs (and its default is h100-nvlink)
+    INFO("lesson " << l.number);
+    const Script a = build_lesson(l.number), b = build_lesson(l.number, "h100-ib");
+    CHECK(a.hw.name == l.hw);
+    const std::set<std::string> on_default = check_profiles(a), on_ib = check_profiles(b);
+    CHECK(a.trace.run.twins_hardware_name() == l.hw);
+    CHECK(b.trace.run.twins_hardware_name() == "h100-ib");
+    CHECK(on_default.count(l.hw) == 1);
+    CHECK(on_ib.count("h100-ib") == 1);
+    CHECK(on_ib.count(l.hw) == 0);  // nothing is left on the default profile
+    // A lesson whose text names its profile states modeled times: others on another profile.
+    bool names_profile = false;
+    for (const Step& st : a.steps) names_profile = names_profile || st.text.find(l.hw) != std::string::npos;
+    if (names_profile) CHECK(a.numbers != b.numbers);
+  }
 }

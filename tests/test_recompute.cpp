@@ -156,3 +156,48 @@ TEST_CASE("the extra FLOPs of recomputation are on the trace, so the model charg
   CHECK(layer_ns[Recompute::selective] > layer_ns[Recompute::none]);
   CHECK(double(layer_ns[Recompute::full]) > 1.2 * double(layer_ns[Recompute::none]));
 }
+
+// Issue 57: `ringside reference --recompute full` printed the mode and saved what none saves.
+// The reference recomputes as asked: each mode keeps its formula's bytes (x alone under full),
+// which are what one rank of a strategy keeps with the same flags, and the results are the
+// no-recompute run's bit for bit.
+TEST_CASE("the reference recomputes as asked: each mode's saved bytes are its formula and a one-rank run's", "[recompute][reference]") {
+  LayerConfig gpt = small_layer();
+  LayerConfig llama = gpt;
+  llama.norm = Norm::rmsnorm, llama.mlp = Mlp::swiglu, llama.bias = false;
+  for (const LayerConfig& c : {gpt, llama}) {
+    const int64_t N = c.b * c.s, h = c.h, f = c.f, Hkv_d = c.Hkv * c.d(), H = c.H;
+    const int64_t u = c.mlp == Mlp::swiglu ? 2 * f : f, z = c.norm == Norm::layernorm ? 2 : 1;
+    // The formulas written out: none keeps x, h1, x2, h2, q, a, k, v, lse, u, g and the norms'
+    // statistics; selective drops h1, h2, the statistics and g; full keeps x.
+    const std::map<Recompute, int64_t> elements = {{Recompute::none, N * (6 * h + 2 * Hkv_d + u + f + 2 * z + H)},
+                                                   {Recompute::selective, N * (4 * h + 2 * Hkv_d + u + H)},
+                                                   {Recompute::full, N * h}};
+    const ReferenceRun none = run_reference(c, DType::f32);
+    for (const auto& [rc, count] : elements) {
+      INFO(c.summary(rc));
+      const ReferenceRun r = run_reference(c, DType::f32, rc);
+      CHECK(saved_activation_bytes(c, DType::f32, rc) == 4 * count);
+      CHECK(r.peak_saved == 4 * count);
+      // One rank of a strategy with the same layer and mode keeps the same bytes, by its formula
+      // and as its run measures them.
+      ParallelConfig one;  // one rank, unsplit (resolve_one_rank's)
+      one.recompute = rc;
+      const RunPlan plan = resolve(one, c, 1);
+      CHECK(parallel_saved_bytes(plan, 0, DType::f32) == r.peak_saved);
+      MemoryTracker tracker;
+      const std::vector<RunRecord> run = run_local_ranks(plan, DType::f32, tracker);
+      CHECK(run[0].peak_saved == r.peak_saved);
+      // Recomputed, the same kernels on the same inputs: the same bits as without.
+      CHECK(same_bits(r.out, none.out));
+      CHECK(same_bits(r.dx, none.dx));
+      const auto grads = r.grads.named(), grads_none = none.grads.named();
+      for (size_t i = 0; i < grads.size(); ++i) CHECK(same_bits(*grads[i].second, *grads_none[i].second));
+    }
+    // fp64 too (the reference's own precision): full keeps 8 N h bytes.
+    CHECK(run_reference(c, DType::f64, Recompute::full).peak_saved == 8 * N * h);
+  }
+  CHECK(saved_activation_formula(gpt, Recompute::selective) == "N(4h + 2Hkv d + f + H)");
+  CHECK(saved_activation_formula(llama, Recompute::selective) == "N(4h + 2Hkv d + 2f + H)");
+  CHECK(saved_activation_formula(gpt, Recompute::full) == "N h");
+}

@@ -155,8 +155,11 @@ void combining(Script& L) {
   apply_preset(find_preset("llama3-8b"), big);  // its shape and its layer: RMSNorm, SwiGLU, no biases
   big.s = 65536;
   const int Q = 16;
-  L.say("The what-if model replays a dry run of the same code on 16 H100s, 8 per node (NVLink");
-  L.say("450 GB/s inside, InfiniBand 50 GB/s across), for Llama 3 8B's layer at 64K tokens:");
+  // Placement needs nodes of several GPUs: this step stays on h100-nvlink whatever --hw says, and says so.
+  L.paragraph(fmt("The what-if model replays a dry run of the same code on 16 GPUs of %s, %d per node (NVLink %.0f GB/s "
+                  "inside, InfiniBand %.0f GB/s across)%s, for Llama 3 8B's layer at 64K tokens:",
+                  hw.name.c_str(), hw.gpus_per_node, hw.intra_bandwidth / 1e9, hw.inter_bandwidth / 1e9,
+                  L.hw.name == find_lesson(L.number).hw ? "" : " (this step's profile whatever --hw says)"));
   L.say_config(big);
   L.say("The same degrees, placed two ways. The innermost group is 8 neighbouring ranks, one node;");
   L.say("the outer group spans the nodes, a hop of it crossing InfiniBand where it meets a node's");

@@ -1,10 +1,14 @@
 // Lesson 8: the whole step. Where context parallelism sits among TP, PP and DP, and why (TP x CP
-// inside a node or a few, PP and DP outside), shown on Llama 3 70B at 128K tokens on 256 H100s:
-// the planner's ranking, the placements it turns down, the pipeline and what ZeRO shards.
+// inside a node or a few, PP and DP outside), shown on Llama 3 70B at 128K tokens on 256 GPUs of
+// the lesson's profile (h100-nvlink unless --hw says another): the planner's ranking, the
+// placements it turns down, the pipeline and what ZeRO shards.
 #include <algorithm>
+#include <tuple>
 
+#include "core/error.h"
 #include "layer/presets.h"
 #include "lessons/lesson.h"
+#include "model/collectives.h"
 #include "model/flops.h"
 #include "model/step_plan.h"
 #include "model/zero.h"
@@ -16,16 +20,68 @@ namespace {
 std::string seconds(double s) { return format_ns(s * 1e9); }
 std::string pct(double f) { return fmt("%.1f%%", 100 * f); }
 
+// "a", "a and b", "a, b and c".
+std::string listed(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return out;
+}
+
+// The nodes of `node` GPUs that a group of `size` ranks `stride` apart in rank order reaches.
+int nodes_reached(int size, int stride, int node) { return model::group_span(size, stride, node).nodes(); }
+
+// Where a group sits: "inside a node" or "across 4 nodes".
+std::string where(int size, int stride, int node) {
+  const int n = nodes_reached(size, stride, node);
+  return n == 1 ? "inside a node" : fmt("across %d nodes", n);
+}
+
+// Which of the named groups (name, size, stride) stay inside a node and how many nodes the others
+// span: "TP, CP and PP stay inside a node and DP spans 4 nodes".
+std::string placement(const std::vector<std::tuple<const char*, int, int>>& groups, int node) {
+  std::vector<std::string> inside, across;
+  for (const auto& [name, size, stride] : groups) {
+    const int n = nodes_reached(size, stride, node);
+    if (n == 1) inside.push_back(name);
+    else across.push_back(fmt("%s spans %d nodes", name, n));
+  }
+  const std::string in = inside.empty() ? "" : listed(inside) + (inside.size() == 1 ? " stays" : " stay") + " inside a node";
+  return in.empty() ? listed(across) : across.empty() ? in : in + " and " + listed(across);
+}
+
+// Context parallelism's attention, in words: "ring", "all-to-all".
+const char* cp_words(CpComm c) {
+  switch (c) {
+    case CpComm::p2p: return "ring";
+    case CpComm::all_gather: return "all-gather";
+    case CpComm::a2a: return "all-to-all";
+    case CpComm::a2a_p2p: return "all-to-all and ring";
+    case CpComm::none: break;
+  }
+  return "CP group";
+}
+
+// The strides of TP and CP in a TP x CP group of `par`'s order (TP innermost or CP).
+std::pair<int, int> tp_cp_strides(const ParallelConfig& par) {
+  return par.order == RankOrder::tp_cp ? std::pair{1, par.tp} : std::pair{par.cp, 1};
+}
+
 }  // namespace
 
 void whole_step(Script& L) {
+  // Every time, placement and memory verdict below is on the lesson's profile (--hw): its nodes'
+  // size decides which groups cross the fabric, its links and rates what that costs.
+  const model::Hardware& hw = L.hw;
+  const int node = hw.gpus_per_node;
+  const std::string nodes_of = node > 1 ? fmt("on nodes of %d GPUs", node) : fmt("with every GPU a node of its own (%s)", hw.name.c_str());
+
   // ---- 1. the order of the groups -------------------------------------------------------------
   L.step("Four groups, one rank order");
-  const int T = 2, C = 2, PP = 2, DP = 4, node = 8;
+  const int T = 2, C = 2, PP = 2, DP = 4;
   L.say("A training step splits P GPUs four ways: TP (the layer's weights), CP (the sequence), PP");
   L.say("(the layers, in stages) and DP (the batch). Each GPU has one coordinate in each, and one");
   L.say("rank: Megatron and Llama 3 number them TP fastest, then CP, then PP, then DP ([TP, CP, PP,");
-  L.say("DP]). With T = %d, C = %d, PP = %d, DP = %d on nodes of %d GPUs:", T, C, PP, DP, node);
+  L.say("DP]). With T = %d, C = %d, PP = %d, DP = %d %s:", T, C, PP, DP, nodes_of.c_str());
   L.blank();
   Table order({"rank", "t", "c", "p", "d", "node"});
   for (int rank : {0, 1, 2, 3, 4, 8, 31}) {
@@ -34,32 +90,38 @@ void whole_step(Script& L) {
   }
   L.table(order);
   L.blank();
-  L.say("A group's members are its stride apart: TP %d, CP %d, PP %d, DP %d. So the innermost groups", 1,
-        int(L.record("stride_cp", T)), int(L.record("stride_pp", T * C)), int(L.record("stride_dp", T * C * PP)));
-  L.say("share a node's NVLink and the outermost cross the fabric: here TP, CP and PP stay inside a");
-  L.say("node and DP spans %d nodes. Put the chattiest group innermost: TP talks in every block,", int(L.record("dp_nodes", DP * T * C * PP / node)));
-  L.say("CP in every attention, PP once a microbatch between stages, and DP once a step.");
+  L.say("A group's members are its stride apart: TP %d, CP %d, PP %d, DP %d.", 1, int(L.record("stride_cp", T)),
+        int(L.record("stride_pp", T * C)), int(L.record("stride_dp", T * C * PP)));
+  L.record("dp_nodes", nodes_reached(DP, T * C * PP, node));
+  L.paragraph((node > 1 ? std::string("So the innermost groups share a node's NVLink and the outermost cross the fabric: here ")
+                        : "On " + hw.name + " every GPU is a node of its own, so every group crosses the fabric: ") +
+              placement({{"TP", T, 1}, {"CP", C, T}, {"PP", PP, T * C}, {"DP", DP, T * C * PP}}, node) +
+              ". Put the chattiest group innermost: TP talks in every block, CP in every attention, PP once a microbatch "
+              "between stages, and DP once a step.");
 
   // ---- 2. the planner's answer ------------------------------------------------------------------
   LayerConfig cfg;
   apply_preset(find_preset("llama3-70b"), cfg);
   cfg.b = 1, cfg.s = 131072;
-  const model::Hardware hw = model::load_hardware("h100-nvlink");
   model::StepPlanOptions o;
   o.gpus = 256, o.layers = find_preset("llama3-70b").layers, o.vocab = find_preset("llama3-70b").vocab, o.gbs = 64;
   model::StepPlanStats stats;
   const std::vector<model::StepPlan> plans = model::make_step_plan(cfg, o, {hw}, &stats);
   const model::StepPlan& plan = plans.front();
+  if (plan.ranked() == 0)
+    throw ConfigError(fmt("lesson 8 plans Llama 3 70B at 128K on 256 GPUs, and nothing fits on %s (%s a GPU): give --hw a "
+                          "profile with more memory, or leave it out (%s)",
+                          hw.name.c_str(), format_bytes(hw.memory_bytes).c_str(), find_lesson(8).hw));
   const model::StepRow& win = plan.rows.front();
-  L.step("The planner's answer: Llama 3 70B at 128K on 256 H100s");
-  L.say("`ringside plan --preset llama3-70b --seq 131072 --gpus 256 --hw h100-nvlink --gbs 64` weighs");
-  L.say("every TP x CP group of up to 256 GPUs inside every PP x DP around it, with VP, ZeRO, the");
-  L.say("recompute mode, the layout and the order: %s configurations. It dry-runs only the groups", grouped(int64_t(L.record("configurations", double(stats.candidates)))).c_str());
-  L.say("that could win (%d of %s) and simulates the pipeline and the collectives around each.",
-        int(L.record("dry_runs", double(stats.dry_runs))), grouped(int64_t(stats.groups)).c_str());
-  L.say("Its five fastest on %s, a batch of %d sequences (%s tokens), modeled:", hw.name.c_str(), o.gbs,
-        grouped(int64_t(o.gbs) * cfg.s).c_str());
-  L.say("tokens/s per GPU and MFU counting attention causally halved.");
+  L.step(fmt("The planner's answer: Llama 3 70B at 128K on 256 GPUs of %s", hw.name.c_str()));
+  L.paragraph(fmt("`ringside plan --preset llama3-70b --seq 131072 --gpus 256 --hw %s --gbs 64` weighs every TP x CP group of "
+                  "up to 256 GPUs inside every PP x DP around it, with VP, ZeRO, the recompute mode, the layout and the order: "
+                  "%s configurations. It dry-runs only the groups that could win (%d of %s) and simulates the pipeline and the "
+                  "collectives around each. Its five fastest on %s, a batch of %d sequences (%s tokens), modeled: tokens/s per "
+                  "GPU and MFU counting attention causally halved.",
+                  hw.name.c_str(), grouped(int64_t(L.record("configurations", double(stats.candidates)))).c_str(),
+                  int(L.record("dry_runs", double(stats.dry_runs))), grouped(int64_t(stats.groups)).c_str(), hw.name.c_str(),
+                  o.gbs, grouped(int64_t(o.gbs) * cfg.s).c_str()));
   L.blank();
   Table top({"configuration", "tokens/s", "MFU", "step"});
   for (size_t i = 0; i < 5 && i < plan.ranked(); ++i) {
@@ -75,12 +137,15 @@ void whole_step(Script& L) {
   L.record("winner_pp", win.candidate.pp);
   L.record("winner_dp", win.candidate.dp);
   L.blank();
-  L.say("The winner's TP x CP group of %d GPUs is the layer's split, TP %d inside a node and the ring", win.candidate.layer.par.tp * win.candidate.layer.par.cp,
-        win.candidate.layer.par.tp);
-  L.say("of %d across nodes; PP %d and DP %d sit outside it. Its MFU counts attention causally", win.candidate.layer.par.cp, win.candidate.pp,
-        win.candidate.dp);
-  L.say("halved, the FLOPs a causal mask needs; PaLM and Megatron count it whole, which at 128K is");
-  L.say("%.2fx the FLOPs: an MFU by that count includes work no kernel does, and can pass 100%%.",
+  const ParallelConfig& wpar = win.candidate.layer.par;
+  const auto [tp_stride, cp_stride] = tp_cp_strides(wpar);
+  const std::string cp_part = wpar.cp > 1 ? fmt(" and the %s of %d %s", cp_words(wpar.cp_comm), wpar.cp, where(wpar.cp, cp_stride, node).c_str())
+                                          : std::string(", no CP");
+  L.paragraph(fmt("The winner's TP x CP group of %d GPUs is the layer's split, TP %d %s%s; PP %d and DP %d sit outside it. "
+                  "Its MFU counts attention causally halved, the FLOPs a causal mask needs; PaLM and Megatron count it whole.",
+                  wpar.tp * wpar.cp, wpar.tp, where(wpar.tp, tp_stride, node).c_str(), cp_part.c_str(), win.candidate.pp,
+                  win.candidate.dp));
+  L.say("At 128K that count is %.2fx the FLOPs: an MFU by it includes work no kernel does, and can pass 100%%.",
         L.record("mfu_whole_over_causal", model::model_flops_per_token(cfg, o.layers, o.vocab, false) /
                                               model::model_flops_per_token(cfg, o.layers, o.vocab, true)));
 
@@ -90,9 +155,9 @@ void whole_step(Script& L) {
   inner.layer.par.order = inner.layer.par.order == RankOrder::tp_cp ? RankOrder::cp_tp : RankOrder::tp_cp;
   const model::ModeledStep best = model::model_step_of(cfg, win.candidate, o, hw);
   const model::ModeledStep swapped = model::model_step_of(cfg, inner, o, hw);
+  const auto [swapped_tp_stride, swapped_cp_stride] = tp_cp_strides(inner.layer.par);
   L.say("The same degrees, placed two ways: the winner's order, and with TP and CP swapped inside");
-  L.say("the group (%s: the ring's members are neighbours, TP's are %d apart).", inner.order_name().c_str(),
-        win.candidate.layer.par.cp);
+  L.say("the group (%s: TP's members are %d apart, CP's %d).", inner.order_name().c_str(), swapped_tp_stride, swapped_cp_stride);
   L.blank();
   Table placed({"order", "step", "exposed TP", "exposed CP", "tokens/s/GPU"});
   for (const model::ModeledStep* m : {&best, &swapped})
@@ -102,13 +167,24 @@ void whole_step(Script& L) {
   L.record("step_s_winner", best.row.cost.step_s);
   L.record("step_s_swapped", swapped.row.cost.step_s);
   L.blank();
-  L.say("With TP across nodes its all-gathers and reduce-scatters, one per block and each exposed,");
-  L.say("cross InfiniBand at 1/%.0f of NVLink's rate: the step is %.2fx as long. CP tolerates the",
-        L.record("nvlink_over_ib", hw.intra_bandwidth / hw.inter_bandwidth),
-        L.record("swapped_slowdown", swapped.row.cost.step_s / best.row.cost.step_s));
-  L.say("fabric because the ring hides its K/V under attention (lesson 3) when a block is long");
-  L.say("enough; TP has nothing to hide behind. PP sends one microbatch's activations between stages");
-  L.say("and DP reduces the gradients once a step, under the last backward: both go outside.");
+  const double slowdown = L.record("swapped_slowdown", swapped.row.cost.step_s / best.row.cost.step_s);
+  const int tp_nodes = nodes_reached(wpar.tp, tp_stride, node), swapped_tp_nodes = nodes_reached(wpar.tp, swapped_tp_stride, node);
+  if (tp_nodes == 1 && swapped_tp_nodes > 1) {
+    L.paragraph(fmt("With TP across nodes its all-gathers and reduce-scatters, one per block and each exposed, cross "
+                    "InfiniBand at 1/%.0f of NVLink's rate: the step is %.2fx as long. CP tolerates the fabric because the "
+                    "ring hides its K/V under attention (lesson 3) when a block is long enough; TP has nothing to hide behind.",
+                    L.record("nvlink_over_ib", hw.intra_bandwidth / hw.inter_bandwidth), slowdown));
+  } else {
+    // Nodes of one GPU, or a group inside one node: the swap moves no collective on or off the fabric.
+    L.paragraph(fmt("On %s the swap moves no collective on or off the fabric (%s), and the step is %.2fx as long. On nodes "
+                    "of several GPUs (--hw h100-nvlink) it does: TP across them waits on every block's collectives, while the "
+                    "ring hides its K/V under attention (lesson 3) when a block is long enough.",
+                    hw.name.c_str(),
+                    node == 1 ? "every GPU is a node of its own" : tp_nodes > 1 ? "TP spans nodes either way" : "the whole group fits a node",
+                    slowdown));
+  }
+  L.say("PP sends one microbatch's activations between stages and DP reduces the gradients once a");
+  L.say("step, under the last backward: both go outside.");
 
   // ---- 4. the pipeline ----------------------------------------------------------------------------
   // The winner's pipeline, or where the winner runs none, the fastest ranked row that does.
@@ -117,9 +193,9 @@ void whole_step(Script& L) {
     if (plan.rows[i].candidate.pp > 1) piped = &plan.rows[i];
   const model::StepCandidate& w = piped->candidate;
   const model::ModeledStep piped_step = model::model_step_of(cfg, w, o, hw);
-  const std::string label = L.modeled_name("a pipelined step, a row per stage", &hw);
+  const std::string label = L.modeled_name("a pipelined step, a row per stage");
   trace::TraceData timeline = model::step_timeline(piped_step, hw, o.modeling, label);
-  model::insert_modeled_group(L.trace, std::move(timeline.ranks), "a pipelined step, a row per stage", hw, o.modeling.dtype, L.trace.ranks.size());
+  L.add_modeled(std::move(timeline.ranks), "a pipelined step, a row per stage", hw, o.modeling.dtype);
   model::StepCandidate plain = w;
   plain.vp = 1;
   const model::ModeledStep one_chunk = model::model_step_of(cfg, plain, o, hw);
@@ -175,21 +251,21 @@ void whole_step(Script& L) {
   }
   L.table(zero);
   L.blank();
-  L.say("At 128K the activations dominate (%s of %s): that is why the winner",
-        format_bytes(best.row.cost.activation_bytes).c_str(), format_bytes(best.row.cost.total_bytes()).c_str());
-  L.say("recomputes (%s), and why CP, which divides them, grows with the sequence while TP", to_string(win.candidate.layer.par.recompute));
-  L.say("stays inside its node. ZeRO trims the rest: stage 1 shards Adam's 12 bytes, stage 2 the");
-  L.say("gradients too, stage 3 the weights, at the price of gathering them again in every");
-  L.say("microbatch's forward and backward.");
+  L.paragraph(fmt("At 128K the activations dominate (%s of %s): that is why the winner recomputes (%s), and why CP, which "
+                  "divides them, grows with the sequence while TP %s. ZeRO trims the rest: stage 1 shards Adam's 12 bytes, "
+                  "stage 2 the gradients too, stage 3 the weights, at the price of gathering them again in every microbatch's "
+                  "forward and backward.",
+                  format_bytes(best.row.cost.activation_bytes).c_str(), format_bytes(best.row.cost.total_bytes()).c_str(),
+                  to_string(win.candidate.layer.par.recompute), tp_nodes == 1 ? "stays inside its node" : "stays small"));
 
   // ---- check yourself ------------------------------------------------------------------------
   // Step 1's rank order on the winner's degrees, and the winner (its bubble: step 4's pipeline) on
   // twice the GPUs as twice the DP.
   const model::StepCandidate& wn = win.candidate;
   const int wt = wn.layer.par.tp, wc = wn.layer.par.cp, dp2 = 2 * wn.dp, pipe_dp2 = 2 * w.dp;
-  std::vector<int> ring_nodes;  // the nodes of ring 0's members: ranks T c
+  std::vector<int> ring_nodes;  // the nodes of CP group 0's members: ranks cp_stride c
   for (int c = 0; c < wc; ++c)
-    if (std::find(ring_nodes.begin(), ring_nodes.end(), wt * c / node) == ring_nodes.end()) ring_nodes.push_back(wt * c / node);
+    if (std::find(ring_nodes.begin(), ring_nodes.end(), cp_stride * c / node) == ring_nodes.end()) ring_nodes.push_back(cp_stride * c / node);
   const int m2 = o.gbs / (pipe_dp2 * o.mbs);
   const double bubble2 = double(w.pp - 1) / m2;
   const double optimizer2 = double(L.numbers["zero0_optimizer_bytes"]) / (dp2 * wc);
@@ -198,11 +274,14 @@ void whole_step(Script& L) {
            "PP group?",
            wt, wc, wn.pp, wn.dp),
        double(wt * wc), fmt("%d ranks", wt * wc), fmt("PP's stride is T C = %d x %d, as step 1's was 2 x 2", wt, wc)},
-      {fmt("Over how many nodes of %d GPUs does one of the winner's rings (its CP group) reach?", node),
-       double(ring_nodes.size()), fmt("%zu nodes", ring_nodes.size()),
-       fmt("its %d members are T = %d apart, ranks 0 to %d of a TP x CP group of T C = %d ranks, %d to a node: %s",
-           wc, wt, wt * (wc - 1), wt * wc, node,
-           ring_nodes.size() > 1 ? "the ring crosses InfiniBand, TP stays inside" : "one node's NVLink")},
+      {fmt("Over how many nodes of %d GPU%s does one of the winner's %ss (its CP group) reach?", node, node == 1 ? "" : "s",
+           cp_words(wn.layer.par.cp_comm)),
+       double(ring_nodes.size()), fmt("%zu node%s", ring_nodes.size(), ring_nodes.size() == 1 ? "" : "s"),
+       fmt("its %d members are %s%d apart, ranks 0 to %d of a TP x CP group of T C = %d ranks, %d to a node: %s", wc,
+           cp_stride == wt ? "T = " : "", cp_stride, cp_stride * (wc - 1), wt * wc, node,
+           ring_nodes.size() == 1 ? "one node's NVLink"
+           : tp_nodes == 1        ? fmt("the %s crosses InfiniBand, TP stays inside", cp_words(wn.layer.par.cp_comm)).c_str()
+                                  : fmt("the %s and TP both cross the fabric", cp_words(wn.layer.par.cp_comm)).c_str())},
       {fmt("Step 4's pipeline (PP %d) on %d GPUs as DP %d, the batch still %d sequences: the 1F1B bubble by the formula?",
            w.pp, 2 * o.gpus, pipe_dp2, o.gbs),
        bubble2, pct(bubble2),

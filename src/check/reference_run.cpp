@@ -10,7 +10,7 @@ namespace ringside {
 
 namespace {
 
-template <class T> ReferenceRun run(const LayerConfig& cfg) {
+template <class T> ReferenceRun run(const LayerConfig& cfg, Recompute recompute) {
   ReferenceRun r;
   r.tracker = std::make_shared<MemoryTracker>();
   auto be = make_cpu_backend();
@@ -21,8 +21,9 @@ template <class T> ReferenceRun run(const LayerConfig& cfg) {
   const Tensor dout = random_input(cfg, static_cast<uint32_t>(RngSite::input_dout), dt, tag);
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  ForwardResult f = reference_forward<T>(cfg, w, x, *be, tag);
+  ForwardResult f = reference_forward<T>(cfg, w, x, *be, tag, recompute);
   const auto t1 = clock::now();
+  reference_recompute<T>(cfg, w, f.saved, *be, tag, recompute);
   Gradients g = reference_backward<T>(cfg, w, f.saved, dout, *be, tag);
   const auto t2 = clock::now();
   r.forward_s = std::chrono::duration<double>(t1 - t0).count();
@@ -35,8 +36,8 @@ template <class T> ReferenceRun run(const LayerConfig& cfg) {
 
 }  // namespace
 
-ReferenceRun run_reference(const LayerConfig& cfg, DType dt) {
-  return dt == DType::f64 ? run<double>(cfg) : run<float>(cfg);
+ReferenceRun run_reference(const LayerConfig& cfg, DType dt, Recompute recompute) {
+  return dt == DType::f64 ? run<double>(cfg, recompute) : run<float>(cfg, recompute);
 }
 
 }  // namespace ringside

@@ -15,12 +15,14 @@ struct ReferenceRun {
   Tensor out, dx;      ///< [b, s, h]
   LayerWeights grads;  ///< every parameter's gradient, full shapes
   double forward_s = 0, backward_s = 0;  ///< wall clock (they vary)
-  int64_t peak_saved = 0;  ///< peak bytes of the activations saved for the backward
+  int64_t peak_saved = 0;  ///< peak bytes of the activations saved for the backward (layer/reference.h's formula)
   Shape q_shape, k_shape, lse_shape, u_shape;  ///< of the saved activations, released after the backward
 };
 
 /// The reference (layer/reference.h) on the inputs and weights drawn from cfg.seed, in dt (f64
-/// or f32), on the CPU backend. Throws ConfigError for an invalid cfg.
-ReferenceRun run_reference(const LayerConfig& cfg, DType dt);
+/// or f32), on the CPU backend, recomputing as `recompute` says (the results are the same bits
+/// in every mode; peak_saved is saved_activation_bytes of the mode, and backward_s includes the
+/// recomputation). Throws ConfigError for an invalid cfg.
+ReferenceRun run_reference(const LayerConfig& cfg, DType dt, Recompute recompute = Recompute::none);
 
 }  // namespace ringside

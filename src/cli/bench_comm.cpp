@@ -124,8 +124,9 @@ int bench_comm(const BenchCommOptions& o) {
   }
   std::printf("ringside bench comm: %d ranks, %s backend, float32; time = slowest rank, mean over the iterations\n",
               P, mpi ? "mpi" : "local");
-  std::printf("  algbw = size / time; busbw = algbw x (P-1)/P (all_gather, reduce_scatter, all_to_all),\n"
-              "  2(P-1)/P (all_reduce), 1 (sendrecv): nccl-tests' PERFORMANCE.md. memcpy: the same bytes, one thread.\n\n");
+  std::printf("  algbw = size / time; busbw = algbw x (P-1)/P = %.3f (all_gather, reduce_scatter, all_to_all),\n"
+              "  2(P-1)/P = %.3f (all_reduce), 1 (sendrecv): nccl-tests' PERFORMANCE.md. memcpy: the same bytes, one thread.\n\n",
+              double(P - 1) / P, 2.0 * (P - 1) / P);
   std::printf("  %-15s %10s %11s %12s %12s %12s %8s\n", "op", "size", "time", "algbw", "busbw", "memcpy", "bus/mem");
   std::string last;
   for (const CommRow& row : rows) {

@@ -60,6 +60,14 @@ struct RunChoices {
 /// and its opposite together are an error.
 void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool with_recompute = true);
 
+/// Refuses `flag`, one of the shared flags `app` has, with "FLAG: why" (exit 2): for a command
+/// where it would change nothing (the reference's --layout), so that no flag is said but not used.
+void refuse_flag(CLI::App& app, const std::string& flag, const std::string& why);
+/// Refuses --seed on a command that dry-runs (model, plan, bench model) unless --docs draws
+/// random lengths from it: a dry run draws no weights, inputs or dropout masks. Sets `app`'s
+/// parse_complete_callback.
+void refuse_seed_without_random_docs(CLI::App& app);
+
 /// The software the model runs the schedule on (model/stack.h): --stack, --fp8-recipe and
 /// --tp-comm-overlap / --no-tp-comm-overlap, shared by model, plan and compare's modeled twin.
 struct SoftwareFlags {
@@ -251,7 +259,7 @@ int bench_kernels(const BenchKernelsOptions& o);
 
 struct BenchLayerOptions {
   LayerConfig cfg;
-  RunChoices choices;  ///< --layout (the reference layer has none)
+  RunChoices choices;  ///< unused: the reference layer has no layout (--layout is refused)
   int repetitions = 5;  ///< runs of each, interleaved; the best counts
   double forward_target = 0.75, backward_target = 0.70;  ///< of same-run sgemm (issue 20)
 };
@@ -486,7 +494,7 @@ int bench_plan(const BenchPlanOptions& o);
 struct LessonOptions {
   std::optional<int> number;  ///< none: list the lessons
   bool no_pause = false;
-  std::string hw = model::kDefaultTwinHardware;  ///< the profile the lesson's times are modeled on
+  std::string hw;  ///< the profile the lesson's times are modeled on ("": the one its chapter quotes, lessons::Lesson::hw)
   std::string update_chapter;      ///< rewrite this chapter's marked tables and numbers from the run
   std::string trace;  ///< "": lessons::default_trace_path
   std::string json;   ///< the numbers the lesson states, and its steps

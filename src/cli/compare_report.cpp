@@ -97,7 +97,7 @@ int report_checks(const std::vector<JobRecord>& jobs, const std::vector<RunCheck
     const double seconds = ref32.forward_s + ref32.backward_s;
     const std::string row = cols.row("reference fp32", 1, sci(e.worst.second) + " " + e.worst.first, "1.00",
                                      format_bytes(double(ref32.peak_saved)) + " (" +
-                                         format_bytes(double(saved_activation_bytes(cfg, DType::f32))) + ")",
+                                         format_bytes(double(saved_activation_bytes(cfg, DType::f32, jobs.front().plan.recompute()))) + ")",
                                      "0 B", format_seconds(seconds));
     const bool below = e.worst.second < kTolerance, ok = below && nothing.empty();
     failures += !ok;

@@ -23,8 +23,10 @@ CLI::App* add_lesson(CLI::App& app, LessonOptions& o) {
   sub->add_option("--trace", o.trace, "write the lesson's trace here (default out/lessons/NN-name.trace.json)")
       ->option_text("FILE")
       ->check(non_empty("--trace needs a file name"));
-  sub->add_option("--hw", o.hw, "the GPU profile the lesson's times are modeled on (the chapters quote the default)")
-      ->capture_default_str()
+  sub->add_option("--hw", o.hw,
+                  std::string("the GPU profile the lesson's times are modeled on (default: the one its chapter quotes, ") +
+                      model::kDefaultTwinHardware + "; lesson 8's h100-nvlink)")
+      ->option_text("PROFILE")
       ->check(non_empty("--hw needs a profile"));
   sub->add_option("--update-chapter", o.update_chapter,
                   "rewrite the marked tables and numbers of this chapter (lessons/NN-name/README.md) from the run")
@@ -47,7 +49,7 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
     return 0;
   }
   const int n = *o.number;
-  lessons::find_lesson(n);  // an unknown lesson is an error before anything else
+  const std::string quoted = lessons::find_lesson(n).hw;  // an unknown lesson is an error before anything else
   const std::string trace_path = o.trace.empty() ? lessons::default_trace_path(n) : o.trace;
   // The chapter is read and rewritten: an output, and no other output may be it.
   output::check_distinct({{"--trace", trace_path}, {"--json", o.json}, {"--update-chapter", o.update_chapter}},
@@ -68,9 +70,8 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
   if (!o.json.empty()) output::check(o.json, "--json");
   std::string chapter;
   if (!o.update_chapter.empty()) {
-    if (o.hw != model::kDefaultTwinHardware)
-      throw ConfigError(std::string("--update-chapter: the chapters quote the times on ") + model::kDefaultTwinHardware +
-                        ": leave out --hw " + o.hw);
+    if (!o.hw.empty() && o.hw != quoted)
+      throw ConfigError("--update-chapter: chapter " + std::to_string(n) + " quotes the times on " + quoted + ": leave out --hw " + o.hw);
     // A chapter is tens of KiB; 4 MiB is far past any, and keeps the scan quick.
     chapter = output::read_input(o.update_chapter, "--update-chapter", 4u << 20);
     // The marks' syntax before the scenario runs: a malformed mark costs nothing.
@@ -84,8 +85,8 @@ int lesson_command(const LessonOptions& o, const std::string& viewer) {
   std::printf("Running lesson %d's scenario (%s)...\n", n, n == 8 ? "it plans 256 GPUs: 15 to 25 s" : "a few seconds");
   std::fflush(stdout);
   const lessons::Script s = lessons::build_lesson(n, o.hw);
-  if (o.hw != model::kDefaultTwinHardware)
-    std::printf("Times are modeled on %s; the chapter quotes them on %s.\n", s.hw.name.c_str(), model::kDefaultTwinHardware);
+  if (s.hw.name != quoted)
+    std::printf("Times are modeled on %s; the chapter quotes them on %s.\n", s.hw.name.c_str(), quoted.c_str());
   // The chapter's marks against the run first: one that names nothing fails before any write.
   const std::string updated = o.update_chapter.empty() ? "" : lessons::update_chapter(chapter, s.numbers, s.steps);
   trace::write_trace(trace_path, s.trace);

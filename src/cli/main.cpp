@@ -49,21 +49,24 @@ int reference_command(LayerConfig cfg, const cli::RunChoices& choices, const std
   std::printf("  backend    %s\n", make_cpu_backend()->describe().c_str());
   std::fflush(stdout);
 
-  const ReferenceRun r = run_reference(cfg, dt);
+  const Recompute recompute = choices.recompute;
+  const ReferenceRun r = run_reference(cfg, dt, recompute);
   std::printf("  shapes     x %s  q %s  k,v %s  lse %s  u,g %s\n", to_string(Shape{cfg.b, cfg.s, cfg.h}).c_str(),
               to_string(r.q_shape).c_str(), to_string(r.k_shape).c_str(), to_string(r.lse_shape).c_str(),
               to_string(r.u_shape).c_str());
   std::printf("  params     %s (%s)\n", parameter_summary(cfg).c_str(),
               format_bytes(double(cfg.param_count() * dtype_size(dt))).c_str());
-  const int64_t formula = saved_activation_bytes(cfg, dt);
+  const int64_t formula = saved_activation_bytes(cfg, dt, recompute);
   std::printf("  saved      peak saved activations %s (%lld bytes); formula %s %s: %s\n",
               format_bytes(double(r.peak_saved)).c_str(), static_cast<long long>(r.peak_saved),
-              saved_activation_formula(cfg).c_str(), format_bytes(double(formula)).c_str(),
+              saved_activation_formula(cfg, recompute).c_str(), format_bytes(double(formula)).c_str(),
               r.peak_saved == formula ? "equal" : "DIFFERENT");
-  const double flops = layer_forward_flops(cfg);
-  std::printf("  time       forward %s (%s)   backward %s (%s, counting 2x forward)\n",
-              format_seconds(r.forward_s).c_str(), format_flops(flops / r.forward_s).c_str(),
-              format_seconds(r.backward_s).c_str(), format_flops(2 * flops / r.backward_s).c_str());
+  // Full recomputation runs the forward again inside the backward (selective: elementwise passes only).
+  const double flops = layer_forward_flops(cfg), backward_flops = (recompute == Recompute::full ? 3 : 2) * flops;
+  std::printf("  time       forward %s (%s)   backward %s (%s, counting %s)\n", format_seconds(r.forward_s).c_str(),
+              format_flops(flops / r.forward_s).c_str(), format_seconds(r.backward_s).c_str(),
+              format_flops(backward_flops / r.backward_s).c_str(),
+              recompute == Recompute::full ? "3x forward: the forward again and 2x" : "2x forward");
 
   int status = 0;
   if (check && !f64) {
@@ -98,6 +101,8 @@ struct ReferenceOptions {
 CLI::App* add_reference(CLI::App& app, ReferenceOptions& o) {
   CLI::App* ref = app.add_subcommand("reference", "Run the single-device reference layer forward and backward once");
   add_config_flags(*ref, o.cfg, o.choices);
+  refuse_flag(*ref, "--layout", "the reference runs the whole sequence on one device: there is no context-parallel layout "
+                                "to choose (run, compare and model take one)");
   ref->add_option("--dtype", o.dtype, "compute type")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   ref->add_flag("--check", o.check, std::string("also run fp64 and print each tensor's relative error (exit 1 above ") + kToleranceText + ")");
   ref->add_option("--dump", o.dump_dir, "write every tensor as fp32 .npy and DIR/manifest.json")->option_text("DIR")->check(

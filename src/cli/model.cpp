@@ -25,6 +25,7 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   CLI::App* m = app.add_subcommand(
       "model", "What if: a dry run of one strategy at any size, replayed on named hardware (time, overlap, memory)");
   add_config_flags(*m, o.cfg, o.choices);
+  refuse_seed_without_random_docs(*m);
   m->get_option("--preset")->each([&o](const std::string& v) { o.preset = v; });
   m->add_option("--strategy", o.strategy, "one of: " + names + ", tp (TP without sequence parallelism), or a configuration such as tp8xring8 (or the degrees below)")
       ->check(non_empty("--strategy needs a name"));

@@ -145,6 +145,20 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool
       ->group("Layer");
 }
 
+void refuse_flag(CLI::App& app, const std::string& flag, const std::string& why) {
+  app.get_option(flag)->check(CLI::Validator([why](const std::string&) { return why; }, ""));
+}
+
+void refuse_seed_without_random_docs(CLI::App& app) {
+  app.parse_complete_callback([&app] {
+    const CLI::Option* docs = app.get_option("--docs");
+    const bool random_docs = docs->count() > 0 && docs->results().front().rfind("random:", 0) == 0;
+    if (app.get_option("--seed")->count() > 0 && !random_docs)
+      throw CLI::ValidationError("--seed", "a dry run draws no numbers (no weights, inputs or dropout masks): here --seed "
+                                           "draws only --docs random:N's lengths, so leave it out");
+  });
+}
+
 void SoftwareFlags::apply(model::ModelOptions& o) const {
   o.stack = model::load_stack(stack);
   o.fp8_recipe = fp8_recipe;

@@ -29,6 +29,7 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
   CLI::App* p = app.add_subcommand(
       "plan", "Which layout for this model, sequence and cluster: every TP/CP split dry-run and modeled, ranked, with reasons");
   add_config_flags(*p, o.cfg, o.choices, false);
+  refuse_seed_without_random_docs(*p);
   p->get_option("--preset")->each([&o](const std::string& v) { o.preset = v; });
   p->add_option("--gpus", o.gpus, "number of GPUs P: up to 256 for a layer's split, up to 16384 for a whole step (--gbs)")
       ->capture_default_str()

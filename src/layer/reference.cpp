@@ -9,11 +9,18 @@
 
 namespace ringside {
 
-int64_t saved_activation_bytes(const LayerConfig& c, DType dtype) {
-  return dtype_size(dtype) * c.tokens() * (6 * c.h + 2 * c.Hkv * c.d() + c.fc1_width() + c.f + 2 * c.norm_stats() + c.H);
+int64_t saved_activation_bytes(const LayerConfig& c, DType dtype, Recompute recompute) {
+  const int64_t per_token = recompute == Recompute::full ? c.h
+                            : recompute == Recompute::selective
+                                ? 4 * c.h + 2 * c.Hkv * c.d() + c.fc1_width() + c.H
+                                : 6 * c.h + 2 * c.Hkv * c.d() + c.fc1_width() + c.f + 2 * c.norm_stats() + c.H;
+  return dtype_size(dtype) * c.tokens() * per_token;
 }
 
-std::string saved_activation_formula(const LayerConfig& c) {
+std::string saved_activation_formula(const LayerConfig& c, Recompute recompute) {
+  if (recompute == Recompute::full) return "N h";
+  const std::string fc1 = c.mlp == Mlp::swiglu ? "2f" : "f";  // u: W_1's output (SwiGLU: gate and up)
+  if (recompute == Recompute::selective) return "N(4h + 2Hkv d + " + fc1 + " + H)";
   return std::string("N(6h + 2Hkv d + ") + (c.mlp == Mlp::swiglu ? "3f" : "2f") + " + " +
          (c.norm == Norm::layernorm ? "4" : "2") + " + H)";
 }
@@ -50,15 +57,18 @@ double layer_backward_flops(const LayerConfig& c) {
   return 2.0 * (layer_forward_flops(c) - attention) + 2.5 * attention;
 }
 
+namespace {
+
+// The forward, saving x with the tag `input`, the tensors selective recomputation keeps (q, k, v,
+// a, lse, x2, u) with `kept`, and the rest (the norms' outputs and statistics, g) with `rest`.
 template <class T>
-ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, const Tensor& x, Backend& be,
-                                AllocTag tag) {
+ForwardResult forward(const LayerConfig& cfg, const LayerWeights& w, const Tensor& x, Backend& be, AllocTag input,
+                      AllocTag kept, AllocTag rest, AllocTag ws) {
   cfg.validate();
   constexpr DType dt = dtype_of<T>();
   const int64_t b = cfg.b, s = cfg.s, h = cfg.h, H = cfg.H, Hkv = cfg.Hkv, d = cfg.d();
   check_tensor(x, {b, s, h}, dt, "reference_forward: x");
   for (auto& [name, t] : w.named()) RS_CHECK(t->defined() && t->dtype() == dt, "reference_forward: weight ", name, " is not ", to_string(dt));
-  const AllocTag act = with(tag, MemCategory::activations), ws = with(tag, MemCategory::workspace);
 
   ForwardResult r;
   SavedActivations& sv = r.saved;
@@ -66,15 +76,15 @@ ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, c
   std::iota(sv.positions.begin(), sv.positions.end(), int64_t{0});  // one device: token t sits at t
   const Packing sequence(cfg);  // the documents and window; RoPE's positions restart per document
   const std::vector<int64_t> rope_positions = sequence.rope_positions(sv.positions);
-  sv.x = x.clone(act);
+  sv.x = x.clone(input);
 
   // --- attention sublayer ---
-  sv.n1 = empty_norm(be, cfg, sv.x, act);
+  sv.n1 = empty_norm(be, cfg, sv.x, rest);
   norm_forward(be, cfg, sv.x, w.ln1_gamma, w.ln1_beta, sv.n1);
 
-  sv.q = be.empty({b, s, H, d}, dt, act);
-  sv.k = be.empty({b, s, Hkv, d}, dt, act);
-  sv.v = be.empty({b, s, Hkv, d}, dt, act);
+  sv.q = be.empty({b, s, H, d}, dt, kept);
+  sv.k = be.empty({b, s, Hkv, d}, dt, kept);
+  sv.v = be.empty({b, s, Hkv, d}, dt, kept);
   {
     Tensor qkv = be.empty({b, s, cfg.qkv_width()}, dt, ws);
     be.matmul(sv.n1.y, false, w.qkv_weight, false, qkv);
@@ -86,25 +96,25 @@ ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, c
     be.rope_forward(sv.k, rope_positions, cfg.rope_theta);
   }
 
-  sv.a = be.empty({b, s, H, d}, dt, act);
-  sv.lse = be.empty({b, H, s}, dt, act);
+  sv.a = be.empty({b, s, H, d}, dt, kept);
+  sv.lse = be.empty({b, H, s}, dt, kept);
   be.attention_forward(attention_params(cfg, sequence.mask()), sv.q, sv.k, sv.v, sv.a, sv.lse);
 
   Tensor y = be.empty({b, s, h}, dt, ws);
   be.matmul(sv.a.reshape({b, s, H * d}), false, w.o_weight, false, y);
   add_bias_if(be, y, w.o_bias);
   be.dropout_forward(y, y, sv.positions, s, cfg.dropout, cfg.seed, static_cast<uint32_t>(RngSite::dropout1));
-  sv.x2 = be.empty({b, s, h}, dt, act);
+  sv.x2 = be.empty({b, s, h}, dt, kept);
   be.add(sv.x, y, sv.x2);
 
   // --- MLP sublayer ---
-  sv.n2 = empty_norm(be, cfg, sv.x2, act);
+  sv.n2 = empty_norm(be, cfg, sv.x2, rest);
   norm_forward(be, cfg, sv.x2, w.ln2_gamma, w.ln2_beta, sv.n2);
 
-  sv.u = be.empty({b, s, cfg.fc1_width()}, dt, act);
+  sv.u = be.empty({b, s, cfg.fc1_width()}, dt, kept);
   be.matmul(sv.n2.y, false, w.fc1_weight, false, sv.u);
   add_bias_if(be, sv.u, w.fc1_bias);
-  sv.g = be.empty({b, s, cfg.f}, dt, act);
+  sv.g = be.empty({b, s, cfg.f}, dt, rest);
   activation_forward(be, cfg, sv.u, sv.g);
 
   Tensor z = y;  // reuse the [b, s, h] buffer
@@ -114,6 +124,41 @@ ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, c
   r.out = be.empty({b, s, h}, dt, ws);
   be.add(sv.x2, z, r.out);
   return r;
+}
+
+}  // namespace
+
+template <class T>
+ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, const Tensor& x, Backend& be,
+                                AllocTag tag, Recompute recompute) {
+  const AllocTag act = with(tag, MemCategory::activations), ws = with(tag, MemCategory::workspace);
+  ForwardResult r = forward<T>(cfg, w, x, be, act, recompute == Recompute::full ? ws : act,
+                               recompute == Recompute::none ? act : ws, ws);
+  // What the backward makes again (reference_recompute) is released here, as Megatron does.
+  SavedActivations& sv = r.saved;
+  if (recompute != Recompute::none) sv.n1 = sv.n2 = NormOutput(), sv.g = Tensor();
+  if (recompute == Recompute::full) sv.q = sv.k = sv.v = sv.a = sv.lse = sv.x2 = sv.u = Tensor();
+  return r;
+}
+
+template <class T>
+void reference_recompute(const LayerConfig& cfg, const LayerWeights& w, SavedActivations& sv, Backend& be, AllocTag tag,
+                         Recompute recompute) {
+  const AllocTag ws = with(tag, MemCategory::workspace);
+  if (recompute == Recompute::full) {
+    // The forward again from the layer's input: the same kernels on the same x, the same bits.
+    ForwardResult again = forward<T>(cfg, w, sv.x, be, ws, ws, ws, ws);
+    const Tensor x = sv.x;  // the saved input stays what the forward kept
+    sv = std::move(again.saved);
+    sv.x = x;
+  } else if (recompute == Recompute::selective) {
+    sv.n1 = empty_norm(be, cfg, sv.x, ws);
+    norm_forward(be, cfg, sv.x, w.ln1_gamma, w.ln1_beta, sv.n1);
+    sv.n2 = empty_norm(be, cfg, sv.x2, ws);
+    norm_forward(be, cfg, sv.x2, w.ln2_gamma, w.ln2_beta, sv.n2);
+    sv.g = be.empty({cfg.b, cfg.s, cfg.f}, dtype_of<T>(), ws);
+    activation_forward(be, cfg, sv.u, sv.g);
+  }
 }
 
 template <class T>
@@ -184,8 +229,13 @@ Gradients reference_backward(const LayerConfig& cfg, const LayerWeights& w, cons
   return gr;
 }
 
-template ForwardResult reference_forward<float>(const LayerConfig&, const LayerWeights&, const Tensor&, Backend&, AllocTag);
-template ForwardResult reference_forward<double>(const LayerConfig&, const LayerWeights&, const Tensor&, Backend&, AllocTag);
+template ForwardResult reference_forward<float>(const LayerConfig&, const LayerWeights&, const Tensor&, Backend&, AllocTag,
+                                                Recompute);
+template ForwardResult reference_forward<double>(const LayerConfig&, const LayerWeights&, const Tensor&, Backend&, AllocTag,
+                                                 Recompute);
+template void reference_recompute<float>(const LayerConfig&, const LayerWeights&, SavedActivations&, Backend&, AllocTag, Recompute);
+template void reference_recompute<double>(const LayerConfig&, const LayerWeights&, SavedActivations&, Backend&, AllocTag,
+                                          Recompute);
 template Gradients reference_backward<float>(const LayerConfig&, const LayerWeights&, const SavedActivations&,
                                              const Tensor&, Backend&, AllocTag);
 template Gradients reference_backward<double>(const LayerConfig&, const LayerWeights&, const SavedActivations&,

@@ -37,17 +37,21 @@ struct SavedActivations {
   std::vector<int64_t> positions;  ///< global positions of the local tokens
 };
 
-/// The bytes SavedActivations holds for cfg in the given dtype, tokens N = b s:
-///   sizeof(T) N (6 h + 2 Hkv d + F + f + 2 z + H),
+/// The bytes SavedActivations holds for cfg in the given dtype after the forward, tokens N = b s,
+/// under `recompute` (Megatron's granularities, layer/config.h):
+///   none       sizeof(T) N (6 h + 2 Hkv d + F + f + 2 z + H),
+///   selective  sizeof(T) N (4 h + 2 Hkv d + F + H)   (no norm outputs or statistics, no g),
+///   full       sizeof(T) N h                         (the layer's input x alone),
 /// F = fc1_width (f, or 2 f with SwiGLU), z = norm_stats (2 LayerNorm, 1 RMSNorm): with the GPT
-/// layer N (6 h + 2 Hkv d + 2 f + 4 + H), with Llama's N (6 h + 2 Hkv d + 3 f + 2 + H).
-/// The counterpart of Korthikanti et al. 2022's 34 s b h (16-bit, no recompute) for the GPT
-/// layer: it keeps the same tensors but lse (N H) instead of the s x s softmax, no dropout
-/// masks, and the LayerNorm statistics (4 N).
-int64_t saved_activation_bytes(const LayerConfig& cfg, DType dtype);
-/// That formula in symbols for cfg's layer: "N(6h + 2Hkv d + 2f + 4 + H)" (GPT's),
-/// "N(6h + 2Hkv d + 3f + 2 + H)" (Llama's).
-std::string saved_activation_formula(const LayerConfig& cfg);
+/// layer and none N (6 h + 2 Hkv d + 2 f + 4 + H), with Llama's N (6 h + 2 Hkv d + 3 f + 2 + H).
+/// The counterpart of Korthikanti et al. 2022's 34 s b h (16-bit, no recompute) and 2 s b h (full)
+/// for the GPT layer: it keeps the same tensors but lse (N H) instead of the s x s softmax, no
+/// dropout masks, and the LayerNorm statistics (4 N). On one rank, parallel_saved_bytes
+/// (parallel/formulas.h) of the same layer and mode.
+int64_t saved_activation_bytes(const LayerConfig& cfg, DType dtype, Recompute recompute = Recompute::none);
+/// That formula in symbols for cfg's layer and mode: "N(6h + 2Hkv d + 2f + 4 + H)" (GPT's, none),
+/// "N(6h + 2Hkv d + 3f + 2 + H)" (Llama's), "N(4h + 2Hkv d + f + H)" (GPT's, selective), "N h" (full).
+std::string saved_activation_formula(const LayerConfig& cfg, Recompute recompute = Recompute::none);
 
 /// Forward FLOPs of the layer (GEMMs 2 m n k each, attention as attention_forward_flops);
 /// elementwise work is not counted. The MLP's GEMMs are 4 N h f with GeLU and 6 N h f with
@@ -64,11 +68,21 @@ struct ForwardResult {
 };
 
 /// Runs the forward on x [b, s, h] with dtype T. Allocations are tagged with tag.rank and
-/// reported to tag.tracker. Throws ringside::ConfigError for an invalid cfg and
-/// ringside::Error for tensors of the wrong shape or dtype.
+/// reported to tag.tracker. Under `recompute`, what the backward makes again (selective: the
+/// norms' outputs and statistics and g; full: all but x) is workspace while the forward needs it
+/// and released at its end, so that `saved` holds saved_activation_bytes(cfg, T, recompute).
+/// Throws ringside::ConfigError for an invalid cfg and ringside::Error for tensors of the wrong
+/// shape or dtype.
 template <class T>
 ForwardResult reference_forward(const LayerConfig& cfg, const LayerWeights& w, const Tensor& x, Backend& be,
-                                AllocTag tag = {});
+                                AllocTag tag = {}, Recompute recompute = Recompute::none);
+
+/// At the backward's start, makes again what reference_forward under `recompute` did not keep,
+/// bit for bit the forward's, as workspace: selective, both norms from x and x2 and the
+/// activation from u; full, the whole forward from x. Nothing under none.
+template <class T>
+void reference_recompute(const LayerConfig& cfg, const LayerWeights& w, SavedActivations& saved, Backend& be,
+                         AllocTag tag, Recompute recompute);
 
 struct Gradients {
   Tensor dx;           ///< [b, s, h]

@@ -244,7 +244,9 @@ std::string modeled_label(const std::string& strategy, const std::string& hw_nam
 trace::TraceData with_modeled_twin(trace::TraceData measured, const Hardware& hw, const ModelOptions& o = {});
 
 /// with_modeled_twin in place, for the recorded groups that have no twin on `hw` yet (only the
-/// group `only` when it is given): a lesson adds each twin when it needs its numbers.
+/// group `only` when it is given): a lesson adds each twin when it needs its numbers. Sets
+/// otherData.modeled_hardware to `hw` when it adds a twin (a trace with no recorded group is left
+/// as it is: it names no profile its groups are not on).
 void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptions& o = {}, const std::string& only = "");
 
 /// Puts `ranks`, a modeled timeline of the group `of` on `hw` (model_trace's, or a dry run's),

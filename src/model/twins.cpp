@@ -107,7 +107,9 @@ void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptio
     }
     insert_modeled_group(t, std::move(modeled.ranks), strategy, hw, o.dtype, at).efficiency = o.efficiency;
   }
-  t.run.twins_hardware = hw.to_json();
+  // otherData.modeled_hardware names the twins' profile: only when there are twins on it (a trace
+  // of modeled groups alone, lesson 8's, must not name a profile none of them is on).
+  if (!todo.empty()) t.run.twins_hardware = hw.to_json();
 }
 
 trace::TraceData with_modeled_twin(trace::TraceData measured, const Hardware& hw, const ModelOptions& o) {
