@@ -142,12 +142,12 @@ void whole_step(Script& L) {
   const std::string cp_part = wpar.cp > 1 ? fmt(" and the %s of %d %s", cp_words(wpar.cp_comm), wpar.cp, where(wpar.cp, cp_stride, node).c_str())
                                           : std::string(", no CP");
   L.paragraph(fmt("The winner's TP x CP group of %d GPUs is the layer's split, TP %d %s%s; PP %d and DP %d sit outside it. "
-                  "Its MFU counts attention causally halved, the FLOPs a causal mask needs; PaLM and Megatron count it whole.",
+                  "Its MFU counts attention causally halved, the FLOPs a causal mask needs; PaLM and Megatron count it whole, "
+                  "which at 128K is %.2fx the FLOPs: an MFU by that count includes work no kernel does, and can pass 100%%.",
                   wpar.tp * wpar.cp, wpar.tp, where(wpar.tp, tp_stride, node).c_str(), cp_part.c_str(), win.candidate.pp,
-                  win.candidate.dp));
-  L.say("At 128K that count is %.2fx the FLOPs: an MFU by it includes work no kernel does, and can pass 100%%.",
-        L.record("mfu_whole_over_causal", model::model_flops_per_token(cfg, o.layers, o.vocab, false) /
-                                              model::model_flops_per_token(cfg, o.layers, o.vocab, true)));
+                  win.candidate.dp,
+                  L.record("mfu_whole_over_causal", model::model_flops_per_token(cfg, o.layers, o.vocab, false) /
+                                                        model::model_flops_per_token(cfg, o.layers, o.vocab, true))));
 
   // ---- 3. the placements it turns down ------------------------------------------------------------
   L.step("Why CP sits just outside TP");
