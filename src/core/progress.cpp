@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <system_error>
 
 #include "core/error.h"
 
@@ -39,7 +40,13 @@ std::string duration_text(double s) {
 
 ProgressLine::ProgressLine(std::string command, double interval_s)
     : command_(std::move(command)), interval_s_(interval_s), last_line_(Clock::now()) {
-  if (interval_s_ > 0) thread_ = std::thread([this] { tick(); });
+  if (interval_s_ == 0) return;
+  try {
+    thread_ = std::thread([this] { tick(); });
+  } catch (const std::system_error& e) {
+    // A limit on threads (ulimit -u): the work can still run, without its progress lines.
+    std::fprintf(stderr, "ringside %s: no progress lines: could not start their thread (%s)\n", command_.c_str(), e.what());
+  }
 }
 
 ProgressLine::~ProgressLine() {
