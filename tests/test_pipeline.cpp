@@ -3,6 +3,7 @@
 // collectives against the ring formulas.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <set>
 #include <tuple>
 
@@ -274,4 +275,61 @@ TEST_CASE("model FLOPs: Megatron's count for GPT, the 6N rule plus attention for
   CHECK(model_flops_per_token(c, llama.layers, llama.vocab, true) == model_flops_per_token(c, llama.layers, llama.vocab, false));
   // MFU: 400 tokens/s a GPU of 1e12 FLOPs each on a 989 TFLOP/s H100 is 40%.
   CHECK(mfu(400, 1e12, 989e12) == Approx(400e12 / 989e12));
+}
+
+TEST_CASE("pipeline_times runs simulate_pipeline's ops from a compiled program: its step and ideal time bit for bit", "[pipeline]") {
+  // 1F1B and interleaved, equal and uneven stages (the ends, a short first and last stage), with
+  // and without transfers: the planner's fast path and the plain list scheduling agree exactly.
+  for (auto [pp, m, vp] : {std::tuple{1, 1, 1}, {1, 9, 1}, {2, 1, 1}, {4, 8, 1}, {3, 7, 1}, {4, 8, 2}, {4, 12, 3}, {8, 16, 4}, {16, 48, 2}}) {
+    for (double p2p : {0.0, 0.013}) {
+      PipelineSpec s = spec(pp, m, vp, 0.1, 0.2, p2p);
+      for (int v = 0; v < pp * vp; ++v) {
+        s.stage_forward_s.push_back(0.1 + 0.01 * (v % 3) + (v == 0 ? 0.05 : 0.0));
+        s.stage_backward_s.push_back(0.2 + 0.007 * (v % 5) + (v + 1 == pp * vp ? 0.3 : 0.0));
+      }
+      INFO("PP " << pp << ", m " << m << ", VP " << vp << ", p2p " << p2p);
+      const PipelineRun run = simulate_pipeline(s);
+      const PipelineTimes fast = pipeline_times(s);
+      CHECK(fast.step_s == run.step_s);
+      CHECK(fast.ideal_s == run.ideal_s);
+      CHECK(fast.bubble_fraction() == run.bubble_fraction());
+      CHECK(*pipeline_in_flight(s) == run.peak_in_flight);
+    }
+  }
+  CHECK_THROWS_WITH(pipeline_times(spec(4, 6, 2, 1, 2)), Catch::Contains("needs m divisible by PP"));
+}
+
+TEST_CASE("PipelineMemo: a pipeline simulated once, the same spec answered from the memo; another transfer time is another pipeline", "[pipeline]") {
+  PipelineMemo memo;
+  const PipelineSpec s = spec(4, 8, 2, 0.5, 1.0, 0.1);
+  const PipelineTimes first = memo.times(s), again = memo.times(s);
+  CHECK(first.step_s == again.step_s);
+  CHECK(first.step_s == simulate_pipeline(s).step_s);
+  CHECK(memo.simulated == 1);
+  CHECK(memo.reused == 1);
+  CHECK(memo.ops == 2.0 * 4 * 2 * 8);
+  memo.times(spec(4, 8, 2, 0.5, 1.0, 0.2));
+  CHECK(memo.simulated == 2);
+  memo.clear();
+  memo.times(s);
+  CHECK(memo.simulated == 3);  // forgotten, simulated again; the counts stay
+  CHECK_THROWS_WITH(memo.times(spec(4, 8, 2, std::nan(""), 1.0)), Catch::Contains("must be >= 0"));
+  // ZeRO 0, 1 and 2 run one pipeline: the step's model simulates it once for all three.
+  const Hardware hw = load_hardware("h100-nvlink");
+  StepConfig c;
+  c.layers = 8, c.pp = 4, c.vp = 2, c.microbatches = 8, c.dp = 2, c.dp_span = {2, 2};
+  LayerCost layer;
+  layer.forward_s = 1e-3, layer.backward_s = 2e-3, layer.params = 1e6, layer.p2p_bytes = 1e6;
+  PipelineMemo zeros;
+  double step0 = 0;
+  for (int zero = 0; zero <= 2; ++zero) {
+    c.zero = zero;
+    const StepCost memoized = model_step(c, layer, {}, hw, ModelOptions{}, &zeros), plain = model_step(c, layer, {}, hw, ModelOptions{});
+    CHECK(memoized.step_s == plain.step_s);
+    CHECK(memoized.pp_exposed_s == plain.pp_exposed_s);
+    if (zero == 0) step0 = memoized.pipeline_s;
+    CHECK(memoized.pipeline_s == step0);
+  }
+  CHECK(zeros.simulated == 2);  // the pipeline and the one with free links (pp_exposed_s)
+  CHECK(zeros.reused == 4);
 }

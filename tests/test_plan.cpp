@@ -82,15 +82,26 @@ TEST_CASE("the planner rejects the invalid with their rule and the oversized wit
   model::PlanOptions o;
   o.gpus = 8, o.modes = {Recompute::none};
   const model::Hardware roomy = ideal(1e14, 1e11, 1e10, 8);
-  // The progress the command prints while a long plan runs: once a dry run, counting up to the
-  // schedule shapes, never past them.
-  size_t calls = 0, last = 0, bound = 0;
-  o.progress = [&](size_t done, size_t shapes, double) { ++calls, last = done, bound = shapes; };
+  // The progress the command prints while a long plan runs: its phases in order, each counting
+  // up to its total, never past it; the dry runs' phase a schedule shape at a time.
+  struct Recorder : ProgressReport {
+    std::vector<std::pair<std::string, size_t>> phases;  // what, total
+    std::vector<size_t> done;
+    void phase(const std::string& what, size_t total, const std::string&, bool) override {
+      phases.push_back({what, total}), done.push_back(0);
+    }
+    void advance(size_t units) override { done.back() += units; }
+  } recorder;
+  o.progress = &recorder;
   model::PlanStats stats;
   const model::Plan plan = model::make_plan(c, o, {roomy}, &stats).front();
-  CHECK(calls == stats.dry_runs);
-  CHECK(last == stats.dry_runs);
-  CHECK(last <= bound);
+  REQUIRE(recorder.phases.size() == 3);
+  CHECK(recorder.phases[0].first == "checking every candidate against the rules");
+  CHECK(recorder.phases[0].second == stats.candidates);
+  CHECK(recorder.phases[1].first == "dry-running each schedule shape that fits and replaying it");
+  CHECK(recorder.phases[1].second >= stats.dry_runs);
+  CHECK(recorder.phases[2].first == "ranking the rows");
+  for (size_t i = 0; i < 3; ++i) CHECK(recorder.done[i] == recorder.phases[i].second);
   CHECK(stats.dry_runs > 1);
   for (const model::PlanRow& r : plan.rows) {
     INFO(r.candidate.name() << ": " << r.reason);

@@ -199,3 +199,56 @@ TEST_CASE("the step plan's bad input: one clear error each", "[plan][step]") {
   o.vp = 0, o.pp = 5, o.layers = 10;
   CHECK_THROWS_WITH(make_step_plan(tiny_layer(true), o, {hw}), "PP = 5 does not divide the 16 GPUs");
 }
+
+TEST_CASE("a step's rank order by its name: the four orders the plan prints, and model_step_of in each", "[plan][step]") {
+  for (RankOrder inner : {RankOrder::tp_cp, RankOrder::cp_tp})
+    for (OuterOrder outer : {OuterOrder::pp_dp, OuterOrder::dp_pp}) {
+      StepCandidate c;
+      c.layer.par.order = inner, c.order = outer;
+      CHECK(parse_order_name(c.order_name()) == std::make_pair(inner, outer));
+    }
+  CHECK(parse_order_name("tp-cp-dp-pp") == std::make_pair(RankOrder::tp_cp, OuterOrder::dp_pp));
+  CHECK_THROWS_WITH(parse_order_name("dp-pp"), Catch::Contains("unknown rank order 'dp-pp' of a whole step: tp-cp-pp-dp, tp-cp-dp-pp"));
+  CHECK_THROWS_AS(parse_order_name("tp-cp"), ConfigError);
+  // model_step_of models the order it is given: on nodes of 8, groups of 2 in 4 stages and 4
+  // replicas; dp-pp puts the replicas inside a node, pp-dp the stages (the plan's own rows).
+  const Hardware hw = load_hardware("h100-nvlink");
+  StepPlanOptions o;
+  o.gpus = 32, o.pp = 4, o.dp = 4, o.layers = 8, o.gbs = 16, o.zero = 1, o.modes = {Recompute::none}, o.exhaustive = true;
+  LayerConfig cfg = tiny_layer(true);
+  cfg.s = 2048, cfg.h = 1024, cfg.H = 8, cfg.Hkv = 8, cfg.f = 2048;
+  const std::vector<StepPlan> plans = make_step_plan(cfg, o, {hw}, nullptr);
+  for (const char* name : {"tp2 none pp4 dp4 zero1 pp-dp", "tp2 none pp4 dp4 zero1 dp-pp"}) {
+    const StepRow* planned = row_named(plans.front(), name);
+    REQUIRE(planned);
+    const ModeledStep alone = model_step_of(cfg, planned->candidate, o, hw);
+    CHECK(alone.row.candidate.name() == name);
+    CHECK(alone.row.cost.step_s == planned->cost.step_s);
+  }
+  // With PP or DP 1 both outer orders are one placement: dp-pp is modeled as pp-dp.
+  StepCandidate one = row_named(plans.front(), "tp2 none pp4 dp4 zero1 dp-pp")->candidate;
+  one.dp = 1, one.pp = 4;
+  o.gbs = 4;
+  const ModeledStep alone = model_step_of(cfg, one, o, hw);
+  CHECK(alone.row.candidate.order == OuterOrder::pp_dp);
+}
+
+TEST_CASE("the step plan simulates each distinct pipeline once: the memo's pipelines and reuses add up to its lookups", "[plan][step]") {
+  StepPlanOptions o;
+  o.gpus = 16, o.layers = 8, o.gbs = 16, o.vocab = 1000;
+  const Hardware hw = load_hardware("h100-nvlink");
+  LayerConfig cfg = tiny_layer(true);
+  cfg.s = 4096, cfg.h = 512, cfg.H = 8, cfg.Hkv = 8, cfg.f = 1024;
+  StepPlanStats st;
+  const std::vector<StepPlan> plans = make_step_plan(cfg, o, {hw}, &st);
+  size_t fitting = 0, ranked_with_transfers = 0;
+  for (const StepRow& r : plans.front().rows) {
+    fitting += r.status == PlanStatus::ranked || r.status == PlanStatus::bounded;
+    ranked_with_transfers += r.status == PlanStatus::ranked && r.candidate.pp > 1;
+  }
+  // A bound needs one pipeline, a verified row one more (and its free-links twin with PP > 1).
+  CHECK(st.pipelines + st.pipelines_reused >= fitting + ranked_with_transfers);
+  // ZeRO 0, 1 and 2 share a pipeline, so at least half the lookups are answered by the memo.
+  CHECK(st.pipelines_reused > st.pipelines);
+  CHECK(st.pipeline_ops > 0);
+}

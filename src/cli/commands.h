@@ -92,11 +92,18 @@ void add_software_flags(CLI::App& app, SoftwareFlags& f, bool step_and_fp8 = tru
 /// instead of a --strategy name.
 struct ParallelFlags {
   int tp = 0, cp = 0, cp_a2a = 0;  ///< 0: not given
+  /// --order: the group's tp-cp or cp-tp, or (a whole step's, `model --gbs`) with its outer
+  /// order, as the step plan spells it: tp-cp-pp-dp, cp-tp-dp-pp (model::parse_order_name).
   std::string cp_comm, order;
   bool given() const;  ///< any of them
+  /// The group's order of --order ("tp-cp" of "tp-cp-dp-pp"); "" when not given.
+  std::string group_order() const;
+  /// The outer order of a whole step's --order, pp-dp when --order names none.
+  model::OuterOrder outer_order() const;
 };
-/// Adds --tp, --cp, --cp-comm, --cp-a2a and --order (group "Parallel").
-void add_parallel_flags(CLI::App& app, ParallelFlags& p);
+/// Adds --tp, --cp, --cp-comm, --cp-a2a and --order (group "Parallel"); `step_orders`: --order
+/// also takes a whole step's four orders (model, with --gbs).
+void add_parallel_flags(CLI::App& app, ParallelFlags& p, bool step_orders = false);
 /// The configuration named `strategy`, or the one the flags give for P ranks (parallel/config.h;
 /// a degree left out takes the rest of P, and with no --cp-comm a C above 1 is the ring). Throws
 /// ConfigError when both or neither are given, or the flags contradict (a2a+p2p without
@@ -399,8 +406,10 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
 /// what model_trace throws.
 /// `schedule_cache`, when given, holds the dry run's schedule for these options across calls (a
 /// fit models one case many times): the first call records it there, the later ones skip the dry
-/// run (not with --from).
-void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace::TraceData>* schedule_cache = nullptr);
+/// run (not with --from). `progress`, when given, is told each phase (the dry run, the replay,
+/// the step).
+void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace::TraceData>* schedule_cache = nullptr,
+               ProgressReport* progress = nullptr);
 
 /// `ringside model`: adds the subcommand; returns it.
 CLI::App* add_model(CLI::App& app, ModelCommandOptions& o);
@@ -449,10 +458,23 @@ struct PlanCommandOptions {
   int mbs = 1, pp = 0, vp = 0, dp = 0, zero = -1;
   bool overlap_grad_reduce = true;
   bool exhaustive = false;  ///< model::StepPlanOptions::exhaustive
+  /// The flags given to plan that `ringside model` takes the same way, as given (the layer's,
+  /// --dtype, the software's), each a shell word: what its rows' model commands repeat.
+  std::vector<std::string> model_words;
 };
 
 /// The model options a plan models every candidate with: --dtype and the software flags.
 model::ModelOptions plan_modeling(const PlanCommandOptions& o);
+
+/// The `ringside model` command a plan's rows share on the profile given as `hw` (an item of
+/// --hw): the plan's model_words, --hw, and for a whole step --gbs, --batch (the microbatch),
+/// --layers where given and --no-overlap-grad-reduce where given. A row's model_flags complete it.
+std::string plan_model_command(const PlanCommandOptions& o, const std::string& hw);
+/// The flags that give `ringside model` a plan row's TP x CP group on its T C ranks: --tp, --cp,
+/// --cp-comm (--cp-a2a for the hybrid), --order `order` (the layer plan's tp-cp or cp-tp, a
+/// step's full order), --layout and --recompute; a step row adds --pp, --vp, --dp and --zero.
+std::string model_flags(const ParallelConfig& par, const std::string& order);
+std::string model_flags(const model::StepCandidate& c);
 
 /// `ringside plan --gbs ...`: the whole-step plan's tables, verdict and --json (plan_step.cpp).
 int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles);

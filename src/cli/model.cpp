@@ -9,6 +9,7 @@
 #include "cli/format.h"
 #include "core/error.h"
 #include "core/output.h"
+#include "core/progress.h"
 #include "model/bands.h"
 #include "model/flops.h"
 #include "model/model.h"
@@ -29,7 +30,7 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   m->get_option("--preset")->each([&o](const std::string& v) { o.preset = v; });
   m->add_option("--strategy", o.strategy, "one of: " + names + ", tp (TP without sequence parallelism), or a configuration such as tp8xring8 (or the degrees below)")
       ->check(non_empty("--strategy needs a name"));
-  add_parallel_flags(*m, o.parallel);
+  add_parallel_flags(*m, o.parallel, true);
   // The schedule grows as P^2 events (O(P) steps on each of P ranks): 256 ranks of the ring
   // are 4.0 million events, about 85 s and 3.4 GB here (model::schedule_bytes).
   m->add_option("--ranks", o.ranks, "number of ranks P (the dry run's threads), up to 256")->capture_default_str()->check(CLI::Range(1, 256));
@@ -163,7 +164,7 @@ model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, con
   model::StepCandidate c;
   c.layer.par = plan.par;
   c.layer.par.layout = plan.requested_layout();  // as the step's name shows it: zigzag, not auto
-  c.pp = o.pp, c.vp = o.vp, c.dp = o.dp, c.zero = o.zero;
+  c.pp = o.pp, c.vp = o.vp, c.dp = o.dp, c.zero = o.zero, c.order = o.parallel.outer_order();
   const int gpus = plan.par.tp * plan.par.cp * o.pp * o.dp;
   return model::model_step_of(o.cfg, c, step_options(o), model::memory_per_rank(hw, gpus)).row;
 }
@@ -187,6 +188,9 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
                      !o.software.grad_reduce.empty()))
     throw ConfigError("model: --pp, --vp, --dp, --zero, --layers, --vocab, --grad-reduce and --no-overlap-grad-reduce model a whole step: "
                       "give --gbs too");
+  if (o.gbs == 0 && o.parallel.order.size() > 5)
+    throw ConfigError("model: --order " + o.parallel.order + " also places a whole step's stages and replicas around the group: give --gbs "
+                      "too, or --order " + o.parallel.group_order() + " for the group alone");
   if (o.layer_overlap_grad_reduce && o.gbs > 0)
     throw ConfigError("model: --gbs overlaps the gradient reduction already (--no-overlap-grad-reduce exposes it); "
                       "--overlap-grad-reduce is the one layer's");
@@ -218,7 +222,9 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
   return hw;
 }
 
-void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace::TraceData>* schedule_cache) {
+void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace::TraceData>* schedule_cache, ProgressReport* progress) {
+  ProgressReport silent;
+  ProgressReport& report = progress ? *progress : silent;
   using clock = std::chrono::steady_clock;
   run.hw = check_model_command(o, &run.plan);  // before the dry run: a bad kernel or dtype costs nothing
   const model::ModelOptions mo = model_options(o);
@@ -238,9 +244,16 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
     // The dry run: the strategy's own code, with tensors that hold no memory and no math.
     RankOptions rank;
     rank.overlap_grad_reduce = o.layer_overlap_grad_reduce;  // the buckets, posted where their gradients are ready
+    report.phase(detail::concat("dry-running ", run.plan->name, " on ", o.ranks, " ranks (at most ",
+                                std::llround(model::schedule_events_bound(o.ranks, o.cfg, run.plan->requested_layout())),
+                                " events to record)"),
+                 1, "dry runs");
     schedule = model::dry_run(*run.plan, run.tracker, &run.results, rank);
+    report.advance();
   } else {
+    report.phase("reading the recorded trace " + o.from, 1, "traces");
     schedule = trace::read_trace(o.from);
+    report.advance();
     size_t recorded = 0;
     for (const trace::RankTrace& r : schedule.ranks) recorded += r.events.size();
     if (recorded == 0) throw ConfigError("--from " + o.from + ": the trace holds no events to model");
@@ -254,7 +267,7 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
   if (o.only == "attention") schedule = model::attention_only(std::move(schedule));
   run.dry_s = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();
-  run.modeled = model::model_trace(schedule, run.hw, mo);
+  run.modeled = model::model_trace(schedule, run.hw, mo, progress);
   run.model_s = std::chrono::duration<double>(clock::now() - t0).count();
   for (const trace::RankTrace& r : run.modeled.ranks) run.events += r.events.size();
   if (run.events == 0 && !o.from.empty())
@@ -264,9 +277,16 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
         return std::any_of(r.events.begin(), r.events.end(), [](const trace::Event& e) { return e.sublayer == "attention"; });
       }))
     throw ConfigError("--only attention: the schedule has no attention sublayer to model");
+  report.phase("measuring the modeled timeline (time, overlap, memory per rank)", 1, "timelines");
   run.metrics = trace::compute_metrics(run.modeled);
   run.reports = model::report_of(run.modeled, run.metrics);
-  if (o.gbs > 0) run.step = model_step(o, *run.plan, run.hw);
+  report.advance();
+  if (o.gbs > 0) {
+    report.phase("modeling the step around the group (its dry run without the gradient sync, its replay, the pipeline)", 1, "steps");
+    run.step = model_step(o, *run.plan, run.hw);
+    report.advance();
+  }
+  report.finish();
 }
 
 namespace {
@@ -392,7 +412,8 @@ int model_command(const ModelCommandOptions& o) {
   if (!o.trace.empty()) output::check(o.trace, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");
   ModelRun run;
-  run_model(o, run);
+  ProgressLine progress("model");  // on stderr, every 2 s
+  run_model(o, run, nullptr, &progress);
   const model::Hardware& hw = run.hw;
   const trace::TraceData& modeled = run.modeled;
   const std::optional<RunPlan>& st = run.plan;
@@ -445,7 +466,9 @@ int model_command(const ModelCommandOptions& o) {
     std::printf("\n  json: %s\n", o.json.c_str());
   }
   if (!o.trace.empty()) {
+    progress.phase("writing the modeled timeline to --trace", 1, "traces");
     trace::write_trace(o.trace, modeled);
+    progress.finish();
     std::printf("\n  trace: %s (modeled; ringside-viewer %s)\n", o.trace.c_str(), o.trace.c_str());
   }
   return 0;

@@ -208,7 +208,7 @@ void add_software_flags(CLI::App& app, SoftwareFlags& f, bool step_and_fp8) {
       ->group("Model");
 }
 
-void add_parallel_flags(CLI::App& app, ParallelFlags& p) {
+void add_parallel_flags(CLI::App& app, ParallelFlags& p, bool step_orders) {
   app.add_option("--tp", p.tp, "tensor-parallel degree T (Megatron TP with SP; left out: the rest of P)")
       ->check(integer_in(1, kMaxRanks))
       ->group("Parallel");
@@ -221,12 +221,27 @@ void add_parallel_flags(CLI::App& app, ParallelFlags& p) {
   app.add_option("--cp-a2a", p.cp_a2a, "a2a+p2p: the all-to-all degree U (U divides C; the ring spans C / U)")
       ->check(integer_in(1, kMaxRanks))
       ->group("Parallel");
-  app.add_option("--order", p.order, "rank order: tp-cp (TP innermost, Megatron's; the default) or cp-tp")
-      ->check(CLI::IsMember({"tp-cp", "cp-tp"}))
+  if (!step_orders) {
+    app.add_option("--order", p.order, "rank order: tp-cp (TP innermost, Megatron's; the default) or cp-tp")
+        ->check(CLI::IsMember({"tp-cp", "cp-tp"}))
+        ->group("Parallel");
+    return;
+  }
+  app.add_option("--order", p.order,
+                 "rank order, innermost first: tp-cp (TP innermost, Megatron's; the default) or cp-tp; with --gbs also where "
+                 "PP and DP go around the group, as plan --gbs prints it: tp-cp-pp-dp (Llama 3's, the default), tp-cp-dp-pp "
+                 "(Megatron's), cp-tp-pp-dp or cp-tp-dp-pp")
+      ->check(CLI::IsMember({"tp-cp", "cp-tp", "tp-cp-pp-dp", "tp-cp-dp-pp", "cp-tp-pp-dp", "cp-tp-dp-pp"}))
       ->group("Parallel");
 }
 
 bool ParallelFlags::given() const { return tp || cp || !cp_comm.empty() || cp_a2a || !order.empty(); }
+
+std::string ParallelFlags::group_order() const { return order.substr(0, 5); }
+
+model::OuterOrder ParallelFlags::outer_order() const {
+  return order.size() > 5 ? model::parse_order_name(order).second : model::OuterOrder::pp_dp;
+}
 
 ParallelConfig strategy_from(const std::string& strategy, const ParallelFlags& p, int P) {
   if (!strategy.empty() && p.given())
@@ -256,7 +271,7 @@ ParallelConfig strategy_from(const std::string& strategy, const ParallelFlags& p
     throw ConfigError(detail::concat("--cp-a2a ", p.cp_a2a, " must divide --cp ", p.cp,
                                      " (a2a+p2p runs the ring over C / U groups of U ranks)"));
   if (p.cp_a2a) par.cp_a2a = p.cp_a2a;
-  if (!p.order.empty()) par.order = parse_rank_order(p.order);
+  if (!p.order.empty()) par.order = parse_rank_order(p.group_order());
   return par;
 }
 

@@ -1,13 +1,17 @@
 // `ringside plan`: which parallel layout for this model, sequence length and cluster (model/plan.h).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <set>
 
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "core/error.h"
 #include "core/output.h"
+#include "core/progress.h"
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
 #include "model/plan.h"
@@ -21,6 +25,55 @@ model::ModelOptions plan_modeling(const PlanCommandOptions& o) {
   mo.dtype = o.dtype;
   o.software.apply(mo);
   return mo;
+}
+
+namespace {
+
+// `w` as one word of a POSIX shell command: as it is when it needs no quoting, else in single quotes.
+std::string shell_word(const std::string& w) {
+  const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || (c != '\0' && std::strchr("._:/,=+-@%", c) != nullptr);
+  });
+  if (plain) return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The plan's own flags, which its rows' model commands do not repeat: what the plan weighs or
+// prints, and the step's (the rows give them as model takes them).
+bool plan_only(const std::string& name) {
+  static const std::set<std::string> names{"--help", "--gpus", "--hw", "--recompute", "--layout", "--layers", "--top", "--trace",
+                                           "--json", "--gbs", "--mbs", "--pp", "--vp", "--dp", "--zero",
+                                           "--no-overlap-grad-reduce", "--exhaustive"};
+  return names.contains(name);
+}
+
+}  // namespace
+
+std::string plan_model_command(const PlanCommandOptions& o, const std::string& hw) {
+  std::string c = "ringside model";
+  for (const std::string& w : o.model_words)
+    if (o.gbs == 0 || !w.starts_with("--batch ")) c += " " + w;  // a step's batch is its microbatch, below
+  c += " --hw " + shell_word(hw);
+  if (o.gbs > 0) {
+    c += detail::concat(" --gbs ", o.gbs, " --batch ", o.mbs);
+    if (o.layers) c += detail::concat(" --layers ", o.layers);
+    if (!o.overlap_grad_reduce) c += " --no-overlap-grad-reduce";
+  }
+  return c;
+}
+
+std::string model_flags(const ParallelConfig& par, const std::string& order) {
+  std::string f = detail::concat("--tp ", par.tp, " --cp ", par.cp);
+  if (par.cp > 1) f += std::string(" --cp-comm ") + to_string(par.cp_comm);
+  if (par.cp_comm == CpComm::a2a_p2p) f += detail::concat(" --cp-a2a ", par.a2a_size());
+  return f + " --order " + order + " --layout " + to_string(par.layout) + " --recompute " + to_string(par.recompute) +
+         detail::concat(" --ranks ", par.tp * par.cp);
+}
+
+std::string model_flags(const model::StepCandidate& c) {
+  return model_flags(c.layer.par, c.order_name()) + detail::concat(" --pp ", c.pp, " --vp ", c.vp, " --dp ", c.dp, " --zero ", c.zero);
 }
 
 CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
@@ -72,6 +125,18 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
       "  ringside plan --preset llama3-70b --seq 1048576 --gpus 64 --hw h100-nvlink,h100-ib --trace out/plan.json\n"
       "  ringside plan --preset llama3-8b --seq 32768 --gpus 8 --recompute none --layers 1 --top 5\n"
       "  ringside plan --preset llama3-405b --seq 131072 --gpus 16384 --hw h100-nvlink --gbs 128");
+  // The flags its rows' model commands repeat, as given (a flag without a value as its name).
+  p->parse_complete_callback([&o, p] {
+    o.model_words.clear();
+    for (const CLI::Option* opt : p->get_options()) {
+      if (opt->count() == 0 || plan_only(opt->get_name())) continue;
+      if (opt->get_expected_max() == 0) {
+        o.model_words.push_back(opt->get_name());
+        continue;
+      }
+      for (const std::string& v : opt->results()) o.model_words.push_back(opt->get_name() + " " + shell_word(v));
+    }
+  });
   return p;
 }
 
@@ -91,7 +156,8 @@ nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int 
                       {"layout", to_string(c.par.layout)},
                       {"recompute", to_string(c.par.recompute)},
                       {"status", model::to_string(r.status)},
-                      {"reason", r.reason}};
+                      {"reason", r.reason},
+                      {"model_flags", model_flags(c.par, to_string(c.par.order))}};
   if (r.status == model::PlanStatus::ranked) {
     j["place"] = place;
     j["step_s"] = r.step_s, j["exposed_s"] = r.exposed_s;
@@ -105,7 +171,7 @@ nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int 
   return j;
 }
 
-void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers) {
+void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers, const std::string& hw_given) {
   const model::Hardware& hw = plan.hw;
   std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
   std::printf("  %.4g TFLOP/s %s per GPU, %s each; %d GPU%s per node, %.4g GB/s inside a node, %.4g GB/s across (modeled)\n",
@@ -132,6 +198,11 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
     const model::RunKind kind =
         model::run_kind(false, false, plan.rows.front().candidate.par, o.dtype, model::at_roofline(hw, mo));
     std::printf("  trust: for the winner's kind, %s\n", model::band_text(model::error_band(kind), kind).c_str());
+    const model::PlanCandidate& win = plan.rows.front().candidate;
+    std::printf("  #1 modeled alone (its layer's time, /layer/total_s in --json, x %d layer%s is its step; --json gives every\n"
+                "  row's flags):\n    %s %s\n",
+                layers, layers == 1 ? "" : "s", plan_model_command(o, hw_given).c_str(),
+                model_flags(win.par, to_string(win.par.order)).c_str());
   }
   std::printf("  step: L layers' forward + backward on the slowest GPU; exposed: communication no compute hides, mean per GPU;\n"
               "  peak memory: L layers on a GPU, one layer's working peak and L - 1 more layers' weights, gradients and\n"
@@ -223,12 +294,10 @@ int plan_command(const PlanCommandOptions& o) {
   po.modeling = modeling;
   if (o.recompute != "any") po.modes = {parse_recompute(o.recompute)};
   po.layout = o.choices.layout;
-  // A plan of more than a few seconds says how far it is, on stderr, every few seconds.
-  po.progress = [shown = 0.0](size_t done, size_t shapes, double seconds) mutable {
-    if (seconds < 3 || seconds - shown < 3) return;
-    shown = seconds;
-    std::fprintf(stderr, "  plan: %zu of at most %zu dry runs done, %.0f s\n", done, shapes, seconds);
-  };
+  // A plan of more than a few seconds says on stderr what it does, how far it is and about how
+  // long is left, every 2 s.
+  ProgressLine progress("plan");
+  po.progress = &progress;
   const ParallelConfig given = o.choices.applied_to({});
   resolve_one_rank(o.cfg);
   // The dry runs: each rank lists its tokens' global positions, and the schedule (model.h).
@@ -240,20 +309,23 @@ int plan_command(const PlanCommandOptions& o) {
   std::fflush(stdout);
   model::PlanStats stats;
   const std::vector<model::Plan> plans = model::make_plan(o.cfg, po, profiles, &stats);
+  progress.finish();
   std::printf("  %zu candidates (%zu invalid); %zu dry runs, each replayed for its orders and profiles (%zu replays reused one), "
               "%zu rejected by the memory formulas before any; %.1f s\n",
               stats.candidates, stats.invalid, stats.dry_runs, stats.reused, stats.memory_rejects, stats.seconds);
   std::printf("  modeled, not measured: L layers back to back; weights, gradients and activations in %s; no pipeline or data\n"
               "  parallelism, optimizer state or overlap between layers (docs/model.md)\n",
               o.dtype == "fp8" ? "bf16 (the GEMMs in FP8)" : o.dtype.c_str());
-  for (const model::Plan& plan : plans) print_plan(plan, o, po.layers);
+  for (size_t p = 0; p < plans.size(); ++p) print_plan(plans[p], o, po.layers, hw_names[p]);
 
   if (!o.trace.empty()) {
     trace::TraceData t;
+    progress.phase("dry-running the winners and runners-up for --trace", 2 * plans.size(), "timelines");
     for (const model::Plan& plan : plans) {
       if (plan.ranked() == 0) continue;
       const model::PlanRow* second = model::runner_up(plan);
       for (const model::PlanRow* row : {&plan.rows[0], second}) {
+        progress.advance();
         if (!row) continue;
         const std::string of = std::string(row == second ? "runner-up " : "winner ") + row->candidate.name();
         std::vector<trace::RankTrace> ranks = model::candidate_timeline(row->candidate, o.cfg, o.gpus, plan.hw, modeling, of);
@@ -265,6 +337,7 @@ int plan_command(const PlanCommandOptions& o) {
       }
     }
     trace::write_trace(o.trace, t);
+    progress.finish();
     std::printf("\n  trace: %s (each profile's winner and runner-up, modeled, one layer each; ringside-viewer %s)\n", o.trace.c_str(),
                 o.trace.c_str());
   }
@@ -276,8 +349,10 @@ int plan_command(const PlanCommandOptions& o) {
                          {"dtype", o.dtype}, {"recompute", o.recompute}, {"software", software_json(modeling)}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"dry_runs", stats.dry_runs},
                    {"reused", stats.reused}, {"memory_rejects", stats.memory_rejects}, {"seconds", stats.seconds}};
-    for (const model::Plan& plan : plans) {
-      nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict}, {"rows", nlohmann::json::array()}};
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const model::Plan& plan = plans[i];
+      nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict},
+                          {"model_command", plan_model_command(o, hw_names[i])}, {"rows", nlohmann::json::array()}};
       int place = 0;
       for (const model::PlanRow& r : plan.rows) p["rows"].push_back(row_json(r, plan.hw, ++place, modeling));
       js["plans"].push_back(p);
@@ -318,7 +393,10 @@ int bench_step_plan(const BenchPlanOptions& o) {
               (long long)cfg.s, gpus, o.plan.hw.front().c_str(), o.gbs, o.target_s);
   std::fflush(stdout);
   model::StepPlanStats st;
+  ProgressLine progress("bench plan");  // on stderr, every 2 s
+  so.progress = &progress;
   const std::vector<model::StepPlan> plans = model::make_step_plan(cfg, so, profiles, &st);
+  progress.finish();
   std::printf("  %zu configurations of %zu TP x CP groups: %zu invalid, %zu out of memory, %zu not dry-run (bound or estimate)\n",
               st.candidates, st.groups, st.invalid, st.memory_rejects, st.bounded);
   std::printf("  %zu dry runs of at most %d ranks each\n", st.dry_runs, so.max_group);
@@ -348,7 +426,10 @@ int bench_plan(const BenchPlanOptions& o) {
               o.plan.preset.c_str(), (long long)o.plan.cfg.s, po.gpus, o.plan.hw.front().c_str(), po.layers, o.target_s);
   std::fflush(stdout);
   model::PlanStats st;
+  ProgressLine progress("bench plan");  // on stderr, every 2 s
+  po.progress = &progress;
   const std::vector<model::Plan> plans = model::make_plan(o.plan.cfg, po, profiles, &st);
+  progress.finish();
   const double per_dry_run = st.dry_runs ? st.seconds / double(st.dry_runs) : 0;
   const size_t valid = st.candidates - st.invalid;
   std::printf("  %zu candidates, %zu valid; %zu rejected by the formulas before any dry run\n", st.candidates, valid, st.memory_rejects);

@@ -8,6 +8,7 @@
 #include "cli/format.h"
 #include "core/error.h"
 #include "core/output.h"
+#include "core/progress.h"
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
 #include "model/flops.h"
@@ -25,7 +26,7 @@ std::string gib(double bytes) {
 }
 
 
-void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
+void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, const std::string& hw_given) {
   const model::Hardware& hw = plan.hw;
   std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
   std::printf("  modeled at %s\n", model::rates_summary(hw, plan_modeling(o), "\n  ").c_str());
@@ -57,6 +58,8 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o) {
     std::printf("  trust: for the winner's kind, %s\n", (model::band_text(band, kind) +
                                              (band.found ? ": real GPUs would likely measure " + model::rate_range_text(w.tokens_per_s_per_gpu, band, "tokens/s per GPU")
                                                          : std::string())).c_str());
+    std::printf("  #1 modeled alone (--json gives every row's flags):\n    %s %s\n", plan_model_command(o, hw_given).c_str(),
+                model_flags(w.candidate).c_str());
   }
   std::printf("  tokens/s: per GPU; MFU: the model's FLOPs with the LM head over the %s peak, %s;\n"
               "  step: the pipeline (its bubble: idle time over the busiest stage's work), then the exposed DP collectives and Adam;\n"
@@ -104,6 +107,7 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
   if (c.pp > 0) {
     j["pp"] = c.pp, j["vp"] = c.vp, j["dp"] = c.dp, j["zero"] = c.zero, j["order"] = c.order_name();
     j["microbatches"] = c.microbatches;
+    j["model_flags"] = model_flags(c);
   }
   if (r.status == model::PlanStatus::ranked) {
     const model::StepCost& s = r.cost;
@@ -137,11 +141,9 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   so.modeling = plan_modeling(o);
   if (o.recompute != "any") so.modes = {parse_recompute(o.recompute)};
   so.layout = o.choices.layout;
-  so.progress = [shown = 0.0](size_t done, size_t shapes, double seconds) mutable {
-    if (seconds < 3 || seconds - shown < 3) return;
-    shown = seconds;
-    std::fprintf(stderr, "  plan: %zu dry run%s done (of at most %zu schedule shapes), %.0f s\n", done, done == 1 ? "" : "s", shapes, seconds);
-  };
+  // On stderr, every 2 s: the search's phase, how far it is and about how long is left.
+  ProgressLine progress("plan");
+  so.progress = &progress;
   if (o.cfg.b != 1)
     throw ConfigError(detail::concat("plan: with --gbs the microbatch is --mbs (MBS = ", o.mbs, "); --batch is the layer plan's b"));
   LayerConfig cfg = o.cfg;
@@ -158,20 +160,24 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   std::fflush(stdout);
   model::StepPlanStats stats;
   const std::vector<model::StepPlan> plans = model::make_step_plan(cfg, so, profiles, &stats);
+  progress.finish();
   std::printf("  %zu configurations (%zu invalid, %zu out of memory, %zu not dry-run: their bound or estimate lost); %zu TP x CP\n"
               "  groups of at most %d GPUs, %zu dry runs; %.1f s\n",
               stats.candidates, stats.invalid, stats.memory_rejects, stats.bounded, stats.groups, so.max_group, stats.dry_runs,
               stats.seconds);
   std::printf("  modeled, not measured: the pipeline simulated around one TP x CP group's replay; DP and ZeRO in closed form\n"
               "  (docs/model.md, \"The whole step\"); how far published steps of the winner's kind were off: its trust line\n");
-  for (const model::StepPlan& plan : plans) print_step_plan(plan, o);
+  const std::vector<std::string> hw_given = profile_list(o.hw);
+  for (size_t p = 0; p < plans.size(); ++p) print_step_plan(plans[p], o, hw_given[p]);
   if (!o.trace.empty()) {
     // The first profile's winner and runner-up, one row per pipeline stage each.
     const model::StepPlan& plan = plans.front();
     trace::TraceData t;
     const model::StepRow* second = model::step_runner_up(plan);
     if (second && second->status != model::PlanStatus::ranked) second = nullptr;
+    progress.phase("dry-running the winner and the runner-up for --trace", 2, "steps");
     for (const model::StepRow* row : {&plan.rows.front(), second}) {
+      progress.advance();
       if (!row || row->status != model::PlanStatus::ranked) continue;
       const std::string label = std::string(row == second ? "runner-up " : "winner ") + row->candidate.name();
       trace::TraceData one = model::step_timeline(model::model_step_of(cfg, row->candidate, so, plan.hw), plan.hw, so.modeling, label);
@@ -179,6 +185,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
       for (trace::RankTrace& r : one.ranks) t.ranks.push_back(std::move(r));
     }
     trace::write_trace(o.trace, t);
+    progress.finish();
     std::printf("\n  trace: %s (%s on %s%s, modeled: one row per pipeline stage; ringside-viewer %s)\n", o.trace.c_str(),
                 second ? "the winner's and the runner-up's steps" : "the winner's step; there is no runner-up",
                 plan.hw.name.c_str(), plans.size() > 1 ? " (the first --hw profile: the trace shows one)" : "", o.trace.c_str());
@@ -190,14 +197,24 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
                          {"mfu_counts", "the model's FLOPs with the LM head over the " + o.dtype + " peak, " + model::attention_count_text(cfg)}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"memory_rejects", stats.memory_rejects},
                    {"bounded", stats.bounded}, {"groups", stats.groups}, {"dry_runs", stats.dry_runs},
-                   {"seconds", stats.seconds}};
-    for (const model::StepPlan& plan : plans) {
-      nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict}, {"rows", nlohmann::json::array()}};
+                   {"pipelines", stats.pipelines}, {"pipelines_reused", stats.pipelines_reused},
+                   {"pipeline_ops", stats.pipeline_ops}, {"seconds", stats.seconds}};
+    size_t rows = 0;
+    for (const model::StepPlan& plan : plans) rows += plan.rows.size();
+    progress.phase("writing every row to --json", rows, "rows");
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const model::StepPlan& plan = plans[i];
+      nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict},
+                          {"model_command", plan_model_command(o, hw_given[i])}, {"rows", nlohmann::json::array()}};
       int place = 0;
-      for (const model::StepRow& r : plan.rows) p["rows"].push_back(step_row_json(r, plan.hw, ++place, so.modeling));
+      for (const model::StepRow& r : plan.rows) {
+        p["rows"].push_back(step_row_json(r, plan.hw, ++place, so.modeling));
+        progress.advance();
+      }
       js["plans"].push_back(p);
     }
     output::write(o.json, js.dump() + "\n", "--json");  // compact: a 16,384-GPU plan has about 150,000 rows
+    progress.finish();
   }
   return 0;
 }

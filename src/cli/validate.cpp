@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/json_input.h"
 #include "core/output.h"
+#include "core/progress.h"
 #include "core/strict_flags.h"
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
@@ -181,13 +182,14 @@ struct FitResult {
 // each by golden-section search of log(value) over its range, minimising the sum of squared log
 // errors of the cases that inform it, the others at their values so far (from their priors),
 // in three rounds. A parameter no case informs takes its prior.
-FitResult fit_parameters(std::vector<Case>& cases, const std::string& left_out) {
+FitResult fit_parameters(std::vector<Case>& cases, const std::string& left_out, ProgressReport& progress) {
   FitResult fit;
   // From the priors, so that the fit does not depend on the values the files hold now.
   for (const model::FittedParameter& p : model::fitted_parameters()) fit.values[p.name] = p.prior;
   // Three rounds: a parameter moves the cases that inform another (a clock under the occupancy's).
   for (int round = 0; round < 3; ++round)
     for (const model::FittedParameter& p : model::fitted_parameters()) {
+      progress.advance();
       std::vector<Case*> informing;
       for (Case& k : cases)
         if (k.c.fit && k.c.source_id != left_out && std::count(k.c.informs.begin(), k.c.informs.end(), p.name))
@@ -328,8 +330,15 @@ int validate_command(const ValidateOptions& o) {
 
   // A case's dry run, recorded once: the fits model it again and again.
   const model::ScheduleCacheScope cache;
+  ProgressLine progress("validate");  // on stderr, every 2 s
+  progress.phase("modeling each case", cases.size(), "cases");
   std::vector<model::ValidationRow> rows;
-  for (Case& k : cases) rows.push_back({k.c, model_value(k)});
+  for (Case& k : cases) {
+    rows.push_back({k.c, model_value(k)});
+    progress.advance();
+  }
+  progress.finish();
+  const size_t searches = 3 * model::fitted_parameters().size();  // fit_parameters' rounds
 
   size_t fit_n = 0, held_n = 0, ref_n = 0;
   std::vector<double> fit_errors, held_errors;
@@ -465,7 +474,9 @@ int validate_command(const ValidateOptions& o) {
   if (o.refit) {
     Table r;
     r.add("\n  refit on the fit set (golden-section search of each parameter's log over its range):\n");
-    const FitResult fit = fit_parameters(cases, "");
+    progress.phase("refitting every parameter on the fit set (3 rounds of a golden-section search each)", searches, "searches");
+    const FitResult fit = fit_parameters(cases, "", progress);
+    progress.finish();
     out["refit"] = nlohmann::json::array();
     for (const model::FittedParameter& p : model::fitted_parameters()) {
       const double stored = model::fitted_value(p), refit = fit.values.at(p.name);
@@ -492,12 +503,15 @@ int validate_command(const ValidateOptions& o) {
     l.add("  %-32s %-26s %9s %9s\n", "case", "source", "all fit", "left out");
     std::vector<double> errors;
     out["leave_out"] = nlohmann::json::array();
+    progress.phase("leaving out each source (refitting without its cases, then predicting them)", left.size() * searches,
+                   "searches");
     for (const std::string& source : left) {
       bool informs = false;
       for (const Case& k : cases) informs |= k.c.fit && k.c.source_id == source;
       // Only a source whose cases informed a parameter moves any: refit without it.
       std::optional<model::ScopedParameterValues> set;
-      if (informs) set.emplace(fit_parameters(cases, source).values);
+      if (informs) set.emplace(fit_parameters(cases, source, progress).values);
+      else progress.advance(searches);
       for (size_t i = 0; i < cases.size(); ++i) {
         if (cases[i].c.source_id != source || !cases[i].c.counted) continue;
         const double e = error_of(cases[i], informs ? model_value(cases[i]) : rows[i].modeled);
@@ -506,6 +520,7 @@ int validate_command(const ValidateOptions& o) {
         out["leave_out"].push_back({{"name", cases[i].c.name}, {"source", source}, {"error", e}});
       }
     }
+    progress.finish();
     const model::ErrorSummary s = model::summarize(errors);
     l.add("  left out: %zu cases, %s (target: median <= 12%%)\n", s.cases, summary_text(s).c_str());
     out["leave_out_summary"] = summary_json(s);

@@ -67,19 +67,30 @@ class Replay {
     for (size_t i = 0; i < procs_.size(); ++i) build(i);
   }
 
-  void run() {
+  // `report`, when given, counts the points (an event's start or end, a post) as they are replayed.
+  void run(ProgressReport* report) {
+    size_t reported = 0;
     for (;;) {
       bool progress = false, done = true;
+      size_t passed = 0;
       for (size_t i = 0; i < ranks_.size(); ++i) {
         progress |= advance(i, false);
         progress |= advance(i, true);
         done &= ranks_[i].next == ranks_[i].points.size() && ranks_[i].side_next == ranks_[i].side.size();
+        passed += ranks_[i].next + ranks_[i].side_next;
       }
+      if (report) report->advance(passed - reported), reported = passed;
       progress |= resolve();
       if (done) break;
       if (!progress) stuck();
     }
     finish();
+  }
+
+  size_t points() const {
+    size_t n = 0;
+    for (const RankState& s : ranks_) n += s.points.size() + s.side.size();
+    return n;
   }
 
  private:
@@ -337,13 +348,16 @@ bool selective_recompute(const trace::TraceData& schedule) {
 
 }  // namespace
 
-trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o) {
+trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o, ProgressReport* progress) {
   check_model_options(hw, o);
   // A modeled trace's times and bytes are the model's already: model the recorded one.
   if (schedule.run.modeled)
     throw ConfigError("this trace is already modeled (otherData.modeled): model the trace the run recorded, or a dry run");
   // Traces record fp32 runs (otherData.dtype); bf16 halves every byte.
   const double recorded = schedule.run.dtype == "float64" ? 8 : 4, modeled = element_bytes(o.dtype);
+  if (progress)
+    progress->phase("preparing the replay on " + hw.name + " (the schedule copied, the software's passes, each rank's program)",
+                    schedule.ranks.size(), "ranks");
   trace::TraceData out = schedule;
   out.flows.clear();
   // A measured trace with its modeled twins: model what was recorded, not the twins.
@@ -356,8 +370,18 @@ trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& h
   if (tp_comm_overlap_of(o)) overlap_tp_comm(out, o.stack.tp_overlap_sms);
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t p = 0; p < out.ranks.size(); ++p) groups[out.ranks[p].strategy].push_back(p);
-  for (auto& [strategy, procs] : groups)
-    Replay(out, procs, hw, modeled / recorded, o).run();
+  std::vector<Replay> replays;
+  replays.reserve(groups.size());  // built in place, never moved
+  for (auto& [strategy, procs] : groups) {
+    replays.emplace_back(out, procs, hw, modeled / recorded, o);
+    if (progress) progress->advance(procs.size());
+  }
+  if (progress) {
+    size_t points = 0;
+    for (const Replay& r : replays) points += r.points();
+    progress->phase("replaying the schedule on " + hw.name, points, "event starts and ends");
+  }
+  for (Replay& r : replays) r.run(progress);
   out.run.modeled = true;
   out.run.hardware = hw.to_json();
   out.run.model_dtype = o.dtype;

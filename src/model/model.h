@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/progress.h"
 #include "model/efficiency.h"
 #include "model/stack.h"
 #include "run/runner.h"
@@ -229,8 +230,11 @@ double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const 
 /// scaled and moved to their modeled times, and otherData {..., modeled: true, hardware,
 /// model_dtype}. Throws ringside::Error for a trace without program order (recorded before
 /// ringside 0.7 or by another tool) or a schedule that cannot finish (a wait whose transfer is
-/// never posted), naming the rank and the transfer.
-trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o = {});
+/// never posted), naming the rank and the transfer. With `progress`, reports its two phases
+/// (core/progress.h): "preparing the replay on <hw>", counted in ranks, and "replaying the
+/// schedule on <hw>", in its events' starts and ends.
+trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& hw, const ModelOptions& o = {},
+                             ProgressReport* progress = nullptr);
 
 /// The label of `strategy`'s modeled twin on the profile `hw_name`: "ring (modeled, a100-nvlink)".
 std::string modeled_label(const std::string& strategy, const std::string& hw_name);

@@ -10,7 +10,9 @@
 // a rank's chunks are PP virtual stages apart, so a microbatch goes round the ranks VP times.
 #pragma once
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 namespace ringside::model {
@@ -61,13 +63,44 @@ struct PipelineRun {
 /// its k-th backward the same microbatch's chunk VP - 1 - (k mod PP VP) / PP. Times are zero.
 std::vector<PipelineOp> pipeline_order(const PipelineSpec& spec, int rank);
 
-/// Every rank's pipeline_order, computed once per (PP, VP, m) and kept for the next call
+/// Per rank, the most microbatch-chunks whose forward has run and whose backward has not, from
+/// the orders alone (PipelineRun::peak_in_flight, which timing does not change). Each (PP, VP,
+/// m) is put in order once and kept for the next call, its ops as the simulation runs them
 /// (thread-safe; the memo is bounded, and what it returns stays valid while held).
-std::shared_ptr<const std::vector<std::vector<PipelineOp>>> pipeline_orders(const PipelineSpec& spec);
+std::shared_ptr<const std::vector<int>> pipeline_in_flight(const PipelineSpec& spec);
 
 /// Runs the schedule. Throws ConfigError for PP, VP or m below 1, VP > 1 with PP = 1 (nothing to
 /// interleave), an interleaved m that PP does not divide (Megatron's rule), a negative time, or
 /// per-stage times that are not PP VP long.
 PipelineRun simulate_pipeline(const PipelineSpec& spec);
+
+/// What a step needs of the simulated pipeline: PipelineRun's step_s and ideal_s.
+struct PipelineTimes {
+  double step_s = 0, ideal_s = 0;
+  double bubble_fraction() const { return (step_s - ideal_s) / ideal_s; }  ///< as PipelineRun's
+};
+
+/// simulate_pipeline's step_s and ideal_s, bit for bit (the same ops in the same order), without
+/// keeping the ops: the planner simulates some hundred thousand pipelines of up to a million
+/// ops. Throws as simulate_pipeline does.
+PipelineTimes pipeline_times(const PipelineSpec& spec);
+
+/// Pipelines already simulated, by their spec: a caller that models many steps whose pipelines
+/// repeat (the planner, where ZeRO 0, 1 and 2 run the same pipeline, and so do recompute none and
+/// selective under a lower bound) simulates each once. Exact: the key is the whole spec.
+class PipelineMemo {
+ public:
+  /// pipeline_times(spec), simulated the first time this memo sees the spec.
+  PipelineTimes times(const PipelineSpec& spec);
+  size_t simulated = 0;  ///< pipelines simulated
+  size_t reused = 0;     ///< answered from the memo
+  double ops = 0;        ///< ops simulated, 2 PP VP m a pipeline
+  /// Forgets the pipelines (the counts stay).
+  void clear() { kept_.clear(); }
+
+ private:
+  using Key = std::tuple<int, int, int, double, double, double, std::vector<double>, std::vector<double>>;
+  std::map<Key, PipelineTimes> kept_;
+};
 
 }  // namespace ringside::model

@@ -451,6 +451,8 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
   if (o.modes.empty()) throw ConfigError("plan: give at least one recompute mode");
   const int P = o.gpus;
   const std::vector<PlanCandidate> candidates = plan_candidates(cfg, o.layout, P, o.modes);
+  ProgressReport silent;
+  ProgressReport& progress = o.progress ? *o.progress : silent;
   PlanStats st;
   st.candidates = candidates.size();
 
@@ -458,7 +460,9 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
   std::vector<std::vector<PlanRow>> rows(profiles.size(), std::vector<PlanRow>(candidates.size()));
   std::vector<std::optional<RunPlan>> valid(candidates.size());  // resolved once, or refused
   std::vector<std::string> rules;
+  progress.phase("checking every candidate against the rules", candidates.size(), "candidates");
   for (size_t i = 0; i < candidates.size(); ++i) {
+    progress.advance();
     std::string why;
     try {
       valid[i] = resolve(candidates[i].par, cfg, P);
@@ -484,7 +488,9 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
     if (fresh) shape_order.push_back(it->first);
     it->second.push_back(i);
   }
+  progress.phase("dry-running each schedule shape that fits and replaying it", shape_order.size(), "schedule shapes");
   for (const ShapeKey& key : shape_order) {
+    progress.advance();
     const std::vector<size_t>& members = shapes[key];
     bool needed = false;
     for (size_t i : members) {
@@ -504,8 +510,6 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
     if (!needed) continue;
     const RecordedSchedule rec = record_schedule(*valid[members.front()]);
     ++st.dry_runs;
-    if (o.progress)
-      o.progress(st.dry_runs, shape_order.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     size_t replays = 0;
     for (size_t p = 0; p < profiles.size(); ++p)
       for (size_t i : members)
@@ -514,7 +518,9 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
   }
 
   std::vector<Plan> plans;
+  progress.phase("ranking the rows", profiles.size(), "profiles");
   for (size_t p = 0; p < profiles.size(); ++p) {
+    progress.advance();
     Plan plan;
     plan.hw = profiles[p];
     plan.rows = std::move(rows[p]);

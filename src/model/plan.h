@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "model/model.h"
 #include "trace/metrics.h"
 
@@ -46,10 +47,9 @@ struct PlanOptions {
   /// node_of is the planner's own, from each candidate's placement).
   ModelOptions modeling;
   Layout layout = Layout::automatic;  ///< --layout: automatic weighs every layout that differs
-  /// Called after each dry run with the schedules recorded so far, those to record in all (an
-  /// upper bound: shapes whose every candidate fails the memory formulas are skipped) and the
-  /// seconds since the plan began: what the command shows while a long plan runs.
-  std::function<void(size_t done, size_t shapes, double seconds)> progress;
+  /// Told each phase (the rules, the dry runs, the ranking) and its work as it goes
+  /// (core/progress.h): what the command shows while a long plan runs. Null: nobody.
+  ProgressReport* progress = nullptr;
 };
 
 /// ranked: modeled and fits; invalid: breaks a rule; out_of_memory: does not fit; bounded (the

@@ -63,14 +63,8 @@ StepCost step_memory(const StepConfig& c, const LayerCost& layer, const EndsCost
   check(c, layers);
   PipelineSpec p;
   p.pp = c.pp, p.vp = c.vp, p.microbatches = c.microbatches;
-  std::vector<int> in_flight;
-  for (const std::vector<PipelineOp>& order : *pipeline_orders(p)) {
-    int held = 0, peak = 0;
-    for (const PipelineOp& op : order) peak = std::max(peak, held += op.forward ? 1 : -1);
-    in_flight.push_back(peak);
-  }
   StepCost cost;
-  fill_memory(c, layers, layer, ends, in_flight, cost);
+  fill_memory(c, layers, layer, ends, *pipeline_in_flight(p), cost);
   return cost;
 }
 
@@ -164,17 +158,18 @@ PipelineSpec pipeline_spec(const StepConfig& c, const LayerCost& layer, const En
 }
 
 StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost& ends, const Hardware& hw,
-                    const ModelOptions& o) {
+                    const ModelOptions& o, PipelineMemo* memo) {
   const std::vector<int> layers = stage_layers(c.layers, c.pp);
   const PipelineSpec p = pipeline_spec(c, layer, ends, hw, o);  // checks c
-  const PipelineRun run = simulate_pipeline(p);
+  auto simulated = [memo](const PipelineSpec& spec) { return memo ? memo->times(spec) : pipeline_times(spec); };
+  const PipelineTimes run = simulated(p);
   StepCost cost;
   cost.pipeline_s = run.step_s;
   cost.bubble_fraction = run.bubble_fraction();
   if (p.p2p_s > 0 && !c.least_exposure) {  // a bound needs no breakdown
     PipelineSpec free_links = p;
     free_links.p2p_s = 0;
-    cost.pp_exposed_s = run.step_s - simulate_pipeline(free_links).step_s;
+    cost.pp_exposed_s = run.step_s - simulated(free_links).step_s;
   }
   cost.tp_exposed_s = double(c.microbatches) * layers[0] * layer.tp_exposed_s;
   cost.cp_exposed_s = double(c.microbatches) * layers[0] * layer.cp_exposed_s;
@@ -185,7 +180,7 @@ StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost&
     const double params = stage_params(layers, r, layer, ends);
     if (params > most_params) most_params = params, busiest_backward = layers[size_t(r)] * layer.backward_s;
   }
-  fill_memory(c, layers, layer, ends, run.peak_in_flight, cost);
+  fill_memory(c, layers, layer, ends, *pipeline_in_flight(p), cost);
   // The gradients (bf16, or fp32 where the stack reduces them so): all-reduced (ZeRO 0) or reduce-scattered to their shard's
   // owner; ZeRO 1 and 2 then all-gather the updated weights, before the next step's forward.
   const double grads = (c.grad_reduce_bytes > 0 ? c.grad_reduce_bytes : c.weight_bytes) * most_params;

@@ -134,8 +134,9 @@ StepCost step_memory(const StepConfig& c, const LayerCost& layer, const EndsCost
 
 /// The step's cost. Throws ConfigError where the pipeline does (model/pipeline.h), for stages
 /// stage_layers refuses, VP not dividing a full stage's layers, a ZeRO stage outside 0..3, DP or
-/// buckets < 1, or a DP span of another size.
+/// buckets < 1, or a DP span of another size. With `memo`, a pipeline it has simulated already is
+/// not simulated again (the same cost, bit for bit).
 StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost& ends, const Hardware& hw,
-                    const ModelOptions& o);
+                    const ModelOptions& o, PipelineMemo* memo = nullptr);
 
 }  // namespace ringside::model

@@ -226,7 +226,8 @@ std::string binding_reason(const StepCost& s, const Hardware& hw) {
 }
 
 
-std::vector<StepRow> Evaluator::rows(const Group& g, size_t profile, const LayerCost& layer, const std::string* layer_reason) const {
+std::vector<StepRow> Evaluator::rows(const Group& g, size_t profile, const LayerCost& layer, const std::string* layer_reason,
+                                     PipelineMemo& memo) const {
   const Hardware& hw = profiles[profile];
   const ModelOptions& mo = o.modeling;
   const bool exact = layer_reason != nullptr;
@@ -255,7 +256,7 @@ std::vector<StepRow> Evaluator::rows(const Group& g, size_t profile, const Layer
       out.push_back(std::move(r));
       continue;
     }
-    r.cost = model_step(sc, layer, *ends, hw, mo);
+    r.cost = model_step(sc, layer, *ends, hw, mo, &memo);
     r.status = exact ? PlanStatus::ranked : PlanStatus::bounded;
     r.tokens_per_s_per_gpu = tokens / r.cost.step_s / o.gpus;
     r.mfu = mfu(r.tokens_per_s_per_gpu, flops_per_token, peak);

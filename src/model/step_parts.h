@@ -94,8 +94,10 @@ struct Evaluator {
 
   /// With `layer_reason` null, by the layer's lower bound: memory by the formulas, status
   /// bounded where it fits (else out_of_memory). Otherwise by its replay: ranked or
-  /// out_of_memory. A configuration whose groups straddle nodes is invalid.
-  std::vector<StepRow> rows(const Group& g, size_t profile, const LayerCost& layer, const std::string* layer_reason) const;
+  /// out_of_memory. A configuration whose groups straddle nodes is invalid. `memo` keeps the
+  /// pipelines simulated, for this call's other rows and the caller's next calls.
+  std::vector<StepRow> rows(const Group& g, size_t profile, const LayerCost& layer, const std::string* layer_reason,
+                            PipelineMemo& memo) const;
   StepConfig step_config(const Group& g, const Outer& outer, const Spans& spans) const;
   EndsCost ends_of(const Group& g, const Hardware& hw, const GroupSpan& tp_span) const;
 

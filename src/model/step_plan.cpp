@@ -61,6 +61,17 @@ std::string StepCandidate::order_name() const {
   return inner + (order == OuterOrder::pp_dp ? "-pp-dp" : "-dp-pp");
 }
 
+std::pair<RankOrder, OuterOrder> parse_order_name(const std::string& name) {
+  for (RankOrder inner : {RankOrder::tp_cp, RankOrder::cp_tp})
+    for (OuterOrder outer : {OuterOrder::pp_dp, OuterOrder::dp_pp}) {
+      StepCandidate c;
+      c.layer.par.order = inner, c.order = outer;
+      if (c.order_name() == name) return {inner, outer};
+    }
+  throw ConfigError("unknown rank order '" + detail::shown_input(name) +
+                    "' of a whole step: tp-cp-pp-dp, tp-cp-dp-pp, cp-tp-pp-dp or cp-tp-dp-pp (innermost first)");
+}
+
 std::string StepCandidate::name() const {
   // The group's degrees in full (ring8, not ring: the group is not all P GPUs), then its layout
   // where layouts differ and its recompute mode, as the layer plan names them.
@@ -162,9 +173,12 @@ ModeledStep model_step_of(const LayerConfig& cfg, const StepCandidate& c, const 
   g.layer = c.layer, g.G = G;
   g.plan = resolve(c.layer.par, cfg, G);
   g.floor = formula_layer(*g.plan, o.modeling.dtype);
+  // The outer order places PP and DP only when both are above 1; otherwise both orders are one
+  // placement, pp-dp's.
+  const OuterOrder order = c.pp > 1 && c.dp > 1 ? c.order : OuterOrder::pp_dp;
   std::vector<Outer> outer;
   for (const Outer& out : outer_configs(c.pp * c.dp, o.layers, o, true))
-    if (out.order == c.order) outer.push_back(out);
+    if (out.order == order) outer.push_back(out);
   if (outer.size() != 1)
     throw ConfigError(detail::concat("model: PP = ", c.pp, ", VP = ", c.vp, " and DP = ", c.dp, " with GBS = ", o.gbs,
                                      " sequences do not make one pipeline of whole microbatches (m = GBS / (DP MBS))"));
@@ -173,8 +187,9 @@ ModeledStep model_step_of(const LayerConfig& cfg, const StepCandidate& c, const 
   const Replayed replayed = replay_layer(*rec, g.layer, hw, o.modeling);
   const std::vector<Hardware> profiles{hw};
   const Evaluator eval{cfg, o, profiles};
+  PipelineMemo memo;
   ModeledStep m;
-  m.row = eval.rows(g, 0, replayed.layer, &replayed.reason).front();
+  m.row = eval.rows(g, 0, replayed.layer, &replayed.reason, memo).front();
   if (m.row.status == PlanStatus::invalid) throw ConfigError("model: " + m.row.reason);
   const std::optional<Spans> spans = spans_of(m.row.candidate, hw.gpus_per_node);
   m.layer = replayed.layer;
@@ -199,6 +214,7 @@ class StepSearch {
     bound_all();
     for (Recompute level : {Recompute::none, Recompute::selective, Recompute::full}) search(level);
     st.dry_runs = dry_runs_;
+    st.pipelines = pipelines_.simulated, st.pipelines_reused = pipelines_.reused, st.pipeline_ops = pipelines_.ops;
     return assemble(st);
   }
 
@@ -210,8 +226,12 @@ class StepSearch {
     const int P = o_.gpus;
     int node = 1;
     for (const Hardware& hw : profiles_) node = std::max(node, hw.gpus_per_node);
-    for (int G = 1; G <= std::min(P, o_.max_group); ++G) {
-      if (P % G != 0) continue;
+    std::vector<int> sizes;
+    for (int G = 1; G <= std::min(P, o_.max_group); ++G)
+      if (P % G == 0) sizes.push_back(G);
+    progress_.phase("resolving the TP x CP groups of each size", sizes.size(), "group sizes");
+    for (int G : sizes) {
+      progress_.advance();
       std::vector<Outer> around = outer_configs(P / G, o_.layers, o_, G < node);
       if (around.empty()) continue;
       const std::vector<Outer>* kept = &(outers_[G] = std::move(around));
@@ -237,18 +257,32 @@ class StepSearch {
 
   // Each valid group's rows on each profile by its lower bound: memory by the formulas, time by
   // compute alone at the best rates (every configuration's own time is at least that).
+  //
+  // The groups of one G, T, CP kind and U (their layouts, orders and recompute modes, next to
+  // each other in groups_) share many pipelines: ZeRO 0, 1 and 2 run the same one, and so do
+  // recompute none and selective under a bound (the same compute) and both rank orders where
+  // the transfers between stages cross the same links. Each is simulated once (a memo the
+  // next such cluster of groups starts afresh).
   void bound_all() {
     rows_.assign(groups_.size(), std::vector<std::vector<StepRow>>(profiles_.size()));
     std::map<std::tuple<int, int, int, int, int>, double> attention;  // by T, C, cp_comm, U, layout
+    progress_.phase("bounding every configuration (memory by the formulas, time by compute alone)", groups_.size(),
+                    "TP x CP groups");
+    std::tuple<int, int, int, int> cluster{0, 0, 0, 0};  // G, T, cp_comm, U
     for (size_t i = 0; i < groups_.size(); ++i) {
+      progress_.advance();
       if (!groups_[i].plan) continue;
       siblings_[sibling_key(i)].push_back(i);
       const ParallelConfig& par = groups_[i].layer.par;
+      if (const std::tuple<int, int, int, int> now{groups_[i].G, par.tp, int(par.cp_comm), par.a2a_size()}; now != cluster)
+        cluster = now, pipelines_.clear();
       const auto key = std::make_tuple(par.tp, par.cp, int(par.cp_comm), par.a2a_size(), int(par.layout));
       if (!attention.count(key)) attention[key] = max_attention_flops(*groups_[i].plan);
       for (size_t p = 0; p < profiles_.size(); ++p)
-        rows_[i][p] = eval_.rows(groups_[i], p, bound_layer(*groups_[i].plan, profiles_[p], o_.modeling, attention[key]), nullptr);
+        rows_[i][p] =
+            eval_.rows(groups_[i], p, bound_layer(*groups_[i].plan, profiles_[p], o_.modeling, attention[key]), nullptr, pipelines_);
     }
+    pipelines_.clear();
   }
 
   // One recompute level. Families are the shapes of one T and C (the same TP part and tokens a
@@ -265,7 +299,9 @@ class StepSearch {
       set_bound(i);
       shapes[{par.tp, par.cp, int(par.cp_comm), par.a2a_size(), int(par.layout)}].push_back(i);
     }
-    shapes_left_ = shapes.size();
+    if (shapes.empty()) return;  // a recompute mode not weighed
+    progress_.phase(detail::concat("dry-running the schedule shapes that could still win, recompute ", to_string(level)),
+                    shapes.size(), "dry runs", true);
     std::map<std::pair<int, int>, std::vector<const Shape*>> families;  // T, C
     for (const auto& [key, members] : shapes) families[{std::get<0>(key), std::get<1>(key)}].push_back(&members);
     std::vector<std::pair<double, std::pair<int, int>>> order;
@@ -371,11 +407,12 @@ class StepSearch {
     for (size_t i : members)
       for (size_t p = 0; p < profiles_.size(); ++p) {
         const Replayed replayed = replay_layer(rec, groups_[i].layer, profiles_[p], o_.modeling);
-        rows_[i][p] = eval_.rows(groups_[i], p, replayed.layer, &replayed.reason);
+        rows_[i][p] = eval_.rows(groups_[i], p, replayed.layer, &replayed.reason, pipelines_);
         for (const StepRow& r : rows_[i][p])
           if (r.status == PlanStatus::ranked) best_[p] = std::min(best_[p], r.cost.step_s);
       }
-    if (o_.progress) o_.progress(dry_runs_, dry_runs_ + shapes_left_, elapsed());
+    pipelines_.clear();
+    progress_.advance();
   }
 
   void say_why_not(const Shape& members, double scale) {
@@ -393,7 +430,9 @@ class StepSearch {
   // Every row on each profile, ranked, bounded, invalid and out of memory in that order.
   std::vector<StepPlan> assemble(StepPlanStats& st) {
     std::vector<StepPlan> plans(profiles_.size());
+    progress_.phase("ranking the rows", profiles_.size(), "profiles");
     for (size_t p = 0; p < profiles_.size(); ++p) {
+      progress_.advance();
       plans[p].hw = profiles_[p];
       for (size_t i = 0; i < groups_.size(); ++i) {
         if (!groups_[i].plan) {
@@ -429,20 +468,20 @@ class StepSearch {
     return plans;
   }
 
-  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
-
   const LayerConfig& cfg_;
   const StepPlanOptions& o_;
   const std::vector<Hardware>& profiles_;
   const Evaluator eval_;
-  const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  ProgressReport silent_;
+  ProgressReport& progress_ = o_.progress ? *o_.progress : silent_;
+  PipelineMemo pipelines_;  // bound_all's cluster of groups, or verify's shape; its counts the whole search's
   std::map<int, std::vector<Outer>> outers_;  // by G
   std::vector<Group> groups_;
   std::vector<std::vector<std::vector<StepRow>>> rows_;  // by group, profile, outer configuration
   std::map<std::tuple<int, int, int, int, int, int>, std::vector<size_t>> siblings_;  // by sibling_key: the recompute modes
   std::map<size_t, std::vector<double>> bound_;  // by group, per profile: its best bound still open
   std::vector<double> best_;                     // per profile: the best verified step
-  size_t dry_runs_ = 0, shapes_left_ = 0;
+  size_t dry_runs_ = 0;
 };
 
 }  // namespace

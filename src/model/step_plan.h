@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "model/plan.h"
 #include "model/step.h"
 
@@ -59,8 +60,14 @@ struct StepPlanOptions {
   /// recomputation where less fits (the search below, without its shortcuts): for tests and
   /// for users who want every row verified.
   bool exhaustive = false;
-  std::function<void(size_t done, size_t shapes, double seconds)> progress;  ///< as PlanOptions'
+  /// Told each phase of the search and its work as it goes (core/progress.h); null: nobody.
+  ProgressReport* progress = nullptr;
 };
+
+/// The rank order that order_name() spells, "tp-cp-pp-dp", "cp-tp-dp-pp" and the like: the
+/// group's inner order and the outer one. Throws ConfigError naming the four spellings for any
+/// other text.
+std::pair<RankOrder, OuterOrder> parse_order_name(const std::string& name);
 
 /// A candidate on one profile; times per step, bytes per GPU of its fullest stage.
 struct StepRow {
@@ -84,6 +91,11 @@ struct StepPlanStats {
   size_t bounded = 0;   ///< configurations whose lower bound lost to a verified one: not dry-run
   size_t groups = 0;    ///< TP x CP group configurations weighed
   size_t dry_runs = 0;  ///< schedules recorded
+  /// Pipelines simulated (each configuration that fits needs one, two when it is dry-run), those
+  /// answered by one simulated already (the same spec: model/pipeline.h's PipelineMemo), and
+  /// the ops simulated, 2 PP VP m a pipeline: the search's main cost.
+  size_t pipelines = 0, pipelines_reused = 0;
+  double pipeline_ops = 0;
   double seconds = 0;
 };
 
@@ -107,7 +119,7 @@ struct ModeledStep {
 
 /// One configuration's step on `hw`, verified: its group dry-run and replayed, the step
 /// simulated around it (o gives L, V, GBS, MBS, the modeling options and overlap; c the degrees
-/// and order). Its row is ranked, or out_of_memory with the binding term. Throws ConfigError as
+/// and order, its outer order pp-dp wherever PP or DP is 1: one placement). Its row is ranked, or out_of_memory with the binding term. Throws ConfigError as
 /// make_step_plan does for bad options, or when the degrees do not make a pipeline of whole
 /// microbatches or straddle nodes unevenly.
 ModeledStep model_step_of(const LayerConfig& cfg, const StepCandidate& c, const StepPlanOptions& o, const Hardware& hw);
