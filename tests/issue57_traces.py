@@ -150,6 +150,9 @@ for peer, pattern in [(99, r"'args\.peer' = 99 is not a rank of ring \(its ranks
                       (1, r"'args\.peer' = 1 is the event's own rank \(ring rank 1\)")]:
     corrupt(f"a ring send's peer {peer}", lambda d, p=peer: d["traceEvents"][send]["args"].__setitem__("peer", p),
             rf"bad\.json: traceEvents\[{send}\]: " + pattern)
+corrupt("an op of a pid otherData.processes does not list (the second break test's)",
+        lambda d: d["traceEvents"][compute_ops(d, ring1)[0]].__setitem__("pid", 99),
+        r"bad\.json: traceEvents\[\d+\]: pid 99 is not a process otherData\.processes lists")
 
 # The Kineto fixture, unzipped into a folder of its own per corruption.
 ring4 = [json.load(gzip.open(os.path.join(RING4, f"rank{r}.pt.trace.json.gz"))) for r in range(4)]

@@ -141,6 +141,16 @@ TEST_CASE("the step's guard: MFU above 100% or memory that does not add up is a 
   REQUIRE_THROWS_WITH(model::step_parts::check_step_row(r, hw), Catch::Contains("shorter than its pipeline"));
 }
 
+TEST_CASE("a profile whose FP8 peak is below bf16's is refused: its MFU over the FP8 peak would pass 100% on bf16 ops",
+          "[model][limits]") {
+  nlohmann::json j = model::hardware_json("h100-nvlink");
+  j["peak_flops"]["fp8"] = 1e14;  // the break test's: below the bf16 peak of 989e12
+  REQUIRE_THROWS_WITH(model::parse_hardware(j, "fp8low.json"),
+                      Catch::Contains("fp8low.json: peak_flops.fp8 (100 TFLOP/s) is below peak_flops.bf16 (989)"));
+  j["peak_flops"]["fp8"] = 989e12;  // equal: accepted
+  REQUIRE_NOTHROW(model::parse_hardware(j, "fp8equal.json"));
+}
+
 TEST_CASE("ranks sharing one machine's memory fit in their share of it", "[model][limits]") {
   model::Hardware shared = model::load_hardware("h100-nvlink");
   shared.memory_shared = true, shared.memory_bytes = 24e9;

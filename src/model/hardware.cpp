@@ -100,6 +100,11 @@ Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
     h.mxfp8 = j["mxfp8"].get<bool>();
   }
   if (j.contains("efficiency")) h.efficiency = parse_efficiency(j["efficiency"], source);
+  // FP8 runs only the GEMMs; every other op at bf16's rates. An FP8 peak below bf16's would make
+  // FP8 slower than bf16 and its MFU (over the FP8 peak) pass 100% on the bf16 ops alone.
+  if (h.peak_flops_fp8 > 0 && h.peak_flops_fp8 < h.peak_flops_bf16)
+    throw ConfigError(detail::concat(source, ": peak_flops.fp8 (", h.peak_flops_fp8 / 1e12, " TFLOP/s) is below peak_flops.bf16 (",
+                                     h.peak_flops_bf16 / 1e12, "): FP8 tensor cores are at least as fast as bf16's"));
   if (h.efficiency.present && h.efficiency.gemm.fp8 > 0 && h.peak_flops_fp8 == 0)
     throw ConfigError(source + ": efficiency.gemm.fp8 needs peak_flops.fp8");
   for (const auto& [family, k] : h.efficiency.attention)

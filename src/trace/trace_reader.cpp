@@ -93,6 +93,9 @@ class TraceReader {
     const std::string ph = rd.str("ph", true);
     if ((ph == "i" || ph == "I") && rd.str("s", false) == "g") return;  // a global instant: no rank's
     const int64_t pid = rd.integer_in(ev, "pid", true, 0, INT32_MAX, 0);
+    // Where otherData lists the processes, an event of any other is not of this run.
+    if (!described_.empty() && !described_.count(pid))
+      rd.fail(detail::concat("pid ", pid, " is not a process otherData.processes lists"));
     if (ph == "X" || ph == "i" || ph == "I") read_slice(rd, ev, ph, pid, i);
     else if (ph == "C") read_counter(rd, pid);
     else if (ph == "M") read_metadata(rd, ev, pid);
