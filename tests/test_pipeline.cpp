@@ -299,7 +299,7 @@ TEST_CASE("pipeline_times runs simulate_pipeline's ops from a compiled program: 
   CHECK_THROWS_WITH(pipeline_times(spec(4, 6, 2, 1, 2)), Catch::Contains("needs m divisible by PP"));
 }
 
-TEST_CASE("PipelineMemo: a pipeline simulated once, the same spec answered from the memo; another transfer time is another pipeline", "[pipeline]") {
+TEST_CASE("PipelineMemo: a pipeline simulated once, the same spec answered from the memo, and another transfer time is another pipeline", "[pipeline]") {
   PipelineMemo memo;
   const PipelineSpec s = spec(4, 8, 2, 0.5, 1.0, 0.1);
   const PipelineTimes first = memo.times(s), again = memo.times(s);

@@ -65,8 +65,10 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool
 void refuse_flag(CLI::App& app, const std::string& flag, const std::string& why);
 /// Refuses --seed on a command that dry-runs (model, plan, bench model) unless --docs draws
 /// random lengths from it: a dry run draws no weights, inputs or dropout masks. Sets `app`'s
-/// parse_complete_callback.
+/// parse_complete_callback (CLI11 keeps one: a command with a callback of its own calls
+/// check_seed_without_random_docs from it instead). Throws CLI::ValidationError.
 void refuse_seed_without_random_docs(CLI::App& app);
+void check_seed_without_random_docs(const CLI::App& app);
 
 /// The software the model runs the schedule on (model/stack.h): --stack, --fp8-recipe and
 /// --tp-comm-overlap / --no-tp-comm-overlap, shared by model, plan and compare's modeled twin.

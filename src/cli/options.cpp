@@ -149,14 +149,16 @@ void refuse_flag(CLI::App& app, const std::string& flag, const std::string& why)
   app.get_option(flag)->check(CLI::Validator([why](const std::string&) { return why; }, ""));
 }
 
+void check_seed_without_random_docs(const CLI::App& app) {
+  const CLI::Option* docs = app.get_option("--docs");
+  const bool random_docs = docs->count() > 0 && docs->results().front().rfind("random:", 0) == 0;
+  if (app.get_option("--seed")->count() > 0 && !random_docs)
+    throw CLI::ValidationError("--seed", "a dry run draws no numbers (no weights, inputs or dropout masks): here --seed "
+                                         "draws only --docs random:N's lengths, so leave it out");
+}
+
 void refuse_seed_without_random_docs(CLI::App& app) {
-  app.parse_complete_callback([&app] {
-    const CLI::Option* docs = app.get_option("--docs");
-    const bool random_docs = docs->count() > 0 && docs->results().front().rfind("random:", 0) == 0;
-    if (app.get_option("--seed")->count() > 0 && !random_docs)
-      throw CLI::ValidationError("--seed", "a dry run draws no numbers (no weights, inputs or dropout masks): here --seed "
-                                           "draws only --docs random:N's lengths, so leave it out");
-  });
+  app.parse_complete_callback([&app] { check_seed_without_random_docs(app); });
 }
 
 void SoftwareFlags::apply(model::ModelOptions& o) const {

@@ -82,7 +82,6 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
   CLI::App* p = app.add_subcommand(
       "plan", "Which layout for this model, sequence and cluster: every TP/CP split dry-run and modeled, ranked, with reasons");
   add_config_flags(*p, o.cfg, o.choices, false);
-  refuse_seed_without_random_docs(*p);
   p->get_option("--preset")->each([&o](const std::string& v) { o.preset = v; });
   p->add_option("--gpus", o.gpus, "number of GPUs P: up to 256 for a layer's split, up to 16384 for a whole step (--gbs)")
       ->capture_default_str()
@@ -127,6 +126,7 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
       "  ringside plan --preset llama3-405b --seq 131072 --gpus 16384 --hw h100-nvlink --gbs 128");
   // The flags its rows' model commands repeat, as given (a flag without a value as its name).
   p->parse_complete_callback([&o, p] {
+    check_seed_without_random_docs(*p);  // the one callback CLI11 keeps: refuse_seed_without_random_docs's check
     o.model_words.clear();
     for (const CLI::Option* opt : p->get_options()) {
       if (opt->count() == 0 || plan_only(opt->get_name())) continue;
