@@ -39,6 +39,22 @@ valid_json() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 
 # No temporary of an output is left in a directory.
 no_partials() { ! compgen -G "$1/*.partial" >/dev/null; }
 
+# Signal $1 while `reference --seq 4096` stages a dump into d1, which holds an earlier dump of
+# SMALL (s = 48) copied to d1.copy: no staging directory is left, and d1 is the old dump or the
+# new one whole.
+signal_during_dump() {
+  local sig=$1 pid
+  "$RS" reference --seq 4096 --dump d1 > /dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do compgen -G "d1/.ringside-staging.*" > /dev/null && break; sleep 0.02; done
+  kill -"$sig" $pid
+  wait $pid
+  check "SIG$sig during a dump: no staging directory left" bash -c '! compgen -G "d1/.ringside-staging.*" > /dev/null'
+  check "SIG$sig during a dump: the old dump, or the new one whole" bash -c '
+    s=$(python3 -c "import json; print(json.load(open(\"d1/manifest.json\"))[\"config\"][\"s\"])")
+    [ "$s" = 48 ] && diff -r d1 d1.copy > /dev/null || [ "$s" = 4096 ]'
+}
+
 finish() {
   echo "$tried tried, $fails failed"
   [[ $fails -eq 0 ]]

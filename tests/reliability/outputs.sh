@@ -168,17 +168,7 @@ check "the dump's FIFO and symlink are as they were" bash -c 'test -p dp/out.npy
 ln -s nothere dangling-dump
 expect 2 "--dump: dangling-dump is a symlink to nothing \(nothere\)" "$RS" reference "${SMALL[@]}" --dump dangling-dump
 # A signal while the dump is staged removes the staging directory; the old dump stays whole.
-for sig in TERM HUP; do
-  "$RS" reference --seq 4096 --dump d1 > /dev/null 2>&1 &
-  pid=$!
-  for _ in $(seq 600); do compgen -G "d1/.ringside-staging.*" > /dev/null && break; sleep 0.02; done
-  kill -$sig $pid
-  wait $pid
-  check "SIG$sig during a dump: no staging directory left" bash -c '! compgen -G "d1/.ringside-staging.*" > /dev/null'
-  check "SIG$sig during a dump: the old dump, or the new one whole" bash -c '
-    seed=$(python3 -c "import json; print(json.load(open(\"d1/manifest.json\"))[\"config\"][\"s\"])")
-    [ "$seed" = 48 ] && diff -r d1 d1.copy > /dev/null || [ "$seed" = 4096 ]'
-done
+for sig in TERM HUP; do signal_during_dump $sig; done
 # An append-only or immutable file is refused before the work, where chattr works here.
 echo '{}' > appendonly.json
 if chattr +a appendonly.json 2> /dev/null; then

@@ -25,16 +25,6 @@ done
 # A dump's staging directory, under signals that are not INT, TERM or HUP.
 "$RS" reference "${SMALL[@]}" --seed 1 --dump d1 > /dev/null
 cp -r d1 d1.copy
-for sig in QUIT USR1 ALRM; do
-  "$RS" reference --seq 4096 --dump d1 > /dev/null 2>&1 &
-  pid=$!
-  for _ in $(seq 600); do compgen -G "d1/.ringside-staging.*" > /dev/null && break; sleep 0.02; done
-  kill -$sig $pid
-  wait $pid
-  check "SIG$sig during a dump: no staging directory left" bash -c '! compgen -G "d1/.ringside-staging.*" > /dev/null'
-  check "SIG$sig during a dump: the old dump, or the new one whole" bash -c '
-    s=$(python3 -c "import json; print(json.load(open(\"d1/manifest.json\"))[\"config\"][\"s\"])")
-    [ "$s" = 48 ] && diff -r d1 d1.copy > /dev/null || [ "$s" = 4096 ]'
-done
+for sig in QUIT USR1 ALRM; do signal_during_dump $sig; done
 
 finish
