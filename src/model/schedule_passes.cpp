@@ -123,6 +123,14 @@ std::vector<size_t> in_order(const std::vector<trace::Event>& ev) {
   return by_order;
 }
 
+// Spreads the events' program order by kGap, leaving room for the events a pass inserts, and
+// returns their indices in that order.
+std::vector<size_t> spread_in_order(std::vector<trace::Event>& ev) {
+  for (trace::Event& e : ev)
+    if (e.order >= 0) e.order *= kGap, e.end_order *= kGap;
+  return in_order(ev);
+}
+
 // The GEMM a collective container (at `pos` of `by_order`) feeds: the first compute op after it
 // of its sublayer, with only memory ops between; nothing otherwise.
 std::optional<size_t> gemm_fed_by(const std::vector<trace::Event>& ev, const std::vector<size_t>& by_order, size_t pos) {
@@ -152,9 +160,7 @@ std::vector<size_t> recv_waits(const std::vector<trace::Event>& ev, const std::v
 void overlap_tp_comm(trace::TraceData& schedule, int reduce_scatter_sms) {
   for (trace::RankTrace& r : schedule.ranks) {
     std::vector<trace::Event>& ev = r.events;
-    for (trace::Event& e : ev)
-      if (e.order >= 0) e.order *= kGap, e.end_order *= kGap;
-    const std::vector<size_t> by_order = in_order(ev);
+    const std::vector<size_t> by_order = spread_in_order(ev);
     std::vector<trace::Event> added;
     for (size_t pos = 0; pos < by_order.size(); ++pos) {
       const trace::Event& coll = ev[by_order[pos]];
@@ -228,9 +234,7 @@ void quantize_before_gather(trace::TraceData& schedule) {
 void recompute_every_second_gemm(trace::TraceData& schedule) {
   for (trace::RankTrace& r : schedule.ranks) {
     std::vector<trace::Event>& ev = r.events;
-    for (trace::Event& e : ev)
-      if (e.order >= 0) e.order *= kGap, e.end_order *= kGap;
-    const std::vector<size_t> by_order = in_order(ev);
+    const std::vector<size_t> by_order = spread_in_order(ev);
     std::vector<trace::Event> added;
     std::map<size_t, int64_t> placed;  // per backward sublayer: the recomputes put at its start
     int count = 0;
