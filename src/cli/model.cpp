@@ -457,7 +457,7 @@ int model_command(const ModelCommandOptions& o) {
     j.erase("ranks"), j["ranks"] = j["strategies"].front()["ranks"];
     if (run.step) {
       j["step"] = step_row_json(*run.step, hw, 1, mo);
-      j["step"]["mfu_counts"] = "the model's FLOPs with the LM head over the " + o.dtype + " peak, " + model::attention_count_text(o.cfg);
+      j["step"]["mfu_counts"] = model::mfu_counts_text(o.cfg, o.dtype);
     }
     const model::RunKind kind = run_kind_of(o, run, run.reports.empty() ? "" : run.reports.front().strategy);
     j["software"] = software_json(mo);

@@ -61,11 +61,11 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, c
     std::printf("  #1 modeled alone (--json gives every row's flags):\n    %s %s\n", plan_model_command(o, hw_given).c_str(),
                 model_flags(w.candidate).c_str());
   }
-  std::printf("  tokens/s: per GPU; MFU: the model's FLOPs with the LM head over the %s peak, %s;\n"
+  std::printf("  tokens/s: per GPU; MFU: %s;\n"
               "  step: the pipeline (its bubble: idle time over the busiest stage's work), then the exposed DP collectives and Adam;\n"
               "  exposed: communication no compute hides on the first stage, over the step (PP: what the transfers between stages\n"
               "  add); memory: the fullest stage's weights, gradients, optimizer state and activations, of %s (%s)\n",
-              o.dtype.c_str(), model::attention_count_text(o.cfg).c_str(), format_bytes(hw.memory_bytes).c_str(),
+              model::mfu_counts_text(o.cfg, o.dtype).c_str(), format_bytes(hw.memory_bytes).c_str(),
               format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str());
   std::vector<const model::StepRow*> bounded;
   for (const model::StepRow& r : plan.rows)
@@ -194,7 +194,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
     nlohmann::json js = {{"config", cfg.to_json()}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", so.layers},
                          {"vocab", so.vocab}, {"gbs", o.gbs}, {"mbs", o.mbs}, {"dtype", o.dtype}, {"recompute", o.recompute},
                          {"overlap_grad_reduce", o.overlap_grad_reduce}, {"software", software_json(so.modeling)},
-                         {"mfu_counts", "the model's FLOPs with the LM head over the " + o.dtype + " peak, " + model::attention_count_text(cfg)}};
+                         {"mfu_counts", model::mfu_counts_text(cfg, o.dtype)}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"memory_rejects", stats.memory_rejects},
                    {"bounded", stats.bounded}, {"groups", stats.groups}, {"dry_runs", stats.dry_runs},
                    {"pipelines", stats.pipelines}, {"pipelines_reused", stats.pipelines_reused},

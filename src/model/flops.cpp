@@ -32,6 +32,10 @@ std::string attention_count_text(const LayerConfig& c) {
   return "attention as its mask leaves it (" + what + "): the pairs it keeps, counted exactly";
 }
 
+std::string mfu_counts_text(const LayerConfig& c, const std::string& dtype) {
+  return "the model's FLOPs with the LM head over the " + dtype + " peak, " + attention_count_text(c);
+}
+
 double model_flops_per_token(const LayerConfig& c, int layers, int64_t vocab, bool as_masked) {
   const double h = double(c.h), d = double(c.d());
   const double gemms = 2 * (h * double(c.qkv_width()) + double(c.H) * d * h + h * double(c.fc1_width()) + double(c.f) * h);

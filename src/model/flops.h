@@ -52,6 +52,10 @@ double flops_per_token_counted(const LayerConfig& cfg, int layers, int64_t vocab
 /// (FlashAttention's count)", "attention whole (no mask)", or the window and documents counted.
 std::string attention_count_text(const LayerConfig& cfg);
 
+/// What an MFU of cfg's layer under --dtype `dtype` counts, for its footnote and JSON: "the
+/// model's FLOPs with the LM head over the bf16 peak, " and attention_count_text.
+std::string mfu_counts_text(const LayerConfig& cfg, const std::string& dtype);
+
 /// Model FLOPs utilisation: what the tokens a GPU trains each second cost, over its peak.
 double mfu(double tokens_per_s_per_gpu, double flops_per_token, double peak_flops);
 
