@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include "comm/communicator.h"
+#include "core/memory_limits.h"
 
 int main(int argc, char** argv) {
+  ringside::restart_within_limits(argv);  // before MPI_Init: the kernels ringside itself runs
   ringside::Communicator& world = ringside::mpi_world();
   Catch::Session session;
   if (const int rc = session.applyCommandLine(argc, argv)) return rc;

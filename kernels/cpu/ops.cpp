@@ -226,6 +226,7 @@ void for_each_keep_row(int64_t b, int64_t s, int64_t h, const int64_t* positions
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t t = 0; t < s; ++t) {
       dropout_words(seed, site, static_cast<uint64_t>(bi * s_global + positions[t]), groups, words.data());
+#pragma omp simd
       for (int64_t j = 0; j < h; ++j) keep[j] = (words[j] >> 8) >= threshold;
       f((bi * s + t) * h, keep.data());
     }
@@ -241,7 +242,39 @@ void dropout_forward(const T* x, T* y, int64_t b, int64_t s, int64_t h, const in
   }
   const T scale = static_cast<T>(1.0 / (1.0 - p));
   for_each_keep_row(b, s, h, positions, s_global, p, seed, site, [&](int64_t row, const uint8_t* keep) {
-    for (int64_t j = 0; j < h; ++j) y[row + j] = keep[j] ? x[row + j] * scale : T(0);
+#pragma omp simd
+    for (int64_t j = 0; j < h; ++j) {
+      const T scaled = x[row + j] * scale;  // taken either way: a select, not a branch
+      y[row + j] = keep[j] ? scaled : T(0);
+    }
+  });
+}
+
+template <class T>
+void bias_dropout_add(const T* y, const T* bias, const T* residual, T* out, int64_t b, int64_t s, int64_t h,
+                      const int64_t* positions, int64_t s_global, double p, uint64_t seed, uint32_t site) {
+  // Each row as add_bias, dropout_forward and add compute it, while it is in cache. The product
+  // is taken whether kept or not, so that the choice is a select the compiler vectorises, not
+  // a branch (one in ten mispredicted at p 0.1).
+  std::vector<T> biased(h);
+  auto bias_row = [&](int64_t row) {
+    for (int64_t j = 0; j < h; ++j) biased[j] = bias ? y[row + j] + bias[j] : y[row + j];
+  };
+  if (p == 0) {
+    for (int64_t row = 0; row < b * s * h; row += h) {
+      bias_row(row);
+      for (int64_t j = 0; j < h; ++j) out[row + j] = residual[row + j] + biased[j];
+    }
+    return;
+  }
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  for_each_keep_row(b, s, h, positions, s_global, p, seed, site, [&](int64_t row, const uint8_t* keep) {
+    bias_row(row);
+#pragma omp simd
+    for (int64_t j = 0; j < h; ++j) {
+      const T scaled = biased[j] * scale;
+      out[row + j] = residual[row + j] + (keep[j] ? scaled : T(0));
+    }
   });
 }
 
@@ -277,6 +310,8 @@ template <class T> void bias_grad(const T* dy, int64_t n, int64_t h, T* dbias) {
   template void rope_backward<T>(T*, int64_t, int64_t, int64_t, int64_t, const int64_t*, double);               \
   template void dropout_forward<T>(const T*, T*, int64_t, int64_t, int64_t, const int64_t*, int64_t, double,    \
                                    uint64_t, uint32_t);                                                         \
+  template void bias_dropout_add<T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, const int64_t*,   \
+                                    int64_t, double, uint64_t, uint32_t);                                       \
   template void dropout_mask<T>(T*, int64_t, int64_t, int64_t, const int64_t*, int64_t, double, uint64_t,       \
                                 uint32_t);                                                                      \
   template void add_bias<T>(T*, const T*, int64_t, int64_t);                                                    \

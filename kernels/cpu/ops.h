@@ -63,6 +63,13 @@ void rope_backward(T* dx, int64_t b, int64_t s, int64_t heads, int64_t d, const 
 template <class T>
 void dropout_forward(const T* x, T* y, int64_t b, int64_t s, int64_t h, const int64_t* positions, int64_t s_global,
                      double p, uint64_t seed, uint32_t site);
+/// out = residual + dropout(y + bias) in one pass (Megatron's bias_dropout_add): y, residual,
+/// out [b, s, h]; bias [h], or null for none; dropout as dropout_forward's. The same float
+/// operations in the same order as add_bias, dropout_forward and an add, so the same bits;
+/// out may alias residual.
+template <class T>
+void bias_dropout_add(const T* y, const T* bias, const T* residual, T* out, int64_t b, int64_t s, int64_t h,
+                      const int64_t* positions, int64_t s_global, double p, uint64_t seed, uint32_t site);
 /// The 0/1 mask of dropout_forward, as T, [b, s, h].
 template <class T>
 void dropout_mask(T* mask, int64_t b, int64_t s, int64_t h, const int64_t* positions, int64_t s_global, double p,

@@ -118,12 +118,18 @@ namespace {
 RS_INLINE float sigmoid_f(float a) { return 1.0f / (1.0f + exp2_poly(-1.4426950408889634f * a)); }
 }  // namespace
 
+// Two passes over each row, the sigmoid and then the products: in one loop GCC merges the
+// clamps of exp2_poly into masked moves on the sigmoid's register, a dependence from each
+// vector of the row to the next through the division, and the loop ran 6x slower (26 against
+// 4.3 ms at 4096 x 2048, AVX-512). The same operations on the same values: the same bits.
 static RS_INLINE void swiglu_forward_f32_body(const float* u, int64_t n, int64_t f, float* g) {
   for (int64_t r = 0; r < n; ++r) {
     const float *a = u + r * 2 * f, *b = a + f;
     float* gr = g + r * f;
 #pragma omp simd
-    for (int64_t j = 0; j < f; ++j) gr[j] = a[j] * sigmoid_f(a[j]) * b[j];
+    for (int64_t j = 0; j < f; ++j) gr[j] = sigmoid_f(a[j]);
+#pragma omp simd
+    for (int64_t j = 0; j < f; ++j) gr[j] = a[j] * gr[j] * b[j];
   }
 }
 RS_ISA_DISPATCH(void, swiglu_forward_f32, (const float* u, int64_t n, int64_t f, float* g), (u, n, f, g))

@@ -276,6 +276,16 @@ struct BenchLayerOptions {
 /// A benchmark's input: n values in [-1, 1) from Philox (seed 42, `site`), the same every run.
 std::vector<float> random_floats(int64_t n, uint32_t site);
 
+/// The label of a benchmark's reference sgemm: "sgemm 2048^3, SkylakeX (best)" (the kernel set
+/// of this CPU's widest vector units), or "sgemm 2048^3, Prescott (fallback)" where OpenBLAS runs
+/// narrower ones (sgemm_fallback_note says which set is the CPU's best and how to get it).
+std::string sgemm_reference_label();
+/// The verdict of a ratio to that sgemm against its target: "ok" or "BELOW TARGET", or, where
+/// the sgemm ran on a fallback, "vs fallback": a ratio against a slow sgemm judges nothing.
+std::string sgemm_verdict(double ratio, double target);
+/// The line printed under a table whose sgemm ran on a fallback ("" otherwise).
+std::string sgemm_fallback_note();
+
 /// Adds `ringside bench layer` under `bench`.
 CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o);
 /// `ringside bench layer`: the reference layer (fp32, one thread) forward and backward,

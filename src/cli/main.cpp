@@ -22,6 +22,7 @@
 #include "core/npy.h"
 #include "device/backend.h"
 #include "core/memory_limits.h"
+#include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/philox.h"
 #include "check/check.h"
@@ -186,11 +187,12 @@ bool refused_unknown_subcommand(CLI::App& app, int argc, char** argv) {
 }
 
 // The environment's configuration, refused here, before any work, as a flag's would be (exit 2):
-// a bad RINGSIDE_CPU_ISA. Under mpirun only some ranks may have it, and no rank has joined MPI
+// a bad RINGSIDE_CPU_ISA or RINGSIDE_OPENBLAS_FALLBACK. Under mpirun only some ranks may have it, and no rank has joined MPI
 // yet to agree on who says it, so each says it naming itself ("rank 1: RINGSIDE_CPU_ISA: ...").
 void check_environment() {
   try {
     kernels::cpu::active_cpu_isa();
+    kernels::cpu::check_blas_environment();
   } catch (const ConfigError& e) {
     const int rank = mpirun_rank();
     if (rank < 0) throw;

@@ -27,6 +27,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "kernels/cpu/blas_kernels.h"
 
 namespace ringside {
 
@@ -166,6 +167,7 @@ void before_libraries(int, char**, char**) {
   ignore.sa_handler = ignore_signal;
   sigaction(SIGINT, &ignore, &g_sigint_before);
   std::set_terminate(on_terminate);  // before the static initialisers, which allocate too
+  kernels::cpu::simulate_openblas_fallback();  // RINGSIDE_OPENBLAS_FALLBACK=1: before OpenBLAS loads
 }
 __attribute__((section(".preinit_array"), used)) void (*const g_before_libraries)(int, char**, char**) = before_libraries;
 
@@ -186,6 +188,7 @@ void restart_within_limits(char** argv) {
     stack.rlim_cur = kStack;
     restart |= setrlimit(RLIMIT_STACK, &stack) == 0;
   }
+  restart |= kernels::cpu::choose_blas_kernels_for_restart();  // OpenBLAS's kernels for this CPU
   if (restart) ::execv("/proc/self/exe", argv);  // returns only if it failed: then run on as we are
 }
 

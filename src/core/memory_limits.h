@@ -29,7 +29,10 @@ void limit_malloc_arenas();
 ///     thread). Under an address-space limit a worker whose 128 MiB buffer cannot be mapped
 ///     retries for ever, and the process cannot exit past it;
 ///   - with a stack of at least 8 MiB for the main thread, where `ulimit -s` is smaller and
-///     the hard limit allows (the other threads get theirs: ensure_thread_stacks).
+///     the hard limit allows (the other threads get theirs: ensure_thread_stacks);
+///   - with OpenBLAS's kernels for this CPU's vector width, where OpenBLAS loaded narrower
+///     ones (its generic fallback on a CPU it does not recognise) and the user forced none
+///     (choose_blas_kernels_for_restart, kernels/cpu/blas_kernels.h).
 /// Returns at once when there is nothing to change, or when the restart fails. Until it is
 /// called, SIGINT is ignored (from before the libraries' initialisers: OpenBLAS raises it when
 /// its pool cannot start); it first puts SIGINT back as the caller left it, and makes an

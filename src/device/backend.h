@@ -68,6 +68,17 @@ class Backend {
   /// s_global is the full sequence length (global token index = batch * s_global + position).
   virtual void dropout_forward(const Tensor& x, Tensor& y, const std::vector<int64_t>& positions, int64_t s_global,
                                double p, uint64_t seed, uint32_t site) = 0;
+  /// out = residual + dropout(y + bias), the end of each sublayer (Megatron's fused
+  /// bias_dropout_add): y, residual, out [b, s, h]; bias [h] or undefined (no bias); dropout as
+  /// dropout_forward's. y's values are left unspecified. Bit for bit add_bias, dropout_forward
+  /// and add in turn, which is what this default does (so a traced run shows the three); the
+  /// CPU backend makes one pass over memory instead of three.
+  virtual void bias_dropout_add(Tensor& y, const Tensor& bias, const std::vector<int64_t>& positions, int64_t s_global,
+                                double p, uint64_t seed, uint32_t site, const Tensor& residual, Tensor& out) {
+    if (bias.defined()) add_bias(y, bias);
+    dropout_forward(y, y, positions, s_global, p, seed, site);
+    add(residual, y, out);
+  }
   /// The 0/1 keep mask of dropout_forward, [b, s, h].
   virtual void dropout_mask(Tensor& mask, const std::vector<int64_t>& positions, int64_t s_global, double p,
                             uint64_t seed, uint32_t site) = 0;

@@ -5,12 +5,12 @@
 #include "device/backend.h"
 #include "device/checks.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/blas_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/ops.h"
 
 #if RINGSIDE_OPENBLAS
 extern "C" char* openblas_get_config(void);
-extern "C" char* openblas_get_corename(void);
 #endif
 
 namespace ringside {
@@ -42,21 +42,8 @@ class CpuBackend final : public Backend {
     // openblas_get_config() starts "OpenBLAS 0.3.21 DYNAMIC_ARCH ...": keep name and version.
     const std::string config = openblas_get_config();
     const std::string version = config.substr(0, config.find(' ', config.find(' ') + 1));
-    const std::string core = openblas_get_corename();
-    std::string d = "cpu, " + version + " (" + core + " kernels), 1 thread per GEMM call; attention version 2 on the " +
-                    kc::to_string(kc::active_cpu_isa()) + " path";
-#if defined(__x86_64__) && defined(__GNUC__)
-    // Debian 12's OpenBLAS (0.3.21) falls back to its generic kernels on CPUs newer than it
-    // knows; say so, since GEMM then runs several times below the machine's peak.
-    if (std::string(openblas_get_corename()) == "Prescott" && __builtin_cpu_supports("avx2"))
-      d += "\n             note: OpenBLAS did not recognise this CPU and uses generic kernels; "
-           "OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX (AVX-512) is often 3-5x faster";
-    // It also takes AMD's AVX-512 CPUs (Zen 4, Zen 5) for Haswell: half their GEMM rate.
-    if (core == "Haswell" && __builtin_cpu_supports("avx512f"))
-      d += "\n             note: this CPU has AVX-512 but OpenBLAS chose its AVX2 kernels; "
-           "OPENBLAS_CORETYPE=SkylakeX picks its AVX-512 ones";
-#endif
-    return d;
+    return "cpu, " + version + " (" + kc::blas_kernels().describe() + "), 1 thread per GEMM call; attention version 2 on the " +
+           kc::to_string(kc::active_cpu_isa()) + " path";
 #else
     return std::string("cpu, the reference BLAS (netlib; no OpenBLAS in this build), 1 thread per GEMM call; attention "
                        "version 2 on the ") + kc::to_string(kc::active_cpu_isa()) + " path";
@@ -163,6 +150,22 @@ class CpuBackend final : public Backend {
     dispatch(x, [&]<class T>() {
       kc::dropout_forward(x.data<T>(), y.data<T>(), x.dim(0), x.dim(1), x.dim(2), positions.data(), s_global, p, seed,
                           site);
+    });
+  }
+
+  void bias_dropout_add(Tensor& y, const Tensor& bias, const std::vector<int64_t>& positions, int64_t s_global, double p,
+                        uint64_t seed, uint32_t site, const Tensor& residual, Tensor& out) override {
+    same_shape(y, residual, "bias_dropout_add");
+    same_shape(y, out, "bias_dropout_add");
+    RS_CHECK(y.ndim() == 3, "bias_dropout_add: y must be [b, s, h], got ", to_string(y.shape()));
+    checks::positions(y, positions, "bias_dropout_add");
+    if (bias.defined()) {
+      same(y, bias, "bias_dropout_add");
+      RS_CHECK(bias.numel() == y.dim(2), "bias_dropout_add: bias ", to_string(bias.shape()), " for rows of ", y.dim(2));
+    }
+    dispatch(y, [&]<class T>() {
+      kc::bias_dropout_add(y.data<T>(), bias.defined() ? bias.data<T>() : nullptr, residual.data<T>(), out.data<T>(),
+                           y.dim(0), y.dim(1), y.dim(2), positions.data(), s_global, p, seed, site);
     });
   }
 

@@ -102,10 +102,9 @@ ForwardResult forward(const LayerConfig& cfg, const LayerWeights& w, const Tenso
 
   Tensor y = be.empty({b, s, h}, dt, ws);
   be.matmul(sv.a.reshape({b, s, H * d}), false, w.o_weight, false, y);
-  add_bias_if(be, y, w.o_bias);
-  be.dropout_forward(y, y, sv.positions, s, cfg.dropout, cfg.seed, static_cast<uint32_t>(RngSite::dropout1));
   sv.x2 = be.empty({b, s, h}, dt, kept);
-  be.add(sv.x, y, sv.x2);
+  be.bias_dropout_add(y, w.o_bias, sv.positions, s, cfg.dropout, cfg.seed, static_cast<uint32_t>(RngSite::dropout1), sv.x,
+                      sv.x2);
 
   // --- MLP sublayer ---
   sv.n2 = empty_norm(be, cfg, sv.x2, rest);
@@ -119,10 +118,9 @@ ForwardResult forward(const LayerConfig& cfg, const LayerWeights& w, const Tenso
 
   Tensor z = y;  // reuse the [b, s, h] buffer
   be.matmul(sv.g, false, w.fc2_weight, false, z);
-  add_bias_if(be, z, w.fc2_bias);
-  be.dropout_forward(z, z, sv.positions, s, cfg.dropout, cfg.seed, static_cast<uint32_t>(RngSite::dropout2));
   r.out = be.empty({b, s, h}, dt, ws);
-  be.add(sv.x2, z, r.out);
+  be.bias_dropout_add(z, w.fc2_bias, sv.positions, s, cfg.dropout, cfg.seed, static_cast<uint32_t>(RngSite::dropout2),
+                      sv.x2, r.out);
   return r;
 }
 

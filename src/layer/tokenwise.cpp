@@ -155,11 +155,10 @@ Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& 
     be.matmul(a.reshape({b, n, a.dim(2) * a.dim(3)}), false, w.o_weight, false, y_partial);
     y = leave_tp_block(r, y_partial);
   }
-  add_bias_if(be, y, w.o_bias);  // the bias once, after the sum
-  be.dropout_forward(y, y, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite1);
   const AllocTag kept = saved_tag(recompute, false, act, ws), cheap = saved_tag(recompute, true, act, ws);
   sv.x2 = be.empty({b, nl, h}, dt, kept);
-  be.add(sv.x, y, sv.x2);
+  // The bias once, after the sum; dropout; the residual.
+  be.bias_dropout_add(y, w.o_bias, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite1, sv.x, sv.x2);
   // Norm 2 on our tokens; g; column-parallel W_1 on our f/T columns (SwiGLU: of gate and of up).
   trace::sublayer("ln2");
   sv.n2 = empty_norm(be, cfg, sv.x2, cheap);
@@ -179,10 +178,8 @@ Tensor post_attention_forward(const TpRank& r, const Tensor& a, TokenwiseSaved& 
     be.matmul(sv.g, false, w.fc2_weight, false, z_partial);
     z = leave_tp_block(r, z_partial);
   }
-  add_bias_if(be, z, w.fc2_bias);
-  be.dropout_forward(z, z, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite2);
   Tensor out = be.empty({b, nl, h}, dt, ws);
-  be.add(sv.x2, z, out);
+  be.bias_dropout_add(z, w.fc2_bias, pos.own, cfg.s, cfg.dropout, cfg.seed, kSite2, sv.x2, out);
   return out;
 }
 
