@@ -271,6 +271,9 @@ def bench_layer_flags():
     flags = {"-h": HELP, "--repetitions": Exempt("runs of each, the best counted: changes measured times only")}
     flags.update(layer_flags(recompute=False))
     flags["--layout"] = Refused("zigzag", "the reference layer runs the whole sequence on one device")
+    # Issue 58: the same layers in PyTorch eager; where the Python has no torch, a line says so.
+    flags["--peer"] = Values(None, "pytorch")
+    flags["--python"] = Values("python3", "no-such-python", base=["--peer", "pytorch"])
     # What the layer computes but its FLOPs (the table's work column) do not count:
     for f in ("--dropout", "--seed", "--rope-positions", "--no-rope"):
         flags[f] = Exempt("changes token-wise work or the values drawn, not the FLOPs the table counts: measured times only")

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/peer_pytorch.h"
 #include "core/memory_limits.h"
 #include "device/backend.h"
 #include "kernels/cpu/blas.h"
@@ -26,6 +28,10 @@ CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o) {
   refuse_flag(*l, "--layout", "the reference layer runs the whole sequence on one device: there is no context-parallel "
                               "layout to choose");
   l->add_option("--repetitions", o.repetitions, "runs of sgemm, forward and backward, interleaved; the best of each counts")->capture_default_str()->check(CLI::Range(1, 50));
+  l->add_option("--peer", o.peer, "also run the same layers in PyTorch eager in the same rounds (skipped, with a line, "
+                                 "where the Python has no torch)")->check(CLI::IsMember({"pytorch"}));
+  l->add_option("--python", o.python, "the peer's Python (default: $RINGSIDE_PYTHON, else python3 on PATH)")
+      ->check(non_empty("--python needs a program"));
   return l;
 }
 
@@ -62,6 +68,24 @@ struct LayerRun {
   double forward_s = 1e300, backward_s = 1e300;
 };
 
+// What --peer needs of each layer: its name, config and ringside's parameter count.
+std::vector<PeerLayer> peer_layers(const std::vector<LayerRun>& runs) {
+  std::vector<PeerLayer> layers;
+  for (const LayerRun& r : runs) {
+    int64_t params = 0;
+    for (const auto& [name, t] : r.w.named()) params += t->numel();
+    layers.push_back({r.layer.name, r.layer.cfg, params});
+  }
+  return layers;
+}
+
+// Each layer's best forward and backward seconds.
+std::vector<std::pair<double, double>> best_times(const std::vector<LayerRun>& runs) {
+  std::vector<std::pair<double, double>> times;
+  for (const LayerRun& r : runs) times.emplace_back(r.forward_s, r.backward_s);
+  return times;
+}
+
 }  // namespace
 
 int bench_layer(const BenchLayerOptions& o) {
@@ -84,6 +108,8 @@ int bench_layer(const BenchLayerOptions& o) {
     r.dout = random_input(r.layer.cfg, static_cast<uint32_t>(RngSite::input_dout), DType::f32, tag);
   }
 
+  std::optional<PytorchPeers> peers;  // started now: importing torch overlaps ringside's warm-up
+  if (!o.peer.empty()) peers.emplace(o.python, peer_layers(runs));
   std::printf("ringside bench layer: the reference layer, fp32, one thread, best of %d\n", o.repetitions);
   for (const LayerRun& r : runs) std::printf("  %-12s %s\n", r.layer.name, r.layer.cfg.summary().c_str());
   std::printf("  backend: %s\n", be->describe().c_str());
@@ -97,6 +123,7 @@ int bench_layer(const BenchLayerOptions& o) {
     return std::chrono::duration<double>(clock::now() - t0).count();
   };
   for (LayerRun& r : runs) r.fwd = reference_forward<float>(r.layer.cfg, r.w, r.x, *be, tag);  // warm: pages, packs
+  if (peers) peers->wait_ready();
   double sgemm_s = 1e300;
   for (int i = 0; i < o.repetitions; ++i) {
     sgemm_s = std::min(sgemm_s, seconds([&] {
@@ -107,6 +134,7 @@ int bench_layer(const BenchLayerOptions& o) {
       r.forward_s = std::min(r.forward_s, seconds([&] { r.fwd = reference_forward<float>(c, r.w, r.x, *be, tag); }));
       r.backward_s = std::min(r.backward_s, seconds([&] { (void)reference_backward<float>(c, r.w, r.fwd.saved, r.dout, *be, tag); }));
     }
+    if (peers && peers->active()) peers->round();
   }
 
   const double sgemm = 2.0 * kGemm * kGemm * kGemm / sgemm_s;
@@ -126,6 +154,7 @@ int bench_layer(const BenchLayerOptions& o) {
               "   as FlashAttention counts it; the backward twice the GEMMs and 2.5 x attention. Token-wise work\n"
               "   (the norms, GeLU or SwiGLU's product, dropout, RoPE) is time, not FLOPs.)\n");
   if (const std::string note = sgemm_fallback_note(); !note.empty()) std::printf("%s\n", note.c_str());
+  if (peers) peers->print(best_times(runs));
   return 0;  // a benchmark reports; the tests are what pass or fail
 }
 

@@ -271,6 +271,8 @@ struct BenchLayerOptions {
   RunChoices choices;  ///< unused: the reference layer has no layout (--layout is refused)
   int repetitions = 5;  ///< runs of each, interleaved; the best counts
   double forward_target = 0.75, backward_target = 0.70;  ///< of same-run sgemm (issue 20)
+  std::string peer;    ///< --peer: "pytorch" runs the same layers in PyTorch eager (cli/peer_pytorch.h); "" none
+  std::string python;  ///< --python: the peer's Python ("": $RINGSIDE_PYTHON, else python3)
 };
 
 /// A benchmark's input: n values in [-1, 1) from Philox (seed 42, `site`), the same every run.
@@ -290,8 +292,10 @@ std::string sgemm_fallback_note();
 CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o);
 /// `ringside bench layer`: the reference layer (fp32, one thread) forward and backward,
 /// seconds and GFLOP/s (layer_forward_flops / layer_backward_flops), as ratios to OpenBLAS
-/// sgemm 2048^3 measured in the same run, against the targets (0.75 / 0.70). Throws
-/// ConfigError for an invalid layer. Returns 0.
+/// sgemm 2048^3 measured in the same run, against the targets (0.75 / 0.70). With --peer pytorch,
+/// the same layers in PyTorch eager in the same rounds (cli/peer_pytorch.h), or a line saying why
+/// it is skipped. Throws ConfigError for an invalid layer, ringside::Error for a peer that built
+/// another layer, hung or died. Returns 0.
 int bench_layer(const BenchLayerOptions& o);
 
 struct TraceStatsOptions {
