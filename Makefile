@@ -1,7 +1,9 @@
 # ringside: the two commands.
 #   make demo   install deps, build (Release), compare every strategy on 4 local ranks with the references,
-#               write their timeline to out/demo.trace.json (with its metrics), and open it in
-#               ringside-viewer (or, with no display, draw it to out/demo.png)
+#               write their timeline to out/demo.trace.json (with its metrics), measure the default
+#               layer's speed on this machine (bench layer, beside PyTorch eager where a python3
+#               with torch is present), and open the timeline in ringside-viewer (or, with no
+#               display, draw it to out/demo.png)
 #   make test   install deps, build (Release), run every test (ctest)
 # Extra: make bench (kernel benchmarks), make clean. BUILD_DIR and CMAKE_FLAGS can be overridden.
 
@@ -18,6 +20,8 @@ DEMO_FIT    ?= all
 demo: tools
 	@mkdir -p out
 	$(BUILD_DIR)/ringside compare --ranks 4 --trace out/demo.trace.json
+	@echo; echo "demo: the default layer's speed on this machine, measured (it varies from run to run)"
+	$(BUILD_DIR)/ringside bench layer --repetitions 3 --peer pytorch
 	@if [ ! -x $(BUILD_DIR)/ringside-viewer ]; then echo "demo: no ringside-viewer in this build"; \
 	elif [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then $(BUILD_DIR)/ringside-viewer out/demo.trace.json --fit "$(DEMO_FIT)"; \
 	else xvfb-run -a -s "-screen 0 1920x1200x24" $(BUILD_DIR)/ringside-viewer out/demo.trace.json --fit "$(DEMO_FIT)" \
