@@ -7,7 +7,7 @@
 # benchmarks must also reach their targets, against the best sgemm), one core, and a loaded
 # machine. Every line must
 # be PASS, or SKIP where this CPU cannot run the condition. Not part of `make test` (it runs the
-# suite ten times, about 45 minutes on 2 cores); after a build:
+# suite eleven times, about 50 minutes on 2 cores); after a build:
 #
 #   tests/portability.sh [BUILD_DIR] [CONDITION...]     (default: build, every condition)
 #
