@@ -22,9 +22,9 @@ case $case_name in
     line=$(backend RINGSIDE_OPENBLAS_FALLBACK=1)
     echo "$line"
     if [[ -z "$best" ]]; then
-      [[ "$line" == *"(Prescott kernels), "* ]] || fail "no wider kernels on this CPU: Prescott expected, unchanged"
+      [[ "$line" == *", kernel set Prescott (SSE2), OpenBLAS's choice; "* ]] || fail "no wider kernels on this CPU: Prescott expected, unchanged"
     else
-      want="$best kernels, chosen by ringside for this CPU's $width (OpenBLAS's own choice: Prescott, SSE2)"
+      want="kernel set $best ($width), ringside's choice for this CPU (OpenBLAS's own: Prescott, SSE2); "
       [[ "$line" == *"$want"* ]] || fail "expected: $want"
     fi
     # The benchmark's reference sgemm on the best kernels, and a verdict judged against it.
@@ -45,20 +45,25 @@ case $case_name in
     [[ -n "$best" ]] || { echo "SKIPPED: this CPU has no kernels wider than Prescott's"; exit 77; }
     line=$(backend OPENBLAS_CORETYPE=Prescott)
     echo "$line"
-    want="Prescott kernels, as OPENBLAS_CORETYPE asks: below this CPU's best, $best ($width; unset OPENBLAS_CORETYPE for them)"
+    want="kernel set Prescott (SSE2), as OPENBLAS_CORETYPE asks, below this CPU's best, $best ($width): unset OPENBLAS_CORETYPE for it; "
     [[ "$line" == *"$want"* ]] || fail "expected: $want"
     out=$(OPENBLAS_CORETYPE=Prescott "$ringside" bench kernels --seq 64 --heads 1 --min-time 0.001 --repetitions 1 --single-shape) || fail "bench kernels failed"
     echo "$out"
     grep -q "sgemm 2048^3, Prescott (fallback)" <<<"$out" || fail "sgemm not labelled a fallback"
     [[ $(grep -c "vs fallback" <<<"$out") == 2 ]] || fail "forward and backward not both 'vs fallback'"
     ! grep -Eq " ok | BELOW TARGET" <<<"$out" || fail "a target judged against a fallback"
-    grep -q "each ratio is against a fallback and no target is judged; unset OPENBLAS_CORETYPE" <<<"$out" || fail "no note"
-    # The user's choice of the CPU's own best is no fallback; the simulation yields to a forced set.
+    grep -q "each ratio is against a fallback and no target is judged; unset OPENBLAS_CORETYPE to measure against the best" <<<"$out" || fail "no note"
+    # The user's choice is kept under the simulation too: the CPU's own best, and Prescott itself.
     line=$(backend OPENBLAS_CORETYPE=$best RINGSIDE_OPENBLAS_FALLBACK=1)
-    [[ "$line" == *"($best kernels, as OPENBLAS_CORETYPE asks), "* ]] || fail "forced $best: $line"
+    [[ "$line" == *", kernel set $best ($width), as OPENBLAS_CORETYPE asks; "* ]] || fail "forced $best: $line"
+    line=$(backend OPENBLAS_CORETYPE=Prescott RINGSIDE_OPENBLAS_FALLBACK=1)
+    [[ "$line" == *", kernel set Prescott (SSE2), as OPENBLAS_CORETYPE asks, below"* ]] || fail "forced Prescott under the simulation: $line"
     # What ringside chose once is not chosen again: the restarted process says so and stays.
     line=$(backend OPENBLAS_CORETYPE=$best "RINGSIDE_OPENBLAS_CHOSE=$best over Prescott")
-    [[ "$line" == *"($best kernels, chosen by ringside for this CPU's $width (OpenBLAS's own choice: Prescott, SSE2)), "* ]] || fail "chose: $line"
+    [[ "$line" == *", kernel set $best ($width), ringside's choice for this CPU (OpenBLAS's own: Prescott, SSE2); "* ]] || fail "chose: $line"
+    # A leftover RINGSIDE_OPENBLAS_CHOSE that ringside would not have written is not believed.
+    line=$(backend OPENBLAS_CORETYPE=Prescott "RINGSIDE_OPENBLAS_CHOSE=Prescott over $best")
+    [[ "$line" == *", kernel set Prescott (SSE2), as OPENBLAS_CORETYPE asks, below"* ]] || fail "leftover: $line"
     ;;
   refused)
     for value in yes 2 " 1" on; do

@@ -26,14 +26,13 @@ case $case_name in
     # and the benchmark goes on, exit 0.
     out=$(PYTHONPATH="$src/tests/fixtures/no_torch" "$r" bench layer "${layer[@]}" --peer pytorch --python python3) || fail "exit $?"
     echo "$out"
-    grep -Eq "^  peer pytorch: skipped \(.*cannot import torch: No module named 'torch' \(hidden by tests/fixtures/no_torch\)\)$" <<<"$out" || fail "no skip line"
+    grep -Eq "^  peer pytorch: skipped \(.*cannot import torch: No module named 'torch' \(hidden by tests/fixtures/no_torch\); --python or RINGSIDE_PYTHON names a Python with torch\)$" <<<"$out" || fail "no skip line"
     grep -Eq "llama layer backward .* >= 0.70" <<<"$out" || fail "the benchmark did not go on"
     grep -q "pytorch eager" <<<"$out" && fail "rows of a skipped peer"
-    # No such program, by --python and by $RINGSIDE_PYTHON: skipped too, naming it.
-    out=$("$r" bench layer "${layer[@]}" --peer pytorch --python "$work/no-such-python") || fail "exit $?"
-    grep -q "peer pytorch: skipped (cannot run $work/no-such-python: No such file or directory)" <<<"$out" || fail "$out"
-    out=$(RINGSIDE_PYTHON="$work/env-python" "$r" bench layer "${layer[@]}" --peer pytorch) || fail "exit $?"
-    grep -q "peer pytorch: skipped (cannot run $work/env-python: No such file or directory)" <<<"$out" || fail "$out"
+    # No python3 on PATH, and none named: skipped too, naming it.
+    mkdir -p "$work/empty-path"
+    out=$(PATH="$work/empty-path" "$r" bench layer "${layer[@]}" --peer pytorch) || fail "exit $?"
+    grep -q "peer pytorch: skipped (cannot run python3: No such file or directory; --python or RINGSIDE_PYTHON" <<<"$out" || fail "$out"
     ;;
   script)
     # What the peer runs is src/cli/peer_pytorch.py to the byte, with its layer's config as JSON.
@@ -42,7 +41,7 @@ case $case_name in
     rm -rf "$work/argv" && mkdir -p "$work/argv"
     out=$(RINGSIDE_FAKE_PEER=script RINGSIDE_FAKE_PEER_OUT="$work/argv" "$r" bench layer "${layer[@]}" \
       --norm rmsnorm --mlp swiglu --peer pytorch --python "$fake") || fail "exit $?"
-    grep -q "peer pytorch: skipped (the fake peer only records its script)" <<<"$out" || fail "$out"
+    grep -q "peer pytorch: skipped (the fake peer only records its script; --python or RINGSIDE_PYTHON names a Python with torch)" <<<"$out" || fail "$out"
     python3 - "$work/argv" "$src/src/cli/peer_pytorch.py" <<'EOF' || fail "the peer's arguments"
 import glob, json, sys
 script = open(sys.argv[2]).read()
@@ -80,7 +79,7 @@ EOF
       gone
     done
     RINGSIDE_FAKE_PEER=die-round bash "$e" --rc 1 \
-      "^ringside: error: peer pytorch \(gpt layer\): it exited with status 3 before answering a round \(its errors are above\)$" \
+      "^ringside: error: peer pytorch \(gpt layer\): it exited with status 3 before answering a round \(anything it wrote to stderr is above\)$" \
       "$r" bench layer "${layer[@]}" --peer pytorch --python "$fake" || exit 1
     RINGSIDE_FAKE_PEER=crash-round bash "$e" --rc 1 \
       "peer pytorch \(gpt layer\): it was killed by signal 11 \(Segmentation fault\) before answering a round" \
@@ -94,12 +93,18 @@ EOF
     bash "$e" --rc 2 "^ringside: --peer pytorch: the PyTorch peer runs one causal \(or full\) sequence: it builds no packed documents \(--docs\) or sliding window \(--window\)$" \
       "$r" bench layer "${layer[@]}" --docs 100,156 --peer pytorch --python "$fake" || exit 1
     bash "$e" --rc 2 "builds no packed documents" "$r" bench layer "${layer[@]}" --window 64 --peer pytorch || exit 1
-    for t in 0 -1 soon 1e9 ''; do
+    for t in 0 -1 soon 1e9 '' 0x10 ' 2' 1e1; do
       RINGSIDE_PEER_TIMEOUT=$t bash "$e" --rc 2 \
         "^ringside: RINGSIDE_PEER_TIMEOUT='$t' must be the seconds to wait for the PyTorch peer's answer, above 0 and up to 86400$" \
         "$r" bench layer "${layer[@]}" --peer pytorch --python "$fake" || exit 1
     done
     bash "$e" --rc 2 "--peer: torch not in \{pytorch\}" "$r" bench layer "${layer[@]}" --peer torch || exit 1
+    # A Python the user named, by --python or $RINGSIDE_PYTHON, that cannot run; --python alone.
+    bash "$e" --rc 2 "^ringside: --peer pytorch: cannot run $work/no-such-python: No such file or directory$" \
+      "$r" bench layer "${layer[@]}" --peer pytorch --python "$work/no-such-python" || exit 1
+    RINGSIDE_PYTHON="$work" bash "$e" --rc 2 "^ringside: --peer pytorch: cannot run $work: " \
+      "$r" bench layer "${layer[@]}" --peer pytorch || exit 1
+    bash "$e" --rc 2 "--python requires --peer" "$r" bench layer "${layer[@]}" --python python3 || exit 1
     ;;
   torch)
     # Where a Python with torch is found ($RINGSIDE_PYTHON, else python3): the module computes

@@ -46,24 +46,33 @@ TEST_CASE("ringside restarts on the CPU's best kernels only where OpenBLAS chose
 }
 
 TEST_CASE("the kernels line says who chose them, and a forced set below the CPU's best is a fallback", "[blas]") {
-  kc::BlasKernels k{"SkylakeX", "SkylakeX", "", kc::BlasChoice::openblas};
-  CHECK(k.describe() == "SkylakeX kernels");
+  using kc::BlasChoice;
+  kc::BlasKernels k{"SkylakeX", "SkylakeX", "", BlasChoice::openblas};
+  CHECK(k.describe() == "kernel set SkylakeX (AVX-512), OpenBLAS's choice");
   CHECK_FALSE(k.below_best());
-  k = {"SkylakeX", "SkylakeX", "Prescott", kc::BlasChoice::ringside};
-  CHECK(k.describe() == "SkylakeX kernels, chosen by ringside for this CPU's AVX-512 (OpenBLAS's own choice: Prescott, SSE2)");
+  k = {"SkylakeX", "SkylakeX", "Prescott", BlasChoice::ringside, "SkylakeX"};
+  CHECK(k.describe() == "kernel set SkylakeX (AVX-512), ringside's choice for this CPU (OpenBLAS's own: Prescott, SSE2)");
   CHECK_FALSE(k.below_best());
-  k = {"Prescott", "SkylakeX", "", kc::BlasChoice::forced};
+  k = {"Prescott", "SkylakeX", "", BlasChoice::forced, "", "Prescott"};
   CHECK(k.describe() ==
-        "Prescott kernels, as OPENBLAS_CORETYPE asks: below this CPU's best, SkylakeX (AVX-512; unset OPENBLAS_CORETYPE for them)");
+        "kernel set Prescott (SSE2), as OPENBLAS_CORETYPE asks, below this CPU's best, SkylakeX (AVX-512): unset "
+        "OPENBLAS_CORETYPE for it");
   CHECK(k.below_best());
-  k = {"Haswell", "Haswell", "", kc::BlasChoice::forced};
-  CHECK(k.describe() == "Haswell kernels, as OPENBLAS_CORETYPE asks");
+  k = {"Haswell", "Haswell", "", BlasChoice::forced, "", "haswell"};  // OpenBLAS takes any case
+  CHECK(k.describe() == "kernel set Haswell (AVX2), as OPENBLAS_CORETYPE asks");
   CHECK_FALSE(k.below_best());
-  // A restart OpenBLAS did not follow (a build that ignores OPENBLAS_CORETYPE) still says so.
-  k = {"Prescott", "Haswell", "Prescott", kc::BlasChoice::ringside};
+  // A name OpenBLAS does not know: it chose by itself, and the line does not credit the variable.
+  k = {"Cooperlake", "SkylakeX", "", BlasChoice::forced, "", "Foo\x1b"};
+  CHECK(k.describe() == "kernel set Cooperlake (AVX-512), OpenBLAS's choice: OPENBLAS_CORETYPE='Foo?' names no kernel set it knows");
+  // The restart did not take (no /proc, an exec refused): what runs, and how to get the best.
+  k = {"Prescott", "SkylakeX", "Prescott", BlasChoice::ringside, "SkylakeX"};
   CHECK(k.below_best());
-  CHECK(k.describe() == "Prescott kernels, chosen by ringside for this CPU's SSE2 (OpenBLAS's own choice: Prescott, SSE2), "
-                        "below this CPU's best, Haswell (AVX2)");
+  CHECK(k.describe() == "kernel set Prescott (SSE2), OpenBLAS's choice: ringside's restart on SkylakeX (AVX-512), this CPU's "
+                        "best, did not happen; OPENBLAS_CORETYPE=SkylakeX selects it");
+  // OpenBLAS's own narrower choice where ringside did not restart (a build without DYNAMIC_ARCH).
+  k = {"Haswell", "SkylakeX", "", BlasChoice::openblas};
+  CHECK(k.describe() == "kernel set Haswell (AVX2), OpenBLAS's choice, below this CPU's best, SkylakeX (AVX-512): "
+                        "OPENBLAS_CORETYPE=SkylakeX selects it");
 }
 
 TEST_CASE("the CPU's best kernel set is the one /proc/cpuinfo's flags name", "[blas]") {

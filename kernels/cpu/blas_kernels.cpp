@@ -1,6 +1,8 @@
 // Which of OpenBLAS's kernel sets runs ringside's GEMMs (blas_kernels.h).
 #include "kernels/cpu/blas_kernels.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -24,6 +26,21 @@ constexpr const char* kChose = "RINGSIDE_OPENBLAS_CHOSE";
 constexpr const char* kFallback = "RINGSIDE_OPENBLAS_FALLBACK";
 // What OpenBLAS's fallback loads on a CPU it does not recognise (its driver/others/dynamic.c).
 constexpr const char* kGeneric = "Prescott";
+// Set by simulate_openblas_fallback, before OpenBLAS loads, when it set OPENBLAS_CORETYPE itself.
+bool g_simulated = false;
+
+// OpenBLAS matches OPENBLAS_CORETYPE without regard to case.
+bool same_name(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+// A value from the environment as a message may show it: printable ASCII, at most 40 characters.
+std::string shown(const std::string& value) {
+  std::string out;
+  for (char c : value.substr(0, 40)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return value.size() > 40 ? out + "..." : out;
+}
 
 std::string env(const char* name) {
   const char* value = std::getenv(name);
@@ -104,15 +121,23 @@ bool BlasKernels::below_best() const {
 }
 
 std::string BlasKernels::describe() const {
-  std::string d = in_use + " kernels";
   if (how == BlasChoice::not_openblas) return "the reference BLAS (netlib; no OpenBLAS in this build)";
-  if (how == BlasChoice::ringside)
-    d += detail::concat(", chosen by ringside for this CPU's ", width_name(in_use), " (OpenBLAS's own choice: ", openblas_chose,
-                        ", ", width_name(openblas_chose), ")");
+  auto set = [](const std::string& name) {
+    return openblas_kernel_width(name) ? name + " (" + width_name(name) + ")" : name;
+  };
+  std::string d = "kernel set " + set(in_use);
+  if (how == BlasChoice::ringside && in_use == chosen)
+    return d + ", ringside's choice for this CPU (OpenBLAS's own: " + openblas_chose + ", " + width_name(openblas_chose) + ")";
+  if (how == BlasChoice::ringside)  // the restart did not take: OpenBLAS runs what it chose
+    return d + ", OpenBLAS's choice: ringside's restart on " + set(chosen) + ", this CPU's best, did not happen; " +
+           "OPENBLAS_CORETYPE=" + chosen + " selects it";
+  if (how == BlasChoice::forced && !same_name(forced, in_use))
+    return d + ", OpenBLAS's choice: OPENBLAS_CORETYPE='" + shown(forced) + "' names no kernel set it knows";
   if (how == BlasChoice::forced) d += ", as OPENBLAS_CORETYPE asks";
+  else d += ", OpenBLAS's choice";
   if (below_best())
-    d += detail::concat(how == BlasChoice::forced ? ": " : ", ", "below this CPU's best, ", best, " (", width_name(best),
-                        how == BlasChoice::forced ? "; unset OPENBLAS_CORETYPE for them)" : ")");
+    d += ", below this CPU's best, " + set(best) +
+         (how == BlasChoice::forced ? ": unset OPENBLAS_CORETYPE for it" : ": OPENBLAS_CORETYPE=" + best + " selects it");
   return d;
 }
 
@@ -126,11 +151,14 @@ BlasKernels blas_kernels() {
   }
   const std::string coretype = env(kCoretype);
   const Chose chose = parse_chose(env(kChose));
-  if (!chose.chosen.empty() && chose.chosen == coretype) {
+  // ringside's own choice only where it is what ringside would choose: the CPU's best.
+  if (!chose.chosen.empty() && chose.chosen == coretype && chose.chosen == k.best) {
     k.how = BlasChoice::ringside;
+    k.chosen = chose.chosen;
     k.openblas_chose = chose.over;
-  } else if (!coretype.empty() && !(env(kFallback) == "1" && coretype == kGeneric)) {
+  } else if (!coretype.empty() && !g_simulated) {
     k.how = BlasChoice::forced;
+    k.forced = coretype;
   }
   return k;
 }
@@ -148,14 +176,17 @@ bool choose_blas_kernels_for_restart() {
 }
 
 void simulate_openblas_fallback() {
-  if (env(kFallback) == "1" && env(kCoretype).empty() && env(kChose).empty()) ::setenv(kCoretype, kGeneric, 1);
+  if (env(kFallback) == "1" && env(kCoretype).empty() && env(kChose).empty()) {
+    ::setenv(kCoretype, kGeneric, 1);
+    g_simulated = true;  // this process's OPENBLAS_CORETYPE stands for OpenBLAS's own fallback
+  }
 }
 
 void check_blas_environment() {
   const std::string fallback = env(kFallback);
   if (!fallback.empty() && fallback != "0" && fallback != "1")
     throw ConfigError(detail::concat(kFallback, ": expected 1 (act as on a CPU OpenBLAS does not recognise) or 0, not '",
-                                     fallback.substr(0, 40), "'"));
+                                     shown(fallback), "'"));
 }
 
 }  // namespace ringside::kernels::cpu

@@ -29,13 +29,17 @@ struct BlasKernels {
   std::string best;            ///< best_openblas_kernels(); "" where no set is known to be better
   std::string openblas_chose;  ///< with BlasChoice::ringside: the set OpenBLAS had loaded itself
   BlasChoice how = BlasChoice::openblas;
+  std::string chosen;          ///< with BlasChoice::ringside: the set ringside restarted on
+  std::string forced;          ///< with BlasChoice::forced: OPENBLAS_CORETYPE's value
 
   /// Whether the set in use is narrower than the CPU's best: GEMM then runs below what the CPU
   /// can do, and a ratio against it is a ratio against a fallback.
   bool below_best() const;
-  /// "SkylakeX kernels"; "SkylakeX kernels, chosen by ringside for this CPU's AVX-512 (OpenBLAS's
-  /// own choice: Prescott, SSE2)"; "Prescott kernels, as OPENBLAS_CORETYPE asks: below this
-  /// CPU's best, SkylakeX (AVX-512; unset OPENBLAS_CORETYPE for them)".
+  /// What the backend line says: "kernel set SkylakeX (AVX-512), OpenBLAS's choice"; "kernel
+  /// set SkylakeX (AVX-512), ringside's choice for this CPU (OpenBLAS's own: Prescott, SSE2)";
+  /// "kernel set Prescott (SSE2), as OPENBLAS_CORETYPE asks, below this CPU's best, SkylakeX
+  /// (AVX-512): unset OPENBLAS_CORETYPE for it"; and where the restart did not take, or
+  /// OPENBLAS_CORETYPE names no set OpenBLAS knows, that.
   std::string describe() const;
 };
 

@@ -202,8 +202,9 @@ std::string sgemm_fallback_note() {
   const kc::BlasKernels k = kc::blas_kernels();
   if (!k.below_best()) return "";
   return detail::concat("  (sgemm ran on OpenBLAS's ", k.in_use, " kernels, narrower than this CPU's best, ", k.best,
-                        ": each ratio is against a fallback and no target is judged",
-                        k.how == kc::BlasChoice::forced ? "; unset OPENBLAS_CORETYPE to measure against the best)" : ")");
+                        ": each ratio is against a fallback and no target is judged; ",
+                        k.how == kc::BlasChoice::forced ? "unset OPENBLAS_CORETYPE" : "OPENBLAS_CORETYPE=" + k.best,
+                        " to measure against the best)");
 }
 
 namespace {

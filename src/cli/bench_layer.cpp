@@ -30,8 +30,10 @@ CLI::App* add_bench_layer(CLI::App& bench, BenchLayerOptions& o) {
   l->add_option("--repetitions", o.repetitions, "runs of sgemm, forward and backward, interleaved; the best of each counts")->capture_default_str()->check(CLI::Range(1, 50));
   l->add_option("--peer", o.peer, "also run the same layers in PyTorch eager in the same rounds (skipped, with a line, "
                                  "where the Python has no torch)")->check(CLI::IsMember({"pytorch"}));
+  CLI::Option* peer = l->get_option("--peer");
   l->add_option("--python", o.python, "the peer's Python (default: $RINGSIDE_PYTHON, else python3 on PATH)")
-      ->check(non_empty("--python needs a program"));
+      ->check(non_empty("--python needs a program"))
+      ->needs(peer);
   return l;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <tuple>
 
@@ -24,14 +25,16 @@ double peer_timeout_s() {
   if (!env) return 300;
   char* end = nullptr;
   const double s = std::strtod(env, &end);
-  if (!*env || *end || !(s > 0 && s <= 86400))
+  // Seconds as decimals: strtod alone would take " 2", "0x10" or "1e1".
+  const bool decimal = std::strspn(env, "0123456789.") == std::strlen(env);
+  if (!*env || *end || !decimal || !(s > 0 && s <= 86400))
     throw ConfigError(detail::concat("RINGSIDE_PEER_TIMEOUT='", detail::shown_input(env),
                                      "' must be the seconds to wait for the PyTorch peer's answer, above 0 and up to 86400"));
   return s;
 }
 
 PytorchPeers::PytorchPeers(const std::string& python, std::vector<PeerLayer> layers)
-    : python_(peer_python(python)), timeout_s_(peer_timeout_s()) {
+    : python_(peer_python(python)), python_given_(python_ != "python3" || !python.empty()), timeout_s_(peer_timeout_s()) {
   for (const PeerLayer& l : layers)
     if (l.cfg.masked())
       throw ConfigError("--peer pytorch: the PyTorch peer runs one causal (or full) sequence: it builds no packed "
@@ -41,6 +44,10 @@ PytorchPeers::PytorchPeers(const std::string& python, std::vector<PeerLayer> lay
     p.process = std::make_unique<PeerProcess>(
         "peer pytorch (" + p.layer.name + ")",
         std::vector<std::string>{python_, "-c", kPeerPytorchScript, "--config", p.layer.cfg.to_json().dump()});
+    // A Python the user named that cannot run is their error, before any work; python3 absent
+    // from PATH is a skip (wait_ready).
+    if (!p.process->running() && python_given_)
+      throw ConfigError(detail::concat("--peer pytorch: ", p.process->why_not()));
     peers_.push_back(std::move(p));
   }
 }
@@ -59,13 +66,14 @@ std::string PytorchPeers::answer(Peer& p, const char* awaited) {
   std::optional<std::string> line = p.process->read_line(timeout_s_);
   if (!line)
     throw Error(detail::concat(p.process->name(), ": it ", p.process->exit_description(), " before ", awaited,
-                               " (its errors are above)"));
+                               " (anything it wrote to stderr is above)"));
   return *line;
 }
 
 void PytorchPeers::wait_ready() {
   auto skip = [&](const std::string& why) {
-    std::printf("  peer pytorch: skipped (%s)\n", why.c_str());
+    std::printf("  peer pytorch: skipped (%s; --python or RINGSIDE_PYTHON names a Python with torch)\n",
+                detail::shown_input(why, 200).c_str());
     std::fflush(stdout);
     peers_.clear();  // each ends: stdin closed, then killed if need be
   };
@@ -116,7 +124,8 @@ void PytorchPeers::print(const std::vector<std::pair<double, double>>& ringside_
       // PyTorch's time over ringside's: how many times faster ringside ran, to the two digits shown.
       const double speedup = std::round(time / ours * 100) / 100;
       char verdict[64];
-      std::snprintf(verdict, sizeof verdict, speedup >= 1 ? "ringside %.2fx faster" : "ringside %.2fx (behind)", speedup);
+      std::snprintf(verdict, sizeof verdict,
+                    speedup > 1 ? "ringside %.2fx faster" : speedup == 1 ? "ringside %.2fx (even)" : "ringside %.2fx (behind)", speedup);
       const std::string row = "pytorch eager " + p.layer.name + " " + dir;
       std::printf("  %-34s %12s %16s   %s\n", row.c_str(), format_seconds(time).c_str(), format_flops(flops / time).c_str(),
                   verdict);

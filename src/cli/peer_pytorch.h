@@ -37,13 +37,13 @@ class PytorchPeers {
  public:
   /// Starts `python -c <kPeerPytorchScript> --config <cfg.to_json()>` per layer. Throws ConfigError,
   /// before starting any, for a layer the peer does not build (packed documents, a window) or a
-  /// bad RINGSIDE_PEER_TIMEOUT.
+  /// bad RINGSIDE_PEER_TIMEOUT, and when a Python named by --python or $RINGSIDE_PYTHON cannot run.
   PytorchPeers(const std::string& python, std::vector<PeerLayer> layers);
   ~PytorchPeers();
 
   /// Waits for every peer's first line. `ready` with ringside's parameter count: active() from
-  /// then on. `skip <why>`, or a python that cannot be run: prints "peer pytorch: skipped (why)",
-  /// ends them all, active() false. Throws ringside::Error naming the peer when it built a layer
+  /// then on. `skip <why>` (no torch), or python3 absent from PATH: prints "peer pytorch: skipped
+  /// (why; ...)", ends them all, active() false. Throws ringside::Error naming the peer when it built a layer
   /// of another parameter count ("the PyTorch peer built a different layer: N parameters against
   /// ringside's M"), says anything else, ends, or does not answer in peer_timeout_s().
   void wait_ready();
@@ -65,7 +65,9 @@ class PytorchPeers {
     double forward_s = 1e300, backward_s = 1e300;
   };
   std::vector<Peer> peers_;
-  std::string python_, torch_version_, capability_, threads_;
+  std::string python_;
+  bool python_given_;  // by --python or $RINGSIDE_PYTHON: one that cannot run is an error, not a skip
+  std::string torch_version_, capability_, threads_;
   double timeout_s_;
   int rounds_ = 0;
   std::string answer(Peer& p, const char* awaited);

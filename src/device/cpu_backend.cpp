@@ -42,7 +42,7 @@ class CpuBackend final : public Backend {
     // openblas_get_config() starts "OpenBLAS 0.3.21 DYNAMIC_ARCH ...": keep name and version.
     const std::string config = openblas_get_config();
     const std::string version = config.substr(0, config.find(' ', config.find(' ') + 1));
-    return "cpu, " + version + " (" + kc::blas_kernels().describe() + "), 1 thread per GEMM call; attention version 2 on the " +
+    return "cpu, " + version + ", " + kc::blas_kernels().describe() + "; 1 thread per GEMM call; attention version 2 on the " +
            kc::to_string(kc::active_cpu_isa()) + " path";
 #else
     return std::string("cpu, the reference BLAS (netlib; no OpenBLAS in this build), 1 thread per GEMM call; attention "
