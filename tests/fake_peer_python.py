@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A stand-in for the Python of `bench layer --peer pytorch` (issue 58). ringside runs it as
 `PYTHON -c SCRIPT --config JSON`; it ignores SCRIPT and speaks the peer's protocol
-(src/cli/peer_pytorch.py) wrongly, as $RINGSIDE_FAKE_PEER says:
+(src/cli/peer_pytorch.py) rightly, in no time, or wrongly, as $RINGSIDE_FAKE_PEER says:
+  (unset)        ready with the layer's parameter count, then 0.001 s and 0.002 s each round
   wrong-count    ready with one parameter more than the layer has
   hang-ready     says nothing and never exits
   hang-round     ready, then never answers a round
@@ -40,7 +41,7 @@ def hang():
 
 
 def main():
-    mode = os.environ["RINGSIDE_FAKE_PEER"]
+    mode = os.environ.get("RINGSIDE_FAKE_PEER", "")
     assert sys.argv[1] == "-c" and sys.argv[3] == "--config", sys.argv[1:4]
     config = json.loads(sys.argv[4])
     if mode == "script":

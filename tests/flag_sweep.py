@@ -273,7 +273,8 @@ def bench_layer_flags():
     flags["--layout"] = Refused("zigzag", "the reference layer runs the whole sequence on one device")
     # Issue 58: the same layers in PyTorch eager; where the Python has no torch, a line says so.
     flags["--peer"] = Values(None, "pytorch")
-    flags["--python"] = Values("python3", "no-such-python", base=["--peer", "pytorch"])
+    # python3 (no torch on CI: skipped, a line) against a fake peer that answers (its rows).
+    flags["--python"] = Values("python3", os.path.join(HERE, "fake_peer_python.py"), base=["--peer", "pytorch"])
     # What the layer computes but its FLOPs (the table's work column) do not count:
     for f in ("--dropout", "--seed", "--rope-positions", "--no-rope"):
         flags[f] = Exempt("changes token-wise work or the values drawn, not the FLOPs the table counts: measured times only")
