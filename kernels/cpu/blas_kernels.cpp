@@ -35,12 +35,6 @@ bool same_name(const std::string& a, const std::string& b) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
          });
 }
-// A value from the environment as a message may show it: printable ASCII, at most 40 characters.
-std::string shown(const std::string& value) {
-  std::string out;
-  for (char c : value.substr(0, 40)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  return value.size() > 40 ? out + "..." : out;
-}
 
 std::string env(const char* name) {
   const char* value = std::getenv(name);
@@ -132,7 +126,7 @@ std::string BlasKernels::describe() const {
     return d + ", OpenBLAS's choice: ringside's restart on " + set(chosen) + ", this CPU's best, did not happen; " +
            "OPENBLAS_CORETYPE=" + chosen + " selects it";
   if (how == BlasChoice::forced && !same_name(forced, in_use))
-    return d + ", OpenBLAS's choice: OPENBLAS_CORETYPE='" + shown(forced) + "' names no kernel set it knows";
+    return d + ", OpenBLAS's choice: OPENBLAS_CORETYPE='" + detail::shown_input(forced) + "' names no kernel set it knows";
   if (how == BlasChoice::forced) d += ", as OPENBLAS_CORETYPE asks";
   else d += ", OpenBLAS's choice";
   if (below_best())
@@ -186,7 +180,7 @@ void check_blas_environment() {
   const std::string fallback = env(kFallback);
   if (!fallback.empty() && fallback != "0" && fallback != "1")
     throw ConfigError(detail::concat(kFallback, ": expected 1 (act as on a CPU OpenBLAS does not recognise) or 0, not '",
-                                     shown(fallback), "'"));
+                                     detail::shown_input(fallback), "'"));
 }
 
 }  // namespace ringside::kernels::cpu
