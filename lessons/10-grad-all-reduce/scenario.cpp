@@ -104,7 +104,9 @@ void grad_all_reduce(Script& L) {
     const double all = relative_error(synced[size_t(r)].local_grads.fc1_weight, ref.grads.fc1_weight);
     worst_partial = std::min(worst_partial, own);
     parts.push_back(&partial[size_t(r)].local_grads.fc1_weight);
-    t1.row({std::to_string(r), fmt("%.3f", own), fmt("%.1e", all)});
+    // After the all-reduce the error is fp32's rounding, whose digits depend on the machine's
+    // BLAS kernels: the table says the bound it meets (the chapter must hold on every machine).
+    t1.row({std::to_string(r), fmt("%.3f", own), all < 1e-5 ? std::string("< 1e-05") : fmt("%.1e", all)});
     L.record(fmt("error_synced_rank%d", r), all);
   }
   L.table(t1);
