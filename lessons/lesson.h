@@ -141,10 +141,11 @@ struct Script {
                                         const RankOptions& rank = {});
   /// Puts `ranks`, a timeline modeled on `profile` (a dry run's replay, model::step_timeline's),
   /// at the end of the trace as the group modeled_name(label, profile), listed in
-  /// otherData.modeled_groups with that profile and `dtype`; on `hw` itself, otherData's
-  /// modeled_hardware names it too. Returns the group's entry, for more fields.
+  /// otherData.modeled_groups with that profile and the `options` it was modeled under
+  /// (model::insert_modeled_group); on `hw` itself, otherData's modeled_hardware names it too.
+  /// Returns the group's entry, for more fields.
   trace::GroupInfo& add_modeled(std::vector<trace::RankTrace> ranks, const std::string& label, const model::Hardware& profile,
-                                const std::string& dtype);
+                                const model::ModelOptions& options);
   /// The trace label of `label`'s modeled timeline: "ring (modeled, a100-nvlink)".
   std::string modeled_name(const std::string& label, const model::Hardware* on = nullptr) const {
     return model::modeled_label(label, (on ? *on : hw).name);

@@ -156,15 +156,13 @@ const trace::StrategyMetrics& Script::dry_run(const RunPlan& plan, const std::st
   RankOptions recorded = rank;
   recorded.overlap_grad_reduce = recorded.overlap_grad_reduce || options.overlap_grad_reduce;
   trace::TraceData modeled = model::model_trace(model::dry_run(plan, *trackers.back(), nullptr, recorded), profile, options);
-  trace::GroupInfo& entry = add_modeled(std::move(modeled.ranks), label, profile, options.dtype);
-  entry.dry_run = plan.config_json();
-  entry.efficiency = options.efficiency;
+  add_modeled(std::move(modeled.ranks), label, profile, options).dry_run = plan.config_json();
   return modeled_metrics[name] = metrics_of(trace, name);
 }
 
 trace::GroupInfo& Script::add_modeled(std::vector<trace::RankTrace> ranks, const std::string& label, const model::Hardware& profile,
-                                      const std::string& dtype) {
-  trace::GroupInfo& entry = model::insert_modeled_group(trace, std::move(ranks), label, profile, dtype, trace.ranks.size());
+                                      const model::ModelOptions& options) {
+  trace::GroupInfo& entry = model::insert_modeled_group(trace, std::move(ranks), label, profile, options, trace.ranks.size());
   if (profile.name == hw.name) trace.run.twins_hardware = hw.to_json();
   return entry;
 }

@@ -24,17 +24,21 @@ inline std::vector<ParallelConfig> configurations(const std::vector<std::pair<in
   std::vector<ParallelConfig> all;
   for (auto [T, C] : degrees) {
     if (C == 1) {
-      all.push_back({T, 1, CpComm::none});
+      all.push_back({T, 1, &no_cp_scheme()});
       if (T > 1) {
-        ParallelConfig plain{T, 1, CpComm::none};
+        ParallelConfig plain{T, 1, &no_cp_scheme()};
         plain.sequence_parallel = false;
         all.push_back(plain);
       }
       continue;
     }
-    for (CpComm comm : {CpComm::p2p, CpComm::all_gather, CpComm::a2a}) all.push_back({T, C, comm});
-    for (int U = 2; U < C; ++U)
-      if (C % U == 0) all.push_back({T, C, CpComm::a2a_p2p, U});
+    for (const CpScheme* scheme : cp_schemes()) {  // every registered scheme
+      if (scheme->none()) continue;
+      if (!scheme->nested()) all.push_back({T, C, scheme});
+      else
+        for (int U = 2; U < C; ++U)
+          if (C % U == 0) all.push_back({T, C, scheme, U});
+    }
   }
   return all;
 }

@@ -127,9 +127,15 @@ def layer_flags(recompute=True, layout=True, big=False):
     return flags
 
 
-def software_flags(step_and_fp8=True, tp_base=None):
-    """--stack, --tp-comm-overlap and --no-tp-comm-overlap; with step_and_fp8, --fp8-recipe and --grad-reduce."""
+def software_flags(step_and_fp8=True, tp_base=None, kernel_base=None):
+    """The modeling flags every command that models takes (issue 59: cli's add_modeling_flags):
+    --efficiency, --attention-kernel, --merge, --stack, --tp-comm-overlap and --no-tp-comm-overlap;
+    with step_and_fp8, --fp8-recipe and --grad-reduce. `kernel_base`: a profile with both fa2's and
+    fa3's rates where the command's default has fa2's alone (the twin's a100-nvlink)."""
     flags = {
+        "--efficiency": Values("achieved", "ideal"),
+        "--attention-kernel": Values("fa2", "fa3", base=kernel_base),
+        "--merge": Values("fused", "unfused"),
         "--stack": Values("megatron", "deepspeed"),
         # TP overlap needs TP: on a TP group, against the stacks' default (megatron: off; torchtitan: on).
         "--tp-comm-overlap": On(base=tp_base),
@@ -174,7 +180,7 @@ def run_like(command):
         "--hw": Values("h100-ib", "h200"),
     }
     flags.update(layer_flags())
-    flags.update(software_flags(step_and_fp8=False, tp_base=["--ranks", "2", "--tp", "2", "--cp", "1"]))
+    flags.update(software_flags(step_and_fp8=False, tp_base=["--ranks", "2", "--tp", "2", "--cp", "1"], kernel_base=["--hw", "h100-nvlink"]))
     flags.update(parallel_flags())
     if command == "run":
         flags["--strategy"] = Values("ring", "ulysses")
@@ -199,9 +205,6 @@ def model_flags():
         "--ranks": Values("2", "4"),
         "--hw": Values("h100-ib", "h200"),
         "--dtype": Values("fp32", "fp8"),
-        "--efficiency": Values("achieved", "ideal"),
-        "--attention-kernel": Values("fa2", "fa3"),
-        "--merge": Values("fused", "unfused"),
         "--only": Values(None, "attention"),
         "--json": Writes("m2.json"),
         "--trace": Writes("t.json"),
@@ -246,6 +249,9 @@ def plan_flags():
         "--zero": Values("0", "3", base=["--gbs", "8"]),
         "--no-overlap-grad-reduce": On(base=["--gbs", "8"]),
         "--exhaustive": On(base=["--gbs", "8"]),
+        # Issue 59: the schemes weighed (default: those TransformerEngine runs; all adds the pass-Q ring).
+        "--cp-comm": [Values(None, "all"), Values("p2p", "p2p-q"), Values("p2p", "a2a", base=["--gbs", "8"]),
+                      Refused("bogus", "not a registered scheme")],
     }
     flags.update(layer_flags(recompute=False, big=True))
     flags["--seed"] = DRY_SEED

@@ -138,8 +138,8 @@ TEST_CASE("the compare json holds every tensor and every rank, measured beside t
     const auto& par = s.at("parallel");
     const int T = par.at("tp_size"), C = par.at("cp_size"), U = par.at("a2a_size"), R = par.at("ring_size");
     REQUIRE(T * C == 4);
-    const CpComm comm = parse_cp_comm(par.at("cp_comm_type"));
-    REQUIRE(U * R == (comm == CpComm::all_gather ? 1 : C));  // all_gather: neither an all-to-all nor a ring
+    const CpScheme* comm = parse_cp_comm(par.at("cp_comm_type"));
+    REQUIRE(U * R == (comm->groups.a2a || comm->groups.ring ? C : 1));  // all_gather: neither an all-to-all nor a ring
     const ParallelConfig named = parse_parallel_config(s.at("name")).resolved(4);
     REQUIRE((named.tp == T && named.cp == C && named.cp_comm == comm && named.a2a_size() == U && named.ring_size() == R));
     for (const auto& r : s.at("per_rank")) {

@@ -22,7 +22,7 @@ namespace {
 // The configurations swept (tests/configurations.h).
 std::vector<ParallelConfig> configurations() { return testing::configurations({{2, 2}, {1, 4}, {4, 1}, {2, 4}}); }
 
-bool has_layout(const ParallelConfig& p) { return p.cp_comm != CpComm::none && p.cp_comm != CpComm::a2a; }
+bool has_layout(const ParallelConfig& p) { return p.scheme().token_layout; }
 
 }  // namespace
 
@@ -104,7 +104,7 @@ TEST_CASE("USP reorders the tokens by both degrees, so the ring sees zigzag shar
   for (auto [U, R] : {std::pair{2, 2}, {4, 2}}) {
     INFO("U " << U << " x R " << R);
     const ParallelConfig par = parse_parallel_config(detail::concat("ulysses", U, "xring", R)).resolved(U * R);
-    REQUIRE(par.cp_comm == CpComm::a2a_p2p);
+    REQUIRE(par.cp_comm == &cp_scheme("a2a+p2p"));
     // What the all-to-all gathers on a2a group r (the u shards in rank order) is ring rank r's
     // zigzag shard. Split in order instead (rank c holding the c-th of C pieces, the input
     // long-context-attention's issue 53 fed its hybrid), it gathers a contiguous piece.
@@ -155,7 +155,7 @@ TEST_CASE("all-gather CP holds the whole sequence's K/V for a while: the tracker
     const int64_t kv = allgather_kv_bytes(c.b, c.s, c.Hkv / par.tp, c.d(), DType::f32);
     for (int r = 0; r < P; ++r) {
       INFO(name << " rank " << r);
-      if (par.cp_comm == CpComm::all_gather) {
+      if (par.cp_comm == &cp_scheme("all_gather")) {
         // The gathered K and V at once, and V's gather buffer before it is put in sequence order
         // (under TP 2 here, TP's reduce-scatter buffers, 3 b (s/P) h, are larger still).
         CHECK(res[r].peak_comm_forward == (par.tp == 1 ? kv + kv / 2 : 3 * c.b * (c.s / P) * c.h * 4));
@@ -169,7 +169,7 @@ TEST_CASE("all-gather CP holds the whole sequence's K/V for a while: the tracker
 }
 
 TEST_CASE("configuration names and flags describe the same thing", "[hybrid]") {
-  CHECK(parse_parallel_config("tp-sp").cp_comm == CpComm::none);
+  CHECK(parse_parallel_config("tp-sp").cp_comm == &no_cp_scheme());
   CHECK(parse_parallel_config("tp2xring2").resolved(4).tp == 2);
   CHECK(parse_parallel_config("ring2xtp2").order == RankOrder::cp_tp);
   // Plain TP is "tp" alone: Megatron without --sequence-parallel, over every rank; "tpN" and
@@ -181,7 +181,7 @@ TEST_CASE("configuration names and flags describe the same thing", "[hybrid]") {
   CHECK(parse_parallel_config("tp2xring2").sequence_parallel);
   {
     ParallelConfig plain_with_cp = parse_parallel_config("tp");
-    plain_with_cp.tp = 2, plain_with_cp.cp = 2, plain_with_cp.cp_comm = CpComm::p2p;
+    plain_with_cp.tp = 2, plain_with_cp.cp = 2, plain_with_cp.cp_comm = &cp_scheme("p2p");
     CHECK_THROWS_WITH(plain_with_cp.resolved(4), Catch::Contains("plain TP (no sequence parallelism) runs alone"));
   }
   for (const char* name : {"tp", "tp-sp", "ring", "ulysses", "all-gather", "tp2xring2", "ulysses2xring2", "tp2xulysses2xring2",
@@ -204,9 +204,9 @@ TEST_CASE("configuration names and flags describe the same thing", "[hybrid]") {
   CHECK_THROWS_WITH(parse_parallel_config("ring4x"), Catch::Contains("cannot end with 'x'"));
   // USP with a group of one is the other algorithm alone, run and named as it.
   CHECK(parse_parallel_config("ulysses1xring4").resolved(4).canonical_name() == "ring");
-  CHECK(parse_parallel_config("ulysses1xring4").resolved(4).cp_comm == CpComm::p2p);
+  CHECK(parse_parallel_config("ulysses1xring4").resolved(4).cp_comm == &cp_scheme("p2p"));
   CHECK(parse_parallel_config("tp2xulysses2xring1").resolved(4).canonical_name() == "tp2xulysses2");
-  CHECK(parse_parallel_config("ulysses4xring1").resolved(4).cp_comm == CpComm::a2a);
+  CHECK(parse_parallel_config("ulysses4xring1").resolved(4).cp_comm == &cp_scheme("a2a"));
   // The groups by world rank, as run prints them.
   CHECK(describe_groups(parse_parallel_config("tp2xring2").resolved(4)) == "TP {0 1} {2 3}; ring {0 2} {1 3}");
   CHECK(describe_groups(parse_parallel_config("ring2xtp2").resolved(4)) == "TP {0 2} {1 3}; ring {0 1} {2 3}");

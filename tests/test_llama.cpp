@@ -62,7 +62,7 @@ TEST_CASE("the Llama layer: every configuration, layout and recompute mode again
     const ReferenceRun ref = reference64(c);
     for (const ParallelConfig& config : testing::configurations({{2, 2}, {1, 4}, {4, 1}, {2, 4}}))
       for (Layout layout : kLayouts) {
-        const bool has_layout = config.cp_comm != CpComm::none && config.cp_comm != CpComm::a2a;
+        const bool has_layout = config.scheme().token_layout;
         if (!has_layout && layout != Layout::contiguous) continue;
         ParallelConfig par = config;
         par.layout = layout, par.recompute = v.recompute;
@@ -166,7 +166,7 @@ TEST_CASE("selective recomputation makes RMSNorm and the SwiGLU product again, b
 TEST_CASE("SwiGLU under TP: f must split over T, named in the error", "[llama][config]") {
   LayerConfig c = llama_layer();
   c.f = 50;  // 50 / 4 is not whole
-  CHECK_THROWS_WITH(resolve(ParallelConfig{4, 1, CpComm::none}, c, 4), Catch::Contains("ffn width f = 50 must be divisible by T = 4 (each TP rank holds f/T columns of SwiGLU's gate and of its up)"));
+  CHECK_THROWS_WITH(resolve(ParallelConfig{4, 1, &no_cp_scheme()}, c, 4), Catch::Contains("ffn width f = 50 must be divisible by T = 4 (each TP rank holds f/T columns of SwiGLU's gate and of its up)"));
 }
 
 TEST_CASE("Ulysses' all-to-all buffers are communication memory: a narrow MLP's saved bytes equal the formula", "[llama][ulysses]") {

@@ -242,6 +242,58 @@ TEST_CASE("the modeled trace of a run holds the measured trace's events, in orde
   }
 }
 
+TEST_CASE("issue 59: the record of the model options holds every option, and a modeled trace and its twins keep it through the file",
+          "[model][issue59]") {
+  const model::Hardware hw = model::load_hardware("h100-nvlink");
+  // Every option away from its default: achieved rates here, the roofline below.
+  model::ModelOptions all;
+  all.dtype = "fp8", all.attention_kernel = "fa3", all.stack = model::load_stack("torchtitan"), all.merge = "unfused";
+  all.fp8_recipe = "current", all.tp_comm_overlap = true, all.overlap_grad_reduce = true;
+  all.stack.grad_reduce_fp32 = !model::default_stack().grad_reduce_fp32;
+  model::ModelOptions ideal;
+  ideal.efficiency = "ideal";
+  const nlohmann::json base = model::modeling_info(hw, {}).to_json(), changed = model::modeling_info(hw, all).to_json(),
+                       roofline = model::modeling_info(hw, ideal).to_json();
+  CHECK(base == nlohmann::json{{"dtype", "bf16"}, {"efficiency", "achieved"}, {"attention_kernel", "cudnn"}, {"stack", "megatron"},
+                               {"merge", "fused"}, {"fp8_recipe", nullptr}, {"tp_comm_overlap", false},
+                               {"grad_reduce_fp32", model::default_stack().grad_reduce_fp32}, {"overlap_grad_reduce", false}});
+  CHECK(changed == nlohmann::json{{"dtype", "fp8"}, {"efficiency", "achieved"}, {"attention_kernel", "fa3"}, {"stack", "torchtitan"},
+                                  {"merge", "unfused"}, {"fp8_recipe", "current"}, {"tp_comm_overlap", true},
+                                  {"grad_reduce_fp32", !model::default_stack().grad_reduce_fp32}, {"overlap_grad_reduce", true}});
+  CHECK(roofline["efficiency"] == "ideal");
+  CHECK(roofline["attention_kernel"].is_null());  // at the roofline no kernel's rates run
+  // Each field of the record moves with its option: none is left at its default.
+  for (const auto& [key, value] : base.items()) {
+    INFO(key);
+    CHECK((changed[key] != value || roofline[key] != value));
+  }
+
+  // Through the file: a modeled trace's otherData.modeling, and a twin's modeled_groups[label].modeling.
+  MemoryTracker tracker;
+  trace::TraceData schedule = model::dry_run(plan_of("ring", small(), 2), tracker);
+  const trace::TraceData modeled = model::model_trace(schedule, hw, all);
+  const trace::TraceData read = trace::parse_trace(trace::to_chrome_json(modeled).dump(), "modeled.json");
+  REQUIRE(read.run.modeling.has_value());
+  CHECK(*read.run.modeling == model::modeling_info(hw, all));
+  CHECK(read.run.model_dtype == "fp8");
+  CHECK(read.run.model_attention_kernel == "fa3");
+  MemoryTracker measured_tracker;
+  trace::TraceData measured;
+  measured.run.dtype = "float32";
+  measured.ranks = traced(plan_of("ring", small(), 2), false, measured_tracker);
+  const trace::TraceData twins = trace::parse_trace(trace::to_chrome_json(model::with_modeled_twin(measured, hw, all)).dump(), "twins.json");
+  const trace::GroupInfo* twin = twins.run.group("ring (modeled, h100-nvlink)");
+  REQUIRE(twin != nullptr);
+  REQUIRE(twin->modeling.has_value());
+  CHECK(*twin->modeling == model::modeling_info(hw, all));
+  CHECK(twin->efficiency == "achieved");
+  // The options reach the numbers too: the same schedule's ring costs more under the unfused merge.
+  model::ModelOptions unfused;
+  unfused.merge = "unfused";
+  auto layer = [&](const model::ModelOptions& o) { return trace::layer_ns(trace::compute_metrics(model::model_trace(schedule, hw, o)).front()); };
+  CHECK(layer(unfused) > layer({}));
+}
+
 TEST_CASE("a measured trace's modeled twin: after each group, aligned at the layer's start, left out when modeled again", "[model]") {
   MemoryTracker tracker;
   trace::TraceData measured;

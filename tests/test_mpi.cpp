@@ -56,8 +56,8 @@ TEST_CASE("MPI: every strategy and hybrid matches the fp64 reference, with its f
         for (const char* name : {"tp2xall-gather2", "tp2xulysses2", "ring2xtp2"}) all.push_back(parse_parallel_config(name));
       for (const ParallelConfig& named : all)
         for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
-          const CpComm comm = named.cp_comm;  // layouts are for the ring and the all-gather
-          if ((comm == CpComm::none || comm == CpComm::a2a) && layout != Layout::contiguous) continue;
+          const CpScheme* comm = named.cp_comm;  // layouts are for the ring and the all-gather
+          if (!comm->token_layout && layout != Layout::contiguous) continue;
           ParallelConfig par = named;
           par.layout = layout;
           RunPlan plan;
@@ -90,8 +90,8 @@ TEST_CASE("MPI: packed documents, a window and an s no P divides, every strategy
   if (P == 4) all.push_back(parse_parallel_config("tp2xall-gather2"));
   for (const ParallelConfig& named : all)
     for (Layout layout : kLayouts) {
-      const CpComm comm = named.cp_comm;
-      if ((comm == CpComm::none || comm == CpComm::a2a) && layout != Layout::contiguous) continue;
+      const CpScheme* comm = named.cp_comm;
+      if (!comm->token_layout && layout != Layout::contiguous) continue;
       ParallelConfig par = named;
       par.layout = layout;
       RunPlan plan;
@@ -126,8 +126,8 @@ TEST_CASE("MPI: the Llama layer (RMSNorm, SwiGLU, no bias) in every strategy, la
       for (const char* name : {"tp2xall-gather2", "tp2xulysses2", "ring2xtp2"}) all.push_back(parse_parallel_config(name));
     for (const ParallelConfig& named : all)
       for (Layout layout : kLayouts) {
-        const CpComm comm = named.cp_comm;
-        if ((comm == CpComm::none || comm == CpComm::a2a) && layout != Layout::contiguous) continue;
+        const CpScheme* comm = named.cp_comm;
+        if (!comm->token_layout && layout != Layout::contiguous) continue;
         ParallelConfig par = named;
         par.layout = layout, par.recompute = rc;
         RunPlan plan;

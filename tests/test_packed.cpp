@@ -46,13 +46,13 @@ double exact_rank_flops(const RunPlan& plan, int rank) {
   const GroupCoords at = coords_of(par, rank);
   const int U = par.a2a_size();
   std::vector<int64_t> slots;  // the queries this rank attends for, as slots of the padded sequence
-  if (par.cp_comm == CpComm::none || par.cp_comm == CpComm::a2a) {
+  if (!par.scheme().token_layout) {  // heads split (or none): every query, our heads
     slots = plan.cp_positions(0);
     for (int j = 1; j < par.cp; ++j) {
       const auto more = plan.cp_positions(j);
       slots.insert(slots.end(), more.begin(), more.end());
     }
-  } else if (par.cp_comm == CpComm::a2a_p2p) {
+  } else if (par.scheme().nested()) {  // the ring's shard, gathered by the all-to-all
     for (int u = 0; u < U; ++u) {
       const auto more = plan.cp_positions(u + U * at.r);
       slots.insert(slots.end(), more.begin(), more.end());
@@ -119,7 +119,7 @@ TEST_CASE("every configuration and layout matches the fp64 reference with docume
     const ReferenceRun ref = reference64(c);
     for (const ParallelConfig& config : configurations())
       for (Layout layout : kLayouts) {
-        const bool has_layout = config.cp_comm != CpComm::none && config.cp_comm != CpComm::a2a;
+        const bool has_layout = config.scheme().token_layout;
         if (!has_layout && layout != Layout::contiguous) continue;
         ParallelConfig par = config;
         par.layout = layout;

@@ -194,7 +194,7 @@ TEST_CASE("planner facts: all_gather's exposed gather is K/V bytes over the link
   const model::Hardware gpu = ideal(1e15, B, B, 8);
   model::PlanOptions o;
   o.gpus = 8, o.modes = {Recompute::none};
-  ParallelConfig all_gather{1, 8, CpComm::all_gather};
+  ParallelConfig all_gather{1, 8, &cp_scheme("all_gather")};
   all_gather.layout = Layout::zigzag, all_gather.recompute = Recompute::none;
   const model::PlanCandidate ag{all_gather.resolved(8)};
   const std::vector<trace::RankTrace> ranks = model::candidate_timeline(ag, c, 8, gpu, model::ModelOptions{}, "all-gather");

@@ -34,8 +34,8 @@ RunPlan plan_of(ParallelConfig par, const LayerConfig& c, int P, Recompute rc) {
 
 // The configurations of four ranks: each algorithm once, and the two hybrids.
 std::vector<ParallelConfig> four_rank_configurations() {
-  return {{4, 1, CpComm::none}, {1, 4, CpComm::p2p},        {1, 4, CpComm::a2a},
-          {1, 4, CpComm::all_gather}, {2, 2, CpComm::p2p}, {1, 4, CpComm::a2a_p2p, 2}};
+  return {{4, 1, &no_cp_scheme()}, {1, 4, &cp_scheme("p2p")},        {1, 4, &cp_scheme("a2a")},
+          {1, 4, &cp_scheme("all_gather")}, {2, 2, &cp_scheme("p2p")}, {1, 4, &cp_scheme("a2a+p2p"), 2}};
 }
 
 // FLOPs and bytes of a schedule's compute ops by phase ("forward", "backward", "recompute"),
@@ -100,7 +100,7 @@ TEST_CASE("what each mode saves, element by element, and full recompute's 2sbh (
   // The ring on P = 4: a rank holds n = s / 4 tokens whole.
   const LayerConfig c = small_layer();
   const int64_t n = c.b * c.s / 4, h = c.h, f = c.f, Hd = c.H * c.d(), Hkv_d = c.Hkv * c.d(), H = c.H;
-  ParallelConfig ring{1, 4, CpComm::p2p};
+  ParallelConfig ring{1, 4, &cp_scheme("p2p")};
   const int64_t attention = n * (2 * Hd + 2 * Hkv_d + H);  // q, k, v, out, lse
   CHECK(parallel_saved_bytes(resolve(ring, c, 4), 0, DType::f32) == 4 * (n * (4 * h + 4 + 2 * f) + attention));
   ring.recompute = Recompute::selective;  // x, x2, u and attention's
@@ -114,7 +114,7 @@ TEST_CASE("what each mode saves, element by element, and full recompute's 2sbh (
   LayerConfig gpt3;
   apply_preset(find_preset("gpt3-175b"), gpt3);
   gpt3.s = 2048;
-  ParallelConfig tp8{8, 1, CpComm::none};
+  ParallelConfig tp8{8, 1, &no_cp_scheme()};
   tp8.recompute = Recompute::full;
   const RunPlan tp8_plan = resolve(tp8, gpt3, 8);
   for (int r = 0; r < 8; ++r) {

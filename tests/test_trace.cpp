@@ -715,7 +715,7 @@ TEST_CASE("a group's own configuration round-trips, and a trace without one read
   TraceData t;
   t.run.config = nlohmann::json{{"s", 512}, {"causal", true}, {"layout", "contiguous"}};
   t.run.group_configs["ring packed greedy"] = {{"s", 510}, {"causal", true}, {"layout", "greedy"}, {"docs", {300, 20, 130, 60}}};
-  t.run.groups["ring packed greedy (modeled, a100-nvlink)"] = GroupInfo{"ring packed greedy", "a100-nvlink", "bf16", std::nullopt, "", 0};
+  t.run.groups["ring packed greedy (modeled, a100-nvlink)"] = GroupInfo{"ring packed greedy", "a100-nvlink", "bf16", std::nullopt, "", 0, std::nullopt};
   for (const char* strategy : {"ring contiguous", "ring packed greedy"}) {
     RankTrace r;
     r.strategy = strategy;
@@ -1171,6 +1171,36 @@ TEST_CASE("issue 57: otherData's fields are of the types the readers take, or th
       {"/config/causal", "yes", R"(otherData.config.causal must be a boolean, got "yes")"},
       {"/config/recompute", 1, "otherData.config.recompute must be a string, got 1"},
       {"/config/layout", "auto", "otherData.config.layout must be one of contiguous, zigzag, striped, zigzag-per-doc, greedy"},
+  };
+  for (const auto& [pointer, value, expect] : cases) {
+    INFO(pointer << " = " << value.dump());
+    nlohmann::json bad = good;
+    bad["otherData"][nlohmann::json::json_pointer(pointer)] = value;
+    CHECK_THAT(error_of(bad.dump()), Catch::Contains("t.json: " + expect));
+  }
+}
+
+TEST_CASE("issue 59: otherData.modeling, the model options a run was modeled under, is typed, or the trace is refused naming the field",
+          "[trace][issue59]") {
+  model::ModelOptions roofline;  // attention_kernel and fp8_recipe null: both are allowed
+  roofline.efficiency = "ideal";
+  const nlohmann::json good = to_chrome_json(model::with_modeled_twin(traced("ring", small(), 2).trace, model::load_hardware("a100-nvlink"), roofline));
+  const TraceData back = parse_trace(good.dump(), "t.json");
+  REQUIRE(back.run.groups.size() == 1);
+  const std::string twin = back.run.groups.begin()->first;
+  REQUIRE(back.run.groups.begin()->second.modeling.has_value());
+  CHECK(back.run.groups.begin()->second.modeling->efficiency == "ideal");
+  CHECK(back.run.groups.begin()->second.modeling->attention_kernel.empty());
+  const std::string group = "otherData.modeled_groups[\"" + twin + "\"].modeling";
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> cases = {
+      {"/modeling", "fused", R"x(otherData.modeling must be an object (the model's options: dtype, efficiency, stack, merge, ...), got "fused")x"},
+      {"/modeling/merge", 3, "otherData.modeling.merge must be a string, got 3"},
+      {"/modeling/stack", nullptr, "otherData.modeling.stack must be a string, got null"},
+      {"/modeling/attention_kernel", 5, "otherData.modeling.attention_kernel must be a string or null, got 5"},
+      {"/modeling/tp_comm_overlap", "yes", R"(otherData.modeling.tp_comm_overlap must be a boolean, got "yes")"},
+      {"/modeled_groups/" + twin + "/modeling", nlohmann::json::array(), group + " must be an object"},
+      {"/modeled_groups/" + twin + "/modeling/dtype", false, group + ".dtype must be a string, got false"},
+      {"/modeled_groups/" + twin + "/modeling/overlap_grad_reduce", 1, group + ".overlap_grad_reduce must be a boolean, got 1"},
   };
   for (const auto& [pointer, value, expect] : cases) {
     INFO(pointer << " = " << value.dump());

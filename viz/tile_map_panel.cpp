@@ -45,8 +45,9 @@ void App::tile_maps() {
 
 void App::draw_tile_map(const Loaded& t, const TileMap& m, double head, const std::string& prefix) {
   drawn_tile_maps_.push_back({{"group", prefix + m.strategy}, {"layout", m.layout}, {"blocks", m.blocks}, {"docs", m.docs}});
-  if (m.strategy == "ulysses")
-    ImGui::Text("%sulysses attention tiles (%dx%d): every GPU computes every tile, for its H/P heads", prefix.c_str(), m.blocks, m.blocks);
+  if (m.every_rank)
+    ImGui::Text("%s%s attention tiles (%dx%d): every GPU computes every tile, for its H/P heads", prefix.c_str(), m.strategy.c_str(),
+                m.blocks, m.blocks);
   else
     ImGui::Text("%s%s attention tiles (%s, %dx%d%s): colour = GPU, label = ring step", prefix.c_str(), m.strategy.c_str(), m.layout.c_str(),
                 m.blocks, m.blocks, documents(m).c_str());
@@ -78,7 +79,7 @@ void App::draw_tile_map(const Loaded& t, const TileMap& m, double head, const st
   ImGui::PushTextWrapPos(0.0f);  // wrapped at the panel's edge, never cut off
   ImGui::TextDisabled("rows: query blocks, columns: key blocks; dark: masked; shaded: partly masked; faint: not yet computed");
   ImGui::PopTextWrapPos();
-  if (m.strategy == "ulysses") return;
+  if (m.every_rank) return;
   int P = 0;
   for (const Tile& tile : m.tiles) P = std::max(P, tile.rank + 1);
   // One entry per hue, naming every GPU that shares it (the hues repeat after kRankColors).

@@ -27,7 +27,7 @@ std::map<std::string, int64_t> bytes_by_group(const trace::TraceData& t, const s
       if (e.stream != trace::Stream::comm || e.direction != trace::Direction::send || e.phase != phase) continue;
       const GroupCoords peer = coords_of(par, e.peer);
       std::string group = peer.c == me.c ? "TP" : peer.t == me.t ? "CP" : "?";
-      if (par.cp_comm == CpComm::a2a_p2p && group == "CP") group = peer.r == me.r ? "all-to-all" : "ring";
+      if (par.scheme().nested() && group == "CP") group = peer.r == me.r ? "all-to-all" : "ring";
       by[group] += e.bytes;
     }
   }

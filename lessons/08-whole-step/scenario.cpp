@@ -12,6 +12,7 @@
 #include "model/flops.h"
 #include "model/step_plan.h"
 #include "model/zero.h"
+#include "parallel/rank_grid.h"
 
 namespace ringside::lessons {
 
@@ -49,22 +50,8 @@ std::string placement(const std::vector<std::tuple<const char*, int, int>>& grou
   return in.empty() ? listed(across) : across.empty() ? in : in + " and " + listed(across);
 }
 
-// Context parallelism's attention, in words: "ring", "all-to-all".
-const char* cp_words(CpComm c) {
-  switch (c) {
-    case CpComm::p2p: return "ring";
-    case CpComm::all_gather: return "all-gather";
-    case CpComm::a2a: return "all-to-all";
-    case CpComm::a2a_p2p: return "all-to-all and ring";
-    case CpComm::none: break;
-  }
-  return "CP group";
-}
-
-// The strides of TP and CP in a TP x CP group of `par`'s order (TP innermost or CP).
-std::pair<int, int> tp_cp_strides(const ParallelConfig& par) {
-  return par.order == RankOrder::tp_cp ? std::pair{1, par.tp} : std::pair{par.cp, 1};
-}
+// Where a dimension of the grid sits: "inside a node" or "across 4 nodes".
+std::string where(const RankGrid& grid, Dim d, int node) { return where(grid.size(d), grid.stride(d), node); }
 
 }  // namespace
 
@@ -83,19 +70,26 @@ void whole_step(Script& L) {
   L.say("rank: Megatron and Llama 3 number them TP fastest, then CP, then PP, then DP ([TP, CP, PP,");
   L.say("DP]). With T = %d, C = %d, PP = %d, DP = %d %s:", T, C, PP, DP, nodes_of.c_str());
   L.blank();
+  GridSizes sizes;
+  sizes.tp = T, sizes.ring = C, sizes.pp = PP, sizes.dp = DP;
+  const RankGrid grid(sizes, "tp-cp-pp-dp");  // every coordinate, stride and group below is the grid's
   Table order({"rank", "t", "c", "p", "d", "node"});
   for (int rank : {0, 1, 2, 3, 4, 8, 31}) {
-    const int t = rank % T, c = rank / T % C, p = rank / (T * C) % PP, d = rank / (T * C * PP);
-    order.row({std::to_string(rank), std::to_string(t), std::to_string(c), std::to_string(p), std::to_string(d), std::to_string(rank / node)});
+    order.row({std::to_string(rank), std::to_string(grid.coord(rank, Dim::tp)), std::to_string(grid.coord(rank, Dim::cp)),
+               std::to_string(grid.coord(rank, Dim::pp)), std::to_string(grid.coord(rank, Dim::dp)), std::to_string(rank / node)});
   }
   L.table(order);
   L.blank();
-  L.say("A group's members are its stride apart: TP %d, CP %d, PP %d, DP %d.", 1, int(L.record("stride_cp", T)),
-        int(L.record("stride_pp", T * C)), int(L.record("stride_dp", T * C * PP)));
-  L.record("dp_nodes", nodes_reached(DP, T * C * PP, node));
+  L.say("A group's members are its stride apart: TP %d, CP %d, PP %d, DP %d.", grid.stride(Dim::tp),
+        int(L.record("stride_cp", grid.stride(Dim::cp))), int(L.record("stride_pp", grid.stride(Dim::pp))),
+        int(L.record("stride_dp", grid.stride(Dim::dp))));
+  L.record("dp_nodes", nodes_reached(DP, grid.stride(Dim::dp), node));
+  std::vector<std::tuple<const char*, int, int>> groups;
+  for (const auto& [name, d] : {std::pair{"TP", Dim::tp}, {"CP", Dim::cp}, {"PP", Dim::pp}, {"DP", Dim::dp}})
+    groups.push_back({name, grid.size(d), grid.stride(d)});
   L.paragraph((node > 1 ? std::string("So the innermost groups share a node's NVLink and the outermost cross the fabric: here ")
                         : "On " + hw.name + " every GPU is a node of its own, so every group crosses the fabric: ") +
-              placement({{"TP", T, 1}, {"CP", C, T}, {"PP", PP, T * C}, {"DP", DP, T * C * PP}}, node) +
+              placement(groups, node) +
               ". Put the chattiest group innermost: TP talks in every block, CP in every attention, PP once a microbatch "
               "between stages, and DP once a step.");
 
@@ -138,13 +132,13 @@ void whole_step(Script& L) {
   L.record("winner_dp", win.candidate.dp);
   L.blank();
   const ParallelConfig& wpar = win.candidate.layer.par;
-  const auto [tp_stride, cp_stride] = tp_cp_strides(wpar);
-  const std::string cp_part = wpar.cp > 1 ? fmt(" and the %s of %d %s", cp_words(wpar.cp_comm), wpar.cp, where(wpar.cp, cp_stride, node).c_str())
+  const RankGrid wgrid = win.candidate.grid();
+  const std::string cp_part = wpar.cp > 1 ? fmt(" and the %s of %d %s", wpar.cp_comm->collective_words, wpar.cp, where(wgrid, Dim::cp, node).c_str())
                                           : std::string(", no CP");
   L.paragraph(fmt("The winner's TP x CP group of %d GPUs is the layer's split, TP %d %s%s; PP %d and DP %d sit outside it. "
                   "Its MFU counts attention causally halved, the FLOPs a causal mask needs; PaLM and Megatron count it whole, "
                   "which at 128K is %.2fx the FLOPs: an MFU by that count includes work no kernel does, and can pass 100%%.",
-                  wpar.tp * wpar.cp, wpar.tp, where(wpar.tp, tp_stride, node).c_str(), cp_part.c_str(), win.candidate.pp,
+                  wpar.tp * wpar.cp, wpar.tp, where(wgrid, Dim::tp, node).c_str(), cp_part.c_str(), win.candidate.pp,
                   win.candidate.dp,
                   L.record("mfu_whole_over_causal", model::model_flops_per_token(cfg, o.layers, o.vocab, false) /
                                                         model::model_flops_per_token(cfg, o.layers, o.vocab, true))));
@@ -155,9 +149,10 @@ void whole_step(Script& L) {
   inner.layer.par.order = inner.layer.par.order == RankOrder::tp_cp ? RankOrder::cp_tp : RankOrder::tp_cp;
   const model::ModeledStep best = model::model_step_of(cfg, win.candidate, o, hw);
   const model::ModeledStep swapped = model::model_step_of(cfg, inner, o, hw);
-  const auto [swapped_tp_stride, swapped_cp_stride] = tp_cp_strides(inner.layer.par);
+  const RankGrid swapped_grid = inner.grid();
   L.say("The same degrees, placed two ways: the winner's order, and with TP and CP swapped inside");
-  L.say("the group (%s: TP's members are %d apart, CP's %d).", inner.order_name().c_str(), swapped_tp_stride, swapped_cp_stride);
+  L.say("the group (%s: TP's members are %d apart, CP's %d).", inner.order_name().c_str(), swapped_grid.stride(Dim::tp),
+        swapped_grid.stride(Dim::cp));
   L.blank();
   Table placed({"order", "step", "exposed TP", "exposed CP", "tokens/s/GPU"});
   for (const model::ModeledStep* m : {&best, &swapped})
@@ -168,7 +163,8 @@ void whole_step(Script& L) {
   L.record("step_s_swapped", swapped.row.cost.step_s);
   L.blank();
   const double slowdown = L.record("swapped_slowdown", swapped.row.cost.step_s / best.row.cost.step_s);
-  const int tp_nodes = nodes_reached(wpar.tp, tp_stride, node), swapped_tp_nodes = nodes_reached(wpar.tp, swapped_tp_stride, node);
+  const int tp_nodes = nodes_reached(wpar.tp, wgrid.stride(Dim::tp), node);
+  const int swapped_tp_nodes = nodes_reached(wpar.tp, swapped_grid.stride(Dim::tp), node);
   if (tp_nodes == 1 && swapped_tp_nodes > 1) {
     L.paragraph(fmt("With TP across nodes its all-gathers and reduce-scatters, one per block and each exposed, cross "
                     "InfiniBand at 1/%.0f of NVLink's rate: the step is %.2fx as long. CP tolerates the fabric because the "
@@ -195,7 +191,7 @@ void whole_step(Script& L) {
   const model::ModeledStep piped_step = model::model_step_of(cfg, w, o, hw);
   const std::string label = L.modeled_name("a pipelined step, a row per stage");
   trace::TraceData timeline = model::step_timeline(piped_step, hw, o.modeling, label);
-  L.add_modeled(std::move(timeline.ranks), "a pipelined step, a row per stage", hw, o.modeling.dtype);
+  L.add_modeled(std::move(timeline.ranks), "a pipelined step, a row per stage", hw, o.modeling);
   model::StepCandidate plain = w;
   plain.vp = 1;
   const model::ModeledStep one_chunk = model::model_step_of(cfg, plain, o, hw);
@@ -263,9 +259,12 @@ void whole_step(Script& L) {
   // twice the GPUs as twice the DP.
   const model::StepCandidate& wn = win.candidate;
   const int wt = wn.layer.par.tp, wc = wn.layer.par.cp, dp2 = 2 * wn.dp, pipe_dp2 = 2 * w.dp;
-  std::vector<int> ring_nodes;  // the nodes of CP group 0's members: ranks cp_stride c
-  for (int c = 0; c < wc; ++c)
-    if (std::find(ring_nodes.begin(), ring_nodes.end(), cp_stride * c / node) == ring_nodes.end()) ring_nodes.push_back(cp_stride * c / node);
+  const int pp_stride = RankGrid(GridSizes::of(wn.layer.par, wn.pp, wn.dp), grid.order()).stride(Dim::pp);
+  const std::vector<int> cp_group = wgrid.groups({Dim::cp}).front();  // CP group 0: ranks 0, cp_stride, ...
+  const int cp_stride = wgrid.stride(Dim::cp);
+  std::vector<int> ring_nodes;  // the nodes its members sit on
+  for (int member : cp_group)
+    if (std::find(ring_nodes.begin(), ring_nodes.end(), member / node) == ring_nodes.end()) ring_nodes.push_back(member / node);
   const int m2 = o.gbs / (pipe_dp2 * o.mbs);
   const double bubble2 = double(w.pp - 1) / m2;
   const double optimizer2 = double(L.numbers["zero0_optimizer_bytes"]) / (dp2 * wc);
@@ -273,15 +272,15 @@ void whole_step(Script& L) {
       {fmt("In the winner's grid (TP %d, CP %d, PP %d, DP %d; [TP, CP, PP, DP]), how far apart are the members of a "
            "PP group?",
            wt, wc, wn.pp, wn.dp),
-       double(wt * wc), fmt("%d ranks", wt * wc), fmt("PP's stride is T C = %d x %d, as step 1's was 2 x 2", wt, wc)},
+       double(pp_stride), fmt("%d ranks", pp_stride), fmt("PP's stride is T C = %d x %d, as step 1's was 2 x 2", wt, wc)},
       {fmt("Over how many nodes of %d GPU%s does one of the winner's %ss (its CP group) reach?", node, node == 1 ? "" : "s",
-           cp_words(wn.layer.par.cp_comm)),
+           wn.layer.par.cp_comm->collective_words),
        double(ring_nodes.size()), fmt("%zu node%s", ring_nodes.size(), ring_nodes.size() == 1 ? "" : "s"),
        fmt("its %d members are %s%d apart, ranks 0 to %d of a TP x CP group of T C = %d ranks, %d to a node: %s", wc,
-           cp_stride == wt ? "T = " : "", cp_stride, cp_stride * (wc - 1), wt * wc, node,
+           cp_stride == wt ? "T = " : "", cp_stride, cp_group.back(), wt * wc, node,
            ring_nodes.size() == 1 ? "one node's NVLink"
-           : tp_nodes == 1        ? fmt("the %s crosses InfiniBand, TP stays inside", cp_words(wn.layer.par.cp_comm)).c_str()
-                                  : fmt("the %s and TP both cross the fabric", cp_words(wn.layer.par.cp_comm)).c_str())},
+           : tp_nodes == 1        ? fmt("the %s crosses InfiniBand, TP stays inside", wn.layer.par.cp_comm->collective_words).c_str()
+                                  : fmt("the %s and TP both cross the fabric", wn.layer.par.cp_comm->collective_words).c_str())},
       {fmt("Step 4's pipeline (PP %d) on %d GPUs as DP %d, the batch still %d sequences: the 1F1B bubble by the formula?",
            w.pp, 2 * o.gpus, pipe_dp2, o.gbs),
        bubble2, pct(bubble2),

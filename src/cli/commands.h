@@ -70,25 +70,48 @@ void refuse_flag(CLI::App& app, const std::string& flag, const std::string& why)
 void refuse_seed_without_random_docs(CLI::App& app);
 void check_seed_without_random_docs(const CLI::App& app);
 
-/// The software the model runs the schedule on (model/stack.h): --stack, --fp8-recipe and
-/// --tp-comm-overlap / --no-tp-comm-overlap, shared by model, plan and compare's modeled twin.
-struct SoftwareFlags {
-  std::string stack = "megatron";      ///< a built-in stack or a stack JSON file
-  std::string fp8_recipe;              ///< "": the stack's (model/fp8.h)
-  std::optional<bool> tp_comm_overlap;  ///< unset: the stack's
-  std::string grad_reduce;              ///< "fp32" or "weights"; "": the stack's
-  /// `o` with these set, the stack loaded (ConfigError for an unknown stack or recipe).
-  void apply(model::ModelOptions& o) const;
+/// What the model models, as the flags say it: one set for every command that models (model,
+/// plan, the modeled twin of compare and run; validate's cases are model's arguments, parsed by
+/// model's parser). options() is the one place a model::ModelOptions is built from flags: a
+/// command builds it once (a validate case once for each time it is modeled, the fitted
+/// parameters as set then) and every dry run, replay and plan of it receives that value; a plan's
+/// candidates each a copy placed on their own nodes (ModelOptions::node_of), which is not an option.
+struct ModelingFlags {
+  std::string dtype = "bf16";           ///< --dtype: bf16, fp32 or fp8 (the twin: bf16, not a flag)
+  std::string efficiency = "achieved";  ///< --efficiency: achieved or ideal
+  std::string attention_kernel;         ///< --attention-kernel: fa2, fa3, cudnn; "": the stack's first the profile has
+  std::string merge;                    ///< --merge: fused or unfused; "": the stack's
+  std::string stack = "megatron";       ///< --stack: a built-in stack or a stack JSON file
+  std::string fp8_recipe;               ///< --fp8-recipe; "": the stack's (model/fp8.h)
+  std::optional<bool> tp_comm_overlap;  ///< --tp-comm-overlap / --no-tp-comm-overlap; unset: the stack's
+  std::string grad_reduce;              ///< --grad-reduce: "fp32" or "weights"; "": the stack's
+  /// model's --overlap-grad-reduce: the one layer's gradient all-reduce in buckets under its
+  /// backward (model::ModelOptions::overlap_grad_reduce; its dry run posts the buckets too).
+  bool overlap_grad_reduce = false;
+  /// The model options these flags say, the stack loaded with the fitted parameters as set now
+  /// (ConfigError for an unknown stack or a bad stack file).
+  model::ModelOptions options() const;
+  /// options(), checked before any work against every profile it will model on: each option
+  /// known and possible there (model::check_model_options: fp8 needs an FP8 peak, a kernel the
+  /// profile has rates for), and no flag that changes nothing: --fp8-recipe without --dtype fp8,
+  /// --attention-kernel or --merge where every profile is modeled at the roofline (--efficiency
+  /// ideal, or profiles without an efficiency). Throws ConfigError naming the flag.
+  model::ModelOptions checked(const std::vector<model::Hardware>& profiles) const;
   /// The stack file, an input no output may replace: {"--stack", path}, the path "" for a
   /// built-in stack.
   std::pair<std::string, std::string> input() const;
 };
-/// The software `o` models, as the JSON of model and plan record it: {stack, merge,
-/// tp_comm_overlap, fp8_recipe (null unless fp8), grad_reduce_fp32}.
-nlohmann::json software_json(const model::ModelOptions& o);
-/// Adds --stack, --tp-comm-overlap and --no-tp-comm-overlap (group "Model"), and where the run
-/// can be a whole step in FP8 (`step_and_fp8`: model, plan) --fp8-recipe and --grad-reduce too.
-void add_software_flags(CLI::App& app, SoftwareFlags& f, bool step_and_fp8 = true);
+/// Which of the modeling flags a command takes: model all of them; plan all but the one layer's
+/// --overlap-grad-reduce (a plan's whole step overlaps already: --no-overlap-grad-reduce); the
+/// modeled twin of compare and run, one recorded layer in bf16, all but --dtype, --fp8-recipe,
+/// --grad-reduce (a whole step's) and --overlap-grad-reduce.
+enum class ModelingScope { model, plan, twin };
+/// Adds the modeling flags `scope` takes (group "Model"), each setting its field of `f`.
+void add_modeling_flags(CLI::App& app, ModelingFlags& f, ModelingScope scope);
+/// The software part of the record `m` (model::modeling_info), as the JSON of model and plan
+/// have written it since before "modeling": {stack, merge, tp_comm_overlap, fp8_recipe (null
+/// unless fp8), grad_reduce_fp32}.
+nlohmann::json software_json(const trace::ModelingInfo& m);
 
 /// A parallel configuration given as degrees (--tp, --cp, --cp-comm, --cp-a2a, --order)
 /// instead of a --strategy name.
@@ -171,7 +194,7 @@ struct CompareOptions {
   double timeout_s = 60;
   double link_gbps = 0, link_latency_us = 0;  ///< local backend: an artificial link (0: memcpy speed)
   std::string hw = model::kDefaultTwinHardware;  ///< the modeled twin's profile
-  SoftwareFlags software;                         ///< the modeled twin's stack and recipes
+  ModelingFlags modeling;                         ///< the modeled twin's (ModelingScope::twin)
   GivenOptions given;  ///< the command line, for check_ranks_agree
 };
 
@@ -332,11 +355,7 @@ struct ModelCommandOptions {
   std::string align = "auto";  ///< --compare's Kineto clocks: auto, collectives, none (trace::ClockAlign)
   int ranks = 4;
   std::string hw = "h100-nvlink";
-  std::string dtype = "bf16";
-  std::string efficiency = "achieved";  ///< model::ModelOptions::efficiency
-  std::string attention_kernel;         ///< "" : the stack's first the profile has
-  std::string merge;                    ///< model::ModelOptions::merge ("": the stack's)
-  SoftwareFlags software;               ///< --stack, --fp8-recipe, --tp-comm-overlap
+  ModelingFlags modeling;  ///< --dtype, --efficiency, --attention-kernel, --merge, the stack's, --overlap-grad-reduce
   std::string only;                     ///< "attention": the strategy's attention alone
   std::string trace;
   std::string json;                     ///< the report (model/report.h) as JSON
@@ -347,9 +366,6 @@ struct ModelCommandOptions {
   int pp = 1, vp = 1, dp = 1, zero = 1, layers = 0;
   int64_t vocab = -1;
   bool overlap_grad_reduce = true;
-  /// --overlap-grad-reduce, the one layer (no --gbs): the CP gradient all-reduce in buckets under
-  /// the backward (model::ModelOptions::overlap_grad_reduce) instead of after it.
-  bool layer_overlap_grad_reduce = false;
   std::string preset;
 };
 
@@ -371,12 +387,10 @@ struct ModelRun;
 /// for a recorded trace (--from), the CP of its `strategy`'s name.
 model::RunKind run_kind_of(const ModelCommandOptions& o, const ModelRun& run, const std::string& strategy = "");
 
-/// The model options of `o` (dtype, efficiency, attention kernel).
-model::ModelOptions model_options(const ModelCommandOptions& o);
-
 /// One modeled run: the dry run (or the trace read) replayed on its profile.
 struct ModelRun {
   model::Hardware hw;
+  model::ModelOptions modeling;  ///< o.modeling.options(), built once: what every part of the run models under
   trace::TraceData modeled;
   size_t events = 0;                              ///< in `modeled`
   std::vector<trace::StrategyMetrics> metrics;    ///< of `modeled`, per strategy
@@ -404,8 +418,10 @@ trace::TraceData read_measured(const ModelCommandOptions& o, const RunPlan& plan
 /// rank's, and the ratio measured / modeled.
 void print_comparison(const ModelCommandOptions& o, const ModelRun& run);
 
-/// The step `model --gbs` models around the dry run's group `plan` on `hw`.
-model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, const model::Hardware& hw);
+/// The step `model --gbs` models around the dry run's group `plan` on `hw`, under `modeling`
+/// (o.modeling.options()).
+model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
+                          const model::Hardware& hw);
 
 /// A step row as `plan --json` and `model --json` write it: the configuration, its status and
 /// reason; ranked rows their time, throughput, MFU both ways, exposed communication and error band
@@ -414,8 +430,10 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
 
 /// Checks `o` as `ringside model` does before any work (the layer, the strategy on its ranks,
 /// the profile and the model options, flags that would have no effect); throws ConfigError.
-/// Returns the profile, and with `plan` the dry run's plan (resolved once, here).
-model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan = nullptr);
+/// Returns the profile, with `plan` the dry run's plan (resolved once, here), and with `modeling`
+/// the model options (o.modeling.checked: built once, here).
+model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan = nullptr,
+                                    model::ModelOptions* modeling = nullptr);
 
 /// Runs `o` as `ringside model` does, printing nothing: validates, dry-runs (or reads --from),
 /// cuts to attention with --only attention, models. Throws ConfigError for bad options and
@@ -462,10 +480,10 @@ struct PlanCommandOptions {
   int gpus = 8;
   std::vector<std::string> hw{"h100-nvlink"};  ///< profiles: names or JSON files
   std::string recompute = "any";               ///< any, none, selective or full
+  std::string cp_comm;  ///< the CP schemes to weigh, comma-separated, or "all"; "": those a framework runs
   int layers = 0;                              ///< L; 0: the preset's depth, or 1 without a preset
   int top = 10;
-  std::string dtype = "bf16";
-  SoftwareFlags software;  ///< --stack, --fp8-recipe, --tp-comm-overlap
+  ModelingFlags modeling;  ///< --dtype, --efficiency, --attention-kernel, --merge and the stack's
   std::string trace, json;
   std::string preset;  ///< the --preset given, for its depth
   /// The whole step (model/step_plan.h), planned when --gbs is given: the global batch and
@@ -479,9 +497,6 @@ struct PlanCommandOptions {
   std::vector<std::string> model_words;
 };
 
-/// The model options a plan models every candidate with: --dtype and the software flags.
-model::ModelOptions plan_modeling(const PlanCommandOptions& o);
-
 /// The `ringside model` command a plan's rows share on the profile given as `hw` (an item of
 /// --hw): the plan's model_words, --hw, and for a whole step --gbs, --batch (the microbatch),
 /// --layers where given and --no-overlap-grad-reduce where given. A row's model_flags complete it.
@@ -492,8 +507,10 @@ std::string plan_model_command(const PlanCommandOptions& o, const std::string& h
 std::string model_flags(const ParallelConfig& par, const std::string& order);
 std::string model_flags(const model::StepCandidate& c);
 
-/// `ringside plan --gbs ...`: the whole-step plan's tables, verdict and --json (plan_step.cpp).
-int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles);
+/// `ringside plan --gbs ...`: the whole-step plan's tables, verdict and --json (plan_step.cpp),
+/// every candidate modeled under `modeling` (o.modeling.checked on `profiles`).
+int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles,
+                      const model::ModelOptions& modeling);
 
 /// The profile names of --hw values, each a comma-separated list ("h100-nvlink,h100-ib");
 /// throws ConfigError for an empty item ("a100-nvlink,", ",a100-nvlink", "a,,b"), a profile

@@ -80,7 +80,7 @@ std::pair<CLI::App*, CLI::App*> add_compare_and_run(CLI::App& app, CompareOption
                   "overlap and exposed comm that do not vary (" + profiles + ", or a profile JSON file)")
         ->capture_default_str()
         ->check(non_empty("--hw needs a profile"));
-    add_software_flags(*c, o.software, false);  // the twin is one layer in bf16
+    add_modeling_flags(*c, o.modeling, ModelingScope::twin);  // the twin is one layer in bf16
     // Under mpirun every rank compares these with rank 0's before anything else (setup).
     c->parse_complete_callback([&o, c] { o.given = given_options(*c); });
   };
@@ -152,7 +152,7 @@ void check_outputs(const CompareOptions& o, const Setup& s) {
       throw ConfigError("--trace " + o.trace + " is inside the --dump directory " + *o.dump + ": write it elsewhere");
   }
   const std::string hw_file = output::is_regular(o.hw) ? o.hw : "";
-  const auto [stack_option, stack_file] = o.software.input();
+  const auto [stack_option, stack_file] = o.modeling.input();
   output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, {{"--hw", hw_file}, {stack_option, stack_file}});
   if (o.dump && !hw_file.empty() &&
       output::same_file(std::filesystem::absolute(hw_file).parent_path().string(), *o.dump))
@@ -267,9 +267,15 @@ int compare_command(CompareOptions& o) {
       throw Error(plan.name + ": " + e.what());  // name the strategy that failed
     }
   }
+  // The load-balance table: the first ring over every rank (the K/V ring, or the pass-Q ring
+  // when it runs alone), run again in the other layouts.
+  const JobRecord* whole_ring = nullptr;
+  for (const JobRecord& job : jobs) {
+    const ParallelConfig& par = job.plan.par;
+    if (!whole_ring && par.tp == 1 && par.scheme().groups.ring && par.ring_size() == par.cp) whole_ring = &job;
+  }
   std::map<Layout, JobRecord> other_layouts;
-  for (const JobRecord& job : jobs)
-    if (job.plan.name == "ring") other_layouts = run_other_layouts(job.plan, s, note);
+  if (whole_ring) other_layouts = run_other_layouts(whole_ring->plan, s, note);
   if (!s.root) return 0;  // rank 0 checks and prints; the others are done
   const Timelines timelines = finish_trace(o, "ringside compare", s, std::move(traces));
 
@@ -297,8 +303,7 @@ int compare_command(CompareOptions& o) {
   js["dtype"] = "float32";
   int failures = report_checks(jobs, checks, y, skipped, timelines, s, js);
   js["modeled"] = print_modeled(timelines, s.hw, s.modeling);
-  for (const JobRecord& job : jobs)
-    if (job.plan.name == "ring") failures += report_load_balance(job, other_layouts, y, s, js);
+  if (whole_ring) failures += report_load_balance(*whole_ring, other_layouts, y, s, js);
   report_all_gather(jobs, checks, js);
   print_compare_footer(timelines, s);
   if (!o.trace.empty())

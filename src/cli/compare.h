@@ -27,7 +27,7 @@ struct Setup {
   int P = 1;
   bool root = true;
   model::Hardware hw;  ///< the modeled twin's profile (--hw)
-  model::ModelOptions modeling;  ///< and its software (--stack, --fp8-recipe, --tp-comm-overlap)
+  model::ModelOptions modeling;  ///< what it models (CompareOptions::modeling's options(), built once)
 };
 
 /// Where the ranks run, and every check before the job's first communication. Under mpirun the
@@ -75,7 +75,8 @@ int report_checks(const std::vector<JobRecord>& jobs, const std::vector<RunCheck
                   const Setup& s, nlohmann::json& js);
 
 /// The modeled twin's table: each strategy's layer on the profile, from the same schedule.
-/// Returns it as JSON: {hardware, dtype, strategies: [metrics with layer_us], table}.
+/// Returns it as JSON: {hardware, dtype, stack, modeling (model::modeling_info: every option it models under), band,
+/// strategies: [metrics with layer_us], table}.
 nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw, const model::ModelOptions& o);
 
 /// all_gather's price, for each all_gather job: every rank holds the whole sequence's K/V while

@@ -141,7 +141,7 @@ int report_checks(const std::vector<JobRecord>& jobs, const std::vector<RunCheck
 void report_all_gather(const std::vector<JobRecord>& jobs, const std::vector<RunCheck>& checks, nlohmann::json& js) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     const RunPlan& plan = jobs[i].plan;
-    if (plan.par.cp_comm != CpComm::all_gather) continue;
+    if (!plan.par.scheme().groups.cp) continue;  // no all-gather over the CP group
     // The price of all_gather: every rank holds the whole sequence's K/V while it attends.
     const LayerConfig& cfg = plan.layer;
     const int64_t kv = allgather_kv_bytes(cfg.b, plan.packing->S, cfg.Hkv / plan.par.tp, cfg.d(), DType::f32);
@@ -176,7 +176,7 @@ void print_compare_footer(const Timelines& t, const Setup& s) {
 }
 
 // The modeled twin's table: each strategy's layer on the profile, from the same schedule. Returns
-// it as JSON: {hardware, dtype, strategies: [metrics with layer_us], table: the printed table}.
+// it as JSON: {hardware, dtype, stack, modeling, band, strategies: [metrics with layer_us], table: the printed table}.
 nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw, const model::ModelOptions& o) {
   std::printf("\n  modeled on %s: the recorded schedule (its FLOPs, bytes and order) replayed in bf16 at\n"
               "  %s;\n  the same on every run and machine (ringside model --from the trace --hw %s gives it\n"
@@ -218,7 +218,7 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw, cons
       par = parse_parallel_config(m.strategy);
     } catch (const ConfigError&) {
     }
-    const model::RunKind kind = model::run_kind(false, false, par, "bf16", model::at_roofline(hw, o));
+    const model::RunKind kind = model::run_kind(false, false, par, o.dtype, model::at_roofline(hw, o));
     const model::ErrorBand band = model::error_band(kind);
     const std::string text = model::band_text(band, kind);
     auto it = std::find_if(bands.begin(), bands.end(), [&](const auto& b) { return b.first == text; });
@@ -228,7 +228,8 @@ nlohmann::json print_modeled(const Timelines& t, const model::Hardware& hw, cons
   }
   for (const auto& [text, strategies] : bands)
     std::printf("  trust%s: %s\n", bands.size() == 1 ? "" : (" (" + strategies + ")").c_str(), text.c_str());
-  return {{"hardware", hw.to_json()}, {"dtype", "bf16"}, {"stack", o.stack.name}, {"band", bj}, {"strategies", std::move(j)}, {"table", table}};
+  return {{"hardware", hw.to_json()}, {"dtype", o.dtype},    {"stack", o.stack.name}, {"modeling", model::modeling_info(hw, o).to_json()},
+          {"band", bj},               {"strategies", std::move(j)}, {"table", table}};
 }
 
 // The timeline tables: the modeled twin's (with its ring steps), then the measured one's.

@@ -57,8 +57,7 @@ Setup setup(CompareOptions& o, const char* command, const std::function<void(con
                                        " s: every transfer would time out (raise --timeout or lower the latency)"));
     check_failure_injection(s.P);
     s.hw = model::load_hardware(o.hw);
-    o.software.apply(s.modeling);
-    model::check_model_options(s.hw, s.modeling);
+    s.modeling = o.modeling.checked({s.hw});
     checks(s);
   });
   if (s.mpi) {

@@ -75,7 +75,8 @@ int report_load_balance(const JobRecord& ring, const std::map<Layout, JobRecord>
   // One unit for the table, so that a small layer's work is not all 0.00.
   const auto [unit, scale] = most >= 1e9 ? std::pair{"GFLOP", 1e9} : most >= 1e6 ? std::pair{"MFLOP", 1e6}
                                                                              : std::pair{"kFLOP", 1e3};
-  std::printf("\n  ring attention work per rank (forward %s%s%s%s):\n  %-26s %6s", unit, cfg.causal ? ", causal" : "",
+  std::printf("\n  %s attention work per rank (forward %s%s%s%s):\n  %-26s %6s", ring.plan.name.c_str(), unit,
+              cfg.causal ? ", causal" : "",
               cfg.docs.size() > 1 ? detail::concat(", ", cfg.docs.size(), " documents").c_str() : "",
               cfg.window > 0 ? detail::concat(", window ", cfg.window).c_str() : "", "layout", "S");
   for (int r = 0; r < s.P; ++r) std::printf(" %7s", ("rank " + std::to_string(r)).c_str());

@@ -36,25 +36,7 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   m->add_option("--ranks", o.ranks, "number of ranks P (the dry run's threads), up to 256")->capture_default_str()->check(CLI::Range(1, 256));
   m->add_option("--hw", o.hw, "hardware: " + hw + ", or a profile JSON file")->capture_default_str()->check(
       non_empty("--hw needs a profile"));
-  m->add_option("--dtype", o.dtype,
-                "the element type modeled: bf16 (bytes halved, bf16 rates), fp32, or fp8 (bf16 with the GEMMs in FP8, their "
-                "inputs quantized first by the recipe, as TransformerEngine runs them)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"bf16", "fp32", "fp8"}));
-  m->add_option("--efficiency", o.efficiency,
-                "achieved: the rates real GPUs and NCCL reach (the profile's efficiency, with sources); ideal: the roofline of "
-                "datasheet peaks and line rates")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"achieved", "ideal"}));
-  m->add_option("--attention-kernel", o.attention_kernel,
-                "the attention kernel's published rates: fa2, fa3 or cudnn (default: the stack's first the GPU has rates for; "
-                "Megatron's: cuDNN on Hopper, FA2 on Ampere)")
-      ->check(CLI::IsMember({"fa2", "fa3", "cudnn"}));
-  m->add_option("--merge", o.merge,
-                "how a ring merges each step's output: fused (one kernel, as ringside and TransformerEngine) or unfused "
-                "(ring-flash-attention's five fp32 torch ops a step); default: the stack's")
-      ->check(CLI::IsMember({"fused", "unfused"}));
-  add_software_flags(*m, o.software);
+  add_modeling_flags(*m, o.modeling, ModelingScope::model);
   m->add_option("--only", o.only, "attention: model the strategy's attention alone (its communication included), as "
                                   "attention benchmarks measure it")
       ->check(CLI::IsMember({"attention"}));
@@ -75,9 +57,6 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
   m->add_option("--vocab", o.vocab, "with --gbs: V, the vocabulary of the embedding and LM head (default: the preset's; 0: none)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   m->add_flag("!--no-overlap-grad-reduce", o.overlap_grad_reduce, "with --gbs: expose the gradient reduction instead of overlapping it");
-  m->add_flag("--overlap-grad-reduce", o.layer_overlap_grad_reduce,
-              "the one layer: all-reduce the weight gradients over CP in buckets as the backward finishes them, under the rest "
-              "of the backward (Megatron's --overlap-grad-reduce), not after it (the whole step, --gbs, overlaps already)");
   m->add_option("--from", o.from, "model this recorded trace (ringside run/compare --trace) instead of a dry run")
       ->option_text("FILE")
       ->check(non_empty("--from needs a file name"));
@@ -115,7 +94,7 @@ model::RunKind run_kind_of(const ModelCommandOptions& o, const ModelRun& run, co
     } catch (const ConfigError&) {
     }
   }
-  return model::run_kind(o.only == "attention", run.step.has_value(), par, o.dtype, model::at_roofline(run.hw, model_options(o)));
+  return model::run_kind(o.only == "attention", run.step.has_value(), par, run.modeling.dtype, model::at_roofline(run.hw, run.modeling));
 }
 
 namespace {
@@ -128,20 +107,9 @@ std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std:
 
 }  // namespace
 
-model::ModelOptions model_options(const ModelCommandOptions& o) {
-  model::ModelOptions mo;
-  mo.dtype = o.dtype;
-  mo.efficiency = o.efficiency;
-  mo.attention_kernel = o.attention_kernel;
-  mo.merge = o.merge;
-  o.software.apply(mo);
-  mo.overlap_grad_reduce = o.layer_overlap_grad_reduce;
-  return mo;
-}
-
 namespace {
 
-// The step's options: L and V from the flags, else the preset's.
+// The step's options: L and V from the flags, else the preset's (the model options are the caller's).
 model::StepPlanOptions step_options(const ModelCommandOptions& o) {
   const ModelPreset* preset = o.preset.empty() ? nullptr : &find_preset(o.preset);
   model::StepPlanOptions so;
@@ -149,7 +117,6 @@ model::StepPlanOptions step_options(const ModelCommandOptions& o) {
   so.vocab = o.vocab >= 0 ? o.vocab : preset ? preset->vocab : 0;
   so.gbs = o.gbs, so.mbs = int(o.cfg.b), so.pp = o.pp, so.vp = o.vp, so.dp = o.dp, so.zero = o.zero;
   so.overlap_grad_reduce = o.overlap_grad_reduce;
-  so.modeling = model_options(o);
   return so;
 }
 
@@ -160,16 +127,19 @@ std::pair<int, int64_t> step_depth(const ModelCommandOptions& o) {
   return {so.layers, so.vocab};
 }
 
-model::StepRow model_step(const ModelCommandOptions& o, const RunPlan& plan, const model::Hardware& hw) {
+model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
+                          const model::Hardware& hw) {
   model::StepCandidate c;
   c.layer.par = plan.par;
   c.layer.par.layout = plan.requested_layout();  // as the step's name shows it: zigzag, not auto
   c.pp = o.pp, c.vp = o.vp, c.dp = o.dp, c.zero = o.zero, c.order = o.parallel.outer_order();
   const int gpus = plan.par.tp * plan.par.cp * o.pp * o.dp;
-  return model::model_step_of(o.cfg, c, step_options(o), model::memory_per_rank(hw, gpus)).row;
+  model::StepPlanOptions so = step_options(o);
+  so.modeling = modeling;
+  return model::model_step_of(o.cfg, c, so, model::memory_per_rank(hw, gpus)).row;
 }
 
-model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan) {
+model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan, model::ModelOptions* modeling) {
   const bool dry = !o.strategy.empty() || o.parallel.given();
   if (!o.compare.empty() && !o.from.empty())
     throw ConfigError("model: --compare sets a measured run beside the dry run of the configuration the flags name, "
@@ -185,16 +155,16 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
   if (!o.from.empty() && dry)
     throw ConfigError("model: --strategy and the degrees (--tp, --cp, ...) run a dry run, --from reads a trace: give one");
   if (o.gbs == 0 && (o.pp != 1 || o.vp != 1 || o.dp != 1 || o.zero != 1 || o.layers || o.vocab >= 0 || !o.overlap_grad_reduce ||
-                     !o.software.grad_reduce.empty()))
+                     !o.modeling.grad_reduce.empty()))
     throw ConfigError("model: --pp, --vp, --dp, --zero, --layers, --vocab, --grad-reduce and --no-overlap-grad-reduce model a whole step: "
                       "give --gbs too");
   if (o.gbs == 0 && o.parallel.order.size() > 5)
     throw ConfigError("model: --order " + o.parallel.order + " also places a whole step's stages and replicas around the group: give --gbs "
                       "too, or --order " + o.parallel.group_order() + " for the group alone");
-  if (o.layer_overlap_grad_reduce && o.gbs > 0)
+  if (o.modeling.overlap_grad_reduce && o.gbs > 0)
     throw ConfigError("model: --gbs overlaps the gradient reduction already (--no-overlap-grad-reduce exposes it); "
                       "--overlap-grad-reduce is the one layer's");
-  if (o.layer_overlap_grad_reduce && (!o.from.empty() || !o.only.empty()))
+  if (o.modeling.overlap_grad_reduce && (!o.from.empty() || !o.only.empty()))
     throw ConfigError(std::string("model: --overlap-grad-reduce buckets the dry run's gradient all-reduce; ") +
                       (o.from.empty() ? "--only attention models no gradients" : "a recorded trace (--from) has one all-reduce, after the backward"));
   if (o.gbs > 0 && !o.from.empty()) throw ConfigError("model: --gbs models the step around a dry run, not around a recorded trace (--from)");
@@ -205,20 +175,12 @@ model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<
     model::check_step_options(o.cfg, so);
   }
   model::Hardware hw = model::load_hardware(o.hw);
-  const model::ModelOptions mo = model_options(o);
-  model::check_model_options(hw, mo);
-  // Flags that would change nothing are refused, not ignored.
-  const bool achieved = o.efficiency == "achieved" && hw.efficiency.present;
-  if (!o.software.fp8_recipe.empty() && o.dtype != "fp8")
-    throw ConfigError("--fp8-recipe " + o.software.fp8_recipe + " quantizes FP8 GEMMs: give --dtype fp8 too");
-  if (!achieved && (!o.attention_kernel.empty() || !o.merge.empty()))
-    throw ConfigError(std::string(o.attention_kernel.empty() ? "--merge" : "--attention-kernel") + " has no effect " +
-                      (o.efficiency == "ideal" ? "under --efficiency ideal (the roofline)"
-                                               : "on " + hw.name + ", whose profile states no efficiency (the roofline)"));
+  const model::ModelOptions mo = o.modeling.checked({hw});
   if (dry) {
     RunPlan p = resolve(o.choices.applied_to(strategy_from(o.strategy, o.parallel, o.ranks)), o.cfg, o.ranks);
     if (plan) *plan = std::move(p);
   }
+  if (modeling) *modeling = mo;
   return hw;
 }
 
@@ -226,8 +188,8 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
   ProgressReport silent;
   ProgressReport& report = progress ? *progress : silent;
   using clock = std::chrono::steady_clock;
-  run.hw = check_model_command(o, &run.plan);  // before the dry run: a bad kernel or dtype costs nothing
-  const model::ModelOptions mo = model_options(o);
+  run.hw = check_model_command(o, &run.plan, &run.modeling);  // before the dry run: a bad kernel or dtype costs nothing
+  const model::ModelOptions& mo = run.modeling;
   if (!o.compare.empty()) run.measured = read_measured(o, *run.plan);  // before it too: a run of other ranks costs nothing
 
   trace::TraceData schedule;
@@ -243,7 +205,7 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
                    "--ranks, --seq or --batch", 0, 2 * o.ranks);
     // The dry run: the strategy's own code, with tensors that hold no memory and no math.
     RankOptions rank;
-    rank.overlap_grad_reduce = o.layer_overlap_grad_reduce;  // the buckets, posted where their gradients are ready
+    rank.overlap_grad_reduce = mo.overlap_grad_reduce;  // the buckets, posted where their gradients are ready
     report.phase(detail::concat("dry-running ", run.plan->name, " on ", o.ranks, " ranks (at most ",
                                 std::llround(model::schedule_events_bound(o.ranks, o.cfg, run.plan->requested_layout())),
                                 " events to record)"),
@@ -283,7 +245,7 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
   report.advance();
   if (o.gbs > 0) {
     report.phase("modeling the step around the group (its dry run without the gradient sync, its replay, the pipeline)", 1, "steps");
-    run.step = model_step(o, *run.plan, run.hw);
+    run.step = model_step(o, mo, *run.plan, run.hw);
     report.advance();
   }
   report.finish();
@@ -340,7 +302,7 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
               format_seconds(report.slowest.attention.backward_s).c_str(), hidden.c_str());
   if (!run.step) std::fputs(trust.c_str(), stdout);
   if (st) {
-    const double scale = o.dtype == "fp32" ? 1.0 : 0.5;
+    const double scale = run.modeling.dtype == "fp32" ? 1.0 : 0.5;
     int64_t saved = 0;
     for (const RunRecord& r : run.results) saved = std::max(saved, r.peak_saved);
     std::printf("  saved      activations per rank %s (formula %s)\n", format_bytes(scale * double(saved)).c_str(),
@@ -398,7 +360,7 @@ ModelFiles model_files(const ModelCommandOptions& o) {
   f.outputs = {{"--trace", o.trace}, {"--json", o.json}};
   f.runs = {{"--from", o.from}};
   for (const std::string& c : trace::trace_input_files(o.compare)) f.runs.push_back({"--compare", c});  // a folder's files too
-  const auto [stack_option, stack_file] = o.software.input();
+  const auto [stack_option, stack_file] = o.modeling.input();
   f.configuration = {{"--hw", output::is_regular(o.hw) ? o.hw : ""}, {stack_option, stack_file}};
   return f;
 }
@@ -426,14 +388,14 @@ int model_command(const ModelCommandOptions& o) {
   std::printf("  hardware   %s: %s\n", hw.name.c_str(), hw.description.c_str());
   char inside[96] = "";  // a profile of one GPU per node has no link inside a node
   if (hw.gpus_per_node > 1) std::snprintf(inside, sizeof inside, "%.4g GB/s %.1f us inside, ", hw.intra_bandwidth / 1e9, hw.intra_latency_s * 1e6);
-  const double peak = hw.peak_flops(o.dtype);
+  const model::ModelOptions& mo = run.modeling;
+  const double peak = hw.peak_flops(mo.dtype);
   std::printf("             %.4g TFLOP/s %s (peak), %.4g GB/s memory, %.4g GB; %d GPU%s per node: %s%.4g GB/s %.1f us across\n",
-              peak / 1e12, o.dtype.c_str(), hw.memory_bandwidth / 1e9, hw.memory_bytes / 1e9, hw.gpus_per_node,
+              peak / 1e12, mo.dtype.c_str(), hw.memory_bandwidth / 1e9, hw.memory_bytes / 1e9, hw.gpus_per_node,
               hw.gpus_per_node == 1 ? "" : "s", inside, hw.inter_bandwidth / 1e9, hw.inter_latency_s * 1e6);
   std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s (this machine, varying)\n", run.events,
               modeled.ranks.size(), o.from.empty() ? "dry run" : "read", run.dry_s, run.model_s);
-  const std::string bytes = o.dtype == "fp32" ? "fp32 bytes" : "bf16: half the fp32 run's bytes";
-  const model::ModelOptions mo = model_options(o);
+  const std::string bytes = mo.dtype == "fp32" ? "fp32 bytes" : "bf16: half the fp32 run's bytes";
   const std::string kernel = model::attention_kernel_of(hw, mo);
   std::printf("  model      %s;\n             %s\n", model::rates_summary(hw, mo, "\n             ").c_str(), bytes.c_str());
 
@@ -444,8 +406,8 @@ int model_command(const ModelCommandOptions& o) {
     nlohmann::json j = {{"producer", "ringside model"},
                         {"modeled", true},
                         {"hardware", hw.name},
-                        {"efficiency", o.efficiency},
-                        {"dtype", o.dtype},
+                        {"efficiency", mo.efficiency},
+                        {"dtype", mo.dtype},
                         {"ranks", int(modeled.ranks.size())}};
     if (!kernel.empty()) j["attention_kernel"] = kernel;
     if (!o.only.empty()) j["only"] = o.only;
@@ -457,10 +419,12 @@ int model_command(const ModelCommandOptions& o) {
     j.erase("ranks"), j["ranks"] = j["strategies"].front()["ranks"];
     if (run.step) {
       j["step"] = step_row_json(*run.step, hw, 1, mo);
-      j["step"]["mfu_counts"] = model::mfu_counts_text(o.cfg, o.dtype);
+      j["step"]["mfu_counts"] = model::mfu_counts_text(o.cfg, mo.dtype);
     }
     const model::RunKind kind = run_kind_of(o, run, run.reports.empty() ? "" : run.reports.front().strategy);
-    j["software"] = software_json(mo);
+    const trace::ModelingInfo modeling = model::modeling_info(hw, mo);
+    j["modeling"] = modeling.to_json();
+    j["software"] = software_json(modeling);
     j["band"] = model::band_json(model::error_band(kind), kind);
     output::write(o.json, j.dump(2) + "\n", "--json");
     std::printf("\n  json: %s\n", o.json.c_str());

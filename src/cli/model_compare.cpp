@@ -159,8 +159,8 @@ void print_comparison(const ModelCommandOptions& o, const ModelRun& run) {
   std::printf("    measured   %s: the wall clock of that run\n", describe(measured).c_str());
   if (measured.run.device == "cpu") std::printf("               (CPU ranks that share cores wait for them inside their ops)\n");
   std::printf("    modeled    %s%s on %s, %s, %s rates: this configuration's schedule as ringside runs it\n",
-              o.only == "attention" ? "the attention of " : "", run.plan->name.c_str(), run.hw.name.c_str(), o.dtype.c_str(),
-              o.efficiency.c_str());
+              o.only == "attention" ? "the attention of " : "", run.plan->name.c_str(), run.hw.name.c_str(), run.modeling.dtype.c_str(),
+              run.modeling.efficiency.c_str());
   std::printf("    each figure is its slowest rank's (the largest over the %d ranks, each figure its own); time: the phase's\n"
               "    span (its events' first start to last end); compute, comm: unions of intervals, as trace-stats counts them\n",
               o.ranks);

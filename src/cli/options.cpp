@@ -1,6 +1,7 @@
 // What the command line may say: the layer flags every subcommand shares, values checked as
 // written (no empty value read as 0, no seed that saturates), flags that contradict each other
 // refused, and the options a rank was given, for comparing ranks under mpirun.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -161,26 +162,72 @@ void refuse_seed_without_random_docs(CLI::App& app) {
   app.parse_complete_callback([&app] { check_seed_without_random_docs(app); });
 }
 
-void SoftwareFlags::apply(model::ModelOptions& o) const {
+model::ModelOptions ModelingFlags::options() const {
+  model::ModelOptions o;
+  o.dtype = dtype;
+  o.efficiency = efficiency;
+  o.attention_kernel = attention_kernel;
+  o.merge = merge;
   o.stack = model::load_stack(stack);
   o.fp8_recipe = fp8_recipe;
   o.tp_comm_overlap = tp_comm_overlap;
   if (!grad_reduce.empty()) o.stack.grad_reduce_fp32 = grad_reduce == "fp32";
+  o.overlap_grad_reduce = overlap_grad_reduce;
+  return o;
 }
 
-nlohmann::json software_json(const model::ModelOptions& o) {
-  return {{"stack", o.stack.name},
-          {"merge", model::merge_of(o)},
-          {"tp_comm_overlap", model::tp_comm_overlap_of(o)},
-          {"fp8_recipe", o.dtype == "fp8" ? nlohmann::json(model::fp8_recipe_of(o)) : nlohmann::json(nullptr)},
-          {"grad_reduce_fp32", o.stack.grad_reduce_fp32}};
+model::ModelOptions ModelingFlags::checked(const std::vector<model::Hardware>& profiles) const {
+  const model::ModelOptions o = options();
+  for (const model::Hardware& hw : profiles) model::check_model_options(hw, o);  // fp8 on an A100: refused now
+  // Flags that would change nothing are refused, not ignored.
+  if (!fp8_recipe.empty() && dtype != "fp8") throw ConfigError("--fp8-recipe " + fp8_recipe + " quantizes FP8 GEMMs: give --dtype fp8 too");
+  const bool achieved = std::any_of(profiles.begin(), profiles.end(), [&](const model::Hardware& hw) { return !model::at_roofline(hw, o); });
+  if (!achieved && !profiles.empty() && (!attention_kernel.empty() || !merge.empty())) {
+    std::string names;
+    for (const model::Hardware& hw : profiles) names += (names.empty() ? "" : ", ") + hw.name;
+    throw ConfigError(std::string(attention_kernel.empty() ? "--merge" : "--attention-kernel") + " has no effect " +
+                      (efficiency == "ideal" ? "under --efficiency ideal (the roofline)"
+                       : profiles.size() == 1 ? "on " + names + ", whose profile states no efficiency (the roofline)"
+                                              : "on " + names + ", whose profiles state no efficiency (the roofline)"));
+  }
+  return o;
 }
 
-std::pair<std::string, std::string> SoftwareFlags::input() const {
+std::pair<std::string, std::string> ModelingFlags::input() const {
   return {"--stack", output::is_regular(stack) ? stack : ""};
 }
 
-void add_software_flags(CLI::App& app, SoftwareFlags& f, bool step_and_fp8) {
+nlohmann::json software_json(const trace::ModelingInfo& m) {
+  const nlohmann::json all = m.to_json();
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* key : {"stack", "merge", "tp_comm_overlap", "fp8_recipe", "grad_reduce_fp32"}) j[key] = all.at(key);
+  return j;
+}
+
+void add_modeling_flags(CLI::App& app, ModelingFlags& f, ModelingScope scope) {
+  if (scope != ModelingScope::twin)
+    app.add_option("--dtype", f.dtype,
+                   "the element type modeled: bf16 (bytes halved, bf16 rates), fp32, or fp8 (bf16 with the GEMMs in FP8, their "
+                   "inputs quantized first by the recipe, as TransformerEngine runs them)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"bf16", "fp32", "fp8"}))
+        ->group("Model");
+  app.add_option("--efficiency", f.efficiency,
+                 "achieved: the rates real GPUs and NCCL reach (the profile's efficiency, with sources); ideal: the roofline of "
+                 "datasheet peaks and line rates")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"achieved", "ideal"}))
+      ->group("Model");
+  app.add_option("--attention-kernel", f.attention_kernel,
+                 "the attention kernel's published rates: fa2, fa3 or cudnn (default: the stack's first the GPU has rates for; "
+                 "Megatron's: cuDNN on Hopper, FA2 on Ampere)")
+      ->check(CLI::IsMember({"fa2", "fa3", "cudnn"}))
+      ->group("Model");
+  app.add_option("--merge", f.merge,
+                 "how a ring merges each step's output: fused (one kernel, as ringside and TransformerEngine) or unfused "
+                 "(ring-flash-attention's five fp32 torch ops a step); default: the stack's")
+      ->check(CLI::IsMember({"fused", "unfused"}))
+      ->group("Model");
   std::string names;
   for (const std::string& n : model::stack_names()) names += (names.empty() ? "" : ", ") + n;
   app.add_option("--stack", f.stack,
@@ -197,7 +244,7 @@ void add_software_flags(CLI::App& app, SoftwareFlags& f, bool step_and_fp8) {
                                            "TP's collectives between their GEMMs, exposed");
   on->excludes(off)->group("Model");
   off->group("Model");
-  if (!step_and_fp8) return;
+  if (scope == ModelingScope::twin) return;
   app.add_option("--fp8-recipe", f.fp8_recipe,
                  "with --dtype fp8: how the GEMMs' inputs are quantized: delayed, current (tensorwise), block or mxfp8 "
                  "(default: the stack's)")
@@ -208,6 +255,11 @@ void add_software_flags(CLI::App& app, SoftwareFlags& f, bool step_and_fp8) {
                  "(bf16; NeMo 2.0's performance recipes) (default: the stack's)")
       ->check(CLI::IsMember({"fp32", "weights"}))
       ->group("Model");
+  if (scope != ModelingScope::model) return;
+  app.add_flag("--overlap-grad-reduce", f.overlap_grad_reduce,
+               "the one layer: all-reduce the weight gradients over CP in buckets as the backward finishes them, under the rest "
+               "of the backward (Megatron's --overlap-grad-reduce), not after it (the whole step, --gbs, overlaps already)")
+      ->group("Model");
 }
 
 void add_parallel_flags(CLI::App& app, ParallelFlags& p, bool step_orders) {
@@ -217,8 +269,16 @@ void add_parallel_flags(CLI::App& app, ParallelFlags& p, bool step_orders) {
   app.add_option("--cp", p.cp, "context-parallel degree C (T x C = P; left out: the rest of P)")
       ->check(integer_in(1, kMaxRanks))
       ->group("Parallel");
-  app.add_option("--cp-comm", p.cp_comm, "context parallelism's attention: p2p (ring), all_gather, a2a (Ulysses), a2a+p2p")
-      ->check(CLI::IsMember({"p2p", "all_gather", "all-gather", "a2a", "a2a+p2p"}))
+  std::string schemes;  // "p2p (ring), all_gather, a2a (ulysses), ...": each with its configuration name
+  for (const CpScheme* s : cp_schemes()) {
+    if (s->none()) continue;
+    std::string named, dashed = s->name;
+    for (const char* g : s->strategy) named += (named.empty() ? "" : " x ") + std::string(g);
+    for (char& ch : dashed) ch = ch == '_' ? '-' : ch;
+    schemes += (schemes.empty() ? "" : ", ") + std::string(s->name) + (named != dashed ? " (" + named + ")" : "");
+  }
+  app.add_option("--cp-comm", p.cp_comm, "context parallelism's attention: " + schemes)
+      ->check(CLI::IsMember(cp_comm_names()))
       ->group("Parallel");
   app.add_option("--cp-a2a", p.cp_a2a, "a2a+p2p: the all-to-all degree U (U divides C; the ring spans C / U)")
       ->check(integer_in(1, kMaxRanks))
@@ -262,12 +322,17 @@ ParallelConfig strategy_from(const std::string& strategy, const ParallelFlags& p
   ParallelConfig par;
   par.tp = p.tp ? p.tp : p.cp ? 0 : 1;
   par.cp = p.cp ? p.cp : p.tp && p.cp_comm.empty() ? P / p.tp : p.cp_comm.empty() ? 1 : 0;
-  par.cp_comm = !p.cp_comm.empty() ? parse_cp_comm(p.cp_comm) : par.cp > 1 || par.cp == 0 ? CpComm::p2p : CpComm::none;
-  if (par.cp_comm == CpComm::none && par.cp != 1) throw ConfigError(detail::concat("--cp ", par.cp, " needs a --cp-comm"));
-  if (par.cp_comm == CpComm::a2a_p2p && !p.cp_a2a)
-    throw ConfigError("--cp-comm a2a+p2p needs --cp-a2a U, the all-to-all degree (U divides C; the ring spans C / U)");
-  if (par.cp_comm != CpComm::a2a_p2p && p.cp_a2a)
-    throw ConfigError(detail::concat("--cp-a2a ", p.cp_a2a, " is the all-to-all degree of --cp-comm a2a+p2p, but --cp-comm is ",
+  par.cp_comm = !p.cp_comm.empty() ? parse_cp_comm(p.cp_comm) : par.cp > 1 || par.cp == 0 ? &default_cp_scheme() : &no_cp_scheme();
+  if (par.cp_comm->none() && par.cp != 1) throw ConfigError(detail::concat("--cp ", par.cp, " needs a --cp-comm"));
+  // The all-to-all degree U is a degree of its own only where a scheme nests an all-to-all and a ring.
+  std::string nested;
+  for (const CpScheme* s : cp_schemes())
+    if (s->nested()) nested += (nested.empty() ? "" : " or ") + std::string(s->name);
+  if (par.cp_comm->nested() && !p.cp_a2a)
+    throw ConfigError(detail::concat("--cp-comm ", par.cp_comm->name,
+                                     " needs --cp-a2a U, the all-to-all degree (U divides C; the ring spans C / U)"));
+  if (!par.cp_comm->nested() && p.cp_a2a)
+    throw ConfigError(detail::concat("--cp-a2a ", p.cp_a2a, " is the all-to-all degree of --cp-comm ", nested, ", but --cp-comm is ",
                                      p.cp_comm.empty() ? "not given" : p.cp_comm));
   if (p.cp_a2a && p.cp && p.cp % p.cp_a2a != 0)
     throw ConfigError(detail::concat("--cp-a2a ", p.cp_a2a, " must divide --cp ", p.cp,

@@ -20,13 +20,6 @@
 
 namespace ringside::cli {
 
-model::ModelOptions plan_modeling(const PlanCommandOptions& o) {
-  model::ModelOptions mo;
-  mo.dtype = o.dtype;
-  o.software.apply(mo);
-  return mo;
-}
-
 namespace {
 
 // `w` as one word of a POSIX shell command: as it is when it needs no quoting, else in single quotes.
@@ -43,7 +36,7 @@ std::string shell_word(const std::string& w) {
 // The plan's own flags, which its rows' model commands do not repeat: what the plan weighs or
 // prints, and the step's (the rows give them as model takes them).
 bool plan_only(const std::string& name) {
-  static const std::set<std::string> names{"--help", "--gpus", "--hw", "--recompute", "--layout", "--layers", "--top", "--trace",
+  static const std::set<std::string> names{"--help", "--gpus", "--hw", "--recompute", "--cp-comm", "--layout", "--layers", "--top", "--trace",
                                            "--json", "--gbs", "--mbs", "--pp", "--vp", "--dp", "--zero",
                                            "--no-overlap-grad-reduce", "--exhaustive"};
   return names.contains(name);
@@ -67,7 +60,7 @@ std::string plan_model_command(const PlanCommandOptions& o, const std::string& h
 std::string model_flags(const ParallelConfig& par, const std::string& order) {
   std::string f = detail::concat("--tp ", par.tp, " --cp ", par.cp);
   if (par.cp > 1) f += std::string(" --cp-comm ") + to_string(par.cp_comm);
-  if (par.cp_comm == CpComm::a2a_p2p) f += detail::concat(" --cp-a2a ", par.a2a_size());
+  if (par.scheme().nested()) f += detail::concat(" --cp-a2a ", par.a2a_size());
   return f + " --order " + order + " --layout " + to_string(par.layout) + " --recompute " + to_string(par.recompute) +
          detail::concat(" --ranks ", par.tp * par.cp);
 }
@@ -93,12 +86,16 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
   p->add_option("--recompute", o.recompute, "recompute modes to weigh: any (the default: none, selective and full), none, selective, full")
       ->capture_default_str()
       ->check(CLI::IsMember({"any", "none", "selective", "full"}));
+  std::string own;  // the schemes no framework runs, weighed only when named
+  for (const CpScheme* s : cp_schemes())
+    if (!s->none() && !s->planned_by_default()) own += (own.empty() ? "" : ", ") + std::string(s->name);
+  p->add_option("--cp-comm", o.cp_comm,
+                "context-parallel schemes to weigh, comma-separated: " + cp_comm_choices() +
+                    ", or all (default: those TransformerEngine runs" + (own.empty() ? "" : ", not ringside's own " + own) + ")")
+      ->group("Plan");
   p->add_option("--layers", o.layers, "L, the layers of a step (default: the preset's depth, or 1)")->check(CLI::Range(1, 1000));
   p->add_option("--top", o.top, "rows of the ranked table (and of each kind of rejection) to print")->capture_default_str()->check(CLI::Range(1, 100000));
-  p->add_option("--dtype", o.dtype, "the element type modeled: bf16, fp32, or fp8 (bf16 with the GEMMs in FP8, their inputs quantized first)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"bf16", "fp32", "fp8"}));
-  add_software_flags(*p, o.software);
+  add_modeling_flags(*p, o.modeling, ModelingScope::plan);
   p->add_option("--trace", o.trace, "write the winner's and the runner-up's modeled timelines (ringside-viewer shows them side by side)")
       ->option_text("FILE")
       ->check(non_empty("--trace needs a file name"));
@@ -171,14 +168,15 @@ nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int 
   return j;
 }
 
-void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers, const std::string& hw_given) {
+void print_plan(const model::Plan& plan, const PlanCommandOptions& o, const model::ModelOptions& mo, int layers,
+                const std::string& hw_given) {
   const model::Hardware& hw = plan.hw;
   std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
   std::printf("  %.4g TFLOP/s %s per GPU, %s each; %d GPU%s per node, %.4g GB/s inside a node, %.4g GB/s across (modeled)\n",
-              hw.peak_flops(o.dtype) / 1e12, o.dtype.c_str(),
+              hw.peak_flops(mo.dtype) / 1e12, mo.dtype.c_str(),
               format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), hw.gpus_per_node, hw.gpus_per_node == 1 ? "" : "s",
               hw.intra_bandwidth / 1e9, hw.inter_bandwidth / 1e9);
-  std::printf("  modeled at %s\n", model::rates_summary(hw, plan_modeling(o), "\n  ").c_str());
+  std::printf("  modeled at %s\n", model::rates_summary(hw, mo, "\n  ").c_str());
   const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
   size_t wname = 9;
   for (size_t i = 0; i < shown; ++i) wname = std::max(wname, plan.rows[i].candidate.name().size());
@@ -194,9 +192,8 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
   if (ranked > 0) {
-    const model::ModelOptions mo = plan_modeling(o);
     const model::RunKind kind =
-        model::run_kind(false, false, plan.rows.front().candidate.par, o.dtype, model::at_roofline(hw, mo));
+        model::run_kind(false, false, plan.rows.front().candidate.par, mo.dtype, model::at_roofline(hw, mo));
     std::printf("  trust: for the winner's kind, %s\n", model::band_text(model::error_band(kind), kind).c_str());
     const model::PlanCandidate& win = plan.rows.front().candidate;
     std::printf("  #1 modeled alone (its layer's time, /layer/total_s in --json, x %d layer%s is its step; --json gives every\n"
@@ -209,7 +206,7 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, int layers
               "  saved activations (the --trace timeline is one layer: its memory lane peaks at that layer's alone);\n"
               "  intra-node, inter-node: the most any GPU sends inside its node, and the most any sends across (%s;\n"
               "  each column's busiest GPU, not always the same one)\n",
-              o.dtype.c_str());
+              mo.dtype.c_str());
 
   // The rejected: the rules, grouped, and the least memory-hungry that do not fit.
   std::vector<std::pair<std::string, std::vector<std::string>>> rules;
@@ -268,7 +265,7 @@ int plan_command(const PlanCommandOptions& o) {
   std::vector<output::Named> inputs;
   for (const std::string& h : hw_names)
     if (output::is_regular(h)) inputs.push_back({"--hw", h});
-  const auto [stack_option, stack_file] = o.software.input();
+  const auto [stack_option, stack_file] = o.modeling.input();
   inputs.push_back({stack_option, stack_file});
   output::check_distinct({{"--trace", o.trace}, {"--json", o.json}}, inputs);
   std::vector<model::Hardware> profiles;
@@ -276,12 +273,10 @@ int plan_command(const PlanCommandOptions& o) {
   for (const std::string& h : hw_names) profiles.push_back(model::memory_per_rank(model::load_hardware(h), o.gpus));
   if (!o.trace.empty()) output::check(o.trace, "--trace");
   if (!o.json.empty()) output::check(o.json, "--json");
-  if (!o.software.fp8_recipe.empty() && o.dtype != "fp8")
-    throw ConfigError("--fp8-recipe " + o.software.fp8_recipe + " quantizes FP8 GEMMs: give --dtype fp8 too");
-  const model::ModelOptions modeling = plan_modeling(o);
-  for (const model::Hardware& hw : profiles) model::check_model_options(hw, modeling);  // fp8 on an A100: refused now
-  if (o.gbs > 0) return plan_step_command(o, profiles);
-  if (o.mbs != 1 || o.pp || o.vp || o.dp || o.zero >= 0 || !o.overlap_grad_reduce || o.exhaustive || !o.software.grad_reduce.empty())
+  // The one model options value of this plan: every candidate's dry run and replay on every profile.
+  const model::ModelOptions modeling = o.modeling.checked(profiles);
+  if (o.gbs > 0) return plan_step_command(o, profiles, modeling);
+  if (o.mbs != 1 || o.pp || o.vp || o.dp || o.zero >= 0 || !o.overlap_grad_reduce || o.exhaustive || !o.modeling.grad_reduce.empty())
     throw ConfigError(
         "plan: --mbs, --pp, --vp, --dp, --zero, --grad-reduce, --no-overlap-grad-reduce and --exhaustive plan a whole step: give --gbs too");
   if (o.gpus > 256)
@@ -294,6 +289,7 @@ int plan_command(const PlanCommandOptions& o) {
   po.modeling = modeling;
   if (o.recompute != "any") po.modes = {parse_recompute(o.recompute)};
   po.layout = o.choices.layout;
+  po.schemes = cp_schemes_named(o.cp_comm);
   // A plan of more than a few seconds says on stderr what it does, how far it is and about how
   // long is left, every 2 s.
   ProgressLine progress("plan");
@@ -315,8 +311,8 @@ int plan_command(const PlanCommandOptions& o) {
               stats.candidates, stats.invalid, stats.dry_runs, stats.reused, stats.memory_rejects, stats.seconds);
   std::printf("  modeled, not measured: L layers back to back; weights, gradients and activations in %s; no pipeline or data\n"
               "  parallelism, optimizer state or overlap between layers (docs/model.md)\n",
-              o.dtype == "fp8" ? "bf16 (the GEMMs in FP8)" : o.dtype.c_str());
-  for (size_t p = 0; p < plans.size(); ++p) print_plan(plans[p], o, po.layers, hw_names[p]);
+              modeling.dtype == "fp8" ? "bf16 (the GEMMs in FP8)" : modeling.dtype.c_str());
+  for (size_t p = 0; p < plans.size(); ++p) print_plan(plans[p], o, modeling, po.layers, hw_names[p]);
 
   if (!o.trace.empty()) {
     trace::TraceData t;
@@ -331,9 +327,9 @@ int plan_command(const PlanCommandOptions& o) {
         std::vector<trace::RankTrace> ranks = model::candidate_timeline(row->candidate, o.cfg, o.gpus, plan.hw, modeling, of);
         if (t.run.producer.empty()) {
           t.run.producer = "ringside plan", t.run.config = config_json(o.cfg, given), t.run.ranks = o.gpus;
-          t.run.modeled = true, t.run.hardware = plan.hw.to_json(), t.run.model_dtype = o.dtype;
+          model::mark_modeled(t.run, plan.hw, modeling);
         }
-        model::insert_modeled_group(t, std::move(ranks), of, plan.hw, o.dtype, t.ranks.size()).layers = po.layers;
+        model::insert_modeled_group(t, std::move(ranks), of, plan.hw, modeling, t.ranks.size()).layers = po.layers;
       }
     }
     trace::write_trace(o.trace, t);
@@ -346,13 +342,15 @@ int plan_command(const PlanCommandOptions& o) {
     nlohmann::json config = o.cfg.to_json();
     if (given.layout != Layout::automatic) config["layout"] = to_string(given.requested_layout(o.cfg));
     nlohmann::json js = {{"config", config}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", po.layers},
-                         {"dtype", o.dtype}, {"recompute", o.recompute}, {"software", software_json(modeling)}};
+                         {"dtype", modeling.dtype}, {"recompute", o.recompute},
+                         {"software", software_json(model::modeling_info(profiles.front(), modeling))}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"dry_runs", stats.dry_runs},
                    {"reused", stats.reused}, {"memory_rejects", stats.memory_rejects}, {"seconds", stats.seconds}};
     for (size_t i = 0; i < plans.size(); ++i) {
       const model::Plan& plan = plans[i];
-      nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict},
-                          {"model_command", plan_model_command(o, hw_names[i])}, {"rows", nlohmann::json::array()}};
+      nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"modeling", model::modeling_info(plan.hw, modeling).to_json()},
+                          {"verdict", plan.verdict}, {"model_command", plan_model_command(o, hw_names[i])},
+                          {"rows", nlohmann::json::array()}};
       int place = 0;
       for (const model::PlanRow& r : plan.rows) p["rows"].push_back(row_json(r, plan.hw, ++place, modeling));
       js["plans"].push_back(p);

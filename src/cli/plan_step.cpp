@@ -26,10 +26,11 @@ std::string gib(double bytes) {
 }
 
 
-void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, const std::string& hw_given) {
+void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, const model::ModelOptions& mo,
+                     const std::string& hw_given) {
   const model::Hardware& hw = plan.hw;
   std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
-  std::printf("  modeled at %s\n", model::rates_summary(hw, plan_modeling(o), "\n  ").c_str());
+  std::printf("  modeled at %s\n", model::rates_summary(hw, mo, "\n  ").c_str());
   const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
   size_t wname = 9;
   for (size_t i = 0; i < shown; ++i) wname = std::max(wname, plan.rows[i].candidate.name().size());
@@ -51,9 +52,8 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, c
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
   if (ranked > 0) {
     const model::StepRow& w = plan.rows.front();
-    const model::ModelOptions mo = plan_modeling(o);
     const model::RunKind kind =
-        model::run_kind(false, true, w.candidate.layer.par, o.dtype, model::at_roofline(hw, mo));
+        model::run_kind(false, true, w.candidate.layer.par, mo.dtype, model::at_roofline(hw, mo));
     const model::ErrorBand band = model::error_band(kind);
     std::printf("  trust: for the winner's kind, %s\n", (model::band_text(band, kind) +
                                              (band.found ? ": real GPUs would likely measure " + model::rate_range_text(w.tokens_per_s_per_gpu, band, "tokens/s per GPU")
@@ -65,7 +65,7 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, c
               "  step: the pipeline (its bubble: idle time over the busiest stage's work), then the exposed DP collectives and Adam;\n"
               "  exposed: communication no compute hides on the first stage, over the step (PP: what the transfers between stages\n"
               "  add); memory: the fullest stage's weights, gradients, optimizer state and activations, of %s (%s)\n",
-              model::mfu_counts_text(o.cfg, o.dtype).c_str(), format_bytes(hw.memory_bytes).c_str(),
+              model::mfu_counts_text(o.cfg, mo.dtype).c_str(), format_bytes(hw.memory_bytes).c_str(),
               format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str());
   std::vector<const model::StepRow*> bounded;
   for (const model::StepRow& r : plan.rows)
@@ -129,7 +129,7 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
   return j;
 }
 
-int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles) {
+int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles, const model::ModelOptions& modeling) {
   if (!o.trace.empty()) output::check(o.trace, "--trace");
   model::StepPlanOptions so;
   so.gpus = o.gpus;
@@ -138,9 +138,10 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   so.vocab = preset ? preset->vocab : 0;
   so.gbs = o.gbs, so.mbs = o.mbs, so.pp = o.pp, so.vp = o.vp, so.dp = o.dp, so.zero = o.zero;
   so.overlap_grad_reduce = o.overlap_grad_reduce, so.exhaustive = o.exhaustive;
-  so.modeling = plan_modeling(o);
+  so.modeling = modeling;
   if (o.recompute != "any") so.modes = {parse_recompute(o.recompute)};
   so.layout = o.choices.layout;
+  so.schemes = cp_schemes_named(o.cp_comm);
   // On stderr, every 2 s: the search's phase, how far it is and about how long is left.
   ProgressLine progress("plan");
   so.progress = &progress;
@@ -168,7 +169,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   std::printf("  modeled, not measured: the pipeline simulated around one TP x CP group's replay; DP and ZeRO in closed form\n"
               "  (docs/model.md, \"The whole step\"); how far published steps of the winner's kind were off: its trust line\n");
   const std::vector<std::string> hw_given = profile_list(o.hw);
-  for (size_t p = 0; p < plans.size(); ++p) print_step_plan(plans[p], o, hw_given[p]);
+  for (size_t p = 0; p < plans.size(); ++p) print_step_plan(plans[p], o, so.modeling, hw_given[p]);
   if (!o.trace.empty()) {
     // The first profile's winner and runner-up, one row per pipeline stage each.
     const model::StepPlan& plan = plans.front();
@@ -192,9 +193,10 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   }
   if (!o.json.empty()) {
     nlohmann::json js = {{"config", cfg.to_json()}, {"preset", o.preset}, {"gpus", o.gpus}, {"layers", so.layers},
-                         {"vocab", so.vocab}, {"gbs", o.gbs}, {"mbs", o.mbs}, {"dtype", o.dtype}, {"recompute", o.recompute},
-                         {"overlap_grad_reduce", o.overlap_grad_reduce}, {"software", software_json(so.modeling)},
-                         {"mfu_counts", model::mfu_counts_text(cfg, o.dtype)}};
+                         {"vocab", so.vocab}, {"gbs", o.gbs}, {"mbs", o.mbs}, {"dtype", so.modeling.dtype}, {"recompute", o.recompute},
+                         {"overlap_grad_reduce", o.overlap_grad_reduce},
+                         {"software", software_json(model::modeling_info(profiles.front(), so.modeling))},
+                         {"mfu_counts", model::mfu_counts_text(cfg, so.modeling.dtype)}};
     js["stats"] = {{"candidates", stats.candidates}, {"invalid", stats.invalid}, {"memory_rejects", stats.memory_rejects},
                    {"bounded", stats.bounded}, {"groups", stats.groups}, {"dry_runs", stats.dry_runs},
                    {"pipelines", stats.pipelines}, {"pipelines_reused", stats.pipelines_reused},
@@ -204,8 +206,9 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
     progress.phase("writing every row to --json", rows, "rows");
     for (size_t i = 0; i < plans.size(); ++i) {
       const model::StepPlan& plan = plans[i];
-      nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"verdict", plan.verdict},
-                          {"model_command", plan_model_command(o, hw_given[i])}, {"rows", nlohmann::json::array()}};
+      nlohmann::json p = {{"hardware", plan.hw.to_json()}, {"modeling", model::modeling_info(plan.hw, so.modeling).to_json()},
+                          {"verdict", plan.verdict}, {"model_command", plan_model_command(o, hw_given[i])},
+                          {"rows", nlohmann::json::array()}};
       int place = 0;
       for (const model::StepRow& r : plan.rows) {
         p["rows"].push_back(step_row_json(r, plan.hw, ++place, so.modeling));

@@ -129,7 +129,7 @@ struct Case {
   ModelCommandOptions options;
   std::optional<RunPlan> plan;  // the dry run's, as check_model_command resolved it
   model::RunKind kind;
-  std::string kernel, stack;
+  trace::ModelingInfo modeling;  // what its args model (model::modeling_info): its kernel, its stack, ...
   std::optional<trace::TraceData> schedule;  // the layer's dry run, recorded once
 };
 
@@ -141,7 +141,7 @@ double model_value(Case& k) {
     // The profile is loaded again: a fit sets its parameters (model::ScopedParameterValues).
     model::StepRow step;
     try {
-      step = model_step(k.options, *k.plan, model::load_hardware(k.options.hw));
+      step = model_step(k.options, k.options.modeling.options(), *k.plan, model::load_hardware(k.options.hw));
     } catch (const ConfigError& e) {
       throw ConfigError("validate: case " + k.c.name + ": " + e.what());
     }
@@ -263,8 +263,8 @@ void add_rows(Table& t, const std::vector<model::ValidationRow>& rows, const std
   for (size_t i = 0; i < rows.size(); ++i) {
     const model::ValidationRow& r = rows[i];
     if (r.c.counted != counted || (counted && r.c.fit != fit)) continue;
-    t.add("  %-28s %-14s %-5s %-20s %12s %12s %7s %2s\n", r.c.name.c_str(), r.c.profile.c_str(), cases[i].kernel.c_str(),
-          cases[i].stack.c_str(), value_text(r.c, r.c.measured).c_str(), value_text(r.c, r.modeled).c_str(), pct(r.error()).c_str(),
+    t.add("  %-28s %-14s %-5s %-20s %12s %12s %7s %2s\n", r.c.name.c_str(), r.c.profile.c_str(), cases[i].modeling.attention_kernel.c_str(),
+          cases[i].modeling.stack.c_str(), value_text(r.c, r.c.measured).c_str(), value_text(r.c, r.modeled).c_str(), pct(r.error()).c_str(),
           r.within() ? "" : "NO");
   }
 }
@@ -289,7 +289,7 @@ int validate_command(const ValidateOptions& o) {
   if (!o.json.empty()) output::check(o.json, "--json");
   if (!o.bands.empty()) output::check(o.bands, "--bands");
   std::vector<Case> cases;
-  for (model::ValidationCase& c : cases_of(o)) cases.push_back({std::move(c), {}, {}, {}, {}, {}, {}});
+  for (model::ValidationCase& c : cases_of(o)) cases.push_back({std::move(c), {}, {}, {}, {}, {}});
   // Every case's arguments first, as `ringside model` checks them: a bad one is refused, by
   // name, before any case runs.
   std::set<std::string> sources;
@@ -297,28 +297,28 @@ int validate_command(const ValidateOptions& o) {
     const model::ValidationCase& c = k.c;
     k.options = model_options_of(c);
     // A case's stack file is an input too (the outputs were checked against the case files).
-    const auto [stack_option, stack_file] = k.options.software.input();
+    const auto [stack_option, stack_file] = k.options.modeling.input();
     output::check_distinct({{"--json", o.json}, {"--bands", o.bands}}, {{"case " + c.name + "'s " + stack_option, stack_file}});
     model::Hardware hw;
+    model::ModelOptions mo;
     try {
-      hw = check_model_command(k.options, &k.plan);
+      hw = check_model_command(k.options, &k.plan, &mo);
     } catch (const ConfigError& e) {
       throw ConfigError("validate: case " + c.name + ": " + e.what());
     }
-    const model::ModelOptions mo = model_options(k.options);
+    k.modeling = model::modeling_info(hw, mo);
+    const std::string& kernel = k.modeling.attention_kernel;
     // The rates the case is held at are the ones it names: its kernel field says which
     // attention kernel's rates model it, and a case at the ideal efficiency (no kernel) would
     // not be "at the rates real GPUs reach".
-    k.kernel = model::attention_kernel_of(hw, mo);
-    k.stack = mo.stack.name;
-    if (k.kernel.empty())
+    if (kernel.empty())
       throw ConfigError("validate: case " + c.name + ": validate models at the rates real GPUs reach, not --efficiency " +
-                        k.options.efficiency);
-    if (c.kernel.find(k.kernel) == std::string::npos)
-      throw ConfigError("validate: case " + c.name + ": its args model attention at " + k.kernel + "'s rates, which its kernel (" +
+                        mo.efficiency);
+    if (c.kernel.find(kernel) == std::string::npos)
+      throw ConfigError("validate: case " + c.name + ": its args model attention at " + kernel + "'s rates, which its kernel (" +
                         detail::shown_input(c.kernel, 80) + ") does not name (give --attention-kernel or --stack, or name " +
-                        k.kernel + ")");
-    k.kind = model::run_kind(k.options.only == "attention", k.options.gbs > 0, k.plan->par, k.options.dtype);
+                        kernel + ")");
+    k.kind = model::run_kind(k.options.only == "attention", k.options.gbs > 0, k.plan->par, mo.dtype);
     if (c.counted) sources.insert(c.source_id);  // a reference case is predicted by no leave-out
   }
   if (!o.leave_out.empty() && o.leave_out != "all" && !sources.contains(o.leave_out)) {
@@ -409,8 +409,9 @@ int validate_command(const ValidateOptions& o) {
                             {"set", !r.c.counted ? "reference" : r.c.fit ? "fit" : "held_out"},
                             {"informs", r.c.informs},
                             {"hardware", r.c.profile},
-                            {"attention_kernel", k.kernel},
-                            {"stack", k.stack},
+                            {"attention_kernel", k.modeling.attention_kernel},
+                            {"stack", k.modeling.stack},
+                            {"modeling", k.modeling.to_json()},
                             {"kind", {{"scope", k.kind.scope}, {"cp", k.kind.cp}, {"dtype", k.kind.dtype}}},
                             {"command", command_of(r.c)},
                             {"quantity", r.c.quantity},

@@ -64,7 +64,7 @@ namespace {
 
 nlohmann::json to_json(const RankTrace& t) {
   nlohmann::json j;
-  j["strategy"] = t.strategy, j["rank"] = t.rank;
+  j["strategy"] = t.strategy, j["rank"] = t.rank, j["tile_map"] = t.tile_map;
   j["offset"] = t.clock_offset_ns, j["uncertainty"] = t.clock_uncertainty_ns;
   auto& ev = j["events"] = nlohmann::json::array();
   for (const Event& e : t.events) {
@@ -82,7 +82,7 @@ nlohmann::json to_json(const RankTrace& t) {
 
 RankTrace from_json(const nlohmann::json& j) {
   RankTrace t;
-  t.strategy = j.at("strategy"), t.rank = j.at("rank");
+  t.strategy = j.at("strategy"), t.rank = j.at("rank"), t.tile_map = j.at("tile_map");
   t.clock_offset_ns = j.at("offset"), t.clock_uncertainty_ns = j.at("uncertainty");
   for (const auto& a : j.at("events")) {
     Event e;

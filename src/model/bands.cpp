@@ -48,13 +48,7 @@ RunKind run_kind(bool attention_only, bool step, const ParallelConfig& par, cons
   RunKind k;
   k.roofline = roofline;
   k.scope = attention_only ? "attention" : step ? "step" : "layer";
-  switch (par.cp_comm) {
-    case CpComm::none: k.cp = "none"; break;
-    case CpComm::p2p: k.cp = "ring"; break;
-    case CpComm::all_gather: k.cp = "all-gather"; break;
-    case CpComm::a2a: k.cp = "ulysses"; break;
-    case CpComm::a2a_p2p: k.cp = "ulysses x ring"; break;
-  }
+  k.cp = par.scheme().family;
   if (par.cp == 1) k.cp = "none";  // (0: a degree not resolved yet, the kind's)
   k.dtype = dtype;
   return k;

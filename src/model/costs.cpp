@@ -27,6 +27,15 @@ std::string merge_of(const ModelOptions& o) { return o.merge.empty() ? o.stack.m
 std::string fp8_recipe_of(const ModelOptions& o) { return o.fp8_recipe.empty() ? o.stack.fp8_recipe : o.fp8_recipe; }
 bool tp_comm_overlap_of(const ModelOptions& o) { return o.tp_comm_overlap.value_or(o.stack.tp_comm_overlap); }
 
+trace::ModelingInfo modeling_info(const Hardware& hw, const ModelOptions& o) {
+  trace::ModelingInfo m;
+  m.dtype = o.dtype, m.efficiency = o.efficiency, m.attention_kernel = attention_kernel_of(hw, o);
+  m.stack = o.stack.name, m.merge = merge_of(o), m.fp8_recipe = o.dtype == "fp8" ? fp8_recipe_of(o) : "";
+  m.tp_comm_overlap = tp_comm_overlap_of(o), m.grad_reduce_fp32 = o.stack.grad_reduce_fp32;
+  m.overlap_grad_reduce = o.overlap_grad_reduce;
+  return m;
+}
+
 namespace {
 
 // A ring step's merge, per output element and in kernels: the stack's own, or, where --merge

@@ -382,11 +382,7 @@ trace::TraceData model_trace(const trace::TraceData& schedule, const Hardware& h
     progress->phase("replaying the schedule on " + hw.name, points, "event starts and ends");
   }
   for (Replay& r : replays) r.run(progress);
-  out.run.modeled = true;
-  out.run.hardware = hw.to_json();
-  out.run.model_dtype = o.dtype;
-  out.run.model_efficiency = o.efficiency;
-  out.run.model_attention_kernel = attention_kernel_of(hw, o);
+  mark_modeled(out.run, hw, o);
   out.run.dtype = o.dtype == "fp32" ? "float32" : "bfloat16";
   out.run.device = hw.name + " (modeled)";
   return out;

@@ -147,6 +147,15 @@ std::string merge_of(const ModelOptions& o);
 std::string fp8_recipe_of(const ModelOptions& o);
 bool tp_comm_overlap_of(const ModelOptions& o);
 
+/// What `o` models on `hw`, every option as the model resolves it: the element type, the
+/// efficiency asked for, the attention kernel whose rates it runs ("" at the roofline:
+/// attention_kernel_of), the stack's name, its merge, FP8 recipe (under fp8 only), TP overlap and
+/// gradient reduction type unless `o` overrides them, and the layer's overlapped gradient
+/// all-reduce. The record a modeled trace and each modeled group keep (otherData.modeling) and
+/// every command that models writes in its --json; node_of, a candidate's placement, is not an
+/// option of the run and is not in it.
+trace::ModelingInfo modeling_info(const Hardware& hw, const ModelOptions& o);
+
 /// Checks `o` against `hw` (dtype, efficiency, merge, FP8 recipe and kernel known; fp8 only where
 /// the profile has an FP8 peak, mxfp8 only where it has MXFP8; the kernel one the profile has);
 /// throws ConfigError naming the option.
@@ -228,7 +237,7 @@ double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const 
 /// otherData.modeled_groups lists, are left out: the recorded groups are modeled): the same events,
 /// in the same order, with modeled times (each strategy's ranks start at 0), memory samples
 /// scaled and moved to their modeled times, and otherData {..., modeled: true, hardware,
-/// model_dtype}. Throws ringside::Error for a trace without program order (recorded before
+/// model_dtype, ..., modeling} (mark_modeled). Throws ringside::Error for a trace without program order (recorded before
 /// ringside 0.7 or by another tool) or a schedule that cannot finish (a wait whose transfer is
 /// never posted), naming the rank and the transfer. With `progress`, reports its two phases
 /// (core/progress.h): "preparing the replay on <hw>", counted in ranks, and "replaying the
@@ -253,12 +262,18 @@ trace::TraceData with_modeled_twin(trace::TraceData measured, const Hardware& hw
 /// as it is: it names no profile its groups are not on).
 void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptions& o = {}, const std::string& only = "");
 
-/// Puts `ranks`, a modeled timeline of the group `of` on `hw` (model_trace's, or a dry run's),
-/// into `t` at index `at` of t.ranks (past the end: at the end) as the group modeled_label(of,
-/// hw.name), and lists it in t.run.groups as {of, hardware, dtype}. Returns that entry, for
-/// more fields (a dry run's config, the model's efficiency).
+/// Puts `ranks`, a modeled timeline of the group `of` on `hw` under `o` (model_trace's, or a dry
+/// run's), into `t` at index `at` of t.ranks (past the end: at the end) as the group
+/// modeled_label(of, hw.name), and lists it in t.run.groups as {of, hardware, dtype, efficiency,
+/// modeling: modeling_info(hw, o)}. Returns that entry, for more fields (a dry run's config, a
+/// plan's layers).
 trace::GroupInfo& insert_modeled_group(trace::TraceData& t, std::vector<trace::RankTrace> ranks, const std::string& of,
-                                       const Hardware& hw, const std::string& dtype, size_t at);
+                                       const Hardware& hw, const ModelOptions& o, size_t at);
+
+/// Marks `run` as a modeled run's, on `hw` under `o`: modeled, hardware (the profile),
+/// model_dtype, model_efficiency, model_attention_kernel and modeling (modeling_info), as every
+/// modeled trace says it (model_trace's, a plan's, a step's timeline).
+void mark_modeled(trace::RunInfo& run, const Hardware& hw, const ModelOptions& o);
 
 /// The default profile of the modeled twins of compare, run and lesson: a100-nvlink. The demo's
 /// default layer (P = 4, s 4096, Hkv/H 1/2, zigzag steps of 512 x 1024 tokens) sits near its

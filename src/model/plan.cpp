@@ -15,16 +15,14 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "parallel/formulas.h"
+#include "parallel/rank_grid.h"
+#include "parallel/shares.h"
 #include "parallel/ulysses_attention.h"
 #include "trace/metrics.h"
 
 namespace ringside::model {
 
 namespace {
-
-bool layouts_differ(const LayerConfig& cfg, CpComm comm) {
-  return cfg.causal && (comm == CpComm::p2p || comm == CpComm::all_gather || comm == CpComm::a2a_p2p);
-}
 
 
 // ---- where a configuration's groups sit -------------------------------------------------
@@ -46,11 +44,9 @@ std::string link_words(bool across) { return across ? "across nodes" : "in node"
 std::vector<int> schedule_nodes(const ParallelConfig& par, int P, int gpus_per_node) {
   ParallelConfig recorded = par;
   recorded.order = RankOrder::tp_cp;
+  const RankGrid from = RankGrid::of(recorded), placed = RankGrid::of(par);
   std::vector<int> node(static_cast<size_t>(P));
-  for (int rank = 0; rank < P; ++rank) {
-    const GroupCoords at = coords_of(recorded, rank);
-    node[size_t(rank)] = world_rank_of(par, at.t, at.c) / gpus_per_node;
-  }
+  for (int rank = 0; rank < P; ++rank) node[size_t(rank)] = placed.rank_at(from, rank) / gpus_per_node;
   return node;
 }
 
@@ -66,26 +62,38 @@ std::string num(double v) {
 
 // The candidate's sequence as its shards hold it: s, or S padded to the multiple they need.
 
+std::string fixed3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
 // The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
 // bf16 (Liu et al. 2023), twice that under a causal mask (lesson 6); fp32 moves twice the bytes.
+// The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
+// bf16 (Liu et al. 2023), twice that under a causal mask (lesson 6); fp32 moves twice the bytes.
+// A scheme whose hop carries something else (the pass-Q ring: q, out and lse) scales the same
+// threshold by its hop's bytes against 2 H d a token.
 std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o) {
   const LayerConfig& cfg = plan.layer;
   const ParallelConfig& par = c.par;
   const int R = par.ring_size(), U = par.a2a_size();
   const bool across = crosses_nodes(par, GroupKind::ring, hw.gpus_per_node);
-  // The heads a ring block carries per query head: Hkv/H, or after Ulysses the kv heads a rank reads.
-  double kv_per_q = double(cfg.Hkv) / double(cfg.H);
-  if (U > 1) {
-    const HeadShare share = ulysses_head_share(cfg.H / par.tp, cfg.Hkv / par.tp, U, 0);
-    kv_per_q = double(share.kv_attended()) / double(share.q_count);
-  }
+  // What a hop carries per query head it serves: Hkv/H for the K/V ring, after Ulysses the kv
+  // heads a rank reads per query head, (2 d + 1) / 2 d for q, out and lse.
+  const Shares mine(plan, 0);
+  const double per_token_head = 2.0 * double(mine.b * U * mine.n_c * mine.heads.q_count * mine.d * dtype_size(DType::f32));
+  const double kv_per_q = double(par.scheme().hop_bytes(mine, DType::f32)) / per_token_head;
   const double block = double(plan.packing->S) / R;
   const RingThreshold t = ring_threshold(hw, o, !across, kv_per_q, cfg.causal);
   // Past Hkv, Ulysses replicates kv heads: the factor is then what a rank reads, not Hkv/H.
-  const std::string factor =
-      kv_per_q == double(cfg.Hkv) / double(cfg.H) ? "(Hkv/H)" : "(kv/q heads read = 1/" + num(1 / kv_per_q) + ")";
-  return "ring " + std::to_string(R) + " " + link_words(across) + ": c = " + num(block) + (block >= t.tokens ? " >= " : " < ") +
-         t.doubling + factor + " " + t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", K/V hidden" : ", K/V exposed");
+  const std::string carries = par.scheme().hop_carries;
+  const std::string factor = kv_per_q == double(cfg.Hkv) / double(cfg.H) ? "(Hkv/H)"
+                             : U > 1 ? "(kv/q heads read = 1/" + num(1 / kv_per_q) + ")"
+                                     : "(" + carries + ": " + fixed3(kv_per_q) + " of 2 H d)";
+  // The ring's own name in configuration names: "ring", or the pass-Q ring's "ring-q".
+  return par.scheme().strategy.back() + (" " + std::to_string(R)) + " " + link_words(across) + ": c = " + num(block) + (block >= t.tokens ? " >= " : " < ") +
+         t.doubling + factor + " " + t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", " + carries + " hidden" : ", " + carries + " exposed");
 }
 
 std::string a2a_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o) {
@@ -138,15 +146,16 @@ std::string layer_reason(const PlanCandidate& c, const RunPlan& plan, const Hard
   for (const auto& [sublayer, b] : m.comm_by_sublayer)
     if (b.exposed_comm_ns > most) most = b.exposed_comm_ns, worst = sublayer;
   const bool has_cp = c.par.cp > 1, has_tp = c.par.tp > 1;
+  // Context parallelism's groups, each by its formula: the all-to-all, the ring, the all-gather.
   auto cp_reason = [&] {
-    switch (c.par.cp_comm) {
-      case CpComm::p2p: return ring_reason(c, plan, hw, o);
-      case CpComm::a2a: return a2a_reason(c, plan, hw, o);
-      case CpComm::a2a_p2p: return a2a_reason(c, plan, hw, o) + "; " + ring_reason(c, plan, hw, o);
-      case CpComm::all_gather: return all_gather_reason(c, plan, hw, o);
-      case CpComm::none: break;
-    }
-    return std::string();
+    const CpGroups& groups = c.par.scheme().groups;
+    std::vector<std::string> each;
+    if (groups.a2a) each.push_back(a2a_reason(c, plan, hw, o));
+    if (groups.ring) each.push_back(ring_reason(c, plan, hw, o));
+    if (groups.cp) each.push_back(all_gather_reason(c, plan, hw, o));
+    std::string all;
+    for (const std::string& e : each) all += (all.empty() ? "" : "; ") + e;
+    return all;
   };
   // The most exposed first, then each group's formula: TP's, then context parallelism's.
   std::vector<std::string> parts;
@@ -205,7 +214,7 @@ std::string floor_reason(const MemoryNeed& m, int L, const Hardware& hw, int T) 
 using ShapeKey = std::tuple<int, int, int, int, int, int>;  // T, C, cp_comm, U, layout, recompute
 
 ShapeKey shape_of(const PlanCandidate& c) {
-  return {c.par.tp, c.par.cp, int(c.par.cp_comm), c.par.a2a_size(), int(c.par.layout), int(c.par.recompute)};
+  return {c.par.tp, c.par.cp, cp_scheme_index(*c.par.cp_comm), c.par.a2a_size(), int(c.par.layout), int(c.par.recompute)};
 }
 
 }  // namespace
@@ -333,7 +342,7 @@ std::string where(const PlanCandidate& c, const LayerConfig& cfg, const Hardware
                     num((across ? hw.inter_bandwidth : hw.intra_bandwidth) / 1e9) + " GB/s)");
   };
   say(GroupKind::tp, "TP group", c.par.tp);
-  if (c.par.cp_comm == CpComm::all_gather) say(GroupKind::cp, "all_gather group", c.par.cp);
+  if (c.par.scheme().groups.cp) say(GroupKind::cp, "all_gather group", c.par.cp);
   say(GroupKind::a2a, "all-to-all group", c.par.a2a_size());
   say(GroupKind::ring, "ring", c.par.ring_size());
   std::string s;
@@ -375,8 +384,7 @@ std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptio
 
 std::string PlanCandidate::name() const {
   std::string n = par.canonical_name();
-  if (par.cp_comm == CpComm::p2p || par.cp_comm == CpComm::all_gather || par.cp_comm == CpComm::a2a_p2p)
-    n += std::string(" ") + to_string(par.layout);
+  if (par.scheme().token_layout) n += std::string(" ") + to_string(par.layout);
   return n + " " + to_string(par.recompute);
 }
 
@@ -409,7 +417,11 @@ size_t Plan::ranked() const {
   return size_t(std::count_if(rows.begin(), rows.end(), [](const PlanRow& r) { return r.status == PlanStatus::ranked; }));
 }
 
-std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, Layout given, int P, const std::vector<Recompute>& modes) {
+std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, Layout given, int P, const std::vector<Recompute>& modes,
+                                           const std::vector<const CpScheme*>& schemes) {
+  auto weighed = [&](const CpScheme* s) {
+    return schemes.empty() ? s->planned_by_default() : std::find(schemes.begin(), schemes.end(), s) != schemes.end();
+  };
   std::vector<PlanCandidate> all;
   auto add = [&](ParallelConfig par, Layout layout) {
     const bool two_orders = par.tp > 1 && par.cp > 1;
@@ -424,14 +436,20 @@ std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, Layout given,
     if (P % T != 0) continue;
     const int C = P / T;
     if (C == 1) {
-      add({T, 1, CpComm::none}, Layout::contiguous);
+      add({T, 1, &no_cp_scheme()}, Layout::contiguous);
       continue;
     }
-    std::vector<ParallelConfig> comms{{T, C, CpComm::p2p}, {T, C, CpComm::all_gather}, {T, C, CpComm::a2a, C}};
-    for (int U = 2; U < C; ++U)
-      if (C % U == 0) comms.push_back({T, C, CpComm::a2a_p2p, U});
+    // Every scheme over C, a nested one (Ulysses x ring) at every U strictly between 1 and C.
+    std::vector<ParallelConfig> comms;
+    for (const CpScheme* scheme : cp_schemes()) {
+      if (scheme->none() || !weighed(scheme)) continue;
+      if (!scheme->nested()) comms.push_back({T, C, scheme, scheme->groups.a2a ? C : 1});
+      else
+        for (int U = 2; U < C; ++U)
+          if (C % U == 0) comms.push_back({T, C, scheme, U});
+    }
     for (const ParallelConfig& par : comms) {
-      if (!layouts_differ(cfg, par.cp_comm)) {
+      if (!par.layout_matters(cfg)) {
         add(par, Layout::contiguous);
         continue;
       }
@@ -450,7 +468,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
   if (o.layers < 1) throw ConfigError("plan: --layers must be >= 1");
   if (o.modes.empty()) throw ConfigError("plan: give at least one recompute mode");
   const int P = o.gpus;
-  const std::vector<PlanCandidate> candidates = plan_candidates(cfg, o.layout, P, o.modes);
+  const std::vector<PlanCandidate> candidates = plan_candidates(cfg, o.layout, P, o.modes, o.schemes);
   ProgressReport silent;
   ProgressReport& progress = o.progress ? *o.progress : silent;
   PlanStats st;

@@ -37,7 +37,8 @@ struct PlanCandidate {
 /// U dividing C with 1 < U < C; under a causal mask the layouts contiguous, zigzag and striped
 /// for p2p, all_gather and a2a+p2p, or the `given` layout alone when it is not auto (for a2a, TP alone, or without a mask, contiguous alone: every
 /// layout does the same work); the orders tp-cp and cp-tp when T > 1 and C > 1; each of `modes`.
-std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, Layout given, int P, const std::vector<Recompute>& modes);
+std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, Layout given, int P, const std::vector<Recompute>& modes,
+                                           const std::vector<const CpScheme*>& schemes = {});
 
 struct PlanOptions {
   int gpus = 8;     ///< P
@@ -47,6 +48,9 @@ struct PlanOptions {
   /// node_of is the planner's own, from each candidate's placement).
   ModelOptions modeling;
   Layout layout = Layout::automatic;  ///< --layout: automatic weighs every layout that differs
+  /// --cp-comm: the context-parallel schemes to weigh; empty: those a framework runs
+  /// (CpScheme::planned_by_default: every one but ringside's own pass-Q ring).
+  std::vector<const CpScheme*> schemes;
   /// Told each phase (the rules, the dry runs, the ranking) and its work as it goes
   /// (core/progress.h): what the command shows while a long plan runs. Null: nobody.
   ProgressReport* progress = nullptr;

@@ -37,21 +37,18 @@ static std::optional<GroupSpan> span_of(const std::vector<std::pair<int, int>>& 
   return span;
 }
 
-// Strides: the group's T C ranks innermost (TP at stride 1 in tp-cp order, C in cp-tp), then PP
-// and DP in the candidate's outer order.
+// The strides are the candidate's rank grid's: the group's T C ranks innermost (TP at stride 1
+// in tp-cp order, C in cp-tp), then PP and DP in the candidate's outer order.
 std::optional<Spans> spans_of(const StepCandidate& c, int gpus_per_node) {
-  const ParallelConfig& par = c.layer.par;
-  const int G = par.tp * par.cp;
-  const bool tp_inner = par.order == RankOrder::tp_cp;
-  const int tp_stride = tp_inner ? 1 : par.cp, cp_stride = tp_inner ? par.tp : 1;
-  const int pp_stride = c.order == OuterOrder::pp_dp ? G : G * c.dp;
-  const int dp_stride = c.order == OuterOrder::pp_dp ? G * c.pp : G;
+  const RankGrid grid = c.grid();
+  const int G = c.layer.par.tp * c.layer.par.cp;
+  auto dim = [&](Dim d) { return std::pair{grid.size(d), grid.stride(d)}; };
   // Fewer GPUs than a node holds: all of them share one node.
-  gpus_per_node = std::min(gpus_per_node, G * c.pp * c.dp);
+  gpus_per_node = std::min(gpus_per_node, grid.world());
   if (!per_node(G, 1, gpus_per_node)) return std::nullopt;  // a group straddling two nodes
-  const auto tp = span_of({{par.tp, tp_stride}}, gpus_per_node);
-  const auto weights = span_of({{par.cp, cp_stride}, {c.dp, dp_stride}}, gpus_per_node);
-  const auto pp = span_of({{c.pp, pp_stride}}, gpus_per_node);
+  const auto tp = span_of({dim(Dim::tp)}, gpus_per_node);
+  const auto weights = span_of({dim(Dim::cp), dim(Dim::dp)}, gpus_per_node);
+  const auto pp = span_of({dim(Dim::pp)}, gpus_per_node);
   if (!tp || !weights || !pp) return std::nullopt;
   return Spans{*tp, *weights, pp->nodes() > 1};
 }

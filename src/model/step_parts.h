@@ -20,8 +20,9 @@ struct Spans {
   bool pp_across_nodes = false;
 };
 
-/// The spans of c: the group's T C ranks innermost (TP at stride 1 in tp-cp order, C in cp-tp),
-/// then PP and DP in c's outer order. nullopt when a group would straddle nodes unevenly.
+/// The spans of c, each group's size and stride its rank grid's: the group's T C ranks innermost
+/// (TP at stride 1 in tp-cp order, C in cp-tp), then PP and DP in c's outer order. nullopt when
+/// a group would straddle nodes unevenly.
 std::optional<Spans> spans_of(const StepCandidate& c, int gpus_per_node);
 
 /// The most microbatch-chunks a simulated pipeline may hold, PP VP m: each is an op to simulate,

@@ -77,8 +77,7 @@ std::string StepCandidate::name() const {
   // where layouts differ and its recompute mode, as the layer plan names them.
   const ParallelConfig& par = layer.par;
   std::string n = par.name();
-  if (par.cp_comm == CpComm::p2p || par.cp_comm == CpComm::all_gather || par.cp_comm == CpComm::a2a_p2p)
-    n += std::string(" ") + to_string(par.layout);
+  if (par.scheme().token_layout) n += std::string(" ") + to_string(par.layout);
   n += std::string(" ") + to_string(par.recompute);
   if (pp == 0) return n;  // a group no step can use: the group alone
   n += " pp" + std::to_string(pp);
@@ -121,9 +120,7 @@ int status_place(PlanStatus s) {
 // zigzag and striped, and gives its last rank the most work of any (lesson 4): never faster,
 // so not weighed unless asked for (--layout contiguous).
 bool dominated(const PlanCandidate& c, const LayerConfig& cfg, Layout given) {
-  const CpComm comm = c.par.cp_comm;
-  const bool layouts_differ = cfg.causal && (comm == CpComm::p2p || comm == CpComm::all_gather || comm == CpComm::a2a_p2p);
-  return given == Layout::automatic && layouts_differ && c.par.layout == Layout::contiguous;
+  return given == Layout::automatic && c.par.layout_matters(cfg) && c.par.layout == Layout::contiguous;
 }
 
 std::string where(const StepCandidate& c, const Spans& spans, const Hardware& hw) {
@@ -235,7 +232,7 @@ class StepSearch {
       std::vector<Outer> around = outer_configs(P / G, o_.layers, o_, G < node);
       if (around.empty()) continue;
       const std::vector<Outer>* kept = &(outers_[G] = std::move(around));
-      for (const PlanCandidate& c : plan_candidates(cfg_, o_.layout, G, o_.modes)) {
+      for (const PlanCandidate& c : plan_candidates(cfg_, o_.layout, G, o_.modes, o_.schemes)) {
         if (dominated(c, cfg_, o_.layout)) continue;
         Group g;
         g.layer = c, g.G = G, g.outers = kept;
@@ -274,9 +271,9 @@ class StepSearch {
       if (!groups_[i].plan) continue;
       siblings_[sibling_key(i)].push_back(i);
       const ParallelConfig& par = groups_[i].layer.par;
-      if (const std::tuple<int, int, int, int> now{groups_[i].G, par.tp, int(par.cp_comm), par.a2a_size()}; now != cluster)
+      if (const std::tuple<int, int, int, int> now{groups_[i].G, par.tp, cp_scheme_index(*par.cp_comm), par.a2a_size()}; now != cluster)
         cluster = now, pipelines_.clear();
-      const auto key = std::make_tuple(par.tp, par.cp, int(par.cp_comm), par.a2a_size(), int(par.layout));
+      const auto key = std::make_tuple(par.tp, par.cp, cp_scheme_index(*par.cp_comm), par.a2a_size(), int(par.layout));
       if (!attention.count(key)) attention[key] = max_attention_flops(*groups_[i].plan);
       for (size_t p = 0; p < profiles_.size(); ++p)
         rows_[i][p] =
@@ -297,7 +294,7 @@ class StepSearch {
       const ParallelConfig& par = groups_[i].layer.par;
       if (!groups_[i].plan || par.recompute != level) continue;
       set_bound(i);
-      shapes[{par.tp, par.cp, int(par.cp_comm), par.a2a_size(), int(par.layout)}].push_back(i);
+      shapes[{par.tp, par.cp, cp_scheme_index(*par.cp_comm), par.a2a_size(), int(par.layout)}].push_back(i);
     }
     if (shapes.empty()) return;  // a recompute mode not weighed
     progress_.phase(detail::concat("dry-running the schedule shapes that could still win, recompute ", to_string(level)),
@@ -356,7 +353,7 @@ class StepSearch {
 
   std::tuple<int, int, int, int, int, int> sibling_key(size_t i) const {  // G, T, cp_comm, U, layout, order
     const ParallelConfig& par = groups_[i].layer.par;
-    return {groups_[i].G, par.tp, int(par.cp_comm), par.a2a_size(), int(par.layout), int(par.order)};
+    return {groups_[i].G, par.tp, cp_scheme_index(*par.cp_comm), par.a2a_size(), int(par.layout), int(par.order)};
   }
 
   const StepRow* lighter_fits(size_t i, size_t p, size_t k) const {
@@ -369,11 +366,9 @@ class StepSearch {
     return nullptr;
   }
 
-  // How cheap a shape's schedule is to record: all-gather, then Ulysses, the ring, the hybrid.
-  int cost_rank(const Shape& members) const {
-    static const std::map<CpComm, int> cheapest{{CpComm::none, 0}, {CpComm::all_gather, 1}, {CpComm::a2a, 2}, {CpComm::p2p, 3}, {CpComm::a2a_p2p, 4}};
-    return cheapest.at(groups_[members.front()].layer.par.cp_comm);
-  }
+  // How cheap a shape's schedule is to record (its scheme's record_cost): all-gather, then
+  // Ulysses, the ring, the hybrid.
+  int cost_rank(const Shape& members) const { return groups_[members.front()].layer.par.scheme().record_cost; }
 
   double shape_bound(const Shape& members, size_t p) const {
     double b = INFINITY;

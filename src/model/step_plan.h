@@ -21,6 +21,7 @@
 #include "core/progress.h"
 #include "model/plan.h"
 #include "model/step.h"
+#include "parallel/rank_grid.h"
 
 namespace ringside::model {
 
@@ -35,6 +36,9 @@ struct StepCandidate {
   int microbatches = 1;  ///< m = GBS / (DP MBS)
   /// The rank order, innermost first: "tp-cp-pp-dp", "cp-tp-dp-pp" and the like.
   std::string order_name() const;
+  /// The rank grid of its P = T C PP DP GPUs in that order (T, U, R, PP, DP): every group's
+  /// members and stride. Throws ConfigError for a degree below 1 (pp 0: a group alone).
+  RankGrid grid() const { return RankGrid(GridSizes::of(layer.par, pp, dp), order_name()); }
   /// "tp8xring16 zigzag none pp16 dp8 zero1 pp-dp": the group with its degrees (ring8 when T is
   /// 1), layout and recompute mode, then PP, VP when > 1, DP, the ZeRO stage, and the outer
   /// order when PP and DP are both > 1.
@@ -55,6 +59,7 @@ struct StepPlanOptions {
   /// (its node_of is the planner's own, from each candidate's placement).
   ModelOptions modeling;
   Layout layout = Layout::automatic;
+  std::vector<const CpScheme*> schemes;  ///< PlanOptions::schemes
   int max_group = 256;  ///< the most ranks a TP x CP group (a dry run) may have
   /// Dry-run every schedule shape that fits, whatever its bound or estimate, and weigh more
   /// recomputation where less fits (the search below, without its shortcuts): for tests and

@@ -27,7 +27,7 @@ trace::TraceData step_timeline(const ModeledStep& step, const Hardware& hw, cons
   t.run.producer = "ringside plan (the whole step, modeled)";
   t.run.ranks = c.pp;
   t.run.backend = "pipeline stages";  // the viewer names the rows stages
-  t.run.modeled = true, t.run.hardware = hw.to_json(), t.run.model_dtype = o.dtype;
+  mark_modeled(t.run, hw, o);
   t.run.clock = "modeled: one row per pipeline stage, each one GPU standing for its stage's TP x CP x DP";
   // The gradient collective runs under the last backward, bucket by bucket: it starts so that
   // what is exposed of it (dp_exposed_s less the weights' all-gather) follows the pipeline.

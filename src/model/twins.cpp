@@ -66,15 +66,24 @@ std::optional<int64_t> layer_start(const std::vector<trace::RankTrace>& ranks, c
 
 }  // namespace
 
+void mark_modeled(trace::RunInfo& run, const Hardware& hw, const ModelOptions& o) {
+  run.modeled = true;
+  run.hardware = hw.to_json();
+  run.model_dtype = o.dtype;
+  run.model_efficiency = o.efficiency;
+  run.model_attention_kernel = attention_kernel_of(hw, o);
+  run.modeling = modeling_info(hw, o);
+}
+
 trace::GroupInfo& insert_modeled_group(trace::TraceData& t, std::vector<trace::RankTrace> ranks, const std::string& of,
-                                       const Hardware& hw, const std::string& dtype, size_t at) {
+                                       const Hardware& hw, const ModelOptions& o, size_t at) {
   const std::string label = modeled_label(of, hw.name);
   for (trace::RankTrace& r : ranks) r.strategy = label;
   at = std::min(at, t.ranks.size());
   t.ranks.insert(t.ranks.begin() + std::ptrdiff_t(at), std::make_move_iterator(ranks.begin()), std::make_move_iterator(ranks.end()));
   t.flows.clear();  // the writer derives them again
   trace::GroupInfo& group = t.run.groups[label];
-  group = {of, hw.name, dtype, std::nullopt, "", 0};
+  group = {of, hw.name, o.dtype, std::nullopt, o.efficiency, 0, modeling_info(hw, o)};
   return group;
 }
 
@@ -105,7 +114,7 @@ void add_modeled_twins(trace::TraceData& t, const Hardware& hw, const ModelOptio
       for (trace::Event& e : r.events) e.ts_ns += shift;
       for (trace::MemorySample& m : r.memory) m.ts_ns += shift;
     }
-    insert_modeled_group(t, std::move(modeled.ranks), strategy, hw, o.dtype, at).efficiency = o.efficiency;
+    insert_modeled_group(t, std::move(modeled.ranks), strategy, hw, o, at);
   }
   // otherData.modeled_hardware names the twins' profile: only when there are twins on it (a trace
   // of modeled groups alone, lesson 8's, must not name a profile none of them is on).

@@ -3,6 +3,8 @@
 
 #include "comm/tensor_comm.h"
 #include "kernels/attention_params.h"
+#include "parallel/groups.h"
+#include "parallel/shares.h"
 
 namespace ringside {
 
@@ -62,6 +64,53 @@ double allgather_attention_flops(const RingLayout& layout, const AttentionSpec& 
 
 int64_t allgather_kv_bytes(int64_t b, int64_t s, int64_t Hkv, int64_t d, DType dt) {
   return 2 * b * s * Hkv * d * dtype_size(dt);
+}
+
+
+// ---- the scheme: all_gather (parallel/cp_scheme.h)
+
+namespace {
+
+std::unique_ptr<SequenceAttention> make_all_gather(const ProcessGroups& groups, const RingLayout& layout,
+                                                   const AttentionSpec& spec, const RankContext& ctx) {
+  return std::make_unique<AllGatherAttention>(*groups.cp, layout, spec, ctx);
+}
+
+// 2 all-gathers of K/V over C forward; the same again and 2 reduce-scatters of the whole
+// sequence's dK/dV backward (ring collectives' bytes, tensor_comm.h).
+CommBytes all_gather_bytes(const Shares& mine, DType dt) {
+  const int64_t kv = mine.b * mine.S * mine.Hkv_t * mine.d;  // the whole (padded) sequence's K (or V)
+  const int C = mine.par.cp;
+  const int64_t gather = ring_all_gather_bytes(kv, C, mine.at.c, dt), scatter = ring_reduce_scatter_bytes(kv, C, mine.at.c, dt);
+  return {2 * gather, 2 * gather + 2 * scatter};
+}
+
+}  // namespace
+
+const CpScheme& all_gather_cp_scheme() {
+  static const CpScheme scheme{
+      .name = "all_gather",
+      .te_name = "all_gather",
+      .strategy = {"all-gather"},
+      .summary = "all-gather context parallelism (Llama 3): gather K/V, attend, reduce-scatter dK/dV",
+      .group_words = "all-gather CP",
+      .collective_words = "all-gather",
+      .family = "all-gather",
+      .groups = {.cp = true},
+      .token_layout = true,
+      .record_cost = 1,
+      .make = make_all_gather,
+      .saved_elems = kept_inputs_elems,
+      .bytes_sent = all_gather_bytes,
+      // The whole sequence's K and V, 2 b S Hkv_t d (Llama 3's price), and V's gather buffer
+      // before it is put in sequence order, b S Hkv_t d.
+      .comm_peak = [](const Shares& mine, DType dt) { return allgather_kv_bytes(mine.b, mine.S, mine.Hkv_t, mine.d, dt) * 3 / 2; },
+      .flops = [](const Shares& mine) {
+        return allgather_attention_flops(*mine.plan.ring, mine.spec(), mine.at.c, mine.b, mine.H_t, mine.Hkv_t, mine.d);
+      },
+      .hop_bytes = [](const Shares&, DType) { return int64_t(0); },
+  };
+  return scheme;
 }
 
 }  // namespace ringside

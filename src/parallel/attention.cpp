@@ -6,6 +6,7 @@
 #include "comm/tensor_comm.h"
 #include "core/gpu.h"
 #include "kernels/attention_params.h"
+#include "parallel/shares.h"
 
 namespace ringside {
 
@@ -61,11 +62,11 @@ AttentionGrads LocalAttention::backward(const Tensor& q, const Tensor& k, const 
 }
 
 StepProbe::StepProbe(Communicator& comm, const RingLayout& layout, std::vector<StepRecord>* records, const char* phase,
-                     int step, int block_of, const char* carried)
+                     int step, int block_of, const char* carried, const char* block)
     : comm_(comm), layout_(layout), records_(records), span_(new trace::Span(trace::Span::ring_step(step))),
       rec_{phase, step, comm.world_rank(block_of), "", "", 0, 0, 0, 0, 0, 0}, before_(comm.stats()),
       t0_(std::chrono::steady_clock::now()) {
-  if (trace::Event* e = span_->event()) e->detail = detail::concat("K/V block of rank ", rec_.block_of, carried);
+  if (trace::Event* e = span_->event()) e->detail = detail::concat(block, " of rank ", rec_.block_of, carried);
 }
 
 namespace {
@@ -135,6 +136,79 @@ StepProbe::~StepProbe() {
   if (rec_.computed_pairs > named_computed_) rec_.computed += detail::concat(", and ", rec_.computed_pairs - named_computed_, " more");
   if (rec_.skipped_pairs > named_skipped_) rec_.skipped += detail::concat(", and ", rec_.skipped_pairs - named_skipped_, " more");
   records_->push_back(std::move(rec_));
+}
+
+TravellingBlock::TravellingBlock(Communicator& ring, std::vector<Tensor> block, std::vector<const char*> labels,
+                                 const RankContext& ctx)
+    : ring_(ring), held_(std::move(block)), labels_(std::move(labels)), right_((ring.rank() + 1) % ring.size()),
+      left_((ring.rank() + ring.size() - 1) % ring.size()) {
+  for (int j = 0; j < 2; ++j)
+    for (const Tensor& t : held_) buf_[j].push_back(ctx.be.empty(t.shape(), ctx.dt, ctx.comm));
+}
+
+void TravellingBlock::pass_on(int i) {
+  if (i == ring_.size() - 1) return;
+  const size_t m = held_.size();
+  const int tag = int(m) * i;  // then one per tensor
+  for (size_t j = 0; j < m; ++j)
+    reqs_.push_back(ring_.irecv(buf_[i % 2][j].raw_data(), held_[j].nbytes(), left_, tag + int(j), labels_[j]));
+  for (size_t j = 0; j < m; ++j)
+    reqs_.push_back(ring_.isend(held_[j].raw_data(), held_[j].nbytes(), right_, tag + int(j), labels_[j]));
+  ring_.start();
+}
+
+void TravellingBlock::arrive(int i) {
+  ring_.wait_all(reqs_);
+  reqs_.clear();
+  if (i < ring_.size() - 1) held_ = buf_[i % 2];
+}
+
+bool hidden(const AttentionParams& p) { return kernels::attention_forward_flops(p) == 0; }
+
+std::vector<Run> runs_to_visit(const RingLayout& layout, const Run& a, int keys_of, StepProbe& step) {
+  const std::vector<Run>& all = layout.runs(keys_of);
+  const std::vector<size_t> meeting = layout.runs_meeting(a, keys_of);
+  std::vector<Run> visit;
+  for (size_t ci : meeting) visit.push_back(all[ci]);
+  int64_t unnamed = int64_t(all.size() - meeting.size());
+  for (size_t ci = 0, m = 0; ci < all.size() && unnamed > 0 && step.names_skipped(); ++ci) {
+    if (m < meeting.size() && meeting[m] == ci) {
+      ++m;
+      continue;
+    }
+    step.skipped(a, all[ci]);
+    --unnamed;
+  }
+  step.skipped(unnamed);
+  return visit;
+}
+
+// ---- the scheme without context parallelism: attention on whole sequences (TP's heads)
+
+namespace {
+
+std::unique_ptr<SequenceAttention> make_local(const ProcessGroups&, const RingLayout&, const AttentionSpec& spec,
+                                              const RankContext& ctx) {
+  return std::make_unique<LocalAttention>(spec, ctx);
+}
+
+}  // namespace
+
+const CpScheme& no_cp_scheme() {
+  static const CpScheme scheme{
+      .name = "none",
+      .summary = "Megatron tensor + sequence parallelism: all-gather / reduce-scatter around the TP blocks",
+      .group_words = "no context parallelism",
+      .collective_words = "CP group",
+      .family = "none",
+      .make = make_local,
+      .saved_elems = kept_inputs_elems,
+      .bytes_sent = [](const Shares&, DType) { return CommBytes{}; },
+      .comm_peak = [](const Shares&, DType) { return int64_t(0); },
+      .flops = whole_sequence_flops,
+      .hop_bytes = [](const Shares&, DType) { return int64_t(0); },
+  };
+  return scheme;
 }
 
 }  // namespace ringside

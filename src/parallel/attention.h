@@ -64,8 +64,10 @@ struct AttentionGrads {
 /// One step of a rank's ring: what it computed and what it sent.
 struct StepRecord {
   std::string phase;     ///< "forward" or "backward"
-  int step = 0;          ///< ring step i: the K/V block of ring rank (r - i) mod R
-  int block_of = 0;      ///< the world rank whose K/V block was computed on (ring rank (r - i) mod R)
+  int step = 0;          ///< ring step i: the block of ring rank (r - i) mod R
+  /// the world rank whose block was computed on (ring rank (r - i) mod R): its K/V block in the
+  /// K/V ring, its query block in the pass-Q ring (ring_q_attention.h)
+  int block_of = 0;
   /// "q[0:64] x k[128:192], ..." (global token ranges or strided sets), or "skipped": the
   /// first StepProbe::kNamedPairs pairs by name, then ", and N more"
   std::string computed;
@@ -121,16 +123,43 @@ Tensor run_of(const Tensor& t, const Run& r, AllocTag tag);
 /// columns [src_at, ...) (a dry run moves no data).
 void lse_columns(Tensor& dst, int64_t dst_at, const Tensor& src, int64_t src_at, int64_t len);
 
+/// Tensors that travel around a ring one hop per step while each rank computes on them: the
+/// K/V ring's K/V block, the pass-Q ring's query block and what rides with it. It holds the
+/// block computed on now, and two receive buffers of each tensor (ctx.comm) used in turn, so
+/// that the block computed on is never the one being overwritten. Step i's tensor j of m goes
+/// under tag m i + j.
+class TravellingBlock {
+ public:
+  /// Starts holding `block`, this rank's own, each tensor sent under its label in `labels`.
+  TravellingBlock(Communicator& ring, std::vector<Tensor> block, std::vector<const char*> labels,
+                  const RankContext& ctx);
+  /// Tensor j of the block held now.
+  const Tensor& operator[](size_t j) const { return held_[j]; }
+  /// Posts step i's hop (none at the last step): the next block from the left into free
+  /// buffers, the one we hold to the right.
+  void pass_on(int i);
+  /// Waits for step i's hop; the block received is the one held from now on.
+  void arrive(int i);
+
+ private:
+  Communicator& ring_;
+  std::vector<Tensor> held_, buf_[2];
+  std::vector<const char*> labels_;
+  int right_, left_;
+  std::vector<RequestPtr> reqs_;
+};
+
 /// Measures one ring step beside the algorithm (not inside it): opens the step's span on the
 /// timeline, and, given a record list, times the compute and the wait after it and counts the
 /// bytes sent.
 class StepProbe {
  public:
-  /// Step `step` of `phase` on the ring `comm` over `layout`, computing on the K/V block of
-  /// ring rank `block_of` (recorded, and named in the trace, by its world rank); `carried`
-  /// names what travels with the block besides K/V ("" or " and its dK/dV").
+  /// Step `step` of `phase` on the ring `comm` over `layout`, computing on the `block` ("K/V
+  /// block", or the pass-Q ring's "query block") of ring rank `block_of` (recorded, and named in
+  /// the trace, by its world rank); `carried` names what travels with the block ("" or
+  /// " and its dK/dV").
   StepProbe(Communicator& comm, const RingLayout& layout, std::vector<StepRecord>* records, const char* phase, int step,
-            int block_of, const char* carried = "");
+            int block_of, const char* carried = "", const char* block = "K/V block");
   ~StepProbe();
   /// Pairs a record names before it counts the rest (a pack of many documents has many).
   static constexpr int64_t kNamedPairs = 8;
@@ -160,5 +189,14 @@ class StepProbe {
   CommStats before_;
   std::chrono::steady_clock::time_point t0_;
 };
+
+/// Whether the mask (causal, documents, window, padding) hides every key of the pair's key run
+/// from every query of its query run: no visible pair, no work at all.
+bool hidden(const AttentionParams& p);
+
+/// The key runs of rank `keys_of`'s block that query run `a` may see (RingLayout::runs_meeting),
+/// in order; `step` records the others as skipped, the mask hiding them wholly. The K/V ring
+/// asks it for the block it holds, the pass-Q ring for its own keys.
+std::vector<Run> runs_to_visit(const RingLayout& layout, const Run& a, int keys_of, StepProbe& step);
 
 }  // namespace ringside

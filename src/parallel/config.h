@@ -1,12 +1,13 @@
 // Parallel configurations: how the layer is split over P ranks.
 //
 // A configuration is degrees whose product is the number of ranks P: tensor parallelism T
-// (Megatron TP with sequence parallelism) and context parallelism C, whose attention is one of
-// TransformerEngine's cp_comm_type values:
+// (Megatron TP with sequence parallelism) and context parallelism C, whose attention is a
+// registered scheme (parallel/cp_scheme.h), named by TransformerEngine's cp_comm_type values:
 //   p2p        the K/V ring (ring attention)
 //   all_gather all-gather K/V, attend locally, reduce-scatter dK/dV (Llama 3)
 //   a2a        all-to-all from sequence to heads and back (DeepSpeed-Ulysses)
 //   a2a+p2p    all-to-all inside groups of U ranks, the ring across the C/U groups (USP, LoongTrain)
+// and ringside's p2p-q, the ring that passes queries instead of K/V.
 // Ranks are numbered TP innermost, then the a2a group, then the ring (Megatron's tp-cp order),
 // so that neighbouring ranks, which share a node, share the chattiest group; cp-tp reverses it
 // to show what the wrong placement costs. With the degrees go the two choices of how the split
@@ -24,14 +25,12 @@
 #include <string>
 
 #include "layer/config.h"
+#include "parallel/cp_scheme.h"
 
 namespace ringside {
 
-/// none: no context parallelism (C = 1, TP only: attention on whole sequences).
-enum class CpComm { none, p2p, all_gather, a2a, a2a_p2p };
-/// "none", "p2p", "all_gather", "a2a", "a2a+p2p"; parse throws ConfigError on anything else.
-const char* to_string(CpComm c);
-CpComm parse_cp_comm(const std::string& s);
+/// The scheme called `s` (cp_scheme.h's cp_scheme): throws ConfigError naming the choices.
+inline const CpScheme* parse_cp_comm(const std::string& s) { return &cp_scheme(s); }
 
 enum class RankOrder { tp_cp, cp_tp };
 const char* to_string(RankOrder o);
@@ -43,7 +42,7 @@ inline constexpr int64_t kMaxRanks = 1 << 20;
 struct ParallelConfig {
   int tp = 1;  ///< T; 0: the rest of P
   int cp = 1;  ///< C; 0: the rest of P
-  CpComm cp_comm = CpComm::p2p;
+  const CpScheme* cp_comm = &default_cp_scheme();  ///< never null; no_cp_scheme() without CP
   int cp_a2a = 1;  ///< U, the all-to-all degree of a2a+p2p (a2a: C); the ring has R = C / U
   RankOrder order = RankOrder::tp_cp;
   Layout layout = Layout::automatic;      ///< token-to-rank map of the context-parallel shards
@@ -59,8 +58,12 @@ struct ParallelConfig {
   /// ConfigError naming the rule: T x C != P, U not dividing C, or plain TP beside context
   /// parallelism.
   ParallelConfig resolved(int P) const;
-  int a2a_size() const { return cp_comm == CpComm::a2a ? cp : cp_comm == CpComm::a2a_p2p ? cp_a2a : 1; }
-  int ring_size() const { return cp_comm == CpComm::p2p ? cp : cp_comm == CpComm::a2a_p2p ? cp / cp_a2a : 1; }
+  const CpScheme& scheme() const { return *cp_comm; }
+  /// U, the all-to-all's degree: C for a scheme whose all-to-all spans the CP group, cp_a2a for
+  /// one nested with a ring, 1 without an all-to-all.
+  int a2a_size() const { return !cp_comm->groups.a2a ? 1 : cp_comm->groups.ring ? cp_a2a : cp; }
+  /// R, the ring's degree: C / U with a ring, 1 without.
+  int ring_size() const { return cp_comm->groups.ring ? cp / a2a_size() : 1; }
   /// The layout asked for, automatic resolved to what balances the work: zigzag under a causal
   /// mask over one sequence; striped over packed documents (each document's triangle dealt
   /// round-robin: max / mean work 1.01 on lesson 4's pack, where zigzag's halves leave whole
@@ -71,6 +74,9 @@ struct ParallelConfig {
     if (!cfg.causal) return Layout::contiguous;
     return cfg.docs.size() > 1 ? Layout::striped : Layout::zigzag;
   }
+  /// Whether the layout changes anything: the scheme's shards have a token layout and the mask
+  /// is causal (without one every layout does the same work).
+  bool layout_matters(const LayerConfig& cfg) const { return cfg.causal && cp_comm->token_layout; }
   /// The name (see above); for the pure strategies and all_gather, their short names ("tp",
   /// "tp-sp", "ring", "ulysses", "all-gather") when the degrees are left to P.
   std::string name() const;

@@ -1,5 +1,7 @@
 // The analytic formulas of every configuration: what one rank saves for the backward, sends in
-// each phase, holds in transfer buffers and computes in attention. compare prints each beside the
+// each phase, holds in transfer buffers and computes in attention. TP's parts and the gradient
+// all-reduce are here; each context-parallel scheme's attention part is its own (its
+// CpScheme, at the end of its algorithm file), and these add it in. compare prints each beside the
 // measured value, and the tests hold the two equal, byte for byte (docs/design.md's formulas and the
 // papers each line cites).
 #pragma once
@@ -7,11 +9,6 @@
 #include "parallel/run_plan.h"
 
 namespace ringside {
-
-/// Bytes one rank sends, per phase, as a configuration's analytic formula predicts them.
-struct CommBytes {
-  int64_t forward = 0, backward = 0;
-};
 
 /// Every formula counts the padded sequence's S slots (plan.packing; S = s when s divides):
 /// a padding token costs what a real one does.
@@ -24,7 +21,7 @@ struct CommBytes {
 ///   token-wise   N_t (4 h + 2 z) + N_c (u_t + f_t)  (x, h1, x2, h2, the norms' statistics; u, g)
 ///                (GeLU and LayerNorm: N_t (4 h + 4) + 2 N_c f_t; SwiGLU and RMSNorm:
 ///                N_t (4 h + 2) + 3 N_c f_t, since SwiGLU's backward reads gate and up)
-///   attention, when the algorithm keeps its inputs (none, p2p, all_gather):
+///   attention, when the algorithm keeps its inputs (none, p2p, all_gather, p2p-q):
 ///                N_c (2 H_t d + 2 Hkv_t d + H_t)    (q, k, v, out, lse)
 ///   attention, a2a and a2a+p2p, with U n = N_c U tokens after the all-to-all and this rank's
 ///   heads (HeadShare): N_c H_t d (out, sequence layout) + U N_c (q_count (2 d + 1) + 2 kv d),
@@ -48,6 +45,9 @@ int64_t parallel_saved_bytes(const RunPlan& plan, int rank, DType dt);
 ///     but the gradient all-reduces below, which follow the parameter count.
 ///   p2p (R = C, or C/U under a2a+p2p): K and V pass R-1 hops forward, 2 kv, and in the
 ///     backward again plus dK/dV all R hops home, 2 kv (2R-1); kv = the block's K bytes.
+///   p2p-q (the pass-Q ring, R = C): (R-1)(2 q + l) forward, the queries and their running (out,
+///     lse); (R-1)(4 q + l) backward, q, out, dout and lse and the dQ accumulator; q = N_c H_t d,
+///     l = N_c H_t (ring_q_bytes).
 ///   all_gather: 2 all-gathers of K/V over C forward; the same again and 2 reduce-scatters of
 ///     the whole sequence's dK/dV backward.
 ///   a2a: (U-1) blocks of q, k, v and out forward (k and v blocks sized by the heads each rank
@@ -62,6 +62,7 @@ CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt);
 /// and the attention's transfers:
 ///   p2p: two K and two V blocks, the one computed on and the one arriving, 4 N_c Hkv_t d
 ///     (a2a+p2p: 4 U N_c kv d, the ring's block after the all-to-all);
+///   p2p-q: two receive buffers of q and two running (out, lse), 4 q + 2 l (as above);
 ///   all_gather: the whole sequence's K and V, 2 b S Hkv_t d (Llama 3's price, allgather_kv_bytes),
 ///     plus V's gather buffer before it is put in sequence order, b S Hkv_t d;
 ///   a2a: the all-to-all of q's send and receive buffers, 2 N_c H_t d (k's and v's are no

@@ -14,31 +14,18 @@
 #include "comm/tensor_comm.h"
 #include "kernels/philox.h"
 #include "layer/tokenwise.h"
-#include "parallel/allgather_attention.h"
-#include "parallel/ring_attention.h"
-#include "parallel/ulysses_attention.h"
+#include "parallel/attention.h"
 
 namespace ringside {
 
 namespace {
 
-// The attention algorithm of this configuration, over this rank's groups, on `layout`'s slots
-// with its packing's mask (documents, window, padding).
+// The attention algorithm of this configuration's scheme, over this rank's groups, on `layout`'s
+// slots with its packing's mask (documents, window, padding).
 std::unique_ptr<SequenceAttention> make_attention(const ProcessGroups& groups, const LayerConfig& cfg,
                                                   const RingLayout& layout, const RankContext& ctx) {
-  const ParallelConfig& par = groups.par;
   const AttentionSpec spec{cfg.causal, cfg.softmax_scale(), layout.packing().mask()};
-  switch (par.cp_comm) {
-    case CpComm::none: return std::make_unique<LocalAttention>(spec, ctx);
-    case CpComm::p2p: return std::make_unique<RingAttention>(*groups.ring, layout, spec, ctx);
-    case CpComm::all_gather: return std::make_unique<AllGatherAttention>(*groups.cp, layout, spec, ctx);
-    case CpComm::a2a:
-      return std::make_unique<UlyssesAttention>(*groups.a2a, std::make_unique<LocalAttention>(spec, ctx), ctx);
-    case CpComm::a2a_p2p:
-      return std::make_unique<UlyssesAttention>(
-          *groups.a2a, std::make_unique<RingAttention>(*groups.ring, layout, spec, ctx), ctx);
-  }
-  throw Error("unknown cp_comm");
+  return groups.par.scheme().make(groups, layout, spec, ctx);
 }
 
 std::vector<Tensor*> all_of(LayerWeights& w) {

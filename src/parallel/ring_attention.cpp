@@ -18,45 +18,22 @@
 
 #include "comm/tensor_comm.h"
 #include "kernels/attention_params.h"
+#include "parallel/groups.h"
+#include "parallel/shares.h"
 
 namespace ringside {
 
 namespace {
 
-// The K/V blocks around the ring: the block computed on now, and two receive buffers used in
-// turn, so that the block computed on is never the one being overwritten. One tag per step and
-// tensor.
-class KvRing {
+// The K/V blocks around the ring (attention.h's TravellingBlock): the block computed on now,
+// and two receive buffers used in turn, so that the block computed on is never the one being
+// overwritten. One tag per step and tensor.
+class KvRing : public TravellingBlock {
  public:
   KvRing(Communicator& ring, const Tensor& k, const Tensor& v, const RankContext& ctx)
-      : ring_(ring), k_(k), v_(v), right_((ring.rank() + 1) % ring.size()),
-        left_((ring.rank() + ring.size() - 1) % ring.size()) {
-    for (int j = 0; j < 2; ++j) kbuf_[j] = ctx.be.empty(k.shape(), ctx.dt, ctx.comm), vbuf_[j] = ctx.be.empty(v.shape(), ctx.dt, ctx.comm);
-  }
-  const Tensor& k() const { return k_; }
-  const Tensor& v() const { return v_; }
-  /// Posts step i's hop (none at the last step): the next block from the left into a free
-  /// buffer, the one we hold to the right.
-  void pass_on(int i) {
-    if (i == ring_.size() - 1) return;
-    reqs_ = {ring_.irecv(kbuf_[i % 2].raw_data(), k_.nbytes(), left_, 2 * i, "k"),
-             ring_.irecv(vbuf_[i % 2].raw_data(), v_.nbytes(), left_, 2 * i + 1, "v"),
-             ring_.isend(k_.raw_data(), k_.nbytes(), right_, 2 * i, "k"),
-             ring_.isend(v_.raw_data(), v_.nbytes(), right_, 2 * i + 1, "v")};
-    ring_.start();
-  }
-  /// Waits for step i's hop; the block received is the one held from now on.
-  void arrive(int i) {
-    ring_.wait_all(reqs_);
-    reqs_.clear();
-    if (i < ring_.size() - 1) k_ = kbuf_[i % 2], v_ = vbuf_[i % 2];
-  }
-
- private:
-  Communicator& ring_;
-  Tensor k_, v_, kbuf_[2], vbuf_[2];
-  int right_, left_;
-  std::vector<RequestPtr> reqs_;
+      : TravellingBlock(ring, {k, v}, {"k", "v"}, ctx) {}
+  const Tensor& k() const { return (*this)[0]; }
+  const Tensor& v() const { return (*this)[1]; }
 };
 
 // The dK/dV accumulators that travel with their K/V block, one hop per step: acc[i % 2] holds
@@ -105,30 +82,6 @@ class TravellingGrads {
   Tensor dk_[2], dv_[2];
   std::vector<RequestPtr> send_, recv_;
 };
-
-// Whether the mask (causal, documents, window, padding) hides every key of the pair's key run
-// from every query of its query run: no visible pair, no work at all.
-bool hidden(const AttentionParams& p) { return kernels::attention_forward_flops(p) == 0; }
-
-// The key runs of block `src` that query run a may see (RingLayout::runs_meeting), in order;
-// the probe records the others as skipped, the mask hiding them wholly.
-std::vector<Run> runs_to_visit(const RingLayout& layout, const Run& a, int src, StepProbe& step) {
-  const std::vector<Run>& all = layout.runs(src);
-  const std::vector<size_t> meeting = layout.runs_meeting(a, src);
-  std::vector<Run> visit;
-  for (size_t ci : meeting) visit.push_back(all[ci]);
-  int64_t unnamed = int64_t(all.size() - meeting.size());
-  for (size_t ci = 0, m = 0; ci < all.size() && unnamed > 0 && step.names_skipped(); ++ci) {
-    if (m < meeting.size() && meeting[m] == ci) {
-      ++m;
-      continue;
-    }
-    step.skipped(a, all[ci]);
-    --unnamed;
-  }
-  step.skipped(unnamed);
-  return visit;
-}
 
 }  // namespace
 
@@ -250,6 +203,55 @@ AttentionOut RingAttention::forward(const Tensor& q, const Tensor& k, const Tens
 AttentionGrads RingAttention::backward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOut& fwd,
                                        const Tensor& dout) {
   return ring_attention_backward(ring_, layout_, spec_, ctx_, q, k, v, fwd, dout, &steps);
+}
+
+
+// ---- the scheme: p2p, the K/V ring (parallel/cp_scheme.h)
+
+CommBytes ring_attention_bytes(int64_t kv_bytes, int R) {
+  if (R == 1) return {};
+  // Forward: K and V pass R-1 hops. Backward: the same again, and dK/dV all R hops home.
+  return {2 * kv_bytes * (R - 1), 2 * kv_bytes * (R - 1) + 2 * kv_bytes * R};
+}
+
+namespace {
+
+// The bytes of K (or V) in the block one hop carries: the rank's tokens, its TP share's kv heads.
+int64_t kv_block_bytes(const Shares& mine, DType dt) { return mine.b * mine.n_c * mine.Hkv_t * mine.d * dtype_size(dt); }
+
+std::unique_ptr<SequenceAttention> make_ring(const ProcessGroups& groups, const RingLayout& layout, const AttentionSpec& spec,
+                                             const RankContext& ctx) {
+  return std::make_unique<RingAttention>(*groups.ring, layout, spec, ctx);
+}
+
+}  // namespace
+
+const CpScheme& ring_cp_scheme() {
+  static const CpScheme scheme{
+      .name = "p2p",
+      .te_name = "p2p",
+      .strategy = {"ring"},
+      .summary = "ring attention context parallelism: K/V blocks around a ring, overlapped with compute",
+      .group_words = "the K/V ring",
+      .collective_words = "ring",
+      .family = "ring",
+      .groups = {.ring = true},
+      .token_layout = true,
+      .tile_map = trace::kTileMapRingSteps,
+      .hop_carries = "K/V",
+      .record_cost = 3,
+      .make = make_ring,
+      .saved_elems = kept_inputs_elems,
+      // 2 kv forward, 2 kv (R-1) + 2 kv R backward (kv: the block's K bytes).
+      .bytes_sent = [](const Shares& mine, DType dt) { return ring_attention_bytes(kv_block_bytes(mine, dt), mine.par.ring_size()); },
+      // Two K and two V blocks: the one computed on and the one arriving, 4 N_c Hkv_t d.
+      .comm_peak = [](const Shares& mine, DType dt) { return 4 * kv_block_bytes(mine, dt); },
+      .flops = [](const Shares& mine) {
+        return ring_attention_flops(*mine.plan.ring, mine.spec(), mine.at.c, mine.b, mine.H_t, mine.Hkv_t, mine.d);
+      },
+      .hop_bytes = [](const Shares& mine, DType dt) { return 2 * kv_block_bytes(mine, dt); },
+  };
+  return scheme;
 }
 
 }  // namespace ringside

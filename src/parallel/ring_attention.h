@@ -3,6 +3,7 @@
 // holds; in the backward the dK/dV accumulators travel with their block.
 #pragma once
 #include "parallel/attention.h"
+#include "parallel/cp_scheme.h"
 
 namespace ringside {
 
@@ -32,6 +33,11 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
 /// 4 d per pair per head, as attention_forward_flops counts them) with b, Hq, Hkv, d.
 double ring_attention_flops(const RingLayout& layout, const AttentionSpec& spec, int rank, int64_t b, int64_t Hq,
                             int64_t Hkv, int64_t d);
+
+/// Bytes one rank of a ring of R sends when each K and V block is `kv_bytes`: K and V pass R-1
+/// hops forward, 2 kv; in the backward again, and the dK/dV accumulators all R hops home,
+/// 2 kv (2R-1) (ring-flash-attention's schedule). Nothing when R = 1.
+CommBytes ring_attention_bytes(int64_t kv_bytes, int R);
 
 /// The ring as a SequenceAttention over `ring`.
 class RingAttention : public SequenceAttention {

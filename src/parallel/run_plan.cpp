@@ -1,8 +1,5 @@
 #include "parallel/run_plan.h"
 
-#include <algorithm>
-#include <iterator>
-
 #include "core/error.h"
 #include "parallel/sharding.h"
 
@@ -13,27 +10,11 @@ namespace {
 std::string summary_of(const ParallelConfig& par) {
   if (!par.sequence_parallel)
     return "Megatron tensor parallelism without SP: all-reduce after each TP block, every token on every rank";
-  if (par.cp_comm == CpComm::none)
-    return "Megatron tensor + sequence parallelism: all-gather / reduce-scatter around the TP blocks";
-  // Each context-parallel attention on its own, and its name as one group of two.
-  struct Described {
-    CpComm cp_comm;
-    const char* alone;
-    const char* group;
-  };
-  static const Described kDescribed[] = {
-      {CpComm::p2p, "ring attention context parallelism: K/V blocks around a ring, overlapped with compute", "the K/V ring"},
-      {CpComm::all_gather, "all-gather context parallelism (Llama 3): gather K/V, attend, reduce-scatter dK/dV",
-       "all-gather CP"},
-      {CpComm::a2a, "DeepSpeed-Ulysses: all-to-all from sequence to heads around attention", "the Ulysses all-to-all"},
-      {CpComm::a2a_p2p, "Ulysses x ring (USP): the all-to-all inside groups, the K/V ring across them", "Ulysses x ring"},
-  };
-  const Described* d = std::find_if(std::begin(kDescribed), std::end(kDescribed),
-                                    [&](const Described& x) { return x.cp_comm == par.cp_comm; });
-  if (par.tp == 1) return d->alone;
+  const CpScheme& scheme = par.scheme();
+  if (scheme.none() || par.tp == 1) return scheme.summary;
   // The innermost group is on neighbouring ranks, which share a node.
-  return par.order == RankOrder::tp_cp ? std::string("TP + SP on neighbouring ranks, ") + d->group + " across the TP groups"
-                                       : std::string(d->group) + " on neighbouring ranks, TP + SP across them";
+  return par.order == RankOrder::tp_cp ? std::string("TP + SP on neighbouring ranks, ") + scheme.group_words + " across the TP groups"
+                                       : std::string(scheme.group_words) + " on neighbouring ranks, TP + SP across them";
 }
 
 

@@ -32,6 +32,9 @@ struct RunPlan {
   std::shared_ptr<const RingLayout> ring;  ///< the shards' layout over the ranks it spans, on *packing
 
   Recompute recompute() const { return par.recompute; }
+  /// How the trace's tile map draws this run (trace::RankTrace::tile_map): its scheme's when it
+  /// spans every rank (T 1), none under TP.
+  std::string tile_map() const { return par.tp == 1 ? par.scheme().tile_map : ""; }
   /// The layout the user asked for (automatic resolved by causal), as the headers print it.
   Layout requested_layout() const { return par.requested_layout(layer); }
   GroupCoords coords(int rank) const { return coords_of(par, rank); }

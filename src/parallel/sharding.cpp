@@ -7,10 +7,14 @@
 namespace ringside {
 
 Layout shard_layout(const ParallelConfig& par, const LayerConfig& cfg) {
-  return par.cp_comm == CpComm::a2a || par.cp == 1 ? Layout::contiguous : par.requested_layout(cfg);
+  return !par.scheme().token_layout || par.cp == 1 ? Layout::contiguous : par.requested_layout(cfg);
 }
 
-int layout_ranks(const ParallelConfig& par) { return par.cp_comm == CpComm::all_gather ? par.cp : par.ring_size(); }
+int layout_ranks(const ParallelConfig& par) {
+  const CpScheme& scheme = par.scheme();
+  if (!scheme.token_layout) return 1;
+  return scheme.groups.ring ? par.ring_size() : par.cp;  // over its ring, else over the CP group
+}
 
 Packing sequence_packing(const ParallelConfig& par, const LayerConfig& cfg) {
   const int64_t G = layout_ranks(par), TC = int64_t(par.sequence_split()) * par.cp;
@@ -26,8 +30,8 @@ RingLayout cp_layout(const ParallelConfig& par, const LayerConfig& cfg, const Pa
 }
 
 std::vector<int64_t> cp_positions(const ParallelConfig& par, const RingLayout& layout, int c) {
+  // The ring's (or the layout's) shard of c's group, split over the U ranks of its all-to-all.
   const int U = par.a2a_size();
-  if (par.cp_comm == CpComm::all_gather) return layout.positions(c);
   const std::vector<int64_t> ring_shard = layout.positions(c / U);
   const int64_t n = int64_t(ring_shard.size()) / U, u = c % U;
   return {ring_shard.begin() + u * n, ring_shard.begin() + (u + 1) * n};

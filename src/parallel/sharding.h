@@ -13,11 +13,13 @@
 namespace ringside {
 
 /// The layout the context-parallel shards of a resolved configuration use: the requested one
-/// (automatic resolved by causal) for p2p, all_gather and a2a+p2p; contiguous for a2a (every
-/// rank sees the whole sequence) and without context parallelism.
+/// (automatic resolved by causal) for a scheme with a token layout (p2p, all_gather, a2a+p2p,
+/// p2p-q); contiguous for a2a (every rank sees the whole sequence) and without context
+/// parallelism.
 Layout shard_layout(const ParallelConfig& par, const LayerConfig& cfg);
 
-/// The ranks the layout spans: C for all_gather, the ring's R otherwise (1 without a ring).
+/// The ranks the layout spans: the ring's R for a scheme with a ring, C for one without (all_gather),
+/// 1 for a scheme without a token layout.
 int layout_ranks(const ParallelConfig& par);
 
 /// The padded sequence a resolved configuration splits. With G = layout_ranks every shard must

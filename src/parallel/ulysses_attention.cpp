@@ -10,7 +10,12 @@
 // query heads read, a head read on two ranks going to both.
 #include "parallel/ulysses_attention.h"
 
+#include <algorithm>
+
 #include "comm/tensor_comm.h"
+#include "parallel/groups.h"
+#include "parallel/ring_attention.h"
+#include "parallel/shares.h"
 
 namespace ringside {
 
@@ -124,6 +129,109 @@ AttentionGrads UlyssesAttention::backward(const Tensor&, const Tensor&, const Te
   steps = inner_->steps;
   saved_ = UlyssesSaved();
   return g;
+}
+
+
+// ---- the schemes: a2a (Ulysses) and a2a+p2p (Ulysses around a K/V ring, USP) (parallel/cp_scheme.h)
+
+namespace {
+
+// The all-to-alls' bytes over U (k and v blocks sized by the heads each rank reads: Jacobs et al.
+// 2023's 4 N h / P per link when Hkv = H): (U-1) blocks of q, k, v and out forward; of dout, dq,
+// dk and dv backward.
+CommBytes all_to_all_bytes(const Shares& mine, DType dt) {
+  const int U = mine.par.a2a_size();
+  const int64_t tok = mine.b * mine.n_c * mine.d * dtype_size(dt);  // one head of our tokens
+  int64_t kv_out = 0;                                               // K heads we send: each rank reads its own
+  for (int j = 0; j < U; ++j)
+    if (j != mine.at.u) kv_out += ulysses_head_share(mine.H_t, mine.Hkv_t, U, j).kv_count * tok;
+  const int64_t q_blocks = (U - 1) * mine.heads.q_count * tok;
+  return {2 * q_blocks + 2 * kv_out,                                 // q, k, v; out back
+          2 * q_blocks + 2 * (U - 1) * mine.heads.kv_count * tok};   // dout; dq, dk, dv back
+}
+
+// What Ulysses keeps: out in sequence layout, N_c H_t d, and in head layout q, k, v, out and lse
+// of U N_c tokens for its heads, U N_c (q_count (2 d + 1) + 2 kv d) (kv: the kv heads it reads).
+int64_t head_layout_saved_elems(const Shares& mine) {
+  return mine.b * mine.n_c * mine.H_t * mine.d +
+         mine.par.a2a_size() * mine.b * mine.n_c * (mine.heads.q_count * (2 * mine.d + 1) + 2 * mine.heads.kv_attended() * mine.d);
+}
+
+// The all-to-all of q (and of the output back): its send and receive buffers, N_c H_t d each;
+// k's and v's are no larger.
+int64_t all_to_all_peak(const Shares& mine, DType dt) { return 2 * mine.b * mine.n_c * mine.H_t * mine.d * dtype_size(dt); }
+
+// USP's ring block after the all-to-all: U N_c tokens of the kv heads this rank reads.
+int64_t head_layout_kv_bytes(const Shares& mine, DType dt) {
+  return mine.par.a2a_size() * mine.b * mine.n_c * mine.heads.kv_attended() * mine.d * dtype_size(dt);
+}
+
+std::unique_ptr<SequenceAttention> make_ulysses(const ProcessGroups& groups, const RingLayout&, const AttentionSpec& spec,
+                                                const RankContext& ctx) {
+  return std::make_unique<UlyssesAttention>(*groups.a2a, std::make_unique<LocalAttention>(spec, ctx), ctx);
+}
+
+std::unique_ptr<SequenceAttention> make_ulysses_ring(const ProcessGroups& groups, const RingLayout& layout,
+                                                     const AttentionSpec& spec, const RankContext& ctx) {
+  return std::make_unique<UlyssesAttention>(*groups.a2a, std::make_unique<RingAttention>(*groups.ring, layout, spec, ctx), ctx);
+}
+
+}  // namespace
+
+const CpScheme& ulysses_cp_scheme() {
+  static const CpScheme scheme{
+      .name = "a2a",
+      .te_name = "a2a",
+      .strategy = {"ulysses"},
+      .summary = "DeepSpeed-Ulysses: all-to-all from sequence to heads around attention",
+      .group_words = "the Ulysses all-to-all",
+      .collective_words = "all-to-all",
+      .family = "ulysses",
+      .groups = {.a2a = true},
+      .tile_map = trace::kTileMapEveryRank,
+      .record_cost = 2,
+      .make = make_ulysses,
+      .saved_elems = head_layout_saved_elems,
+      .bytes_sent = all_to_all_bytes,
+      .comm_peak = all_to_all_peak,
+      .flops = whole_sequence_flops,  // whole sequences, our heads
+      .hop_bytes = [](const Shares&, DType) { return int64_t(0); },
+  };
+  return scheme;
+}
+
+const CpScheme& ulysses_ring_cp_scheme() {
+  static const CpScheme scheme{
+      .name = "a2a+p2p",
+      .te_name = "a2a+p2p",
+      .strategy = {"ulysses", "ring"},
+      .summary = "Ulysses x ring (USP): the all-to-all inside groups, the K/V ring across them",
+      .group_words = "Ulysses x ring",
+      .collective_words = "all-to-all and ring",
+      .family = "ulysses x ring",
+      .groups = {.a2a = true, .ring = true},
+      .token_layout = true,
+      .hop_carries = "K/V",
+      .record_cost = 4,
+      .when_a2a_is_one = "p2p",
+      .when_ring_is_one = "a2a",
+      .make = make_ulysses_ring,
+      .saved_elems = head_layout_saved_elems,
+      .bytes_sent = [](const Shares& mine, DType dt) {
+        CommBytes sent = all_to_all_bytes(mine, dt);
+        const CommBytes ring = ring_attention_bytes(head_layout_kv_bytes(mine, dt), mine.par.ring_size());
+        sent.forward += ring.forward, sent.backward += ring.backward;
+        return sent;
+      },
+      // The all-to-all, then the ring of head-layout K/V blocks: the larger.
+      .comm_peak = [](const Shares& mine, DType dt) { return std::max(all_to_all_peak(mine, dt), 4 * head_layout_kv_bytes(mine, dt)); },
+      .flops = [](const Shares& mine) {
+        return ring_attention_flops(*mine.plan.ring, mine.spec(), mine.at.r, mine.b, mine.heads.q_count,
+                                    mine.heads.kv_attended(), mine.d);
+      },
+      .hop_bytes = [](const Shares& mine, DType dt) { return 2 * head_layout_kv_bytes(mine, dt); },
+  };
+  return scheme;
 }
 
 }  // namespace ringside

@@ -163,6 +163,7 @@ std::vector<RunRecord> run_local_ranks(const RunPlan& plan, DType dt, MemoryTrac
             return;
           }
           trace::Tracer tracer(plan.name, comm.rank(), sink->clock);
+          tracer.set_tile_map(plan.tile_map());
           if (opts.device == Device::cuda) tracer.set_device_clock(trace::make_gpu_clock());  // kernels' own times
           struct Registration {  // the flusher sees this rank's tracer only while it lives
             std::mutex& mu;
@@ -215,6 +216,7 @@ JobRecord run_job(const RunPlan& plan, const JobWorld& where, std::vector<trace:
   Communicator& world = *where.world;
   auto be = trace::make_traced_backend(make_backend(plan.device));
   trace::Tracer tracer(plan.name, world.rank(), where.clock);
+  tracer.set_tile_map(plan.tile_map());
   std::optional<gpu::Bind> bind;  // one process per GPU: this process's (as nccl_world takes it)
   if (plan.device == Device::cuda) {
     bind.emplace(world.rank() % gpu::device_count(), 0);

@@ -18,6 +18,7 @@ enum class Holds {
   configuration,  // a run's configuration (RunPlan::config_json): an object, the fields readers use typed
   configs,        // group label -> configuration
   groups,         // modeled group label -> its description (GroupInfo)
+  modeling,       // the options a run was modeled under (ModelingInfo)
 };
 struct Key {
   const char* name;
@@ -33,10 +34,29 @@ constexpr Key kKeys[] = {{"producer", Holds::text},          {"ringside_version"
                          {"hardware", Holds::profile},       {"model_dtype", Holds::text},
                          {"model_efficiency", Holds::text},  {"model_attention_kernel", Holds::text},
                          {"modeled_hardware", Holds::profile}, {"modeled_groups", Holds::groups},
-                         {"group_configs", Holds::configs}};
+                         {"group_configs", Holds::configs},  {"modeling", Holds::modeling}};
 // The fields of one modeled group (otherData.modeled_groups[label]): GroupInfo's.
 constexpr Key kGroupKeys[] = {{"of", Holds::text},      {"hardware", Holds::profile},         {"dtype", Holds::text},
-                              {"dry_run", Holds::configuration}, {"efficiency", Holds::text}, {"layers", Holds::count}};
+                              {"dry_run", Holds::configuration}, {"efficiency", Holds::text}, {"layers", Holds::count},
+                              {"modeling", Holds::modeling}};
+// The fields of ModelingInfo as otherData (and --json) holds them: the strings (the two that are
+// null when they do not apply marked so) and the booleans.
+struct ModelingText {
+  const char* name;
+  std::string ModelingInfo::*field;
+  bool nullable;
+};
+constexpr ModelingText kModelingTexts[] = {{"dtype", &ModelingInfo::dtype, false},       {"efficiency", &ModelingInfo::efficiency, false},
+                                           {"attention_kernel", &ModelingInfo::attention_kernel, true},
+                                           {"stack", &ModelingInfo::stack, false},       {"merge", &ModelingInfo::merge, false},
+                                           {"fp8_recipe", &ModelingInfo::fp8_recipe, true}};
+struct ModelingFlag {
+  const char* name;
+  bool ModelingInfo::*field;
+};
+constexpr ModelingFlag kModelingFlags[] = {{"tp_comm_overlap", &ModelingInfo::tp_comm_overlap},
+                                           {"grad_reduce_fp32", &ModelingInfo::grad_reduce_fp32},
+                                           {"overlap_grad_reduce", &ModelingInfo::overlap_grad_reduce}};
 
 std::string text(const nlohmann::json& obj, const char* key) {
   const auto it = obj.find(key);
@@ -59,7 +79,26 @@ void put_text(nlohmann::json& other, const char* key, const std::string& value) 
   if (!value.empty()) other[key] = value;
 }
 
+// otherData's (or a group's) "modeling", read defensively: none when it is not an object.
+std::optional<ModelingInfo> modeling_of(const nlohmann::json& obj) {
+  const auto m = obj.find("modeling");
+  if (m == obj.end() || !m->is_object()) return std::nullopt;
+  ModelingInfo info;
+  for (const ModelingText& t : kModelingTexts) info.*t.field = text(*m, t.name);
+  for (const ModelingFlag& f : kModelingFlags)
+    if (const auto v = m->find(f.name); v != m->end() && v->is_boolean()) info.*f.field = v->get<bool>();
+  return info;
+}
+
 }  // namespace
+
+nlohmann::json ModelingInfo::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const ModelingText& t : kModelingTexts)
+    j[t.name] = t.nullable && (this->*t.field).empty() ? nlohmann::json(nullptr) : nlohmann::json(this->*t.field);
+  for (const ModelingFlag& f : kModelingFlags) j[f.name] = this->*f.field;
+  return j;
+}
 
 const GroupInfo* RunInfo::group(const std::string& label) const {
   const auto it = groups.find(label);
@@ -99,6 +138,7 @@ RunInfo run_info(const nlohmann::json& other) {
   info.model_dtype = text(other, "model_dtype");
   info.model_efficiency = text(other, "model_efficiency");
   info.model_attention_kernel = text(other, "model_attention_kernel");
+  info.modeling = modeling_of(other);
   info.twins_hardware = profile(other, "modeled_hardware");
   if (const auto g = other.find("group_configs"); g != other.end() && g->is_object())
     for (const auto& [label, config] : g->items())
@@ -107,7 +147,7 @@ RunInfo run_info(const nlohmann::json& other) {
     for (const auto& [label, entry] : g->items()) {
       if (!entry.is_object()) continue;
       GroupInfo group{text(entry, "of"), name_of(profile(entry, "hardware")), text(entry, "dtype"), std::nullopt,
-                      text(entry, "efficiency"), 0};
+                      text(entry, "efficiency"), 0, modeling_of(entry)};
       if (const auto d = entry.find("dry_run"); d != entry.end() && d->is_object()) group.dry_run = *d;
       if (const auto l = entry.find("layers"); l != entry.end() && l->is_number_integer() && l->get<int64_t>() > 0 &&
                                                l->get<int64_t>() <= INT32_MAX)
@@ -133,6 +173,7 @@ void put_run_info(nlohmann::json& other, const RunInfo& info) {
   put_text(other, "model_dtype", info.model_dtype);
   put_text(other, "model_efficiency", info.model_efficiency);
   put_text(other, "model_attention_kernel", info.model_attention_kernel);
+  if (info.modeling) other["modeling"] = info.modeling->to_json();
   if (!info.twins_hardware.is_null()) other["modeled_hardware"] = info.twins_hardware;
   if (!info.group_configs.empty()) other["group_configs"] = info.group_configs;
   if (!info.groups.empty()) {
@@ -142,6 +183,7 @@ void put_run_info(nlohmann::json& other, const RunInfo& info) {
       if (g.dry_run) entry["dry_run"] = *g.dry_run;
       if (!g.efficiency.empty()) entry["efficiency"] = g.efficiency;
       if (g.layers > 0) entry["layers"] = g.layers;
+      if (g.modeling) entry["modeling"] = g.modeling->to_json();
     }
   }
 }
@@ -224,6 +266,14 @@ void check_value(const nlohmann::json& v, Holds holds, const std::string& at) {
         // A twin names the recorded group it replays, never itself (config_of follows it one step).
         if (entry.contains("of") && entry.at("of") == label) throw Error(where + ".of names the group itself");
       }
+      return;
+    case Holds::modeling:
+      if (!v.is_object()) refuse(at, "an object (the model's options: dtype, efficiency, stack, merge, ...)", v);
+      for (const ModelingText& t : kModelingTexts)
+        if (const auto f = v.find(t.name); f != v.end() && !f->is_string() && !(t.nullable && f->is_null()))
+          refuse(at + "." + t.name, t.nullable ? "a string or null" : "a string", *f);
+      for (const ModelingFlag& b : kModelingFlags)
+        if (const auto f = v.find(b.name); f != v.end() && !f->is_boolean()) refuse(at + "." + b.name, "a boolean", *f);
       return;
   }
 }

@@ -14,6 +14,27 @@
 
 namespace ringside::trace {
 
+/// The options a run was modeled under, each as the model resolved it (model::modeling_info: the
+/// stack's choice where no flag overrode it, the attention kernel the profile runs): what tells
+/// two models of one schedule apart. A modeled trace keeps it in otherData.modeling, a modeled
+/// group in otherData.modeled_groups[label].modeling, and model's, plan's, compare's, run's and
+/// validate's --json write the same object under "modeling" (to_json).
+struct ModelingInfo {
+  std::string dtype;                 ///< the element type modeled: bf16, fp32 or fp8
+  std::string efficiency;            ///< achieved or ideal (the rates asked for)
+  std::string attention_kernel;      ///< the kernel family whose rates model attention (fa2, fa3, cudnn); "" at the roofline
+  std::string stack;                 ///< the software stack's name (model/stack.h)
+  std::string merge;                 ///< how a ring merges each step: fused or unfused
+  std::string fp8_recipe;            ///< under fp8 the recipe (delayed, current, block, mxfp8); "" otherwise
+  bool tp_comm_overlap = false;      ///< TP's collectives in chunks under their GEMMs
+  bool grad_reduce_fp32 = false;     ///< gradients reduced over DP x CP in fp32
+  bool overlap_grad_reduce = false;  ///< the layer's gradient all-reduce in buckets under its backward
+  bool operator==(const ModelingInfo&) const = default;
+  /// {dtype, efficiency, attention_kernel (null at the roofline), stack, merge, fp8_recipe (null
+  /// unless fp8), tp_comm_overlap, grad_reduce_fp32, overlap_grad_reduce}.
+  nlohmann::json to_json() const;
+};
+
 /// A modeled group of a trace: otherData.modeled_groups[label].
 struct GroupInfo {
   std::string of;        ///< the recorded group it replays ("ring" for "ring (modeled, a100-nvlink)")
@@ -22,6 +43,7 @@ struct GroupInfo {
   std::optional<nlohmann::json> dry_run;  ///< a dry run's configuration (the layer, its layout), when it is one
   std::string efficiency;  ///< the model's rates ("achieved", "ideal"); "" when not said
   int layers = 0;          ///< the layers of the plan it stands for (ringside plan), 0 when not one
+  std::optional<ModelingInfo> modeling;  ///< every option it was modeled under (none in a trace before them)
 };
 
 struct RunInfo {
@@ -43,6 +65,7 @@ struct RunInfo {
   nlohmann::json hardware;  ///< its profile (model::Hardware::to_json, or a name); null when none
   std::string model_dtype;  ///< its element type ("bf16")
   std::string model_efficiency, model_attention_kernel;
+  std::optional<ModelingInfo> modeling;  ///< every option it was modeled under (none in a trace before them)
   // Twins: modeled groups beside the recorded ones.
   nlohmann::json twins_hardware;  ///< their profile (otherData.modeled_hardware); null when none
   std::map<std::string, GroupInfo> groups;  ///< the modeled groups, by label
@@ -73,8 +96,10 @@ inline constexpr const char* kLayoutNames[] = {"contiguous", "zigzag", "striped"
 /// modeled trace for a measured one): producer, ringside_version, layout, backend, device, dtype,
 /// clock, model_dtype, model_efficiency and model_attention_kernel strings; ranks an integer
 /// >= 1; modeled a boolean; hardware and modeled_hardware a profile (a name, or an object with a
-/// string "name"); modeled_groups an object of objects whose of, hardware, dtype, dry_run,
-/// efficiency and layers are typed so too (of never the group itself); config, each of
+/// string "name"); modeling an object whose fields are ModelingInfo's types (attention_kernel and
+/// fp8_recipe a string or null; a field missing is read as empty or false); modeled_groups an
+/// object of objects whose of, hardware, dtype, dry_run, efficiency, layers and modeling are
+/// typed so too (of never the group itself); config, each of
 /// group_configs and each dry_run a configuration whose fields the readers use are right:
 /// "causal" a boolean, "layout" one of kLayoutNames, "recompute" a string, "s" and "window"
 /// integers >= 0, "docs" an array of positive integers summing to s. Absent keys are fine (a

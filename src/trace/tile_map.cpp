@@ -74,12 +74,14 @@ std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy)
   if (const GroupInfo* twin = info.group(strategy); twin && !twin->of.empty()) label = twin->of;
   const std::string base = label.substr(0, label.find(' '));
   const std::string variant = base.size() < label.size() ? label.substr(base.size() + 1) : "";
-  if (base != "ring" && base != "ulysses") return std::nullopt;
-  const nlohmann::json* config = info.config_of(strategy);
-  if (!config || !config->is_object()) return std::nullopt;
+  // The kind of map the run recorded (RankTrace::tile_map: its attention scheme's), alike on its ranks.
+  std::string kind;
   int P = 0;
   for (const RankTrace& r : t.ranks)
-    if (r.strategy == strategy) P = std::max(P, r.rank + 1);
+    if (r.strategy == strategy) P = std::max(P, r.rank + 1), kind = r.tile_map;
+  if (kind.empty()) return std::nullopt;
+  const nlohmann::json* config = info.config_of(strategy);
+  if (!config || !config->is_object()) return std::nullopt;
   if (P < 1 || P > 64) return std::nullopt;  // a map beyond 128 x 128 tiles says nothing
   // A config of the wrong types (a foreign or hand-edited file) gives no map, not an error.
   const auto c = config->find("causal");
@@ -89,11 +91,11 @@ std::optional<TileMap> tile_map(const TraceData& t, const std::string& strategy)
     for (const nlohmann::json& len : *d)
       if (len.is_number_integer() && len.get<int64_t>() > 0) docs.push_back(len.get<int64_t>());
   const bool window = config->contains("window");
-  if (base == "ulysses") {
+  if (kind == kTileMapEveryRank) {
     // Every rank computes every tile, for its H/P heads, over the whole sequence in order.
     if (!docs.empty() || window) return std::nullopt;
     TileMap m;
-    m.strategy = strategy, m.layout = "contiguous", m.blocks = P, m.causal_diagonal = causal;
+    m.strategy = strategy, m.layout = "contiguous", m.blocks = P, m.causal_diagonal = causal, m.every_rank = true;
     for (int q = 0; q < P; ++q)
       for (int k = 0; k < P; ++k) m.tiles.push_back(Tile{-1, 0, causal && k > q, causal && k == q});
     return m;

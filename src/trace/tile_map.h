@@ -10,8 +10,9 @@
 
 namespace ringside::trace {
 
-/// The attention matrix of a ring or Ulysses run, in blocks: tile (q, k) is query block q
-/// against key block k. For the ring, what ran: the blocks are the runs of slots the ranks'
+/// The attention matrix of a ring or Ulysses run (the kind its ranks recorded,
+/// RankTrace::tile_map), in blocks: tile (q, k) is query block q against key block k. For a
+/// ring (either: the K/V or the pass-Q ring), what ran: the blocks are the runs of slots the ranks'
 /// forward ring steps recorded (TilePair: the layout's chunks, P or 2P of them, or two per
 /// document under the per-document layouts), in order; a tile is computed by the rank that
 /// recorded the pair, at that ring step; a tile no step computed is masked. For Ulysses every
@@ -27,6 +28,7 @@ struct TileMap {
   std::string strategy, layout;
   int blocks = 0;           ///< the matrix is blocks x blocks tiles
   std::vector<Tile> tiles;  ///< row-major, q-major
+  bool every_rank = false;  ///< every rank computes every tile, for its heads (Ulysses): no ranks or steps to show
   /// The packed documents' lengths of the group's configuration (empty: one sequence).
   std::vector<int64_t> docs;
   /// Whether a partly masked tile on the diagonal is the causal triangle: the causal mask alone
@@ -37,7 +39,8 @@ struct TileMap {
 };
 /// From the trace's ring steps (their recorded pairs) and the group's configuration
 /// (RunInfo::config_of: its own, else the trace's); nullopt
-/// for a strategy that is not ring or ulysses, a group without a config, a ring whose steps
+/// for a run that recorded no tile map (RankTrace::tile_map: TP, all-gather, Ulysses x ring, a
+/// foreign trace), a group without a config, a ring whose steps
 /// recorded no pairs (or more than kMaxTilePairs in a step), more than 128 blocks, and Ulysses
 /// over packed documents or a window. A label "ring zigzag" (a strategy and a layout, as
 /// lesson 4 names its runs; "ring packed greedy") takes its layout's name from the label.

@@ -111,7 +111,7 @@ RankTrace Tracer::take() {
       e.mark_begin = e.mark_end = -1;
     }
   RankTrace out = std::move(trace_);
-  trace_ = RankTrace{out.strategy, out.rank, {}, {}, out.clock_offset_ns, out.clock_uncertainty_ns};
+  trace_ = RankTrace{out.strategy, out.tile_map, out.rank, {}, {}, out.clock_offset_ns, out.clock_uncertainty_ns};
   return out;
 }
 

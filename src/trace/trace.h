@@ -122,9 +122,17 @@ struct MemorySample {
   }
 };
 
+/// The tile maps a run records (RankTrace::tile_map): each tile coloured by the rank and ring step
+/// that computed it, from the step records; or every rank computing every tile, for its heads.
+inline constexpr const char* kTileMapRingSteps = "ring_steps";
+inline constexpr const char* kTileMapEveryRank = "every_rank";
+
 /// Everything one rank of one strategy recorded.
 struct RankTrace {
   std::string strategy;  ///< "ring", "tp-sp", ...; "" for a foreign trace
+  /// How the tile map draws this rank's run (tile_map.h): "ring_steps", "every_rank", or ""
+  /// (no map). The run's attention scheme says (parallel/cp_scheme.h), and the runner records it.
+  std::string tile_map;
   int rank = 0;
   std::vector<Event> events;
   std::vector<MemorySample> memory;
@@ -167,6 +175,8 @@ class Tracer : public MemoryListener {
 
   int rank() const { return trace_.rank; }
   const Clock& clock() const { return clock_; }
+  /// Records how the tile map draws this rank's run (RankTrace::tile_map).
+  void set_tile_map(std::string kind) { trace_.tile_map = std::move(kind); }
   /// Stops recording (the strategy's result gathering after the backward is not part of the
   /// layer); hooks become no-ops.
   void stop() { recording_ = false; }

@@ -22,8 +22,9 @@
 //   s, f  a flow from each send to its receive (same id), each end 1 ns inside its slice (a
 //         viewer binds an end to the slice holding its time, edges included); f has bp "e"
 //   otherData  the run (trace/run_info.h): ringside_version, producer, config, layout, ranks,
-//         backend, device, dtype, clock; a modeled trace's hardware, model_dtype, ...; the
-//         modeled groups beside a recorded run (modeled_groups, modeled_hardware); strategies;
+//         backend, device, dtype, clock; a modeled trace's hardware, model_dtype, ..., modeling
+//         (every model option: trace::ModelingInfo); the modeled groups beside a recorded run
+//         (modeled_groups, each with its modeling; modeled_hardware); strategies;
 //         `processes` [{pid, strategy, rank, clock_offset_ns, clock_uncertainty_ns}]; and a
 //         producer's own fields (a lesson's steps)
 #pragma once

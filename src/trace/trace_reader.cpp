@@ -80,6 +80,10 @@ class TraceReader {
         if (!described_.insert(pid).second) rd.fail(detail::concat("pid ", pid, " is listed twice"));
         RankTrace& r = process(pid);
         r.strategy = rd.str("strategy", false);
+        r.tile_map = rd.str("tile_map", false);
+        if (!r.tile_map.empty() && r.tile_map != kTileMapRingSteps && r.tile_map != kTileMapEveryRank)
+          rd.fail("tile_map must be \"" + std::string(kTileMapRingSteps) + "\" or \"" + kTileMapEveryRank + "\", got \"" +
+                  detail::shown_input(r.tile_map, 24) + "\"");
         r.rank = int(rd.integer_in(e, "rank", true, 0, INT32_MAX, 0));
         r.clock_offset_ns = rd.integer_in(e, "clock_offset_ns", false, INT64_MIN / 4, INT64_MAX / 4, 0);
         r.clock_uncertainty_ns = rd.integer_in(e, "clock_uncertainty_ns", false, 0, INT64_MAX / 4, 0);

@@ -225,12 +225,14 @@ void write_chrome_json(std::ostream& os, const TraceData& t) {
   };
 
   nlohmann::json processes = nlohmann::json::array();
-  for (const RankTrace& r : t.ranks)
+  for (const RankTrace& r : t.ranks) {
     processes.push_back({{"pid", pid_of(r)},
                          {"strategy", r.strategy},
                          {"rank", r.rank},
                          {"clock_offset_ns", r.clock_offset_ns},
                          {"clock_uncertainty_ns", r.clock_uncertainty_ns}});
+    if (!r.tile_map.empty()) processes.back()["tile_map"] = r.tile_map;
+  }
   nlohmann::json other = t.other;
   put_run_info(other, t.run);
   other["ringside_version"] = RINGSIDE_VERSION;
