@@ -60,10 +60,10 @@ TEST_CASE("every configuration matches the fp64 reference, and its bytes and mem
           ++runs, ++names[par.name()];
         }
     }
-  // 13 configurations (plain TP among them), 29 with their layouts, per layer; with Hkv 1 only
-  // the 10 without TP.
-  REQUIRE(names.size() == 13);
-  REQUIRE(runs == 3 * (29 + 29 + 10));  // three variants each
+  // 16 configurations (plain TP among them; the pass-Q ring at (2, 2), (1, 4) and (2, 4)), 38
+  // with their layouts, per layer; with Hkv 1 only the 13 without TP.
+  REQUIRE(names.size() == 16);
+  REQUIRE(runs == 3 * (38 + 38 + 13));  // three variants each
 }
 
 TEST_CASE("ulysses sends a kv head read on two ranks to both, and matches the reference", "[hybrid][ulysses]") {

@@ -413,6 +413,64 @@ TEST_CASE("lesson 7: the hybrids are correct, each group's bytes are its formula
   REQUIRE(num(s, "check.4") == 2 * 65536.0 * 8 * 128 * 2);
 }
 
+TEST_CASE("lesson 7: the pass-Q ring's bytes are its formula, a tie under MHA, H/Hkv more under GQA, fewer in prefill", "[lessons]") {
+  const Script s = build_lesson(7);
+  // Issue 59, the pass-Q ring beside the K/V ring on step 1's layer (n = 128 tokens a rank, H 8,
+  // d 16, R 4, fp32) with Hkv 8 (MHA) and 2 (GQA): measured = formula, and the formulas here.
+  const double n = 128, H = 8, d = 16, R = 4;
+  const double q = n * H * d * 4, l = n * H * 4;  // one query block and its lse, bytes
+  for (const auto& [key, Hkv] : {std::pair<std::string, double>{"mha", 8}, {"gqa", 2}}) {
+    INFO(key);
+    const double kv = n * Hkv * d * 4;
+    REQUIRE(num(s, "error_ring_" + key) < kTolerance);
+    REQUIRE(num(s, "error_ring-q_" + key) < kTolerance);
+    REQUIRE(num(s, "kv_forward_" + key) == 2 * (R - 1) * kv);
+    REQUIRE(num(s, "kv_backward_" + key) == 2 * (2 * R - 1) * kv);
+    REQUIRE(num(s, "q_forward_" + key) == (R - 1) * (2 * q + l));
+    REQUIRE(num(s, "q_backward_" + key) == (R - 1) * (4 * q + l));
+    for (const char* what : {"kv_forward_", "kv_backward_", "q_forward_", "q_backward_"})
+      REQUIRE(num(s, what + key) == num(s, what + ("formula_" + key)));
+  }
+  // MHA: a tie (the lse's 2d+1 against 2d forward; the diagonal's dQ stays home backward); GQA 4:
+  // the pass-Q ring sends about H/Hkv times more.
+  REQUIRE(num(s, "q_over_kv_forward_mha") == (2 * d + 1) / (2 * d));
+  REQUIRE(num(s, "q_over_kv_backward_mha") == Approx((R - 1) * (4 * d + 1) / (2 * (2 * R - 1) * d)).epsilon(1e-12));
+  REQUIRE(num(s, "q_over_kv_backward_mha") < 1);
+  REQUIRE(num(s, "q_over_kv_forward_gqa") == 4 * (2 * d + 1) / (2 * d));
+  REQUIRE(num(s, "q_over_kv_backward_gqa") == Approx(4 * num(s, "q_over_kv_backward_mha")).epsilon(1e-12));
+  // Modeled on h100-nvlink (deterministic), Llama 3 8B's layer with Hkv = H = 32 at 32K on 8 GPUs:
+  // the K/V ring's forward waits for nothing; the pass-Q ring's for its results' hop home, b n H
+  // (d+1) bf16 bytes, no faster than the link's peak and not twice as slow; in the backward the K/V
+  // ring waits for dK and dV, the pass-Q ring for dQ alone; its extra merges and copies make the
+  // layer no faster.
+  const double home = 4096.0 * 32 * 129 * 2;
+  REQUIRE(num(s, "modeled_home_hop_bytes") == home);
+  REQUIRE(num(s, "modeled_wait_forward_ns_kv") == 0);
+  REQUIRE(num(s, "modeled_wait_forward_ns_q") >= home / 450e9 * 1e9);  // src/model/hardware/h100-nvlink.json
+  REQUIRE(num(s, "modeled_wait_forward_ns_q") < 2 * home / 450e9 * 1e9);
+  REQUIRE(num(s, "modeled_wait_backward_ns_q") < num(s, "modeled_wait_backward_ns_kv"));
+  REQUIRE(num(s, "modeled_compute_ms_q") > num(s, "modeled_compute_ms_kv"));
+  REQUIRE(num(s, "modeled_layer_ms_q") > num(s, "modeled_layer_ms_kv"));
+  // Prefill of the last 1,024 of 65,536 tokens on 8 GPUs (formulas, bf16): 8,192 keys and 128
+  // queries a GPU; the break-even n_q / n_k = 2 Hkv d / (H (2d+1)); each hop hides behind a step
+  // of n_q x n_k pairs when what stays is at least (what a token of the hop carries) F/B.
+  REQUIRE(num(s, "prefill_kv_hop_bytes") == 2 * 8192.0 * 8 * 128 * 2);
+  REQUIRE(num(s, "prefill_q_hop_bytes") == 128.0 * 32 * 257 * 2);
+  REQUIRE(num(s, "prefill_kv_forward_bytes") == 7 * num(s, "prefill_kv_hop_bytes"));
+  REQUIRE(num(s, "prefill_q_forward_bytes") == 7 * num(s, "prefill_q_hop_bytes"));
+  REQUIRE(num(s, "prefill_kv_over_q") == Approx(2 * 8192.0 * 8 * 128 / (128.0 * 32 * 257)).epsilon(1e-12));
+  REQUIRE(num(s, "breakeven_q_over_k") == Approx(2 * 8 * 128.0 / (32 * 257)).epsilon(1e-12));
+  REQUIRE(num(s, "prefill_kv_threshold_tokens") == Approx(989e12 / 450e9 * 8 / 32));
+  REQUIRE(num(s, "prefill_q_threshold_tokens") == Approx(989e12 / 450e9 * 257 / 256));
+  REQUIRE(num(s, "prefill_kv_threshold_tokens") > 128);  // the K/V ring's hops cannot hide
+  REQUIRE(num(s, "prefill_q_threshold_tokens") < 8192);  // the pass-Q ring's can
+  // Check yourself: Llama 3 70B's H (2d+1) / (2 Hkv d), and the largest n_q below the break-even.
+  REQUIRE(num(s, "check.5") == Approx(64 * 257.0 / (2 * 8 * 128)).epsilon(1e-12));
+  REQUIRE(num(s, "check.6") == 2040);
+  REQUIRE(2040 * 32 * 257 < 2 * 8192 * 8 * 128);
+  REQUIRE(2041 * 32 * 257 > 2 * 8192 * 8 * 128);
+}
+
 TEST_CASE("a lesson's steps survive the trace file and the presenter pauses and quits", "[lessons]") {
   const Script s = build_lesson(2);
   const trace::TraceData back = trace::parse_trace(trace::to_chrome_json(s.trace).dump(), "lesson 2");

@@ -76,10 +76,10 @@ TEST_CASE("the Llama layer: every configuration, layout and recompute mode again
         ++runs, ++names[par.name()];
       }
   }
-  // 13 configurations: the 8 with a ring or an all-gather in 5 layouts, the other 5 (plain TP
-  // among them) in one.
-  CHECK(names.size() == 13u);
-  CHECK(runs == 4 * (8 * 5 + 5));
+  // 16 configurations: the 11 with a ring (K/V or pass-Q) or an all-gather in 5 layouts, the
+  // other 5 (plain TP among them) in one.
+  CHECK(names.size() == 16u);
+  CHECK(runs == 4 * (11 * 5 + 5));
 }
 
 TEST_CASE("the Llama layer's parameters: 3 h f in the MLP, gate and up split by Megatron's columns", "[llama]") {

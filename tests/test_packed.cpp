@@ -38,6 +38,25 @@ int64_t visible_keys(const LayerConfig& c, int64_t q) {
   return 0;
 }
 
+// The real queries that see real key k (visible_keys turned around): its document's, at or
+// after it when causal, within the window. The pass-Q ring's work is counted by the keys a rank
+// holds.
+int64_t visible_queries(const LayerConfig& c, int64_t k) {
+  const std::vector<int64_t> docs = c.docs.empty() ? std::vector<int64_t>{c.s} : c.docs;
+  int64_t start = 0;
+  for (int64_t len : docs) {
+    if (k < start + len) {
+      int64_t lo = c.causal ? k : start, hi = start + len - 1;
+      if (c.window > 0) hi = std::min(hi, k + c.window - 1);
+      if (c.window > 0 && !c.causal) lo = std::max(lo, k - c.window + 1);
+      return hi - lo + 1;
+    }
+    start += len;
+  }
+  FAIL("token " << k << " in no document");
+  return 0;
+}
+
 // The forward attention FLOPs world rank `rank` must compute: 4 d per visible (query, key) pair
 // per head, over the real queries it attends for and the heads it holds.
 double exact_rank_flops(const RunPlan& plan, int rank) {
@@ -61,9 +80,10 @@ double exact_rank_flops(const RunPlan& plan, int rank) {
     slots = plan.cp_positions(at.c);
   }
   const int64_t heads = c.H / par.tp / U;
+  const bool by_keys = par.cp_comm == &cp_scheme("p2p-q");  // every query against this rank's keys
   double pairs = 0;
   for (int64_t t : plan.packing->real_of(slots))
-    if (t >= 0) pairs += double(visible_keys(c, t));
+    if (t >= 0) pairs += double(by_keys ? visible_queries(c, t) : visible_keys(c, t));
   return 4.0 * double(c.d()) * double(heads) * double(c.b) * pairs;
 }
 
@@ -139,10 +159,10 @@ TEST_CASE("every configuration and layout matches the fp64 reference with docume
         ++runs;
       }
   }
-  // 11 configurations run (Ulysses cannot split 8 heads over 3 ranks): the 7 with a ring or an
-  // all-gather in 5 layouts each, tp-sp, plain TP and the two Ulysses in one; in each of 6
-  // variants.
-  CHECK(runs == 6 * (7 * 5 + 4));
+  // 14 configurations run (Ulysses cannot split 8 heads over 3 ranks): the 10 with a ring (K/V
+  // or pass-Q) or an all-gather in 5 layouts each, tp-sp, plain TP and the two Ulysses in one;
+  // in each of 6 variants.
+  CHECK(runs == 6 * (10 * 5 + 4));
 }
 
 TEST_CASE("the padding each layout needs is the least that splits the sequence", "[packed]") {

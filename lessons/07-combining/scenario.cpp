@@ -1,7 +1,10 @@
 // Lesson 7: combining. Real long-context training never uses one strategy alone: TP x CP
 // (Megatron) and Ulysses x ring (USP) on one run, the traffic of each group, and where each
-// group should sit, NVLink or InfiniBand, shown with the what-if model.
+// group should sit, NVLink or InfiniBand, shown with the what-if model. Then the pass-Q ring
+// (--cp-comm p2p-q) beside the K/V ring on one layer, MHA and GQA: the bytes of the run against
+// both formulas, its exposed last hop (modeled), and where passing Q wins (prefill, by formula).
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "layer/reference.h"
@@ -9,6 +12,8 @@
 #include "layer/presets.h"
 #include "model/model.h"
 #include "parallel/formulas.h"
+#include "parallel/ring_attention.h"
+#include "parallel/ring_q_attention.h"
 #include "trace/metrics.h"
 
 namespace ringside::lessons {
@@ -51,6 +56,17 @@ Placement model_placement(const std::string& name, const LayerConfig& cfg, int P
   for (const trace::StrategyMetrics& m : trace::compute_metrics(model::model_trace(schedule, hw)))
     for (const trace::RankMetrics& r : m.ranks) p.layer_ms = std::max(p.layer_ms, r.time.window_ns / 1e6);
   return p;
+}
+
+// Bytes rank `rank` of `label` sent point to point in `phase`, from its trace: a ring's hops,
+// without the gradient all-reduce every CP configuration ends its backward with (lesson 10).
+int64_t p2p_sent(const trace::TraceData& t, const std::string& label, int rank, const std::string& phase) {
+  int64_t sent = 0;
+  for (const trace::RankTrace& r : t.ranks)
+    if (r.strategy == label && r.rank == rank)
+      for (const trace::Event& e : r.events)
+        if (e.kind == trace::Kind::p2p && e.direction == trace::Direction::send && e.phase == phase) sent += e.bytes;
+  return sent;
 }
 
 }  // namespace
@@ -208,7 +224,164 @@ void combining(Script& L) {
   L.say("(This step's timeline is the model's, not in this lesson's trace: `ringside model");
   L.say("--strategy ring2xtp8 --ranks 16 ... --trace FILE` writes it.)");
 
-  // ---- 5. the rule ----------------------------------------------------------------------------
+  // ---- 5. passing Q instead of K/V -------------------------------------------------------------
+  // The K/V ring and the pass-Q ring (parallel/ring_q_attention.cpp) alone over the P ranks, on
+  // step 1's layer with Hkv = H (MHA) and Hkv = H/4 (Llama 3's grouping).
+  struct Variant {
+    const char* name;
+    int64_t Hkv;
+    const char* key;
+  };
+  const Variant variants[] = {{"MHA", cfg.H, "mha"}, {"GQA", cfg.H / 4, "gqa"}};
+  const int64_t n = cfg.b * cfg.s / P;  // each rank's tokens: its queries and its keys
+  Table t5({"layer", "ring", "forward sent", "formula", "backward sent", "formula"});
+  std::map<std::string, double> sent;  // "kv_forward_mha": rank 0's bytes
+  std::map<std::string, double> ringq_error;
+  for (const Variant& v : variants) {
+    LayerConfig c = cfg;
+    c.Hkv = v.Hkv;
+    const ReferenceRun ref_v = run_reference(c, DType::f64);
+    // ring_attention_bytes over one K block, ring_q_bytes over the query block (fp32).
+    const CommBytes kv_formula = ring_attention_bytes(c.b * n * c.Hkv * c.d() * 4, P);
+    const RingQBytes q_formula = ring_q_bytes(c.b, n, c.H, c.d(), P, DType::f32);
+    for (const char* ring : {"ring", "ring-q"}) {
+      const bool q = std::string(ring) == "ring-q";
+      const std::string label = fmt("%s %s", ring, v.name), key = fmt("%s_%%s_%s", q ? "q" : "kv", v.key);
+      const std::vector<RunRecord> rr = L.run(plan_of(ring, c, P), label);
+      const double error = L.record(fmt("error_%s_%s", ring, v.key), worst_error(rr[0].out, rr[0].dx, rr[0].grads, ref_v));
+      if (q) ringq_error[v.key] = error;
+      const double fwd = L.record(fmt(key.c_str(), "forward"), double(p2p_sent(L.trace, label, 0, "forward")));
+      const double bwd = L.record(fmt(key.c_str(), "backward"), double(p2p_sent(L.trace, label, 0, "backward")));
+      const double fwd_f = L.record(fmt(key.c_str(), "forward_formula"), double(q ? q_formula.forward : kv_formula.forward));
+      const double bwd_f = L.record(fmt(key.c_str(), "backward_formula"), double(q ? q_formula.backward : kv_formula.backward));
+      sent[fmt(key.c_str(), "forward")] = fwd, sent[fmt(key.c_str(), "backward")] = bwd;
+      t5.row({q ? "" : fmt("%s, Hkv = %lld", v.name, (long long)v.Hkv), q ? "pass-Q" : "K/V", grouped(int64_t(fwd)),
+              grouped(int64_t(fwd_f)), grouped(int64_t(bwd)), grouped(int64_t(bwd_f))});
+    }
+  }
+  L.step("Passing Q instead of K/V", L.phase("ring-q MHA", "forward"));
+  L.say("Every ring so far keeps the queries home and passes K and V. The pass-Q ring (--cp-comm");
+  L.say("p2p-q, configuration ring-q; src/parallel/ring_q_attention.cpp) turns it around: K and V");
+  L.say("stay, each query block travels with its running out and lse, every rank it visits merges");
+  L.say("its own keys' part in, and after R-1 hops the result comes home. Both rings alone on step");
+  L.say("1's layer, P = R = %d, n = %lld tokens a rank, with Hkv = H = %lld (MHA) and Hkv = %lld", P, (long long)n,
+        (long long)cfg.H, (long long)(cfg.H / 4));
+  L.say("(GQA, Llama 3's H/4). Rank 0's point-to-point bytes (from the trace: the gradient");
+  L.say("all-reduce of lesson 10 left out), beside the formulas:");
+  L.blank();
+  L.table(t5);
+  L.blank();
+  L.say("With kv = b n Hkv d, q = b n H d and l = b H n (q's lse) elements, x 4 B:");
+  L.say("  K/V ring  forward 2 (R-1) kv       backward 2 (2R-1) kv: K, V again, dK/dV R hops home");
+  L.say("  pass-Q    forward (R-1)(2q + l)    backward (R-1)(4q + l): q, out, dout, lse, and dQ");
+  const double mha_fwd = L.record("q_over_kv_forward_mha", sent["q_forward_mha"] / sent["kv_forward_mha"]);
+  const double mha_bwd = L.record("q_over_kv_backward_mha", sent["q_backward_mha"] / sent["kv_backward_mha"]);
+  const double gqa_fwd = L.record("q_over_kv_forward_gqa", sent["q_forward_gqa"] / sent["kv_forward_gqa"]);
+  const double gqa_bwd = L.record("q_over_kv_backward_gqa", sent["q_backward_gqa"] / sent["kv_backward_gqa"]);
+  L.say("MHA (q = kv): the forwards differ by the lse alone, 2d+1 against 2d per head and token,");
+  L.say("%.3fx; the pass-Q backward is the lighter, %.3fx, as the diagonal's dQ stays home where", mha_fwd, mha_bwd);
+  L.say("the K/V ring's dK/dV make all R hops (lighter while R-1 < 2d). A tie. Under GQA K and V");
+  L.say("are Hkv/H of q, and the pass-Q ring sends %.2fx forward and %.2fx backward: it loses by", gqa_fwd, gqa_bwd);
+  L.say("about H/Hkv. Worst error against fp64, out, dx and every gradient: %.2e (MHA)", ringq_error["mha"]);
+  L.say("and %.2e (GQA), below %s: correct either way.", ringq_error["gqa"], kToleranceText);
+
+  // ---- 6. the last hop home (modeled) ----------------------------------------------------------
+  // Llama 3 8B's layer with Hkv = H (where the bytes tie) dry-run at 32K tokens on one node of 8
+  // GPUs of step 4's profile, whatever --hw says (across a network neither ring hides its hops at
+  // this length, and the step is about the one that still shows): rank 0's waits for transfers
+  // inside attention, per phase.
+  LayerConfig mha = big;
+  mha.Hkv = mha.H, mha.s = 32768;
+  const int P8 = 8;
+  auto attention_waits = [&](const std::string& label, const std::string& phase) {
+    int64_t ns = 0;
+    for (const trace::RankTrace& r : L.trace.ranks)
+      if (r.strategy == L.modeled_name(label, &hw) && r.rank == 0)
+        for (const trace::Event& e : r.events)
+          if (e.kind == trace::Kind::wait && e.phase == phase && e.sublayer == "attention") ns += e.dur_ns;
+    return double(ns);
+  };
+  Table t6({"ring", "layer (modeled)", "rank 0's compute", "waits: forward", "backward"});
+  std::map<std::string, double> layer_ms_of;
+  for (const char* ring : {"ring", "ring-q"}) {
+    const bool q = std::string(ring) == "ring-q";
+    const std::string label = fmt("%s MHA 32K", ring), key = q ? "q" : "kv";
+    const trace::StrategyMetrics& m = L.dry_run(plan_of(ring, mha, P8), label, &hw);
+    layer_ms_of[key] = L.record(fmt("modeled_layer_ms_%s", key.c_str()), double(layer_ns(m)) / 1e6);
+    const double compute = L.record(fmt("modeled_compute_ms_%s", key.c_str()), double(m.ranks[0].time.compute_ns) / 1e6);
+    const double wait_fwd = L.record(fmt("modeled_wait_forward_ns_%s", key.c_str()), attention_waits(label, "forward"));
+    const double wait_bwd = L.record(fmt("modeled_wait_backward_ns_%s", key.c_str()), attention_waits(label, "backward"));
+    t6.row({q ? "pass-Q" : "K/V", fmt("%.1f ms", layer_ms_of[key]), fmt("%.1f ms", compute), format_ns(wait_fwd),
+            format_ns(wait_bwd)});
+  }
+  const int64_t home_hop = L.record("modeled_home_hop_bytes", double(mha.b * (mha.s / P8) * mha.H * (mha.d() + 1) * 2));
+  L.step(fmt("The pass-Q ring's last hop (modeled on %s)", hw.name.c_str()),
+         L.phase(L.modeled_name("ring-q MHA 32K", &hw), "forward"));
+  L.say("Both rings post each step's hop before its compute, and it hides there when a step has");
+  L.say("enough tokens (lesson 3). What differs is the end. The K/V ring's forward ends with its");
+  L.say("last compute. The pass-Q ring's travelling results must then come home: one hop of out and");
+  L.say("lse with nothing left to hide behind. In the backward both end with a hop home, dK and dV");
+  L.say("for the K/V ring, dQ for the pass-Q ring. Llama 3 8B's layer with Hkv = H = %lld (MHA, where", (long long)mha.H);
+  L.paragraph(fmt("the bytes tie), s = %s on one node of %d GPUs of %s%s, dry-run and modeled in bf16; rank 0's "
+                  "compute and its waits for transfers inside attention:",
+                  grouped(mha.s).c_str(), P8, hw.name.c_str(), L.hw.name == find_lesson(L.number).hw ? "" : " (step 4's profile whatever --hw says)"));
+  L.blank();
+  L.table(t6);
+  L.trust(model::run_kind(false, false, parse_parallel_config("ring-q"), "bf16"));
+  L.blank();
+  L.say("The pass-Q forward's wait is that hop home: b n H (d+1) x 2 B = %s bytes.", grouped(home_hop).c_str());
+  L.say("The K/V ring's backward waits for two tensors home, the pass-Q ring's for one. The layer");
+  L.say("takes %.1f ms against %.1f ms: the rest of the gap is compute, the pass-Q ring's extra", layer_ms_of["q"],
+        layer_ms_of["kv"]);
+  L.say("merges and copies (each visiting block's part merged into its travelling result),");
+  L.say("memory-bound work the K/V ring does not do. Passing Q buys no overlap.");
+
+  // ---- 7. where it wins -----------------------------------------------------------------------
+  // Llama 3 8B prefilling the last 1,024 tokens of a 64K context on a ring of 8, bf16: the
+  // formulas at n_q queries and n_k keys a rank (the runs above cannot have n_q != n_k).
+  const int R8 = 8;
+  const int64_t context = 65536, fresh = 1024, n_k = context / R8, n_q = fresh / R8;
+  const int64_t kv_hop = 2 * big.b * n_k * big.Hkv * big.d() * 2;  // K and V, bf16
+  const double q_forward = double(ring_q_bytes(big.b, n_q, big.H, big.d(), R8, DType::f32).forward) / 2;  // bf16
+  const double q_hop = q_forward / (R8 - 1);  // q, out and lse
+  const double breakeven = L.record("breakeven_q_over_k", 2.0 * double(big.Hkv * big.d()) / double(big.H * (2 * big.d() + 1)));
+  L.step("Where passing Q wins: few queries, a long cache");
+  L.say("What a hop carries grows with the tokens of what travels: the pass-Q ring's with the");
+  L.say("queries', b n_q H (2d+1) forward; the K/V ring's with the keys', 2 b n_k Hkv d. Training's");
+  L.say("self-attention has n_q = n_k on every rank (equal shards), so passing Q ties at best, and");
+  L.say("this layer, whose queries and keys are the same tokens, cannot show it winning. It wins");
+  L.say("where n_q / n_k < 2 Hkv d / (H (2d+1)): inference prefill of a few new tokens against a");
+  L.say("long cache. Llama 3 8B (H = %lld, Hkv = %lld, d = %lld): n_q / n_k < %.3f. The formulas", (long long)big.H,
+        (long long)big.Hkv, (long long)big.d(), breakeven);
+  L.say("(not a run) for its last %s tokens of a %s-token context on R = %d GPUs, bf16,", grouped(fresh).c_str(),
+        grouped(context).c_str(), R8);
+  L.say("forward only (prefill has no backward): n_k = %s keys, n_q = %lld queries a GPU:", grouped(n_k).c_str(), (long long)n_q);
+  L.blank();
+  Table t7({"ring", "what travels", "one hop", "forward per GPU"});
+  t7.row({"K/V", fmt("K and V of %s keys", grouped(n_k).c_str()),
+          grouped(int64_t(L.record("prefill_kv_hop_bytes", double(kv_hop)))),
+          format_bytes(L.record("prefill_kv_forward_bytes", double(ring_attention_bytes(kv_hop / 2, R8).forward)))});
+  t7.row({"pass-Q", fmt("q, out, lse of %lld queries", (long long)n_q), grouped(int64_t(L.record("prefill_q_hop_bytes", q_hop))),
+          format_bytes(L.record("prefill_q_forward_bytes", q_forward))});
+  L.table(t7);
+  L.blank();
+  L.say("Passing Q moves %.1fx fewer bytes here, and hides them better. Each step computes",
+        L.record("prefill_kv_over_q", double(kv_hop) / q_hop));
+  L.say("n_q x n_k pairs either way (unmasked: the new tokens see the whole cache), so a K/V hop");
+  L.say("hides behind it when the queries that stay are n_q >= (Hkv/H) F/B (lesson 3's c*), a");
+  L.say("pass-Q hop when the keys that stay are n_k >= (2d+1)/(2d) F/B.");
+  // The thresholds on step 6's node (the ring inside it).
+  const double kv_star = L.record("prefill_kv_threshold_tokens",
+                                  model::ring_threshold(hw, peak, true, double(big.Hkv) / double(big.H)).tokens);
+  const double q_star = L.record("prefill_q_threshold_tokens",
+                                 model::ring_threshold(hw, peak, true, double(2 * big.d() + 1) / double(2 * big.d())).tokens);
+  L.paragraph(fmt("On a node of %s at the peak these are %s and %s tokens: with %lld queries a GPU the K/V ring's hops %s, "
+                  "and the pass-Q ring's %s behind its %s keys.",
+                  hw.name.c_str(), grouped(std::llround(kv_star)).c_str(), grouped(std::llround(q_star)).c_str(),
+                  (long long)n_q, double(n_q) >= kv_star ? "hide" : "cannot hide", double(n_k) >= q_star ? "hide" : "cannot hide",
+                  grouped(n_k).c_str()));
+
+  // ---- 8. the rule ----------------------------------------------------------------------------
   L.step("The rule");
   L.say("Put the group that moves the most, and waits for it, on the fastest link:");
   L.say("  TP (or Ulysses) inside a node, on NVLink: all-gathers, reduce-scatters, all-to-alls,");
@@ -217,6 +390,8 @@ void combining(Script& L) {
   L.say("      sequences, and no limit from the head count.");
   L.say("  all_gather CP (Llama 3) is the simple alternative: one gather of K/V, easy masking, at");
   L.say("      the price of holding the whole sequence's K/V for a while.");
+  L.say("  the pass-Q ring (p2p-q) where the queries are fewer than the keys: in training it ties");
+  L.say("      the K/V ring at best (MHA) and loses by about H/Hkv under GQA.");
   L.say("Placement is the point, not hybrids as such: at 1M tokens on 64 GPUs the modeled plain");
   L.say("ring is as fast as TP 8 x ring 8 (both hide their traffic). TP 8 holds 1/8 of the weights,");
   L.say("but its all-gathers put the whole CP shard on every TP rank: at this length its peak memory");
@@ -237,6 +412,12 @@ void combining(Script& L) {
   for (int r = 0; r < 2 * C; ++r) in_order4_work.push_back(parallel_attention_flops(in_order4, r));
   const double in_order4_imbalance = trace::max_over_mean(in_order4_work);
   const double allgather_kv = double(2 * big.b * big.s * big.Hkv * big.d() * 2);  // allgather_kv_bytes, bf16
+  // Step 5's ratio for Llama 3 70B, and step 7's break-even in queries a GPU.
+  LayerConfig l70;
+  apply_preset(find_preset("llama3-70b"), l70);
+  const double ratio70 = double(ring_q_bytes(1, 1, l70.H, l70.d(), 2, DType::f32).forward) /
+                         double(ring_attention_bytes(l70.Hkv * l70.d() * 4, 2).forward);
+  const double max_queries = std::floor(double(n_k) * breakeven);
   L.check_yourself({
       {fmt("TP %d x ring %d on P = %d, step 1's layer: how many bytes does rank 0 send to its TP group in the "
            "forward?",
@@ -258,6 +439,18 @@ void combining(Script& L) {
        allgather_kv, grouped(int64_t(allgather_kv)) + " bytes (" + format_bytes(allgather_kv) + ")",
        fmt("the whole sequence's, whatever C: 2 b s Hkv d x 2 = 2 x %s x %lld x %lld x 2",
            grouped(big.s).c_str(), (long long)big.Hkv, (long long)big.d())},
+      {fmt("Llama 3 70B's layer (H = %lld, Hkv = %lld, d = %lld), equal shards: how many times the K/V ring's "
+           "forward bytes does the pass-Q ring send?",
+           (long long)l70.H, (long long)l70.Hkv, (long long)l70.d()),
+       ratio70, fmt("%.3f times", ratio70),
+       fmt("(R-1)(2q + l) over 2 (R-1) kv, per token: H (2d+1) / (2 Hkv d) = %lld x %lld / (2 x %lld x %lld)",
+           (long long)l70.H, (long long)(2 * l70.d() + 1), (long long)l70.Hkv, (long long)l70.d())},
+      {fmt("Step 7's prefill (Llama 3 8B, %s keys a GPU): up to how many queries a GPU does passing Q send "
+           "fewer bytes than passing K/V?",
+           grouped(n_k).c_str()),
+       max_queries, fmt("%s queries", grouped(int64_t(max_queries)).c_str()),
+       fmt("n_q H (2d+1) < 2 n_k Hkv d: n_q < %s x 2 x %lld x %lld / (%lld x %lld) = %.2f", grouped(n_k).c_str(),
+           (long long)big.Hkv, (long long)big.d(), (long long)big.H, (long long)(2 * big.d() + 1), double(n_k) * breakeven)},
   });
 }
 

@@ -11,10 +11,11 @@ const CpScheme& ring_cp_scheme();        // ring_attention.cpp
 const CpScheme& all_gather_cp_scheme();  // allgather_attention.cpp
 const CpScheme& ulysses_cp_scheme();     // ulysses_attention.cpp
 const CpScheme& ulysses_ring_cp_scheme();  // ulysses_attention.cpp
+const CpScheme& ring_q_cp_scheme();      // ring_q_attention.cpp
 
 const std::vector<const CpScheme*>& cp_schemes() {
   static const std::vector<const CpScheme*> all = {&no_cp_scheme(), &ring_cp_scheme(), &all_gather_cp_scheme(),
-                                                   &ulysses_cp_scheme(), &ulysses_ring_cp_scheme()};
+                                                   &ulysses_cp_scheme(), &ulysses_ring_cp_scheme(), &ring_q_cp_scheme()};
   return all;
 }
 
