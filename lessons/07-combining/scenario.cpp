@@ -20,6 +20,13 @@ namespace ringside::lessons {
 
 namespace {
 
+// The two rings steps 5 and 6 run side by side: their configuration names, and which passes Q.
+struct RingRun {
+  const char* name;
+  bool passes_q;
+};
+constexpr RingRun kRings[] = {{"ring", false}, {"ring-q", true}};
+
 // Bytes rank `rank` sent in `phase` to peers in its own group of `par` (same c: TP; same t: CP;
 // for a2a+p2p, same r: the all-to-all; same u: the ring), from its trace.
 std::map<std::string, int64_t> bytes_by_group(const trace::TraceData& t, const std::string& label,
@@ -244,8 +251,9 @@ void combining(Script& L) {
     // ring_attention_bytes over one K block, ring_q_bytes over the query block (fp32).
     const CommBytes kv_formula = ring_attention_bytes(c.b * n * c.Hkv * c.d() * 4, P);
     const RingQBytes q_formula = ring_q_bytes(c.b, n, c.H, c.d(), P, DType::f32);
-    for (const char* ring : {"ring", "ring-q"}) {
-      const bool q = std::string(ring) == "ring-q";
+    for (const RingRun& each : kRings) {
+      const char* ring = each.name;
+      const bool q = each.passes_q;
       const std::string label = fmt("%s %s", ring, v.name), key = fmt("%s_%%s_%s", q ? "q" : "kv", v.key);
       const std::vector<RunRecord> rr = L.run(plan_of(ring, c, P), label);
       const double error = L.record(fmt("error_%s_%s", ring, v.key), worst_error(rr[0].out, rr[0].dx, rr[0].grads, ref_v));
@@ -303,8 +311,9 @@ void combining(Script& L) {
   };
   Table t6({"ring", "layer (modeled)", "rank 0's compute", "waits: forward", "backward"});
   std::map<std::string, double> layer_ms_of;
-  for (const char* ring : {"ring", "ring-q"}) {
-    const bool q = std::string(ring) == "ring-q";
+  for (const RingRun& each : kRings) {
+    const char* ring = each.name;
+    const bool q = each.passes_q;
     const std::string label = fmt("%s MHA 32K", ring), key = q ? "q" : "kv";
     const trace::StrategyMetrics& m = L.dry_run(plan_of(ring, mha, P8), label, &hw);
     layer_ms_of[key] = L.record(fmt("modeled_layer_ms_%s", key.c_str()), double(layer_ns(m)) / 1e6);
