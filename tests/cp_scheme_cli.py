@@ -22,6 +22,9 @@ Usage: cp_scheme_cli.py RINGSIDE WORKDIR CASE
   trace       compare --cp-comm p2p-q --trace: every ring-q process (measured and its modeled twin)
               carries tile_map "ring_steps" in otherData.processes; trace-stats reads it, refuses a
               copy whose tile_map is "bogus" naming the field, and reads a copy without tile_map
+  run         run --strategy ring-q, tp2xring-q2 (ranks 4) head each rank's step table "query block
+              of", and each row's rank owns the queries computed (the pass-Q ring: query tokens of
+              the block's owner, contiguous layout); ring and ulysses2xring2 keep "K/V block of"
 
 Exit 0 when all hold; 1 naming the first that does not.
 """
@@ -146,7 +149,7 @@ def case_refused(ringside, work):
     refused(ringside, rf"--cp-comm.*bogus.*({listed})", "compare", "--cp-comm", "bogus", "--ranks", "4")
     refused(ringside, rf"--cp-comm.*bogus.*({listed})", "run", "--cp-comm", "bogus", "--ranks", "4")
     refused(ringside, rf"--cp-comm.*bogus.*({listed})", "model", "--cp-comm", "bogus", "--ranks", "4")
-    refused(ringside, rf"unknown --cp-comm 'bogus' \(({listed})\)", "plan", "--gpus", "4", "--cp-comm", "bogus")
+    refused(ringside, rf"unknown --cp-comm 'bogus' \(({listed}), or all\)", "plan", "--gpus", "4", "--cp-comm", "bogus")
     refused(ringside, rf"unknown --cp-comm 'bogus'", "plan", "--gpus", "4", "--gbs", "8", "--cp-comm", "p2p,bogus")
     refused(ringside, r"--cp-a2a 2 is the all-to-all degree of --cp-comm a2a\+p2p, but --cp-comm is p2p-q",
             "compare", "--cp-comm", "p2p-q", "--cp-a2a", "2", "--ranks", "4")
@@ -235,7 +238,44 @@ def case_trace(ringside, work):
     check(re.search(r"^  ring-q +0 ", out, re.M), "trace-stats does not read a trace without tile_map")
 
 
-CASES = {"compare": case_compare, "strategies": case_strategies, "refused": case_refused, "model": case_model,
+def step_tables(out):
+    """`run`'s step tables: {rank: (header's block words, [(block_of, computed), ...])}."""
+    tables = {}
+    for m in re.finditer(r"^  rank (\d+), ring steps .*\n  phase +step +(.+?) of +GFLOP.*\n((?:  (?:forward|backward) .*\n)+)", out, re.M):
+        rows = [(int(r.group(1)), r.group(2)) for r in
+                re.finditer(r"^  (?:forward|backward) +\d+ +rank (\d+) .*  (q\[.*|none.*)$", m.group(3), re.M)]
+        tables[int(m.group(1))] = (m.group(2), rows)
+    return tables
+
+
+def case_run(ringside, work):
+    # The pass-Q ring, alone and under TP 2, contiguous: rank r of a ring of R holds tokens
+    # [r S/R, (r+1) S/R) of its ring; every query range a row computed lies in its block's owner's.
+    s = 256
+    # World rank w is ring rank w // T (TP innermost).
+    for name, T in (("ring-q", 1), ("tp2xring-q2", 2)):
+        R = 4 // T
+        out, _ = run(ringside, "run", "--strategy", name, "--ranks", "4", "--layout", "contiguous", *LAYER)
+        tables = step_tables(out)
+        check(sorted(tables) == [0, 1, 2, 3], f"run {name}: step tables of ranks {sorted(tables)}")
+        for r, (block, rows) in tables.items():
+            check(block == "query block", f"run {name}, rank {r}: the step table heads '{block} of', not 'query block of'")
+            check(len(rows) == 2 * R, f"run {name}, rank {r}: {len(rows)} step rows")
+            for owner, computed in rows:
+                check(owner % T == r % T, f"run {name}, rank {r}: a block of rank {owner}, outside its ring")
+                n = s // R
+                lo = owner // T * n
+                for q0, q1 in re.findall(r"q\[(\d+):(\d+)\]", computed):
+                    check(lo <= int(q0) and int(q1) <= lo + n,
+                          f"run {name}, rank {r}: row of rank {owner}'s queries computed q[{q0}:{q1}], outside [{lo}, {lo + n})")
+    for name in ("ring", "ulysses2xring2"):
+        out, _ = run(ringside, "run", "--strategy", name, "--ranks", "4", *LAYER)
+        tables = step_tables(out)
+        check(len(tables) == 4 and all(b == "K/V block" for b, _ in tables.values()),
+              f"run {name}: step tables headed {[b for b, _ in tables.values()]}, expected 'K/V block of' on 4 ranks")
+
+
+CASES = {"run": case_run, "compare": case_compare, "strategies": case_strategies, "refused": case_refused, "model": case_model,
          "plan": case_plan, "trace": case_trace}
 
 

@@ -180,6 +180,11 @@ TEST_CASE("the --cp-comm choices list every scheme of context parallelism, and l
     CHECK_THAT(config_error([&] { cp_schemes_named(bad); }), Catch::Contains("an empty item") && Catch::Contains("p2p-q, or all"));
   CHECK_THAT(config_error([] { cp_schemes_named("p2p,bogus"); }),
              Catch::Contains("unknown --cp-comm 'bogus'") && Catch::Contains("p2p-q"));
+  // plan's list takes "all", so its unknown name lists it too, as its empty item does (it did not).
+  for (const char* bad : {"p2p,bogus", "P2P-Q", "p2p-q ", "all,ring-q"})
+    CHECK_THAT(config_error([&] { cp_schemes_named(bad); }), Catch::Contains("' (p2p, all_gather, a2a, a2a+p2p or p2p-q, or all)"));
+  // One scheme alone is not offered "all": its choices are the schemes'.
+  CHECK_THAT(config_error([] { cp_scheme("all"); }), Catch::EndsWith("(p2p, all_gather, a2a, a2a+p2p or p2p-q)"));
   CHECK_THAT(config_error([] { cp_schemes_named("none"); }), Catch::Contains("--cp-comm none"));
   CHECK_THAT(config_error([] { cp_schemes_named("p2p,none"); }), Catch::Contains("--cp-comm none"));
 }
@@ -238,6 +243,14 @@ TEST_CASE("every scheme's configuration names parse back to it, with its degrees
   CHECK(ParallelConfig{2, 1, &pass_q()}.resolved(2).cp_comm == &no_cp_scheme());  // C 1 under TP: TP alone
   // The pass-Q ring nests in nothing: Ulysses around it is no configuration.
   CHECK_THAT(config_error([] { parse_parallel_config("ulysses2xring-q2"); }), Catch::Contains("groups out of order or repeated"));
+  // Two CP groups that no scheme combines say so and name the combination that exists (the
+  // message said only "out of order or repeated", which ulysses2xring-q2 is neither).
+  for (const char* uncombined : {"ulysses2xring-q2", "ring2xring-q2", "all-gather2xring2", "ring2xulysses2", "tp2xulysses2xring-q2"})
+    CHECK_THAT(config_error([&] { parse_parallel_config(uncombined); }),
+               Catch::Contains("context-parallel groups that no scheme combines; only ulysses2xring2 does"));
+  // TP twice is out of order, nothing about combining.
+  CHECK_THAT(config_error([] { parse_parallel_config("tp2xring-q2xtp2"); }),
+             Catch::Contains("groups out of order or repeated (names:"));
   CHECK_THAT(config_error([] { parse_parallel_config("ring-qq"); }), Catch::Contains("is not a group"));
   // The grammar's error lists the short names from the registry (it listed "ring, ulysses,
   // all-gather" by hand, without ring-q).

@@ -368,3 +368,22 @@ TEST_CASE("a dry run of the pass-Q ring sends and holds what a real one does, at
     CHECK(res[size_t(r)].flops == ring_q_attention_flops(st.layout(), st.spec, r, c.b, c.H, c.Hkv, c.d()));
   }
 }
+
+TEST_CASE("each ring's step records say which block travelled: the pass-Q ring's query block, the K/V ring's K/V block",
+          "[ring_q]") {
+  // `ringside run` heads its step table with it ("query block of" / "K/V block of"); the table
+  // named every ring's block "K/V block" (issue 59's try).
+  for (Layout layout : {Layout::contiguous, Layout::zigzag, Layout::striped}) {
+    const Setup st = setup(3, layout, true, 2, 36);
+    const Inputs in = inputs(st);
+    MemoryTracker tracker;
+    for (Ring which : {Ring::pass_q, Ring::kv}) {
+      const char* block = which == Ring::pass_q ? "query block" : "K/V block";
+      const auto res = run_ring(which, st, in, DType::f32, tracker);
+      for (const Result& rank : res) {
+        REQUIRE(rank.steps.size() == 6);  // 3 forward and 3 backward steps
+        for (const StepRecord& step : rank.steps) CHECK(step.block == block);
+      }
+    }
+  }
+}

@@ -343,15 +343,16 @@ int run_command(CompareOptions& o) {
     std::printf("  %4d  %-26s  %-44s  %s + %s\n", r, saved.c_str(), sent.c_str(), format_seconds(n.fwd_s).c_str(),
                 format_seconds(n.bwd_s).c_str());
   }
-  // The ring's schedule: what each rank computed at each step, and what it sent.
+  // The ring's schedule: what each rank computed at each step, and what it sent. The column
+  // names the block the ring passes (the K/V ring's K/V block, the pass-Q ring's query block).
   for (size_t r = 0; r < job.steps.size(); ++r) {
     if (job.steps[r].empty()) continue;
     std::printf("\n  rank %zu, ring steps (layout %s; compute and wait measured here, they vary):\n"
-                "  %-9s %4s %12s %10s %10s %10s %10s  %s\n", r,
-                to_string(plan.requested_layout()), "phase", "step", "K/V block of", "GFLOP", "sent", "compute", "wait",
-                "computed (global query x key positions)");
+                "  %-9s %4s %14s %10s %10s %10s %10s  %s\n", r,
+                to_string(plan.requested_layout()), "phase", "step", (job.steps[r].front().block + " of").c_str(), "GFLOP",
+                "sent", "compute", "wait", "computed (global query x key positions)");
     for (const StepRecord& st : job.steps[r])
-      std::printf("  %-9s %4d %12s %10.3f %10s %10s %10s  %s\n", st.phase.c_str(), st.step,
+      std::printf("  %-9s %4d %14s %10.3f %10s %10s %10s  %s\n", st.phase.c_str(), st.step,
                   ("rank " + std::to_string(st.block_of)).c_str(), st.flops / 1e9, format_bytes(double(st.bytes_sent)).c_str(),
                   format_seconds(st.compute_s).c_str(), format_seconds(st.wait_s).c_str(),
                   (st.computed + (st.skipped_pairs ? "; skipped, wholly masked: " + st.skipped : "")).c_str());

@@ -70,8 +70,6 @@ std::string fixed3(double v) {
 
 // The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
 // bf16 (Liu et al. 2023), twice that under a causal mask (lesson 6); fp32 moves twice the bytes.
-// The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
-// bf16 (Liu et al. 2023), twice that under a causal mask (lesson 6); fp32 moves twice the bytes.
 // A scheme whose hop carries something else (the pass-Q ring: q, out and lse) scales the same
 // threshold by its hop's bytes against 2 H d a token.
 std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o) {

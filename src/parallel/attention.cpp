@@ -64,7 +64,7 @@ AttentionGrads LocalAttention::backward(const Tensor& q, const Tensor& k, const 
 StepProbe::StepProbe(Communicator& comm, const RingLayout& layout, std::vector<StepRecord>* records, const char* phase,
                      int step, int block_of, const char* carried, const char* block)
     : comm_(comm), layout_(layout), records_(records), span_(new trace::Span(trace::Span::ring_step(step))),
-      rec_{phase, step, comm.world_rank(block_of), "", "", 0, 0, 0, 0, 0, 0}, before_(comm.stats()),
+      rec_{phase, step, comm.world_rank(block_of), block, "", "", 0, 0, 0, 0, 0, 0}, before_(comm.stats()),
       t0_(std::chrono::steady_clock::now()) {
   if (trace::Event* e = span_->event()) e->detail = detail::concat(block, " of rank ", rec_.block_of, carried);
 }

@@ -68,6 +68,8 @@ struct StepRecord {
   /// the world rank whose block was computed on (ring rank (r - i) mod R): its K/V block in the
   /// K/V ring, its query block in the pass-Q ring (ring_q_attention.h)
   int block_of = 0;
+  /// what that block is, as StepProbe was told: "K/V block", or the pass-Q ring's "query block"
+  std::string block;
   /// "q[0:64] x k[128:192], ..." (global token ranges or strided sets), or "skipped": the
   /// first StepProbe::kNamedPairs pairs by name, then ", and N more"
   std::string computed;

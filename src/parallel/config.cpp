@@ -107,6 +107,15 @@ const CpScheme& scheme_named_at(const std::vector<std::pair<std::string, int64_t
 
 // The names a configuration goes by without degrees: tp, tp-sp, and each scheme of one group
 // over every rank ("ring", "all-gather", "ulysses", "ring-q"), from the registry.
+// The CP groups a scheme combines, as configuration names spell them: "ulysses2xring2", from the
+// registry's nested schemes.
+std::string combined_names() {
+  std::string names;
+  for (const CpScheme* s : cp_schemes())
+    if (s->nested()) names += std::string(names.empty() ? "" : ", ") + s->strategy[0] + "2x" + s->strategy[1] + "2";
+  return names;
+}
+
 std::string short_names() {
   std::string names = "tp, tp-sp";
   for (const CpScheme* s : cp_schemes())
@@ -173,7 +182,13 @@ ParallelConfig parse_parallel_config(const std::string& name) {
     par.tp = int(parts[i++].second);
     par.order = RankOrder::cp_tp;
   }
-  if (i != parts.size()) throw bad("groups out of order or repeated");
+  if (i != parts.size()) {
+    // Two CP groups after one another that no scheme combines (ulysses2xring-q2, ring2xulysses2).
+    if (have_cp && parts[i].first != "tp")
+      throw bad("groups out of order or repeated, or context-parallel groups that no scheme combines; only " +
+                combined_names() + " does");
+    throw bad("groups out of order or repeated");
+  }
   if (!have_cp) par.cp = 1, par.cp_comm = &no_cp_scheme();  // tpN: TP alone
   if (par.tp == 0 && par.cp == 0) throw bad("give every degree but one");
   return par;

@@ -36,6 +36,13 @@ std::string dashed(std::string name) {
   return name;
 }
 
+// The scheme called `name` (its --cp-comm name, TransformerEngine's, or the dashed form), or null.
+const CpScheme* find_cp_scheme(const std::string& name) {
+  for (const CpScheme* s : cp_schemes())
+    if (name == s->name || name == dashed(s->name) || (*s->te_name && name == s->te_name)) return s;
+  return nullptr;
+}
+
 }  // namespace
 
 std::vector<std::string> cp_comm_names() {
@@ -68,7 +75,8 @@ std::vector<const CpScheme*> cp_schemes_named(const std::string& list) {
       for (const CpScheme* s : cp_schemes())
         if (!s->none()) named.push_back(s);
     } else {
-      const CpScheme* s = &cp_scheme(item);
+      const CpScheme* s = find_cp_scheme(item);
+      if (!s) throw ConfigError("unknown --cp-comm '" + detail::shown_input(item, 24) + "' (" + cp_comm_choices() + ", or all)");
       if (s->none()) throw ConfigError("--cp-comm none: plan weighs TP alone wherever C = 1; name schemes of context parallelism");
       named.push_back(s);
     }
@@ -79,8 +87,7 @@ std::vector<const CpScheme*> cp_schemes_named(const std::string& list) {
 }
 
 const CpScheme& cp_scheme(const std::string& name) {
-  for (const CpScheme* s : cp_schemes())
-    if (name == s->name || name == dashed(s->name) || (*s->te_name && name == s->te_name)) return *s;
+  if (const CpScheme* s = find_cp_scheme(name)) return *s;
   throw ConfigError("unknown --cp-comm '" + detail::shown_input(name, 24) + "' (" + cp_comm_choices() + ")");
 }
 
