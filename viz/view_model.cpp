@@ -74,7 +74,9 @@ float add_full_lanes(TimelineLayout& l, Group& g, const TraceData& t, size_t p, 
       while (k < comm_end.size() && comm_end[k] > e.ts_ns) ++k;
       if (k == comm_end.size()) {
         comm_end.push_back(0);
-        comm.push_back(make_lane(Lane::comm, p, int(k), 0, o.row * 0.75f, 0, gpu + " comm" + (k ? " " + std::to_string(k + 1) : "")));
+        std::string name = gpu + " comm";  // "GPU 0 comm", then "GPU 0 comm 2", ...
+        if (k) name += ' ', name += std::to_string(k + 1);
+        comm.push_back(make_lane(Lane::comm, p, int(k), 0, o.row * 0.75f, 0, name));
       }
       comm_end[k] = e.end_ns();
       comm[k].events.push_back(i);

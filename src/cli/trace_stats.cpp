@@ -162,8 +162,9 @@ void print_timeline(const std::vector<trace::StrategyMetrics>& all, bool with_st
                   name_of(s).c_str());
     else
       std::printf("\n  %s, per ring step: one step per ring rank per pass, each computing on the block it holds (K/V; the\n"
-                  "  pass-Q ring's: queries) while the next moves (the last step moves none; the accumulators hop too, dK/dV\n"
-                  "  with their K/V in the backward, a query block's running output and dQ with it, the last hop home).\n",
+                  "  pass-Q ring's: queries) while the next moves (the K/V ring's last step moves none, the pass-Q ring's sends\n"
+                  "  its results home; the accumulators hop too: dK/dV with their K/V in the backward, out, lse and dQ with\n"
+                  "  their queries).\n",
                   name_of(s).c_str());
     std::printf("  time: the slowest rank's step; compute, comm, exposed: summed over ranks, each rank's step counted\n"
                 "  until its transfers end; imbalance: max / mean of the ranks' step times.\n");

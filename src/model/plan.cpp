@@ -88,7 +88,7 @@ std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardw
   const std::string carries = par.scheme().hop_carries;
   const std::string factor = kv_per_q == double(cfg.Hkv) / double(cfg.H) ? "(Hkv/H)"
                              : U > 1 ? "(kv/q heads read = 1/" + num(1 / kv_per_q) + ")"
-                                     : "(" + carries + ": " + fixed3(kv_per_q) + " of 2 H d)";
+                                     : "(" + carries + " = " + fixed3(kv_per_q) + " x 2 H d)";
   // The ring's own name in configuration names: "ring", or the pass-Q ring's "ring-q".
   return par.scheme().strategy.back() + (" " + std::to_string(R)) + " " + link_words(across) + ": c = " + num(block) + (block >= t.tokens ? " >= " : " < ") +
          t.doubling + factor + " " + t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", " + carries + " hidden" : ", " + carries + " exposed");

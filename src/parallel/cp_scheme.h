@@ -48,12 +48,12 @@ struct CpScheme {
   const char* te_name = "";   ///< TransformerEngine's cp_comm_type; "" where it has none
   /// The configuration name's groups, innermost first ("ring"; "ulysses", "ring" for a2a+p2p):
   /// each carries a degree, the first the all-to-all's U when the scheme has a ring too.
-  std::vector<const char*> strategy;
+  std::vector<const char*> strategy{};
   const char* summary = "";      ///< one line of what it does, alone over the CP group
   const char* group_words = "";  ///< its name as one group of two: "the K/V ring"
   const char* collective_words = "";  ///< what moves, in a sentence: "ring", "all-to-all and ring"
   const char* family = "";       ///< the error bands' kind of CP (model/bands.h): "ring", "none"
-  CpGroups groups;
+  CpGroups groups{};
   /// Whether its shards hold tokens in a layout (zigzag, striped) over its ring, or over the CP
   /// group when it has no ring; else every shard is contiguous.
   bool token_layout = false;
