@@ -163,6 +163,37 @@ void TravellingBlock::arrive(int i) {
   if (i < ring_.size() - 1) held_ = buf_[i % 2];
 }
 
+TravellingResult::TravellingResult(Communicator& ring, std::vector<Tensor> start, std::vector<const char*> labels, int first,
+                                   int first_tag, const RankContext& ctx)
+    : ring_(ring), labels_(std::move(labels)), first_(first), first_tag_(first_tag), right_((ring.rank() + 1) % ring.size()),
+      left_((ring.rank() + ring.size() - 1) % ring.size()) {
+  for (const Tensor& t : start) acc_[1 - first % 2].push_back(ctx.be.empty(t.shape(), ctx.dt, ctx.comm));
+  acc_[first % 2] = std::move(start);
+}
+
+std::vector<Tensor>& TravellingResult::arrive(int i) {
+  if (i > first_) ring_.wait_all(recv_);
+  return acc_[i % 2];
+}
+
+void TravellingResult::pass_on(int i) {
+  ring_.wait_all(send_);  // the previous hop out of the other buffer: free to receive into
+  if (ring_.size() == 1) return;
+  const int a = i % 2, m = int(acc_[a].size()), tag = first_tag_ + m * i;  // then one per tensor
+  send_.clear(), recv_.clear();
+  for (int j = 0; j < m; ++j)
+    send_.push_back(ring_.isend(acc_[a][j].raw_data(), acc_[a][j].nbytes(), right_, tag + j, labels_[j]));
+  for (int j = 0; j < m; ++j)
+    recv_.push_back(ring_.irecv(acc_[1 - a][j].raw_data(), acc_[a][j].nbytes(), left_, tag + j, labels_[j]));
+  ring_.start();
+}
+
+const std::vector<Tensor>& TravellingResult::home() {
+  ring_.wait_all(recv_);
+  ring_.wait_all(send_);
+  return acc_[ring_.size() > 1 ? ring_.size() % 2 : first_ % 2];  // on one rank: where step `first` put it
+}
+
 bool hidden(const AttentionParams& p) { return kernels::attention_forward_flops(p) == 0; }
 
 std::vector<Run> runs_to_visit(const RingLayout& layout, const Run& a, int keys_of, StepProbe& step) {

@@ -151,6 +151,33 @@ class TravellingBlock {
   std::vector<RequestPtr> reqs_;
 };
 
+/// What travels one hop behind a ring's block, accumulating on every rank it visits: the K/V
+/// ring's dK/dV, the pass-Q ring's running (out, lse) and its dQ. acc[i % 2] holds step i's;
+/// its receive was posted a step earlier, so each hop moves during the next step's compute.
+/// After the hop of step R - 1 each rank holds its own block's result, home.
+class TravellingResult {
+ public:
+  /// `start` (ctx.comm) is where step `first` (0 or 1) accumulates: the result over no keys, or
+  /// zeros; the other buffer takes its shapes. Tensor j of m goes under tag first_tag + m i + j
+  /// at step i, each sent under its label in `labels`.
+  TravellingResult(Communicator& ring, std::vector<Tensor> start, std::vector<const char*> labels, int first, int first_tag,
+                   const RankContext& ctx);
+  /// Step i's result (i >= first), once it has come from the left: add this step's part to it.
+  std::vector<Tensor>& arrive(int i);
+  /// Passes step i's result to the right and posts the receive of the next one from the left
+  /// (after step R - 1: our own block's, home); nothing on a ring of one rank.
+  void pass_on(int i);
+  /// After the last hop: our own block's result.
+  const std::vector<Tensor>& home();
+
+ private:
+  Communicator& ring_;
+  std::vector<Tensor> acc_[2];
+  std::vector<const char*> labels_;
+  int first_, first_tag_, right_, left_;
+  std::vector<RequestPtr> send_, recv_;
+};
+
 /// Measures one ring step beside the algorithm (not inside it): opens the step's span on the
 /// timeline, and, given a record list, times the compute and the wait after it and counts the
 /// bytes sent.

@@ -25,62 +25,13 @@ namespace ringside {
 
 namespace {
 
-// The K/V blocks around the ring (attention.h's TravellingBlock): the block computed on now,
-// and two receive buffers used in turn, so that the block computed on is never the one being
-// overwritten. One tag per step and tensor.
+// The K/V blocks around the ring (attention.h's TravellingBlock), read as k() and v().
 class KvRing : public TravellingBlock {
  public:
   KvRing(Communicator& ring, const Tensor& k, const Tensor& v, const RankContext& ctx)
       : TravellingBlock(ring, {k, v}, {"k", "v"}, ctx) {}
   const Tensor& k() const { return (*this)[0]; }
   const Tensor& v() const { return (*this)[1]; }
-};
-
-// The dK/dV accumulators that travel with their K/V block, one hop per step: acc[i % 2] holds
-// those of step i's block. Their receive is posted a step ahead, so each hop moves during the
-// next step's compute.
-class TravellingGrads {
- public:
-  TravellingGrads(Communicator& ring, const Tensor& k, const Tensor& v, const RankContext& ctx)
-      : ring_(ring), be_(ctx.be), right_((ring.rank() + 1) % ring.size()),
-        left_((ring.rank() + ring.size() - 1) % ring.size()) {
-    dk_[0] = ctx.be.zeros(k.shape(), ctx.dt, ctx.comm), dk_[1] = ctx.be.empty(k.shape(), ctx.dt, ctx.comm);
-    dv_[0] = ctx.be.zeros(v.shape(), ctx.dt, ctx.comm), dv_[1] = ctx.be.empty(v.shape(), ctx.dt, ctx.comm);
-  }
-  /// Step 0 computes straight into our own block's accumulators.
-  Tensor& dk(int i) { return dk_[i % 2]; }
-  Tensor& dv(int i) { return dv_[i % 2]; }
-  /// After step i's compute: add our part to the block's accumulators (arrived from the left),
-  /// then pass them to the right and post the receive of the next block's.
-  void hop(int i, const Tensor& dk_part, const Tensor& dv_part) {
-    const int a = i % 2;
-    if (i > 0) {
-      ring_.wait_all(recv_);
-      be_.add(dk_[a], dk_part, dk_[a]);
-      be_.add(dv_[a], dv_part, dv_[a]);
-    }
-    ring_.wait_all(send_);  // the previous hop out of acc[1 - a]: free to receive into
-    if (ring_.size() == 1) return;
-    send_ = {ring_.isend(dk_[a].raw_data(), dk_[a].nbytes(), right_, 1000 + 2 * i, "dk"),
-             ring_.isend(dv_[a].raw_data(), dv_[a].nbytes(), right_, 1000 + 2 * i + 1, "dv")};
-    recv_ = {ring_.irecv(dk_[1 - a].raw_data(), dk_[a].nbytes(), left_, 1000 + 2 * i, "dk"),
-             ring_.irecv(dv_[1 - a].raw_data(), dv_[a].nbytes(), left_, 1000 + 2 * i + 1, "dv")};
-    ring_.start();
-  }
-  /// After the last hop: our own block's dK and dV, home.
-  AttentionGrads home() {
-    ring_.wait_all(recv_);
-    ring_.wait_all(send_);
-    const int at = ring_.size() > 1 ? ring_.size() % 2 : 0;
-    return {Tensor(), dk_[at], dv_[at]};
-  }
-
- private:
-  Communicator& ring_;
-  Backend& be_;
-  int right_, left_;
-  Tensor dk_[2], dv_[2];
-  std::vector<RequestPtr> send_, recv_;
 };
 
 }  // namespace
@@ -149,14 +100,16 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
     dq_runs.push_back(be.zeros({b, a.len, Hq, d}, ctx.dt, ctx.ws));
   }
   KvRing kv(ring, k, v, ctx);
-  TravellingGrads acc(ring, k, v, ctx);
+  // The dK/dV accumulators that travel with their K/V block (attention.h), from step 0 on.
+  TravellingResult grads(ring, {be.zeros(k.shape(), ctx.dt, ctx.comm), be.zeros(v.shape(), ctx.dt, ctx.comm)}, {"dk", "dv"},
+                         0, 1000, ctx);
   for (int i = 0; i < R; ++i) {
     const int src = (r - i + R) % R;
     StepProbe step(ring, layout, steps, "backward", i, src, " and its dK/dV");
     kv.pass_on(i);
     // This step's contribution to the block's dK/dV (step 0: straight into our own accumulators).
-    Tensor dk_part = i == 0 ? acc.dk(0) : be.zeros(k.shape(), ctx.dt, ctx.ws);
-    Tensor dv_part = i == 0 ? acc.dv(0) : be.zeros(v.shape(), ctx.dt, ctx.ws);
+    Tensor dk_part = i == 0 ? grads.arrive(0)[0] : be.zeros(k.shape(), ctx.dt, ctx.ws);
+    Tensor dv_part = i == 0 ? grads.arrive(0)[1] : be.zeros(v.shape(), ctx.dt, ctx.ws);
     for (size_t ai = 0; ai < my_runs.size(); ++ai)
       for (const Run& c : runs_to_visit(layout, my_runs[ai], src, step)) {
         const AttentionParams p = params_for(spec, q, k, my_runs[ai], c);
@@ -175,10 +128,15 @@ AttentionGrads ring_attention_backward(Communicator& ring, const RingLayout& lay
       }
     step.compute_done();
     kv.arrive(i);
-    acc.hop(i, dk_part, dv_part);
+    if (i > 0) {  // add our part to the block's accumulators, arrived from the left
+      std::vector<Tensor>& acc = grads.arrive(i);
+      be.add(acc[0], dk_part, acc[0]);
+      be.add(acc[1], dv_part, acc[1]);
+    }
+    grads.pass_on(i);  // to the right; after R hops each block's dK/dV are home
   }
-  AttentionGrads g = acc.home();
-  g.dq = be.empty({b, n, Hq, d}, ctx.dt, ctx.ws);
+  const std::vector<Tensor>& home = grads.home();
+  AttentionGrads g{be.empty({b, n, Hq, d}, ctx.dt, ctx.ws), home[0], home[1]};
   for (size_t ai = 0; ai < my_runs.size(); ++ai) put_seq(g.dq, dq_runs[ai], my_runs[ai].start);
   return g;
 }

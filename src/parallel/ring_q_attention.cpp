@@ -55,56 +55,6 @@ AttentionOut no_keys(const RankContext& ctx, int64_t b, int64_t n, int64_t Hq, i
   return r;
 }
 
-// The running result of the query block held (the forward's out and lse, the backward's dQ),
-// one hop behind its block: acc[i % 2] holds step i's. Step 1 merges into the empty result;
-// each later step waits for its block's result from the left (its receive was posted a step
-// earlier, so the hop moved during this step's compute), merges in, and passes it right. The
-// hop after step R - 1 brings every block's result home to its owner.
-class TravellingResult {
- public:
-  /// `empty`: the result over no keys (ctx.comm), where step 1 starts; the other buffer takes
-  /// its shapes. Tensor j of m goes under tag first_tag + m i + j at step i.
-  TravellingResult(Communicator& ring, std::vector<Tensor> empty, std::vector<const char*> labels, int first_tag,
-                   const RankContext& ctx)
-      : ring_(ring), labels_(std::move(labels)), first_tag_(first_tag), right_((ring.rank() + 1) % ring.size()),
-        left_((ring.rank() + ring.size() - 1) % ring.size()) {
-    for (const Tensor& t : empty) acc_[0].push_back(ctx.be.empty(t.shape(), ctx.dt, ctx.comm));
-    acc_[1] = std::move(empty);
-  }
-  /// Step i's result (i >= 1), once it has come from the left: merge this step's part into it.
-  std::vector<Tensor>& arrive(int i) {
-    if (i > 1) ring_.wait_all(recv_);
-    return acc_[i % 2];
-  }
-  /// Passes step i's result to the right and posts the receive of the next one from the left
-  /// (after step R - 1: our own block's, home).
-  void pass_on(int i) {
-    ring_.wait_all(send_);  // the previous hop out of the other buffer: free to receive into
-    const int a = i % 2, tag = first_tag_ + int(acc_[a].size()) * i;  // then one per tensor
-    send_.clear(), recv_.clear();
-    for (size_t j = 0; j < acc_[a].size(); ++j) {
-      const int64_t bytes = acc_[a][j].nbytes();
-      send_.push_back(ring_.isend(acc_[a][j].raw_data(), bytes, right_, tag + int(j), labels_[j]));
-      recv_.push_back(ring_.irecv(acc_[1 - a][j].raw_data(), bytes, left_, tag + int(j), labels_[j]));
-    }
-    ring_.start();
-  }
-  /// After the last hop: our own queries' result over every other rank's keys (on one rank,
-  /// the empty result).
-  const std::vector<Tensor>& home() {
-    ring_.wait_all(recv_);
-    ring_.wait_all(send_);
-    return acc_[ring_.size() % 2];
-  }
-
- private:
-  Communicator& ring_;
-  std::vector<Tensor> acc_[2];
-  std::vector<const char*> labels_;
-  int first_tag_, right_, left_;
-  std::vector<RequestPtr> send_, recv_;
-};
-
 // The queries of ring rank `src` (qs [b, n, Hq, d], in its layout order) against the keys of
 // rank `me`: their (out, lse) over our keys alone, into `part` (every column written), one
 // query run at a time, merged over our key runs.
@@ -175,7 +125,8 @@ AttentionOut ring_q_attention_forward(Communicator& ring, const RingLayout& layo
   AttentionOut part{be.empty(q.shape(), ctx.dt, ctx.ws), be.empty({b, Hq, n}, ctx.dt, ctx.ws)};
   TravellingBlock queries(ring, {q}, {"q"}, ctx);
   const AttentionOut empty = no_keys(ctx, b, n, Hq, d, ctx.comm);
-  TravellingResult running(ring, {empty.out, empty.lse}, {"out", "lse"}, R, ctx);
+  // The running result of the query block held, one hop behind it (attention.h), from step 1 on.
+  TravellingResult running(ring, {empty.out, empty.lse}, {"out", "lse"}, 1, R, ctx);
   for (int i = 0; i < R; ++i) {
     const int src = (r - i + R) % R;  // whose queries we hold at step i
     StepProbe step(ring, layout, steps, "forward", i, src, " and its running out and lse", "query block");
@@ -204,7 +155,7 @@ AttentionGrads ring_q_attention_backward(Communicator& ring, const RingLayout& l
                    be.zeros(v.shape(), ctx.dt, ctx.ws)};
   Tensor part = be.empty(q.shape(), ctx.dt, ctx.ws);
   TravellingBlock block(ring, {q, fwd.out, dout, fwd.lse}, {"q", "out", "dout", "lse"}, ctx);
-  TravellingResult running(ring, {be.zeros(q.shape(), ctx.dt, ctx.comm)}, {"dq"}, 4 * R, ctx);
+  TravellingResult running(ring, {be.zeros(q.shape(), ctx.dt, ctx.comm)}, {"dq"}, 1, 4 * R, ctx);
   for (int i = 0; i < R; ++i) {
     const int src = (r - i + R) % R;
     StepProbe step(ring, layout, steps, "backward", i, src, " with its out, dout and lse, and its dQ", "query block");
