@@ -193,17 +193,19 @@ TEST_CASE("transfers: a bigger message never has lower bandwidth, and NCCL's mea
   const model::Hardware h100 = model::load_hardware("h100-nvlink"), a100 = model::load_hardware("a100-nvlink");
   const model::ModelOptions achieved;
   for (const model::Hardware* hw : {&h100, &a100})
-    for (bool same_node : {true, false}) {
+    for (const model::Tier& link : hw->tiers) {
       double last = 0;
       for (double bytes = 1; bytes <= 1e10; bytes *= 4) {
-        const double bw = bytes / model::transfer_seconds(bytes, same_node, *hw, achieved);
+        const double bw = bytes / model::transfer_seconds(bytes, link, *hw, achieved);
         CHECK(bw >= last);
         last = bw;
       }
     }
   // 4 GB inside an H100 node: NCCL's ring all-reduce busbw is 365-370 GB/s (nccl#1455); 8x A100
   // 232.5 (nccl-tests#175); a 400G NIC 46-48 GB/s (nccl-tests#290).
-  auto large = [&](const model::Hardware& hw, bool same_node) { return 4e9 / model::transfer_seconds(4e9, same_node, hw, achieved) / 1e9; };
+  auto large = [&](const model::Hardware& hw, bool same_node) {
+    return 4e9 / model::transfer_seconds(4e9, same_node ? hw.tiers.front() : hw.tiers.back(), hw, achieved) / 1e9;
+  };
   CHECK(large(h100, true) == Approx(367.5).epsilon(0.02));
   CHECK(large(a100, true) == Approx(232.5).epsilon(0.02));
   CHECK(large(h100, false) == Approx(47).epsilon(0.03));
@@ -515,7 +517,7 @@ TEST_CASE("schedule passes: one kernel a ring step, TP's collectives under their
   CHECK(chunks >= 4 * 4);  // each of the forward's four TP GEMMs in T = 4 chunks, and the backward's
   CHECK(taking > 0);       // the reduce-scatters' chunks lose 16 SMs
   model::Hardware slow = hw;
-  slow.intra_bandwidth /= 20;  // TP's collectives as long as its GEMMs: overlap halves the time
+  slow.tiers.front().bandwidth /= 20;  // TP's collectives as long as its GEMMs: overlap halves the time
   model::ModelOptions on, off;
   on.tp_comm_overlap = true, off.tp_comm_overlap = false;
   auto layer = [&](const model::ModelOptions& o) {
@@ -543,14 +545,14 @@ TEST_CASE("lesson 3's threshold with each step's fixed costs: the roofline's F/B
   model::ModelOptions ideal;
   ideal.efficiency = "ideal";
   // (Hkv/H) F/B at the roofline: 1040 tokens for MHA on an A100's NVLink.
-  CHECK(model::ring_threshold_with_fixed_costs(a100, ideal, true, 1, 16, 16, 128) == Approx(a100.peak_flops_bf16 / a100.intra_bandwidth));
-  const double c = model::ring_threshold_with_fixed_costs(a100, {}, true, 1, 16, 16, 128);
+  CHECK(model::ring_threshold_with_fixed_costs(a100, ideal, a100.tiers.front(), 1, 16, 16, 128) == Approx(a100.peak_flops_bf16 / a100.tiers.front().bandwidth));
+  const double c = model::ring_threshold_with_fixed_costs(a100, {}, a100.tiers.front(), 1, 16, 16, 128);
   CHECK(c > 1);
-  CHECK(c < model::ring_threshold(a100, {}, true, 1.0).tokens);  // the merge and launches help the compute side
+  CHECK(c < model::ring_threshold(a100, {}, a100.tiers.front(), 1.0).tokens);  // the merge and launches help the compute side
   model::Hardware slow = a100;
-  slow.intra_latency_s *= 10;  // a message's latency works against hiding it
-  CHECK(model::ring_threshold_with_fixed_costs(slow, {}, true, 1, 16, 16, 128) > c);
-  slow.intra_bandwidth /= 4;  // and so does a slower link
-  CHECK(model::ring_threshold_with_fixed_costs(slow, {}, true, 1, 16, 16, 128) >
-        model::ring_threshold_with_fixed_costs(a100, {}, true, 1, 16, 16, 128));
+  slow.tiers.front().latency_s *= 10;  // a message's latency works against hiding it
+  CHECK(model::ring_threshold_with_fixed_costs(slow, {}, slow.tiers.front(), 1, 16, 16, 128) > c);
+  slow.tiers.front().bandwidth /= 4;  // and so does a slower link
+  CHECK(model::ring_threshold_with_fixed_costs(slow, {}, slow.tiers.front(), 1, 16, 16, 128) >
+        model::ring_threshold_with_fixed_costs(a100, {}, a100.tiers.front(), 1, 16, 16, 128));
 }

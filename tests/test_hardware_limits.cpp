@@ -119,10 +119,10 @@ TEST_CASE("the replay's guard: an op or transfer faster than the hardware stops 
   REQUIRE_THROWS_WITH(model::check_op_within_hardware(gemm_event(0, 0), 4e9, 1e-3, hw, o, what),
                       Catch::Contains("its memory traffic at 4000 GB/s") && Catch::Contains("the memory bandwidth of 3350 GB/s"));
   REQUIRE_THROWS_WITH(model::check_op_within_hardware(gemm_event(1, 0), 0, 0, hw, o, what), Catch::Contains("inf TFLOP/s"));
-  // A transfer: 450 GB/s inside a node, 50 across.
-  REQUIRE_NOTHROW(model::check_transfer_within_hardware(450e6, 1e-3, true, hw, what));
-  REQUIRE_THROWS_WITH(model::check_transfer_within_hardware(450e6, 1e-3, false, hw, what),
-                      Catch::Contains("450 GB/s, above the line rate of 50 GB/s across nodes"));
+  // A transfer: 450 GB/s on NVLink, 50 on InfiniBand.
+  REQUIRE_NOTHROW(model::check_transfer_within_hardware(450e6, 1e-3, hw.tiers.front(), hw, what));
+  REQUIRE_THROWS_WITH(model::check_transfer_within_hardware(450e6, 1e-3, hw.tiers.back(), hw, what),
+                      Catch::Contains("450 GB/s, above the line rate of 50 GB/s of InfiniBand"));
 }
 
 TEST_CASE("the step's guard: MFU above 100% or memory that does not add up is a bug, not a row", "[model][limits]") {

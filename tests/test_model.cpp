@@ -101,8 +101,9 @@ model::Hardware ideal(double F, double B) {
   h.peak_flops_bf16 = h.peak_flops_fp32 = F;
   h.memory_bandwidth = 1e30;
   h.memory_bytes = 1e30;
-  h.gpus_per_node = 1 << 20;
-  h.intra_bandwidth = h.inter_bandwidth = B;
+  model::Tier link;  // one tier: every GPU joined alike
+  link.name = "link", link.bandwidth = B;
+  h.tiers = {link};
   return h;
 }
 
@@ -125,7 +126,7 @@ int64_t exposed_at_step(const trace::TraceData& modeled, int step) {
 TEST_CASE("the model flips the ring from exposed to hidden at c = F/B tokens (Liu et al. 2023)", "[model]") {
   // A100: 312 TFLOP/s bf16, 300 GB/s NVLink: F/B = 1040 tokens per block, for MHA in bf16.
   const model::Hardware a100 = ideal(312e12, 300e9);
-  REQUIRE(a100.peak_flops_bf16 / a100.intra_bandwidth == Approx(1040));
+  REQUIRE(a100.peak_flops_bf16 / a100.tiers.front().bandwidth == Approx(1040));
   for (int64_t c : {800, 1000, 1100, 1300}) {
     INFO("c = " << c << " tokens per block");
     LayerConfig cfg;
@@ -141,8 +142,8 @@ TEST_CASE("the model flips the ring from exposed to hidden at c = F/B tokens (Li
   // 2 F/B = 2080 tokens (the break test's finding: lesson 6 and the planner once said F/B).
   model::ModelOptions peak;
   peak.efficiency = "ideal";
-  CHECK(model::ring_threshold(a100, peak, true, 1.0, true).tokens == Approx(2080));
-  CHECK(std::string(model::ring_threshold(a100, peak, true, 1.0, true).doubling) == "2 ");
+  CHECK(model::ring_threshold(a100, peak, a100.tiers.front(), 1.0, true).tokens == Approx(2080));
+  CHECK(std::string(model::ring_threshold(a100, peak, a100.tiers.front(), 1.0, true).doubling) == "2 ");
   for (int64_t c : {1600, 1900, 2300, 2600}) {
     INFO("causal, c = " << c << " tokens per block");
     LayerConfig cfg;
@@ -180,7 +181,7 @@ TEST_CASE("a transfer takes latency + bytes / bandwidth, an op max(FLOPs / peak,
   }
   model::Hardware hw = ideal(1e12, 1e9);
   hw.memory_bandwidth = 1e9;  // the op: max(2e9 / 1e12, 2e6 / 1e9) = 2 ms (bf16 halves its bytes)
-  hw.intra_latency_s = 10e-6;
+  hw.tiers.front().latency_s = 10e-6;
   const trace::TraceData m = model::model_trace(t, hw);
   const trace::Event& op = m.ranks[0].events[0];
   REQUIRE(op.ts_ns == 0);
@@ -394,8 +395,9 @@ TEST_CASE("hardware profiles: the built-in ones parse, a bad one is refused by n
     REQUIRE(h.peak_flops_bf16 >= h.peak_flops_fp32);
     REQUIRE(h.memory_bytes >= 80e9);
   }
-  REQUIRE(model::load_hardware("a100-nvlink").peak_flops_bf16 / model::load_hardware("a100-nvlink").intra_bandwidth == Approx(1040));
-  REQUIRE(model::load_hardware("h100-ib").gpus_per_node == 1);
+  REQUIRE(model::load_hardware("a100-nvlink").peak_flops_bf16 / model::load_hardware("a100-nvlink").tiers.front().bandwidth == Approx(1040));
+  REQUIRE(model::load_hardware("h100-ib").tiers.size() == 1);  // every GPU over InfiniBand
+  REQUIRE(model::load_hardware("h100-ib").tiers.front().name == "InfiniBand");
   auto bad = [](const char* text) { return model::parse_hardware(nlohmann::json::parse(text), "x.json"); };
   nlohmann::json good = model::load_hardware("h200").to_json();
   REQUIRE(model::parse_hardware(good, "round trip").memory_bandwidth == Approx(4.8e12));
@@ -403,15 +405,15 @@ TEST_CASE("hardware profiles: the built-in ones parse, a bad one is refused by n
   good["memory_GB"] = -1;
   REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("x.json: memory_GB must be a number in [0.001, 1e+06]"));
   good = model::load_hardware("h200").to_json();
-  good["inter_node"].erase("latency_us");
-  REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("inter_node.latency_us"));
+  good["tiers"][1].erase("latency_us");
+  REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("tiers[1].latency_us"));
   // A unit slip (TFLOP/s written as FLOP/s) is out of range, not a 1e12 times slower GPU.
   good = model::load_hardware("h200").to_json();
   good["peak_flops"]["bf16"] = 989;
   REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("peak_flops.bf16 must be a number in [1e+06, 1e+18]"));
   good["peak_flops"]["bf16"] = 989e12;
-  good["intra_node"]["latency_us"] = 1e300;
-  REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("intra_node.latency_us must be a number in"));
+  good["tiers"][0]["latency_us"] = 1e300;
+  REQUIRE_THROWS_WITH(model::parse_hardware(good, "x.json"), Catch::Contains("tiers[0].latency_us must be a number in"));
   REQUIRE_THROWS_AS(model::load_hardware("tpu-v9"), ConfigError);
   const model::Hardware me = model::measure_this_machine();
   REQUIRE(me.peak_flops_fp32 > 1e8);
@@ -424,7 +426,7 @@ TEST_CASE("the model never overflows: past the trace's range it names the op, be
   model::Hardware slow = ideal(1e6, 1e6);
   slow.name = "slow";
   slow.memory_bandwidth = 1e6;
-  slow.intra_latency_s = slow.inter_latency_s = 1.0;
+  slow.tiers.front().latency_s = 1.0;
   LayerConfig cfg;
   cfg.b = 1, cfg.h = 64, cfg.H = 4, cfg.Hkv = 4, cfg.f = 64, cfg.dropout = 0;
   int64_t last = 0;
@@ -518,7 +520,7 @@ TEST_CASE("TP inside a node and the ring across nodes beats the reverse placemen
   LayerConfig cfg;
   cfg.s = 1 << 20, cfg.h = 4096, cfg.H = 64, cfg.Hkv = 8, cfg.f = 16384;
   const model::Hardware hw = model::load_hardware("h100-nvlink");
-  REQUIRE(hw.gpus_per_node == 8);
+  REQUIRE(hw.domain_gpus() == 8);
   std::map<std::string, int64_t> layer_ns;
   for (const char* name : {"tp8xring8", "ring8xtp8", "ring"}) {
     const ParallelConfig par = parse_parallel_config(name);

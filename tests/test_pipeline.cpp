@@ -3,6 +3,8 @@
 // collectives against the ring formulas.
 #include <catch2/catch.hpp>
 
+#include "spans.h"
+
 #include <cmath>
 #include <set>
 #include <tuple>
@@ -123,37 +125,40 @@ TEST_CASE("ZeRO: a GPU's weights, gradients and Adam state, as the paper's Figur
   CHECK_THROWS_AS(zero_state_bytes(psi, 64, 2, 3), ConfigError);
 }
 
+using ringside::testing::strided;
+
 TEST_CASE("collectives in closed form: the ring inside a node, hierarchical across nodes", "[pipeline][collectives]") {
   const Hardware hw = load_hardware("h100-nvlink");
   const ModelOptions o;  // the achieved rates
-  const double busbw_in = hw.intra_bandwidth * hw.efficiency.intra_link, busbw_out = hw.inter_bandwidth * hw.efficiency.inter_link;
+  const Tier& nvlink = hw.tiers.front();
+  const Tier& ib = hw.tiers.back();
+  const double busbw_in = nvlink.bandwidth * nvlink.efficiency, busbw_out = ib.bandwidth * ib.efficiency;
   const double S = 1 << 30;  // 1 GiB of gradients
   // Inside one node of 8: the ring formula, 2 (N - 1) / N S / busbw for an all-reduce, plus a
   // latency a step (nccl-tests' busbw definition).
-  const GroupSpan node = group_span(8, 1, 8);
-  REQUIRE(node.nodes() == 1);
+  const Span node = strided(hw, 8, 1);
+  REQUIRE(node.domains(0) == 1);
   CHECK(collective_seconds(Collective::all_reduce, S, node, hw, o) ==
-        Approx(2.0 * 7 / 8 * S / busbw_in + 2 * 7 * hw.intra_latency_s).epsilon(1e-12));
+        Approx(2.0 * 7 / 8 * S / busbw_in + 2 * 7 * nvlink.latency_s).epsilon(1e-12));
   CHECK(collective_seconds(Collective::reduce_scatter, S, node, hw, o) ==
-        Approx(7.0 / 8 * S / busbw_in + 7 * hw.intra_latency_s).epsilon(1e-12));
-  CHECK(inter_node_bytes(Collective::all_reduce, S, node) == 0);
+        Approx(7.0 / 8 * S / busbw_in + 7 * nvlink.latency_s).epsilon(1e-12));
+  CHECK(tier_bytes(Collective::all_reduce, S, node, 1) == 0);
   // Data parallelism outermost over 64 GPUs, TP 8 inside: one member a node, all across.
-  const GroupSpan dp = group_span(64, 8, 8);
-  REQUIRE((dp.per_node == 1 && dp.nodes() == 64));
+  const Span dp = strided(hw, 64, 8);
+  REQUIRE((dp.most[0] == 1 && dp.domains(0) == 64));
   CHECK(collective_seconds(Collective::all_reduce, S, dp, hw, o) ==
-        Approx(2.0 * 63 / 64 * S / busbw_out + 2 * 63 * hw.inter_latency_s).epsilon(1e-12));
+        Approx(2.0 * 63 / 64 * S / busbw_out + 2 * 63 * ib.latency_s).epsilon(1e-12));
   // A group of 32 on 4 whole nodes: the 8-ring inside, the 4-ring across on S / 8, the 8-ring again.
-  const GroupSpan wide = group_span(32, 1, 8);
-  REQUIRE((wide.per_node == 8 && wide.nodes() == 4));
-  const double inside = 7 * (hw.intra_latency_s + S / 8 / busbw_in);
-  const double across = 2 * 3 * (hw.inter_latency_s + S / 8 / 4 / busbw_out);
+  const Span wide = strided(hw, 32, 1);
+  REQUIRE((wide.most[0] == 8 && wide.domains(0) == 4));
+  const double inside = 7 * (nvlink.latency_s + S / 8 / busbw_in);
+  const double across = 2 * 3 * (ib.latency_s + S / 8 / 4 / busbw_out);
   CHECK(collective_seconds(Collective::all_reduce, S, wide, hw, o) == Approx(2 * inside + across).epsilon(1e-12));
-  CHECK(inter_node_bytes(Collective::all_reduce, S, wide) == Approx(2.0 * 3 / 4 * S / 8));
+  CHECK(tier_bytes(Collective::all_reduce, S, wide, 1) == Approx(2.0 * 3 / 4 * S / 8));
   // TP's all-gather spanning nodes (its 8 members 8 ranks apart) is slower than inside one.
-  CHECK(collective_seconds(Collective::all_gather, S, group_span(8, 8, 8), hw, o) >
+  CHECK(collective_seconds(Collective::all_gather, S, strided(hw, 8, 8), hw, o) >
         5 * collective_seconds(Collective::all_gather, S, node, hw, o));
-  CHECK(collective_seconds(Collective::all_reduce, S, group_span(1, 1, 8), hw, o) == 0);
-  CHECK_THROWS_WITH(group_span(4, 3, 8), Catch::Contains("sit unevenly"));
+  CHECK(collective_seconds(Collective::all_reduce, S, strided(hw, 1, 1), hw, o) == 0);
 }
 
 TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and memory", "[pipeline][step]") {
@@ -183,7 +188,7 @@ TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and 
     CHECK(s.bubble_fraction > 3.0 / 8);
     PipelineSpec p;
     p.pp = 4, p.microbatches = 8, p.forward_s = 8e-3, p.backward_s = 16e-3;
-    p.p2p_s = transfer_seconds(64e6, false, hw, o);
+    p.p2p_s = transfer_seconds(64e6, hw.tiers.back(), hw, o);
     CHECK(s.pipeline_s == Approx(simulate_pipeline(p).step_s));
     c.vp = 2;  // interleaved: a smaller bubble, more in flight
     const StepCost v = model_step(c, layer, {}, hw, o);
@@ -192,7 +197,7 @@ TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and 
   }
   SECTION("data parallelism over 64 nodes: ZeRO 1 reduce-scatters the gradients and all-gathers the weights") {
     StepConfig c;
-    c.layers = 32, c.microbatches = 4, c.dp = 64, c.zero = 1, c.dp_span = group_span(64, 8, 8);
+    c.layers = 32, c.microbatches = 4, c.dp = 64, c.zero = 1, c.dp_span = strided(hw, 64, 8);
     c.overlap_grad_reduce = false;
     const double bytes = 2 * 32e8;
     const double rs = collective_seconds(Collective::reduce_scatter, bytes, c.dp_span, hw, o);
@@ -231,7 +236,7 @@ TEST_CASE("the step around the layer: pipeline, data parallelism, optimizer and 
   }
   SECTION("fp32 weights: the gradient collectives move 4 bytes a parameter") {
     StepConfig c;
-    c.layers = 32, c.microbatches = 4, c.dp = 64, c.zero = 0, c.dp_span = group_span(64, 8, 8), c.overlap_grad_reduce = false;
+    c.layers = 32, c.microbatches = 4, c.dp = 64, c.zero = 0, c.dp_span = strided(hw, 64, 8), c.overlap_grad_reduce = false;
     c.weight_bytes = 4;
     const StepCost s = model_step(c, layer, {}, hw, o);
     CHECK(s.grad_bytes == 4 * 32e8);
@@ -317,7 +322,7 @@ TEST_CASE("PipelineMemo: a pipeline simulated once, the same spec answered from 
   // ZeRO 0, 1 and 2 run one pipeline: the step's model simulates it once for all three.
   const Hardware hw = load_hardware("h100-nvlink");
   StepConfig c;
-  c.layers = 8, c.pp = 4, c.vp = 2, c.microbatches = 8, c.dp = 2, c.dp_span = {2, 2};
+  c.layers = 8, c.pp = 4, c.vp = 2, c.microbatches = 8, c.dp = 2, c.dp_span = strided(hw, 2, 1);
   LayerCost layer;
   layer.forward_s = 1e-3, layer.backward_s = 2e-3, layer.params = 1e6, layer.p2p_bytes = 1e6;
   PipelineMemo zeros;

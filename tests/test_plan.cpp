@@ -25,8 +25,10 @@ model::Hardware ideal(double flops, double intra, double inter, int gpus_per_nod
   h.peak_flops_bf16 = h.peak_flops_fp32 = flops;
   h.memory_bandwidth = 1e15;
   h.memory_bytes = memory;
-  h.gpus_per_node = gpus_per_node;
-  h.intra_bandwidth = intra, h.inter_bandwidth = inter;
+  model::Tier inside, across;
+  inside.name = "NVLink", inside.gpus = gpus_per_node, inside.bandwidth = intra;
+  across.name = "InfiniBand", across.bandwidth = inter;
+  h.tiers = {inside, across};
   return h;
 }
 
@@ -181,8 +183,8 @@ TEST_CASE("planner facts: with a slow link across nodes, TP inside the node beat
   CHECK(inside.reason.find("TP 2 in node") != std::string::npos);
   CHECK(across.reason.find("TP 2 across nodes") != std::string::npos);
   // Their traffic by link kind swaps: TP's bytes inside the node in one, across in the other.
-  CHECK(inside.intra_bytes == across.inter_bytes);
-  CHECK(inside.inter_bytes == across.intra_bytes);
+  CHECK(inside.tier_bytes[0] == across.tier_bytes[1]);
+  CHECK(inside.tier_bytes[1] == across.tier_bytes[0]);
 }
 
 TEST_CASE("planner facts: all_gather's exposed gather is K/V bytes over the link, small beside GQA attention at length", "[plan]") {

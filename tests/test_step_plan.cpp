@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "model/collectives.h"
+#include "spans.h"
 #include "model/pipeline.h"
 #include "model/step.h"
 #include "model/step_plan.h"
@@ -66,7 +67,7 @@ TEST_CASE("the embedding and LM head: V h / T parameters each, the head's GEMM a
   LayerConfig cfg;
   cfg.h = 4096;
   const int64_t n = 8192, V = 128256;
-  const EndsCost one = ends_cost(cfg, n, V, 1, GroupSpan{1, 1}, hw, o);
+  const EndsCost one = ends_cost(cfg, n, V, 1, ringside::testing::strided(hw, 1, 1), hw, o);
   CHECK(one.embedding_params == Approx(double(V) * 4096));
   CHECK(one.head_saved_bytes == Approx(2.0 * n * 4096 + 4.0 * n * V));
   // The head's forward is at least its GEMM at the best GEMM rate, the backward twice that.
@@ -74,19 +75,19 @@ TEST_CASE("the embedding and LM head: V h / T parameters each, the head's GEMM a
   CHECK(one.head_forward_s > gemm);
   CHECK(one.head_backward_s > 2 * gemm);
   // TP 8 splits the vocabulary (128256 / 8 = 16032 rows each) and adds its collectives.
-  const EndsCost eight = ends_cost(cfg, n, V, 8, GroupSpan{8, 8}, hw, o);
+  const EndsCost eight = ends_cost(cfg, n, V, 8, ringside::testing::strided(hw, 8, 1), hw, o);
   CHECK(eight.head_params == Approx(16032.0 * 4096));
   CHECK(eight.embedding_forward_s > one.embedding_forward_s);  // its reduce-scatter over TP
   // Plain TP: an all-reduce of n h leaves the embedding (the reduce-scatter and its all-gather
   // half), and the head's forward gathers nothing.
-  const EndsCost plain = ends_cost(cfg, n, V, 8, GroupSpan{8, 8}, hw, o, false);
-  const GroupSpan tp_span{8, 8};
+  const EndsCost plain = ends_cost(cfg, n, V, 8, ringside::testing::strided(hw, 8, 1), hw, o, false);
+  const Span tp_span = ringside::testing::strided(hw, 8, 1);
   CHECK(plain.embedding_forward_s - one.embedding_forward_s ==
         Approx(collective_seconds(Collective::all_reduce, 2.0 * n * 4096, tp_span, hw, o)));
   CHECK(plain.head_forward_s + collective_seconds(Collective::all_gather, 2.0 * n * 4096, tp_span, hw, o) ==
         Approx(eight.head_forward_s));
   CHECK(plain.embedding_backward_s == Approx(one.embedding_backward_s));
-  CHECK_THROWS_AS(ends_cost(cfg, 0, V, 1, GroupSpan{1, 1}, hw, o), ConfigError);
+  CHECK_THROWS_AS(ends_cost(cfg, 0, V, 1, ringside::testing::strided(hw, 1, 1), hw, o), ConfigError);
 }
 
 TEST_CASE("the step with its ends: the first stage holds the embedding, the last the head", "[pipeline][step]") {
@@ -97,7 +98,7 @@ TEST_CASE("the step with its ends: the first stage holds the embedding, the last
   EndsCost ends;
   ends.embedding_params = ends.head_params = 5e8, ends.head_forward_s = 4e-3, ends.head_backward_s = 8e-3;
   StepConfig c;
-  c.layers = 30, c.pp = 4, c.microbatches = 8, c.zero = 0, c.dp_span = GroupSpan{1, 1};
+  c.layers = 30, c.pp = 4, c.microbatches = 8, c.zero = 0, c.dp_span = ringside::testing::strided(hw, 1, 1);
   const StepCost s = model_step(c, layer, ends, hw, o);
   // Stage 0: 7 layers and the embedding, 4 microbatches of 8-layer chunks in flight; stage 3:
   // 7 layers and the head, one in flight and the head's saved bytes (none here).
@@ -181,8 +182,8 @@ TEST_CASE("placement: TP across nodes is slower, and the outer order decides whi
   // The gradient collective's time is the ring formula's on those spans: the gradients reduced
   // in fp32 (Megatron's default, its stack's grad_reduce), the bf16 weights gathered back.
   const double params = dp_out->cost.state.weights / 2;
-  CHECK(dp_out->cost.dp_s == Approx(collective_seconds(Collective::reduce_scatter, 4 * params, GroupSpan{4, 1}, hw, ModelOptions{}) +
-                                    collective_seconds(Collective::all_gather, 2 * params, GroupSpan{4, 1}, hw, ModelOptions{})));
+  CHECK(dp_out->cost.dp_s == Approx(collective_seconds(Collective::reduce_scatter, 4 * params, ringside::testing::strided(hw, 4, 8), hw, ModelOptions{}) +
+                                    collective_seconds(Collective::all_gather, 2 * params, ringside::testing::strided(hw, 4, 8), hw, ModelOptions{})));
 }
 
 TEST_CASE("the step plan's bad input: one clear error each", "[plan][step]") {

@@ -143,16 +143,17 @@ void ring_attention(Script& L) {
   // ---- when overlap hides the transfer, on a GPU
   // The same ring code, dry-run at two block sizes of a GPU-sized layer (multi-head, d = 128)
   // and modeled on L.hw: one block below the threshold, one above.
-  const int P3 = 4;
-  // The link between ring neighbours: NVLink when the P3 GPUs share a node, else the network.
-  auto link = [&](const model::Hardware& hw) {
-    return hw.gpus_per_node >= P3 ? std::pair{hw.intra_bandwidth, hw.intra_latency_s}
-                                  : std::pair{hw.inter_bandwidth, hw.inter_latency_s};
+  constexpr int P3 = 4;
+  // The link between ring neighbours, as the profile's topology places the P3 GPUs: NVLink when
+  // they share a domain, else the network.
+  auto link = [&](const model::Hardware& hw) -> const model::Tier& {
+    return hw.tiers[hw.topology(P3).span({0, 1, 2, 3}).tier];
   };
-  const double F = L.hw.peak_flops_bf16, B = link(L.hw).first, alpha = link(L.hw).second;
+  static_assert(P3 == 4, "the ring's members above");
+  const double F = L.hw.peak_flops_bf16, B = link(L.hw).bandwidth, alpha = link(L.hw).latency_s;
   const double c_star = L.record("threshold_tokens", F / B);
   const model::Hardware ib = model::load_hardware("h100-ib");
-  const double c_star_ib = L.record("threshold_tokens_h100_ib", ib.peak_flops_bf16 / link(ib).first);
+  const double c_star_ib = L.record("threshold_tokens_h100_ib", ib.peak_flops_bf16 / link(ib).bandwidth);
   LayerConfig gpu;
   gpu.b = 1, gpu.h = 2048, gpu.H = 16, gpu.Hkv = 16, gpu.f = 8192;
   gpu.causal = false;
@@ -199,15 +200,15 @@ void ring_attention(Script& L) {
   if (achieved) {
     const model::Efficiency& e = L.hw.efficiency;
     kernel = &e.attention.at(family);
-    B_real = B * (L.hw.gpus_per_node >= P3 ? e.intra_link : e.inter_link);
+    B_real = B * link(L.hw).efficiency;
     R = kernel->forward.rate, k_half = kernel->forward.k_half;
     // At a full GPU, 4 c^2 d H / (R c / (c + k_half)) = 4 c Hkv d / B_nccl gives c* =
     // (Hkv/H) R / B_nccl - k_half: the block length where the kernel's slower rate meets the link.
     full_gpu = double(e.sms) * 128.0 / double(gpu.b * gpu.H);  // query tiles of 128 rows, one per SM
-    const model::RingThreshold t = model::ring_threshold(L.hw, {}, L.hw.gpus_per_node >= P3, double(gpu.Hkv) / double(gpu.H));
+    const model::RingThreshold t = model::ring_threshold(L.hw, {}, link(L.hw), double(gpu.Hkv) / double(gpu.H));
     c_star_real = L.record("threshold_tokens_achieved", t.tokens);
     c_star_fixed = L.record("threshold_tokens_fixed_costs",
-                            model::ring_threshold_with_fixed_costs(L.hw, {}, L.hw.gpus_per_node >= P3, gpu.b, gpu.H, gpu.Hkv, gpu.d()));
+                            model::ring_threshold_with_fixed_costs(L.hw, {}, link(L.hw), gpu.b, gpu.H, gpu.Hkv, gpu.d()));
     for (int64_t c : sizes) {
       const Crossover x = crossover(c, fmt("ring c=%lld achieved", (long long)c), {}, B_real);
       const std::string key = fmt("c%lld_achieved", (long long)c);

@@ -100,9 +100,9 @@ void choosing(Script& L) {
   L.say("code (no math, only its schedule) on P = %d GPUs for Llama 3 8B's layer (--preset llama3-8b),", P8);
   L.say_config(big, ",");
   L.say("and models it in bf16 on H100s: once inside one node (%s: NVLink, %.0f GB/s), once", nvlink.name.c_str(),
-        nvlink.intra_bandwidth / 1e9);
+        nvlink.tiers.front().bandwidth / 1e9);
   L.say("with every GPU in its own node (%s: InfiniBand, %.0f GB/s). Forward + backward:", ib.name.c_str(),
-        ib.inter_bandwidth / 1e9);
+        ib.tiers.back().bandwidth / 1e9);
   L.blank();
   Table t4({"strategy", "NVLink: layer", "exposed", "hidden", "IB: layer", "exposed", "hidden"});
   std::string fastest[2];
@@ -168,7 +168,7 @@ void choosing(Script& L) {
         grouped(std::llround(ib_causal)).c_str(), grouped(big.s / P8).c_str());
   L.say("a GPU %s across InfiniBand.", double(big.s / P8) >= ib_causal ? "can hide their K/V" : "still cannot hide their K/V");
   // The same threshold at the rates the kernels and NCCL reach (the chapter quotes it beside the planner).
-  L.record("threshold_h100_ib_gqa_causal_achieved", model::ring_threshold(ib, {}, false, gqa, true).tokens);
+  L.record("threshold_h100_ib_gqa_causal_achieved", model::ring_threshold(ib, {}, ib.tiers.back(), gqa, true).tokens);
   L.blank();
   L.say("So, for long sequences:");
   L.say("  TP+SP    splits weights too, but every collective is exposed, and P must divide H,");
@@ -194,7 +194,7 @@ void choosing(Script& L) {
   // The same 8B-sized layer on 8 H100s in two nodes of 4: every split dry-run and modeled.
   L.step("Ask the planner");
   model::Hardware two_nodes = nvlink;
-  two_nodes.name = "h100-nvlink, 4 per node", two_nodes.gpus_per_node = 4;
+  two_nodes.name = "h100-nvlink, 4 per node", two_nodes.tiers.front().gpus = 4;
   model::PlanOptions po;
   po.gpus = P8, po.modes = {Recompute::none};
   const model::Plan plan = model::make_plan(big, po, {two_nodes}).front();
@@ -202,7 +202,7 @@ void choosing(Script& L) {
   L.say("enumerates every split of P GPUs (TP and each kind of CP, their hybrids, both rank orders,");
   L.say("each layout), rejects what cannot split the layer or does not fit, dry-runs and models the");
   L.say("rest, and ranks them. The layer of step 4 on %d H100s in two nodes of %d (NVLink inside,", P8,
-        two_nodes.gpus_per_node);
+        two_nodes.domain_gpus());
   L.say("InfiniBand across), one layer, no recompute; the five fastest of %zu:", plan.ranked());
   L.blank();
   Table t6({"#", "candidate", "layer", "exposed", "across nodes/GPU"});
@@ -210,7 +210,7 @@ void choosing(Script& L) {
     const model::PlanRow& r = plan.rows[i];
     L.record(fmt("plan_layer_ns_%zu", i + 1), r.step_s * 1e9);
     t6.row({fmt("%zu", i + 1), r.candidate.name(), format_ns(r.step_s * 1e9), format_ns(r.exposed_s * 1e9),
-            format_bytes(r.inter_bytes)});
+            format_bytes(r.beyond_domain_bytes())});
   }
   L.table(t6);
   L.blank();

@@ -56,10 +56,11 @@ Placement model_placement(const std::string& name, const LayerConfig& cfg, int P
   MemoryTracker tracker;
   const trace::TraceData schedule = model::dry_run(plan_of(name, cfg, P), tracker);
   Placement p;
+  const model::Topology topology = hw.topology(P);
   for (const trace::RankTrace& r : schedule.ranks)
     for (const trace::Event& e : r.events)
       if (e.stream == trace::Stream::comm && e.direction == trace::Direction::send)
-        (e.peer / hw.gpus_per_node == r.rank / hw.gpus_per_node ? p.inside_bytes : p.across_bytes) += e.bytes;
+        (topology.link(r.rank, e.peer) == 0 ? p.inside_bytes : p.across_bytes) += e.bytes;
   for (const trace::StrategyMetrics& m : trace::compute_metrics(model::model_trace(schedule, hw)))
     for (const trace::RankMetrics& r : m.ranks) p.layer_ms = std::max(p.layer_ms, r.time.window_ns / 1e6);
   return p;
@@ -181,7 +182,7 @@ void combining(Script& L) {
   // Placement needs nodes of several GPUs: this step stays on h100-nvlink whatever --hw says, and says so.
   L.paragraph(fmt("The what-if model replays a dry run of the same code on 16 GPUs of %s, %d per node (NVLink %.0f GB/s "
                   "inside, InfiniBand %.0f GB/s across)%s, for Llama 3 8B's layer at 64K tokens:",
-                  hw.name.c_str(), hw.gpus_per_node, hw.intra_bandwidth / 1e9, hw.inter_bandwidth / 1e9,
+                  hw.name.c_str(), hw.domain_gpus(), hw.tiers.front().bandwidth / 1e9, hw.tiers.back().bandwidth / 1e9,
                   L.hw.name == find_lesson(L.number).hw ? "" : " (this step's profile whatever --hw says)"));
   L.say_config(big);
   L.say("The same degrees, placed two ways. The innermost group is 8 neighbouring ranks, one node;");
@@ -221,7 +222,7 @@ void combining(Script& L) {
   model::ModelOptions peak;
   peak.efficiency = "ideal";
   const double c_star = L.record("ring_threshold_ib_tokens",
-                                 model::ring_threshold(hw, peak, false, double(big.Hkv) / double(big.H), big.causal).tokens);
+                                 model::ring_threshold(hw, peak, hw.tiers.back(), double(big.Hkv) / double(big.H), big.causal).tokens);
   L.say("slowest hop. The ring's K/V hide behind attention when each GPU has enough tokens");
   L.say("(lessons 3 and 6: c >= 2 (Hkv/H) F/B under a causal mask, %s tokens for this layer", grouped(std::llround(c_star)).c_str());
   L.say("across InfiniBand at the peak; here %lld K).", (long long)(big.s / 2 / 1024));
@@ -381,9 +382,9 @@ void combining(Script& L) {
   L.say("pass-Q hop when the keys that stay are n_k >= (2d+1)/(2d) F/B.");
   // The thresholds on step 6's node (the ring inside it).
   const double kv_star = L.record("prefill_kv_threshold_tokens",
-                                  model::ring_threshold(hw, peak, true, double(big.Hkv) / double(big.H)).tokens);
+                                  model::ring_threshold(hw, peak, hw.tiers.front(), double(big.Hkv) / double(big.H)).tokens);
   const double q_star = L.record("prefill_q_threshold_tokens",
-                                 model::ring_threshold(hw, peak, true, double(2 * big.d() + 1) / double(2 * big.d())).tokens);
+                                 model::ring_threshold(hw, peak, hw.tiers.front(), double(2 * big.d() + 1) / double(2 * big.d())).tokens);
   L.paragraph(fmt("On a node of %s at the peak these are %s and %s tokens: with %lld queries a GPU the K/V ring's hops %s, "
                   "and the pass-Q ring's %s behind its %s keys.",
                   hw.name.c_str(), grouped(std::llround(kv_star)).c_str(), grouped(std::llround(q_star)).c_str(),

@@ -28,21 +28,28 @@ std::string listed(const std::vector<std::string>& items) {
   return out;
 }
 
-// The nodes of `node` GPUs that a group of `size` ranks `stride` apart in rank order reaches.
-int nodes_reached(int size, int stride, int node) { return model::group_span(size, stride, node).nodes(); }
+// The nodes (the innermost tier's domains, as the profile's topology fills them with `world`
+// GPUs) that a group of `size` ranks `stride` apart in rank order reaches; on a one-tier system
+// every GPU is a node of its own.
+int nodes_reached(int size, int stride, const model::Hardware& hw, int world) {
+  if (hw.tiers.size() == 1) return size;
+  std::vector<int> members;
+  for (int i = 0; i < size; ++i) members.push_back(i * stride);
+  return hw.topology(world).span(members).domains(0);
+}
 
 // Where a group sits: "inside a node" or "across 4 nodes".
-std::string where(int size, int stride, int node) {
-  const int n = nodes_reached(size, stride, node);
+std::string where(int size, int stride, const model::Hardware& hw, int world) {
+  const int n = nodes_reached(size, stride, hw, world);
   return n == 1 ? "inside a node" : fmt("across %d nodes", n);
 }
 
 // Which of the named groups (name, size, stride) stay inside a node and how many nodes the others
 // span: "TP, CP and PP stay inside a node and DP spans 4 nodes".
-std::string placement(const std::vector<std::tuple<const char*, int, int>>& groups, int node) {
+std::string placement(const std::vector<std::tuple<const char*, int, int>>& groups, const model::Hardware& hw, int world) {
   std::vector<std::string> inside, across;
   for (const auto& [name, size, stride] : groups) {
-    const int n = nodes_reached(size, stride, node);
+    const int n = nodes_reached(size, stride, hw, world);
     if (n == 1) inside.push_back(name);
     else across.push_back(fmt("%s spans %d nodes", name, n));
   }
@@ -51,7 +58,7 @@ std::string placement(const std::vector<std::tuple<const char*, int, int>>& grou
 }
 
 // Where a dimension of the grid sits: "inside a node" or "across 4 nodes".
-std::string where(const RankGrid& grid, Dim d, int node) { return where(grid.size(d), grid.stride(d), node); }
+std::string where(const RankGrid& grid, Dim d, const model::Hardware& hw) { return where(grid.size(d), grid.stride(d), hw, grid.world()); }
 
 }  // namespace
 
@@ -59,7 +66,7 @@ void whole_step(Script& L) {
   // Every time, placement and memory verdict below is on the lesson's profile (--hw): its nodes'
   // size decides which groups cross the fabric, its links and rates what that costs.
   const model::Hardware& hw = L.hw;
-  const int node = hw.gpus_per_node;
+  const int node = hw.domain_gpus();  // the topology's innermost domain: a node of NVLink
   const std::string nodes_of = node > 1 ? fmt("on nodes of %d GPUs", node) : fmt("with every GPU a node of its own (%s)", hw.name.c_str());
 
   // ---- 1. the order of the groups -------------------------------------------------------------
@@ -76,20 +83,20 @@ void whole_step(Script& L) {
   Table order({"rank", "t", "c", "p", "d", "node"});
   for (int rank : {0, 1, 2, 3, 4, 8, 31}) {
     order.row({std::to_string(rank), std::to_string(grid.coord(rank, Dim::tp)), std::to_string(grid.coord(rank, Dim::cp)),
-               std::to_string(grid.coord(rank, Dim::pp)), std::to_string(grid.coord(rank, Dim::dp)), std::to_string(rank / node)});
+               std::to_string(grid.coord(rank, Dim::pp)), std::to_string(grid.coord(rank, Dim::dp)), std::to_string(hw.tiers.size() == 1 ? rank : hw.topology(grid.world()).domain_of(rank, 0))});
   }
   L.table(order);
   L.blank();
   L.say("A group's members are its stride apart: TP %d, CP %d, PP %d, DP %d.", grid.stride(Dim::tp),
         int(L.record("stride_cp", grid.stride(Dim::cp))), int(L.record("stride_pp", grid.stride(Dim::pp))),
         int(L.record("stride_dp", grid.stride(Dim::dp))));
-  L.record("dp_nodes", nodes_reached(DP, grid.stride(Dim::dp), node));
+  L.record("dp_nodes", nodes_reached(DP, grid.stride(Dim::dp), hw, grid.world()));
   std::vector<std::tuple<const char*, int, int>> groups;
   for (const auto& [name, d] : {std::pair{"TP", Dim::tp}, {"CP", Dim::cp}, {"PP", Dim::pp}, {"DP", Dim::dp}})
     groups.push_back({name, grid.size(d), grid.stride(d)});
   L.paragraph((node > 1 ? std::string("So the innermost groups share a node's NVLink and the outermost cross the fabric: here ")
                         : "On " + hw.name + " every GPU is a node of its own, so every group crosses the fabric: ") +
-              placement(groups, node) +
+              placement(groups, hw, grid.world()) +
               ". Put the chattiest group innermost: TP talks in every block, CP in every attention, PP once a microbatch "
               "between stages, and DP once a step.");
 
@@ -133,12 +140,12 @@ void whole_step(Script& L) {
   L.blank();
   const ParallelConfig& wpar = win.candidate.layer.par;
   const RankGrid wgrid = win.candidate.grid();
-  const std::string cp_part = wpar.cp > 1 ? fmt(" and the %s of %d %s", wpar.cp_comm->collective_words, wpar.cp, where(wgrid, Dim::cp, node).c_str())
+  const std::string cp_part = wpar.cp > 1 ? fmt(" and the %s of %d %s", wpar.cp_comm->collective_words, wpar.cp, where(wgrid, Dim::cp, hw).c_str())
                                           : std::string(", no CP");
   L.paragraph(fmt("The winner's TP x CP group of %d GPUs is the layer's split, TP %d %s%s; PP %d and DP %d sit outside it. "
                   "Its MFU counts attention causally halved, the FLOPs a causal mask needs; PaLM and Megatron count it whole, "
                   "which at 128K is %.2fx the FLOPs: an MFU by that count includes work no kernel does, and can pass 100%%.",
-                  wpar.tp * wpar.cp, wpar.tp, where(wgrid, Dim::tp, node).c_str(), cp_part.c_str(), win.candidate.pp,
+                  wpar.tp * wpar.cp, wpar.tp, where(wgrid, Dim::tp, hw).c_str(), cp_part.c_str(), win.candidate.pp,
                   win.candidate.dp,
                   L.record("mfu_whole_over_causal", model::model_flops_per_token(cfg, o.layers, o.vocab, false) /
                                                         model::model_flops_per_token(cfg, o.layers, o.vocab, true))));
@@ -163,13 +170,13 @@ void whole_step(Script& L) {
   L.record("step_s_swapped", swapped.row.cost.step_s);
   L.blank();
   const double slowdown = L.record("swapped_slowdown", swapped.row.cost.step_s / best.row.cost.step_s);
-  const int tp_nodes = nodes_reached(wpar.tp, wgrid.stride(Dim::tp), node);
-  const int swapped_tp_nodes = nodes_reached(wpar.tp, swapped_grid.stride(Dim::tp), node);
+  const int tp_nodes = nodes_reached(wpar.tp, wgrid.stride(Dim::tp), hw, wgrid.world());
+  const int swapped_tp_nodes = nodes_reached(wpar.tp, swapped_grid.stride(Dim::tp), hw, swapped_grid.world());
   if (tp_nodes == 1 && swapped_tp_nodes > 1) {
     L.paragraph(fmt("With TP across nodes its all-gathers and reduce-scatters, one per block and each exposed, cross "
                     "InfiniBand at 1/%.0f of NVLink's rate: the step is %.2fx as long. CP tolerates the fabric because the "
                     "ring hides its K/V under attention (lesson 3) when a block is long enough; TP has nothing to hide behind.",
-                    L.record("nvlink_over_ib", hw.intra_bandwidth / hw.inter_bandwidth), slowdown));
+                    L.record("nvlink_over_ib", hw.tiers.front().bandwidth / hw.tiers.back().bandwidth), slowdown));
   } else {
     // Nodes of one GPU, or a group inside one node: the swap moves no collective on or off the fabric.
     L.paragraph(fmt("On %s the swap moves no collective on or off the fabric (%s), and the step is %.2fx as long. On nodes "
@@ -262,9 +269,12 @@ void whole_step(Script& L) {
   const int pp_stride = RankGrid(GridSizes::of(wn.layer.par, wn.pp, wn.dp), grid.order()).stride(Dim::pp);
   const std::vector<int> cp_group = wgrid.groups({Dim::cp}).front();  // CP group 0: ranks 0, cp_stride, ...
   const int cp_stride = wgrid.stride(Dim::cp);
-  std::vector<int> ring_nodes;  // the nodes its members sit on
-  for (int member : cp_group)
-    if (std::find(ring_nodes.begin(), ring_nodes.end(), member / node) == ring_nodes.end()) ring_nodes.push_back(member / node);
+  std::vector<int> ring_nodes;  // the nodes its members sit on, as the topology places the winner's GPUs
+  const model::Topology winner_topology = hw.topology(wgrid.world());
+  for (int member : cp_group) {
+    const int at = hw.tiers.size() == 1 ? member : winner_topology.domain_of(member, 0);
+    if (std::find(ring_nodes.begin(), ring_nodes.end(), at) == ring_nodes.end()) ring_nodes.push_back(at);
+  }
   const int m2 = o.gbs / (pipe_dp2 * o.mbs);
   const double bubble2 = double(w.pp - 1) / m2;
   const double optimizer2 = double(L.numbers["zero0_optimizer_bytes"]) / (dp2 * wc);

@@ -208,12 +208,14 @@ void grad_all_reduce(Script& L) {
   L.say("W_qkv's and ln1's at the end. GPU 0, times from the backward's start:");
   L.blank();
   Table t4({"bucket", "parameters", "bf16 bytes", "ready", "all-reduce", "done"});
-  const double alpha_hop = model::transfer_seconds(0, true, L.hw, {}) * 1e9;
+  // The ring's link: where the profile's topology places its C GPUs (one NVLink domain, on a node).
+  const model::Tier& ring_link = L.hw.tiers[L.hw.topology(C).link(0, C - 1)];
+  const double alpha_hop = model::transfer_seconds(0, ring_link, L.hw, {}) * 1e9;
   for (size_t k = 0; k < bt.size(); ++k) {
     const int64_t n = bucket_params(big, grad_buckets()[k]);
     const double duration = bt[k].end - bt[k].begin;
     // A ring all-reduce: 2 (P-1) hops of S/P bytes, each latency + bytes / (link x NCCL's share).
-    const double hops = 2.0 * (C - 1) * model::transfer_seconds(2.0 * double(n) / C, true, L.hw, {}) * 1e9;
+    const double hops = 2.0 * (C - 1) * model::transfer_seconds(2.0 * double(n) / C, ring_link, L.hw, {}) * 1e9;
     L.record(fmt("bucket%zu_params", k + 1), double(n));
     L.record(fmt("bucket%zu_ready_ns", k + 1), bt[k].ready);
     L.record(fmt("bucket%zu_begin_ns", k + 1), bt[k].begin);

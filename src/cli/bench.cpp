@@ -92,7 +92,7 @@ int bench_model(const BenchModelOptions& o) {
   // The named strategies, then the hybrids with TP (or Ulysses) inside a node and the ring or
   // all-gather across nodes, and the ring inside with TP across (the wrong placement).
   std::vector<ParallelConfig> chosen = strategies();
-  const int T = hw.gpus_per_node;
+  const int T = hw.domain_gpus();  // the topology's innermost domain: a node's NVLink
   if (T > 1 && T < o.ranks && o.ranks % T == 0)
     for (const std::string& name : {detail::concat("tp", T, "xring", o.ranks / T), detail::concat("ulysses", T, "xring", o.ranks / T),
                                      detail::concat("tp", T, "xall-gather", o.ranks / T), detail::concat("ring", o.ranks / T, "xtp", T)})

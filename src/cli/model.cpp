@@ -386,13 +386,10 @@ int model_command(const ModelCommandOptions& o) {
   } else
     std::printf("ringside model: the schedule recorded in %s%s\n", o.from.c_str(), o.only == "attention" ? ", its attention" : "");
   std::printf("  hardware   %s: %s\n", hw.name.c_str(), hw.description.c_str());
-  char inside[96] = "";  // a profile of one GPU per node has no link inside a node
-  if (hw.gpus_per_node > 1) std::snprintf(inside, sizeof inside, "%.4g GB/s %.1f us inside, ", hw.intra_bandwidth / 1e9, hw.intra_latency_s * 1e6);
   const model::ModelOptions& mo = run.modeling;
   const double peak = hw.peak_flops(mo.dtype);
-  std::printf("             %.4g TFLOP/s %s (peak), %.4g GB/s memory, %.4g GB; %d GPU%s per node: %s%.4g GB/s %.1f us across\n",
-              peak / 1e12, mo.dtype.c_str(), hw.memory_bandwidth / 1e9, hw.memory_bytes / 1e9, hw.gpus_per_node,
-              hw.gpus_per_node == 1 ? "" : "s", inside, hw.inter_bandwidth / 1e9, hw.inter_latency_s * 1e6);
+  std::printf("             %.4g TFLOP/s %s (peak), %.4g GB/s memory, %.4g GB; %s\n", peak / 1e12, mo.dtype.c_str(),
+              hw.memory_bandwidth / 1e9, hw.memory_bytes / 1e9, model::tiers_words(hw.tiers).c_str());
   std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s (this machine, varying)\n", run.events,
               modeled.ranks.size(), o.from.empty() ? "dry run" : "read", run.dry_s, run.model_s);
   const std::string bytes = mo.dtype == "fp32" ? "fp32 bytes" : "bf16: half the fp32 run's bytes";

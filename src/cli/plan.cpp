@@ -160,7 +160,9 @@ nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int 
     j["step_s"] = r.step_s, j["exposed_s"] = r.exposed_s;
     auto pct_json = [](double p) { return std::isnan(p) ? nlohmann::json(nullptr) : nlohmann::json(p); };
     j["overlap_pct"] = pct_json(r.overlap_pct), j["attention_hidden_pct"] = pct_json(r.attention_hidden_pct);
-    j["intra_node_bytes"] = r.intra_bytes, j["inter_node_bytes"] = r.inter_bytes;
+    nlohmann::json by_tier = nlohmann::json::object();
+    for (size_t t = 0; t < r.tier_bytes.size(); ++t) by_tier[hw.tiers[t].name] = r.tier_bytes[t];
+    j["bytes_by_tier"] = by_tier;
     const model::RunKind kind = model::run_kind(false, false, c.par, mo.dtype, model::at_roofline(hw, mo));
     j["band"] = model::band_json(model::error_band(kind), kind);
   }
@@ -172,23 +174,25 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, const mode
                 const std::string& hw_given) {
   const model::Hardware& hw = plan.hw;
   std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
-  std::printf("  %.4g TFLOP/s %s per GPU, %s each; %d GPU%s per node, %.4g GB/s inside a node, %.4g GB/s across (modeled)\n",
-              hw.peak_flops(mo.dtype) / 1e12, mo.dtype.c_str(),
-              format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), hw.gpus_per_node, hw.gpus_per_node == 1 ? "" : "s",
-              hw.intra_bandwidth / 1e9, hw.inter_bandwidth / 1e9);
+  std::printf("  %.4g TFLOP/s %s per GPU, %s each; %s (modeled)\n", hw.peak_flops(mo.dtype) / 1e12, mo.dtype.c_str(),
+              format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), model::tiers_words(hw.tiers).c_str());
   std::printf("  modeled at %s\n", model::rates_summary(hw, mo, "\n  ").c_str());
   const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
   size_t wname = 9;
   for (size_t i = 0; i < shown; ++i) wname = std::max(wname, plan.rows[i].candidate.name().size());
   const std::string step = "step (" + std::to_string(layers) + " layer" + (layers == 1 ? "" : "s") + ")";
+  // Bytes on the innermost tier (NVLink) and beyond it (InfiniBand), the columns named for them.
+  const std::string inside_name = hw.tiers.size() > 1 ? hw.tiers.front().name : "-";
+  const std::string beyond_name = hw.tiers.back().name;
   std::printf("\n  %3s  %s  %14s  %10s  %7s  %21s  %11s  %11s  %s\n", "#", pad("candidate", wname).c_str(), step.c_str(), "exposed",
-              "overlap", "peak memory / GPU", "intra-node", "inter-node", "why");
+              "overlap", "peak memory / GPU", inside_name.c_str(), beyond_name.c_str(), "why");
   for (size_t i = 0; i < shown; ++i) {
     const model::PlanRow& r = plan.rows[i];
     const std::string peak = format_bytes(r.peak_bytes) + " (" + pct(100.0 * r.peak_bytes / hw.memory_bytes) + ")";
     std::printf("  %3zu  %s  %14s  %10s  %7s  %21s  %11s  %11s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(),
                 format_seconds(r.step_s).c_str(), format_seconds(r.exposed_s).c_str(), pct(r.overlap_pct).c_str(), peak.c_str(),
-                format_bytes(r.intra_bytes).c_str(), format_bytes(r.inter_bytes).c_str(), r.reason.c_str());
+                hw.tiers.size() > 1 ? format_bytes(r.tier_bytes.front()).c_str() : "-", format_bytes(r.beyond_domain_bytes()).c_str(),
+                r.reason.c_str());
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
   if (ranked > 0) {
@@ -204,9 +208,9 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, const mode
   std::printf("  step: L layers' forward + backward on the slowest GPU; exposed: communication no compute hides, mean per GPU;\n"
               "  peak memory: L layers on a GPU, one layer's working peak and L - 1 more layers' weights, gradients and\n"
               "  saved activations (the --trace timeline is one layer: its memory lane peaks at that layer's alone);\n"
-              "  intra-node, inter-node: the most any GPU sends inside its node, and the most any sends across (%s;\n"
+              "  %s, %s: the most any GPU sends inside its %s domain, and the most any sends beyond it (%s;\n"
               "  each column's busiest GPU, not always the same one)\n",
-              mo.dtype.c_str());
+              inside_name.c_str(), beyond_name.c_str(), hw.tiers.front().name.c_str(), mo.dtype.c_str());
 
   // The rejected: the rules, grouped, and the least memory-hungry that do not fit.
   std::vector<std::pair<std::string, std::vector<std::string>>> rules;

@@ -102,15 +102,15 @@ std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o) {
 std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::string& wrap) {
   const bool achieved = !at_roofline(hw, o);
   const Efficiency& e = hw.efficiency;
-  auto link = [&](double line, double fraction, double latency) {
-    return achieved ? detail::concat(std::lround(100 * fraction), "% of ", line / 1e9, " GB/s + ", latency * 1e6, " us")
-                    : detail::concat(line / 1e9, " GB/s + ", latency * 1e6, " us");
-  };
-  const std::string across = link(hw.inter_bandwidth, e.inter_link, hw.inter_latency_s) + " across nodes";
-  const std::string links =
-      hw.gpus_per_node == 1 ? across + " (one GPU per node)"
-                            : detail::concat(link(hw.intra_bandwidth, e.intra_link, hw.intra_latency_s), " inside a node of ",
-                                             hw.gpus_per_node, " GPUs, ", across);
+  // Each tier innermost first: "81% of 450 GB/s + 3 us on NVLink (domains of 8 GPUs)".
+  std::string links;
+  for (size_t t = 0; t < hw.tiers.size(); ++t) {
+    const Tier& tier = hw.tiers[t];
+    links += (t == 0 ? "" : ", ") +
+             (achieved ? detail::concat(std::lround(100 * tier.efficiency), "% of ", tier.bandwidth / 1e9, " GB/s + ", tier.latency_s * 1e6, " us")
+                       : detail::concat(tier.bandwidth / 1e9, " GB/s + ", tier.latency_s * 1e6, " us")) +
+             " on " + tier.name + (t + 1 < hw.tiers.size() ? detail::concat(" (domains of ", tier.gpus, " GPUs)") : "");
+  }
   const double peak = hw.peak_flops(o.dtype);
   if (!achieved)
     return detail::concat("ops at ", peak / 1e12, " TFLOP/s or ", hw.memory_bandwidth / 1e9, " GB/s;", wrap, "transfers at ", links,
@@ -269,33 +269,33 @@ void check_op_within_hardware(const trace::Event& ev, double bytes, double secon
     fail("its memory traffic", bytes / seconds / 1e9, hw.memory_bandwidth / 1e9, "GB/s", "the memory bandwidth");
 }
 
-void check_transfer_within_hardware(double bytes, double seconds, bool same_node, const Hardware& hw,
+void check_transfer_within_hardware(double bytes, double seconds, const Tier& link, const Hardware& hw,
                                     const std::function<std::string()>& what) {
-  const double line = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
+  const double line = link.bandwidth;
   if (bytes > 0 && !(seconds > 0 && bytes / seconds <= line * (1 + 1e-9)))
     throw Error(detail::concat("modeled faster than the hardware (a bug in the model or its profile, not a result): ", what(), " on ",
                                hw.name, " moves ", bytes, " bytes in ", seconds * 1e6, " us, ", bytes / seconds / 1e9,
-                               " GB/s, above the line rate of ", line / 1e9, " GB/s ", same_node ? "inside a node" : "across nodes"));
+                               " GB/s, above the line rate of ", line / 1e9, " GB/s of ", link.name));
 }
 
 double element_bytes(const std::string& dtype) { return dtype == "fp32" ? 4.0 : 2.0; }
 
-RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q, bool causal) {
-  const double B = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
+RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, const Tier& link, double kv_per_q, bool causal) {
+  const double B = link.bandwidth;
   const double bytes = element_bytes(o.dtype);  // of K and V
   const double F = hw.peak_flops(o.dtype == "fp32" ? "fp32" : "bf16");
   const double pairs = causal ? 2 : 1;           // a causal step computes half its c x c pairs
   const char* doubling = causal ? "2 " : "";
   if (at_roofline(hw, o)) return {pairs * kv_per_q * F / B * bytes / 2, "F/B", doubling};
   const AttentionCurve& k = hw.efficiency.attention.at(attention_kernel_of(hw, o)).forward;
-  const double B_nccl = B * (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link);
+  const double B_nccl = B * link.efficiency;
   const double R = k.rate * hw.efficiency.clock * F / hw.peak_flops_bf16;  // the kernels' rates are bf16's
   return {std::max(0.0, pairs * kv_per_q * R / B_nccl * bytes / 2 - k.k_half), "R/B_nccl - k_half", doubling};
 }
 
-double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o, bool same_node, int64_t b, int64_t H, int64_t Hkv,
+double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o, const Tier& link, int64_t b, int64_t H, int64_t Hkv,
                                        int64_t d) {
-  if (at_roofline(hw, o)) return ring_threshold(hw, o, same_node, double(Hkv) / double(H)).tokens;
+  if (at_roofline(hw, o)) return ring_threshold(hw, o, link, double(Hkv) / double(H)).tokens;
   const Efficiency& e = hw.efficiency;
   const AttentionKernel& kernel = e.attention.at(attention_kernel_of(hw, o));
   const double bytes = element_bytes(o.dtype);
@@ -311,7 +311,7 @@ double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o
   };
   // K and V, two messages, each paying the link's latency.
   auto transfer_s = [&](double c) {
-    return 2 * transfer_seconds(double(b) * c * double(Hkv) * double(d) * bytes, same_node, hw, o);
+    return 2 * transfer_seconds(double(b) * c * double(Hkv) * double(d) * bytes, link, hw, o);
   };
   if (compute_s(1) >= transfer_s(1)) return 1;
   double lo = 1, hi = 1 << 26;
@@ -323,11 +323,9 @@ double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o
   return hi;
 }
 
-double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o) {
-  const bool achieved = !at_roofline(hw, o);
-  const double line = same_node ? hw.intra_bandwidth : hw.inter_bandwidth;
-  const double link = achieved ? (same_node ? hw.efficiency.intra_link : hw.efficiency.inter_link) : 1.0;
-  return (same_node ? hw.intra_latency_s : hw.inter_latency_s) + bytes / (line * link);
+double transfer_seconds(double bytes, const Tier& link, const Hardware& hw, const ModelOptions& o) {
+  const double efficiency = at_roofline(hw, o) ? 1.0 : link.efficiency;
+  return link.latency_s + bytes / (link.bandwidth * efficiency);
 }
 
 }  // namespace ringside::model

@@ -106,11 +106,8 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
   e.memory_fraction = fraction(m, "fraction", where + "memory.");
   e.launch_s = json_number(m, "launch_us", where + "memory.", 0, 1e4) * 1e-6;
   e.memory_source = source_of(m, where + "memory.");
-
-  const nlohmann::json& l = member(j, "links", where);
-  e.intra_link = fraction(l, "intra_node", where + "links.");
-  e.inter_link = fraction(l, "inter_node", where + "links.");
-  e.link_source = source_of(l, where + "links.");
+  // (A legacy profile's "links", NCCL's efficiency inside and across nodes, are its tiers':
+  // parse_hardware moves them there before this sees the object.)
   return e;
 }
 
@@ -140,8 +137,7 @@ nlohmann::json efficiency_json(const Efficiency& e) {
   nlohmann::json out = {{"sms", e.sms},
           {"gemm", gemm},
           {"attention", attention},
-          {"memory", {{"fraction", e.memory_fraction}, {"launch_us", e.launch_s * 1e6}, {"source", e.memory_source}}},
-          {"links", {{"intra_node", e.intra_link}, {"inter_node", e.inter_link}, {"source", e.link_source}}}};
+          {"memory", {{"fraction", e.memory_fraction}, {"launch_us", e.launch_s * 1e6}, {"source", e.memory_source}}}};
   if (e.clock != 1) out["clock"] = {{"fraction", e.clock}, {"source", e.clock_source}};
   return out;
 }

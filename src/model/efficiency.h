@@ -83,8 +83,6 @@ struct Efficiency {
   std::string clock_source;
   double memory_fraction = 1, launch_s = 0;
   std::string memory_source;
-  double intra_link = 1, inter_link = 1;  ///< achieved / line rate, inside and across nodes
-  std::string link_source;
 };
 
 /// Parses a profile's "efficiency" object (every fraction in (0, 1], every source a non-empty

@@ -23,8 +23,10 @@
 
 namespace ringside::model {
 
-// The built-in profiles, embedded from src/model/hardware/*.json by CMake.
-extern const std::vector<std::pair<std::string, std::string>> kBuiltinProfiles;
+// The built-in profiles, embedded from src/model/hardware/*.json by CMake, and the parts they
+// are built from: GPUs (gpus/*.json: compute, memory, kernel efficiencies) and systems
+// (systems/*.json: link tiers).
+extern const std::vector<std::pair<std::string, std::string>> kBuiltinProfiles, kBuiltinGpus, kBuiltinSystems;
 
 // ---- profiles ------------------------------------------------------------------------------
 
@@ -56,17 +58,74 @@ nlohmann::json Hardware::to_json() const {
           {"peak_flops", peaks},
           {"memory_bandwidth_GBps", memory_bandwidth / 1e9},
           {"memory_GB", memory_bytes / 1e9},
-          {"gpus_per_node", gpus_per_node},
-          {"intra_node", {{"bandwidth_GBps", intra_bandwidth / 1e9}, {"latency_us", intra_latency_s * 1e6}}},
-          {"inter_node", {{"bandwidth_GBps", inter_bandwidth / 1e9}, {"latency_us", inter_latency_s * 1e6}}},
+          {"tiers", tiers_json(tiers)},
           {"source", source}};
+  if (!gpu.empty()) j["gpu"] = gpu;
+  if (!system.empty()) j["system"] = system;
   if (mxfp8) j["mxfp8"] = true;
   if (efficiency.present) j["efficiency"] = efficiency_json(efficiency);
   return j;
 }
 
-Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
-  if (!j.is_object()) throw ConfigError(source + ": a hardware profile is a JSON object");
+namespace {
+
+// A number of a legacy link object ("intra_node", "inter_node"), set onto a tier's field.
+void legacy_link(const nlohmann::json& j, const char* object, nlohmann::json& tier, const std::string& source, bool required) {
+  const auto it = j.find(object);
+  if (it == j.end()) {
+    if (required) throw ConfigError(source + ": " + object + " must be an object");
+    return;
+  }
+  if (!it->is_object()) throw ConfigError(source + ": " + object + " must be an object");
+  const std::string where = std::string(object) + ".";
+  if (required || it->contains("bandwidth_GBps")) tier["bandwidth_GBps"] = in_range(*it, "bandwidth_GBps", source, where, 1e-3, 1e6);
+  if (required || it->contains("latency_us")) tier["latency_us"] = in_range(*it, "latency_us", source, where, 0, 1e6);
+}
+
+// The first profile format, a node of gpus_per_node GPUs with one link inside (intra_node) and
+// one across (inter_node) and NCCL's share of each under efficiency.links, as two tiers; or,
+// over a profile that has tiers (a file with a built-in base), a patch of its innermost tier
+// and its outermost: lesson 6's "gpus_per_node": 4 over h100-nvlink keeps working.
+nlohmann::json legacy_as_tiers(nlohmann::json j, const std::string& source) {
+  const bool legacy = j.contains("gpus_per_node") || j.contains("intra_node") || j.contains("inter_node") ||
+                      (j.contains("efficiency") && j["efficiency"].is_object() && j["efficiency"].contains("links"));
+  if (!legacy) return j;
+  const bool fresh = !j.contains("tiers");
+  if (fresh && j.contains("efficiency") && j["efficiency"].is_object() && !j["efficiency"].contains("links"))
+    throw ConfigError(source + ": efficiency.links must be an object (NCCL's share of intra_node and inter_node), or give tiers");
+  if (fresh) j["tiers"] = {{{"name", "intra-node"}}, {{"name", "inter-node"}}};
+  nlohmann::json& tiers = j["tiers"];
+  if (!tiers.is_array() || tiers.empty()) throw ConfigError(source + ": tiers must be a list of at least one link tier, innermost first");
+  nlohmann::json& inner = tiers.front();
+  nlohmann::json& outer = tiers.back();
+  if (fresh || j.contains("gpus_per_node")) {
+    const double gpn = in_range(j, "gpus_per_node", source, "", 1, 1 << 20);
+    if (gpn != std::floor(gpn)) throw ConfigError(source + ": gpus_per_node must be a whole number");
+    if (tiers.size() < 2) throw ConfigError(source + ": gpus_per_node: its system has one tier, no node to size");
+    inner["gpus"] = int(gpn);
+    inner.erase("unit");
+  }
+  legacy_link(j, "intra_node", inner, source, fresh);
+  legacy_link(j, "inter_node", outer, source, fresh);
+  if (j.contains("efficiency") && j["efficiency"].is_object() && j["efficiency"].contains("links")) {
+    const nlohmann::json links = j["efficiency"]["links"];
+    if (!links.is_object()) throw ConfigError(source + ": efficiency.links must be an object");
+    for (const auto& [key, tier] : {std::pair<const char*, nlohmann::json*>{"intra_node", &inner}, {"inter_node", &outer}}) {
+      if (links.contains(key)) (*tier)["efficiency"] = in_range(links, key, source, "efficiency.links.", 1e-9, 1);
+      else if (fresh) throw ConfigError(source + ": efficiency.links." + key + " must be a number in (0, 1]");
+      if (links.contains("source")) (*tier)["source"] = links["source"];
+    }
+    j["efficiency"].erase("links");
+  }
+  j.erase("gpus_per_node"), j.erase("intra_node"), j.erase("inter_node");
+  return j;
+}
+
+}  // namespace
+
+Hardware parse_hardware(const nlohmann::json& given, const std::string& source) {
+  if (!given.is_object()) throw ConfigError(source + ": a hardware profile is a JSON object");
+  const nlohmann::json j = legacy_as_tiers(given, source);
   Hardware h;
   auto str = [&](const char* k) {
     const auto it = j.find(k);
@@ -80,21 +139,17 @@ Hardware parse_hardware(const nlohmann::json& j, const std::string& source) {
     throw ConfigError(source + ": name must be 1 to 64 printable characters");
   h.description = j.contains("description") ? str("description") : "";
   h.source = j.contains("source") ? str("source") : "";
+  h.gpu = j.contains("gpu") ? str("gpu") : "";
+  h.system = j.contains("system") ? str("system") : "";
   const nlohmann::json& peak = object(j, "peak_flops", source);
   h.peak_flops_bf16 = in_range(peak, "bf16", source, "peak_flops.", 1e6, 1e18);  // FLOP/s
   h.peak_flops_fp32 = in_range(peak, "fp32", source, "peak_flops.", 1e6, 1e18);
   h.peak_flops_fp8 = peak.contains("fp8") ? in_range(peak, "fp8", source, "peak_flops.", 1e6, 1e18) : 0;
   h.memory_bandwidth = in_range(j, "memory_bandwidth_GBps", source, "", 1e-3, 1e6) * 1e9;
   h.memory_bytes = in_range(j, "memory_GB", source, "", 1e-3, 1e6) * 1e9;
-  const double gpn = in_range(j, "gpus_per_node", source, "", 1, 1 << 20);
-  if (gpn != std::floor(gpn)) throw ConfigError(source + ": gpus_per_node must be a whole number");
-  h.gpus_per_node = int(gpn);
-  const nlohmann::json& in = object(j, "intra_node", source);
-  const nlohmann::json& out = object(j, "inter_node", source);
-  h.intra_bandwidth = in_range(in, "bandwidth_GBps", source, "intra_node.", 1e-3, 1e6) * 1e9;
-  h.inter_bandwidth = in_range(out, "bandwidth_GBps", source, "inter_node.", 1e-3, 1e6) * 1e9;
-  h.intra_latency_s = in_range(in, "latency_us", source, "intra_node.", 0, 1e6) * 1e-6;  // 0: an ideal link
-  h.inter_latency_s = in_range(out, "latency_us", source, "inter_node.", 0, 1e6) * 1e-6;
+  if (!j.contains("tiers")) throw ConfigError(source + ": tiers must be a list of at least one link tier, innermost first (or the "
+                                              "first format's gpus_per_node, intra_node and inter_node)");
+  h.tiers = parse_tiers(j["tiers"], source);
   if (j.contains("mxfp8")) {
     if (!j["mxfp8"].is_boolean()) throw ConfigError(source + ": mxfp8 must be true or false");
     h.mxfp8 = j["mxfp8"].get<bool>();
@@ -149,11 +204,39 @@ nlohmann::json with_base(nlohmann::json j, const std::string& source, int depth 
   throw ConfigError(source + ": base " + detail::shown_input(name) + " is not a built-in profile (" + names + ")");
 }
 
+// A built-in part, "gpu" or "system", by name.
+nlohmann::json part_json(const char* kind, const nlohmann::json& name, const std::string& source) {
+  const auto& table = std::string(kind) == "gpu" ? kBuiltinGpus : kBuiltinSystems;
+  std::string names;
+  for (const auto& [builtin, text] : table) {
+    if (name.is_string() && builtin == name.get<std::string>()) return nlohmann::json::parse(text);
+    names += (names.empty() ? "" : ", ") + builtin;
+  }
+  throw ConfigError(detail::concat(source, ": ", kind, " ", name.is_string() ? detail::shown_input(name.get<std::string>()) : name.dump(),
+                                   " is not a built-in ", kind, " (", names, ")"));
+}
+
+// A profile built from parts: "gpu": NAME takes that GPU's compute, memory and efficiencies,
+// "system": NAME that system's link tiers, and what the profile itself gives replaces either
+// (a merge patch), so that h100-ib is H100's GPU on another system, not a copy.
+nlohmann::json with_parts(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object() || (!j.contains("gpu") && !j.contains("system"))) return j;
+  nlohmann::json merged = j.contains("gpu") ? part_json("gpu", j["gpu"], source) : nlohmann::json::object();
+  merged.erase("name");  // the part's own name is not the profile's
+  if (j.contains("system")) {
+    const nlohmann::json system = part_json("system", j["system"], source);
+    if (!system.contains("tiers")) throw ConfigError(source + ": system " + j["system"].dump() + " gives no tiers");
+    merged["tiers"] = system["tiers"];
+  }
+  merged.merge_patch(j);
+  return merged;
+}
+
 }  // namespace
 
 nlohmann::json hardware_json(const std::string& name) {
   for (const auto& [builtin, text] : kBuiltinProfiles)
-    if (builtin == name) return with_base(apply_parameter_overrides(builtin, nlohmann::json::parse(text)), builtin);
+    if (builtin == name) return with_parts(with_base(apply_parameter_overrides(builtin, nlohmann::json::parse(text)), builtin), builtin);
   throw ConfigError("no built-in profile " + detail::shown_input(name));
 }
 
@@ -166,7 +249,7 @@ Hardware load_hardware(const std::string& name_or_path) {
     const std::string text = output::read_input(name_or_path, "--hw", 1u << 20);
     const std::string source = detail::shown_input(name_or_path, 200);
     try {
-      return parse_hardware(with_base(parse_json(text, name_or_path), source), source);
+      return parse_hardware(with_parts(with_base(parse_json(text, name_or_path), source), source), source);
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {
@@ -201,7 +284,7 @@ Hardware measure_this_machine() {
   const size_t bytes = 64u << 20;
   std::vector<char> src(bytes, 1), dst(bytes);
   const double copy_s = best_of(3, [&] { std::memcpy(dst.data(), src.data(), bytes); });
-  h.memory_bandwidth = h.intra_bandwidth = h.inter_bandwidth = double(bytes) / copy_s;
+  h.memory_bandwidth = double(bytes) / copy_s;
   // Latency: half a round trip of an 8-byte message between two local ranks.
   double rtt = 0;
   run_local(2, [&](Communicator& comm) {
@@ -213,9 +296,12 @@ Hardware measure_this_machine() {
     }
     if (comm.rank() == 0) rtt = std::chrono::duration<double>(clock::now() - t0).count() / 200;
   });
-  h.intra_latency_s = h.inter_latency_s = rtt / 2;
   h.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-  h.gpus_per_node = 1 << 20;  // one process: every rank in one "node"
+  // One process: every rank joined by the same link, this machine's memory.
+  Tier local;
+  local.name = "local memory", local.bandwidth = h.memory_bandwidth, local.latency_s = rtt / 2;
+  local.source = h.source;
+  h.tiers = {local};
   h.memory_shared = true;     // and one memory for all of them
   return h;
 }

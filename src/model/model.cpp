@@ -58,11 +58,13 @@ bool is_grad_sync(const trace::Event& ev) {
 class Replay {
  public:
   Replay(trace::TraceData& out, std::vector<size_t> procs, const Hardware& hw, double bytes_scale, const ModelOptions& o)
-      : out_(out), procs_(std::move(procs)), hw_(hw), scale_(bytes_scale), options_(o), node_of_(o.node_of) {
+      : out_(out), procs_(std::move(procs)), hw_(hw), scale_(bytes_scale), options_(o), topology_(hw.tiers, 1) {
     // The host's costs are the stack's, at the rates real GPUs reach (the roofline has no host).
     if (!at_roofline(hw, o))
       host_kernel_ns_ = int64_t(std::llround(o.stack.host_kernel_s * 1e9)), host_comm_ns_ = int64_t(std::llround(o.stack.host_comm_s * 1e9));
-    for (size_t p : procs_) rank_of_.push_back(out_.ranks[p].rank);
+    int world = o.job_gpus;
+    for (size_t p : procs_) rank_of_.push_back(out_.ranks[p].rank), world = std::max(world, gpu(out_.ranks[p].rank) + 1);
+    topology_ = hw.topology(world);
     ranks_.resize(procs_.size());
     for (size_t i = 0; i < procs_.size(); ++i) build(i);
   }
@@ -244,15 +246,15 @@ class Replay {
         Transfer& t = transfers_[q.front()];
         if (!t.send_post || !t.recv_post) break;  // FIFO: later sends wait behind this one
         const int receiver = std::get<1>(q.front());
-        const bool same_node = node(sender) == node(receiver);
+        const Tier& link = hw_.tiers[topology_.link(gpu(sender), gpu(receiver))];
         const int64_t start = std::max({*t.send_post, *t.recv_post, link_free_[lane]});
         t.start = start;
         auto what = [&] {
           return detail::concat("the transfer from rank ", sender, " to rank ", receiver, " (tag ", std::get<2>(q.front()),
                                 ", seq ", std::get<3>(q.front()), ", ", t.bytes, " bytes)");
         };
-        const double sec = transfer_seconds(double(t.bytes), same_node, hw_, options_);
-        check_transfer_within_hardware(double(t.bytes), sec, same_node, hw_, what);
+        const double sec = transfer_seconds(double(t.bytes), link, hw_, options_);
+        check_transfer_within_hardware(double(t.bytes), sec, link, hw_, what);
         t.end = after(start, sec, what);
         link_free_[lane] = *t.end;
         q.pop_front();
@@ -309,16 +311,16 @@ class Replay {
   trace::TraceData& out_;
   std::vector<size_t> procs_;
   std::vector<int> rank_of_;
-  // A rank's node: the placement given, else consecutive ranks fill each node.
-  int node(int rank) const {
-    return size_t(rank) < node_of_.size() ? node_of_[size_t(rank)] : rank / hw_.gpus_per_node;
+  // A rank's GPU: the placement given, else its own number (consecutive ranks fill each domain).
+  int gpu(int rank) const {
+    return size_t(rank) < options_.gpu_of.size() ? options_.gpu_of[size_t(rank)] : rank;
   }
 
   const Hardware& hw_;
   int64_t host_kernel_ns_ = 0, host_comm_ns_ = 0;
   double scale_;
   const ModelOptions& options_;
-  const std::vector<int>& node_of_;
+  Topology topology_;  // the job's GPUs on the profile's tiers: every transfer's link
   std::vector<RankState> ranks_;
   std::map<Key, Transfer> transfers_;
   // Per (sender, lane): lane 0 the rank's program, 1 its overlapped gradient all-reduce.

@@ -24,6 +24,7 @@
 #include "core/progress.h"
 #include "model/efficiency.h"
 #include "model/stack.h"
+#include "model/topology.h"
 #include "run/runner.h"
 #include "trace/run_info.h"
 #include "trace/trace_file.h"
@@ -33,13 +34,14 @@ namespace ringside::model {
 /// A machine, per GPU: what a profile JSON file holds (src/model/hardware/*.json).
 struct Hardware {
   std::string name, description, source;
+  std::string gpu, system;  ///< the parts it is built from (gpus/, systems/), where it names them
   double peak_flops_bf16 = 0, peak_flops_fp32 = 0;  ///< FLOP/s
   double peak_flops_fp8 = 0;                         ///< FLOP/s; 0: no FP8 tensor cores
   double memory_bandwidth = 0;                       ///< bytes/s
   double memory_bytes = 0;                           ///< capacity per GPU
-  int gpus_per_node = 1;
-  double intra_bandwidth = 0, intra_latency_s = 0;  ///< bytes/s and seconds, inside a node
-  double inter_bandwidth = 0, inter_latency_s = 0;  ///< across nodes
+  /// Its system's link tiers, innermost first (topology.h): NVLink in a node or a rack, then
+  /// InfiniBand. Placement is the Topology's alone: topology(P).
+  std::vector<Tier> tiers;
   bool memory_shared = false;  ///< this-machine: all ranks share one memory (the verdict sums them)
   bool mxfp8 = false;          ///< MXFP8 tensor cores (Blackwell): --fp8-recipe mxfp8
   Efficiency efficiency;       ///< what it achieves, with sources (absent: the roofline only)
@@ -48,6 +50,13 @@ struct Hardware {
   double peak_flops(const std::string& dtype) const {
     return dtype == "fp32" ? peak_flops_fp32 : dtype == "fp8" ? peak_flops_fp8 : peak_flops_bf16;
   }
+
+  /// Its tiers as a job of `world` GPUs fills them: where each rank sits, which tier each link
+  /// and each group uses. Throws ConfigError for world < 1.
+  Topology topology(int world) const { return Topology(tiers, world); }
+  /// The innermost tier's domain size: the GPUs one NVLink domain holds (a node's 8, a rack's 72).
+  /// 1 where one tier joins every GPU (no placement matters).
+  int domain_gpus() const { return tiers.size() > 1 ? tiers.front().gpus : 1; }
 
   /// The profile as JSON, in the file format (GB/s, us, GB).
   nlohmann::json to_json() const;
@@ -125,10 +134,13 @@ struct ModelOptions {
   /// TP's all-gathers and reduce-scatters split into chunks under their GEMMs (Megatron's
   /// --tp-comm-overlap, torch's async TP: model/tp_overlap.h); unset, the stack's.
   std::optional<bool> tp_comm_overlap;
-  /// The node of each rank, by rank (empty: rank / gpus_per_node, the schedule's own order): a
+  /// The GPU of each rank, by rank (empty: rank r on GPU r, the schedule's own order): a
   /// placement other than the recorded one, such as the same schedule with its groups placed
-  /// in cp-tp order (the planner's reuse of a dry run). Ranks past its end: rank / gpus_per_node.
-  std::vector<int> node_of;
+  /// in cp-tp order (the planner's reuse of a dry run). Ranks past its end: their own number.
+  std::vector<int> gpu_of;
+  /// The job's GPUs, which set how the system's domains are filled (Topology): a group's
+  /// schedule replayed as part of a larger job (the step planner's). 0: the schedule's ranks.
+  int job_gpus = 0;
   /// The gradient all-reduce (sublayer grad_sync) overlapped with the backward, as Megatron's
   /// --overlap-grad-reduce runs it: each rank's grad_sync events run on a stream of their own, in
   /// their order, each starting once the rank's backward has passed the point where it was posted
@@ -152,7 +164,7 @@ bool tp_comm_overlap_of(const ModelOptions& o);
 /// attention_kernel_of), the stack's name, its merge, FP8 recipe (under fp8 only), TP overlap and
 /// gradient reduction type unless `o` overrides them, and the layer's overlapped gradient
 /// all-reduce. The record a modeled trace and each modeled group keep (otherData.modeling) and
-/// every command that models writes in its --json; node_of, a candidate's placement, is not an
+/// every command that models writes in its --json; gpu_of, a candidate's placement, is not an
 /// option of the run and is not in it.
 trace::ModelingInfo modeling_info(const Hardware& hw, const ModelOptions& o);
 
@@ -177,7 +189,7 @@ std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o);
 std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::string& wrap = " ");
 
 /// Lesson 3's threshold: the tokens c a ring block needs for its compute to hide its K/V
-/// transfer, for `kv_per_q` K/V heads a query head (Hkv/H), on the link inside a node or across.
+/// transfer, for `kv_per_q` K/V heads a query head (Hkv/H), on a link of tier `link`.
 /// The roofline (--efficiency ideal, or a profile without efficiency): (Hkv/H) F / B (Liu et al.
 /// 2023). Achieved: the attention kernel's forward rate R c / (c + k_half) against NCCL's share
 /// of the link gives (Hkv/H) R / B_nccl - k_half (at least 0). fp32 moves twice the bytes; fp8
@@ -191,7 +203,7 @@ struct RingThreshold {
   const char* formula = "";
   const char* doubling = "";
 };
-RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool same_node, double kv_per_q, bool causal = false);
+RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, const Tier& link, double kv_per_q, bool causal = false);
 
 /// Lesson 3's threshold with each ring step's fixed costs: the smallest c where a step's compute
 /// (the attention kernel's c x c block of H heads at its achieved rate, occupancy included, its
@@ -199,7 +211,7 @@ RingThreshold ring_threshold(const Hardware& hw, const ModelOptions& o, bool sam
 /// and kernels) lasts as long as its transfer (K and V: two messages of b c Hkv d elements, each
 /// paying the link's latency). Found by bisection; the roofline's (Hkv/H) F/B under --efficiency
 /// ideal. Unmasked, as every step after the first is under the contiguous layout.
-double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o, bool same_node, int64_t b, int64_t H, int64_t Hkv,
+double ring_threshold_with_fixed_costs(const Hardware& hw, const ModelOptions& o, const Tier& link, int64_t b, int64_t H, int64_t Hkv,
                                        int64_t d);
 
 /// The modeled seconds of one compute event `ev` of a recorded trace (its bytes already scaled
@@ -221,16 +233,16 @@ int op_kernels(const trace::Event& ev, const Hardware& hw, const ModelOptions& o
 /// rounding. Units: seconds, bytes.
 void check_op_within_hardware(const trace::Event& ev, double bytes, double seconds, const Hardware& hw, const ModelOptions& o,
                               const std::function<std::string()>& what);
-void check_transfer_within_hardware(double bytes, double seconds, bool same_node, const Hardware& hw,
+void check_transfer_within_hardware(double bytes, double seconds, const Tier& link, const Hardware& hw,
                                     const std::function<std::string()>& what);
 
 /// Bytes an element of the modeled type `dtype` holds: fp32 4, bf16 2, fp8 2 (only the GEMMs
 /// run in FP8: its tensors keep bf16's bytes, ModelOptions::dtype).
 double element_bytes(const std::string& dtype);
 
-/// The modeled seconds of a `bytes` transfer inside a node or across nodes: latency +
-/// bytes / (line rate x link efficiency); ideal: / line rate.
-double transfer_seconds(double bytes, bool same_node, const Hardware& hw, const ModelOptions& o);
+/// The modeled seconds of a `bytes` transfer on a link of tier `link`: latency + bytes / (line
+/// rate x the tier's NCCL efficiency); ideal: / line rate.
+double transfer_seconds(double bytes, const Tier& link, const Hardware& hw, const ModelOptions& o);
 
 /// Replays every strategy of `schedule` on `hw` and returns the modeled trace (a trace that is
 /// already modeled is refused: ConfigError; the modeled twins of a measured trace, the groups

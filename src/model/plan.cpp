@@ -27,27 +27,52 @@ namespace {
 
 // ---- where a configuration's groups sit -------------------------------------------------
 
-// Whether any group of the kind spans two nodes (consecutive world ranks fill a node).
-bool crosses_nodes(const ParallelConfig& par, GroupKind kind, int gpus_per_node) {
-  for (const std::vector<int>& g : group_members(par, kind))
-    for (int r : g)
-      if (r / gpus_per_node != g.front() / gpus_per_node) return true;
-  return false;
-}
-
-std::string link_words(bool across) { return across ? "across nodes" : "in node"; }
+std::string num(double v);
 
 }  // namespace
 
-// The node of each rank of the tp-cp schedule when the same coordinates are placed in `par`'s
+Span widest_span(const ParallelConfig& par, GroupKind kind, const Topology& topology) {
+  Span widest;
+  bool first = true;
+  for (const std::vector<int>& g : group_members(par, kind)) {
+    const Span s = topology.span(g);
+    const auto outer_hops = [](const Span& x) { return x.hops[x.tier]; };
+    if (first || s.tier > widest.tier || (s.tier == widest.tier && outer_hops(s) > outer_hops(widest))) widest = s;
+    widest.uneven |= s.uneven;
+    first = false;
+  }
+  return widest;
+}
+
+std::string link_words(const Span& span, const Hardware& hw) {
+  const Tier& tier = hw.tiers[span.tier];
+  if (hw.tiers.size() == 1) return "over " + tier.name;
+  if (span.tier == 0) return "inside one " + tier.name + " domain";
+  return "across " + tier.name + (span.tier == 1 ? "" : " (tier " + std::to_string(span.tier) + ")");
+}
+
+std::string placement_words(const Span& span, const Hardware& hw, bool ring) {
+  const Tier& tier = hw.tiers[span.tier];
+  const std::string rate = " (" + num(tier.bandwidth / 1e9) + " GB/s)";
+  if (hw.tiers.size() == 1) return "runs over " + tier.name + rate;
+  if (span.tier == 0) return "sits inside one " + tier.name + " domain" + rate;
+  std::string how = "crosses " + tier.name;
+  // A ring whose members are strided may cross on some hops only.
+  if (ring && span.hops[span.tier] < span.size) how += detail::concat(" on ", span.hops[span.tier], " of its ", span.size, " hops");
+  if (span.uneven) how += detail::concat(", its ", hw.tiers[span.tier - 1].name, " domains holding ", span.fewest[span.tier - 1], " to ",
+                                         span.most[span.tier - 1], " of it");
+  return how + rate;
+}
+
+// The GPU of each rank of the tp-cp schedule when the same coordinates are placed in `par`'s
 // order: the cp-tp placement of a tp-cp dry run.
-std::vector<int> schedule_nodes(const ParallelConfig& par, int P, int gpus_per_node) {
+std::vector<int> schedule_gpus(const ParallelConfig& par, int P) {
   ParallelConfig recorded = par;
   recorded.order = RankOrder::tp_cp;
   const RankGrid from = RankGrid::of(recorded), placed = RankGrid::of(par);
-  std::vector<int> node(static_cast<size_t>(P));
-  for (int rank = 0; rank < P; ++rank) node[size_t(rank)] = placed.rank_at(from, rank) / gpus_per_node;
-  return node;
+  std::vector<int> gpu(static_cast<size_t>(P));
+  for (int rank = 0; rank < P; ++rank) gpu[size_t(rank)] = placed.rank_at(from, rank);
+  return gpu;
 }
 
 namespace {
@@ -68,6 +93,12 @@ std::string fixed3(double v) {
   return buf;
 }
 
+// The widest span of the candidate's groups of `kind` on the job's GPUs (the group's own P, or
+// the whole step's around it: ModelOptions::job_gpus).
+Span span_of(const PlanCandidate& c, const RunPlan& plan, GroupKind kind, const Hardware& hw, const ModelOptions& o) {
+  return widest_span(c.par, kind, hw.topology(std::max(plan.P, o.job_gpus)));
+}
+
 // The ring's threshold of lesson 3: a block of c tokens hides its K/V when c >= (Hkv/H) F/B in
 // bf16 (Liu et al. 2023), twice that under a causal mask (lesson 6); fp32 moves twice the bytes.
 // A scheme whose hop carries something else (the pass-Q ring: q, out and lse) scales the same
@@ -76,21 +107,21 @@ std::string ring_reason(const PlanCandidate& c, const RunPlan& plan, const Hardw
   const LayerConfig& cfg = plan.layer;
   const ParallelConfig& par = c.par;
   const int R = par.ring_size(), U = par.a2a_size();
-  const bool across = crosses_nodes(par, GroupKind::ring, hw.gpus_per_node);
+  const Span span = span_of(c, plan, GroupKind::ring, hw, o);
   // What a hop carries per query head it serves: Hkv/H for the K/V ring, after Ulysses the kv
   // heads a rank reads per query head, (2 d + 1) / 2 d for q, out and lse.
   const Shares mine(plan, 0);
   const double per_token_head = 2.0 * double(mine.b * U * mine.n_c * mine.heads.q_count * mine.d * dtype_size(DType::f32));
   const double kv_per_q = double(par.scheme().hop_bytes(mine, DType::f32)) / per_token_head;
   const double block = double(plan.packing->S) / R;
-  const RingThreshold t = ring_threshold(hw, o, !across, kv_per_q, cfg.causal);
+  const RingThreshold t = ring_threshold(hw, o, hw.tiers[span.tier], kv_per_q, cfg.causal);
   // Past Hkv, Ulysses replicates kv heads: the factor is then what a rank reads, not Hkv/H.
   const std::string carries = par.scheme().hop_carries;
   const std::string factor = kv_per_q == double(cfg.Hkv) / double(cfg.H) ? "(Hkv/H)"
                              : U > 1 ? "(kv/q heads read = 1/" + num(1 / kv_per_q) + ")"
                                      : "(" + carries + " = " + fixed3(kv_per_q) + " x 2 H d)";
   // The ring's own name in configuration names: "ring", or the pass-Q ring's "ring-q".
-  return par.scheme().strategy.back() + (" " + std::to_string(R)) + " " + link_words(across) + ": c = " + num(block) + (block >= t.tokens ? " >= " : " < ") +
+  return par.scheme().strategy.back() + (" " + std::to_string(R)) + " " + link_words(span, hw) + ": c = " + num(block) + (block >= t.tokens ? " >= " : " < ") +
          t.doubling + factor + " " + t.formula + " = " + num(t.tokens) + (block >= t.tokens ? ", " + carries + " hidden" : ", " + carries + " exposed");
 }
 
@@ -98,7 +129,7 @@ std::string a2a_reason(const PlanCandidate& c, const RunPlan& plan, const Hardwa
   const std::string& dtype = o.dtype;
   const LayerConfig& cfg = plan.layer;
   const int U = c.par.a2a_size(), P = c.par.tp * c.par.cp;
-  const bool across = crosses_nodes(c.par, GroupKind::a2a, hw.gpus_per_node);
+  const Span span = span_of(c, plan, GroupKind::a2a, hw, o);
   // Jacobs et al. 2023 (lesson 5): a rank holds N h / P of q and of out, and Hkv'/H as much of k
   // and v (Hkv': the kv heads it reads after the all-to-all); each all-to-all over U sends
   // (U-1)/U of its tensor. MHA with U = P: 4 N h (P-1)/P^2, the paper's 4Nh/P per link.
@@ -107,18 +138,18 @@ std::string a2a_reason(const PlanCandidate& c, const RunPlan& plan, const Hardwa
   const double volume = (2 + 2 * kv_per_q) * double(cfg.b * plan.packing->S) * double(cfg.h) / P * (U - 1) / U *
                         element_bytes(dtype);
   const std::string formula = kv_per_q == 1 ? "4 N h (U-1)/(U P)" : "(2 + 2 Hkv'/H) N h (U-1)/(U P)";
-  return "a2a " + std::to_string(U) + " " + link_words(across) + ": " + formula + " = " + format_bytes(volume) +
+  return "a2a " + std::to_string(U) + " " + link_words(span, hw) + ": " + formula + " = " + format_bytes(volume) +
          " forward, exposed (U <= H/T = " + std::to_string(cfg.H / c.par.tp) + ")";
 }
 
 std::string all_gather_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o) {
   const std::string& dtype = o.dtype;
   const LayerConfig& cfg = plan.layer;
-  const bool across = crosses_nodes(c.par, GroupKind::cp, hw.gpus_per_node);
+  const Span span = span_of(c, plan, GroupKind::cp, hw, o);
   const int64_t S = plan.packing->S;
   const double kv = 2.0 * double(cfg.b * S) * double(cfg.Hkv / c.par.tp) * double(cfg.d()) * element_bytes(dtype);
-  const double gather_s = kv * (c.par.cp - 1) / c.par.cp / (across ? hw.inter_bandwidth : hw.intra_bandwidth);
-  return "all_gather " + std::to_string(c.par.cp) + " " + link_words(across) + ": K/V 2 " + (S != cfg.s ? "S" : "s") +
+  const double gather_s = kv * (c.par.cp - 1) / c.par.cp / hw.tiers[span.tier].bandwidth;
+  return "all_gather " + std::to_string(c.par.cp) + " " + link_words(span, hw) + ": K/V 2 " + (S != cfg.s ? "S" : "s") +
          " Hkv d / T = " + format_bytes(kv) +
          ", " + format_ns(gather_s * 1e9) + " a gather, exposed";
 }
@@ -126,11 +157,11 @@ std::string all_gather_reason(const PlanCandidate& c, const RunPlan& plan, const
 std::string tp_reason(const PlanCandidate& c, const RunPlan& plan, const Hardware& hw, const ModelOptions& o) {
   const std::string& dtype = o.dtype;
   const LayerConfig& cfg = plan.layer;
-  const bool across = crosses_nodes(c.par, GroupKind::tp, hw.gpus_per_node);
+  const Span span = span_of(c, plan, GroupKind::tp, hw, o);
   const int T = c.par.tp;
   // Korthikanti et al. 2022: per block an all-gather and a reduce-scatter of N_c h, (T-1)/T each.
   const double per = double(cfg.b * plan.packing->S) / c.par.cp * double(cfg.h) * (T - 1) / T * element_bytes(dtype);
-  return "TP " + std::to_string(T) + " " + link_words(across) + ": " + format_bytes(per) + " per all-gather and reduce-scatter, " +
+  return "TP " + std::to_string(T) + " " + link_words(span, hw) + ": " + format_bytes(per) + " per all-gather and reduce-scatter, " +
          (tp_comm_overlap_of(o) ? "in chunks under its GEMMs (TP overlap), the first exposed" : "exposed");
 }
 
@@ -161,7 +192,7 @@ std::string layer_reason(const PlanCandidate& c, const RunPlan& plan, const Hard
     const double grads = 2.0 * double(parallel_param_count(plan)) * element_bytes(o.dtype) *
                          (c.par.cp - 1) / c.par.cp;
     parts.push_back("grad all-reduce over CP " + std::to_string(c.par.cp) + " " +
-                    link_words(crosses_nodes(c.par, GroupKind::cp, hw.gpus_per_node)) + ": " + format_bytes(grads) + " exposed");
+                    link_words(span_of(c, plan, GroupKind::cp, hw, o), hw) + ": " + format_bytes(grads) + " exposed");
   }
   if (worst == "attention" && has_cp) parts.push_back(cp_reason());
   if (has_tp) parts.push_back(tp_reason(c, plan, hw, o));
@@ -266,17 +297,19 @@ std::shared_ptr<const RecordedSchedule> recorded_schedule(const RunPlan& plan, b
 
 namespace {
 
-// Bytes each rank sends inside its node and across, by the placement `node` (fp32 bytes scaled).
-std::pair<double, double> link_traffic(const trace::TraceData& schedule, const std::vector<int>& node, double scale) {
-  double intra = 0, inter = 0;
+// Bytes each rank sends on each tier's links, the most of any rank per tier, by the placement
+// `gpu_of` on `topology` (fp32 bytes scaled).
+std::vector<double> link_traffic(const trace::TraceData& schedule, const std::vector<int>& gpu_of, const Topology& topology,
+                                 double scale) {
+  std::vector<double> most(topology.tiers().size(), 0.0);
   for (const trace::RankTrace& r : schedule.ranks) {
-    double in = 0, out = 0;
+    std::vector<double> mine(most.size(), 0.0);
     for (const trace::Event& e : r.events)
       if (e.stream == trace::Stream::comm && e.direction == trace::Direction::send && e.peer >= 0)
-        (node[size_t(r.rank)] == node[size_t(e.peer)] ? in : out) += double(e.bytes) * scale;
-    intra = std::max(intra, in), inter = std::max(inter, out);
+        mine[topology.link(gpu_of[size_t(r.rank)], gpu_of[size_t(e.peer)])] += double(e.bytes) * scale;
+    for (size_t t = 0; t < most.size(); ++t) most[t] = std::max(most[t], mine[t]);
   }
-  return {intra, inter};
+  return most;
 }
 
 void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOptions& o, const Hardware& hw) {
@@ -285,7 +318,7 @@ void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOp
   const std::string& dtype = o.modeling.dtype;
   const double scale = element_bytes(dtype) / 4;
   ModelOptions mo = o.modeling;
-  mo.node_of = schedule_nodes(c.par, P, hw.gpus_per_node);
+  mo.gpu_of = schedule_gpus(c.par, P);
   const trace::TraceData modeled = model_trace(rec.schedule, hw, mo);
   const std::vector<trace::StrategyMetrics> metrics = trace::compute_metrics(modeled);
   RS_CHECK(metrics.size() == 1, "plan: one group per schedule, got ", metrics.size());
@@ -295,8 +328,8 @@ void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOp
   row.overlap_pct = m.total.overlap_pct();
   const std::optional<trace::Breakdown> attention = trace::sublayer_comm(m, "attention");
   row.attention_hidden_pct = attention ? attention->overlap_pct() : std::nan("");
-  const auto [intra, inter] = link_traffic(rec.schedule, mo.node_of, scale);
-  row.intra_bytes = L * intra, row.inter_bytes = L * inter;
+  row.tier_bytes = link_traffic(rec.schedule, mo.gpu_of, hw.topology(P), scale);
+  for (double& b : row.tier_bytes) b *= L;
   // Memory for L layers: one layer's working peak, measured by the dry run, and L - 1 more
   // layers' weights, gradients and saved activations (the formulas, which the tests hold equal
   // to what the dry run counts).
@@ -323,21 +356,12 @@ void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOp
 
 // ---- the verdict ----------------------------------------------------------------------
 
-std::string where(const PlanCandidate& c, const LayerConfig& cfg, const Hardware& hw) {
+std::string where(const PlanCandidate& c, int P, const Hardware& hw) {
+  const Topology topology = hw.topology(P);
   std::vector<std::string> parts;
   auto say = [&](GroupKind kind, const std::string& what, int size) {
     if (size < 2) return;
-    const bool across = crosses_nodes(c.par, kind, hw.gpus_per_node);
-    std::string how = across ? " crosses nodes" : " sits inside a node";
-    if (across && kind == GroupKind::ring) {  // a strided ring may cross on some hops only
-      const std::vector<int> g = group_members(c.par, kind).front();
-      int crossing = 0;
-      for (size_t i = 0; i < g.size(); ++i)
-        crossing += g[i] / hw.gpus_per_node != g[(i + 1) % g.size()] / hw.gpus_per_node;
-      if (crossing < int(g.size())) how = detail::concat(" crosses nodes on ", crossing, " of its ", g.size(), " hops");
-    }
-    parts.push_back("its " + what + " of " + std::to_string(size) + how + " (" +
-                    num((across ? hw.inter_bandwidth : hw.intra_bandwidth) / 1e9) + " GB/s)");
+    parts.push_back("its " + what + " of " + std::to_string(size) + " " + placement_words(widest_span(c.par, kind, topology), hw, kind == GroupKind::ring));
   };
   say(GroupKind::tp, "TP group", c.par.tp);
   if (c.par.scheme().groups.cp) say(GroupKind::cp, "all_gather group", c.par.cp);
@@ -355,7 +379,7 @@ std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptio
   char head[256];
   std::snprintf(head, sizeof head, "%s wins on %s: %s per step of %d layer%s (modeled). ", win.candidate.name().c_str(),
                 plan.hw.name.c_str(), format_ns(win.step_s * 1e9).c_str(), o.layers, o.layers == 1 ? "" : "s");
-  std::string v = std::string(head) + "Placement: " + where(win.candidate, cfg, plan.hw) + ". Why: " + win.reason + ".";
+  std::string v = std::string(head) + "Placement: " + where(win.candidate, plan.P, plan.hw) + ". Why: " + win.reason + ".";
   // The recompute it needs, against the fastest that needs less.
   if (win.candidate.par.recompute != Recompute::none) {
     const PlanRow* lighter = nullptr;
@@ -373,7 +397,7 @@ std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptio
     char tail[256];
     std::snprintf(tail, sizeof tail, " The runner-up (the best other split: other degrees, CP kind or placement), %s, is %.1f%% slower: ",
                   second->candidate.name().c_str(), 100.0 * (second->step_s / win.step_s - 1));
-    v += tail + where(second->candidate, cfg, plan.hw) + "; " + second->reason + ".";
+    v += tail + where(second->candidate, plan.P, plan.hw) + "; " + second->reason + ".";
   }
   return v;
 }
@@ -402,8 +426,8 @@ const PlanRow* runner_up(const Plan& plan) {
   const ParallelConfig& win = plan.rows.empty() ? ParallelConfig{} : plan.rows[0].candidate.par;
   auto same_split = [&](const ParallelConfig& p) {
     if (p.name() == win.name()) return true;
-    const bool one_node = int64_t(p.tp) * p.cp <= plan.hw.gpus_per_node;
-    return one_node && p.tp == win.tp && p.cp == win.cp && p.cp_comm == win.cp_comm && p.a2a_size() == win.a2a_size();
+    const bool one_domain = plan.hw.tiers.size() == 1 || p.tp * p.cp <= plan.hw.topology(plan.P).domain_gpus(0);
+    return one_domain && p.tp == win.tp && p.cp == win.cp && p.cp_comm == win.cp_comm && p.a2a_size() == win.a2a_size();
   };
   const size_t n = plan.ranked();
   for (size_t i = 1; i < n; ++i)
@@ -539,6 +563,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
     progress.advance();
     Plan plan;
     plan.hw = profiles[p];
+    plan.P = P;
     plan.rows = std::move(rows[p]);
     std::stable_sort(plan.rows.begin(), plan.rows.end(), [](const PlanRow& a, const PlanRow& b) {
       if (a.status != b.status) return int(a.status) < int(b.status);  // ranked, invalid, out of memory

@@ -19,6 +19,7 @@
 
 #include "core/progress.h"
 #include "model/model.h"
+#include "parallel/groups.h"
 #include "trace/metrics.h"
 
 namespace ringside::model {
@@ -45,7 +46,7 @@ struct PlanOptions {
   int layers = 1;   ///< L
   std::vector<Recompute> modes{Recompute::none, Recompute::selective, Recompute::full};
   /// How each candidate is modeled: the element type, efficiency, stack and its overrides (its
-  /// node_of is the planner's own, from each candidate's placement).
+  /// gpu_of is the planner's own, from each candidate's placement).
   ModelOptions modeling;
   Layout layout = Layout::automatic;  ///< --layout: automatic weighs every layout that differs
   /// --cp-comm: the context-parallel schemes to weigh; empty: those a framework runs
@@ -75,13 +76,21 @@ struct PlanRow {
   double overlap_pct = 0;    ///< of all communication, time under compute
   double attention_hidden_pct = 0;  ///< of attention's own communication (K/V, all-to-alls), time under compute; NaN: none
   double peak_bytes = 0;     ///< the largest GPU's peak (out_of_memory: what it would need)
-  double intra_bytes = 0;    ///< sent inside a node (NVLink), the most of any GPU
-  double inter_bytes = 0;    ///< sent across nodes (InfiniBand), the most of any GPU
+  /// Bytes sent on each tier's links (the profile's tiers, innermost first: NVLink, then
+  /// InfiniBand), the most of any GPU.
+  std::vector<double> tier_bytes;
+  /// Of those, the bytes that leave the innermost tier's domain (all of them on a one-tier system).
+  double beyond_domain_bytes() const {
+    double b = 0;
+    for (size_t t = tier_bytes.size() > 1 ? 1 : 0; t < tier_bytes.size(); ++t) b += tier_bytes[t];
+    return b;
+  }
 };
 
 /// The plan on one profile: the ranked rows by step time, then the rejected ones.
 struct Plan {
   Hardware hw;
+  int P = 1;  ///< the GPUs planned for
   std::vector<PlanRow> rows;
   std::string verdict;  ///< why the winner wins: where its groups sit, and the runner-up
   size_t ranked() const;
@@ -102,7 +111,7 @@ struct PlanStats {
 
 /// The plan of `cfg` (a valid layer: resolve_one_rank) on o.gpus GPUs for each profile. One
 /// dry run serves every order and profile of a schedule shape (the cp-tp order is the tp-cp
-/// schedule placed differently: ModelOptions::node_of), and a candidate whose weights, gradients
+/// schedule placed differently: ModelOptions::gpu_of), and a candidate whose weights, gradients
 /// and saved activations alone (the formulas) exceed every profile's memory is rejected without
 /// one. Throws ConfigError when no candidate is valid (each rule named) or none fits on any
 /// profile (the smallest need named).
@@ -110,7 +119,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
                             PlanStats* stats = nullptr);
 
 /// A candidate's schedule, recorded once by a dry run in tp-cp order: every order places the
-/// same coordinates, so one schedule serves both orders and every profile (schedule_nodes).
+/// same coordinates, so one schedule serves both orders and every profile (schedule_gpus).
 struct RecordedSchedule {
   RunPlan plan;                            ///< the candidate's, in tp-cp order
   std::unique_ptr<MemoryTracker> tracker;  ///< before the results: it outlives their tensors
@@ -134,9 +143,19 @@ class ScheduleCacheScope {
 /// record_schedule, from the cache while a ScheduleCacheScope lives.
 std::shared_ptr<const RecordedSchedule> recorded_schedule(const RunPlan& plan, bool grad_sync);
 
-/// The node of each rank of a tp-cp schedule of P ranks when its coordinates are placed in
-/// `par`'s order, on nodes of `gpus_per_node` consecutive ranks (ModelOptions::node_of).
-std::vector<int> schedule_nodes(const ParallelConfig& par, int P, int gpus_per_node);
+/// The GPU of each rank of a tp-cp dry run when the same coordinates are placed in `par`'s order
+/// (ModelOptions::gpu_of): a cp-tp candidate replayed from the tp-cp schedule.
+std::vector<int> schedule_gpus(const ParallelConfig& par, int P);
+/// The widest span of `par`'s groups of `kind` on `topology` (its ranks the job's first GPUs):
+/// the one whose links reach the outermost tier, the most of its ring's hops on it; uneven when
+/// any group is. Every consumer of the planners asks this, or Topology::span, for placement.
+Span widest_span(const ParallelConfig& par, GroupKind kind, const Topology& topology);
+/// The tier a span uses, in words: "inside one NVLink domain", "across InfiniBand", "over
+/// InfiniBand" (a one-tier system).
+std::string link_words(const Span& span, const Hardware& hw);
+/// Where a group sits, for a verdict: "sits inside one NVLink domain (450 GB/s)", "crosses
+/// InfiniBand on 2 of its 16 hops (50 GB/s)" (hops for a ring), and how unevenly.
+std::string placement_words(const Span& span, const Hardware& hw, bool ring);
 
 /// One line on what sets a candidate's time: the formula of its most exposed group, then each
 /// group's (TP's, then context parallelism's), on `hw` as `o` models it; m is its replay's metrics.

@@ -68,7 +68,7 @@ StepCost step_memory(const StepConfig& c, const LayerCost& layer, const EndsCost
   return cost;
 }
 
-EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, const GroupSpan& tp_span, const Hardware& hw,
+EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, const Span& tp_span, const Hardware& hw,
                    const ModelOptions& o, bool sequence_parallel) {
   if (tokens < 1 || vocab < 1 || cfg.h < 1 || tp < 1)
     throw ConfigError(detail::concat("the embedding and head need n, V, h and T >= 1 (n = ", tokens, ", V = ", vocab, ", h = ",
@@ -153,7 +153,7 @@ PipelineSpec pipeline_spec(const StepConfig& c, const LayerCost& layer, const En
     }
     p.stage_forward_s.push_back(forward), p.stage_backward_s.push_back(backward);
   }
-  if (c.pp > 1) p.p2p_s = transfer_seconds(layer.p2p_bytes, !c.pp_across_nodes, hw, o);
+  if (c.pp > 1) p.p2p_s = transfer_seconds(layer.p2p_bytes, hw.tiers[std::min(c.pp_tier, hw.tiers.size() - 1)], hw, o);
   return p;
 }
 
@@ -189,6 +189,7 @@ StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost&
   const double weight_gather = c.zero == 1 || c.zero == 2 ? collective_seconds(Collective::all_gather, c.weight_bytes * most_params, c.dp_span, hw, o) : 0;
   cost.dp_s = grad_sync + weight_gather;
   cost.grad_sync_s = grad_sync, cost.weight_gather_s = weight_gather, cost.grad_bytes = grads;
+  if (c.zero == 1 || c.zero == 2) cost.gathered_bytes = c.weight_bytes * most_params;
   // Overlapped, bucket by bucket, under the last microbatch's backward on this stage: what
   // outlasts it is exposed, and the last bucket, ready only at the backward's end, always is.
   const double window = busiest_backward;

@@ -65,7 +65,7 @@ struct EndsCost {
 /// nothing; the head's backward all-reduces n h where it reduce-scatters.
 /// Costed as the replay costs the layer's own ops (op_seconds) and collectives (collective_seconds
 /// over `tp_span`). Throws ConfigError for n, V, h or T below 1.
-EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, const GroupSpan& tp_span, const Hardware& hw,
+EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, const Span& tp_span, const Hardware& hw,
                    const ModelOptions& o, bool sequence_parallel = true);
 
 /// The step around the layer.
@@ -85,8 +85,10 @@ struct StepConfig {
   /// Bytes a gradient is reduced in: 0, the weight's; 4 where the stack reduces them in fp32
   /// (Megatron-LM's default for bf16, --accumulate-allreduce-grads-in-fp32).
   double grad_reduce_bytes = 0;
-  GroupSpan dp_span;     ///< where those dp ranks sit
-  bool pp_across_nodes = true;  ///< whether neighbouring stages sit on different nodes
+  Span dp_span;          ///< where those dp ranks sit (Topology::span)
+  /// The tier of the links between neighbouring stages (the outermost a stage's activations
+  /// cross: Span::tier of a pipeline's stages); past the profile's tiers, its outermost.
+  size_t pp_tier = SIZE_MAX;
   /// For a lower bound of the step (the planner's, from a layer's compute alone): the gradient
   /// collective exposed at its least, its last bucket, whatever backward could hide the rest.
   bool least_exposure = false;
@@ -113,6 +115,7 @@ struct StepCost {
   double grad_sync_s = 0;        ///< the gradients' all-reduce (ZeRO 0) or reduce-scatter
   double weight_gather_s = 0;    ///< ZeRO 1 and 2: the updated weights' all-gather after the optimizer
   double grad_bytes = 0;         ///< the bf16 gradients the collectives reduce (the busiest stage's)
+  double gathered_bytes = 0;     ///< ZeRO 1 and 2: the updated weights all-gathered (the busiest stage's)
   double dp_exposed_s = 0;       ///< the part no backward hides
   double optimizer_s = 0;
   int fullest_stage = 0;         ///< the stage whose memory is below

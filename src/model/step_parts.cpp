@@ -15,42 +15,81 @@ namespace ringside::model::step_parts {
 
 // ---- where the groups sit -------------------------------------------------------------
 
-// Members of a dimension of `size` ranks `stride` apart that share a node of G consecutive
-// ranks: G / stride of them (at most size) when stride divides G, one when G divides stride.
-static std::optional<int> per_node(int size, int stride, int gpus_per_node) {
-  if (size == 1) return 1;  // a dimension of one rank spans nothing, whatever its stride
-  if (gpus_per_node % stride == 0) return std::min(size, gpus_per_node / stride);
-  if (stride % gpus_per_node == 0) return 1;
-  return std::nullopt;  // the groups would straddle nodes unevenly
-}
-
-// The span of a group of nested dimensions (size, stride), each stride a multiple of the
-// previous dimensions' extent: its members per node multiply.
-static std::optional<GroupSpan> span_of(const std::vector<std::pair<int, int>>& dims, int gpus_per_node) {
-  GroupSpan span{1, 1};
-  for (const auto& [size, stride] : dims) {
-    const std::optional<int> k = per_node(size, stride, gpus_per_node);
-    if (!k) return std::nullopt;
-    span.size *= size, span.per_node *= *k;
+// Whether every group along `dims` sits alike on `topology`: each dimension's stride and extent
+// (size x stride) divides each tier's domain or is a multiple of it, and every domain is full.
+static bool alike(const RankGrid& grid, const std::vector<Dim>& dims, const Topology& topology) {
+  if (topology.uneven()) return false;
+  for (size_t t = 0; t + 1 < topology.tiers().size(); ++t) {
+    const int domain = topology.domain_gpus(t);
+    for (Dim d : dims) {
+      if (grid.size(d) == 1) continue;
+      for (const int64_t step : {int64_t(grid.stride(d)), int64_t(grid.stride(d)) * grid.size(d)})
+        if (domain % step != 0 && step % domain != 0) return false;
+    }
   }
-  if (span.size % span.per_node != 0) return std::nullopt;
-  return span;
+  return true;
 }
 
-// The strides are the candidate's rank grid's: the group's T C ranks innermost (TP at stride 1
-// in tp-cp order, C in cp-tp), then PP and DP in the candidate's outer order.
-std::optional<Spans> spans_of(const StepCandidate& c, int gpus_per_node) {
+// The members of the group along `dims` holding GPU 0, in group order (innermost dimension fastest).
+static std::vector<int> first_group(const RankGrid& grid, const std::vector<Dim>& dims) {
+  std::vector<int> members{0};
+  for (Dim d : dims) {  // each dimension's members repeat the inner ones at its stride
+    std::vector<int> next;
+    next.reserve(members.size() * size_t(grid.size(d)));
+    for (int i = 0; i < grid.size(d); ++i)
+      for (int m : members) next.push_back(m + i * grid.stride(d));
+    members = std::move(next);
+  }
+  return members;
+}
+
+// The widest group along `dims` (by Span's tier, then its outermost hops) and its span.
+static std::pair<std::vector<int>, Span> widest_group(const RankGrid& grid, const std::vector<Dim>& dims, const Topology& topology) {
+  if (alike(grid, dims, topology)) {
+    std::vector<int> g = first_group(grid, dims);
+    Span s = topology.span(g);
+    return {std::move(g), s};
+  }
+  std::pair<std::vector<int>, Span> widest;
+  bool first = true, uneven = false;
+  for (std::vector<int>& g : grid.groups(dims)) {
+    const Span s = topology.span(g);
+    uneven |= s.uneven;
+    if (first || s.tier > widest.second.tier || (s.tier == widest.second.tier && s.hops[s.tier] > widest.second.hops[s.tier]))
+      widest = {std::move(g), s};
+    first = false;
+  }
+  widest.second.uneven = uneven;
+  return widest;
+}
+
+Replayed Evaluator::replay(const RecordedSchedule& rec, const Group& g, size_t profile) const {
+  StepCandidate c;
+  c.layer = g.layer, c.pp = 1, c.dp = o.gpus / g.G;  // the group's placement: innermost, whatever is around it
+  return replay_layer(rec, g.layer, profiles[profile], o.modeling, o.gpus, spans(c, profile).group_gpus);
+}
+
+Spans spans_of(const StepCandidate& c, const Topology& topology) {
   const RankGrid grid = c.grid();
-  const int G = c.layer.par.tp * c.layer.par.cp;
-  auto dim = [&](Dim d) { return std::pair{grid.size(d), grid.stride(d)}; };
-  // Fewer GPUs than a node holds: all of them share one node.
-  gpus_per_node = std::min(gpus_per_node, grid.world());
-  if (!per_node(G, 1, gpus_per_node)) return std::nullopt;  // a group straddling two nodes
-  const auto tp = span_of({dim(Dim::tp)}, gpus_per_node);
-  const auto weights = span_of({dim(Dim::cp), dim(Dim::dp)}, gpus_per_node);
-  const auto pp = span_of({dim(Dim::pp)}, gpus_per_node);
-  if (!tp || !weights || !pp) return std::nullopt;
-  return Spans{*tp, *weights, pp->nodes() > 1};
+  // The group's dimensions in its own order: a member's index is its rank in the layer's grid.
+  const std::vector<Dim> group_dims = c.layer.par.order == RankOrder::tp_cp ? std::vector<Dim>{Dim::tp, Dim::cp}
+                                                                            : std::vector<Dim>{Dim::cp, Dim::tp};
+  Spans s;
+  auto [gpus, group] = widest_group(grid, group_dims, topology);
+  s.group = group, s.group_gpus = std::move(gpus);
+  s.tp = widest_group(grid, {Dim::tp}, topology).second;
+  s.weights = widest_group(grid, {Dim::cp, Dim::dp}, topology).second;
+  s.pp = widest_group(grid, {Dim::pp}, topology).second;
+  return s;
+}
+
+const Spans& Evaluator::spans(const StepCandidate& c, size_t profile) const {
+  const RankGrid grid = c.grid();
+  const ParallelConfig& par = c.layer.par;
+  const std::string key = detail::concat(grid.order(), " ", par.tp, " ", par.a2a_size(), " ", par.ring_size(), " ", c.pp, " ", c.dp);
+  auto it = spans_memo.find({profile, key});
+  if (it == spans_memo.end()) it = spans_memo.emplace(std::pair{profile, key}, spans_of(c, profiles[profile].topology(o.gpus))).first;
+  return it->second;
 }
 
 // ---- the layer, by formula and by replay ----------------------------------------------
@@ -79,11 +118,15 @@ static int64_t phase_ns(const trace::RankTrace& r, const std::string& name) {
   return sync_end > sync_begin ? t - (sync_end - sync_begin) : t;
 }
 
-Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const Hardware& hw, const ModelOptions& modeling) {
+Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const Hardware& hw, const ModelOptions& modeling,
+                      int world, const std::vector<int>& gpus) {
   const int G = c.par.tp * c.par.cp;
   const std::string& dtype = modeling.dtype;
   ModelOptions mo = modeling;
-  mo.node_of = schedule_nodes(c.par, G, hw.gpus_per_node);
+  mo.gpu_of = schedule_gpus(c.par, G);
+  if (!gpus.empty())
+    for (int& gpu : mo.gpu_of) gpu = gpus[size_t(gpu)];
+  mo.job_gpus = std::max(world, G);
   const trace::TraceData modeled = model_trace(rec.schedule, hw, mo);
   const std::vector<trace::StrategyMetrics> metrics = trace::compute_metrics(modeled);
   RS_CHECK(metrics.size() == 1, "step plan: one group per schedule, got ", metrics.size());
@@ -237,15 +280,9 @@ std::vector<StepRow> Evaluator::rows(const Group& g, size_t profile, const Layer
     c.layer = g.layer;
     c.pp = outer.pp, c.vp = outer.vp, c.dp = outer.dp, c.zero = outer.zero, c.order = outer.order;
     c.microbatches = outer.microbatches;
-    const std::optional<Spans> spans = spans_of(c, hw.gpus_per_node);
-    if (!spans) {
-      r.status = PlanStatus::invalid;
-      r.reason = detail::concat(c.name(), ": its groups straddle nodes of ", hw.gpus_per_node, " GPUs unevenly");
-      out.push_back(std::move(r));
-      continue;
-    }
-    if (!ends) ends = ends_of(g, hw, spans->tp);
-    StepConfig sc = step_config(g, outer, *spans);
+    const Spans& placed = spans(c, profile);
+    if (!ends) ends = ends_of(g, hw, placed.tp);
+    StepConfig sc = step_config(g, outer, placed);
     sc.least_exposure = !exact;
     r.cost = step_memory(sc, exact ? layer : g.floor, *ends);
     if (r.cost.total_bytes() > hw.memory_bytes) {
@@ -291,13 +328,13 @@ StepConfig Evaluator::step_config(const Group& g, const Outer& outer, const Span
   StepConfig sc;
   sc.layers = o.layers, sc.pp = outer.pp, sc.vp = outer.vp, sc.dp = outer.dp * g.layer.par.cp, sc.zero = outer.zero;
   sc.microbatches = outer.microbatches, sc.overlap_grad_reduce = o.overlap_grad_reduce;
-  sc.dp_span = spans.weights, sc.pp_across_nodes = spans.pp_across_nodes;
+  sc.dp_span = spans.weights, sc.pp_tier = spans.pp.tier;
   sc.weight_bytes = element_bytes(o.modeling.dtype);
   sc.grad_reduce_bytes = o.modeling.stack.grad_reduce_fp32 ? 4 : 0;
   return sc;
 }
 
-EndsCost Evaluator::ends_of(const Group& g, const Hardware& hw, const GroupSpan& tp_span) const {
+EndsCost Evaluator::ends_of(const Group& g, const Hardware& hw, const Span& tp_span) const {
   if (o.vocab == 0) return EndsCost{};
   const ModelOptions& mo = o.modeling;
   const int64_t tokens = cfg.b * g.plan->packing->S / g.layer.par.cp;

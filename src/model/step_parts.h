@@ -3,6 +3,7 @@
 // configurations around a group, and the rows of one group on one profile. Internal to the
 // planner: its tests go through step_plan.h.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,17 +14,20 @@
 
 namespace ringside::model::step_parts {
 
-/// Where a configuration's groups sit, on nodes of gpus_per_node consecutive ranks.
+/// Where a configuration's groups sit on the job's topology, each its widest group's span.
 struct Spans {
-  GroupSpan tp;       ///< the TP group
-  GroupSpan weights;  ///< DP x CP: the ranks that hold the same weights
-  bool pp_across_nodes = false;
+  Span group;    ///< the TP x CP group (its layer's replay is placed on it)
+  Span tp;       ///< the TP group
+  Span weights;  ///< DP x CP: the ranks that hold the same weights
+  Span pp;       ///< a pipeline's stages, in stage order
+  std::vector<int> group_gpus;  ///< the GPUs of the widest TP x CP group, by its rank in the layer's order
 };
 
-/// The spans of c, each group's size and stride its rank grid's: the group's T C ranks innermost
-/// (TP at stride 1 in tp-cp order, C in cp-tp), then PP and DP in c's outer order. nullopt when
-/// a group would straddle nodes unevenly.
-std::optional<Spans> spans_of(const StepCandidate& c, int gpus_per_node);
+/// The spans of c on `topology` (P = T C PP DP GPUs), from c's rank grid: the group's T C ranks
+/// innermost (TP at stride 1 in tp-cp order, C in cp-tp), then PP and DP in c's outer order.
+/// Where every group of a dimension sits alike (each stride and extent a divisor or multiple of
+/// each domain, every domain full) the group holding GPU 0; else the widest of them all.
+Spans spans_of(const StepCandidate& c, const Topology& topology);
 
 /// The most microbatch-chunks a simulated pipeline may hold, PP VP m: each is an op to simulate,
 /// twice. Past it a configuration is not weighed (make_step_plan) or is refused (model).
@@ -71,10 +75,12 @@ struct Replayed {
   LayerCost layer;
   std::string reason;
 };
-/// The recorded schedule replayed on hw in c's placement: the slowest rank's forward and its
+/// The recorded schedule replayed on hw in c's placement, its ranks on `gpus` of a job of
+/// `world` GPUs (Spans::group_gpus; empty: the first G): the slowest rank's forward and its
 /// backward less its gradient sync (the step folds that into DP x CP), TP's and CP's exposed
 /// communication per GPU, the measured saved bytes and working peak.
-Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const Hardware& hw, const ModelOptions& modeling);
+Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const Hardware& hw, const ModelOptions& modeling,
+                      int world = 0, const std::vector<int>& gpus = {});
 
 /// "out of memory: needs X of Y on stage r; binding: <the largest term> Z".
 std::string binding_reason(const StepCost& s, const Hardware& hw);
@@ -100,7 +106,14 @@ struct Evaluator {
   std::vector<StepRow> rows(const Group& g, size_t profile, const LayerCost& layer, const std::string* layer_reason,
                             PipelineMemo& memo) const;
   StepConfig step_config(const Group& g, const Outer& outer, const Spans& spans) const;
-  EndsCost ends_of(const Group& g, const Hardware& hw, const GroupSpan& tp_span) const;
+  EndsCost ends_of(const Group& g, const Hardware& hw, const Span& tp_span) const;
+  /// The spans of c on profile `profile`, memoized by its grid (every ZeRO stage and VP of one
+  /// placement shares them).
+  const Spans& spans(const StepCandidate& c, size_t profile) const;
+  /// The group's layer replayed on profile `profile`, placed on its widest group's GPUs of the
+  /// o.gpus (replay_layer).
+  Replayed replay(const RecordedSchedule& rec, const Group& g, size_t profile) const;
+  mutable std::map<std::pair<size_t, std::string>, Spans> spans_memo;
 
   double flops_per_token = model_flops_per_token(cfg, o.layers, o.vocab, true);  ///< MFU's: attention as masked
 };

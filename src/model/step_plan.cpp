@@ -123,15 +123,32 @@ bool dominated(const PlanCandidate& c, const LayerConfig& cfg, Layout given) {
   return given == Layout::automatic && c.par.layout_matters(cfg) && c.par.layout == Layout::contiguous;
 }
 
-std::string where(const StepCandidate& c, const Spans& spans, const Hardware& hw) {
+// Where each dimension's groups sit and which tier their traffic uses: "TP 8 inside one NVLink
+// domain, CP 16 (ring) inside one NVLink domain, 4 stages across InfiniBand and gradients over
+// DP x CP = 64 across InfiniBand (1.2 GB a GPU a step on it)".
+std::string where(const StepRow& row, const Spans& spans, const Hardware& hw) {
+  const StepCandidate& c = row.candidate;
   const ParallelConfig& par = c.layer.par;
-  const int G = par.tp * par.cp;
   std::vector<std::string> parts;
-  auto nodes = [](const GroupSpan& s) { return s.nodes() == 1 ? std::string("inside a node") : "across " + std::to_string(s.nodes()) + " nodes"; };
-  if (par.tp > 1) parts.push_back("TP " + std::to_string(par.tp) + " " + nodes(spans.tp));
-  if (par.cp > 1) parts.push_back("the TP x CP group of " + std::to_string(G) + " " + (G <= hw.gpus_per_node ? "inside a node" : "across " + std::to_string(G / hw.gpus_per_node) + " nodes"));
-  if (c.pp > 1) parts.push_back(std::to_string(c.pp) + " stages " + (spans.pp_across_nodes ? "on different nodes" : "inside a node"));
-  if (spans.weights.size > 1) parts.push_back("gradients over DP x CP = " + std::to_string(spans.weights.size) + " " + nodes(spans.weights));
+  if (par.tp > 1) parts.push_back("TP " + std::to_string(par.tp) + " " + link_words(spans.tp, hw));
+  if (par.cp > 1)
+    parts.push_back("CP " + std::to_string(par.cp) + " (" + par.scheme().name + ") " + link_words(spans.group, hw) +
+                    (par.tp > 1 ? " with its TP" : ""));
+  if (c.pp > 1) parts.push_back(std::to_string(c.pp) + " stages " + link_words(spans.pp, hw));
+  if (spans.weights.size > 1) {
+    std::string dp = "gradients over DP x CP = " + std::to_string(spans.weights.size) + " " + link_words(spans.weights, hw);
+    if (spans.weights.tier > 0 && hw.tiers.size() > 1) {
+      // What the step's gradient collectives send on the outer tiers, per GPU.
+      const Collective sync = c.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+      double beyond = 0;
+      for (size_t t = 1; t < hw.tiers.size(); ++t) {
+        beyond += tier_bytes(sync, row.cost.grad_bytes, spans.weights, t);
+        if (c.zero == 1 || c.zero == 2) beyond += tier_bytes(Collective::all_gather, row.cost.gathered_bytes, spans.weights, t);
+      }
+      dp += " (" + format_bytes(beyond) + " a GPU a step on it)";
+    }
+    parts.push_back(dp);
+  }
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i) s += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
   return s.empty() ? "a single GPU" : s;
@@ -146,8 +163,10 @@ std::string step_verdict(const StepPlan& plan, const StepPlanOptions& o) {
                 win.candidate.name().c_str(), plan.hw.name.c_str(), win.tokens_per_s_per_gpu, 100 * win.mfu,
                 format_ns(win.cost.step_s * 1e9).c_str(), o.gbs);
   std::string v = head;
-  if (const std::optional<Spans> spans = spans_of(win.candidate, plan.hw.gpus_per_node))
-    v += "Placement (" + win.candidate.order_name() + "): " + where(win.candidate, *spans, plan.hw) + ". ";
+  {
+    const Spans spans = spans_of(win.candidate, plan.hw.topology(o.gpus));
+    v += "Placement (" + win.candidate.order_name() + ", " + plan.hw.topology(o.gpus).domain_words() + "): " + where(win, spans, plan.hw) + ". ";
+  }
   v += "Why: " + win.reason + ".";
   if (const StepRow* second = step_runner_up(plan)) {
     char tail[200];
@@ -181,17 +200,17 @@ ModeledStep model_step_of(const LayerConfig& cfg, const StepCandidate& c, const 
                                      " sequences do not make one pipeline of whole microbatches (m = GBS / (DP MBS))"));
   g.outers = &outer;
   const std::shared_ptr<const RecordedSchedule> rec = recorded_schedule(*g.plan, false);
-  const Replayed replayed = replay_layer(*rec, g.layer, hw, o.modeling);
   const std::vector<Hardware> profiles{hw};
   const Evaluator eval{cfg, o, profiles};
+  const Replayed replayed = eval.replay(*rec, g, 0);
   PipelineMemo memo;
   ModeledStep m;
   m.row = eval.rows(g, 0, replayed.layer, &replayed.reason, memo).front();
   if (m.row.status == PlanStatus::invalid) throw ConfigError("model: " + m.row.reason);
-  const std::optional<Spans> spans = spans_of(m.row.candidate, hw.gpus_per_node);
+  const Spans& spans = eval.spans(m.row.candidate, 0);
   m.layer = replayed.layer;
-  m.ends = eval.ends_of(g, hw, spans->tp);
-  m.config = eval.step_config(g, outer.front(), *spans);
+  m.ends = eval.ends_of(g, hw, spans.tp);
+  m.config = eval.step_config(g, outer.front(), spans);
   return m;
 }
 
@@ -221,8 +240,9 @@ class StepSearch {
   // The TP x CP groups of every size G that leaves a PP x DP around it, each resolved once.
   void enumerate() {
     const int P = o_.gpus;
+    // Both outer orders place alike where a group fills whole domains of every profile.
     int node = 1;
-    for (const Hardware& hw : profiles_) node = std::max(node, hw.gpus_per_node);
+    for (const Hardware& hw : profiles_) node = std::max(node, hw.topology(P).domain_gpus(0) * (hw.tiers.size() > 1));
     std::vector<int> sizes;
     for (int G = 1; G <= std::min(P, o_.max_group); ++G)
       if (P % G == 0) sizes.push_back(G);
@@ -401,7 +421,7 @@ class StepSearch {
     ++dry_runs_;
     for (size_t i : members)
       for (size_t p = 0; p < profiles_.size(); ++p) {
-        const Replayed replayed = replay_layer(rec, groups_[i].layer, profiles_[p], o_.modeling);
+        const Replayed replayed = eval_.replay(rec, groups_[i], p);
         rows_[i][p] = eval_.rows(groups_[i], p, replayed.layer, &replayed.reason, pipelines_);
         for (const StepRow& r : rows_[i][p])
           if (r.status == PlanStatus::ranked) best_[p] = std::min(best_[p], r.cost.step_s);
