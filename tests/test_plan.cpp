@@ -180,8 +180,8 @@ TEST_CASE("planner facts: with a slow link across nodes, TP inside the node beat
   const model::Plan plan = model::make_plan(c, o, {two_per_node}).front();
   const model::PlanRow& inside = row_named(plan, "tp2xring2 zigzag none"), &across = row_named(plan, "ring2xtp2 zigzag none");
   CHECK(inside.step_s < across.step_s);
-  CHECK(inside.reason.find("TP 2 in node") != std::string::npos);
-  CHECK(across.reason.find("TP 2 across nodes") != std::string::npos);
+  CHECK(inside.reason.find("TP 2 inside one NVLink domain") != std::string::npos);
+  CHECK(across.reason.find("TP 2 across InfiniBand") != std::string::npos);
   // Their traffic by link kind swaps: TP's bytes inside the node in one, across in the other.
   CHECK(inside.tier_bytes[0] == across.tier_bytes[1]);
   CHECK(inside.tier_bytes[1] == across.tier_bytes[0]);

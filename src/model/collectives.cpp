@@ -25,8 +25,7 @@ struct Level {
 
 Level level(const Span& span, size_t l) {
   if (l == 0) return {span.most[0], 1.0};
-  const int below = span.fewest[l - 1];
-  return {(span.most[l] + below - 1) / below, 1.0 / below};
+  return {span.parts[l], 1.0 / span.fewest[l - 1]};
 }
 
 }  // namespace

@@ -146,7 +146,7 @@ Span Topology::span(const std::vector<int>& members) const {
   const size_t T = tiers_.size();
   Span s;
   s.size = int(members.size());
-  s.most.assign(T, 0), s.fewest.assign(T, s.size), s.hops.assign(T, 0);
+  s.most.assign(T, 0), s.fewest.assign(T, s.size), s.hops.assign(T, 0), s.parts.assign(T, 1);
   for (size_t t = 0; t < T; ++t) {
     // Members per domain of tier t: the domains are ordered, so count runs over sorted domains.
     std::vector<int> domains;
@@ -161,6 +161,21 @@ Span Topology::span(const std::vector<int>& members) const {
     }
     s.uneven |= s.most[t] != s.fewest[t];
     if (s.most[t] < s.size) s.tier = t + 1;
+    // The inner domains inside each of these: distinct (domain of t, domain of t - 1) pairs.
+    if (t == 0) {
+      s.parts[0] = s.most[0];
+      continue;
+    }
+    std::vector<std::pair<int, int>> nested;
+    for (int g : members) nested.emplace_back(domain_of(g, t), domain_of(g, t - 1));
+    std::sort(nested.begin(), nested.end());
+    nested.erase(std::unique(nested.begin(), nested.end()), nested.end());
+    for (size_t i = 0; i < nested.size();) {
+      size_t j = i;
+      while (j < nested.size() && nested[j].first == nested[i].first) ++j;
+      s.parts[t] = std::max(s.parts[t], int(j - i));
+      i = j;
+    }
   }
   s.tier = std::min(s.tier, T - 1);
   if (s.size > 1)

@@ -60,6 +60,9 @@ struct Span {
   /// most[t] and fewest[t]: the group's members in one domain of tier t, over the domains that
   /// hold any (the outermost tier: size). Equal where the span is even.
   std::vector<int> most, fewest;
+  /// parts[t]: the most domains of tier t - 1 holding members inside one domain of tier t (the
+  /// ring of a hierarchical collective's level t); parts[0] = most[0].
+  std::vector<int> parts;
   /// hops[t]: the hops of the ring through the members in order (the last back to the first)
   /// whose link is tier t.
   std::vector<int> hops;
