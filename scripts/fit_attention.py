@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Fits the attention curves of the H100 profile (src/model/hardware/h100-nvlink.json) to their
-published points, and prints each curve's residuals on the points it used and on points it did not.
+"""Fits the attention curves of the H100 profile (src/model/hardware/h100-nvlink.json) and of the
+Blackwell GPU parts (src/model/hardware/gpus/*.json) to their published points, and prints each
+curve's residuals on the points it used and on points it did not.
 
 The model (src/model/efficiency.h):
     rate = R e / (e + k_half) x occupancy
@@ -29,11 +30,11 @@ def fill(x, a):
     return x / (x + a)
 
 
-def occupancy(b, H, rows, causal, direction):
+def occupancy(b, H, rows, causal, direction, sms=SMS):
     a = OCCUPANCY[direction]
     balance = 0.5 if causal else 1.0
-    x = b * H * math.ceil(rows / 128) / SMS * balance
-    chart = 2048 / SMS * balance
+    x = b * H * math.ceil(rows / 128) / sms * balance
+    chart = 2048 / sms * balance
     return min(1.0, fill(x, a) / fill(chart, a))
 
 
@@ -75,16 +76,62 @@ CURVES = {
 }
 
 
-def modeled(R, k, b, L, H, causal, direction):
+# Blackwell, bf16, d 128 (docs/calibration.md G); every point's call fills the GPU at least as the
+# charts' 2048 tiles do, so its occupancy term is 1. A curve with "k_half" set has too few points
+# (or points that cannot fix it) for a half-point: its k_half is the stated rule's, R the minimax.
+BLACKWELL = {
+    "b200 fa4.forward": {  # flash-attention PR #2605, FA4 table: 32K tokens of 16 heads
+        "causal": False, "direction": "forward", "sms": 148,
+        "fit": [(32 * 1024 // L, L, 16, v) for L, v in zip([1024, 2048, 4096, 8192, 16384], [1145, 1382, 1559, 1646, 1745])],
+        "held_out": [(4, 8192, 16, 1534.8)],  # PR #2280, an earlier build
+    },
+    "b200 fa4.forward_causal": {
+        "causal": True, "direction": "forward", "sms": 148,
+        "fit": [(32, 1024, 16, 785), (16, 2048, 16, 1132), (8, 4096, 16, 1381)],
+        "held_out": [(4, 8192, 16, 1418.1)],  # PR #2280, an earlier build
+    },
+    "b200 fa4.backward": {  # PR #2280, 2-CTA, one point: k_half B200 cuDNN's [assumed]
+        "causal": False, "direction": "backward", "sms": 148, "k_half": 662,
+        "fit": [(4, 8192, 16, 1359.8)], "held_out": [],
+    },
+    "b200 fa4.backward_causal": {
+        "causal": True, "direction": "backward", "sms": 148, "k_half": 662,
+        "fit": [(4, 8192, 16, 1208.6)], "held_out": [],
+    },
+    "b200 cudnn.backward_causal": {  # cudnn-frontend be6c079, cuDNN 9.13.1, 128 query heads
+        "causal": True, "direction": "backward", "sms": 148,
+        "fit": [(1, 8192, 128, 942.5), (1, 16384, 128, 1074.8), (1, 32768, 128, 1108.7), (1, 65536, 128, 1073.1)],
+        "held_out": [],
+    },
+    "b200 cudnn.forward (d 64)": {  # PR #2605's cuDNN column at d 64 (32 heads); x 1428 / 980 for d 128
+        "causal": False, "direction": "forward", "sms": 148,
+        "fit": [(32 * 1024 // L, L, 32, v) for L, v in zip([1024, 2048, 4096, 8192, 16384], [980, 1072, 1118, 1147, 1157])],
+        "held_out": [],
+    },
+    "b200 cudnn.forward_causal (d 64)": {
+        "causal": True, "direction": "forward", "sms": 148,
+        "fit": [(32 * 1024 // L, L, 32, v) for L, v in zip([1024, 2048, 4096, 8192, 16384], [627, 826, 977, 1071, 1115])],
+        "held_out": [],
+    },
+    "gb200 cudnn.backward_causal": {  # cuDNN 9.22, batch 2, 64 query heads; a free fit's k_half is 0
+        "causal": True, "direction": "backward", "sms": 148, "k_half": 662,
+        "fit": [(2, 8192, 64, 1332), (2, 16384, 64, 1328), (2, 32768, 64, 1226)],
+        "held_out": [],
+    },
+}
+
+
+def modeled(R, k, b, L, H, causal, direction, sms=SMS):
     e = (L + 1) / 2 if causal else L
-    return R * e / (e + k) * occupancy(b, H, L, causal, direction)
+    return R * e / (e + k) * occupancy(b, H, L, causal, direction, sms)
 
 
 def fit(curve):
     best = None
-    for k10 in range(0, 20001):
+    sms = curve.get("sms", SMS)
+    for k10 in ([round(curve["k_half"] * 10)] if "k_half" in curve else range(0, 20001)):
         k = k10 / 10
-        ratios = [v / modeled(1.0, k, b, L, H, curve["causal"], curve["direction"]) for b, L, H, v in curve["fit"]]
+        ratios = [v / modeled(1.0, k, b, L, H, curve["causal"], curve["direction"], sms) for b, L, H, v in curve["fit"]]
         R = 2 * min(ratios) * max(ratios) / (min(ratios) + max(ratios))
         worst = max(abs(R / r - 1) for r in ratios)
         if best is None or worst < best[0] - 1e-12:
@@ -93,12 +140,12 @@ def fit(curve):
 
 
 def main():
-    for name, curve in CURVES.items():
+    for name, curve in {**CURVES, **BLACKWELL}.items():
         worst, R, k = fit(curve)
         print(f"{name}: tflops {R:.0f}, k_half {k:.0f} (worst error on its {len(curve['fit'])} points {100 * worst:.1f}%)")
         for tag in ("fit", "held_out"):
             for b, L, H, v in curve[tag]:
-                m = modeled(round(R), round(k), b, L, H, curve["causal"], curve["direction"])
+                m = modeled(round(R), round(k), b, L, H, curve["causal"], curve["direction"], curve.get("sms", SMS))
                 print(f"  {tag:8s} b {b:2d} L {L:6d} H {H:2d}: published {v:6.1f}, modeled {m:6.1f} ({100 * (m / v - 1):+5.1f}%)")
 
 

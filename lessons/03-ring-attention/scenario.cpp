@@ -264,7 +264,7 @@ void ring_attention(Script& L) {
     L.blank();
     L.say("That threshold is the datasheet's: F is the peak of the tensor cores, B the link's line");
     L.say("rate (the table above is modeled at them: `--efficiency ideal`). Real kernels reach less,");
-    const char* kernel_name = family == "fa2" ? "FlashAttention 2" : family == "fa3" ? "FlashAttention 3" : "cuDNN's attention";
+    const char* kernel_name = family == "fa2" ? "FlashAttention 2" : family == "fa3" ? "FlashAttention 3" : family == "fa4" ? "FlashAttention 4" : "cuDNN's attention";
     L.say("and less the shorter the block. %s on %s sustains R c / (c + %.0f)", kernel_name, L.hw.name.c_str(), k_half);
     L.say("for a block of c keys, with R = %.0f TFLOP/s (fitted to its published charts:", R / 1e12);
     L.say("docs/calibration.md); NCCL moves %.0f GB/s of the link's %.0f. So a short ring block is", B_real / 1e9, B / 1e9);

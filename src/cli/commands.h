@@ -79,7 +79,7 @@ void check_seed_without_random_docs(const CLI::App& app);
 struct ModelingFlags {
   std::string dtype = "bf16";           ///< --dtype: bf16, fp32 or fp8 (the twin: bf16, not a flag)
   std::string efficiency = "achieved";  ///< --efficiency: achieved or ideal
-  std::string attention_kernel;         ///< --attention-kernel: fa2, fa3, cudnn; "": the stack's first the profile has
+  std::string attention_kernel;         ///< --attention-kernel: fa2, fa3, fa4, cudnn; "": the stack's first the profile has
   std::string merge;                    ///< --merge: fused or unfused; "": the stack's
   std::string stack = "megatron";       ///< --stack: a built-in stack or a stack JSON file
   std::string fp8_recipe;               ///< --fp8-recipe; "": the stack's (model/fp8.h)

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 
 #include "layer/presets.h"
+#include "model/efficiency.h"
 #include "parallel/groups.h"
 #include "parallel/run_plan.h"
 #include "core/strict_flags.h"
@@ -219,9 +220,9 @@ void add_modeling_flags(CLI::App& app, ModelingFlags& f, ModelingScope scope) {
       ->check(CLI::IsMember({"achieved", "ideal"}))
       ->group("Model");
   app.add_option("--attention-kernel", f.attention_kernel,
-                 "the attention kernel's published rates: fa2, fa3 or cudnn (default: the stack's first the GPU has rates for; "
+                 "the attention kernel's published rates: fa2, fa3, fa4 or cudnn (default: the stack's first the GPU has rates for; "
                  "Megatron's: cuDNN on Hopper, FA2 on Ampere)")
-      ->check(CLI::IsMember({"fa2", "fa3", "cudnn"}))
+      ->check(CLI::IsMember(std::vector<std::string>(model::kAttentionFamilies.begin(), model::kAttentionFamilies.end())))
       ->group("Model");
   app.add_option("--merge", f.merge,
                  "how a ring merges each step's output: fused (one kernel, as ringside and TransformerEngine) or unfused "

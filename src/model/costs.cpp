@@ -78,8 +78,8 @@ void check_model_options(const Hardware& hw, const ModelOptions& o) {
                       have + "): give --attention-kernel");
   }
   if (!o.attention_kernel.empty()) {
-    if (o.attention_kernel != "fa2" && o.attention_kernel != "fa3" && o.attention_kernel != "cudnn")
-      throw ConfigError("--attention-kernel " + o.attention_kernel + ": fa2, fa3 or cudnn");
+    if (!attention_family_known(o.attention_kernel))
+      throw ConfigError("--attention-kernel " + o.attention_kernel + ": " + attention_family_names());
     if (o.efficiency == "achieved" && hw.efficiency.present && !hw.efficiency.attention.contains(o.attention_kernel)) {
       std::string have;
       for (const auto& [family, k] : hw.efficiency.attention) have += (have.empty() ? "" : ", ") + family;

@@ -43,6 +43,17 @@ AttentionCurve curve(const nlohmann::json& j, const std::string& key, const std:
 
 }  // namespace
 
+bool attention_family_known(const std::string& family) {
+  return std::any_of(kAttentionFamilies.begin(), kAttentionFamilies.end(), [&](const char* f) { return family == f; });
+}
+
+std::string attention_family_names() {
+  std::string names;
+  for (size_t i = 0; i < kAttentionFamilies.size(); ++i)
+    names += std::string(i == 0 ? "" : i + 1 == kAttentionFamilies.size() ? " or " : ", ") + kAttentionFamilies[i];
+  return names;
+}
+
 Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) {
   const std::string where = source + ": efficiency.";
   if (!j.is_object()) throw ConfigError(source + ": efficiency must be an object");
@@ -69,8 +80,8 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
   for (const auto& [family, k] : a.items()) {
     if (family == "default") continue;
     const std::string aw = where + "attention." + family + ".";
-    if (family != "fa2" && family != "fa3" && family != "cudnn")
-      throw ConfigError(where + "attention." + family + ": a kernel family is fa2, fa3 or cudnn");
+    if (!attention_family_known(family))
+      throw ConfigError(where + "attention." + family + ": a kernel family is " + attention_family_names());
     if (!k.is_object()) throw ConfigError(where + "attention." + family + " must be an object");
     AttentionKernel kernel;
     kernel.forward = curve(k, "forward", aw);
@@ -91,7 +102,7 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
     }
     e.attention[family] = kernel;
   }
-  if (e.attention.empty()) throw ConfigError(where + "attention must hold at least one kernel family (fa2, fa3, cudnn)");
+  if (e.attention.empty()) throw ConfigError(where + "attention must hold at least one kernel family (" + attention_family_names() + ")");
   const auto def = a.find("default");
   if (def == a.end() || !def->is_string() || !e.attention.contains(def->get<std::string>()))
     throw ConfigError(where + "attention.default must name one of its kernel families");

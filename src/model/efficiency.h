@@ -6,7 +6,7 @@
 //               (mamf: the maximum achievable matmul fraction, stas00/ml-engineering's MAMF table;
 //               waves: tiles / (ceil(tiles / SMs) x SMs) of 128 x 128 output tiles)
 //   attention   R x e / (e + k_half) x head_dim(d) x occupancy, per kernel family (fa2, fa3,
-//               cudnn), direction and mask: e is the keys a query sees in this call (sk unmasked,
+//               fa4, cudnn), direction and mask: e is the keys a query sees in this call (sk unmasked,
 //               about sk / 2 for a causal square), so a short ring block pays the short-sequence
 //               rate. occupancy = min(1, fill(x) / fill(x_chart)), fill(x) = x / (x + a): x is the
 //               call's 128-row tiles per SM (queries forward, keys backward; b H of them a row),
@@ -28,6 +28,7 @@
 // Ideal (--efficiency ideal) is the roofline of datasheet peaks: op = max(FLOPs / peak,
 // bytes / HBM), transfer = latency + bytes / line rate.
 #pragma once
+#include <array>
 #include <map>
 #include <string>
 
@@ -43,7 +44,16 @@ struct AttentionCurve {
   double at(double keys_per_query) const { return rate * keys_per_query / (keys_per_query + k_half); }
 };
 
-/// An attention kernel family on one GPU (FlashAttention 2, FlashAttention 3, cuDNN).
+/// The attention kernel families a profile gives rates for and a stack calls: FlashAttention 2
+/// (Ampere on), FlashAttention 3 (Hopper), FlashAttention 4 (Blackwell, flash_attn.cute) and cuDNN's
+/// fused attention.
+inline constexpr std::array<const char*, 4> kAttentionFamilies = {"fa2", "fa3", "fa4", "cudnn"};
+/// Whether `family` is one of kAttentionFamilies.
+bool attention_family_known(const std::string& family);
+/// "fa2, fa3, fa4 or cudnn", for messages.
+std::string attention_family_names();
+
+/// An attention kernel family on one GPU (FlashAttention 2, 3 or 4, cuDNN).
 struct AttentionKernel {
   AttentionCurve forward, forward_causal, backward, backward_causal;
   double d_half = 0;  ///< head-dim term d / (d + d_half), relative to d = 128
@@ -75,7 +85,7 @@ struct Efficiency {
     double sustained = 1;
     std::string source;
   } gemm;
-  std::map<std::string, AttentionKernel> attention;  ///< by family: fa2, fa3, cudnn
+  std::map<std::string, AttentionKernel> attention;  ///< by family: fa2, fa3, fa4, cudnn
   std::string default_kernel;                        ///< the best this GPU runs
   /// The clock a power limit leaves of the datasheet's: every compute-bound rate (GEMM,
   /// attention) runs at this fraction of what the rest of the profile says (1: none).

@@ -12,6 +12,9 @@ namespace {
 // block's quantization taken as current's (the same bytes), 3.50 ms: 16.785 / (22.882 - 3.50).
 constexpr double kBlockGemmRate = 16.785 / (22.882 - (20.285 - 16.785));
 
+// MXFP8's GEMM is taken at per-tensor FP8's rate (1.0) and its quantization as delayed scaling's one
+// fused pass [assumed: no Blackwell A/B of MXFP8 against per-tensor FP8 GEMMs, nor of MXFP8's
+// quantization, was found; the Blackwell parts' fp8 fraction is B200's per-tensor MAMF].
 const Fp8Recipe kRecipes[] = {
     {"delayed", 4, 1, 1.0, false, "per-tensor scales from the amax history (TransformerEngine's DelayedScaling)"},
     {"current", 6, 2, 1.0, false, "per-tensor scales from this tensor's amax (TE's Float8CurrentScaling, torchao's tensorwise)"},

@@ -121,7 +121,7 @@ struct ModelOptions {
   /// The software stack the schedule runs on (model/stack.h): its attention kernels, ring merge,
   /// TP overlap, FP8 recipe and host costs, unless the options below say otherwise.
   Stack stack = default_stack();
-  /// The attention kernel family: fa2, fa3 or cudnn; "" is the stack's first the profile has.
+  /// The attention kernel family: fa2, fa3, fa4 or cudnn; "" is the stack's first the profile has.
   std::string attention_kernel;
   /// How a ring merges each step's partial output into the running one (achieved only):
   /// "fused", one kernel a merge (ringside's lse_merge, TransformerEngine's correction kernels);

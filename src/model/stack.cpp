@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/json_input.h"
 #include "core/output.h"
+#include "model/efficiency.h"
 #include "model/fp8.h"
 #include "model/parameters.h"
 
@@ -62,10 +63,10 @@ Stack parse_stack(const nlohmann::json& j, const std::string& source) {
   only_known(a, {"kernels", "rate", "source"}, where + "attention.");
   const auto kernels = a.find("kernels");
   if (kernels == a.end() || !kernels->is_array() || kernels->empty())
-    throw ConfigError(where + "attention.kernels must list kernel families in order of preference (fa2, fa3, cudnn)");
+    throw ConfigError(where + "attention.kernels must list kernel families in order of preference (" + attention_family_names() + ")");
   for (const nlohmann::json& k : *kernels) {
-    if (!k.is_string() || (k != "fa2" && k != "fa3" && k != "cudnn"))
-      throw ConfigError(where + "attention.kernels: a kernel family is fa2, fa3 or cudnn");
+    if (!k.is_string() || !attention_family_known(k.get<std::string>()))
+      throw ConfigError(where + "attention.kernels: a kernel family is " + attention_family_names());
     s.attention_kernels.push_back(k.get<std::string>());
   }
   s.attention_rate = a.contains("rate") ? json_number(a, "rate", where + "attention.", 0.05, 1) : 1.0;

@@ -49,7 +49,7 @@ struct Stack {
 };
 
 /// Parses a stack file; throws ConfigError naming the field (a kernel family other than fa2,
-/// fa3, cudnn; a merge other than fused, unfused; an unknown FP8 recipe; a host cost outside 0 to
+/// fa3, fa4, cudnn; a merge other than fused, unfused; an unknown FP8 recipe; a host cost outside 0 to
 /// 10,000 us; a missing source).
 Stack parse_stack(const nlohmann::json& j, const std::string& source);
 /// The built-in stacks' names: deepspeed, megatron, ring-flash-attention, torchtitan.

@@ -22,7 +22,7 @@ namespace ringside::trace {
 struct ModelingInfo {
   std::string dtype;                 ///< the element type modeled: bf16, fp32 or fp8
   std::string efficiency;            ///< achieved or ideal (the rates asked for)
-  std::string attention_kernel;      ///< the kernel family whose rates model attention (fa2, fa3, cudnn); "" at the roofline
+  std::string attention_kernel;      ///< the kernel family whose rates model attention (fa2, fa3, fa4, cudnn); "" at the roofline
   std::string stack;                 ///< the software stack's name (model/stack.h)
   std::string merge;                 ///< how a ring merges each step: fused or unfused
   std::string fp8_recipe;            ///< under fp8 the recipe (delayed, current, block, mxfp8); "" otherwise
