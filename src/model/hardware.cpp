@@ -240,6 +240,10 @@ nlohmann::json hardware_json(const std::string& name) {
   throw ConfigError("no built-in profile " + detail::shown_input(name));
 }
 
+Hardware load_hardware_json(const nlohmann::json& j, const std::string& source) {
+  return parse_hardware(with_parts(with_base(j, source), source), source);
+}
+
 Hardware load_hardware(const std::string& name_or_path) {
   for (const auto& [name, text] : kBuiltinProfiles)
     if (name == name_or_path) return parse_hardware(hardware_json(name), name);
@@ -249,7 +253,7 @@ Hardware load_hardware(const std::string& name_or_path) {
     const std::string text = output::read_input(name_or_path, "--hw", 1u << 20);
     const std::string source = detail::shown_input(name_or_path, 200);
     try {
-      return parse_hardware(with_parts(with_base(parse_json(text, name_or_path), source), source), source);
+      return load_hardware_json(parse_json(text, name_or_path), source);
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {

@@ -72,6 +72,10 @@ Hardware parse_hardware(const nlohmann::json& j, const std::string& source);
 /// profile) and any fitted parameter values set now (model/parameters.h). Throws ConfigError for
 /// an unknown name.
 nlohmann::json hardware_json(const std::string& name);
+/// A profile file's JSON (`source` names it in errors) with its base and its parts applied
+/// ("gpu": a built-in GPU, "system": a built-in system's tiers), parsed. Throws ConfigError for
+/// an unknown base, GPU or system (listing the built-in ones) and what parse_hardware throws.
+Hardware load_hardware_json(const nlohmann::json& j, const std::string& source);
 /// The built-in profiles' names: a100-nvlink, a800-nvlink, h100-ib, h100-nvlink, h200,
 /// h800-nvlink (and this-machine).
 std::vector<std::string> hardware_names();
