@@ -76,9 +76,9 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
       "plan", "Which layout for this model, sequence and cluster: every TP/CP split dry-run and modeled, ranked, with reasons");
   add_config_flags(*p, o.cfg, o.choices, false);
   p->get_option("--preset")->each([&o](const std::string& v) { o.preset = v; });
-  p->add_option("--gpus", o.gpus, "number of GPUs P: up to 256 for a layer's split, up to 16384 for a whole step (--gbs)")
+  p->add_option("--gpus", o.gpus, "number of GPUs P: up to 256 for a layer's split, up to 131072 for a whole step (--gbs)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 16384));
+      ->check(CLI::Range(1, 131072));
   // Split by profile_list, not by CLI11's delimiter, which drops an empty item ("a100-nvlink,").
   p->add_option("--hw", o.hw, "hardware profiles to plan for, comma-separated (each its own table): " + hw + ", or profile JSON files")
       ->capture_default_str()
@@ -106,10 +106,10 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
   p->add_option("--gbs", o.gbs, "global batch in sequences: plan the whole training step (PP, DP, ZeRO around TP x CP)")
       ->check(CLI::Range(1, 1 << 24));
   p->add_option("--mbs", o.mbs, "microbatch in sequences (with --gbs)")->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  p->add_option("--pp", o.pp, "pipeline stages PP (with --gbs; default: every PP that fits)")->check(CLI::Range(1, 16384));
+  p->add_option("--pp", o.pp, "pipeline stages PP (with --gbs; default: every PP that fits)")->check(CLI::Range(1, 131072));
   p->add_option("--vp", o.vp, "model chunks a rank, interleaved 1F1B (with --gbs and --pp; default: every VP that fits)")
       ->check(CLI::Range(1, 1000));
-  p->add_option("--dp", o.dp, "data-parallel replicas DP (with --gbs; default: every DP that fits)")->check(CLI::Range(1, 16384));
+  p->add_option("--dp", o.dp, "data-parallel replicas DP (with --gbs; default: every DP that fits)")->check(CLI::Range(1, 131072));
   p->add_option("--zero", o.zero, "ZeRO stage 0, 1, 2 or 3 (FSDP) (with --gbs; default: every stage)")->check(CLI::Range(0, 3));
   p->add_flag("!--no-overlap-grad-reduce", o.overlap_grad_reduce,
               "expose the gradient reduce-scatter or all-reduce instead of overlapping it with the backward (with --gbs)");
@@ -368,8 +368,8 @@ CLI::App* add_bench_plan(CLI::App& bench, BenchPlanOptions& o) {
   apply_preset(find_preset(o.plan.preset), o.plan.cfg);
   CLI::App* b = bench.add_subcommand("plan",
                                      "The planner's speed: a layer plan of Llama 3 70B at 1M tokens on 64 H100s, or with --gbs a whole-step "
-                                     "plan of Llama 3 405B at 128K on 16,384 (target under 60 s each)");
-  b->add_option("--gpus", o.plan.gpus, "GPUs P (--gbs: default 16384)")->check(CLI::Range(1, 16384));
+                                     "plan of Llama 3 405B at 128K on 16,384 GPUs (target under 30 s) and on 131,072 (under 60 s)");
+  b->add_option("--gpus", o.plan.gpus, "GPUs P (--gbs: default both 16,384 and 131,072)")->check(CLI::Range(1, 131072));
   b->add_option("--gbs", o.gbs, "plan the whole step with this global batch in sequences (Llama 3 405B at 128K on 16,384 GPUs: 128)")
       ->check(CLI::Range(1, 1 << 24));
   b->add_option("--seq", o.plan.cfg.s, "sequence length s")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
@@ -379,36 +379,41 @@ CLI::App* add_bench_plan(CLI::App& bench, BenchPlanOptions& o) {
 
 namespace {
 
-// The whole-step case: the plan of Llama 3 405B at 128K (unless --seq or --gpus say otherwise).
+// The whole-step case: the plan of Llama 3 405B at 128K on 16,384 GPUs (target 30 s) and on
+// 131,072 (today's largest clusters, 60 s), unless --seq or --gpus say otherwise.
 int bench_step_plan(const BenchPlanOptions& o) {
   LayerConfig cfg;
   apply_preset(find_preset("llama3-405b"), cfg);
   cfg.s = o.plan.cfg.s == int64_t{1} << 20 ? 131072 : o.plan.cfg.s;
-  const int gpus = o.plan.gpus == 64 ? 16384 : o.plan.gpus;
-  model::StepPlanOptions so;
-  so.gpus = gpus, so.layers = find_preset("llama3-405b").layers, so.vocab = find_preset("llama3-405b").vocab, so.gbs = o.gbs;
+  std::vector<std::pair<int, double>> cases{{16384, 30}, {131072, 60}};  // GPUs, target seconds
+  if (o.plan.gpus != 64) cases = {{o.plan.gpus, o.plan.gpus <= 16384 ? 30.0 : 60.0}};
   std::vector<model::Hardware> profiles;
   for (const std::string& h : profile_list(o.plan.hw)) profiles.push_back(model::load_hardware(h));
   resolve_one_rank(cfg);
-  std::printf("ringside bench plan: the whole step of llama3-405b, s = %lld, on %d GPUs of %s, GBS %d, every recompute mode "
-              "(target: under %.0f s)\n",
-              (long long)cfg.s, gpus, o.plan.hw.front().c_str(), o.gbs, o.target_s);
-  std::fflush(stdout);
-  model::StepPlanStats st;
-  ProgressLine progress("bench plan");  // on stderr, every 2 s
-  so.progress = &progress;
-  const std::vector<model::StepPlan> plans = model::make_step_plan(cfg, so, profiles, &st);
-  progress.finish();
-  std::printf("  %zu configurations of %zu TP x CP groups: %zu invalid, %zu out of memory, %zu not dry-run (bound or estimate)\n",
-              st.candidates, st.groups, st.invalid, st.memory_rejects, st.bounded);
-  std::printf("  %zu dry runs of at most %d ranks each\n", st.dry_runs, so.max_group);
-  const model::StepPlan& p = plans.front();
-  if (p.ranked())
-    std::printf("  winner on %s: %s, %.0f tokens/s per GPU (modeled)\n", p.hw.name.c_str(), p.rows.front().candidate.name().c_str(),
-                p.rows.front().tokens_per_s_per_gpu);
-  std::printf("  verdict: %s (%.1f s against the %.0f s target; CPU seconds vary with the machine)\n",
-              st.seconds < o.target_s ? "MET" : "NOT MET", st.seconds, o.target_s);
-  return 0;
+  for (const auto& [gpus, target_s] : cases) {
+    model::StepPlanOptions so;
+    so.gpus = gpus, so.layers = find_preset("llama3-405b").layers, so.vocab = find_preset("llama3-405b").vocab, so.gbs = o.gbs;
+    std::printf("ringside bench plan: the whole step of llama3-405b, s = %lld, on %d GPUs of %s, GBS %d, every recompute mode "
+                "(target: under %.0f s)\n",
+                (long long)cfg.s, gpus, profiles.front().name.c_str(), o.gbs, target_s);
+    std::fflush(stdout);
+    model::StepPlanStats st;
+    ProgressLine progress("bench plan");  // on stderr, every 2 s
+    so.progress = &progress;
+    const std::vector<model::StepPlan> plans = model::make_step_plan(cfg, so, profiles, &st);
+    progress.finish();
+    std::printf("  %zu configurations of %zu TP x CP groups: %zu invalid, %zu out of memory, %zu not dry-run (bound or estimate)\n",
+                st.candidates, st.groups, st.invalid, st.memory_rejects, st.bounded);
+    std::printf("  %zu dry runs of at most %d ranks each\n", st.dry_runs, so.max_group);
+    for (const model::StepPlan& p : plans)
+      if (p.ranked())
+        std::printf("  winner on %s (%s): %s, %.0f tokens/s per GPU (modeled)\n", p.hw.name.c_str(),
+                    p.hw.topology(gpus).domain_words().c_str(), p.rows.front().candidate.name().c_str(), p.rows.front().tokens_per_s_per_gpu);
+    const bool met = st.seconds < target_s;
+    std::printf("  verdict: %s (%.1f s against the %.0f s target; CPU seconds vary with the machine)\n", met ? "MET" : "NOT MET",
+                st.seconds, target_s);
+  }
+  return 0;  // a benchmark reports; it does not fail on a slow machine
 }
 
 }  // namespace

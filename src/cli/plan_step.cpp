@@ -12,6 +12,7 @@
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
 #include "model/flops.h"
+#include "model/step_parts.h"
 #include "model/step_plan.h"
 #include "parallel/run_plan.h"
 
@@ -119,6 +120,8 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
     j["step_s"] = s.step_s, j["pipeline_s"] = s.pipeline_s, j["bubble_fraction"] = s.bubble_fraction;
     j["exposed_s"] = {{"tp", s.tp_exposed_s}, {"cp", s.cp_exposed_s}, {"pp", s.pp_exposed_s}, {"dp", s.dp_exposed_s}};
     j["dp_s"] = s.dp_s, j["optimizer_s"] = s.optimizer_s;
+    // What leaves the innermost tier's domain (NVLink), per GPU a step, by dimension.
+    j["beyond_domain_bytes"] = {{"tp_cp", s.group_beyond_bytes}, {"pp", s.pp_beyond_bytes}, {"dp", s.dp_beyond_bytes}};
   }
   if (r.status != model::PlanStatus::invalid) {
     const model::StepCost& s = r.cost;
@@ -127,6 +130,32 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
                    {"total_bytes", s.total_bytes()}, {"capacity_bytes", hw.memory_bytes}};
   }
   return j;
+}
+
+// The profiles ranked by their winners' tokens/s per GPU, and where each winner's groups sit.
+static void print_systems_side_by_side(const std::vector<model::StepPlan>& plans, int gpus) {
+  std::vector<const model::StepPlan*> ranked;
+  for (const model::StepPlan& p : plans)
+    if (p.ranked()) ranked.push_back(&p);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const model::StepPlan* a, const model::StepPlan* b) {
+    return a->rows.front().tokens_per_s_per_gpu > b->rows.front().tokens_per_s_per_gpu;
+  });
+  std::printf("\n  the systems side by side, the same model on %d GPUs (modeled):\n", gpus);
+  std::printf("  %3s  %-14s  %9s  %6s  %-46s  %-28s  %-28s  %s\n", "#", "system", "tokens/s", "MFU", "winner", "its TP x CP group",
+              "its gradients (DP x CP)", "the job's GPUs");
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const model::StepPlan& p = *ranked[i];
+    const model::StepRow& win = p.rows.front();
+    const model::Topology topology = p.hw.topology(gpus);
+    const model::step_parts::Spans spans = model::step_parts::spans_of(win.candidate, topology);
+    char slower[64] = "";
+    if (i > 0) std::snprintf(slower, sizeof slower, " (#1 %.2fx as fast)", ranked.front()->rows.front().tokens_per_s_per_gpu / win.tokens_per_s_per_gpu);
+    std::printf("  %3zu  %-14s  %9.0f  %5.1f%%  %-46s  %-28s  %-28s  %s%s\n", i + 1, p.hw.name.c_str(), win.tokens_per_s_per_gpu,
+                100 * win.mfu, win.candidate.name().c_str(), model::link_words(spans.group, p.hw).c_str(),
+                spans.weights.size > 1 ? model::link_words(spans.weights, p.hw).c_str() : "-", topology.domain_words().c_str(), slower);
+  }
+  for (const model::StepPlan& p : plans)
+    if (!p.ranked()) std::printf("    -  %-14s  nothing fits\n", p.hw.name.c_str());
 }
 
 int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles, const model::ModelOptions& modeling) {
@@ -170,6 +199,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
               "  (docs/model.md, \"The whole step\"); how far published steps of the winner's kind were off: its trust line\n");
   const std::vector<std::string> hw_given = profile_list(o.hw);
   for (size_t p = 0; p < plans.size(); ++p) print_step_plan(plans[p], o, so.modeling, hw_given[p]);
+  if (plans.size() > 1) print_systems_side_by_side(plans, o.gpus);
   if (!o.trace.empty()) {
     // The first profile's winner and runner-up, one row per pipeline stage each.
     const model::StepPlan& plan = plans.front();

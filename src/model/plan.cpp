@@ -248,6 +248,21 @@ ShapeKey shape_of(const PlanCandidate& c) {
 
 }  // namespace
 
+// Bytes each rank sends on each tier's links, the most of any rank per tier, by the placement
+// `gpu_of` on `topology` (fp32 bytes scaled).
+std::vector<double> link_traffic(const trace::TraceData& schedule, const std::vector<int>& gpu_of, const Topology& topology,
+                                 double scale) {
+  std::vector<double> most(topology.tiers().size(), 0.0);
+  for (const trace::RankTrace& r : schedule.ranks) {
+    std::vector<double> mine(most.size(), 0.0);
+    for (const trace::Event& e : r.events)
+      if (e.stream == trace::Stream::comm && e.direction == trace::Direction::send && e.peer >= 0)
+        mine[topology.link(gpu_of[size_t(r.rank)], gpu_of[size_t(e.peer)])] += double(e.bytes) * scale;
+    for (size_t t = 0; t < most.size(); ++t) most[t] = std::max(most[t], mine[t]);
+  }
+  return most;
+}
+
 // The dry run of a candidate's schedule (`plan`, resolved), recorded in tp-cp order: every
 // order places the same coordinates, so one schedule serves both (placement re-maps it).
 RecordedSchedule record_schedule(const RunPlan& plan, bool grad_sync) {
@@ -296,21 +311,6 @@ std::shared_ptr<const RecordedSchedule> recorded_schedule(const RunPlan& plan, b
 }
 
 namespace {
-
-// Bytes each rank sends on each tier's links, the most of any rank per tier, by the placement
-// `gpu_of` on `topology` (fp32 bytes scaled).
-std::vector<double> link_traffic(const trace::TraceData& schedule, const std::vector<int>& gpu_of, const Topology& topology,
-                                 double scale) {
-  std::vector<double> most(topology.tiers().size(), 0.0);
-  for (const trace::RankTrace& r : schedule.ranks) {
-    std::vector<double> mine(most.size(), 0.0);
-    for (const trace::Event& e : r.events)
-      if (e.stream == trace::Stream::comm && e.direction == trace::Direction::send && e.peer >= 0)
-        mine[topology.link(gpu_of[size_t(r.rank)], gpu_of[size_t(e.peer)])] += double(e.bytes) * scale;
-    for (size_t t = 0; t < most.size(); ++t) most[t] = std::max(most[t], mine[t]);
-  }
-  return most;
-}
 
 void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOptions& o, const Hardware& hw) {
   const PlanCandidate& c = row.candidate;

@@ -146,6 +146,10 @@ std::shared_ptr<const RecordedSchedule> recorded_schedule(const RunPlan& plan, b
 /// The GPU of each rank of a tp-cp dry run when the same coordinates are placed in `par`'s order
 /// (ModelOptions::gpu_of): a cp-tp candidate replayed from the tp-cp schedule.
 std::vector<int> schedule_gpus(const ParallelConfig& par, int P);
+/// Bytes each rank of `schedule` sends on each tier's links (the most of any rank, per tier),
+/// its ranks on the GPUs `gpu_of` of `topology`, fp32 bytes times `scale`.
+std::vector<double> link_traffic(const trace::TraceData& schedule, const std::vector<int>& gpu_of, const Topology& topology,
+                                 double scale);
 /// The widest span of `par`'s groups of `kind` on `topology` (its ranks the job's first GPUs):
 /// the one whose links reach the outermost tier, the most of its ring's hops on it; uneven when
 /// any group is. Every consumer of the planners asks this, or Topology::span, for placement.

@@ -190,6 +190,7 @@ StepCost model_step(const StepConfig& c, const LayerCost& layer, const EndsCost&
   cost.dp_s = grad_sync + weight_gather;
   cost.grad_sync_s = grad_sync, cost.weight_gather_s = weight_gather, cost.grad_bytes = grads;
   if (c.zero == 1 || c.zero == 2) cost.gathered_bytes = c.weight_bytes * most_params;
+  cost.stage_weight_bytes = c.weight_bytes * most_params;
   // Overlapped, bucket by bucket, under the last microbatch's backward on this stage: what
   // outlasts it is exposed, and the last bucket, ready only at the backward's end, always is.
   const double window = busiest_backward;

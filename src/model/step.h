@@ -38,6 +38,9 @@ struct LayerCost {
   double saved_bytes = 0;    ///< activations a GPU keeps of the layer for one microbatch
   double working_bytes = 0;  ///< the layer's transient peak above its weights, gradients and saved activations
   double p2p_bytes = 0;      ///< one microbatch's activations a GPU sends to the next stage
+  /// One microbatch's TP and CP traffic that leaves the innermost tier's domain (InfiniBand), the
+  /// most of any GPU (the replay's placement; 0 by the formulas or the bound).
+  double beyond_domain_bytes = 0;
 };
 
 /// The embedding (first virtual stage) and the LM head with its loss (last), per microbatch.
@@ -116,6 +119,11 @@ struct StepCost {
   double weight_gather_s = 0;    ///< ZeRO 1 and 2: the updated weights' all-gather after the optimizer
   double grad_bytes = 0;         ///< the bf16 gradients the collectives reduce (the busiest stage's)
   double gathered_bytes = 0;     ///< ZeRO 1 and 2: the updated weights all-gathered (the busiest stage's)
+  double stage_weight_bytes = 0; ///< the busiest stage's weights (ZeRO 3 gathers them each microbatch)
+  /// Bytes a GPU sends beyond the innermost tier's domain in a step, by dimension: its TP x CP
+  /// group's layers (the first stage's, every microbatch), the pipeline's activations and their
+  /// gradients, and the DP x CP gradient collectives (and ZeRO's weight gathers).
+  double group_beyond_bytes = 0, pp_beyond_bytes = 0, dp_beyond_bytes = 0;
   double dp_exposed_s = 0;       ///< the part no backward hides
   double optimizer_s = 0;
   int fullest_stage = 0;         ///< the stage whose memory is below

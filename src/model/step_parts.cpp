@@ -150,6 +150,8 @@ Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const
     working = std::max(working, double(r.peak_bytes) * scale - double(r.peak_saved) * scale - weights_and_grads);
   }
   out.layer.saved_bytes = saved, out.layer.working_bytes = std::max(0.0, working);
+  const std::vector<double> tiers = link_traffic(rec.schedule, mo.gpu_of, hw.topology(mo.job_gpus), element_bytes(dtype) / 4);
+  for (size_t t = 1; t < tiers.size(); ++t) out.layer.beyond_domain_bytes += tiers[t];
   out.reason = layer_reason(c, rec.plan, hw, mo, m);
   return out;
 }
@@ -266,6 +268,24 @@ std::string binding_reason(const StepCost& s, const Hardware& hw) {
 }
 
 
+// What a step of c sends beyond the innermost domain, per GPU, by dimension (StepCost's):
+// the group's layers on the first stage for every microbatch, each chunk's activations out and
+// their gradients back, and the gradient collectives with ZeRO's weight gathers (ZeRO 3: the
+// stage's weights twice a microbatch, before its forward and its backward).
+static void crossing_bytes(StepRow& r, const Spans& spans, const LayerCost& layer, int layers, const Hardware& hw) {
+  if (hw.tiers.size() < 2) return;  // one tier: no domain to leave
+  const StepCandidate& c = r.candidate;
+  StepCost& s = r.cost;
+  const double m = c.microbatches;
+  s.group_beyond_bytes = m * stage_layers(layers, c.pp).front() * layer.beyond_domain_bytes;
+  if (c.pp > 1 && spans.pp.tier > 0) s.pp_beyond_bytes = 2 * m * c.vp * layer.p2p_bytes;
+  const Collective sync = c.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+  for (size_t t = 1; t < hw.tiers.size(); ++t) {
+    s.dp_beyond_bytes += tier_bytes(sync, s.grad_bytes, spans.weights, t) + tier_bytes(Collective::all_gather, s.gathered_bytes, spans.weights, t);
+    if (c.zero == 3) s.dp_beyond_bytes += 2 * m * tier_bytes(Collective::all_gather, s.stage_weight_bytes, spans.weights, t);
+  }
+}
+
 std::vector<StepRow> Evaluator::rows(const Group& g, size_t profile, const LayerCost& layer, const std::string* layer_reason,
                                      PipelineMemo& memo) const {
   const Hardware& hw = profiles[profile];
@@ -291,6 +311,7 @@ std::vector<StepRow> Evaluator::rows(const Group& g, size_t profile, const Layer
       continue;
     }
     r.cost = model_step(sc, layer, *ends, hw, mo, &memo);
+    crossing_bytes(r, placed, layer, o.layers, hw);
     r.status = exact ? PlanStatus::ranked : PlanStatus::bounded;
     r.tokens_per_s_per_gpu = tokens / r.cost.step_s / o.gpus;
     r.mfu = mfu(r.tokens_per_s_per_gpu, flops_per_token, peak);

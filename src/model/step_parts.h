@@ -113,7 +113,7 @@ struct Evaluator {
   /// The group's layer replayed on profile `profile`, placed on its widest group's GPUs of the
   /// o.gpus (replay_layer).
   Replayed replay(const RecordedSchedule& rec, const Group& g, size_t profile) const;
-  mutable std::map<std::pair<size_t, std::string>, Spans> spans_memo;
+  mutable std::map<std::pair<size_t, std::string>, Spans> spans_memo{};
 
   double flops_per_token = model_flops_per_token(cfg, o.layers, o.vocab, true);  ///< MFU's: attention as masked
 };

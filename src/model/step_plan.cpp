@@ -43,7 +43,7 @@ void check_step_options(const LayerConfig& cfg, const StepPlanOptions& o) {
                                      " (each replica runs GBS / (DP MBS) whole microbatches)"));
   if (o.vp > 0 && o.pp > 0) check_interleave(stage_layers(o.layers, o.pp), o.vp);
   if (o.zero > 3) throw ConfigError(detail::concat("ZeRO stage ", o.zero, " is not 0, 1, 2 or 3"));
-  if (P < 1 || P > 16384) throw ConfigError(detail::concat("a step of ", P, " GPUs: the planner takes 1 to 16384"));
+  if (P < 1 || P > 131072) throw ConfigError(detail::concat("a step of ", P, " GPUs: the planner takes 1 to 131072"));
   if (o.pp > 0 && o.dp > 0 && o.gbs % (o.dp * o.mbs) == 0) {
     const int64_t m = o.gbs / (o.dp * o.mbs), vp = std::max(o.vp, 1);
     if (vp > 1 && m % o.pp != 0)
@@ -123,32 +123,25 @@ bool dominated(const PlanCandidate& c, const LayerConfig& cfg, Layout given) {
   return given == Layout::automatic && c.par.layout_matters(cfg) && c.par.layout == Layout::contiguous;
 }
 
-// Where each dimension's groups sit and which tier their traffic uses: "TP 8 inside one NVLink
-// domain, CP 16 (ring) inside one NVLink domain, 4 stages across InfiniBand and gradients over
-// DP x CP = 64 across InfiniBand (1.2 GB a GPU a step on it)".
+// Where each dimension's groups sit, the tier their traffic uses and, beyond the innermost
+// domain, how much: "TP 8 inside one NVLink domain, CP 16 (ring) with its TP across InfiniBand
+// (12 GiB a GPU a step on it), 4 stages across InfiniBand (...) and gradients over DP x CP = 64
+// across InfiniBand (...)".
 std::string where(const StepRow& row, const Spans& spans, const Hardware& hw) {
   const StepCandidate& c = row.candidate;
   const ParallelConfig& par = c.layer.par;
+  auto beyond = [&](const Span& span, double bytes) {
+    return span.tier > 0 && hw.tiers.size() > 1 && bytes > 0 ? " (" + format_bytes(bytes) + " a GPU a step on it)" : std::string();
+  };
   std::vector<std::string> parts;
-  if (par.tp > 1) parts.push_back("TP " + std::to_string(par.tp) + " " + link_words(spans.tp, hw));
+  if (par.tp > 1) parts.push_back("TP " + std::to_string(par.tp) + " " + link_words(spans.tp, hw) + (par.cp > 1 ? "" : beyond(spans.tp, row.cost.group_beyond_bytes)));
   if (par.cp > 1)
-    parts.push_back("CP " + std::to_string(par.cp) + " (" + par.scheme().name + ") " + link_words(spans.group, hw) +
-                    (par.tp > 1 ? " with its TP" : ""));
-  if (c.pp > 1) parts.push_back(std::to_string(c.pp) + " stages " + link_words(spans.pp, hw));
-  if (spans.weights.size > 1) {
-    std::string dp = "gradients over DP x CP = " + std::to_string(spans.weights.size) + " " + link_words(spans.weights, hw);
-    if (spans.weights.tier > 0 && hw.tiers.size() > 1) {
-      // What the step's gradient collectives send on the outer tiers, per GPU.
-      const Collective sync = c.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-      double beyond = 0;
-      for (size_t t = 1; t < hw.tiers.size(); ++t) {
-        beyond += tier_bytes(sync, row.cost.grad_bytes, spans.weights, t);
-        if (c.zero == 1 || c.zero == 2) beyond += tier_bytes(Collective::all_gather, row.cost.gathered_bytes, spans.weights, t);
-      }
-      dp += " (" + format_bytes(beyond) + " a GPU a step on it)";
-    }
-    parts.push_back(dp);
-  }
+    parts.push_back("CP " + std::to_string(par.cp) + " (" + par.scheme().name + ")" + (par.tp > 1 ? " with its TP " : " ") +
+                    link_words(spans.group, hw) + beyond(spans.group, row.cost.group_beyond_bytes));
+  if (c.pp > 1) parts.push_back(std::to_string(c.pp) + " stages " + link_words(spans.pp, hw) + beyond(spans.pp, row.cost.pp_beyond_bytes));
+  if (spans.weights.size > 1)
+    parts.push_back("gradients over DP x CP = " + std::to_string(spans.weights.size) + " " + link_words(spans.weights, hw) +
+                    beyond(spans.weights, row.cost.dp_beyond_bytes));
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i) s += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
   return s.empty() ? "a single GPU" : s;

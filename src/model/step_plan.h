@@ -1,5 +1,5 @@
 // The planner of a whole training step: which TP x CP group, pipeline and data parallelism for
-// this model, this sequence length and these GPUs, up to 16,384 of them.
+// this model, this sequence length and these GPUs, up to 131,072 of them (today's largest clusters).
 //
 // Every configuration of P GPUs is a TP x CP group of G = T C ranks (the layer's split, as the
 // layer planner weighs it: plan.h) inside PP pipeline stages and DP data-parallel replicas, P =

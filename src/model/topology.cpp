@@ -186,7 +186,8 @@ Span Topology::span(const std::vector<int>& members) const {
 std::string Topology::domain_words() const {
   const Tier& inner = tiers_.front();
   if (tiers_.size() == 1) return detail::concat(inner.name, " between every GPU");
-  if (used_[0] == inner.gpus || world_ <= inner.gpus) return detail::concat(inner.name, " domains of ", inner.gpus);
+  if (world_ <= inner.gpus) return detail::concat("all ", world_, " GPUs in one ", inner.name, " domain of ", inner.gpus);
+  if (used_[0] == inner.gpus) return detail::concat(inner.name, " domains of ", inner.gpus, uneven_ ? " (the last fewer)" : "");
   return detail::concat(used_[0], " GPUs of each ", inner.name, " domain of ", inner.gpus, uneven_ ? " (the last fewer)" : "");
 }
 

@@ -95,7 +95,8 @@ class Topology {
   /// The span of a group of GPUs, in ring order (at least one; each in 0 .. world - 1, else
   /// ConfigError).
   Span span(const std::vector<int>& members) const;
-  /// The innermost domain as words: "NVLink domain of 8" or "64 of each NVLink domain's 72".
+  /// How the job fills the innermost tier: "NVLink domains of 8", "64 GPUs of each NVLink domain
+  /// of 72", "all 64 GPUs in one NVLink domain of 72".
   std::string domain_words() const;
 
  private:
