@@ -314,32 +314,52 @@ class StepSearch {
                     shapes.size(), "dry runs", true);
     std::map<std::pair<int, int>, std::vector<const Shape*>> families;  // T, C
     for (const auto& [key, members] : shapes) families[{std::get<0>(key), std::get<1>(key)}].push_back(&members);
+    // Families in order of their best bound against the lowest of any family, on the profile
+    // where they come closest (whatever order the profiles were given in).
+    std::vector<double> lowest(profiles_.size(), INFINITY);
+    for (const auto& [key, members] : shapes)
+      for (size_t p = 0; p < profiles_.size(); ++p) lowest[p] = std::min(lowest[p], shape_bound(members, p));
     std::vector<std::pair<double, std::pair<int, int>>> order;
     for (auto& [key, list] : families) {
       std::stable_sort(list.begin(), list.end(), [&](const Shape* a, const Shape* b) { return cost_rank(*a) < cost_rank(*b); });
       double b = INFINITY;
-      for (const Shape* members : list) b = std::min(b, shape_bound(*members, 0));
+      for (const Shape* members : list)
+        for (size_t p = 0; p < profiles_.size(); ++p) b = std::min(b, shape_bound(*members, p) / lowest[p]);
       order.push_back({b, key});
     }
     std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::map<std::pair<int, int>, double> ratio;  // by family: verified / bound, on the first profile
+    // By family, on each profile: the representative's verified time over its bound. Each
+    // profile its own: a ratio from one system (a rack's NVLink) says nothing of another's
+    // (InfiniBand between nodes), and no profile's answer may depend on which others are planned.
+    using Ratios = std::vector<double>;
+    std::map<std::pair<int, int>, Ratios> ratio;
+    const Ratios ones(profiles_.size(), 1.0);
     std::set<const Shape*> verified;
     for (const auto& [bound, key] : order) {
       const std::vector<const Shape*>& list = families[key];  // the cheapest to record first
-      const auto first_open = std::find_if(list.begin(), list.end(), [&](const Shape* m) { return open(*m, 1.0); });
+      const auto first_open = std::find_if(list.begin(), list.end(), [&](const Shape* m) { return open(*m, ones); });
       if (first_open == list.end()) continue;
       const Shape* representative = *first_open;
-      const double before = shape_bound(*representative, 0);
+      Ratios before(profiles_.size());
+      for (size_t p = 0; p < profiles_.size(); ++p) before[p] = shape_bound(*representative, p);
       verify(*representative);
       verified.insert(representative);
-      const double exact = best_of(*representative, 0);
-      ratio[key] = exact < INFINITY && before < INFINITY ? std::max(1.0, exact / before) : 1.0;
+      Ratios& r = ratio[key] = ones;
+      for (size_t p = 0; p < profiles_.size(); ++p) {
+        const double exact = best_of(*representative, p);
+        if (exact < INFINITY && before[p] < INFINITY) r[p] = std::max(1.0, exact / before[p]);
+      }
     }
-    std::vector<std::tuple<double, const Shape*, double>> estimates;  // estimate, shape, its family's ratio
+    // The rest, most promising first (by the lowest estimate over the best verified on any profile).
+    std::vector<std::tuple<double, const Shape*, Ratios>> estimates;
     for (const auto& [key, list] : families) {
-      const double scale = ratio.count(key) ? ratio[key] : 1.0;
-      for (const Shape* members : list)
-        if (!verified.count(members)) estimates.push_back({shape_bound(*members, 0) * scale, members, scale});
+      const Ratios& scale = ratio.count(key) ? ratio[key] : ones;
+      for (const Shape* members : list) {
+        if (verified.count(members)) continue;
+        double closest = INFINITY;
+        for (size_t p = 0; p < profiles_.size(); ++p) closest = std::min(closest, shape_bound(*members, p) * scale[p] / best_[p]);
+        estimates.push_back({closest, members, scale});
+      }
     }
     std::stable_sort(estimates.begin(), estimates.end(), [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
     for (const auto& [estimate, members, scale] : estimates) {
@@ -397,12 +417,13 @@ class StepSearch {
     return exact;
   }
 
-  // Whether the shape, its bound scaled by `scale`, could still come within kMargin of the best
-  // verified on some profile (every shape that fits, under --exhaustive).
-  bool open(const Shape& members, double scale) const {
+  // Whether the shape, its bound on each profile scaled by that profile's `scale`, could still
+  // come within kMargin of the best verified on some profile (every shape that fits, under
+  // --exhaustive).
+  bool open(const Shape& members, const std::vector<double>& scale) const {
     for (size_t p = 0; p < profiles_.size(); ++p) {
       const double bound = shape_bound(members, p);
-      if (o_.exhaustive ? bound < INFINITY : bound * scale < best_[p] * (1 + kMargin)) return true;
+      if (o_.exhaustive ? bound < INFINITY : bound * scale[p] < best_[p] * (1 + kMargin)) return true;
     }
     return false;
   }
@@ -423,11 +444,11 @@ class StepSearch {
     progress_.advance();
   }
 
-  void say_why_not(const Shape& members, double scale) {
+  void say_why_not(const Shape& members, const std::vector<double>& scales) {
     for (size_t i : members)
       for (size_t p = 0; p < profiles_.size(); ++p)
         for (StepRow& row : rows_[i][p])
-          if (row.status == PlanStatus::bounded && row.reason.empty())
+          if (const double scale = scales[p]; row.status == PlanStatus::bounded && row.reason.empty())
             row.reason = "not dry-run: at least " + format_ns(row.cost.step_s * 1e9) + " a step (compute alone at the best rates)" +
                          (scale > 1 ? detail::concat(", about ", format_ns(row.cost.step_s * scale * 1e9), " by its family's verified ratio ",
                                                      std::round(scale * 1000) / 1000)
