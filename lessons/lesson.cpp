@@ -1,4 +1,4 @@
-// The lessons themselves: the catalogue of the ten, where each one's chapter and trace live, and
+// The lessons themselves: the catalogue of the eleven, where each one's chapter and trace live, and
 // building a lesson's script. The rest of lesson.h is beside it: text.cpp (fmt, wrap, Table),
 // script.cpp (the Script's steps and traced runs), present.cpp (otherData.lesson and the
 // terminal) and chapter.cpp (the chapters' drift marks). The scenarios themselves are
@@ -9,7 +9,7 @@
 
 namespace ringside::lessons {
 
-// The ten scenarios (lessons/NN-name/scenario.cpp).
+// The eleven scenarios (lessons/NN-name/scenario.cpp).
 void memory_wall(Script& s);
 void megatron_sp(Script& s);
 void ring_attention(Script& s);
@@ -20,6 +20,7 @@ void combining(Script& s);
 void whole_step(Script& s);
 void all_gather_cp(Script& s);
 void grad_all_reduce(Script& s);
+void the_rack(Script& s);
 
 const std::vector<Lesson>& all_lessons() {
   static const std::vector<Lesson> lessons = {
@@ -33,6 +34,7 @@ const std::vector<Lesson>& all_lessons() {
       {8, "08-whole-step", "The whole step", whole_step, "h100-nvlink"},
       {9, "09-all-gather", "All-gather context parallelism", all_gather_cp},
       {10, "10-grad-all-reduce", "The weight-gradient all-reduce", grad_all_reduce},
+      {11, "11-the-rack", "The rack", the_rack, "h100-nvlink"},
   };
   return lessons;
 }

@@ -89,7 +89,8 @@ struct Script {
   std::vector<std::shared_ptr<MemoryTracker>> trackers;
   /// The GPU profile the lesson's times are modeled on (`ringside lesson --hw`; the chapter
   /// quotes Lesson::hw). Every statement about time comes from it, except where a step says it
-  /// compares named profiles (lesson 6's NVLink against InfiniBand, lesson 7's placement).
+  /// compares named profiles (lesson 6's NVLink against InfiniBand, lesson 7's placement, lesson 11's
+  /// GB200 NVL72 rack beside it).
   model::Hardware hw;
   /// The metrics of the modeled groups, by label, as modeled() and dry_run() computed them.
   std::map<std::string, trace::StrategyMetrics> modeled_metrics;
@@ -175,7 +176,7 @@ struct Lesson {
   const char* hw = model::kDefaultTwinHardware;
 };
 
-/// Lessons 1 to 10, in order.
+/// Lessons 1 to 11, in order.
 const std::vector<Lesson>& all_lessons();
 /// Lesson n; throws ConfigError naming the lessons that exist otherwise.
 const Lesson& find_lesson(int n);

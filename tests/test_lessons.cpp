@@ -569,6 +569,69 @@ TEST_CASE("lesson 8: the rank order's strides, the winner no slower than its pla
   REQUIRE(num(s, "check.4") == Approx(num(s, "zero1_optimizer_bytes") / 2));
 }
 
+// Issue 60: lesson 11, the same job on an HGX H100 cluster and on one GB200 NVL72 rack.
+TEST_CASE("lesson 11: the two systems' tiers, where TP x CP sits on each, and the winners' placement", "[lessons]") {
+  const Script s = build_lesson(11);
+  check_steps(s);
+  CHECK(s.hw.name == "h100-nvlink");
+  CHECK(check_profiles(s) == std::set<std::string>{"h100-nvlink", "gb200-nvl72"});
+  // 64 GPUs: 8 nodes of 8 on HGX; on NVL72 one rack holds all 64 (72 does not divide 64, trays of 4 do).
+  REQUIRE(num(s, "hgx_domain_gpus") == 8);
+  REQUIRE(num(s, "hgx_nodes") == 8);
+  REQUIRE(num(s, "nvl72_domain_gpus") == 64);
+  // A group of G consecutive GPUs: inside NVLink up to 8 on HGX, then across InfiniBand over G / 8
+  // nodes; inside the rack's NVLink for every G of the job.
+  for (int G : {8, 16, 32, 64}) {
+    INFO("G = " << G);
+    CHECK(num(s, "hgx_group" + std::to_string(G) + "_tier") == (G > 8 ? 1 : 0));
+    CHECK(num(s, "hgx_group" + std::to_string(G) + "_domains") == G / 8);
+    CHECK(num(s, "nvl72_group" + std::to_string(G) + "_tier") == 0);
+    CHECK(num(s, "nvl72_group" + std::to_string(G) + "_domains") == 1);
+  }
+  // On HGX a CP group of 16 or more crosses InfiniBand whatever TP's stride between its members.
+  const model::Hardware hgx = model::load_hardware("h100-nvlink"), rack = model::load_hardware("gb200-nvl72");
+  for (int cp : {16, 32, 64})
+    for (int tp : {1, 2, 4}) {
+      if (cp * tp > 64) continue;
+      std::vector<int> members;
+      for (int i = 0; i < cp; ++i) members.push_back(i * tp);
+      INFO("CP " << cp << " strided " << tp);
+      CHECK(hgx.topology(64).span(members).tier == 1);
+      CHECK(rack.topology(64).span(members).tier == 0);
+    }
+  // The winners use all 64 GPUs; the rack's keeps TP x CP (and here DP x CP too) inside NVLink, so no
+  // gradient byte leaves it; the cluster's group is inside NVLink exactly when it fits a node.
+  for (const char* k : {"hgx", "nvl72"}) {
+    const std::string p = k;
+    INFO(p);
+    CHECK(num(s, p + "_winner_tp") * num(s, p + "_winner_cp") * num(s, p + "_winner_pp") * num(s, p + "_winner_dp") == 64);
+  }
+  REQUIRE(num(s, "nvl72_winner_group_tier") == 0);
+  REQUIRE(num(s, "nvl72_winner_weights_tier") == 0);
+  REQUIRE(num(s, "nvl72_winner_grad_bytes_beyond") == 0);
+  REQUIRE(num(s, "nvl72_winner_group") == num(s, "nvl72_winner_tp") * num(s, "nvl72_winner_cp"));
+  REQUIRE(num(s, "hgx_winner_group_tier") == (num(s, "hgx_winner_tp") * num(s, "hgx_winner_cp") > 8 ? 1 : 0));
+  if (num(s, "hgx_winner_dp") * num(s, "hgx_winner_cp") > 8) {
+    CHECK(num(s, "hgx_winner_weights_tier") == 1);
+    CHECK(num(s, "hgx_winner_grad_bytes_beyond") > 0);
+  }
+  REQUIRE(num(s, "nvl72_over_hgx") == Approx(num(s, "nvl72_winner_tokens_per_s") / num(s, "hgx_winner_tokens_per_s")));
+  REQUIRE(num(s, "nvl72_over_hgx") > 1);
+  // The rack's winner is at least as fast as its best node-sized group (the ranking's first row).
+  REQUIRE(num(s, "nvl72_wide_over_node_sized") >= 1);
+  REQUIRE(num(s, "nvl72_wide_over_node_sized") ==
+          Approx(num(s, "nvl72_winner_tokens_per_s") / num(s, "nvl72_node_sized_tokens_per_s")));
+  // The rack's winner on the cluster: its group spans ceil(G / 8) nodes, across InfiniBand when G > 8.
+  REQUIRE(num(s, "moved_group_domains") == std::ceil(num(s, "nvl72_winner_group") / 8));
+  REQUIRE(num(s, "moved_group_tier") == (num(s, "nvl72_winner_group") > 8 ? 1 : 0));
+  // Check yourself: 32 GPUs over nodes of 8; 128 GPUs on NVL72 racks as 2 racks of 64 (16 trays of 4);
+  // one rack's 64 against a node's 8.
+  REQUIRE(num(s, "check.1") == 4);
+  REQUIRE(num(s, "check.2") == 2);
+  REQUIRE(rack.topology(128).domain_gpus(0) == 64);
+  REQUIRE(num(s, "check.3") == 8);
+}
+
 // The GPT layer's parameters (LayerNorm, GeLU, biases): qkv, o, fc1, fc2 weights and biases, 4h of norms.
 double gpt_params(double h, double H, double Hkv, double f) {
   const double d = h / H;
@@ -745,7 +808,7 @@ TEST_CASE("a chapter with one number or one table broken is found out, and rewri
   CHECK(chapter_syntax(chapter).empty());
 }
 
-TEST_CASE("the teaching numbers of lessons 1 to 10 are the same on two runs", "[lessons]") {
+TEST_CASE("the teaching numbers of lessons 1 to 11 are the same on two runs", "[lessons]") {
   for (const Lesson& l : all_lessons()) {
     INFO("lesson " << l.number);
     const Script a = build_lesson(l.number), b = build_lesson(l.number);
@@ -802,7 +865,7 @@ TEST_CASE("lesson 8 plans on --hw: on h100-ib every GPU is a node, its numbers a
 
 TEST_CASE("every lesson's twins are modeled on --hw, and its trace's labels and otherData agree", "[lessons]") {
   for (const Lesson& l : all_lessons()) {
-    if (l.number == 8) continue;  // above: it plans 256 GPUs (and its default is h100-nvlink)
+    if (l.number == 8 || l.number == 11) continue;  // above: they plan 256 and 64 GPUs (their default is h100-nvlink)
     INFO("lesson " << l.number);
     const Script a = build_lesson(l.number), b = build_lesson(l.number, "h100-ib");
     CHECK(a.hw.name == l.hw);
