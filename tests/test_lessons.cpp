@@ -506,8 +506,8 @@ TEST_CASE("malformed lesson steps in a trace are an error, other traces have non
   REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": [{"title": 1, "text": "x"}]}})"), Catch::Contains("steps[0] needs"));
   REQUIRE_THROWS_WITH(bad(R"({"lesson": {"steps": [{"title": "a", "text": "x", "focus": {"strategy": "ring", "begin_ns": 5, "end_ns": 1}}]}})"),
                       Catch::Contains("begin_ns <= end_ns"));
-  REQUIRE_THROWS_AS(find_lesson(11), ConfigError);
-  REQUIRE_THROWS_WITH(find_lesson(0), Catch::Contains("the lessons are 1 to 10"));
+  REQUIRE_THROWS_AS(find_lesson(12), ConfigError);
+  REQUIRE_THROWS_WITH(find_lesson(0), Catch::Contains("the lessons are 1 to 11"));
   REQUIRE(default_trace_path(3) == "out/lessons/03-ring-attention.trace.json");
   REQUIRE(wrap("aa bb cc", 5, "> ") == "> aa\n> bb\n> cc\n");
   REQUIRE(wrap("a b c", 80) == "a b c\n");

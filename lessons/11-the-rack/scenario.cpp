@@ -41,20 +41,6 @@ int domain_of_job(const model::Hardware& hw) { return hw.tiers.size() == 1 ? 1 :
 // The innermost tier's domains a span touches; a GPU each on a one-tier system.
 int domains_of(const model::Span& span, const model::Hardware& hw) { return hw.tiers.size() == 1 ? span.size : span.domains(0); }
 
-// The bytes a GPU sends a step beyond the innermost tier for the winner's gradient collectives
-// over DP x CP (the planner's verdict counts the same; on a one-tier system, all of them): the reduce-scatter or all-reduce of the
-// gradients, and ZeRO 1 and 2's all-gather of the updated weights.
-double gradient_bytes_beyond(const model::StepRow& row, const model::Span& weights, const model::Hardware& hw) {
-  const int zero = row.candidate.zero;
-  const model::Collective sync = zero == 0 ? model::Collective::all_reduce : model::Collective::reduce_scatter;
-  double beyond = 0;
-  for (size_t t = hw.tiers.size() > 1 ? 1 : 0; t < hw.tiers.size(); ++t) {  // one tier: all of it
-    beyond += model::tier_bytes(sync, row.cost.grad_bytes, weights, t);
-    if (zero == 1 || zero == 2) beyond += model::tier_bytes(model::Collective::all_gather, row.cost.gathered_bytes, weights, t);
-  }
-  return beyond;
-}
-
 // Where the parts of a winner's CP group sit on `hw`: "its all-to-all of 4 inside one NVLink domain
 // and its ring of 4 across InfiniBand"; each part's size and tier recorded as <key>_winner_a2a,
 // <key>_winner_a2a_tier, <key>_winner_ring and <key>_winner_ring_tier.
@@ -146,9 +132,8 @@ void the_rack(Script& L) {
   model::StepPlanOptions o;
   o.gpus = kGpus, o.layers = preset.layers, o.vocab = preset.vocab, o.gbs = kGbs;
   model::StepPlanStats stats;
-  // In the order of the command the chapter quotes (--hw gb200-nvl72,h100-nvlink), so that its
-  // numbers are that command's: the search's shortcuts can settle on another winner when the
-  // profiles come in another order.
+  // In the order of the command the chapter quotes (--hw gb200-nvl72,h100-nvlink); each system's
+  // answer is the one it gets alone, whatever the order (the search estimates per profile).
   const std::vector<model::StepPlan> ranked = model::make_step_plan(cfg, o, {rack, hgx}, &stats);
   const std::vector<const model::StepPlan*> plans = {&ranked[1], &ranked[0]};  // as `systems`: the cluster, the rack
   for (const model::StepPlan& plan : ranked)
@@ -176,7 +161,7 @@ void the_rack(Script& L) {
                   grouped(int64_t(stats.candidates)).c_str()));
   L.blank();
   Table winners({"system", "winner", "tokens/s"});
-  Table tiers_used({"system", "TP x CP", "stages", "gradients", "gradients on IB"});
+  Table tiers_used({"system", "TP x CP", "stages", "gradients", "DP x CP on IB"});
   for (size_t i = 0; i < plans.size(); ++i) {
     const model::Hardware& hw = *systems[i];
     const model::StepRow& win = plans[i]->rows.front();
@@ -190,7 +175,8 @@ void the_rack(Script& L) {
     L.record(k + "_winner_dp", c.dp);
     L.record(k + "_winner_group_tier", double(spans.group.tier));
     L.record(k + "_winner_weights_tier", double(spans.weights.tier));
-    const double beyond = L.record(k + "_winner_grad_bytes_beyond", gradient_bytes_beyond(win, spans.weights, hw));
+    // The planner's count: the gradient collectives and ZeRO's weight gathers beyond NVLink.
+    const double beyond = L.record(k + "_winner_grad_bytes_beyond", win.cost.dp_beyond_bytes);
     const auto tier_of = [&](const model::Span& span, bool used) { return used ? hw.tiers[span.tier].name : std::string("-"); };
     winners.row({hw.name, c.name(), fmt("%.0f", win.tokens_per_s_per_gpu)});
     tiers_used.row({hw.name, tier_of(spans.group, true), tier_of(spans.pp, c.pp > 1), tier_of(spans.weights, spans.weights.size > 1),
@@ -199,8 +185,8 @@ void the_rack(Script& L) {
   L.table(winners);
   L.blank();
   L.say("The tier each winner's groups need: its TP x CP group's, its pipeline stages' and its");
-  L.say("gradients' over DP x CP; last, what each GPU sends of the gradient collectives beyond");
-  L.say("NVLink in one step:");
+  L.say("gradients' over DP x CP; last, what each GPU sends beyond NVLink in one step for its");
+  L.say("gradient collectives and ZeRO's weight gathers over DP x CP:");
   L.blank();
   L.table(tiers_used);
   L.blank();

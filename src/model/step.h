@@ -38,8 +38,9 @@ struct LayerCost {
   double saved_bytes = 0;    ///< activations a GPU keeps of the layer for one microbatch
   double working_bytes = 0;  ///< the layer's transient peak above its weights, gradients and saved activations
   double p2p_bytes = 0;      ///< one microbatch's activations a GPU sends to the next stage
-  /// One microbatch's TP and CP traffic that leaves the innermost tier's domain (InfiniBand), the
-  /// most of any GPU (the replay's placement; 0 by the formulas or the bound).
+  /// One microbatch's TP and CP traffic that leaves the innermost tier's domain (InfiniBand; on a
+  /// one-tier system all of it), the most of any GPU (the replay's placement; 0 by the formulas or
+  /// the bound).
   double beyond_domain_bytes = 0;
 };
 
@@ -120,7 +121,8 @@ struct StepCost {
   double grad_bytes = 0;         ///< the bf16 gradients the collectives reduce (the busiest stage's)
   double gathered_bytes = 0;     ///< ZeRO 1 and 2: the updated weights all-gathered (the busiest stage's)
   double stage_weight_bytes = 0; ///< the busiest stage's weights (ZeRO 3 gathers them each microbatch)
-  /// Bytes a GPU sends beyond the innermost tier's domain in a step, by dimension: its TP x CP
+  /// Bytes a GPU sends beyond the innermost tier's domain in a step (on a one-tier system, all it
+  /// sends), by dimension: its TP x CP
   /// group's layers (the first stage's, every microbatch), the pipeline's activations and their
   /// gradients, and the DP x CP gradient collectives (and ZeRO's weight gathers).
   double group_beyond_bytes = 0, pp_beyond_bytes = 0, dp_beyond_bytes = 0;

@@ -151,7 +151,7 @@ Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const
   }
   out.layer.saved_bytes = saved, out.layer.working_bytes = std::max(0.0, working);
   const std::vector<double> tiers = link_traffic(rec.schedule, mo.gpu_of, hw.topology(mo.job_gpus), element_bytes(dtype) / 4);
-  for (size_t t = 1; t < tiers.size(); ++t) out.layer.beyond_domain_bytes += tiers[t];
+  for (size_t t = tiers.size() > 1 ? 1 : 0; t < tiers.size(); ++t) out.layer.beyond_domain_bytes += tiers[t];
   out.reason = layer_reason(c, rec.plan, hw, mo, m);
   return out;
 }
@@ -273,14 +273,14 @@ std::string binding_reason(const StepCost& s, const Hardware& hw) {
 // their gradients back, and the gradient collectives with ZeRO's weight gathers (ZeRO 3: the
 // stage's weights twice a microbatch, before its forward and its backward).
 static void crossing_bytes(StepRow& r, const Spans& spans, const LayerCost& layer, int layers, const Hardware& hw) {
-  if (hw.tiers.size() < 2) return;  // one tier: no domain to leave
   const StepCandidate& c = r.candidate;
   StepCost& s = r.cost;
   const double m = c.microbatches;
+  const size_t first = hw.tiers.size() > 1 ? 1 : 0;  // one tier: every GPU a domain of its own, all of it
   s.group_beyond_bytes = m * stage_layers(layers, c.pp).front() * layer.beyond_domain_bytes;
-  if (c.pp > 1 && spans.pp.tier > 0) s.pp_beyond_bytes = 2 * m * c.vp * layer.p2p_bytes;
+  if (c.pp > 1 && (spans.pp.tier > 0 || first == 0)) s.pp_beyond_bytes = 2 * m * c.vp * layer.p2p_bytes;
   const Collective sync = c.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-  for (size_t t = 1; t < hw.tiers.size(); ++t) {
+  for (size_t t = first; t < hw.tiers.size(); ++t) {
     s.dp_beyond_bytes += tier_bytes(sync, s.grad_bytes, spans.weights, t) + tier_bytes(Collective::all_gather, s.gathered_bytes, spans.weights, t);
     if (c.zero == 3) s.dp_beyond_bytes += 2 * m * tier_bytes(Collective::all_gather, s.stage_weight_bytes, spans.weights, t);
   }
