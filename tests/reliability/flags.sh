@@ -105,7 +105,7 @@ expect 2 "give --strategies NAMES or the degrees .* not both" "$RS" compare --ra
 expect 2 "--strategy and the degrees .* --from reads a trace" "$RS" model --cp 4 --from /dev/null
 
 # --- messages that point the right way.
-expect 0 "the lesson, 1 to 10 \\(none: list them\\)" "$RS" lesson --help
+expect 0 "the lesson, 1 to 11 \\(none: list them\\)" "$RS" lesson --help
 expect 2 "^ringside: RINGSIDE_INJECT_FAILURE='7:forward' must be RANK:forward or RANK:backward with 0 <= RANK < 2$" \
   env RINGSIDE_INJECT_FAILURE=7:forward "$RS" run --strategy ring "${SMALL[@]}" --ranks 2
 for spec in soon ' 0:forward' '0:forward ' '1:Forward' '-1:forward'; do
