@@ -139,8 +139,8 @@ TEST_CASE("topology: bad tiers are one error naming the field", "[topology]") {
   fails([](nlohmann::json& j) { j["tiers"].insert(j["tiers"].begin() + 1, nlohmann::json::object({{"name", "pod"}, {"gpus", 100}, {"bandwidth_GBps", 50}, {"latency_us", 5}})); },
         "x.json: tiers[1].gpus: 100 GPUs is not a whole number of tiers[0] domains of 72");
   fails([](nlohmann::json& j) { j["tiers"][1]["gpus"] = 1024; }, "tiers[1].gpus: the outermost tier joins every GPU");
-  fails([](nlohmann::json& j) { j["tiers"][0]["bandwidth_GBps"] = 0; }, "x.json: tiers[0].bandwidth_GBps must be a number in (0, 1e+06]");
-  fails([](nlohmann::json& j) { j["tiers"][1].erase("bandwidth_GBps"); }, "tiers[1].bandwidth_GBps must be a number in (0, 1e+06] (missing)");
+  fails([](nlohmann::json& j) { j["tiers"][0]["bandwidth_GBps"] = 0; }, "x.json: tiers[0].bandwidth_GBps must be a number in [0.001, 1e+06]");
+  fails([](nlohmann::json& j) { j["tiers"][1].erase("bandwidth_GBps"); }, "tiers[1].bandwidth_GBps must be a number in [0.001, 1e+06] (missing)");
   fails([](nlohmann::json& j) { j["tiers"][0]["efficiency"] = 1.2; }, "x.json: tiers[0].efficiency must be a number in (0, 1]");
   fails([](nlohmann::json& j) { j["tiers"][0]["unit"] = 5; }, "x.json: tiers[0].unit: 5 GPUs does not divide the domain of 72");
   fails([](nlohmann::json& j) { j["tiers"][0].erase("name"); }, "x.json: tiers[0].name must be a non-empty string");
@@ -154,6 +154,18 @@ TEST_CASE("topology: bad tiers are one error naming the field", "[topology]") {
                                                                       Catch::Contains("gb200-nvl72"));
   parts = {{"name", "mine"}, {"gpu", "tpu"}, {"system", "hgx-h100"}};
   CHECK_THROWS_WITH(model::load_hardware_json(parts, "mine.json"), Catch::Contains("mine.json: gpu tpu is not a built-in gpu ("));
+  // A file stating its links both ways is refused (the node keys would silently override its
+  // system), and another part over a base is described by its parts, not the base's words.
+  nlohmann::json both = {{"name", "mine"}, {"gpu", "h100-sxm"}, {"system", "gb200-nvl72"}, {"gpus_per_node", 8},
+                         {"intra_node", {{"bandwidth_GBps", 450}, {"latency_us", 3}}}, {"inter_node", {{"bandwidth_GBps", 50}, {"latency_us", 5}}}};
+  CHECK_THROWS_WITH(model::load_hardware_json(both, "both.json"),
+                    Catch::Contains("both.json: gpus_per_node, intra_node and inter_node (the first format's node) and a system in one file"));
+  both.erase("intra_node"), both.erase("inter_node");  // a node key alone patches the system's tiers
+  CHECK(model::load_hardware_json(both, "both.json").tiers.front().gpus == 8);
+  const model::Hardware swapped = model::load_hardware_json({{"base", "h100-nvlink"}, {"name", "b200-on-hgx"}, {"gpu", "b200"}}, "swap.json");
+  CHECK(swapped.description.find("H100 SXM5") == std::string::npos);  // not the base GPU's words
+  CHECK(swapped.description.find("B200") != std::string::npos);
+  CHECK(swapped.description.find("HGX H100") != std::string::npos);  // the base's system's words
   // The first format still reads: a node of 4 on h100-nvlink's parts, and a file of its own.
   nlohmann::json four = {{"base", "h100-nvlink"}, {"name", "h100x4"}, {"gpus_per_node", 4}};
   const model::Hardware x4 = model::load_hardware_json(four, "x4.json");

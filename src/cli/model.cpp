@@ -390,6 +390,8 @@ int model_command(const ModelCommandOptions& o) {
   const double peak = hw.peak_flops(mo.dtype);
   std::printf("             %.4g TFLOP/s %s (peak), %.4g GB/s memory, %.4g GB; %s\n", peak / 1e12, mo.dtype.c_str(),
               hw.memory_bandwidth / 1e9, hw.memory_bytes / 1e9, model::tiers_words(hw.tiers).c_str());
+  if (!modeled.ranks.empty() && hw.tiers.size() > 1)  // how the schedule's ranks fill the domains
+    std::printf("             placed: %s\n", hw.topology(int(modeled.ranks.size())).domain_words().c_str());
   std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s (this machine, varying)\n", run.events,
               modeled.ranks.size(), o.from.empty() ? "dry run" : "read", run.dry_s, run.model_s);
   const std::string bytes = mo.dtype == "fp32" ? "fp32 bytes" : "bf16: half the fp32 run's bytes";

@@ -176,6 +176,7 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, const mode
   std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
   std::printf("  %.4g TFLOP/s %s per GPU, %s each; %s (modeled)\n", hw.peak_flops(mo.dtype) / 1e12, mo.dtype.c_str(),
               format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), model::tiers_words(hw.tiers).c_str());
+  if (hw.tiers.size() > 1) std::printf("  placed: %s\n", hw.topology(plan.P).domain_words().c_str());
   std::printf("  modeled at %s\n", model::rates_summary(hw, mo, "\n  ").c_str());
   const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
   size_t wname = 9;

@@ -140,19 +140,18 @@ static void print_systems_side_by_side(const std::vector<model::StepPlan>& plans
   std::stable_sort(ranked.begin(), ranked.end(), [](const model::StepPlan* a, const model::StepPlan* b) {
     return a->rows.front().tokens_per_s_per_gpu > b->rows.front().tokens_per_s_per_gpu;
   });
-  std::printf("\n  the systems side by side, the same model on %d GPUs (modeled):\n", gpus);
-  std::printf("  %3s  %-14s  %9s  %6s  %-46s  %-28s  %-28s  %s\n", "#", "system", "tokens/s", "MFU", "winner", "its TP x CP group",
-              "its gradients (DP x CP)", "the job's GPUs");
+  std::printf("\n  the systems side by side, the same model on %d GPUs (modeled; #1 is: #1's tokens/s over this row's):\n", gpus);
+  std::printf("  %3s  %-14s  %9s  %6s  %7s  %-46s  %-28s  %-28s  %s\n", "#", "system", "tokens/s", "MFU", "#1 is", "winner",
+              "its TP x CP group", "its gradients (DP x CP)", "the job's GPUs");
   for (size_t i = 0; i < ranked.size(); ++i) {
     const model::StepPlan& p = *ranked[i];
     const model::StepRow& win = p.rows.front();
     const model::Topology topology = p.hw.topology(gpus);
     const model::step_parts::Spans spans = model::step_parts::spans_of(win.candidate, topology);
-    char slower[64] = "";
-    if (i > 0) std::snprintf(slower, sizeof slower, " (#1 %.2fx as fast)", ranked.front()->rows.front().tokens_per_s_per_gpu / win.tokens_per_s_per_gpu);
-    std::printf("  %3zu  %-14s  %9.0f  %5.1f%%  %-46s  %-28s  %-28s  %s%s\n", i + 1, p.hw.name.c_str(), win.tokens_per_s_per_gpu,
-                100 * win.mfu, win.candidate.name().c_str(), model::link_words(spans.group, p.hw).c_str(),
-                spans.weights.size > 1 ? model::link_words(spans.weights, p.hw).c_str() : "-", topology.domain_words().c_str(), slower);
+    const double times = ranked.front()->rows.front().tokens_per_s_per_gpu / win.tokens_per_s_per_gpu;
+    std::printf("  %3zu  %-14s  %9.0f  %5.1f%%  %6.2fx  %-46s  %-28s  %-28s  %s\n", i + 1, p.hw.name.c_str(), win.tokens_per_s_per_gpu,
+                100 * win.mfu, times, win.candidate.name().c_str(), model::link_words(spans.group, p.hw).c_str(),
+                spans.weights.size > 1 ? model::link_words(spans.weights, p.hw).c_str() : "-", topology.domain_words().c_str());
   }
   for (const model::StepPlan& p : plans)
     if (!p.ranked()) std::printf("    -  %-14s  nothing fits\n", p.hw.name.c_str());

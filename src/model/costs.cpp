@@ -109,7 +109,7 @@ std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::
     links += (t == 0 ? "" : ", ") +
              (achieved ? detail::concat(std::lround(100 * tier.efficiency), "% of ", tier.bandwidth / 1e9, " GB/s + ", tier.latency_s * 1e6, " us")
                        : detail::concat(tier.bandwidth / 1e9, " GB/s + ", tier.latency_s * 1e6, " us")) +
-             " on " + tier.name + (t + 1 < hw.tiers.size() ? detail::concat(" (domains of ", tier.gpus, " GPUs)") : "");
+             " on " + tier.name + (t + 1 < hw.tiers.size() ? detail::concat(" (domains of ", tier.gpus, tier.gpus == 1 ? " GPU)" : " GPUs)") : "");
   }
   const double peak = hw.peak_flops(o.dtype);
   if (!achieved)

@@ -223,13 +223,32 @@ nlohmann::json with_parts(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object() || (!j.contains("gpu") && !j.contains("system"))) return j;
   nlohmann::json merged = j.contains("gpu") ? part_json("gpu", j["gpu"], source) : nlohmann::json::object();
   merged.erase("name");  // the part's own name is not the profile's
+  std::string system_words;
   if (j.contains("system")) {
     const nlohmann::json system = part_json("system", j["system"], source);
     if (!system.contains("tiers")) throw ConfigError(source + ": system " + j["system"].dump() + " gives no tiers");
     merged["tiers"] = system["tiers"];
+    if (system.contains("description") && system["description"].is_string()) system_words = system["description"];
   }
+  // A profile that does not describe itself is its parts': the GPU's words, then the system's.
+  if (!j.contains("description") && !system_words.empty())
+    merged["description"] = (merged.contains("description") && merged["description"].is_string()
+                                 ? merged["description"].get<std::string>() + "; "
+                                 : std::string()) + system_words;
   merged.merge_patch(j);
   return merged;
+}
+
+// A file states its links one way: a whole first-format node (gpus_per_node, intra_node and
+// inter_node) or a system or tiers. A node key alone patches the tiers it is given with (lesson
+// 6's "gpus_per_node": 4 over h100-nvlink's file); a whole node beside a system would silently
+// replace that system's tiers.
+void check_one_link_format(const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object() || (!j.contains("system") && !j.contains("tiers"))) return;
+  if (j.contains("gpus_per_node") && j.contains("intra_node") && j.contains("inter_node"))
+    throw ConfigError(detail::concat(source, ": gpus_per_node, intra_node and inter_node (the first format's node) and ",
+                                     j.contains("tiers") ? "tiers" : "a system",
+                                     " in one file; give the links one way, or only the node keys that patch them"));
 }
 
 }  // namespace
@@ -241,7 +260,12 @@ nlohmann::json hardware_json(const std::string& name) {
 }
 
 Hardware load_hardware_json(const nlohmann::json& j, const std::string& source) {
-  return parse_hardware(with_parts(with_base(j, source), source), source);
+  check_one_link_format(j, source);
+  nlohmann::json based = with_base(j, source);
+  // Another GPU or system over a base, without words of its own: the base's words describe the
+  // base's parts, not these.
+  if (j.is_object() && (j.contains("gpu") || j.contains("system")) && !j.contains("description")) based.erase("description");
+  return parse_hardware(with_parts(based, source), source);
 }
 
 Hardware load_hardware(const std::string& name_or_path) {

@@ -66,7 +66,7 @@ std::vector<Tier> parse_tiers(const nlohmann::json& j, const std::string& source
       if (tier.gpus % tier.unit != 0)
         throw ConfigError(detail::concat(where, "unit: ", tier.unit, " GPUs does not divide the domain of ", tier.gpus));
     }
-    tier.bandwidth = number_in(t, "bandwidth_GBps", where, 0, 1e6, true) * 1e9;
+    tier.bandwidth = number_in(t, "bandwidth_GBps", where, 1e-3, 1e6) * 1e9;  // the first format's range: a unit slip is out of it
     tier.latency_s = number_in(t, "latency_us", where, 0, 1e6) * 1e-6;  // 0: an ideal link
     tier.efficiency = t.contains("efficiency") ? number_in(t, "efficiency", where, 0, 1, true) : 1.0;
     tier.source = text(t, "source", where, false);
@@ -105,7 +105,7 @@ std::string tiers_words(const std::vector<Tier>& tiers) {
   std::string out;
   for (size_t i = 0; i < tiers.size(); ++i) {
     const Tier& t = tiers[i];
-    out += (i == 0 ? "" : ", then ") + t.name + (i + 1 < tiers.size() ? detail::concat(" domains of ", t.gpus, " GPUs") : "") +
+    out += (i == 0 ? "" : ", then ") + t.name + (i + 1 < tiers.size() ? detail::concat(" domains of ", t.gpus, t.gpus == 1 ? " GPU" : " GPUs") : "") +
            detail::concat(" at ", t.bandwidth / 1e9, " GB/s + ", t.latency_s * 1e6, " us");
   }
   return out;
