@@ -32,16 +32,15 @@ std::string num(double v);
 }  // namespace
 
 Span widest_span(const ParallelConfig& par, GroupKind kind, const Topology& topology) {
-  Span widest;
-  bool first = true;
+  std::optional<Span> widest;
+  bool uneven = false;
   for (const std::vector<int>& g : group_members(par, kind)) {
     const Span s = topology.span(g);
-    const auto outer_hops = [](const Span& x) { return x.hops[x.tier]; };
-    if (first || s.tier > widest.tier || (s.tier == widest.tier && outer_hops(s) > outer_hops(widest))) widest = s;
-    widest.uneven |= s.uneven;
-    first = false;
+    uneven |= s.uneven;
+    if (!widest || s.wider_than(*widest)) widest = s;
   }
-  return widest;
+  widest->uneven = uneven;
+  return *widest;
 }
 
 std::string link_words(const Span& span, const Hardware& hw) {

@@ -51,13 +51,11 @@ static std::pair<std::vector<int>, Span> widest_group(const RankGrid& grid, cons
     return {std::move(g), s};
   }
   std::pair<std::vector<int>, Span> widest;
-  bool first = true, uneven = false;
+  bool uneven = false;
   for (std::vector<int>& g : grid.groups(dims)) {
     const Span s = topology.span(g);
     uneven |= s.uneven;
-    if (first || s.tier > widest.second.tier || (s.tier == widest.second.tier && s.hops[s.tier] > widest.second.hops[s.tier]))
-      widest = {std::move(g), s};
-    first = false;
+    if (widest.first.empty() || s.wider_than(widest.second)) widest = {std::move(g), s};
   }
   widest.second.uneven = uneven;
   return widest;

@@ -72,6 +72,9 @@ struct Span {
   int domains(size_t t) const { return (size + most[t] - 1) / most[t]; }
   /// Whether the group's links leave the innermost tier's domain.
   bool crosses() const { return tier > 0; }
+  /// Whether this group's traffic goes further than `o`'s: an outer tier, or as far with more of
+  /// its ring's hops there (what a planner costs a dimension by: its widest group).
+  bool wider_than(const Span& o) const { return tier != o.tier ? tier > o.tier : hops[tier] > o.hops[o.tier]; }
 };
 
 /// A system's tiers as a job of `world` GPUs fills them (the segment rule above).
