@@ -124,6 +124,33 @@ TEST_CASE("topology: an uneven span is costed by its fullest domain inside and i
   CHECK(model::tier_bytes(model::Collective::all_gather, S, straddle, 0) == Approx(11.0 / 12 * S));
 }
 
+TEST_CASE("topology: an in-network all-reduce (NVLS, SHARP) runs at its busbw where the ring would not", "[topology][collectives]") {
+  // h100-nvlink's NVLink with NVLS at 480 GB/s busbw (nccl-tests#212, the NCCL maintainer: 8x
+  // H100): an all-reduce inside the node takes latency + 2 (n-1)/n S / 480 GB/s; a reduce-scatter
+  // still rings; across nodes the top level, InfiniBand, has none and rings too.
+  model::Hardware hw = model::load_hardware("h100-nvlink");
+  const model::ModelOptions o;
+  const double S = 1 << 30;
+  const Span node = hw.topology(8).span(range(0, 8));
+  const double ring = model::collective_seconds(model::Collective::all_reduce, S, node, hw, o);
+  hw.tiers[0].reduction = "NVLS", hw.tiers[0].reduction_busbw = 480e9;
+  CHECK(model::collective_seconds(model::Collective::all_reduce, S, node, hw, o) == Approx(3e-6 + 2.0 * 7 / 8 * S / 480e9).epsilon(1e-12));
+  CHECK(model::collective_seconds(model::Collective::all_reduce, S, node, hw, o) < ring);
+  CHECK(model::collective_seconds(model::Collective::reduce_scatter, S, node, hw, o) ==
+        Approx(7 * (3e-6 + S / 8 / (450e9 * 0.81))).epsilon(1e-12));
+  const Span two = hw.topology(16).span(range(0, 16));
+  const double inside = 7 * (3e-6 + S / 8 / (450e9 * 0.81)), across = 2 * 1 * (5e-6 + S / 8 / 2 / (50e9 * 0.94));
+  CHECK(model::collective_seconds(model::Collective::all_reduce, S, two, hw, o) == Approx(2 * inside + across).epsilon(1e-12));
+  // SHARP on the top tier: the level across runs at its busbw.
+  hw.tiers[1].reduction = "SHARP", hw.tiers[1].reduction_busbw = 90e9;
+  CHECK(model::collective_seconds(model::Collective::all_reduce, S, two, hw, o) ==
+        Approx(2 * inside + 5e-6 + 2.0 * 1 / 2 * S / 8 / 90e9).epsilon(1e-12));
+  // The roofline (--efficiency ideal) rings at line rate: no reduction in the network.
+  model::ModelOptions ideal;
+  ideal.efficiency = "ideal";
+  CHECK(model::collective_seconds(model::Collective::all_reduce, S, node, hw, ideal) == Approx(14 * (3e-6 + S / 8 / 450e9)).epsilon(1e-12));
+}
+
 TEST_CASE("topology: bad tiers are one error naming the field", "[topology]") {
   const nlohmann::json good = model::load_hardware("gb200-nvl72").to_json();
   auto fails = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& says) {
