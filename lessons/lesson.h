@@ -109,8 +109,9 @@ struct Script {
   void block(const std::string& lines);
   void blank();  ///< an empty line
   /// How far to trust the step's modeled times: the held-out error band of their kind
-  /// (model/bands.h), one wrapped paragraph, recorded as band_low / band_high when there is one.
-  void trust(const model::RunKind& kind);
+  /// (model/bands.h), one wrapped paragraph, recorded as band_low / band_high when there is one;
+  /// with `hw`, it also says when no validation case ran on hw's GPU (model/validation.h).
+  void trust(const model::RunKind& kind, const model::Hardware* hw = nullptr);
   /// Records a number the lesson states under `key` (the tests assert it) and returns it.
   double record(const std::string& key, double value);
   /// The lesson's last two steps: "Check yourself" asks the questions (the terminal pauses

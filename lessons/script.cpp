@@ -12,6 +12,7 @@
 #include "layer/reference.h"
 #include "layer/weights.h"
 #include "lessons/text.h"
+#include "model/validation.h"
 
 namespace ringside::lessons {
 
@@ -45,10 +46,11 @@ void Script::block(const std::string& lines) {
   steps.back().tables.push_back(lines);
 }
 
-void Script::trust(const model::RunKind& kind) {
+void Script::trust(const model::RunKind& kind, const model::Hardware* hw) {
   const model::ErrorBand band = model::error_band(kind);
   if (band.found) record("band_low", band.lo), record("band_high", band.hi);
-  paragraph("How far to trust these times: " + model::band_text(band, kind) + " (`ringside validate`).");
+  paragraph("How far to trust these times: " + model::band_text(band, kind) + (hw ? model::unvalidated_gpu_note(*hw) : "") +
+            " (`ringside validate`).");
 }
 
 void Script::paragraph(const std::string& text) {

@@ -190,7 +190,7 @@ void the_rack(Script& L) {
   L.blank();
   L.table(tiers_used);
   L.blank();
-  L.trust(model::run_kind(false, true, plans.back()->rows.front().candidate.layer.par, "bf16"));
+  L.trust(model::run_kind(false, true, plans.back()->rows.front().candidate.layer.par, "bf16"), &rack);
   L.blank();
   const model::StepRow& hgx_row = plans[0]->rows.front();
   const model::StepRow& rack_row = plans[1]->rows.front();
@@ -270,8 +270,9 @@ void the_rack(Script& L) {
       {fmt("The job grows to 128 GPUs on %s racks. How many racks does it use, and how many of each rack's 72 GPUs?",
            rack.name.c_str()),
        double(racks128), fmt("%d racks of %d", racks128, rack128.domain_gpus(0)),
-       fmt("72 does not divide 128, whole trays of %d do: the job takes %d GPUs (%d trays) of each rack", rack.tiers[0].unit,
-           rack128.domain_gpus(0), rack128.domain_gpus(0) / std::max(1, rack.tiers[0].unit))},
+       fmt("72 does not divide 128; the largest whole number of trays of %d that does and fills at least half a rack is %d "
+           "(%d trays), so the job takes %d GPUs of each rack (the topology's segment rule)", rack.tiers[0].unit,
+           rack128.domain_gpus(0), rack128.domain_gpus(0) / std::max(1, rack.tiers[0].unit), rack128.domain_gpus(0))},
       {fmt("For this job of %d, how many times wider a TP x CP group can stay inside NVLink on %s than on %s?", kGpus,
            rack.name.c_str(), hgx.name.c_str()),
        double(widest_rack) / widest_hgx, fmt("%dx", widest_rack / widest_hgx),

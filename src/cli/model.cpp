@@ -11,6 +11,7 @@
 #include "core/output.h"
 #include "core/progress.h"
 #include "model/bands.h"
+#include "model/validation.h"
 #include "model/flops.h"
 #include "model/model.h"
 #include "run/runner.h"
@@ -343,8 +344,9 @@ void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::
               model::attention_count_text(o.cfg).c_str());
   const model::RunKind kind = run_kind_of(o, run);
   const model::ErrorBand band = model::error_band(kind);
-  std::printf("    trust: %s%s\n", model::band_text(band, kind).c_str(),
-              band.found ? (": real GPUs would likely measure " + model::rate_range_text(r.tokens_per_s_per_gpu, band, "tokens/s per GPU")).c_str() : "");
+  std::printf("    trust: %s%s%s\n", model::band_text(band, kind).c_str(),
+              band.found ? (": real GPUs would likely measure " + model::rate_range_text(r.tokens_per_s_per_gpu, band, "tokens/s per GPU")).c_str() : "",
+              model::unvalidated_gpu_note(hw).c_str());
   std::printf("    exposed on the first stage: TP %s, CP %s, PP %s, DP %s\n", format_seconds(s.tp_exposed_s).c_str(),
               format_seconds(s.cp_exposed_s).c_str(), format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
   std::printf("    memory of stage %d: weights %s, gradients %s, optimizer %s, activations %s: %s of %s\n", s.fullest_stage,
@@ -390,8 +392,9 @@ int model_command(const ModelCommandOptions& o) {
   const double peak = hw.peak_flops(mo.dtype);
   std::printf("             %.4g TFLOP/s %s (peak), %.4g GB/s memory, %.4g GB; %s\n", peak / 1e12, mo.dtype.c_str(),
               hw.memory_bandwidth / 1e9, hw.memory_bytes / 1e9, model::tiers_words(hw.tiers).c_str());
-  if (!modeled.ranks.empty() && hw.tiers.size() > 1)  // how the schedule's ranks fill the domains
-    std::printf("             placed: %s\n", hw.topology(int(modeled.ranks.size())).domain_words().c_str());
+  // How the job's GPUs fill the domains: the group's ranks, or with --gbs the whole step's.
+  const int job = int(modeled.ranks.size()) * (o.gbs > 0 ? o.pp * o.dp : 1);
+  if (job > 0 && hw.tiers.size() > 1) std::printf("             placed: %s\n", hw.topology(job).domain_words().c_str());
   std::printf("  schedule   %zu events on %zu ranks: %s %.2f s, model %.2f s (this machine, varying)\n", run.events,
               modeled.ranks.size(), o.from.empty() ? "dry run" : "read", run.dry_s, run.model_s);
   const std::string bytes = mo.dtype == "fp32" ? "fp32 bytes" : "bf16: half the fp32 run's bytes";

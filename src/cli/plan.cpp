@@ -15,6 +15,7 @@
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
 #include "model/plan.h"
+#include "model/validation.h"
 #include "model/step_plan.h"
 #include "parallel/run_plan.h"
 
@@ -199,7 +200,8 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, const mode
   if (ranked > 0) {
     const model::RunKind kind =
         model::run_kind(false, false, plan.rows.front().candidate.par, mo.dtype, model::at_roofline(hw, mo));
-    std::printf("  trust: for the winner's kind, %s\n", model::band_text(model::error_band(kind), kind).c_str());
+    std::printf("  trust: for the winner's kind, %s%s\n", model::band_text(model::error_band(kind), kind).c_str(),
+                model::unvalidated_gpu_note(hw).c_str());
     const model::PlanCandidate& win = plan.rows.front().candidate;
     std::printf("  #1 modeled alone (its layer's time, /layer/total_s in --json, x %d layer%s is its step; --json gives every\n"
                 "  row's flags):\n    %s %s\n",

@@ -12,6 +12,7 @@
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
 #include "model/flops.h"
+#include "model/validation.h"
 #include "model/step_parts.h"
 #include "model/step_plan.h"
 #include "parallel/run_plan.h"
@@ -58,7 +59,7 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, c
     const model::ErrorBand band = model::error_band(kind);
     std::printf("  trust: for the winner's kind, %s\n", (model::band_text(band, kind) +
                                              (band.found ? ": real GPUs would likely measure " + model::rate_range_text(w.tokens_per_s_per_gpu, band, "tokens/s per GPU")
-                                                         : std::string())).c_str());
+                                                         : std::string()) + model::unvalidated_gpu_note(hw)).c_str());
     std::printf("  #1 modeled alone (--json gives every row's flags):\n    %s %s\n", plan_model_command(o, hw_given).c_str(),
                 model_flags(w.candidate).c_str());
   }

@@ -213,7 +213,8 @@ nlohmann::json part_json(const char* kind, const nlohmann::json& name, const std
     names += (names.empty() ? "" : ", ") + builtin;
   }
   throw ConfigError(detail::concat(source, ": ", kind, " ", name.is_string() ? detail::shown_input(name.get<std::string>()) : name.dump(),
-                                   " is not a built-in ", kind, " (", names, ")"));
+                                   " is not a built-in ", kind, " (", names, ")",
+                                   std::string(kind) == "system" ? "; a profile's own links go in \"tiers\" (docs/model.md, Topology)" : ""));
 }
 
 // A profile built from parts: "gpu": NAME takes that GPU's compute, memory and efficiencies,
@@ -262,10 +263,16 @@ nlohmann::json hardware_json(const std::string& name) {
 Hardware load_hardware_json(const nlohmann::json& j, const std::string& source) {
   check_one_link_format(j, source);
   nlohmann::json based = with_base(j, source);
-  // Another GPU or system over a base, without words of its own: the base's words describe the
-  // base's parts, not these.
-  if (j.is_object() && (j.contains("gpu") || j.contains("system")) && !j.contains("description")) based.erase("description");
-  return parse_hardware(with_parts(based, source), source);
+  // Another GPU, system or links over a base, without words of its own: the base's words
+  // describe the base's parts, not these.
+  const bool own_links = j.is_object() && (j.contains("tiers") || j.contains("gpus_per_node") || j.contains("intra_node") || j.contains("inter_node"));
+  const bool own_parts = j.is_object() && (j.contains("gpu") || j.contains("system"));
+  if ((own_parts || own_links) && !j.contains("description")) based.erase("description");
+  Hardware hw = parse_hardware(with_parts(based, source), source);
+  if (own_links && !j.contains("description"))  // its GPU's words, then its own links
+    hw.description = (hw.description.empty() ? hw.name : hw.description.substr(0, hw.description.find(';'))) + "; its links: " +
+                     tiers_words(hw.tiers);
+  return hw;
 }
 
 Hardware load_hardware(const std::string& name_or_path) {

@@ -124,7 +124,7 @@ bool dominated(const PlanCandidate& c, const LayerConfig& cfg, Layout given) {
 }
 
 // Where each dimension's groups sit, the tier their traffic uses and, beyond the innermost
-// domain, how much: "TP 8 inside one NVLink domain, CP 16 (ring) with its TP across InfiniBand
+// domain, how much: "TP 8 inside one NVLink domain, the TP x CP group of 128 (CP 16 p2p) across InfiniBand
 // (12 GiB a GPU a step on it), 4 stages across InfiniBand (...) and gradients over DP x CP = 64
 // across InfiniBand (...)".
 std::string where(const StepRow& row, const Spans& spans, const Hardware& hw) {
@@ -136,8 +136,9 @@ std::string where(const StepRow& row, const Spans& spans, const Hardware& hw) {
   std::vector<std::string> parts;
   if (par.tp > 1) parts.push_back("TP " + std::to_string(par.tp) + " " + link_words(spans.tp, hw) + (par.cp > 1 ? "" : beyond(spans.tp, row.cost.group_beyond_bytes)));
   if (par.cp > 1)
-    parts.push_back("CP " + std::to_string(par.cp) + " (" + par.scheme().name + ")" + (par.tp > 1 ? " with its TP " : " ") +
-                    link_words(spans.group, hw) + beyond(spans.group, row.cost.group_beyond_bytes));
+    parts.push_back((par.tp > 1 ? "the TP x CP group of " + std::to_string(par.tp * par.cp) + " (CP " : "CP ") + std::to_string(par.cp) +
+                    " " + par.scheme().name + (par.tp > 1 ? ") " : " ") + link_words(spans.group, hw) +
+                    beyond(spans.group, row.cost.group_beyond_bytes));
   if (c.pp > 1) parts.push_back(std::to_string(c.pp) + " stages " + link_words(spans.pp, hw) + beyond(spans.pp, row.cost.pp_beyond_bytes));
   if (spans.weights.size > 1)
     parts.push_back("gradients over DP x CP = " + std::to_string(spans.weights.size) + " " + link_words(spans.weights, hw) +

@@ -205,4 +205,18 @@ ErrorSummary summarize(const std::vector<double>& errors) {
   return s;
 }
 
+std::string unvalidated_gpu_note(const Hardware& hw) {
+  if (hw.gpu.empty()) return "";  // a measured or hand-written profile: no part to look for
+  static const std::vector<std::string> tested = [] {
+    std::vector<std::string> gpus;
+    for (const ValidationCase& c : builtin_validation_cases()) {
+      const nlohmann::json j = hardware_json(c.profile);
+      if (j.contains("gpu") && j["gpu"].is_string()) gpus.push_back(j["gpu"]);
+    }
+    return gpus;
+  }();
+  if (std::find(tested.begin(), tested.end(), hw.gpu) != tested.end()) return "";
+  return "; none of them ran on a " + hw.gpu + " GPU: its rates are its sources', no whole run has tested them";
+}
+
 }  // namespace ringside::model

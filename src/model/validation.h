@@ -69,6 +69,13 @@ ValidationCase parse_validation_case(const nlohmann::json& j, const std::string&
 /// The built-in cases, in name order.
 std::vector<ValidationCase> builtin_validation_cases();
 
+struct Hardware;
+
+/// "" where some built-in validation case ran on `hw`'s GPU part (its profile's "gpu", through its
+/// base); else a clause for a trust line: "; none of them ran on a b200 GPU: its rates are its
+/// sources', no whole run has tested them" (a Blackwell profile against Hopper's and Ampere's bands).
+std::string unvalidated_gpu_note(const Hardware& hw);
+
 /// A case beside its modeled value (in the case's unit).
 struct ValidationRow {
   ValidationCase c;
