@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "model/collectives.h"
 #include "model/model.h"
+#include "model/validation.h"
 #include "spans.h"
 
 using namespace ringside;
@@ -221,6 +222,20 @@ TEST_CASE("profiles built from parts: h100-ib is H100's GPU on another system, a
   CHECK(model::load_hardware("b200").domain_gpus() == 8);
   CHECK(model::load_hardware("gb200-nvl72").domain_gpus() == 72);
   CHECK(model::load_hardware("gb300-nvl72").tiers.back().bandwidth == 100e9);  // ConnectX-8, 800 Gb/s
+  // No validation case ran on a Blackwell GPU: their trust lines say so; H100's and A100's do not.
+  CHECK(model::unvalidated_gpu_note(model::load_hardware("h100-nvlink")).empty());
+  CHECK(model::unvalidated_gpu_note(model::load_hardware("a100-nvlink")).empty());
+  CHECK(model::unvalidated_gpu_note(model::load_hardware("gb200-nvl72")) ==
+        "; none of them ran on a gb200 GPU: its rates are its sources', no whole run has tested them");
+  CHECK(!model::unvalidated_gpu_note(model::load_hardware("b200")).empty());
+  // A profile of its own links over a base is described by its GPU and those links.
+  const model::Hardware slow_ib = model::load_hardware_json(
+      {{"base", "h100-nvlink"}, {"name", "h100-ib200"},
+       {"tiers", {{{"name", "NVLink"}, {"gpus", 8}, {"bandwidth_GBps", 450}, {"latency_us", 3}},
+                  {{"name", "InfiniBand"}, {"bandwidth_GBps", 25}, {"latency_us", 5}}}}},
+      "ib200.json");
+  CHECK(slow_ib.description == "NVIDIA H100 SXM5 80GB (Hopper, 132 SMs); its links: NVLink domains of 8 GPUs at 450 GB/s + 3 us, then "
+                               "InfiniBand at 25 GB/s + 5 us");
 }
 
 TEST_CASE("collectives across tiers: the published GB200 NVL72 all-reduce at 72, 144 and 1,440 GPUs", "[topology][collectives]") {
