@@ -1209,3 +1209,33 @@ TEST_CASE("issue 59: otherData.modeling, the model options a run was modeled und
     CHECK_THAT(error_of(bad.dump()), Catch::Contains("t.json: " + expect));
   }
 }
+
+TEST_CASE("the slowest rank: the one busy longest in the shared window, and what makes it so", "[trace]") {
+  // Issue 61: trace-stats gave every rank the same window and could not say which rank the others
+  // wait for. Three ranks of a 10 ms window (ns): rank 1 computes no more than the others but
+  // waits 3 ms longer on its communication.
+  auto rank = [](int r, int64_t compute, int64_t exposed) {
+    trace::RankMetrics m;
+    m.rank = r;
+    m.time.window_ns = 10'000'000, m.time.compute_ns = compute, m.time.exposed_comm_ns = exposed;
+    m.time.comm_ns = exposed, m.time.idle_ns = 10'000'000 - compute - exposed;
+    return m;
+  };
+  trace::StrategyMetrics s;
+  s.ranks = {rank(0, 4'000'000, 2'000'000), rank(1, 4'000'000, 5'000'000), rank(2, 5'000'000, 1'000'000)};
+  const trace::SlowestRank w = trace::slowest_rank(s);
+  CHECK(w.rank == 1);
+  CHECK(w.busy_ns() == 9'000'000);
+  CHECK(w.others.compute_ns == 4'500'000);
+  CHECK(w.others.exposed_comm_ns == 1'500'000);
+  CHECK(w.others.idle_ns == 4'000'000);
+  CHECK(w.exposed_excess_ns == 3'500'000);
+  CHECK(w.compute_excess_ns == -500'000);
+  CHECK(w.cause == "exposed communication");
+  // A rank busier on compute is slow for its compute; one rank alone has no slowest.
+  s.ranks[2] = rank(2, 9'500'000, 0);
+  CHECK(trace::slowest_rank(s).rank == 2);
+  CHECK(trace::slowest_rank(s).cause == "compute");
+  s.ranks.resize(1);
+  CHECK(trace::slowest_rank(s).rank == -1);
+}

@@ -104,6 +104,26 @@ void print_comm_by_kind(const std::vector<trace::StrategyMetrics>& all, int w) {
     std::printf("  (no transfers)\n");
 }
 
+// Per strategy, the rank the others wait for and what makes it so (trace::slowest_rank).
+void print_slowest(const std::vector<trace::StrategyMetrics>& all) {
+  bool header = false;
+  for (const trace::StrategyMetrics& s : all) {
+    const trace::SlowestRank w = trace::slowest_rank(s);
+    if (w.rank < 0) continue;
+    if (!header)
+      std::printf("\n  the slowest rank (every rank shares the window: the one busy longest, compute + exposed communication,\n"
+                  "  is the one the others wait for; against the other ranks' mean):\n");
+    header = true;
+    const int64_t extra = w.cause == "compute" ? w.compute_excess_ns : w.exposed_excess_ns;
+    std::printf("  %s: rank %d, busy %s of the %s window (compute %s, exposed communication %s, idle %s) against the others' "
+                "%s (compute %s, exposed %s, idle %s): its %s, %s more\n",
+                name_of(s).c_str(), w.rank, ms(w.busy_ns()).c_str(), ms(w.mine.window_ns).c_str(), ms(w.mine.compute_ns).c_str(),
+                ms(w.mine.exposed_comm_ns).c_str(), ms(w.mine.idle_ns).c_str(), ms(w.others_busy_ns()).c_str(),
+                ms(w.others.compute_ns).c_str(), ms(w.others.exposed_comm_ns).c_str(), ms(w.others.idle_ns).c_str(), w.cause.c_str(),
+                ms(extra).c_str());
+  }
+}
+
 }  // namespace
 
 void add_align_option(CLI::App& c, std::string& align) {
@@ -256,13 +276,17 @@ int trace_stats_command(const TraceStatsOptions& o) {
   if (t.run.producer == trace::kKinetoProducer) print_kineto_header(t);
   else print_ringside_header(t, metrics);
   if (metrics.empty()) std::printf("  no events\n");
-  else print_timeline(metrics, true, true);
+  else print_timeline(metrics, true, true), print_slowest(metrics);
   if (!o.json.empty()) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& s : metrics) {
       nlohmann::json js = metrics_json(s);
       // How the ranks' clocks were put together, and each rank's shift (a PyTorch run's, or MPI's).
       js["clock"] = t.run.clock;
+      if (const trace::SlowestRank w = trace::slowest_rank(s); w.rank >= 0)
+        js["slowest_rank"] = {{"rank", w.rank}, {"cause", w.cause}, {"busy_us", us(w.busy_ns())},
+                              {"self", breakdown_json(w.mine)}, {"others_mean", breakdown_json(w.others)},
+                              {"compute_excess_us", us(w.compute_excess_ns)}, {"exposed_excess_us", us(w.exposed_excess_ns)}};
       for (nlohmann::json& jr : js["ranks"])
         for (const trace::RankTrace& r : t.ranks)
           if (r.strategy == s.strategy && r.rank == jr["rank"].get<int>())

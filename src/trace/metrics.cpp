@@ -324,6 +324,26 @@ std::vector<PhaseMetrics> phase_metrics(const TraceData& t, const StrategyMetric
   return sorted;
 }
 
+SlowestRank slowest_rank(const StrategyMetrics& m) {
+  SlowestRank out;
+  if (m.ranks.size() < 2) return out;
+  auto busy = [](const RankMetrics& r) { return r.time.compute_ns + r.time.exposed_comm_ns; };
+  const RankMetrics* slowest = &m.ranks.front();
+  for (const RankMetrics& r : m.ranks)
+    if (busy(r) > busy(*slowest)) slowest = &r;
+  out.rank = slowest->rank, out.mine = slowest->time;
+  const int64_t n = int64_t(m.ranks.size()) - 1;
+  for (const RankMetrics& r : m.ranks)
+    if (&r != slowest) out.others += r.time;
+  for (int64_t* v : {&out.others.window_ns, &out.others.compute_ns, &out.others.comm_ns, &out.others.overlap_ns,
+                     &out.others.exposed_comm_ns, &out.others.idle_ns})
+    *v /= n;
+  out.compute_excess_ns = out.mine.compute_ns - out.others.compute_ns;
+  out.exposed_excess_ns = out.mine.exposed_comm_ns - out.others.exposed_comm_ns;
+  out.cause = out.compute_excess_ns >= out.exposed_excess_ns ? "compute" : "exposed communication";
+  return out;
+}
+
 int64_t layer_ns(const StrategyMetrics& m) {
   int64_t t = 0;
   for (const RankMetrics& r : m.ranks) t = std::max(t, r.time.window_ns);

@@ -88,6 +88,23 @@ struct StrategyMetrics {
 
 /// A strategy's layer time: its slowest rank's forward + backward window, ns.
 int64_t layer_ns(const StrategyMetrics& m);
+
+/// The rank the others wait for, and why: every rank shares the strategy's window, so the one
+/// busy longest (compute + exposed communication = window - idle) is the slowest, and the part of
+/// its busy time that is furthest above the other ranks' mean says what made it so.
+struct SlowestRank {
+  int rank = -1;       ///< -1: fewer than two ranks
+  Breakdown mine;      ///< its time
+  Breakdown others;    ///< the other ranks' mean (window: the same)
+  /// "compute" or "exposed communication": the larger of its two excesses over the others' mean
+  /// (ns; may be negative when it is busier on the other).
+  std::string cause;
+  int64_t compute_excess_ns = 0, exposed_excess_ns = 0;
+  int64_t busy_ns() const { return mine.compute_ns + mine.exposed_comm_ns; }
+  int64_t others_busy_ns() const { return others.compute_ns + others.exposed_comm_ns; }
+};
+/// The slowest rank of `m` (ties: the lowest rank).
+SlowestRank slowest_rank(const StrategyMetrics& m);
 /// One sublayer's communication ("attention": the ring's K/V, Ulysses' all-to-alls), or nullopt
 /// when nothing was posted in it.
 std::optional<Breakdown> sublayer_comm(const StrategyMetrics& m, const std::string& sublayer);
