@@ -138,6 +138,23 @@ def ring(row):
     return row["cp"] > 1 and "p2p" in row["cp_comm"]
 
 
+def unfused_slows_rings_only(fused, unfused, what):
+    """Every ranked row of `unfused` (the plan under --merge unfused) that is also ranked in `fused`:
+    slower where it has a ring, unchanged where it has none; and at least one ring row."""
+    before = {row["name"]: row for row in fused if row["status"] == "ranked"}
+    rings = 0
+    for row in unfused:
+        if row["status"] != "ranked" or row["name"] not in before:
+            continue
+        was = before[row["name"]]["step_s"]
+        if ring(row):
+            rings += 1
+            check(row["step_s"] > was, f"{what}: the ring row {row['name']} under --merge unfused ({row['step_s']} s) is not slower than fused ({was} s)")
+        else:
+            check(row["step_s"] == was, f"{what}: {row['name']}, without a ring, moved with --merge: {was} -> {row['step_s']} s")
+    check(rings > 0, f"{what}: no ranked ring row to compare")
+
+
 def plan(r, d):
     def one(name, *flags):
         run(r, "plan", "--gpus", "4", *BIG, *flags, "--json", f"{d}/{name}.json", "--trace", f"{d}/{name}.trace.json")
@@ -150,18 +167,7 @@ def plan(r, d):
     for label, group in t1["otherData"]["modeled_groups"].items():
         record(group.get("modeling"), f"plan --merge unfused --trace: modeled_groups[{label}]", merge="unfused")
     check("--merge unfused" in p1["model_command"], f"plan: its rows' model command does not repeat --merge unfused: {p1['model_command']}")
-    before = {row["name"]: row for row in p0["rows"] if row["status"] == "ranked"}
-    rings = 0
-    for row in p1["rows"]:
-        if row["status"] != "ranked" or row["name"] not in before:
-            continue
-        was = before[row["name"]]["step_s"]
-        if ring(row):
-            rings += 1
-            check(row["step_s"] > was, f"plan: the ring row {row['name']} under --merge unfused ({row['step_s']} s) is not slower than fused ({was} s)")
-        else:
-            check(row["step_s"] == was, f"plan: {row['name']}, without a ring, moved with --merge: {was} -> {row['step_s']} s")
-    check(rings > 0, "plan: no ranked ring row to compare")
+    unfused_slows_rings_only(p0["rows"], p1["rows"], "plan")
 
 
 def plan_step(r, d):
@@ -175,18 +181,7 @@ def plan_step(r, d):
     record(j1["plans"][0]["modeling"], "plan --gbs --merge unfused --json /plans/0/modeling", merge="unfused")
     check(j1["software"]["merge"] == "unfused", f"plan --gbs --merge unfused: /software/merge is {j1['software']['merge']!r}")
     record(t1["otherData"].get("modeling"), "plan --gbs --merge unfused --trace: otherData.modeling", merge="unfused")
-    before = {row["name"]: row for row in j0["plans"][0]["rows"] if row["status"] == "ranked"}
-    rings = 0
-    for row in j1["plans"][0]["rows"]:
-        if row["status"] != "ranked" or row["name"] not in before:
-            continue
-        was = before[row["name"]]["step_s"]
-        if ring(row):
-            rings += 1
-            check(row["step_s"] > was, f"plan --gbs: the ring row {row['name']} under --merge unfused ({row['step_s']} s) is not slower than fused ({was} s)")
-        else:
-            check(row["step_s"] == was, f"plan --gbs: {row['name']}, without a ring, moved with --merge: {was} -> {row['step_s']} s")
-    check(rings > 0, "plan --gbs: no ranked ring row to compare")
+    unfused_slows_rings_only(j0["plans"][0]["rows"], j1["plans"][0]["rows"], "plan --gbs")
 
 
 def validate(r, d):
