@@ -54,8 +54,9 @@ void print_row(const model::Framework& f, const std::string& label, const model:
 }
 
 void print_header(const model::Framework& f, const std::string& hw) {
-  std::printf("\n  --emit %s: %s's settings for the winner and the runner-up on %s (names checked against %s)\n", f.name,
-              f.title, hw.c_str(), f.source);
+  std::printf("\n%s", lessons::wrap(std::string("--emit ") + f.name + ": " + f.title + "'s settings for the winner and the runner-up on " +
+                                        hw + " (names checked against " + f.source + ")",
+                                    106, "  ").c_str());
 }
 
 }  // namespace

@@ -11,17 +11,9 @@ namespace ringside::model {
 
 const std::vector<Framework>& frameworks() {
   static const std::vector<Framework> all{
-      {"megatron", "Megatron-LM",
-       "NVIDIA/Megatron-LM d98e8a64, megatron/training/arguments.py and the dataclasses it makes flags of "
-       "(megatron/core/model_parallel_config.py, megatron/core/transformer/transformer_config.py, megatron/training/config/)",
-       &megatron_flags},
-      {"torchtitan", "torchtitan",
-       "pytorch/torchtitan b5bcd76c, torchtitan/config/configs.py, torchtitan/trainer.py (Trainer.Config), "
-       "torchtitan/distributed/activation_checkpoint.py",
-       &torchtitan_flags},
-      {"deepspeed", "DeepSpeed",
-       "deepspeedai/DeepSpeed edaa7221 (deepspeed/runtime/constants.py, zero/config.py, sequence/layer.py, runtime/pipe/engine.py) "
-       "and deepspeedai/Megatron-DeepSpeed 4efb479d (megatron/arguments.py)",
+      {"megatron", "Megatron-LM", "NVIDIA/Megatron-LM d98e8a64, megatron/training/arguments.py", &megatron_flags},
+      {"torchtitan", "torchtitan", "pytorch/torchtitan b5bcd76c, torchtitan/config/configs.py and trainer.py", &torchtitan_flags},
+      {"deepspeed", "DeepSpeed", "deepspeedai/DeepSpeed edaa7221 and deepspeedai/Megatron-DeepSpeed 4efb479d, megatron/arguments.py",
        &deepspeed_flags},
   };
   return all;

@@ -63,7 +63,8 @@ struct FrameworkFlags {
 struct Framework {
   const char* name = "";    ///< --emit: "megatron", "torchtitan", "deepspeed"
   const char* title = "";   ///< "Megatron-LM"
-  /// The repository, commit and files its names were checked against.
+  /// The repository, commit and file its names were checked against (each emitter's comment
+  /// names every file).
   const char* source = "";
   FrameworkFlags (*emit)(const FrameworkSplit&) = nullptr;
 };
