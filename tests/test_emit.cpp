@@ -21,7 +21,8 @@ namespace {
 // add_argument names of megatron/training/arguments.py and the --field-name flags its
 // ArgumentGroupFactory makes of TransformerConfig (with ModelParallelConfig) and
 // megatron/training/config/*.py (argparse_meta arg_names where given: fp8 is --fp8-format),
-// read by an AST walk of those files; the parallelism, batch, recompute and precision ones.
+// read by an AST walk of those files (scripts/megatron_flags.py lists all 865); the parallelism,
+// batch, recompute and precision ones.
 const std::set<std::string> kMegatronFlags{
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--bf16", "--ckpt-format",
     "--context-parallel-size", "--cp-comm-type", "--data-parallel-sharding-strategy", "--decoder-first-pipeline-num-layers",
