@@ -399,7 +399,7 @@ struct ModelRun {
   MemoryTracker tracker;             ///< declared before `results`, so that it outlives them
   std::vector<RunRecord> results;    ///< the dry run's per rank (tensors without data)
   double dry_s = 0, model_s = 0;     ///< measured seconds of this machine (varying)
-  std::optional<model::StepRow> step;  ///< with --gbs: the step around the group
+  std::optional<model::ModeledStep> step;  ///< with --gbs: the step around the group
   /// With --compare: the measured run, its one recorded group (read_measured).
   std::optional<trace::TraceData> measured;
 };
@@ -419,7 +419,10 @@ trace::TraceData read_measured(const ModelCommandOptions& o, const RunPlan& plan
 void print_comparison(const ModelCommandOptions& o, const ModelRun& run);
 
 /// The step `model --gbs` models around the dry run's group `plan` on `hw`, under `modeling`
-/// (o.modeling.options()).
+/// (o.modeling.options()), with what it was simulated from (the pipeline `--trace` draws).
+model::ModeledStep modeled_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
+                                const model::Hardware& hw);
+/// Its row alone: the time, throughput and memory.
 model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
                           const model::Hardware& hw);
 

@@ -45,7 +45,8 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
                                   "and for the slowest rank")
       ->option_text("FILE")
       ->check(non_empty("--json needs a file name"));
-  m->add_option("--trace", o.trace, "write the modeled timeline (Chrome trace JSON; ringside-viewer marks it modeled)")
+  m->add_option("--trace", o.trace, "write the modeled timeline (Chrome trace JSON; ringside-viewer marks it modeled): the layer on every rank, "
+                "or with --gbs the step, one row per pipeline stage (as plan --gbs --trace draws it)")
       ->option_text("FILE")
       ->check(non_empty("--trace needs a file name"));
   m->add_option("--gbs", o.gbs, "the whole step around this group (model/step_plan.h): the global batch in sequences (the microbatch is --batch)")
@@ -128,8 +129,8 @@ std::pair<int, int64_t> step_depth(const ModelCommandOptions& o) {
   return {so.layers, so.vocab};
 }
 
-model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
-                          const model::Hardware& hw) {
+model::ModeledStep modeled_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
+                                const model::Hardware& hw) {
   model::StepCandidate c;
   c.layer.par = plan.par;
   c.layer.par.layout = plan.requested_layout();  // as the step's name shows it: zigzag, not auto
@@ -137,7 +138,12 @@ model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOption
   const int gpus = plan.par.tp * plan.par.cp * o.pp * o.dp;
   model::StepPlanOptions so = step_options(o);
   so.modeling = modeling;
-  return model::model_step_of(o.cfg, c, so, model::memory_per_rank(hw, gpus)).row;
+  return model::model_step_of(o.cfg, c, so, model::memory_per_rank(hw, gpus));
+}
+
+model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
+                          const model::Hardware& hw) {
+  return modeled_step(o, modeling, plan, hw).row;
 }
 
 model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan, model::ModelOptions* modeling) {
@@ -246,7 +252,7 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
   report.advance();
   if (o.gbs > 0) {
     report.phase("modeling the step around the group (its dry run without the gradient sync, its replay, the pipeline)", 1, "steps");
-    run.step = model_step(o, mo, *run.plan, run.hw);
+    run.step = modeled_step(o, mo, *run.plan, run.hw);
     report.advance();
   }
   report.finish();
@@ -378,6 +384,8 @@ int model_command(const ModelCommandOptions& o) {
   ModelRun run;
   ProgressLine progress("model");  // on stderr, every 2 s
   run_model(o, run, nullptr, &progress);
+  if (!o.trace.empty() && run.step && run.step->row.status != model::PlanStatus::ranked)  // before any output
+    throw ConfigError("model --trace: the step does not fit, so it has no timeline to draw: " + run.step->row.reason);
   const model::Hardware& hw = run.hw;
   const trace::TraceData& modeled = run.modeled;
   const std::optional<RunPlan>& st = run.plan;
@@ -402,7 +410,7 @@ int model_command(const ModelCommandOptions& o) {
   std::printf("  model      %s;\n             %s\n", model::rates_summary(hw, mo, "\n             ").c_str(), bytes.c_str());
 
   for (size_t g = 0; g < run.metrics.size(); ++g) print_strategy(o, run, run.metrics[g], run.reports[g]);
-  if (run.step) print_step(o, run, *run.step, hw);
+  if (run.step) print_step(o, run, run.step->row, hw);
   if (run.measured) print_comparison(o, run);
   if (!o.json.empty()) {
     nlohmann::json j = {{"producer", "ringside model"},
@@ -420,7 +428,7 @@ int model_command(const ModelCommandOptions& o) {
     if (!run.reports.empty()) j.update(model::report_json(run.reports.front(), o.only == "attention"));
     j.erase("ranks"), j["ranks"] = j["strategies"].front()["ranks"];
     if (run.step) {
-      j["step"] = step_row_json(*run.step, hw, 1, mo);
+      j["step"] = step_row_json(run.step->row, hw, 1, mo);
       j["step"]["mfu_counts"] = model::mfu_counts_text(o.cfg, mo.dtype);
     }
     const model::RunKind kind = run_kind_of(o, run, run.reports.empty() ? "" : run.reports.front().strategy);
@@ -431,7 +439,15 @@ int model_command(const ModelCommandOptions& o) {
     output::write(o.json, j.dump(2) + "\n", "--json");
     std::printf("\n  json: %s\n", o.json.c_str());
   }
-  if (!o.trace.empty()) {
+  if (!o.trace.empty() && run.step) {
+    // The whole step, as plan --gbs --trace draws its winner: one row per pipeline stage.
+    progress.phase("writing the modeled step to --trace", 1, "traces");
+    trace::TraceData step = model::step_timeline(*run.step, model::memory_per_rank(hw, job), mo, run.step->row.candidate.name());
+    step.run.config = o.cfg.to_json();
+    trace::write_trace(o.trace, step);
+    progress.finish();
+    std::printf("\n  trace: %s (the step, modeled: one row per pipeline stage; ringside-viewer %s)\n", o.trace.c_str(), o.trace.c_str());
+  } else if (!o.trace.empty()) {
     progress.phase("writing the modeled timeline to --trace", 1, "traces");
     trace::write_trace(o.trace, modeled);
     progress.finish();
