@@ -245,6 +245,12 @@ std::string count(double v) {
   return buf;
 }
 
+std::string tokens(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
 std::string time(double s) { return format_ns(s * 1e9); }
 
 // What the two rows' numbers in class `c` are, for the words: "(32 kernels a layer of 16384
@@ -254,8 +260,8 @@ std::string details(TimeClass c, const TimeParts& a, const TimeParts& b) {
   switch (c) {
     case TimeClass::attention: {
       const auto [pa, pb] = pcts(a.attention_of_peak, b.attention_of_peak);
-      return count(a.attention_kernels) + " kernels a layer of " + count(a.attention_tokens) + " query tokens each at " + pa +
-             " of peak, against " + count(b.attention_kernels) + " of " + count(b.attention_tokens) + " at " + pb + "; " + against;
+      return count(a.attention_kernels) + " kernels a layer of " + tokens(a.attention_tokens) + " query tokens each at " + pa +
+             " of peak, against " + count(b.attention_kernels) + " of " + tokens(b.attention_tokens) + " at " + pb + "; " + against;
     }
     case TimeClass::gemms: {
       const auto [pa, pb] = pcts(a.gemm_of_peak, b.gemm_of_peak);
@@ -277,6 +283,8 @@ std::string details(TimeClass c, const TimeParts& a, const TimeParts& b) {
 
 std::string difference_words(const TimeDifference& d, const TimeParts& loser, const TimeParts& winner, const std::string& other,
                              bool winning) {
+  if (d.seconds <= 0)  // equal in every class: no class to name
+    return std::string("the same time as ") + other + " in every class";
   if (winning)
     return "wins by " + time(d.seconds) + " of " + to_string(d.cls) + " over " + other + " (" + details(d.cls, winner, loser) + ")";
   return "loses " + time(d.seconds) + " of " + to_string(d.cls) + " to " + other + " (" + details(d.cls, loser, winner) + ")";
