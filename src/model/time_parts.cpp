@@ -274,6 +274,7 @@ std::string details(TimeClass c, const TimeParts& a, const TimeParts& b) {
     case TimeClass::cp_waits:
     case TimeClass::tp_waits:
     case TimeClass::grads_waits: return "nothing in flight, a peer not yet posting: " + against;
+    case TimeClass::stage_rest: return "the pipeline's busy time beyond its first stage's layers, the LM head's stage the longest: " + against;
     case TimeClass::bubble: return "bubble " + pct(a.bubble_fraction) + " against " + pct(b.bubble_fraction) + "; " + against;
     default: return against;
   }
