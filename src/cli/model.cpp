@@ -14,6 +14,8 @@
 #include "model/validation.h"
 #include "model/flops.h"
 #include "model/model.h"
+#include "model/time_parts.h"
+#include "lessons/lesson.h"  // wrap
 #include "run/runner.h"
 #include "trace/kineto.h"
 #include "trace/metrics.h"
@@ -260,6 +262,19 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
 
 namespace {
 
+// The layer's time on a GPU by class, the mean of its ranks (model/time_parts.h): its exposed
+// communication by group (adding up to the sum's exposed over the ranks), then every class.
+void print_time_parts(const model::TimeParts& p) {
+  using model::TimeClass;
+  std::printf("  exposed    per rank (mean) %s = CP %s + TP %s + grads %s\n", format_seconds(p.exposed()).c_str(),
+              format_seconds(p[TimeClass::cp]).c_str(), format_seconds(p[TimeClass::tp]).c_str(),
+              format_seconds(p[TimeClass::grads]).c_str());
+  std::string all;
+  for (int c = 0; c < model::kTimeClasses; ++c)
+    if (p.seconds[c] > 0) all += (all.empty() ? "" : ", ") + std::string(model::to_string(TimeClass(c))) + " " + format_seconds(p.seconds[c]);
+  std::printf("%s", lessons::wrap("by class, per rank (mean): " + all, 104, "             ").replace(0, 13, "  time       ").c_str());
+}
+
 // Prints one modeled strategy's block: each rank's time, compute, communication and peak memory
 // (the first and last four of more than 12), their sums, the layer's and attention's times on
 // the slowest rank, and whether the peaks fit the GPU's memory.
@@ -289,6 +304,7 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
   std::printf("  %5s %11s %11s %11s %8s %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
               seconds(double(m.total.comm_ns)).c_str(), pct(m.total.overlap_pct()).c_str(),
               seconds(double(m.total.exposed_comm_ns)).c_str(), m.compute_imbalance);
+  print_time_parts(model::layer_time_parts(run.modeled, m, hw, run.modeling));
   const model::RunKind kind = run_kind_of(o, run, m.strategy);
   const std::string trust = "  trust      " + model::band_text(model::error_band(kind), kind) + "\n";
   if (o.only == "attention") {

@@ -49,7 +49,8 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, c
                   gib(s.state.weights).c_str(), gib(s.state.grads).c_str(), gib(s.state.optimizer).c_str(), gib(s.activation_bytes).c_str());
     std::snprintf(bubble, sizeof bubble, "%.1f%%", 100 * s.bubble_fraction);
     std::printf("  %3zu  %s  %9.0f  %6s  %9s  %7s  %27s  %26s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(), r.tokens_per_s_per_gpu,
-                mfu, format_seconds(s.step_s).c_str(), bubble, exposed, memory, r.reason.c_str());
+                mfu, format_seconds(s.step_s).c_str(), bubble, exposed, memory,
+                (r.versus.empty() ? r.reason : r.versus + "; " + r.reason).c_str());
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
   if (ranked > 0) {
@@ -121,6 +122,8 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
     j["step_s"] = s.step_s, j["pipeline_s"] = s.pipeline_s, j["bubble_fraction"] = s.bubble_fraction;
     j["exposed_s"] = {{"tp", s.tp_exposed_s}, {"cp", s.cp_exposed_s}, {"pp", s.pp_exposed_s}, {"dp", s.dp_exposed_s}};
     j["dp_s"] = s.dp_s, j["optimizer_s"] = s.optimizer_s;
+    j["time_by_class"] = model::time_parts_json(r.parts);
+    j["versus"] = r.versus;
     // What leaves the innermost tier's domain (NVLink), per GPU a step, by dimension.
     j["beyond_domain_bytes"] = {{"tp_cp", s.group_beyond_bytes}, {"pp", s.pp_beyond_bytes}, {"dp", s.dp_beyond_bytes}};
   }
