@@ -554,6 +554,19 @@ TEST_CASE("lesson 8: the rank order's strides, the winner no slower than its pla
   REQUIRE(num(s, "bubble_formula_1f1b") == Approx(3.0 / 32));
   REQUIRE(num(s, "bubble_interleaved") < num(s, "bubble_1f1b"));
   REQUIRE(std::abs(num(s, "bubble_1f1b") - num(s, "bubble_formula_1f1b")) < 0.02);
+  // Issue 61: the excess over each formula, by cause, adds up to the simulated bubble; the
+  // interleaved pipeline's transfers (VP 20 crossings a microbatch) add, the 1F1B head subtracts
+  // (it lengthens the busiest stage: the ideal).
+  for (const char* k : {"interleaved", "1f1b"})
+    CHECK(num(s, std::string("bubble_formula_") + k) + num(s, std::string("bubble_uneven_") + k) + num(s, std::string("bubble_ends_") + k) +
+              num(s, std::string("bubble_transfers_") + k) == Approx(num(s, std::string("bubble_") + k)).epsilon(1e-9));
+  CHECK(num(s, "bubble_transfers_interleaved") > 0.001);
+  CHECK(num(s, "bubble_ends_1f1b") < 0);
+  // Issue 61: the whole count of the table's MFUs, said only as true of its five rows.
+  CHECK(num(s, "winner_mfu_whole") == Approx(num(s, "winner_mfu") * num(s, "mfu_whole_over_causal")));
+  // The winner's MFU is the table's best, and under 100% counted whole: no row passes it.
+  CHECK(num(s, "winner_mfu_whole") < 1);
+  CHECK(num(s, "rows_over_100_whole") == 0);
   // ZeRO 1 shards the 12 bytes of Adam state over the winner's DP x CP; stages 2 and 3 shard more.
   REQUIRE(num(s, "zero1_optimizer_bytes") == Approx(num(s, "zero0_optimizer_bytes") / (num(s, "winner_dp") * num(s, "winner_cp"))));
   REQUIRE(num(s, "zero3_total_bytes") < num(s, "zero2_total_bytes"));

@@ -129,7 +129,7 @@ std::pair<int, int64_t> step_depth(const ModelCommandOptions& o) {
 }
 
 model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
-                          const model::Hardware& hw) {
+                          const model::Hardware& hw, model::ModeledStep* modeled) {
   model::StepCandidate c;
   c.layer.par = plan.par;
   c.layer.par.layout = plan.requested_layout();  // as the step's name shows it: zigzag, not auto
@@ -137,7 +137,9 @@ model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOption
   const int gpus = plan.par.tp * plan.par.cp * o.pp * o.dp;
   model::StepPlanOptions so = step_options(o);
   so.modeling = modeling;
-  return model::model_step_of(o.cfg, c, so, model::memory_per_rank(hw, gpus)).row;
+  model::ModeledStep step = model::model_step_of(o.cfg, c, so, model::memory_per_rank(hw, gpus));
+  if (modeled) *modeled = step;
+  return step.row;
 }
 
 model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan, model::ModelOptions* modeling) {
@@ -246,7 +248,12 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
   report.advance();
   if (o.gbs > 0) {
     report.phase("modeling the step around the group (its dry run without the gradient sync, its replay, the pipeline)", 1, "steps");
-    run.step = model_step(o, mo, *run.plan, run.hw);
+    model::ModeledStep modeled;
+    run.step = model_step(o, mo, *run.plan, run.hw, &modeled);
+    if (run.step->status == model::PlanStatus::ranked) {
+      run.bubble = model::bubble_parts(modeled.config, modeled.layer, modeled.ends, model::memory_per_rank(run.hw, o.ranks * o.pp * o.dp), mo);
+      run.step_sent = model::step_bytes_sent(modeled, *run.plan, mo.dtype);
+    }
     report.advance();
   }
   report.finish();
@@ -308,6 +315,7 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
     for (const RunRecord& r : run.results) saved = std::max(saved, r.peak_saved);
     std::printf("  saved      activations per rank %s (formula %s)\n", format_bytes(scale * double(saved)).c_str(),
                 format_bytes(scale * double(parallel_saved_bytes(*st, 0, DType::f32))).c_str());
+    print_layer_bytes_sent(*st, run.modeling.dtype, run.results);
   }
   // A what-if that does not fit is an answer, not a failure: the exit status stays 0.
   if (hw.memory_shared) {  // this machine: the ranks share one memory
@@ -340,6 +348,7 @@ void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::
   std::printf("    step %s: pipeline %s (bubble %.1f%%), DP collectives %s of which %s exposed, optimizer %s\n",
               format_seconds(s.step_s).c_str(), format_seconds(s.pipeline_s).c_str(), 100 * s.bubble_fraction,
               format_seconds(s.dp_s).c_str(), format_seconds(s.dp_exposed_s).c_str(), format_seconds(s.optimizer_s).c_str());
+  print_step_sent_and_bubble(run.bubble, run.step_sent);
   std::printf("    %.*f tokens/s per GPU; MFU %.1f%% (%s)\n", r.tokens_per_s_per_gpu >= 1 ? 1 : 4, r.tokens_per_s_per_gpu, 100 * r.mfu,
               model::attention_count_text(o.cfg).c_str());
   const model::RunKind kind = run_kind_of(o, run);
@@ -414,6 +423,7 @@ int model_command(const ModelCommandOptions& o) {
     if (!kernel.empty()) j["attention_kernel"] = kernel;
     if (!o.only.empty()) j["only"] = o.only;
     if (st) j["config"] = st->config_json(), j["strategy"] = st->name;
+    if (st && o.only.empty()) j["bytes_sent"] = bytes_sent_json(model::layer_bytes_sent(*st, mo.dtype));
     j["strategies"] = nlohmann::json::array();
     for (const model::StrategyReport& r : run.reports) j["strategies"].push_back(model::report_json(r, o.only == "attention"));
     // The first strategy's figures at the top, for tools that read one run: /layer/forward_s, ...
@@ -422,6 +432,8 @@ int model_command(const ModelCommandOptions& o) {
     if (run.step) {
       j["step"] = step_row_json(*run.step, hw, 1, mo);
       j["step"]["mfu_counts"] = model::mfu_counts_text(o.cfg, mo.dtype);
+      if (run.step->status == model::PlanStatus::ranked)
+        j["step"]["bubble_parts"] = bubble_json(run.bubble), j["step"]["bytes_sent"] = bytes_sent_json(run.step_sent);
     }
     const model::RunKind kind = run_kind_of(o, run, run.reports.empty() ? "" : run.reports.front().strategy);
     const trace::ModelingInfo modeling = model::modeling_info(hw, mo);
