@@ -213,6 +213,20 @@ TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly, and 
   }
   REQUIRE(num(s, "contiguous_imbalance") == Approx(max / (sum / P)).epsilon(1e-12));
   REQUIRE(num(s, "zigzag_imbalance") == 1.0);
+  // Issue 61: zigzag's schedule step by step. At ring step i rank r computes with rank r - i's
+  // K/V (the ring passes right); by ring-flash-attention's rule (zigzag_ring_flash_attn_forward:
+  // step <= rank takes the first half of K/V, else the second half of Q), 1 is all of Q against
+  // the first half of the K/V, 2 the second half of Q against all of it, 0 step 0's own.
+  CHECK(num(s, "zigzag_step1_rank0_kv_of") == 3);  // rank 0 at step 1: rank 3's chunks 3 and 4
+  CHECK(num(s, "zigzag_step1_rank0_part") == 2);   // only its late chunk 7 sees them
+  CHECK(num(s, "zigzag_step1_rank3_kv_of") == 2);
+  CHECK(num(s, "zigzag_step1_rank3_part") == 1);
+  for (int i = 0; i < 4; ++i)
+    for (int r = 0; r < 4; ++r) {
+      INFO("step " << i << ", rank " << r);
+      CHECK(num(s, fmt("zigzag_step%d_rank%d_kv_of", i, r)) == (r - i + 4) % 4);
+      CHECK(num(s, fmt("zigzag_step%d_rank%d_part", i, r)) == (i == 0 ? 0 : i <= r ? 1 : 2));
+    }
   REQUIRE(num(s, "striped_imbalance") < 1.01);
   REQUIRE(num(s, "max_layout_difference") < 1e-5);
   // Balance as time (modeled): contiguous is slower than zigzag by about its attention work

@@ -165,7 +165,7 @@ void load_balance(Script& L) {
   L.blank();
   const char* kinds[] = {"full (own, causal)", "all Q x first half K/V", "second half Q x all K/V"};
   const double step_flops_per_pair = 4.0 * double(cfg.d()) * double(cfg.H) * double(cfg.b);
-  Table steps({"step", "rank", "K/V of", "chunks Q x K/V", "computes", "q x k (slots: the step record)", "MFLOP"});
+  Table steps({"step", "rank", "K/V of rank", "chunks Q x K/V", "computes", "MFLOP"});
   for (int i = 0; i < P; ++i)
     for (int r = 0; r < P; ++r) {
       const auto& records = runs[1].ranks[size_t(r)].steps;
@@ -182,8 +182,7 @@ void load_balance(Script& L) {
       L.record(fmt("zigzag_step%d_rank%d_kv_of", i, r), rec->block_of);
       L.record(fmt("zigzag_step%d_rank%d_part", i, r), part.kind);
       steps.row({r == 0 ? std::to_string(i) : "", std::to_string(r), std::to_string(rec->block_of),
-                 chunk_list(part.q_chunks) + " x " + chunk_list(part.kv_chunks), kinds[part.kind], rec->computed,
-                 fmt("%.2f", rec->flops / 1e6)});
+                 chunk_list(part.q_chunks) + " x " + chunk_list(part.kv_chunks), kinds[part.kind], fmt("%.2f", rec->flops / 1e6)});
     }
   L.table(steps);
   L.blank();

@@ -46,8 +46,9 @@ std::string bubble_lines(const model::StepPlan& plan, size_t shown, const LayerC
   std::string text;
   for (size_t i : explained) {
     const model::ModeledStep m = model::model_step_of(cfg, plan.rows[i].candidate, so, plan.hw);
+    // Continuation lines indented past the "#k's" they continue.
     text += lessons::wrap(detail::concat("#", i + 1, "'s ", model::bubble_words(model::bubble_parts(m.config, m.layer, m.ends, plan.hw, so.modeling))),
-                          118, "  ");
+                          118, "    ").substr(2);
   }
   return text;
 }
