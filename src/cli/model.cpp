@@ -255,6 +255,10 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
   if (o.gbs > 0) {
     report.phase("modeling the step around the group (its dry run without the gradient sync, its replay, the pipeline)", 1, "steps");
     run.step = modeled_step(o, mo, *run.plan, run.hw);
+    if (run.step->row.status == model::PlanStatus::ranked) {
+      run.bubble = model::bubble_parts(run.step->config, run.step->layer, run.step->ends, model::memory_per_rank(run.hw, o.ranks * o.pp * o.dp), mo);
+      run.step_sent = model::step_bytes_sent(*run.step, *run.plan, mo.dtype);
+    }
     report.advance();
   }
   report.finish();
@@ -330,6 +334,7 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
     for (const RunRecord& r : run.results) saved = std::max(saved, r.peak_saved);
     std::printf("  saved      activations per rank %s (formula %s)\n", format_bytes(scale * double(saved)).c_str(),
                 format_bytes(scale * double(parallel_saved_bytes(*st, 0, DType::f32))).c_str());
+    print_layer_bytes_sent(*st, run.modeling.dtype, run.results);
   }
   // A what-if that does not fit is an answer, not a failure: the exit status stays 0.
   if (hw.memory_shared) {  // this machine: the ranks share one memory
@@ -362,6 +367,7 @@ void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::
   std::printf("    step %s: pipeline %s (bubble %.1f%%), DP collectives %s of which %s exposed, optimizer %s\n",
               format_seconds(s.step_s).c_str(), format_seconds(s.pipeline_s).c_str(), 100 * s.bubble_fraction,
               format_seconds(s.dp_s).c_str(), format_seconds(s.dp_exposed_s).c_str(), format_seconds(s.optimizer_s).c_str());
+  print_step_sent_and_bubble(run.bubble, run.step_sent);
   std::printf("    %.*f tokens/s per GPU; MFU %.1f%% (%s)\n", r.tokens_per_s_per_gpu >= 1 ? 1 : 4, r.tokens_per_s_per_gpu, 100 * r.mfu,
               model::attention_count_text(o.cfg).c_str());
   const model::RunKind kind = run_kind_of(o, run);
@@ -438,6 +444,7 @@ int model_command(const ModelCommandOptions& o) {
     if (!kernel.empty()) j["attention_kernel"] = kernel;
     if (!o.only.empty()) j["only"] = o.only;
     if (st) j["config"] = st->config_json(), j["strategy"] = st->name;
+    if (st && o.only.empty()) j["bytes_sent"] = bytes_sent_json(model::layer_bytes_sent(*st, mo.dtype));
     j["strategies"] = nlohmann::json::array();
     for (const model::StrategyReport& r : run.reports) j["strategies"].push_back(model::report_json(r, o.only == "attention"));
     // The first strategy's figures at the top, for tools that read one run: /layer/forward_s, ...
@@ -446,6 +453,8 @@ int model_command(const ModelCommandOptions& o) {
     if (run.step) {
       j["step"] = step_row_json(run.step->row, hw, 1, mo);
       j["step"]["mfu_counts"] = model::mfu_counts_text(o.cfg, mo.dtype);
+      if (run.step->row.status == model::PlanStatus::ranked)
+        j["step"]["bubble_parts"] = bubble_json(run.bubble), j["step"]["bytes_sent"] = bytes_sent_json(run.step_sent);
     }
     const model::RunKind kind = run_kind_of(o, run, run.reports.empty() ? "" : run.reports.front().strategy);
     const trace::ModelingInfo modeling = model::modeling_info(hw, mo);
