@@ -152,9 +152,11 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
   ImGui::TableSetupScrollFreeze(2 + several, 1);
   if (several) ImGui::TableSetupColumn("trace");
   ImGui::TableSetupColumn("strategy");
-  // The rows' unit: "GPU", or "rank" when every trace is a PyTorch profiler run.
-  const bool profiled = std::all_of(traces_.begin(), traces_.end(), [](const Loaded& t) { return from_profiler(t.data.run); });
-  ImGui::TableSetupColumn(profiled && !traces_.empty() ? "rank" : "GPU");
+  // The rows' unit, row_unit's when every trace shares it ("stage" for a modeled step, "rank" for
+  // PyTorch profiler runs), else "GPU".
+  const std::string unit = traces_.empty() ? "GPU" : row_unit(traces_.front().data.run);
+  const bool shared = std::all_of(traces_.begin(), traces_.end(), [&](const Loaded& t) { return row_unit(t.data.run) == unit; });
+  ImGui::TableSetupColumn(shared ? unit.c_str() : "GPU");
   for (const Column& c : kColumns) ImGui::TableSetupColumn(c.name);
   ImGui::TableSetupColumn("imbalance");
   ImGui::TableHeadersRow();
