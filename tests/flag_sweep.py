@@ -252,6 +252,9 @@ def plan_flags():
         # Issue 59: the schemes weighed (default: those TransformerEngine runs; all adds the pass-Q ring).
         "--cp-comm": [Values(None, "all"), Values("p2p", "p2p-q"), Values("p2p", "a2a", base=["--gbs", "8"]),
                       Refused("bogus", "not a registered scheme")],
+        # Issue 61: the frameworks whose settings for the winner and the runner-up it prints.
+        "--emit": [Values("megatron", "torchtitan"), Values(None, "deepspeed", base=["--gbs", "8"]),
+                   Refused("nemo", "not in")],
     }
     flags.update(layer_flags(recompute=False, big=True))
     flags["--seed"] = DRY_SEED

@@ -361,6 +361,10 @@ TEST_CASE("model presets have their papers' shapes and layers, and a preset sets
     CHECK(c.mlp == (gpt ? Mlp::gelu : Mlp::swiglu));
     CHECK(c.bias == gpt);
     CHECK(c.eps == (name.starts_with("qwen") ? 1e-6 : 1e-5));
+    // Llama, Qwen and Mistral have no dropout layer (their model code); GPT-2's 0.1 for GPT-3.
+    c.dropout = 0.3;
+    apply_preset(p, c);
+    CHECK(c.dropout == (gpt ? 0.1 : 0.0));
     c.validate();
   }
   try {

@@ -500,6 +500,8 @@ struct PlanCommandOptions {
   bool max_seq = false;
   int64_t granularity = 1024;
   bool seq_given = false;
+  /// --emit: the frameworks (model/emit.h) whose settings for the winner and the runner-up to print.
+  std::vector<std::string> emit;
   /// The flags given to plan that `ringside model` takes the same way, as given (the layer's,
   /// --dtype, the software's), each a shell word: what its rows' model commands repeat.
   std::vector<std::string> model_words;
@@ -525,6 +527,13 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
 /// (exit 2) for --seq, --trace or --exhaustive beside it and as model::max_seq_plan throws.
 int plan_max_seq_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles,
                          const model::ModelOptions& modeling);
+/// --emit: each framework's settings (model/emit.h) for each plan's winner and runner-up, with
+/// what it cannot express and the nearest it runs (plan_emit.cpp); nothing when o.emit is empty.
+/// The layer plan's rows on `cfg` modeled with `mo`; a step's with its options `so`.
+void print_framework_flags(const std::vector<model::Plan>& plans, const PlanCommandOptions& o, const LayerConfig& cfg,
+                           const model::ModelOptions& mo);
+void print_framework_flags(const std::vector<model::StepPlan>& plans, const PlanCommandOptions& o, const LayerConfig& cfg,
+                           const model::StepPlanOptions& so);
 
 /// The profile names of --hw values, each a comma-separated list ("h100-nvlink,h100-ib");
 /// throws ConfigError for an empty item ("a100-nvlink,", ",a100-nvlink", "a,,b"), a profile

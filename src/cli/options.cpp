@@ -64,8 +64,8 @@ void add_config_flags(CLI::App& app, LayerConfig& cfg, RunChoices& choices, bool
   // (CLI11 runs the options' callbacks in the order they are defined).
   app.add_option_function<std::string>(
          "--preset", [&cfg](const std::string& v) { apply_preset(find_preset(v), cfg); },
-         "a published model's layer (h, H, Hkv, f, its norm, MLP, biases and RoPE base): " + preset_names() +
-             "; one layer of the model (docs/cli.md)")
+         "a published model's layer (h, H, Hkv, f, its norm, MLP, biases, RoPE base and dropout: 0 for the Llama, "
+             "Qwen and Mistral models, which train without it): " + preset_names() + "; one layer of the model (docs/cli.md)")
       ->check([](const std::string& v) {
         try {
           find_preset(v);

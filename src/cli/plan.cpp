@@ -14,6 +14,7 @@
 #include "core/progress.h"
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
+#include "model/emit.h"
 #include "model/plan.h"
 #include "model/validation.h"
 #include "model/step_plan.h"
@@ -39,7 +40,7 @@ std::string shell_word(const std::string& w) {
 bool plan_only(const std::string& name) {
   static const std::set<std::string> names{"--help", "--gpus", "--hw", "--recompute", "--cp-comm", "--layout", "--layers", "--top", "--trace",
                                            "--json", "--gbs", "--mbs", "--pp", "--vp", "--dp", "--zero",
-                                           "--no-overlap-grad-reduce", "--exhaustive", "--max-seq", "--granularity"};
+                                           "--no-overlap-grad-reduce", "--exhaustive", "--max-seq", "--granularity", "--emit"};
   return names.contains(name);
 }
 
@@ -114,6 +115,14 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
   p->add_option("--zero", o.zero, "ZeRO stage 0, 1, 2 or 3 (FSDP) (with --gbs; default: every stage)")->check(CLI::Range(0, 3));
   p->add_flag("!--no-overlap-grad-reduce", o.overlap_grad_reduce,
               "expose the gradient reduce-scatter or all-reduce instead of overlapping it with the backward (with --gbs)");
+  std::vector<std::string> framework_names;
+  for (const model::Framework& f : model::frameworks()) framework_names.push_back(f.name);
+  p->add_option("--emit", o.emit,
+                "print the winner's and the runner-up's settings for a framework, comma-separated or repeated: " +
+                    model::framework_names() + " (with what it cannot express and the nearest it runs)")
+      ->option_text("FRAMEWORK")
+      ->delimiter(',')
+      ->check(CLI::IsMember(framework_names));
   p->add_flag("--exhaustive", o.exhaustive,
               "with --gbs: dry-run every TP x CP group that fits, not only those whose bound or estimate could win (slower)");
   p->add_flag("--max-seq", o.max_seq,
@@ -338,6 +347,7 @@ int plan_command(const PlanCommandOptions& o) {
               modeling.dtype == "fp8" ? "bf16 (the GEMMs in FP8)" : modeling.dtype.c_str(),
               po.vocab ? detail::concat("the embedding and head, V = ", po.vocab).c_str() : "no embedding or head (no preset's V)");
   for (size_t p = 0; p < plans.size(); ++p) print_plan(plans[p], o, modeling, po.layers, hw_names[p]);
+  print_framework_flags(plans, o, o.cfg, modeling);
 
   if (!o.trace.empty()) {
     trace::TraceData t;

@@ -75,6 +75,8 @@ int plan_max_seq_command(const PlanCommandOptions& o, const std::vector<model::H
   if (o.seq_given)
     throw ConfigError("plan --max-seq finds the longest s that fits: give no --seq (--granularity sets its step, 1024 by default)");
   if (!o.trace.empty()) throw ConfigError("plan --max-seq: --trace draws a plan's winner at one s; plan at the s it finds for a timeline");
+  if (!o.emit.empty())
+    throw ConfigError("plan --max-seq: --emit prints a plan's winner's flags; each cell's are in --json (model_flags), or plan at its s");
   if (o.exhaustive) throw ConfigError("plan --max-seq weighs every split by its memory alone: --exhaustive is plan --gbs's");
   if (o.cfg.b != 1)
     throw ConfigError(detail::concat("plan --max-seq: the microbatch is --mbs (MBS = ", o.mbs, "); --batch is the layer plan's b"));

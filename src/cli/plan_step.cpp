@@ -192,6 +192,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   const std::vector<std::string> hw_given = profile_list(o.hw);
   for (size_t p = 0; p < plans.size(); ++p) print_step_plan(plans[p], o, so.modeling, hw_given[p]);
   if (plans.size() > 1) print_systems_side_by_side(plans, o.gpus);
+  print_framework_flags(plans, o, cfg, so);
   if (!o.trace.empty()) {
     // The first profile's winner and runner-up, one row per pipeline stage each.
     const model::StepPlan& plan = plans.front();

@@ -27,6 +27,7 @@ struct ModelPreset {
   Mlp mlp;
   bool bias;           ///< biases on the linear layers
   double eps;          ///< the norm's epsilon
+  double dropout;      ///< p of the hidden dropouts as the model trains (0: Llama, Qwen and Mistral train without)
   std::string source;  ///< where the numbers are published
 };
 
@@ -36,8 +37,8 @@ const std::vector<ModelPreset>& model_presets();
 std::string preset_names();
 /// The preset called `name`; throws ConfigError listing the presets for any other name.
 const ModelPreset& find_preset(const std::string& name);
-/// `cfg` with the preset's layer (h, H, Hkv, f, norm, MLP, bias, eps, RoPE and its base); batch,
-/// sequence and the rest kept.
+/// `cfg` with the preset's layer (h, H, Hkv, f, norm, MLP, bias, eps, RoPE and its base, dropout);
+/// batch, sequence and the rest kept. A --dropout given after --preset overrides the preset's.
 void apply_preset(const ModelPreset& p, LayerConfig& cfg);
 
 }  // namespace ringside
