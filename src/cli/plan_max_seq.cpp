@@ -49,10 +49,10 @@ void print_max_seq(const model::MaxSeqPlan& plan, const PlanCommandOptions& o, c
     std::printf("  %-9s  %4d  %-17s  %s  %6lld  %-15s  %s\n", to_string(c.recompute), c.zero, tokens_text(c.s).c_str(),
                 pad(c.split.name(), wname).c_str(), (long long)c.gbs, c.binding.c_str(), model::memory_text(c.memory, hw.memory_bytes).c_str());
   }
-  std::printf("  longest s: the longest that fits, a multiple of %lld tokens and of what its split needs (T C, and 2 R for zigzag over\n"
-              "  a ring of R): s + that unit does not fit the same split; confirmed by the dry run's count at both (no padding).\n"
-              "  split: the one reaching furthest (ties: the first by its formulas' bound); memory: its fullest stage's, as\n"
-              "  plan --gbs and model --gbs count it; %s\n",
+  std::printf("  longest s: the longest that fits, a multiple of %lld tokens and of what its split needs (T C, and 2 R for\n"
+              "  zigzag over a ring of R): s + that unit does not fit the same split; both confirmed by the dry run's count.\n"
+              "  split: the one reaching furthest (ties: the first by its formulas' bound); memory: its fullest stage's, as plan\n"
+              "  --gbs and model --gbs count it;\n  %s\n",
               (long long)o.granularity, model::kMemoryTextLegend);
   if (longest)
     std::printf("  the longest, counted by model --gbs (the same memory):\n    %s\n", check_command(o, *longest, hw_given).c_str());
@@ -97,12 +97,12 @@ int plan_max_seq_command(const PlanCommandOptions& o, const std::vector<model::H
   if (cfg.docs.empty()) resolve_one_rank(cfg);  // the layer's own rules (max_seq_plan refuses documents)
   std::string shape = cfg.summary();
   if (const size_t at = shape.find(" s="); at != std::string::npos) shape.erase(at, shape.find(' ', at + 1) - at);  // s is the answer
-  std::printf("ringside plan --max-seq: %s%s on %d GPUs, the whole step: %d layers, V = %lld, MBS = %d, GBS %s, recompute %s\n",
+  std::printf("ringside plan --max-seq: %s%s on %d GPUs, the whole step: %d layers, V = %lld, MBS = %d, recompute %s\n",
               o.preset.empty() ? "" : (o.preset + ": ").c_str(), shape.c_str(), o.gpus, so.layers, (long long)so.vocab, o.mbs,
-              o.gbs ? detail::concat("= ", o.gbs, " sequences").c_str()
-                    : "not given: each split's fewest microbatches that fill its pipeline (PP; more interleaved), as many in "
-                      "flight as any larger batch",
               o.recompute.c_str());
+  std::printf("  GBS %s\n", o.gbs ? detail::concat("= ", o.gbs, " sequences (--gbs)").c_str()
+                                    : "not given: each split's fewest microbatches that fill its pipeline (m = PP; more when interleaved),\n"
+                                      "  as many in flight on its first stage as any larger batch");
   std::fflush(stdout);
   model::MaxSeqStats stats;
   const std::vector<model::MaxSeqPlan> plans = model::max_seq_plan(o.cfg.docs.empty() ? cfg : o.cfg, mo, profiles, &stats);

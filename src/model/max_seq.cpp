@@ -330,7 +330,7 @@ std::vector<MaxSeqPlan> max_seq_plan(const LayerConfig& cfg, const MaxSeqOptions
   if (!any) {
     if (!least) throw ConfigError("plan --max-seq: no split to weigh");
     throw ConfigError(detail::concat("plan --max-seq: nothing fits in ", format_bytes(plans.front().hw.memory_bytes), " per GPU at any length on ",
-                                     o.step.gpus, " GPUs: the least, ", least->split.name(), " at s = ", least->unit, ", needs at least ",
+                                     o.step.gpus, o.step.gpus == 1 ? " GPU" : " GPUs", ": the least, ", least->split.name(), " at s = ", least->unit, ", needs at least ",
                                      format_bytes(least->memory.total_bytes()), " (binding: ", least->binding, " ",
                                      format_bytes(binding_term(least->memory).second), "). Give more GPUs (--gpus) or fewer --layers"));
   }

@@ -1,6 +1,7 @@
 #include "model/step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -99,8 +100,12 @@ std::string memory_text(const StepCost& s, double capacity) {
   const double total = s.total_bytes();
   const double unit = total >= double(1ull << 30) ? double(1ull << 30) : total >= double(1ull << 20) ? double(1ull << 20) : 1024.0;
   const char* name = unit == double(1ull << 30) ? "GiB" : unit == double(1ull << 20) ? "MiB" : "KiB";
+  // The share to a tenth where whole percents would round to 100 a total that is under or over.
+  double share = 100 * total / capacity;
+  const int decimals = share >= 99.5 && share < 100.5 && total != capacity ? 1 : 0;
+  if (decimals) share = (total < capacity ? std::floor(share * 10) : std::ceil(share * 10)) / 10;  // never 100.0 under or over
   char buf[200];
-  std::snprintf(buf, sizeof buf, "%.2f %s (%.0f%%) = w %.2f + g %.2f + opt %.2f + act %.2f", total / unit, name, 100 * total / capacity,
+  std::snprintf(buf, sizeof buf, "%.2f %s (%.*f%%) = w %.2f + g %.2f + opt %.2f + act %.2f", total / unit, name, decimals, share,
                 s.state.weights / unit, s.state.grads / unit, s.state.optimizer / unit, s.activation_bytes / unit);
   return buf;
 }

@@ -148,7 +148,9 @@ std::pair<std::string, double> binding_term(const StepCost& s);
 /// --gbs): the total, its share of `capacity` and the four terms in the total's unit,
 /// "79.97 GiB (107%) = w 14.96 + g 14.96 + opt 11.22 + act 38.84": weights, gradients, optimizer
 /// state and activations (the microbatches in flight, one layer's working peak, the LM head's
-/// input and logits). The parts are rounded alone, so they may miss the total by 0.01.
+/// input and logits). The parts are rounded alone, so they may miss the total by 0.01. The share
+/// is whole percents, or tenths between 99.5 and 100.5 (truncated below the capacity, rounded up
+/// above it: a total that does not fit never reads 100%, nor one that fits 100.0%).
 std::string memory_text(const StepCost& s, double capacity);
 /// The words that say what memory_text's terms are, for a table's footnote.
 inline constexpr const char* kMemoryTextLegend =
