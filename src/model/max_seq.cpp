@@ -191,6 +191,26 @@ class MaxSeqSearch {
     return largest_fitting(sp.unit, k_max(sp), [&](int64_t s) { return fits(sp, s, false, capacity); });
   }
 
+  // A tighter bound, at most `bound`: the longest s with the working peak on the line through
+  // the group's dry runs at two short lengths s_a < s_b (its secant). The working peak is the
+  // most of the ranks' and moments' buffers, each affine in s: convex, so beyond s_b the secant
+  // is below it, and a length the secant's count does not fit does not fit. Where the answer is
+  // not beyond s_b (or a dry run there fails), the formulas' bound.
+  int64_t tighter(const Split& sp, int64_t bound, double capacity) {
+    const int64_t u = sp.unit, s_a = u * ((2048 + u - 1) / u), s_b = 2 * s_a;
+    if (bound <= s_b) return bound;
+    const std::optional<StepCost> a = memory(sp, s_a, true), fa = memory(sp, s_a, false);
+    const std::optional<StepCost> b = memory(sp, s_b, true), fb = memory(sp, s_b, false);
+    if (!a || !b || !fa || !fb) return bound;
+    const double wa = a->total_bytes() - fa->total_bytes(), wb = b->total_bytes() - fb->total_bytes();
+    const double slope = (wb - wa) / double(s_b - s_a);
+    const int64_t secant = largest_fitting(u, bound / u, [&](int64_t s) {
+      const std::optional<StepCost> f = memory(sp, s, false);
+      return f && f->total_bytes() + wa + slope * double(s - s_a) <= capacity;
+    });
+    return secant > s_b ? secant : bound;
+  }
+
   // The longest s with the dry run's working peak, at most `bound`: the working peak's affine
   // estimate through the dry runs at the bound and half of it, confirmed at the edges (s fits,
   // s + unit does not), and bisected by dry runs where the estimate misses.
@@ -303,7 +323,9 @@ std::vector<MaxSeqPlan> max_seq_plan(const LayerConfig& cfg, const MaxSeqOptions
         const MaxSeqSearch::Split* best = nullptr;
         for (size_t i : order) {
           if (bounds[i] <= cell.s) break;  // no later split can reach further
-          const int64_t s = search.confirmed(search.splits()[i], bounds[i], capacity);
+          const int64_t most = search.tighter(search.splits()[i], bounds[i], capacity);
+          if (most <= cell.s) continue;  // this one cannot
+          const int64_t s = search.confirmed(search.splits()[i], most, capacity);
           if (s > cell.s) cell.s = s, best = &search.splits()[i];
         }
         if (best) {
