@@ -209,18 +209,15 @@ namespace {
 
 // ---- memory ---------------------------------------------------------------------------
 
-std::string gib_of(double need, const Hardware& hw) {
-  return format_bytes(need) + " of " + format_bytes(hw.memory_bytes) + " (" + format_bytes(hw.memory_bytes, ByteUnits::decimal) + ")";
-}
-
 // A row's memory and, where it does not fit, its status and the binding term.
 void set_memory(PlanRow& row, const StepCost& memory, const Hardware& hw, bool floor) {
   row.memory = memory, row.peak_bytes = memory.total_bytes();
   if (row.peak_bytes <= hw.memory_bytes) return;
   const auto [term, bytes] = binding_term(memory);
   row.status = PlanStatus::out_of_memory;
-  row.reason = "out of memory: needs " + std::string(floor ? "at least " : "") + gib_of(row.peak_bytes, hw) + " (" +
-               memory_text(memory, hw.memory_bytes) + "); binding: " + term + " " + format_bytes(bytes);
+  row.reason = "out of memory: needs " + std::string(floor ? "at least " : "") + memory_text(memory, hw.memory_bytes) + " of " +
+               format_bytes(hw.memory_bytes) + " (" + format_bytes(hw.memory_bytes, ByteUnits::decimal) + "); binding: " + term + " " +
+               format_bytes(bytes);
 }
 
 // ---- one dry run, many replays ---------------------------------------------------------
