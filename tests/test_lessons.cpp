@@ -213,6 +213,20 @@ TEST_CASE("lesson 4: contiguous, zigzag and striped work per rank, exactly, and 
   }
   REQUIRE(num(s, "contiguous_imbalance") == Approx(max / (sum / P)).epsilon(1e-12));
   REQUIRE(num(s, "zigzag_imbalance") == 1.0);
+  // Issue 61: zigzag's schedule step by step. At ring step i rank r computes with rank r - i's
+  // K/V (the ring passes right); by ring-flash-attention's rule (zigzag_ring_flash_attn_forward:
+  // step <= rank takes the first half of K/V, else the second half of Q), 1 is all of Q against
+  // the first half of the K/V, 2 the second half of Q against all of it, 0 step 0's own.
+  CHECK(num(s, "zigzag_step1_rank0_kv_of") == 3);  // rank 0 at step 1: rank 3's chunks 3 and 4
+  CHECK(num(s, "zigzag_step1_rank0_part") == 2);   // only its late chunk 7 sees them
+  CHECK(num(s, "zigzag_step1_rank3_kv_of") == 2);
+  CHECK(num(s, "zigzag_step1_rank3_part") == 1);
+  for (int i = 0; i < 4; ++i)
+    for (int r = 0; r < 4; ++r) {
+      INFO("step " << i << ", rank " << r);
+      CHECK(num(s, fmt("zigzag_step%d_rank%d_kv_of", i, r)) == (r - i + 4) % 4);
+      CHECK(num(s, fmt("zigzag_step%d_rank%d_part", i, r)) == (i == 0 ? 0 : i <= r ? 1 : 2));
+    }
   REQUIRE(num(s, "striped_imbalance") < 1.01);
   REQUIRE(num(s, "max_layout_difference") < 1e-5);
   // Balance as time (modeled): contiguous is slower than zigzag by about its attention work
@@ -554,6 +568,19 @@ TEST_CASE("lesson 8: the rank order's strides, the winner no slower than its pla
   REQUIRE(num(s, "bubble_formula_1f1b") == Approx(3.0 / 32));
   REQUIRE(num(s, "bubble_interleaved") < num(s, "bubble_1f1b"));
   REQUIRE(std::abs(num(s, "bubble_1f1b") - num(s, "bubble_formula_1f1b")) < 0.02);
+  // Issue 61: the excess over each formula, by cause, adds up to the simulated bubble; the
+  // interleaved pipeline's transfers (VP 20 crossings a microbatch) add, the 1F1B head subtracts
+  // (it lengthens the busiest stage: the ideal).
+  for (const char* k : {"interleaved", "1f1b"})
+    CHECK(num(s, std::string("bubble_formula_") + k) + num(s, std::string("bubble_uneven_") + k) + num(s, std::string("bubble_ends_") + k) +
+              num(s, std::string("bubble_transfers_") + k) == Approx(num(s, std::string("bubble_") + k)).epsilon(1e-9));
+  CHECK(num(s, "bubble_transfers_interleaved") > 0.001);
+  CHECK(num(s, "bubble_ends_1f1b") < 0);
+  // Issue 61: the whole count of the table's MFUs, said only as true of its five rows.
+  CHECK(num(s, "winner_mfu_whole") == Approx(num(s, "winner_mfu") * num(s, "mfu_whole_over_causal")));
+  // The winner's MFU is the table's best, and under 100% counted whole: no row passes it.
+  CHECK(num(s, "winner_mfu_whole") < 1);
+  CHECK(num(s, "rows_over_100_whole") == 0);
   // ZeRO 1 shards the 12 bytes of Adam state over the winner's DP x CP; stages 2 and 3 shard more.
   REQUIRE(num(s, "zero1_optimizer_bytes") == Approx(num(s, "zero0_optimizer_bytes") / (num(s, "winner_dp") * num(s, "winner_cp"))));
   REQUIRE(num(s, "zero3_total_bytes") < num(s, "zero2_total_bytes"));

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "layer/presets.h"
 #include "model/collectives.h"
 #include "spans.h"
 #include "model/pipeline.h"
@@ -252,4 +253,46 @@ TEST_CASE("the step plan simulates each distinct pipeline once: the memo's pipel
   // ZeRO 0, 1 and 2 share a pipeline, so at least half the lookups are answered by the memo.
   CHECK(st.pipelines_reused > st.pipelines);
   CHECK(st.pipeline_ops > 0);
+}
+
+// Issue 61: the step's events were rounded down to the ns one by one, so that an op could end a
+// ns after the next began (the viewer nested the next under it, a second row of the stage's lane),
+// and a gap of less than a ns drew a bubble of 1 ns under an op.
+TEST_CASE("the step's timeline: each stage's compute ops follow one another, none inside another, no bubble under a ns", "[plan][step]") {
+  const Hardware hw = load_hardware("h100-nvlink");
+  auto check_stages = [&](const LayerConfig& cfg, const StepPlanOptions& o) {
+    const StepPlan plan = make_step_plan(cfg, o, {hw}, nullptr).front();
+    for (const StepRow* row : {&plan.rows.front(), step_runner_up(plan)}) {
+      REQUIRE(row);
+      INFO(row->candidate.name());
+      const ModeledStep step = model_step_of(cfg, row->candidate, o, hw);
+      const trace::TraceData t = step_timeline(step, hw, o.modeling, "winner");
+      REQUIRE(int(t.ranks.size()) == row->candidate.pp);
+      CHECK(t.run.backend == trace::kPipelineStages);
+      for (const trace::RankTrace& r : t.ranks) {
+        std::vector<trace::Event> compute;
+        for (const trace::Event& e : r.events)
+          if (e.stream == trace::Stream::compute) compute.push_back(e);
+        REQUIRE(compute.size() > 2);
+        for (size_t i = 0; i + 1 < compute.size(); ++i) {
+          INFO("stage " << r.rank << ": " << compute[i].name << " at " << compute[i].ts_ns << " ns, then " << compute[i + 1].name);
+          CHECK(compute[i].end_ns() <= compute[i + 1].ts_ns);
+        }
+      }
+    }
+  };
+  // The issue's: Llama 3 8B at 32K on 64 H100s, 4 stages, GBS 64 (the winner ring2 zigzag
+  // selective pp4 vp8 dp8 zero2 pp-dp, whose stages 0 to 2 had ops a ns into the next).
+  LayerConfig llama;
+  llama.s = 32768;
+  apply_preset(find_preset("llama3-8b"), llama);
+  StepPlanOptions o;
+  o.gpus = 64, o.pp = 4, o.gbs = 64, o.layers = 32, o.vocab = find_preset("llama3-8b").vocab;
+  check_stages(llama, o);
+  // A small one: 8 layers on 16 GPUs, 2 stages of 2 chunks.
+  LayerConfig small = tiny_layer(true);
+  small.s = 2048, small.h = 1024, small.H = 8, small.Hkv = 8, small.f = 2048;
+  StepPlanOptions p;
+  p.gpus = 16, p.pp = 2, p.vp = 2, p.gbs = 16, p.layers = 8;
+  check_stages(small, p);
 }

@@ -2,6 +2,7 @@
 // replay, hit testing), and the pixels of a headless screenshot of a hand-built trace.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -77,6 +78,7 @@ TEST_CASE("the layout gives every strategy a group and every GPU its lanes", "[v
       rt.strategy = st, rt.rank = r;
       rt.events = {ev("forward", trace::Kind::phase, 0, 100), ev("attention", trace::Kind::attention, 10, 50), ev("send", trace::Kind::p2p, 20, 30, Stream::comm),
                    ev("recv", trace::Kind::p2p, 25, 30, Stream::comm), ev("late", trace::Kind::p2p, 60, 10, Stream::comm)};
+      rt.memory = {trace::MemorySample{0, {100, 0, 0, 0, 0}}};  // a memory plot to draw
       t.ranks.push_back(rt);
     }
   LayoutOptions o;
@@ -90,6 +92,7 @@ TEST_CASE("the layout gives every strategy a group and every GPU its lanes", "[v
   const Lane& compute = l.lanes[l.groups[0].lanes[0]];
   CHECK(compute.kind == Lane::compute);
   CHECK(compute.depth == std::vector<int>{0, 1});  // the attention op nests in the phase
+  CHECK(compute.height == Approx(2 * o.row));       // two rows: the phase, the op in it
   const Lane& comm0 = l.lanes[l.groups[0].lanes[1]];
   const Lane& comm1 = l.lanes[l.groups[0].lanes[2]];
   CHECK(comm0.events.size() == 2);  // send, then late
@@ -98,6 +101,91 @@ TEST_CASE("the layout gives every strategy a group and every GPU its lanes", "[v
   CHECK(l.lanes[l.groups[0].lanes[3]].kind == Lane::memory);
   CHECK(l.groups[1].y == Approx(l.groups[0].y + l.groups[0].height + o.gap));
   CHECK(l.height > l.groups[1].y);
+}
+
+// Issue 61: a modeled step's rows drew a compute lane of max_depth rows (the bar on the first,
+// the label in the middle of the empty ones below), an empty comm lane and an empty memory plot.
+TEST_CASE("a lane is as tall as what it draws: a compute lane one row a nesting level, no lane with nothing to draw", "[viewer]") {
+  trace::TraceData t;
+  trace::RankTrace stage;  // a pipeline stage's row: ops one after another, no comm, no memory
+  stage.strategy = "step", stage.rank = 0;
+  stage.events = {ev("F0", trace::Kind::other, 0, 100), ev("bubble", trace::Kind::wait, 100, 10), ev("B0", trace::Kind::other, 110, 200)};
+  stage.memory = {trace::MemorySample{0, {0, 0, 0, 0, 0}}};  // a sample of no bytes draws nothing
+  trace::RankTrace deep;  // a phase, a sublayer in it, an op in that; a send; memory
+  deep.strategy = "step", deep.rank = 1;
+  deep.events = {ev("forward", trace::Kind::phase, 0, 300), ev("attention", trace::Kind::other, 10, 100),
+                 ev("attention_forward", trace::Kind::attention, 20, 50), ev("send", trace::Kind::p2p, 20, 30, Stream::comm)};
+  deep.memory = {trace::MemorySample{0, {100, 0, 50, 0, 0}}};
+  t.ranks = {stage, deep};
+  LayoutOptions o;
+  const TimelineLayout l = make_layout(t, o);
+  REQUIRE(l.groups.size() == 1);
+  const Group& g = l.groups[0];
+  std::vector<std::string> labels;
+  for (size_t li : g.lanes) labels.push_back(l.lanes[li].label);
+  CHECK(labels == std::vector<std::string>{"GPU 0 compute", "GPU 1 compute", "GPU 1 comm", "GPU 1 memory"});
+  const Lane &flat = l.lanes[g.lanes[0]], &nested = l.lanes[g.lanes[1]];
+  CHECK(flat.height == Approx(o.row));  // one row: nothing nests
+  CHECK(nested.depth == std::vector<int>{0, 1, 2});
+  CHECK(nested.height == Approx(3 * o.row));
+  CHECK(nested.y == Approx(flat.y + flat.height + o.gap));  // GPU 0 takes its one row and the gap
+  for (size_t k = 0; k + 1 < g.lanes.size(); ++k) {  // each lane of GPU 1 starts where the one above ends
+    const Lane &a = l.lanes[g.lanes[k]], &b = l.lanes[g.lanes[k + 1]];
+    if (a.process == b.process) CHECK(b.y == Approx(a.y + a.height));
+  }
+  CHECK(g.height == Approx(o.header + 4 * o.row + o.gap + o.row * 0.75f + o.memory + o.gap));
+  // Collapsed: a summary row per GPU, and no memory plot where no GPU holds memory.
+  o.collapse_all = true;
+  t.ranks[1].memory.clear();
+  const TimelineLayout c = make_layout(t, o);
+  REQUIRE(c.groups[0].lanes.size() == 2);
+  for (size_t li : c.groups[0].lanes) CHECK(c.lanes[li].kind == Lane::summary);
+}
+
+TEST_CASE("a group's title wraps at its header's width: words after their spaces, the tag whole, never past the edge, or is cut with ...", "[viewer]") {
+  const auto mono = [](const std::string& s) { return 7.0f * float(s.size()); };  // 7 px a character
+  const std::vector<TitlePiece> pieces{{"[-] winner ring2 pp4", 1, 0, 0}, {"MODELED on h100", 2, 9, 7}, {"4 stages, 4.9 s, ", 3, 0, 10},
+                                       {"sent 16 GiB/stage", 4, 0, 0}};
+  // Wide enough: one row, as drawn before wrapping: the tag 7 px after the name with 3 px of box.
+  const std::vector<PlacedWord> one = flow_title(pieces, 1000, mono);
+  CHECK(one.back().row == 0);
+  REQUIRE(one.size() == 4 + 1 + 4 + 3);
+  CHECK(one[4].text == "MODELED on h100");
+  CHECK(one[4].x == Approx(20 * 7 + 7 + 3));
+  CHECK(one[4].box == 9);
+  CHECK(one[5].x == Approx(one[4].x + 15 * 7 + 3 + 10));  // after the box, 10 px
+  // 200 px: every row's ink ends within it, the tag never broken, the words in order.
+  const std::vector<PlacedWord> rows = flow_title(pieces, 200, mono);
+  std::string text;
+  for (const PlacedWord& w : rows) {
+    CHECK(w.x + w.width + (w.box ? 3 : 0) <= 200);
+    text += w.text + (w.box ? " " : "");
+  }
+  CHECK(text == "[-] winner ring2 pp4MODELED on h100 4 stages, 4.9 s, sent 16 GiB/stage");
+  CHECK(rows.back().row == 2);
+  const auto tag = std::find_if(rows.begin(), rows.end(), [](const PlacedWord& w) { return w.box; });
+  CHECK(tag->row == 1);
+  CHECK(tag->x == Approx(3));  // a row's first word starts at its left, the box's 3 px inside
+  // Cut to one row: the words that fit, then "..." (the words before it dropped until it fits).
+  auto joined = [](const std::vector<PlacedWord>& ws) {
+    std::string text;
+    for (const PlacedWord& w : ws) text += w.text;
+    return text;
+  };
+  const std::vector<PlacedWord> cut = flow_title(pieces, 200, mono, 1);
+  CHECK(joined(cut) == "[-] winner ring2 pp4...");
+  CHECK(cut.back().row == 0);
+  CHECK(cut.back().x == Approx(20 * 7));
+  const std::vector<PlacedWord> tight = flow_title(pieces, 150, mono, 1);
+  CHECK(joined(tight) == "[-] winner ring2 ...");
+  CHECK(tight.back().x + tight.back().width <= 150);
+  CHECK(flow_title(pieces, 1000, mono, 1).size() == one.size());  // what fits is not cut
+  // A word wider than the width has a row to itself.
+  const std::vector<PlacedWord> narrow = flow_title({{"ab abcdefghij cd", 1, 0, 0}}, 50, mono);
+  REQUIRE(narrow.size() == 3);
+  CHECK(narrow[1].row == 1);
+  CHECK(narrow[1].x == 0);
+  CHECK(narrow[2].row == 2);
 }
 
 TEST_CASE("a trace with modeled twins: each group says whether it is measured or modeled, on what, and how much comm hid", "[viewer]") {
@@ -478,7 +566,7 @@ TEST_CASE("collapsed groups: a summary row per GPU, thinner with many GPUs, one 
   }
   o.expanded.clear();
   const TimelineLayout overview = make_layout(many, o);
-  REQUIRE(overview.groups[0].lanes.size() == 65);
+  REQUIRE(overview.groups[0].lanes.size() == 64);  // and no memory plot: no GPU holds memory
   for (int r = 0; r < 64; ++r) CHECK(overview.lanes[overview.groups[0].lanes[size_t(r)]].height == Approx(4));
 }
 

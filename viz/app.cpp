@@ -129,9 +129,22 @@ void App::open(const std::string& path) {
 
 // Collapse: `--collapse` collapses every group, `--expand` none; by default the groups collapse
 // when the traces in full would not fit the timeline's height, and their rows thin until every
-// group is on screen (down to 3 px a GPU), or, with room to spare, grow (up to 33 px).
+// group is on screen (down to 3 px a GPU), or, with room to spare, grow (up to 33 px). The
+// groups' titles wrap at the timeline's width, unless then not every group fits even so: then
+// each title is one row, cut with "..." (its header's tooltip gives it whole).
 void App::arrange(float timeline_height) {
   arranged_ = true;
+  abbreviated_ = false;
+  fit_titles();
+  const bool wrapped = std::any_of(traces_.begin(), traces_.end(), [](const Loaded& t) { return t.layout_options.title_rows > 1; });
+  if (arrange_rows(timeline_height) || !wrapped) return;
+  abbreviated_ = true;
+  fit_titles();
+  arrange_rows(timeline_height);
+}
+
+// Whether every group is on screen (or the collapse was given: no need to).
+bool App::arrange_rows(float timeline_height) {
   auto total = [&] {
     float h = 0;
     for (const Loaded& t : traces_) h += t.layout.height + 10 + (traces_.size() > 1 ? 18 : 0);
@@ -141,7 +154,7 @@ void App::arrange(float timeline_height) {
     t.layout_options.collapse_all = opt_.collapse == Options::Collapse::all;
     t.relayout();
   }
-  if (opt_.collapse != Options::Collapse::automatic || total() <= timeline_height) return;
+  if (opt_.collapse != Options::Collapse::automatic || total() <= timeline_height) return true;
   auto collapse = [&](float row) {
     for (Loaded& t : traces_) {
       LayoutOptions& o = t.layout_options;
@@ -158,13 +171,14 @@ void App::arrange(float timeline_height) {
   if (total() <= timeline_height) {
     while (row < 3 * LayoutOptions{}.summary && (collapse(row + 1), total() <= timeline_height)) row += 1;
     collapse(row);
-    return;
+    return true;
   }
   // Thinner rows first; the memory plots keep 24 px, so that half the memory shows as half the height.
   for (row -= 1; row >= 3; row -= 1) {
     collapse(row);
-    if (total() <= timeline_height) break;
+    if (total() <= timeline_height) return true;
   }
+  return false;
 }
 
 double App::scale_of(const Loaded& t, const std::string& strategy) const {
@@ -294,6 +308,9 @@ nlohmann::json App::layout_json() const {
   j["x0"] = axis_.x0, j["x1"] = axis_.x1, j["t0_ns"] = axis_.t0, j["t1_ns"] = axis_.t1;
   j["width"] = window_w_, j["height"] = window_h_;
   for (const auto& [label, y] : drawn_lanes_) j["lanes"][label] = y;
+  // Each lane's box (y0, y1), its label's text box (label_y0, label_y1; none where it has no
+  // label), and what it drew: marks, and their extent (ink_y0, ink_y1) when any.
+  j["lane_boxes"] = drawn_lane_boxes_;
   j["groups"] = drawn_groups_;
   j["step_labels"] = drawn_labels_;
   j["gauges"] = drawn_gauges_;  // a collapsed group's per-GPU exposed-comm cells

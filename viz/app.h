@@ -13,6 +13,8 @@
 //   lesson_panel.cpp    a lesson's steps beside its timeline
 //   files_panel.cpp     the Open dialog, dropped files, live reload, load errors
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -109,6 +111,7 @@ class App {
  private:
   // app.cpp: framing and the toolbar.
   void arrange(float timeline_height);
+  bool arrange_rows(float timeline_height);
   void fit();
   void toolbar();
   void toggle_play();
@@ -139,12 +142,25 @@ class App {
   void timeline();
   void draw_group(ImDrawList* dl, size_t trace, const Group& g, float top, float left, const std::string& prefix);
   void draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const View& v, float gy, float left, const std::string& prefix);
-  void draw_events(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly);
-  void draw_summary(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly);
+  // A group's header: its rows and time ("4 GPUs, 286.5 us"), and its title's pieces (flow_title wraps them).
+  static std::string extent_words(const Loaded& t, const Group& g);
+  std::vector<TitlePiece> title_pieces(const Loaded& t, const Group& g) const;
+  // The width the titles wrap at, in the timeline's window (timeline_panel.cpp), and their rows.
+  float title_width() const;
+  void fit_titles();
+  // What a lane drew (for --layout-json): its marks (event boxes, activity runs, memory bars) and
+  // their vertical extent, pixels.
+  struct Ink {
+    int marks = 0;
+    float y0 = INFINITY, y1 = -INFINITY;
+    void add(float top, float bottom) { ++marks, y0 = std::min(y0, top), y1 = std::max(y1, bottom); }
+  };
+  Ink draw_events(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly);
+  Ink draw_summary(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly);
   void draw_gauge(ImDrawList* dl, const Loaded& t, const Lane& lane, int64_t most, float ly, const std::string& name);
   void draw_flows(ImDrawList* dl, const Loaded& t, float top);
   // memory_lanes.cpp
-  void draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lane& lane, const View& v, float ly);
+  Ink draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lane& lane, const View& v, float ly);
   // tile_map_panel.cpp
   void tile_maps();
   void draw_tile_map(const Loaded& t, const TileMap& m, double head, const std::string& prefix);
@@ -170,6 +186,7 @@ class App {
   std::string lesson_title_;
   std::optional<float> scroll_to_;  // the timeline's next scroll position (pixels), once
   bool arranged_ = false;           // collapse decided for the window's height (first frame, new traces)
+  bool abbreviated_ = false;        // the groups' titles cut to one row each (arrange: else not all on screen)
   bool framed_ = false;             // the first view framed (after the first arrangement)
   TimeAxis axis_;
   double measured_scale_ = 1;
@@ -194,6 +211,7 @@ class App {
   // What the last frame drew, for layout_json().
   std::map<std::string, float> drawn_lanes_;
   nlohmann::json drawn_groups_ = nlohmann::json::array(), drawn_labels_ = nlohmann::json::array();
+  nlohmann::json drawn_lane_boxes_ = nlohmann::json::array();  // each lane's box, its label's and its ink's
   nlohmann::json drawn_gauges_ = nlohmann::json::array(), drawn_tile_maps_ = nlohmann::json::array();
   float timeline_y0_ = 0, timeline_y1_ = 0;  // the timeline's visible rows, pixels
   float window_w_ = 0, window_h_ = 0;

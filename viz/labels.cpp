@@ -105,6 +105,50 @@ std::string comm_summary(const trace::StrategyMetrics& m, const std::string& per
          format_ns(double(m.total.exposed_comm_ns) / gpus) + " exposed/" + per;
 }
 
+std::vector<PlacedWord> flow_title(const std::vector<TitlePiece>& pieces, float width,
+                                   const std::function<float(const std::string&)>& text_width, int max_rows) {
+  std::vector<PlacedWord> out;
+  float x = 0;
+  int row = 0;
+  auto place = [&](const std::string& word, const TitlePiece& piece, float gap, float pad) {
+    // The word's ink ends before its trailing space; a boxed word's box, pad px after it.
+    const std::string ink = word.substr(0, word.find_last_not_of(' ') + 1);
+    const float start = x + gap + pad;
+    if (!out.empty() && start + text_width(ink) + pad > width) ++row, x = 0;
+    const float at = (out.empty() || out.back().row != row ? 0 : x + gap) + pad;
+    out.push_back({word, piece.color, piece.box, at, text_width(ink), row});
+    x = at + text_width(word) + pad;
+  };
+  for (const TitlePiece& piece : pieces) {
+    if (piece.text.empty()) continue;
+    if (piece.box) {
+      place(piece.text, piece, piece.gap, 3);
+      continue;
+    }
+    float gap = piece.gap;
+    for (size_t at = 0; at < piece.text.size();) {  // words, each with its trailing spaces
+      size_t end = piece.text.find(' ', at);
+      end = end == std::string::npos ? piece.text.size() : piece.text.find_first_not_of(' ', end);
+      if (end == std::string::npos) end = piece.text.size();
+      place(piece.text.substr(at, end - at), piece, gap, 0);
+      gap = 0, at = end;
+    }
+  }
+  if (max_rows <= 0 || out.empty() || out.back().row < max_rows) return out;
+  // Cut: the rows it may have, ending in "..." after the last word that leaves room for it.
+  std::erase_if(out, [&](const PlacedWord& w) { return w.row >= max_rows; });
+  const std::string dots = "...";
+  float at = 0;
+  for (; !out.empty(); out.pop_back()) {
+    const PlacedWord& w = out.back();
+    at = w.x + text_width(w.text) + (w.box ? 3 + 7 : 0);
+    if (at + text_width(dots) <= width) break;
+  }
+  if (out.empty()) at = 0;
+  out.push_back({dots, pieces.front().color, 0, at, text_width(dots), max_rows - 1});
+  return out;
+}
+
 std::vector<std::string> describe_event(const Event& e) {
   std::vector<std::string> out;
   out.push_back(e.name + "  [" + trace::to_string(e.kind) + "]");

@@ -8,9 +8,10 @@
 
 namespace ringside::viz {
 
-void App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lane& lane, const View& v, float ly) {
+App::Ink App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lane& lane, const View& v, float ly) {
+  Ink ink;
   const MemorySeries& m = t.memory[lane.process];
-  if (m.ts.empty()) return;
+  if (m.ts.empty()) return ink;
   const TimeAxis& a = v.axis;
   const int64_t scale = t.memory_scale;
   const float h = lane.height - 4, base = ly + lane.height - 2;
@@ -25,10 +26,11 @@ void App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lan
     for (int c = 0; c < kNumMemCategories; ++c) {
       const float dh = h * float(double(m.by_category[c][i]) / double(scale));
       dl->AddRectFilled(ImVec2(x0, y - dh), ImVec2(std::max(x1, x0 + 1), y), memory_color(c));
+      if (dh > 0) ink.add(y - dh, y);
       y -= dh;
     }
   }
-  if (double(m.peak_ts) > v.head) return;
+  if (double(m.peak_ts) > v.head) return ink;
   const float px = a.x_of(double(m.peak_ts)), py = base - h * float(double(m.peak) / double(scale));
   dl->AddTriangleFilled(ImVec2(px - 4, py - 7), ImVec2(px + 4, py - 7), ImVec2(px, py - 1), IM_COL32(255, 255, 255, 255));
   // The peak's size: in a collapsed group in the label column, so as not to cover the plot; the
@@ -41,7 +43,7 @@ void App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lan
     const std::string label = who + " peak " + format_bytes(double(m.peak)) + (top ? " max" : "");
     dl->AddRectFilled(ImVec2(a.x0 - 150, ly + 1), ImVec2(a.x0 - 2, ly + lane.height), IM_COL32(24, 24, 28, 255));
     dl->AddText(ImVec2(a.x0 - 148, ly + std::max(0.0f, (lane.height - 13) * 0.5f)), colour, label.c_str());
-    return;
+    return ink;
   }
   // A trace's memory is one layer's (a step or a plan holds L of them: plan prints that peak); a
   // PyTorch profiler run's, the allocator's over the profiled step.
@@ -51,6 +53,7 @@ void App::draw_memory(ImDrawList* dl, const Loaded& t, const Group& g, const Lan
   const float lx = px + 6 + tw <= a.x1 ? px + 6 : std::max(a.x0, px - 6 - tw);
   dl->AddRectFilled(ImVec2(lx - 1, ly), ImVec2(lx + tw + 1, ly + 13), IM_COL32(24, 24, 28, 200));
   dl->AddText(ImVec2(lx, ly - 1), colour, label.c_str());
+  return ink;
 }
 
 }  // namespace ringside::viz

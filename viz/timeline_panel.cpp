@@ -17,6 +17,8 @@ using trace::RankTrace;
 
 namespace {
 
+float text_width(const std::string& s) { return ImGui::CalcTextSize(s.c_str()).x; }
+
 // The first process of `l` whose row is under y (pixels from the layout's top), and its group.
 std::optional<std::pair<size_t, const Lane*>> summary_row_at(const TimelineLayout& l, float y) {
   for (size_t gi = 0; gi < l.groups.size(); ++gi)
@@ -107,8 +109,10 @@ void App::timeline() {
   const float width = ImGui::GetContentRegionAvail().x;
   axis_.x0 = origin.x + kLabelWidth;
   axis_.x1 = origin.x + width - 4;
+  fit_titles();  // the window may have changed: the headers' rows before the lanes below them
   drawn_lanes_.clear();
   drawn_groups_ = nlohmann::json::array(), drawn_labels_ = nlohmann::json::array(), drawn_gauges_ = nlohmann::json::array();
+  drawn_lane_boxes_ = nlohmann::json::array();
   timeline_y0_ = ImGui::GetWindowPos().y, timeline_y1_ = timeline_y0_ + ImGui::GetWindowSize().y;
   float y = origin.y;
   const ImVec2 mouse = ImGui::GetIO().MousePos;
@@ -191,9 +195,15 @@ void App::timeline() {
   }
 }
 
-void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const View& v, float gy, float left, const std::string& prefix) {
-  const float title_h = g.header - (g.ring_steps ? LayoutOptions{}.step_row : 0);
-  dl->AddRectFilled(ImVec2(left, gy), ImVec2(axis_.x1, gy + g.header - 1), IM_COL32(45, 45, 55, 255));
+// "4 GPUs, 286.5 us": its rows and its layer's time. A modeled step's rows are its pipeline
+// stages (each stands for its stage's GPUs); a PyTorch profiler run's, the job's ranks.
+std::string App::extent_words(const Loaded& t, const Group& g) {
+  const bool stages = t.data.run.backend == kPipelineStages;
+  const std::string unit = stages ? " pipeline stage" : " " + row_unit(t.data.run);
+  return std::to_string(g.processes.size()) + unit + (g.processes.size() == 1 ? ", " : "s, ") + format_ns(double(g.layer_end_ns - g.zero_ns));
+}
+
+std::vector<TitlePiece> App::title_pieces(const Loaded& t, const Group& g) const {
   const std::string& comm = t.comm.count(g.strategy) ? t.comm.at(g.strategy) : std::string();
   const int64_t sent = t.sent.count(g.strategy) ? t.sent.at(g.strategy) : 0;
   // "[+] ring [MODELED on a100-nvlink] 4 GPUs, 286.5 us, sent 18.27 MiB/GPU in bf16; attention
@@ -201,42 +211,73 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   // that it is never cut off.
   const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
   const std::string name = std::string(g.collapsed ? "[+] " : "[-] ") + shown_name(t, g.strategy);
-  // A modeled step's rows are its pipeline stages (each stands for its stage's GPUs); a PyTorch
-  // profiler run's, the job's ranks.
-  const bool stages = t.data.run.backend == kPipelineStages;
-  const std::string per = row_unit(t.data.run), unit = stages ? " pipeline stage" : " " + per;
-  const std::string gpus = std::to_string(g.processes.size()) + unit + (g.processes.size() == 1 ? ", " : "s, ");
-  const std::string time = gpus + format_ns(double(g.layer_end_ns - g.zero_ns));
+  const std::string per = row_unit(t.data.run), time = extent_words(t, g);
   const std::string dtype = t.dtype.count(g.strategy) && !t.dtype.at(g.strategy).empty() ? " in " + t.dtype.at(g.strategy) : "";
   const std::string sent_text = sent > 0 ? "sent " + format_bytes(double(sent)) + "/" + per + dtype : "";
-  const float ty = gy + std::max(0.0f, (title_h - 14) * 0.5f);
-  dl->AddText(ImVec2(left + 4, ty), IM_COL32(255, 255, 255, 255), name.c_str());
-  float x = left + 14 + ImGui::CalcTextSize(name.c_str()).x;
-  if (!tag.empty()) {  // a modeled timeline must not pass for a measured one, nor the reverse
-    const float x1 = x + ImGui::CalcTextSize(tag.c_str()).x + 3;
-    dl->AddRectFilled(ImVec2(x - 3, ty - 1), ImVec2(x1, ty + 14),
-                      t.modeled(g.strategy) ? IM_COL32(230, 159, 0, 255) : IM_COL32(150, 150, 160, 255));
-    dl->AddText(ImVec2(x, ty), IM_COL32(0, 0, 0, 255), tag.c_str());
-    x = x1 + 10;
-  }
+  const Color white = IM_COL32(255, 255, 255, 255);
+  std::vector<TitlePiece> pieces{{name, white, 0, 0}};
+  // A modeled timeline must not pass for a measured one, nor the reverse.
+  if (!tag.empty()) pieces.push_back({tag, IM_COL32(0, 0, 0, 255), t.modeled(g.strategy) ? IM_COL32(230, 159, 0, 255) : IM_COL32(150, 150, 160, 255), 7});
   // In a lesson step, a group other than the step's shows the same part of its own run.
   const Frame frame = frame_of(t, g.strategy);
-  if (!frame.landmark.empty()) {
-    const std::string here = "(here: its " + landmark_words(frame.landmark) + ") ";
-    dl->AddText(ImVec2(x, ty), IM_COL32(150, 200, 255, 255), here.c_str());
-    x += ImGui::CalcTextSize(here.c_str()).x;
-  }
-  // The text in pieces: the most bytes sent per GPU of its family (measured or modeled) in gold.
-  auto piece = [&](const std::string& text, ImU32 colour) {
-    dl->AddText(ImVec2(x, ty), colour, text.c_str());
-    x += ImGui::CalcTextSize(text.c_str()).x;
-  };
-  piece(time + (sent_text.empty() ? "" : ", "), IM_COL32(255, 255, 255, 255));
+  if (!frame.landmark.empty()) pieces.push_back({"(here: its " + landmark_words(frame.landmark) + ") ", IM_COL32(150, 200, 255, 255), 0, 0});
+  pieces.push_back({time + (sent_text.empty() ? "" : ", "), white, 0, 0});
+  pieces[std::min<size_t>(2, pieces.size() - 1)].gap = 10;  // the words after the name and its tag
+  // The most bytes sent per GPU of its family (measured or modeled) in gold.
   const bool most = sent > 0 && sent == t.top_sent.at(t.modeled(g.strategy));
-  if (!sent_text.empty()) piece(sent_text + (most ? " (the most)" : ""), most ? IM_COL32(255, 204, 77, 255) : IM_COL32(255, 255, 255, 255));
-  if (!comm.empty()) piece("; " + comm, IM_COL32(255, 255, 255, 255));
+  if (!sent_text.empty()) pieces.push_back({sent_text + (most ? " (the most)" : ""), most ? IM_COL32(255, 204, 77, 255) : white, 0, 0});
+  if (!comm.empty()) pieces.push_back({"; " + comm, white, 0, 0});
+  return pieces;
+}
+
+
+// The timeline's content less a scrollbar, whether one shows or not (so that the scrollbar a tall
+// layout brings does not wrap the titles again), less 4 px each side of a header's text.
+float App::title_width() const {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  return ImGui::GetWindowWidth() - 2 * style.WindowPadding.x - style.ScrollbarSize - 12;
+}
+
+// Each trace's titles wrapped to title_width (one row each when abbreviated_): the rows of its
+// longest title, for every group of the trace alike; relaid out when that changes.
+void App::fit_titles() {
+  for (Loaded& t : traces_) {
+    int rows = 1;
+    for (const Group& g : t.layout.groups) {
+      const std::vector<PlacedWord> words = flow_title(title_pieces(t, g), title_width(), text_width, abbreviated_ ? 1 : 0);
+      if (!words.empty()) rows = std::max(rows, words.back().row + 1);
+    }
+    if (rows != t.layout_options.title_rows) t.layout_options.title_rows = rows, t.relayout();
+  }
+}
+
+void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const View& v, float gy, float left, const std::string& prefix) {
+  const float title_h = g.header - (g.ring_steps ? LayoutOptions{}.step_row : 0);
+  dl->AddRectFilled(ImVec2(left, gy), ImVec2(axis_.x1, gy + g.header - 1), IM_COL32(45, 45, 55, 255));
+  const Frame frame = frame_of(t, g.strategy);
+  // The title, wrapped to the header's width, its rows centred in the title's height.
+  const float row_h = t.layout_options.title_row, x0 = left + 4;
+  const std::vector<TitlePiece> pieces = title_pieces(t, g);
+  const std::vector<PlacedWord> words = flow_title(pieces, title_width(), text_width, abbreviated_ ? 1 : 0);
+  const int rows = words.empty() ? 1 : words.back().row + 1;
+  const float ty = gy + std::max(0.0f, (title_h - 14 - row_h * float(rows - 1)) * 0.5f);
+  float title_x1 = x0;  // where its longest row's ink ends
+  for (const PlacedWord& w : words) {
+    const float x = x0 + w.x, y = ty + row_h * float(w.row);
+    if (w.box) dl->AddRectFilled(ImVec2(x - 3, y - 1), ImVec2(x + w.width + 3, y + 14), w.box);
+    dl->AddText(ImVec2(x, y), w.color, w.text.c_str());
+    title_x1 = std::max(title_x1, x + w.width + (w.box ? 3 : 0));
+  }
+  std::string title;  // its words in one line: the tooltip of a title cut short, and --layout-json's
+  for (const TitlePiece& p : pieces) title += (p.gap > 0 ? " " : "") + p.text;
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  if (abbreviated_ && ImGui::IsWindowHovered() && mouse.x >= left && mouse.x < axis_.x1 && mouse.y >= gy && mouse.y < gy + title_h)
+    ImGui::SetTooltip("%s", title.c_str());
+  const std::string tag = t.tag.count(g.strategy) ? t.tag.at(g.strategy) : std::string();
   drawn_groups_.push_back({{"name", prefix + g.strategy}, {"y0", gy}, {"y1", gy + g.height}, {"collapsed", g.collapsed},
-                           {"extent", time}, {"t0_ns", v.axis.t0}, {"t1_ns", v.axis.t1}, {"frame", frame.landmark}, {"tag", tag}});
+                           {"extent", extent_words(t, g)}, {"t0_ns", v.axis.t0}, {"t1_ns", v.axis.t1}, {"frame", frame.landmark},
+                           {"tag", tag}, {"title", title}, {"title_rows", rows}, {"title_x1", title_x1}, {"header_x1", axis_.x1},
+                           {"title_cut", abbreviated_ && words.back().text == "..."}});
   if (!g.ring_steps) return;
   // The ring steps' row: a band per step, forward in blues and backward in purples, alternating.
   std::vector<StepMark> marks;
@@ -285,17 +326,25 @@ void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float
                   ? row_name(t.data.run, r.rank) + "-" + std::to_string(t.data.ranks[g.processes.back()].rank)
                   : "";
     const bool collapsed_memory = lane.kind == Lane::memory && g.collapsed;  // draw_memory labels it
-    if ((lane.kind != Lane::comm || lane.comm_lane == 0) && r.rank % every == 0 && !collapsed_memory && !label.empty())
-      dl->AddText(ImVec2(left + 4, ly + std::max(0.0f, (lane.height - 13) * 0.5f)), IM_COL32(190, 190, 190, 255), label.c_str());
+    static const char* const kinds[] = {"compute", "comm", "memory", "summary"};
+    nlohmann::json box = {{"lane", prefix + g.strategy + "/" + lane.label}, {"kind", kinds[lane.kind]}, {"y0", ly}, {"y1", ly + lane.height}};
+    if ((lane.kind != Lane::comm || lane.comm_lane == 0) && r.rank % every == 0 && !collapsed_memory && !label.empty()) {
+      const float label_y = ly + std::max(0.0f, (lane.height - 13) * 0.5f);  // centred; 13 px: the font's
+      dl->AddText(ImVec2(left + 4, label_y), IM_COL32(190, 190, 190, 255), label.c_str());
+      box["label"] = label, box["label_y0"] = label_y, box["label_y1"] = label_y + ImGui::GetTextLineHeight();
+    }
     if (lane.kind != Lane::summary || lane.height >= 6)
       dl->AddLine(ImVec2(axis_.x0, ly), ImVec2(axis_.x1, ly), IM_COL32(50, 50, 58, 255));
     if (lane.kind == Lane::summary) {
       draw_gauge(dl, t, lane, most_exposed, ly, prefix + g.strategy + "/" + lane.label);
       rows_y0 = std::min(rows_y0, ly), rows_y1 = std::max(rows_y1, ly + lane.height);
     }
-    if (lane.kind == Lane::memory) draw_memory(dl, t, g, lane, v, ly);
-    else if (lane.kind == Lane::summary) draw_summary(dl, t, lane, v, ly);
-    else draw_events(dl, t, lane, v, ly);
+    const Ink ink = lane.kind == Lane::memory    ? draw_memory(dl, t, g, lane, v, ly)
+                    : lane.kind == Lane::summary ? draw_summary(dl, t, lane, v, ly)
+                                                 : draw_events(dl, t, lane, v, ly);
+    box["marks"] = ink.marks;
+    if (ink.marks) box["ink_y0"] = ink.y0, box["ink_y1"] = ink.y1;
+    drawn_lane_boxes_.push_back(std::move(box));
   }
   // The gauge column ends in a rule, halfway to the time axis: what is left of it is a table.
   if (rows_y1 > rows_y0)
@@ -327,7 +376,8 @@ void App::draw_gauge(ImDrawList* dl, const Loaded& t, const Lane& lane, int64_t 
   drawn_gauges_.push_back({{"lane", name}, {"x0", x0}, {"x1", x1}, {"y0", y0}, {"y1", y1}, {"fill_x1", fill}, {"exposed_ns", exposed}});
 }
 
-void App::draw_events(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly) {
+App::Ink App::draw_events(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly) {
+  Ink ink;
   const RankTrace& r = t.data.ranks[lane.process];
   const TimeAxis& a = v.axis;
   const float head = std::isinf(v.head) ? a.x1 : a.x_of(v.head);
@@ -340,35 +390,38 @@ void App::draw_events(ImDrawList* dl, const Loaded& t, const Lane& lane, const V
     const float y0 = ly + (lane.kind == Lane::compute ? lane.row * float(lane.depth[k]) : 0);
     const float h = lane.kind == Lane::compute ? lane.row : lane.height;
     dl->AddRectFilled(ImVec2(x0, y0 + 1), ImVec2(x1, y0 + h - 1), color_of(e));
+    ink.add(y0 + 1, y0 + h - 1);
     if (x1 - x0 > 40) {
       dl->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y0 + h), true);
       dl->AddText(ImVec2(x0 + 2, y0), IM_COL32(0, 0, 0, 255), e.name.c_str());
       dl->PopClipRect();
     }
   }
-  if (lane.kind != Lane::comm || lane.comm_lane != 0) return;
+  if (lane.kind != Lane::comm || lane.comm_lane != 0) return ink;
   // Under the first comm lane, 5 px: exposed (vermillion) and hidden (green) communication.
   const float sy = ly + lane.height - 5;
   auto strip = [&](int64_t b, int64_t e, Color c) {  // [b, e] ns, clipped to the view and the play head
     const float x0 = std::max(a.x_of(double(b)), a.x0), x1 = std::min({a.x_of(double(e)) + 1, a.x1, head});
-    if (x1 > x0) dl->AddRectFilled(ImVec2(x0, sy), ImVec2(x1, sy + 5), c);
+    if (x1 > x0) dl->AddRectFilled(ImVec2(x0, sy), ImVec2(x1, sy + 5), c), ink.add(sy, sy + 5);
   };
   for (const Event& e : r.events)
     if (e.stream == trace::Stream::comm && v.revealed(e)) strip(e.ts_ns, e.end_ns(), kHiddenColor);
   for (const trace::Interval& iv : t.exposed[lane.process]) strip(iv.begin, iv.end, kExposedColor);
+  return ink;
 }
 
 // A summary row: what the GPU does, pixel by pixel. Runs of one colour closer than a pixel are
 // drawn as one rectangle, and what a drawn pixel already covers is skipped, so a 64-rank trace of
 // a quarter of a million events draws at the speed of a few thousand.
-void App::draw_summary(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly) {
+App::Ink App::draw_summary(ImDrawList* dl, const Loaded& t, const Lane& lane, const View& v, float ly) {
+  Ink ink;
   const TimeAxis& a = v.axis;
   const float y0 = ly + (lane.height >= 6 ? 1 : 0), y1 = ly + lane.height - (lane.height >= 6 ? 1 : 0);
   const float head = std::isinf(v.head) ? a.x1 : std::min(a.x1, a.x_of(v.head));
   float run_x0 = 0, run_x1 = -1e9f;
   Color run = 0;
   auto flush = [&] {
-    if (run_x1 > run_x0) dl->AddRectFilled(ImVec2(run_x0, y0), ImVec2(std::max(run_x1, run_x0 + 1), y1), run);
+    if (run_x1 > run_x0) dl->AddRectFilled(ImVec2(run_x0, y0), ImVec2(std::max(run_x1, run_x0 + 1), y1), run), ink.add(y0, y1);
   };
   for (const Activity& act : t.activity[lane.process]) {
     float x0 = a.x_of(double(act.begin)), x1 = std::min(a.x_of(double(act.end)), head);
@@ -383,6 +436,7 @@ void App::draw_summary(ImDrawList* dl, const Loaded& t, const Lane& lane, const 
     run = act.color, run_x0 = x0, run_x1 = x1;
   }
   flush();
+  return ink;
 }
 
 void App::draw_flows(ImDrawList* dl, const Loaded& t, float top) {

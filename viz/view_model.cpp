@@ -52,8 +52,15 @@ Lane make_lane(Lane::Kind kind, size_t process, int comm_lane, float y, float he
 
 namespace {
 
-// A GPU's full lanes from y down: its compute stream (with nesting), its comm lanes, its memory.
-// Returns the y below them.
+// Whether some memory sample of `r` holds bytes: a memory plot of none would be an empty lane
+// (a modeled step records no memory).
+bool holds_memory(const RankTrace& r) {
+  return std::any_of(r.memory.begin(), r.memory.end(), [](const trace::MemorySample& m) { return m.total() > 0; });
+}
+
+// A GPU's full lanes from y down: its compute stream, as many rows high as its events nest
+// deep; its comm lanes, one per overlapping collective; its memory plot. A lane with nothing to
+// draw (no compute, no communication, no memory held) is left out. Returns the y below them.
 float add_full_lanes(TimelineLayout& l, Group& g, const TraceData& t, size_t p, float y, const LayoutOptions& o) {
   const RankTrace& r = t.ranks[p];
   const std::string gpu = row_name(t.run, r.rank);
@@ -63,7 +70,7 @@ float add_full_lanes(TimelineLayout& l, Group& g, const TraceData& t, size_t p, 
     const Event &x = r.events[a], &z = r.events[b];
     return x.ts_ns != z.ts_ns ? x.ts_ns < z.ts_ns : x.dur_ns > z.dur_ns;
   });
-  Lane compute = make_lane(Lane::compute, p, 0, y, o.row * float(o.max_depth), o.row, gpu + " compute");
+  Lane compute = make_lane(Lane::compute, p, 0, y, 0, o.row, gpu + " compute");
   std::vector<Lane> comm;
   std::vector<int64_t> comm_end;
   std::vector<int64_t> open;  // ends of the enclosing compute slices
@@ -87,19 +94,25 @@ float add_full_lanes(TimelineLayout& l, Group& g, const TraceData& t, size_t p, 
       open.push_back(e.end_ns());
     }
   }
-  g.lanes.push_back(l.lanes.size());
-  l.lanes.push_back(compute);
-  y += compute.height;
-  if (comm.empty()) comm.push_back(make_lane(Lane::comm, p, 0, 0, o.row * 0.75f, 0, gpu + " comm"));
+  if (!compute.events.empty()) {
+    // One row per nesting level that some event reaches: no empty rows beneath the deepest.
+    compute.height = o.row * float(*std::max_element(compute.depth.begin(), compute.depth.end()) + 1);
+    y += compute.height;
+    g.lanes.push_back(l.lanes.size());
+    l.lanes.push_back(std::move(compute));
+  }
   for (Lane& c : comm) {
     c.y = y;
     y += c.height;
     g.lanes.push_back(l.lanes.size());
     l.lanes.push_back(std::move(c));
   }
-  g.lanes.push_back(l.lanes.size());
-  l.lanes.push_back(make_lane(Lane::memory, p, 0, y, o.memory, 0, gpu + " " + memory_words(t.run)));
-  return y + o.memory + o.gap;
+  if (holds_memory(r)) {
+    g.lanes.push_back(l.lanes.size());
+    l.lanes.push_back(make_lane(Lane::memory, p, 0, y, o.memory, 0, gpu + " " + memory_words(t.run)));
+    y += o.memory;
+  }
+  return y + o.gap;
 }
 
 // The peak as the metrics count it: over the rank's forward + backward, else the whole trace.
@@ -150,13 +163,14 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
         g.zero_ns = std::min(g.zero_ns, w.begin), g.layer_end_ns = std::max(g.layer_end_ns, w.end);
       }
     }
-    g.header = (g.collapsed ? o.collapsed_header : o.header) + (g.ring_steps ? o.step_row : 0);
+    g.header = (g.collapsed ? o.collapsed_header : o.header) + float(std::max(1, o.title_rows) - 1) * o.title_row +
+               (g.ring_steps ? o.step_row : 0);
     y += g.header;
     if (!g.collapsed) {
       for (size_t p : g.processes) y = add_full_lanes(l, g, t, p, y, o);
     } else {
       // One summary row per GPU (thinner with many), a GPU drilled into in full after its row,
-      // and one memory plot: the GPU of highest peak.
+      // and one memory plot: the GPU of highest peak (none when no GPU holds memory).
       const float row = std::max(2.0f, std::min(o.summary, o.overview / float(std::max<size_t>(1, g.processes.size()))));
       size_t peak_process = g.processes.empty() ? 0 : g.processes.front();
       int64_t highest = -1;
@@ -169,7 +183,7 @@ TimelineLayout make_layout(const TraceData& t, const LayoutOptions& o) {
         if (std::find(o.expanded.begin(), o.expanded.end(), std::make_pair(gi, r.rank)) != o.expanded.end())
           y = add_full_lanes(l, g, t, p, y + 2, o);
       }
-      if (!g.processes.empty()) {
+      if (highest > 0) {  // the GPU of highest peak holds some memory: its plot
         g.lanes.push_back(l.lanes.size());
         l.lanes.push_back(make_lane(Lane::memory, peak_process, 0, y + 1, o.group_memory, 0,
                                     memory_words(t.run) + ", " + row_name(t.run, t.ranks[peak_process].rank) + " (peak)"));

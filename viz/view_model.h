@@ -48,8 +48,7 @@ inline constexpr Color kGaugeTrack = rgba(44, 44, 52);
 inline constexpr Color kGaugeFill = rgba(112, 112, 132);
 inline constexpr Color kStepForward = rgba(0xc8, 0xe6, 0x96);   // a modeled step's forward blocks (pale lime)
 inline constexpr Color kStepBackward = rgba(0x7a, 0x8c, 0x3c);  // and its backward blocks (olive): no kind's colour
-/// RunInfo::backend of a modeled step's timeline, whose rows are pipeline stages.
-inline constexpr const char* kPipelineStages = "pipeline stages";
+using trace::kPipelineStages;  // RunInfo::backend of a modeled step's timeline, whose rows are pipeline stages
 /// Whether a trace is a PyTorch profiler (Kineto) run (trace/kineto.h): the user's own job, whose
 /// rows are its ranks (on CPUs or GPUs), whose memory is the allocator's one total, and which has
 /// no ringside configuration (no tile map, no lesson).
@@ -158,6 +157,10 @@ struct LayoutOptions {
   /// `group_memory` px, and a header of `collapsed_header` px.
   float summary = 11, overview = 256, group_memory = 30, collapsed_header = 20;
   float step_row = 15;  ///< the header's ring step row
+  /// The rows a group's title takes (its words wrapped to the timeline's width: header_flow),
+  /// each `title_row` px beyond the first.
+  int title_rows = 1;
+  float title_row = 14;
   /// Which groups are collapsed (by index; all when `collapse_all`), and which GPUs of a
   /// collapsed group are drilled into, shown with all their lanes: (group index, rank).
   bool collapse_all = false;
@@ -166,7 +169,9 @@ struct LayoutOptions {
 };
 
 /// Lays out every strategy, GPU and stream. Comm events go to lanes so that none overlap in
-/// a lane (first free lane, as the file writer does).
+/// a lane (first free lane, as the file writer does). A compute lane is as many rows high as its
+/// events nest deep; a lane with nothing to draw (a GPU without communication, a memory plot of
+/// no bytes: a modeled step records none) is left out.
 TimelineLayout make_layout(const trace::TraceData& t, const LayoutOptions& o = {});
 
 /// What a rank does over time, for its summary row: each compute op in its kind's colour and
@@ -177,6 +182,30 @@ struct Activity {
   Color color = 0;
 };
 std::vector<Activity> activity(const trace::RankTrace& r, const std::vector<trace::Interval>& exposed);
+
+/// A piece of a group's title as its header draws it: its text in `color`, after `gap` px of
+/// space, on a filled box of colour `box` when not 0 (the MODELED or MEASURED tag), which is
+/// never broken.
+struct TitlePiece {
+  std::string text;
+  Color color = 0, box = 0;
+  float gap = 0;
+};
+/// A word of a title where it is drawn: `x` px from the title's left, on row `row` (0: the first).
+struct PlacedWord {
+  std::string text;
+  Color color = 0, box = 0;
+  float x = 0, width = 0;
+  int row = 0;
+};
+/// The title's words wrapped to `width` px: each word (a piece's text split after its spaces; a
+/// boxed piece whole, with 3 px of box each side) goes on the current row while it ends within
+/// `width`, else starts the next; a word wider than `width` has a row to itself. With `max_rows`
+/// (> 0), the words past that many rows are cut and the last row ends in "..." within `width`
+/// (the words before it dropped as needed). `text_width` measures a string in px. The rows are
+/// `back().row + 1`.
+std::vector<PlacedWord> flow_title(const std::vector<TitlePiece>& pieces, float width,
+                                   const std::function<float(const std::string&)>& text_width, int max_rows = 0);
 
 /// What a group's header says it is: "MODELED on a100-nvlink" for a modeled twin (a group that
 /// otherData.modeled_groups lists) or any group of a modeled trace (otherData.modeled), "MEASURED"

@@ -80,7 +80,10 @@ void ring_attention(Script& L) {
   L.say("Every rank keeps its own s/P = %lld query tokens for the whole layer. Its K/V block (the", (long long)c);
   L.say("keys and values of those tokens) is what travels: %s bytes per block", grouped(kv_block).c_str());
   L.say("(2 x b x s/P x Hkv x d x 4). Each step, rank r sends the block it holds to rank r+1 and");
-  L.say("receives from rank r-1.");
+  L.say("receives from rank r-1. The attention here is non-causal: every query sees every key, so");
+  L.say("every step is the same work on every rank. Under a causal mask (a language model's)");
+  L.say("contiguous blocks are not: lesson 4 shows why, and the zigzag layout that balances them,");
+  L.say("step by step (which K/V block each rank computes with at each step, and which half of it).");
   L.blank();
   Table t1({"rank", "query tokens", "q", "k, v", "K/V block bytes"});
   for (int r = 0; r < P; ++r)

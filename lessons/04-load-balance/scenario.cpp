@@ -8,6 +8,7 @@
 #include "lessons/lesson.h"
 #include "parallel/formulas.h"
 #include "parallel/groups.h"
+#include "parallel/layout.h"
 #include "trace/tile_map.h"
 
 namespace ringside::lessons {
@@ -30,6 +31,50 @@ std::string tile_text(const trace::TileMap& m) {
     while (out.back() == ' ') out.pop_back();
     out += '\n';
   }
+  return out;
+}
+
+// Which half of the work a zigzag step is, from the chunks that meet under the causal mask:
+// 0 its own Q and K/V (step 0, causal), 1 all of Q against the first half of the K/V (the arriving
+// block is of an earlier rank), 2 the second half of Q against all of the K/V (a later rank's);
+// ring-flash-attention's zigzag_ring_flash_attn_forward does the same three.
+struct ZigzagPart {
+  int kind = 0;
+  std::vector<int64_t> q_chunks, kv_chunks;  // the chunks that meet, of 2P
+  double pairs = 0;                          // visible (query, key) pairs
+};
+
+// The chunks of m slots a rank holds under zigzag (layout_positions), ascending.
+std::vector<int64_t> zigzag_chunks(int64_t s, int P, int rank) {
+  std::vector<int64_t> chunks;
+  for (int64_t pos : layout_positions(Layout::zigzag, s, P, rank))
+    if (chunks.empty() || chunks.back() != pos / (s / (2 * P))) chunks.push_back(pos / (s / (2 * P)));
+  return chunks;
+}
+
+ZigzagPart zigzag_part(int64_t s, int P, int rank, int kv_of) {
+  const int64_t m = s / (2 * P);
+  const std::vector<int64_t> mine = zigzag_chunks(s, P, rank), theirs = zigzag_chunks(s, P, kv_of);
+  ZigzagPart part;
+  for (int64_t q : mine)
+    for (int64_t k : theirs) {
+      const double pairs = k < q ? double(m * m) : k == q ? double(m * (m + 1) / 2) : 0;  // causal: key <= query
+      if (pairs == 0) continue;
+      part.pairs += pairs;
+      if (std::find(part.q_chunks.begin(), part.q_chunks.end(), q) == part.q_chunks.end()) part.q_chunks.push_back(q);
+      if (std::find(part.kv_chunks.begin(), part.kv_chunks.end(), k) == part.kv_chunks.end()) part.kv_chunks.push_back(k);
+    }
+  std::sort(part.kv_chunks.begin(), part.kv_chunks.end());
+  if (rank == kv_of) part.kind = 0;
+  else if (part.q_chunks == mine && part.kv_chunks == std::vector<int64_t>{theirs.front()}) part.kind = 1;
+  else if (part.q_chunks == std::vector<int64_t>{mine.back()} && part.kv_chunks == theirs) part.kind = 2;
+  else part.kind = -1;  // not one of the three: the lesson says so below
+  return part;
+}
+
+std::string chunk_list(const std::vector<int64_t>& chunks) {
+  std::string out;
+  for (int64_t c : chunks) out += (out.empty() ? "" : ", ") + std::to_string(c);
   return out;
 }
 
@@ -112,6 +157,38 @@ void load_balance(Script& L) {
   L.blank();
   const double zigzag = work(runs[1], "zigzag");
   L.blank();
+  // The schedule step by step: which K/V block each rank computed with (the run's step records)
+  // and which half of the work that was (the layout's chunks that meet under the mask).
+  L.say("Step by step, the forward: the K/V block each rank computes with at ring step i is rank");
+  L.say("r - i's (the run's step records), and the chunks that meet under the mask say which half");
+  L.say("of the work it does (the layout's chunks, m = s/(2P) = %lld tokens each):", (long long)(cfg.s / (2 * P)));
+  L.blank();
+  const char* kinds[] = {"full (own, causal)", "all Q x first half K/V", "second half Q x all K/V"};
+  const double step_flops_per_pair = 4.0 * double(cfg.d()) * double(cfg.H) * double(cfg.b);
+  Table steps({"step", "rank", "K/V of rank", "chunks Q x K/V", "computes", "MFLOP"});
+  for (int i = 0; i < P; ++i)
+    for (int r = 0; r < P; ++r) {
+      const auto& records = runs[1].ranks[size_t(r)].steps;
+      const auto rec = std::find_if(records.begin(), records.end(), [i](const StepRecord& x) { return x.phase == "forward" && x.step == i; });
+      RS_CHECK(rec != records.end(), "lesson 4: rank ", r, " recorded no forward step ", i);
+      const ZigzagPart part = zigzag_part(cfg.s, P, r, rec->block_of);
+      RS_CHECK(part.kind >= 0, "lesson 4: zigzag step ", i, " of rank ", r, " is none of ring-flash-attention's three halves");
+      RS_CHECK(rec->flops == part.pairs * step_flops_per_pair, "lesson 4: zigzag step ", i, " of rank ", r, " computed ", rec->flops,
+               " FLOPs, its chunks ", part.pairs * step_flops_per_pair);
+      // The backward's step i: the same block and the same pairs.
+      const auto back = std::find_if(records.begin(), records.end(), [i](const StepRecord& x) { return x.phase == "backward" && x.step == i; });
+      RS_CHECK(back != records.end() && back->block_of == rec->block_of && back->computed == rec->computed, "lesson 4: zigzag rank ", r,
+               "'s backward step ", i, " is not its forward's block and pairs");
+      L.record(fmt("zigzag_step%d_rank%d_kv_of", i, r), rec->block_of);
+      L.record(fmt("zigzag_step%d_rank%d_part", i, r), part.kind);
+      steps.row({r == 0 ? std::to_string(i) : "", std::to_string(r), std::to_string(rec->block_of),
+                 chunk_list(part.q_chunks) + " x " + chunk_list(part.kv_chunks), kinds[part.kind], fmt("%.2f", rec->flops / 1e6)});
+    }
+  L.table(steps);
+  L.blank();
+  L.say("Every step i > 0 is two full tiles of m x m on every rank; step 0 two diagonal tiles and");
+  L.say("one full. The backward's step i computes the same pairs with the same block (its step");
+  L.say("records say so), as ring-flash-attention's zigzag backward does.");
   L.say("Imbalance %.3f: exactly balanced. ringside uses zigzag by default when the mask is causal", zigzag);
   L.say("over one sequence (over packed documents, striped: step 6).");
 

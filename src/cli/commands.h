@@ -18,6 +18,8 @@
 #include "run/runner.h"
 #include "layer/weights.h"
 #include "model/bands.h"
+#include "model/bubble.h"
+#include "model/bytes_sent.h"
 #include "model/model.h"
 #include "model/report.h"
 #include "model/step_plan.h"
@@ -399,7 +401,9 @@ struct ModelRun {
   MemoryTracker tracker;             ///< declared before `results`, so that it outlives them
   std::vector<RunRecord> results;    ///< the dry run's per rank (tensors without data)
   double dry_s = 0, model_s = 0;     ///< measured seconds of this machine (varying)
-  std::optional<model::StepRow> step;  ///< with --gbs: the step around the group
+  std::optional<model::ModeledStep> step;  ///< with --gbs: the step around the group
+  model::BubbleParts bubble;              ///< with --gbs: its bubble against the formula (model/bubble.h)
+  std::vector<model::SentClass> step_sent;  ///< with --gbs: what a GPU sends a step, by class
   /// With --compare: the measured run, its one recorded group (read_measured).
   std::optional<trace::TraceData> measured;
 };
@@ -419,9 +423,23 @@ trace::TraceData read_measured(const ModelCommandOptions& o, const RunPlan& plan
 void print_comparison(const ModelCommandOptions& o, const ModelRun& run);
 
 /// The step `model --gbs` models around the dry run's group `plan` on `hw`, under `modeling`
-/// (o.modeling.options()).
+/// (o.modeling.options()), with what it was simulated from (the pipeline `--trace` draws).
+model::ModeledStep modeled_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
+                                const model::Hardware& hw);
+/// Its row alone: the time, throughput and memory.
 model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
                           const model::Hardware& hw);
+
+/// `model`'s lines of what each rank sends per layer, by class (model::layer_bytes_sent in `dtype`),
+/// and whether the dry run's `results` counted the same.
+void print_layer_bytes_sent(const RunPlan& plan, const std::string& dtype, const std::vector<RunRecord>& results);
+/// `model --gbs`'s bubble against its formula (PP > 1) and what a GPU sends a step, by class.
+void print_step_sent_and_bubble(const model::BubbleParts& bubble, const std::vector<model::SentClass>& sent);
+/// The classes as --json writes them: class, most_bytes, and where given forward_most_bytes,
+/// backward_most_bytes, all_ranks_bytes.
+nlohmann::json bytes_sent_json(const std::vector<model::SentClass>& classes);
+/// The bubble's parts as --json writes them (fractions of the ideal time) and their words.
+nlohmann::json bubble_json(const model::BubbleParts& b);
 
 /// A step row as `plan --json` and `model --json` write it: the configuration, its status and
 /// reason; ranked rows their time, throughput, MFU both ways, exposed communication and error band

@@ -14,6 +14,8 @@
 #include "model/validation.h"
 #include "model/flops.h"
 #include "model/model.h"
+#include "model/time_parts.h"
+#include "lessons/lesson.h"  // wrap
 #include "run/runner.h"
 #include "trace/kineto.h"
 #include "trace/metrics.h"
@@ -45,7 +47,8 @@ CLI::App* add_model(CLI::App& app, ModelCommandOptions& o) {
                                   "and for the slowest rank")
       ->option_text("FILE")
       ->check(non_empty("--json needs a file name"));
-  m->add_option("--trace", o.trace, "write the modeled timeline (Chrome trace JSON; ringside-viewer marks it modeled)")
+  m->add_option("--trace", o.trace, "write the modeled timeline (Chrome trace JSON; ringside-viewer marks it modeled): the layer on every rank, "
+                "or with --gbs the step, one row per pipeline stage (as plan --gbs --trace draws it)")
       ->option_text("FILE")
       ->check(non_empty("--trace needs a file name"));
   m->add_option("--gbs", o.gbs, "the whole step around this group (model/step_plan.h): the global batch in sequences (the microbatch is --batch)")
@@ -128,8 +131,8 @@ std::pair<int, int64_t> step_depth(const ModelCommandOptions& o) {
   return {so.layers, so.vocab};
 }
 
-model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
-                          const model::Hardware& hw) {
+model::ModeledStep modeled_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
+                                const model::Hardware& hw) {
   model::StepCandidate c;
   c.layer.par = plan.par;
   c.layer.par.layout = plan.requested_layout();  // as the step's name shows it: zigzag, not auto
@@ -137,7 +140,12 @@ model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOption
   const int gpus = plan.par.tp * plan.par.cp * o.pp * o.dp;
   model::StepPlanOptions so = step_options(o);
   so.modeling = modeling;
-  return model::model_step_of(o.cfg, c, so, model::memory_per_rank(hw, gpus)).row;
+  return model::model_step_of(o.cfg, c, so, model::memory_per_rank(hw, gpus));
+}
+
+model::StepRow model_step(const ModelCommandOptions& o, const model::ModelOptions& modeling, const RunPlan& plan,
+                          const model::Hardware& hw) {
+  return modeled_step(o, modeling, plan, hw).row;
 }
 
 model::Hardware check_model_command(const ModelCommandOptions& o, std::optional<RunPlan>* plan, model::ModelOptions* modeling) {
@@ -246,13 +254,30 @@ void run_model(const ModelCommandOptions& o, ModelRun& run, std::optional<trace:
   report.advance();
   if (o.gbs > 0) {
     report.phase("modeling the step around the group (its dry run without the gradient sync, its replay, the pipeline)", 1, "steps");
-    run.step = model_step(o, mo, *run.plan, run.hw);
+    run.step = modeled_step(o, mo, *run.plan, run.hw);
+    if (run.step->row.status == model::PlanStatus::ranked) {
+      run.bubble = model::bubble_parts(run.step->config, run.step->layer, run.step->ends, model::memory_per_rank(run.hw, o.ranks * o.pp * o.dp), mo);
+      run.step_sent = model::step_bytes_sent(*run.step, *run.plan, mo.dtype);
+    }
     report.advance();
   }
   report.finish();
 }
 
 namespace {
+
+// The layer's time on a GPU by class, the mean of its ranks (model/time_parts.h): its exposed
+// communication by group (adding up to the sum's exposed over the ranks), then every class.
+void print_time_parts(const model::TimeParts& p) {
+  using model::TimeClass;
+  std::printf("  exposed    per rank (mean) %s = CP %s + TP %s + grads %s\n", format_seconds(p.exposed()).c_str(),
+              format_seconds(p[TimeClass::cp]).c_str(), format_seconds(p[TimeClass::tp]).c_str(),
+              format_seconds(p[TimeClass::grads]).c_str());
+  std::string all;
+  for (int c = 0; c < model::kTimeClasses; ++c)
+    if (p.seconds[c] > 0) all += (all.empty() ? "" : ", ") + std::string(model::to_string(TimeClass(c))) + " " + format_seconds(p.seconds[c]);
+  std::printf("%s", lessons::wrap("by class, per rank (mean): " + all, 104, "             ").replace(0, 13, "  time       ").c_str());
+}
 
 // Prints one modeled strategy's block: each rank's time, compute, communication and peak memory
 // (the first and last four of more than 12), their sums, the layer's and attention's times on
@@ -283,6 +308,7 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
   std::printf("  %5s %11s %11s %11s %8s %11s  imbalance %.2f\n", "sum", "", seconds(double(m.total.compute_ns)).c_str(),
               seconds(double(m.total.comm_ns)).c_str(), pct(m.total.overlap_pct()).c_str(),
               seconds(double(m.total.exposed_comm_ns)).c_str(), m.compute_imbalance);
+  print_time_parts(model::layer_time_parts(run.modeled, m, hw, run.modeling));
   const model::RunKind kind = run_kind_of(o, run, m.strategy);
   const std::string trust = "  trust      " + model::band_text(model::error_band(kind), kind) + "\n";
   if (o.only == "attention") {
@@ -308,6 +334,7 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
     for (const RunRecord& r : run.results) saved = std::max(saved, r.peak_saved);
     std::printf("  saved      activations per rank %s (formula %s)\n", format_bytes(scale * double(saved)).c_str(),
                 format_bytes(scale * double(parallel_saved_bytes(*st, 0, DType::f32))).c_str());
+    print_layer_bytes_sent(*st, run.modeling.dtype, run.results);
   }
   // A what-if that does not fit is an answer, not a failure: the exit status stays 0.
   if (hw.memory_shared) {  // this machine: the ranks share one memory
@@ -347,6 +374,7 @@ void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::
   std::printf("    step %s: pipeline %s (bubble %.1f%%), DP collectives %s of which %s exposed, optimizer %s\n",
               format_seconds(s.step_s).c_str(), format_seconds(s.pipeline_s).c_str(), 100 * s.bubble_fraction,
               format_seconds(s.dp_s).c_str(), format_seconds(s.dp_exposed_s).c_str(), format_seconds(s.optimizer_s).c_str());
+  print_step_sent_and_bubble(run.bubble, run.step_sent);
   std::printf("    %.*f tokens/s per GPU; MFU %.1f%% (%s)\n", r.tokens_per_s_per_gpu >= 1 ? 1 : 4, r.tokens_per_s_per_gpu, 100 * r.mfu,
               model::attention_count_text(o.cfg).c_str());
   const model::RunKind kind = run_kind_of(o, run);
@@ -382,6 +410,8 @@ int model_command(const ModelCommandOptions& o) {
   ModelRun run;
   ProgressLine progress("model");  // on stderr, every 2 s
   run_model(o, run, nullptr, &progress);
+  if (!o.trace.empty() && run.step && run.step->row.status != model::PlanStatus::ranked)  // before any output
+    throw ConfigError("model --trace: the step does not fit, so it has no timeline to draw: " + run.step->row.reason);
   const model::Hardware& hw = run.hw;
   const trace::TraceData& modeled = run.modeled;
   const std::optional<RunPlan>& st = run.plan;
@@ -406,7 +436,7 @@ int model_command(const ModelCommandOptions& o) {
   std::printf("  model      %s;\n             %s\n", model::rates_summary(hw, mo, "\n             ").c_str(), bytes.c_str());
 
   for (size_t g = 0; g < run.metrics.size(); ++g) print_strategy(o, run, run.metrics[g], run.reports[g]);
-  if (run.step) print_step(o, run, *run.step, hw);
+  if (run.step) print_step(o, run, run.step->row, hw);
   if (run.measured) print_comparison(o, run);
   if (!o.json.empty()) {
     nlohmann::json j = {{"producer", "ringside model"},
@@ -418,14 +448,17 @@ int model_command(const ModelCommandOptions& o) {
     if (!kernel.empty()) j["attention_kernel"] = kernel;
     if (!o.only.empty()) j["only"] = o.only;
     if (st) j["config"] = st->config_json(), j["strategy"] = st->name;
+    if (st && o.only.empty()) j["bytes_sent"] = bytes_sent_json(model::layer_bytes_sent(*st, mo.dtype));
     j["strategies"] = nlohmann::json::array();
     for (const model::StrategyReport& r : run.reports) j["strategies"].push_back(model::report_json(r, o.only == "attention"));
     // The first strategy's figures at the top, for tools that read one run: /layer/forward_s, ...
     if (!run.reports.empty()) j.update(model::report_json(run.reports.front(), o.only == "attention"));
     j.erase("ranks"), j["ranks"] = j["strategies"].front()["ranks"];
     if (run.step) {
-      j["step"] = step_row_json(*run.step, hw, 1, mo);
+      j["step"] = step_row_json(run.step->row, hw, 1, mo);
       j["step"]["mfu_counts"] = model::mfu_counts_text(o.cfg, mo.dtype);
+      if (run.step->row.status == model::PlanStatus::ranked)
+        j["step"]["bubble_parts"] = bubble_json(run.bubble), j["step"]["bytes_sent"] = bytes_sent_json(run.step_sent);
     }
     const model::RunKind kind = run_kind_of(o, run, run.reports.empty() ? "" : run.reports.front().strategy);
     const trace::ModelingInfo modeling = model::modeling_info(hw, mo);
@@ -435,7 +468,15 @@ int model_command(const ModelCommandOptions& o) {
     output::write(o.json, j.dump(2) + "\n", "--json");
     std::printf("\n  json: %s\n", o.json.c_str());
   }
-  if (!o.trace.empty()) {
+  if (!o.trace.empty() && run.step) {
+    // The whole step, as plan --gbs --trace draws its winner: one row per pipeline stage.
+    progress.phase("writing the modeled step to --trace", 1, "traces");
+    trace::TraceData step = model::step_timeline(*run.step, model::memory_per_rank(hw, job), mo, run.step->row.candidate.name());
+    step.run.config = o.cfg.to_json();
+    trace::write_trace(o.trace, step);
+    progress.finish();
+    std::printf("\n  trace: %s (the step, modeled: one row per pipeline stage; ringside-viewer %s)\n", o.trace.c_str(), o.trace.c_str());
+  } else if (!o.trace.empty()) {
     progress.phase("writing the modeled timeline to --trace", 1, "traces");
     trace::write_trace(o.trace, modeled);
     progress.finish();

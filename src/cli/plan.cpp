@@ -160,6 +160,23 @@ namespace {
 
 std::string pct(double p) { return std::isnan(p) ? "-" : std::to_string(int(std::lround(p))) + "%"; }
 
+// A row's exposed time and its split by group, the parts in the total's unit: "312.6 ms = 9.8 +
+// 80.6 + 222.2" (CP + TP + grads).
+std::string exposed_split(const model::PlanRow& r) {
+  const double total = r.exposed_s;
+  const double unit = total >= 1.0 ? 1.0 : total >= 1e-3 ? 1e-3 : 1e-6;
+  const char* fmt = total >= 1.0 ? "%.2f" : total >= 1e-3 ? "%.1f" : "%.0f";
+  std::string s = format_seconds(total) + " =";
+  const char* sep = " ";
+  for (model::TimeClass c : {model::TimeClass::cp, model::TimeClass::tp, model::TimeClass::grads}) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, fmt, r.parts[c] / unit);
+    s += sep + std::string(buf);
+    sep = " + ";
+  }
+  return s;
+}
+
 nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int place, const model::ModelOptions& mo) {
   const model::PlanCandidate& c = r.candidate;
   nlohmann::json j = {{"name", c.name()},
@@ -177,6 +194,8 @@ nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int 
   if (r.status == model::PlanStatus::ranked) {
     j["place"] = place;
     j["step_s"] = r.step_s, j["exposed_s"] = r.exposed_s;
+    j["time_by_class"] = model::time_parts_json(r.parts);
+    j["versus"] = r.versus;
     auto pct_json = [](double p) { return std::isnan(p) ? nlohmann::json(nullptr) : nlohmann::json(p); };
     j["overlap_pct"] = pct_json(r.overlap_pct), j["attention_hidden_pct"] = pct_json(r.attention_hidden_pct);
     nlohmann::json by_tier = nlohmann::json::object();
@@ -207,15 +226,17 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, const mode
   // Bytes on the innermost tier (NVLink) and beyond it (InfiniBand), the columns named for them.
   const std::string inside_name = hw.tiers.size() > 1 ? hw.tiers.front().name : "-";
   const std::string beyond_name = hw.tiers.back().name;
-  std::printf("\n  %3s  %s  %14s  %10s  %7s  %48s  %11s  %11s  %s\n", "#", pad("candidate", wname).c_str(), step.c_str(), "exposed",
+  std::printf("\n  %3s  %s  %14s  %26s  %7s  %48s  %11s  %11s  %s\n", "#", pad("candidate", wname).c_str(), step.c_str(),
+              "exposed = CP + TP + grads",
               "overlap", "memory / GPU = w + g + opt + act", inside_name.c_str(), beyond_name.c_str(), "why");
   for (size_t i = 0; i < shown; ++i) {
     const model::PlanRow& r = plan.rows[i];
-    std::printf("  %3zu  %s  %14s  %10s  %7s  %48s  %11s  %11s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(),
-                format_seconds(r.step_s).c_str(), format_seconds(r.exposed_s).c_str(), pct(r.overlap_pct).c_str(),
+    const std::string why = r.versus.empty() ? r.reason : r.versus + "; " + r.reason;
+    std::printf("  %3zu  %s  %14s  %26s  %7s  %48s  %11s  %11s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(),
+                format_seconds(r.step_s).c_str(), exposed_split(r).c_str(), pct(r.overlap_pct).c_str(),
                 model::memory_text(r.memory, hw.memory_bytes).c_str(),
                 hw.tiers.size() > 1 ? format_bytes(r.tier_bytes.front()).c_str() : "-", format_bytes(r.beyond_domain_bytes()).c_str(),
-                r.reason.c_str());
+                why.c_str());
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
   if (ranked > 0) {
@@ -229,7 +250,9 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, const mode
                 layers, layers == 1 ? "" : "s", plan_model_command(o, hw_given).c_str(),
                 model_flags(win.par, to_string(win.par.order)).c_str());
   }
-  std::printf("  step: L layers' forward + backward on the slowest GPU; exposed: communication no compute hides, mean per GPU;\n"
+  std::printf("  step: L layers' forward + backward on the slowest GPU; exposed: communication no compute hides, mean per GPU,\n"
+              "  by group: CP's (attention's K/V, all-to-alls, gathers), TP's and the gradient all-reduce's over CP (grads);\n"
+              "  why: where the row loses most time to #1 (#1: where it wins most over the runner-up), then its groups' formulas;\n"
               "  memory: the whole step's count (plan --gbs's and model --gbs's) for this group alone: PP 1, DP 1, one microbatch,\n"
               "  ZeRO %d over its CP ranks (the least it can train in), of %s (the --trace timeline is one layer: its\n"
               "  memory lane peaks at that layer's alone); %s;\n"

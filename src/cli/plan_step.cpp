@@ -11,6 +11,7 @@
 #include "core/progress.h"
 #include "layer/presets.h"
 #include "lessons/lesson.h"  // wrap
+#include "model/bubble.h"
 #include "model/flops.h"
 #include "model/validation.h"
 #include "model/step_parts.h"
@@ -21,8 +22,32 @@ namespace ringside::cli {
 
 namespace {
 
+// The bubbles of the shown rows, against (PP-1)/(m VP) (model/bubble.h): the best row with a
+// pipeline's, and the shown row's furthest from its formula when another; each step modeled
+// again from its group's dry run. "" when no shown row has PP > 1.
+std::string bubble_lines(const model::StepPlan& plan, size_t shown, const LayerConfig& cfg, const model::StepPlanOptions& so) {
+  auto excess = [](const model::StepRow& r) {
+    return std::abs(r.cost.bubble_fraction - double(r.candidate.pp - 1) / (double(r.candidate.microbatches) * r.candidate.vp));
+  };
+  std::vector<size_t> explained;
+  for (size_t i = 0; i < shown; ++i)
+    if (plan.rows[i].candidate.pp > 1) {
+      if (explained.empty()) explained.push_back(i);
+      else if (explained.size() == 1 && excess(plan.rows[i]) > excess(plan.rows[explained[0]]) + 0.0005) explained.push_back(i);
+      else if (explained.size() == 2 && excess(plan.rows[i]) > excess(plan.rows[explained[1]])) explained[1] = i;
+    }
+  std::string text;
+  for (size_t i : explained) {
+    const model::ModeledStep m = model::model_step_of(cfg, plan.rows[i].candidate, so, plan.hw);
+    // Continuation lines indented past the "#k's" they continue.
+    text += lessons::wrap(detail::concat("#", i + 1, "'s ", model::bubble_words(model::bubble_parts(m.config, m.layer, m.ends, plan.hw, so.modeling))),
+                          118, "    ").substr(2);
+  }
+  return text;
+}
+
 void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, const model::ModelOptions& mo,
-                     const std::string& hw_given) {
+                     const std::string& hw_given, const LayerConfig& cfg, const model::StepPlanOptions& so) {
   const model::Hardware& hw = plan.hw;
   std::printf("\n  on %s: %s\n", hw.name.c_str(), hw.description.c_str());
   std::printf("  modeled at %s\n", model::rates_summary(hw, mo, "\n  ").c_str());
@@ -40,9 +65,11 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, c
                   format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
     std::snprintf(bubble, sizeof bubble, "%.1f%%", 100 * s.bubble_fraction);
     std::printf("  %3zu  %s  %9.0f  %6s  %9s  %7s  %27s  %48s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(), r.tokens_per_s_per_gpu,
-                mfu, format_seconds(s.step_s).c_str(), bubble, exposed, model::memory_text(s, hw.memory_bytes).c_str(), r.reason.c_str());
+                mfu, format_seconds(s.step_s).c_str(), bubble, exposed, model::memory_text(s, hw.memory_bytes).c_str(),
+                (r.versus.empty() ? r.reason : r.versus + "; " + r.reason).c_str());
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
+  std::fputs(bubble_lines(plan, shown, cfg, so).c_str(), stdout);
   if (ranked > 0) {
     const model::StepRow& w = plan.rows.front();
     const model::RunKind kind =
@@ -54,12 +81,15 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, c
     std::printf("  #1 modeled alone (--json gives every row's flags):\n    %s %s\n", plan_model_command(o, hw_given).c_str(),
                 model_flags(w.candidate).c_str());
   }
-  std::printf("  tokens/s: per GPU; MFU: %s;\n"
+  std::vector<double> shown_mfu;
+  for (size_t i = 0; i < shown; ++i) shown_mfu.push_back(plan.rows[i].mfu);
+  const std::string whole = model::whole_count_note(cfg, so.layers, so.vocab, shown_mfu);
+  std::printf("  tokens/s: per GPU; MFU: %s;\n%s"
               "  step: the pipeline (its bubble: idle time over the busiest stage's work), then the exposed DP collectives and Adam;\n"
               "  exposed: communication no compute hides on the first stage, over the step (PP: what the transfers between stages\n"
               "  add); memory: the fullest stage's, of %s (%s); %s\n",
-              model::mfu_counts_text(o.cfg, mo.dtype).c_str(), format_bytes(hw.memory_bytes).c_str(),
-              format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), model::kMemoryTextLegend);
+              model::mfu_counts_text(o.cfg, mo.dtype).c_str(), whole.empty() ? "" : ("  " + whole + ";\n").c_str(),
+              format_bytes(hw.memory_bytes).c_str(), format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), model::kMemoryTextLegend);
   std::vector<const model::StepRow*> bounded;
   for (const model::StepRow& r : plan.rows)
     if (r.status == model::PlanStatus::bounded) bounded.push_back(&r);
@@ -112,6 +142,8 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
     j["step_s"] = s.step_s, j["pipeline_s"] = s.pipeline_s, j["bubble_fraction"] = s.bubble_fraction;
     j["exposed_s"] = {{"tp", s.tp_exposed_s}, {"cp", s.cp_exposed_s}, {"pp", s.pp_exposed_s}, {"dp", s.dp_exposed_s}};
     j["dp_s"] = s.dp_s, j["optimizer_s"] = s.optimizer_s;
+    j["time_by_class"] = model::time_parts_json(r.parts);
+    j["versus"] = r.versus;
     // What leaves the innermost tier's domain (NVLink), per GPU a step, by dimension.
     j["beyond_domain_bytes"] = {{"tp_cp", s.group_beyond_bytes}, {"pp", s.pp_beyond_bytes}, {"dp", s.dp_beyond_bytes}};
   }
@@ -190,7 +222,7 @@ int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hard
   std::printf("  modeled, not measured: the pipeline simulated around one TP x CP group's replay; DP and ZeRO in closed form\n"
               "  (docs/model.md, \"The whole step\"); how far published steps of the winner's kind were off: its trust line\n");
   const std::vector<std::string> hw_given = profile_list(o.hw);
-  for (size_t p = 0; p < plans.size(); ++p) print_step_plan(plans[p], o, so.modeling, hw_given[p]);
+  for (size_t p = 0; p < plans.size(); ++p) print_step_plan(plans[p], o, so.modeling, hw_given[p], cfg, so);
   if (plans.size() > 1) print_systems_side_by_side(plans, o.gpus);
   print_framework_flags(plans, o, cfg, so);
   if (!o.trace.empty()) {

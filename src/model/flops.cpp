@@ -1,5 +1,8 @@
 #include "model/flops.h"
 
+#include <algorithm>
+#include <cstdio>
+
 namespace ringside::model {
 
 namespace {
@@ -34,6 +37,23 @@ std::string attention_count_text(const LayerConfig& c) {
 
 std::string mfu_counts_text(const LayerConfig& c, const std::string& dtype) {
   return "the model's FLOPs with the LM head over the " + dtype + " peak, " + attention_count_text(c);
+}
+
+std::string whole_count_note(const LayerConfig& c, int layers, int64_t vocab, const std::vector<double>& mfus) {
+  const double ratio = model_flops_per_token(c, layers, vocab, false) / model_flops_per_token(c, layers, vocab, true);
+  if (mfus.empty() || ratio < 1 + 1e-6) return "";
+  const double best = ratio * *std::max_element(mfus.begin(), mfus.end());
+  const auto over = std::count_if(mfus.begin(), mfus.end(), [ratio](double m) { return ratio * m > 1; });
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "counted whole (PaLM's and Megatron's convention: %.2fx these FLOPs), ", ratio);
+  std::string text = buf;
+  if (over == 0) {
+    std::snprintf(buf, sizeof buf, "the best would read %.1f%%; no row passes 100%% either way", 100 * best);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld of the %zu rows would read over 100%% (up to %.1f%%): work no kernel does", (long long)over,
+                  mfus.size(), 100 * best);
+  }
+  return text + buf;
 }
 
 double model_flops_per_token(const LayerConfig& c, int layers, int64_t vocab, bool as_masked) {

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "layer/config.h"
 
@@ -55,6 +56,14 @@ std::string attention_count_text(const LayerConfig& cfg);
 /// What an MFU of cfg's layer under --dtype `dtype` counts, for its footnote and JSON: "the
 /// model's FLOPs with the LM head over the bf16 peak, " and attention_count_text.
 std::string mfu_counts_text(const LayerConfig& cfg, const std::string& dtype);
+
+/// What the MFUs `mfus` (of a table's rows, as masked) would read counted whole (PaLM's and
+/// Megatron's convention, model_flops_per_token(..., false)), stated only as true of those rows:
+///   "counted whole (PaLM's and Megatron's convention: 1.55x these FLOPs), the best would read
+///   74.7%; no row passes 100% either way"
+///   or "..., 3 of the 10 rows would read over 100% (up to 112.4%): work no kernel does"
+/// "" where the two counts agree (no mask) or `mfus` is empty. L = `layers`, V = `vocab`.
+std::string whole_count_note(const LayerConfig& cfg, int layers, int64_t vocab, const std::vector<double>& mfus);
 
 /// Model FLOPs utilisation: what the tokens a GPU trains each second cost, over its peak.
 double mfu(double tokens_per_s_per_gpu, double flops_per_token, double peak_flops);

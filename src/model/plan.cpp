@@ -307,6 +307,7 @@ void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOp
   const trace::StrategyMetrics& m = metrics.front();
   row.step_s = L * double(trace::layer_ns(m)) / 1e9;
   row.exposed_s = L * double(m.total.exposed_comm_ns) / double(m.ranks.size()) / 1e9;
+  row.parts = layer_time_parts(modeled, m, hw, mo).scaled(L);
   row.overlap_pct = m.total.overlap_pct();
   const std::optional<trace::Breakdown> attention = trace::sublayer_comm(m, "attention");
   row.attention_hidden_pct = attention ? attention->overlap_pct() : std::nan("");
@@ -365,9 +366,25 @@ std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptio
     char tail[256];
     std::snprintf(tail, sizeof tail, " The runner-up (the best other split: other degrees, CP kind or placement), %s, is %.1f%% slower: ",
                   second->candidate.name().c_str(), 100.0 * (second->step_s / win.step_s - 1));
-    v += tail + where(second->candidate, plan.P, plan.hw) + "; " + second->reason + ".";
+    v += tail + where(second->candidate, plan.P, plan.hw) + "; it " +
+         difference_words(largest_difference(second->parts, win.parts), second->parts, win.parts, "the winner") + "; " +
+         second->reason + ".";
   }
   return v;
+}
+
+// Each ranked row's largest difference from the winner, and the winner's from its runner-up.
+void say_versus(Plan& plan) {
+  const size_t n = plan.ranked();
+  if (n < 2) return;
+  const PlanRow& win = plan.rows[0];
+  for (size_t i = 1; i < n; ++i) {
+    PlanRow& r = plan.rows[i];
+    r.versus = difference_words(largest_difference(r.parts, win.parts), r.parts, win.parts, "#1");
+  }
+  if (const PlanRow* second = runner_up(plan))
+    plan.rows[0].versus = difference_words(largest_difference(second->parts, win.parts), second->parts, win.parts,
+                                           "the runner-up " + second->candidate.name(), true);
 }
 
 }  // namespace
@@ -540,6 +557,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
       if (a.status == PlanStatus::out_of_memory) return a.peak_bytes < b.peak_bytes;
       return false;
     });
+    say_versus(plan);
     plan.verdict = verdict_of(plan, cfg, o);
     plans.push_back(std::move(plan));
   }

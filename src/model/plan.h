@@ -24,6 +24,7 @@
 #include "core/progress.h"
 #include "model/model.h"
 #include "model/step.h"
+#include "model/time_parts.h"
 #include "parallel/groups.h"
 #include "trace/metrics.h"
 
@@ -79,6 +80,12 @@ struct PlanRow {
   std::string reason;
   double step_s = 0;         ///< L x the slowest rank's forward + backward
   double exposed_s = 0;      ///< communication no compute hides, mean over the GPUs
+  /// Its time by class (time_parts.h), L layers per GPU: parts.exposed() is exposed_s split into
+  /// CP, TP and the gradient all-reduce.
+  TimeParts parts;
+  /// ranked: the class in which it loses most time to the winner, in words with the numbers
+  /// (the winner's: the class in which it wins most over the runner-up); empty when alone.
+  std::string versus;
   double overlap_pct = 0;    ///< of all communication, time under compute
   double attention_hidden_pct = 0;  ///< of attention's own communication (K/V, all-to-alls), time under compute; NaN: none
   double peak_bytes = 0;     ///< memory.total_bytes(): what a GPU needs (out_of_memory: more than it has)

@@ -155,6 +155,7 @@ Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const
   const std::vector<double> tiers = link_traffic(rec.schedule, mo.gpu_of, hw.topology(mo.job_gpus), element_bytes(dtype) / 4);
   for (size_t t = tiers.size() > 1 ? 1 : 0; t < tiers.size(); ++t) out.layer.beyond_domain_bytes += tiers[t];
   out.reason = layer_reason(c, rec.plan, hw, mo, m);
+  out.parts = layer_time_parts(modeled, m, hw, mo);
   return out;
 }
 
@@ -216,6 +217,19 @@ std::string step_reason(const StepRow& row, const std::string& layer_reason) {
   return why;
 }
 
+TimeParts step_time_parts(const TimeParts& layer, const StepRow& row, int layers) {
+  const StepCandidate& c = row.candidate;
+  const StepCost& s = row.cost;
+  TimeParts p = layer.scaled(double(c.microbatches) * stage_layers(layers, c.pp).front());
+  const double ideal = s.pipeline_s / (1 + s.bubble_fraction);  // the pipeline without its bubble
+  p[TimeClass::stage_rest] = std::max(0.0, ideal - p.total());
+  p[TimeClass::pp] = s.pp_exposed_s;
+  p[TimeClass::bubble] = std::max(0.0, s.pipeline_s - ideal - s.pp_exposed_s);
+  p[TimeClass::dp] = s.dp_exposed_s;
+  p[TimeClass::optimizer] = s.optimizer_s;
+  p.bubble_fraction = s.bubble_fraction;
+  return p;
+}
 
 // A lower bound of a group's layer: each rank's GEMMs at the profile's best GEMM rate (MAMF,
 // which no shape exceeds: gemm_rate) and the most attention FLOPs of any rank at the best rate
@@ -285,7 +299,7 @@ static void crossing_bytes(StepRow& r, const Spans& spans, const LayerCost& laye
 }
 
 std::vector<StepRow> Evaluator::rows(const Group& g, size_t profile, const LayerCost& layer, const std::string* layer_reason,
-                                     PipelineMemo& memo) const {
+                                     PipelineMemo& memo, const TimeParts* parts) const {
   const Hardware& hw = profiles[profile];
   const ModelOptions& mo = o.modeling;
   const bool exact = layer_reason != nullptr;
@@ -315,6 +329,7 @@ std::vector<StepRow> Evaluator::rows(const Group& g, size_t profile, const Layer
     r.mfu = mfu(r.tokens_per_s_per_gpu, flops_per_token, peak);
     check_step_row(r, hw);
     if (exact) r.reason = step_reason(r, *layer_reason);
+    if (exact && parts) r.parts = step_time_parts(*parts, r, o.layers);
     out.push_back(std::move(r));
   }
   return out;

@@ -80,6 +80,7 @@ void measured_memory(const RecordedSchedule& rec, const std::string& dtype, Laye
 struct Replayed {
   LayerCost layer;
   std::string reason;
+  TimeParts parts;  ///< one microbatch's layer by class, per GPU (layer_time_parts)
 };
 /// The recorded schedule replayed on hw in c's placement, its ranks on `gpus` of a job of
 /// `world` GPUs (Spans::group_gpus; empty: the first G): the slowest rank's forward and its
@@ -93,6 +94,12 @@ std::string binding_reason(const StepCost& s, const Hardware& hw);
 /// A ranked row's reason: the layer's, then the pipeline's bubble beside its formula and the
 /// gradient collectives' time.
 std::string step_reason(const StepRow& row, const std::string& layer_reason);
+/// A ranked row's step by class from its layer's (one microbatch, `layer`): the layer's classes
+/// times the first stage's layers and the microbatches (as StepCost counts TP's and CP's exposed
+/// time), the rest of the pipeline's busy time (embedding, head, ZeRO 3 gathers: stage_rest), its
+/// bubble less the transfers between stages (bubble), those (pp), the exposed DP collectives (dp)
+/// and the optimizer.
+TimeParts step_time_parts(const TimeParts& layer, const StepRow& row, int layers);
 
 /// The rows of one group on one profile, one per outer configuration.
 /// The guard on a modeled step row: throws Error (a bug, never a result to print) naming the
@@ -109,8 +116,9 @@ struct Evaluator {
   /// bounded where it fits (else out_of_memory). Otherwise by its replay: ranked or
   /// out_of_memory. A configuration whose groups straddle nodes is invalid. `memo` keeps the
   /// pipelines simulated, for this call's other rows and the caller's next calls.
+  /// `parts`: the replayed layer's by class (Replayed::parts), for each ranked row's (StepRow::parts).
   std::vector<StepRow> rows(const Group& g, size_t profile, const LayerCost& layer, const std::string* layer_reason,
-                            PipelineMemo& memo) const;
+                            PipelineMemo& memo, const TimeParts* parts = nullptr) const;
   StepConfig step_config(const Group& g, const Outer& outer, const Spans& spans) const;
   EndsCost ends_of(const Group& g, const Hardware& hw, const Span& tp_span) const;
   /// The spans of c on profile `profile`, memoized by its grid (every ZeRO stage and VP of one

@@ -166,9 +166,25 @@ std::string step_verdict(const StepPlan& plan, const StepPlanOptions& o) {
     char tail[200];
     std::snprintf(tail, sizeof tail, " The runner-up (the best of other degrees or placement), %s, is %.1f%% slower: ",
                   second->candidate.name().c_str(), 100.0 * (second->cost.step_s / win.cost.step_s - 1));
-    v += tail + second->reason + ".";
+    v += std::string(tail) + "it " +
+         difference_words(largest_difference(second->parts, win.parts), second->parts, win.parts, "the winner") + "; " +
+         second->reason + ".";
   }
   return v;
+}
+
+// Each ranked row's largest difference from the winner, and the winner's from its runner-up.
+void say_versus(StepPlan& plan) {
+  const size_t n = plan.ranked();
+  if (n < 2) return;
+  const StepRow& win = plan.rows[0];
+  for (size_t i = 1; i < n; ++i) {
+    StepRow& r = plan.rows[i];
+    r.versus = difference_words(largest_difference(r.parts, win.parts), r.parts, win.parts, "#1");
+  }
+  if (const StepRow* second = step_runner_up(plan))
+    plan.rows[0].versus = difference_words(largest_difference(second->parts, win.parts), second->parts, win.parts,
+                                           "the runner-up " + second->candidate.name(), true);
 }
 
 }  // namespace
@@ -199,7 +215,7 @@ ModeledStep model_step_of(const LayerConfig& cfg, const StepCandidate& c, const 
   const Replayed replayed = eval.replay(*rec, g, 0);
   PipelineMemo memo;
   ModeledStep m;
-  m.row = eval.rows(g, 0, replayed.layer, &replayed.reason, memo).front();
+  m.row = eval.rows(g, 0, replayed.layer, &replayed.reason, memo, &replayed.parts).front();
   if (m.row.status == PlanStatus::invalid) throw ConfigError("model: " + m.row.reason);
   const Spans& spans = eval.spans(m.row.candidate, 0);
   m.layer = replayed.layer;
@@ -437,7 +453,7 @@ class StepSearch {
     for (size_t i : members)
       for (size_t p = 0; p < profiles_.size(); ++p) {
         const Replayed replayed = eval_.replay(rec, groups_[i], p);
-        rows_[i][p] = eval_.rows(groups_[i], p, replayed.layer, &replayed.reason, pipelines_);
+        rows_[i][p] = eval_.rows(groups_[i], p, replayed.layer, &replayed.reason, pipelines_, &replayed.parts);
         for (const StepRow& r : rows_[i][p])
           if (r.status == PlanStatus::ranked) best_[p] = std::min(best_[p], r.cost.step_s);
       }
@@ -487,6 +503,7 @@ class StepSearch {
         if (a.status == PlanStatus::out_of_memory) return a.cost.total_bytes() < b.cost.total_bytes();
         return false;
       });
+      say_versus(plans[p]);
       plans[p].verdict = step_verdict(plans[p], o_);
     }
     for (const StepRow& r : plans.front().rows) {

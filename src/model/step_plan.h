@@ -82,6 +82,12 @@ struct StepRow {
   StepCost cost;
   double tokens_per_s_per_gpu = 0;
   double mfu = 0;  ///< model FLOPs over the peak, attention as its mask leaves it (flops.h: attention_pairs)
+  /// ranked: its step by class (time_parts.h), per GPU of the first stage: its layers' classes
+  /// over all its microbatches, the bubble, PP, DP, the optimizer and the rest of the stage.
+  TimeParts parts;
+  /// ranked: the class in which it loses most time to the winner, in words with the numbers
+  /// (the winner's: where it wins most over the runner-up); empty when alone.
+  std::string versus;
 };
 
 struct StepPlan {

@@ -1,5 +1,6 @@
 // The modeled step as a timeline (step_plan.h, step_timeline): one row per pipeline stage.
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "model/step_plan.h"
@@ -8,11 +9,21 @@ namespace ringside::model {
 
 namespace {
 
+// A time on the trace's clock: the nearest ns. An event's start and end are each rounded, so
+// that one ending where the next starts ends at its ns, never a ns into it (which would nest
+// the next one under it).
+int64_t ns_of(double s) { return std::llround(s * 1e9); }
+
 trace::Event event(const std::string& name, trace::Kind kind, trace::Stream stream, double start_s, double dur_s) {
   trace::Event e;
   e.name = name, e.kind = kind, e.stream = stream;
-  e.ts_ns = int64_t(start_s * 1e9), e.dur_ns = std::max<int64_t>(1, int64_t(dur_s * 1e9));
+  e.ts_ns = ns_of(start_s), e.dur_ns = std::max<int64_t>(1, ns_of(start_s + dur_s) - e.ts_ns);
   return e;
+}
+
+// The idle time from `free_at` to `until` as a "bubble" wait, when it lasts a ns or more.
+void add_bubble(trace::RankTrace& rank, double free_at, double until) {
+  if (ns_of(until) > ns_of(free_at)) rank.events.push_back(event("bubble", trace::Kind::wait, trace::Stream::compute, free_at, until - free_at));
 }
 
 }  // namespace
@@ -26,7 +37,7 @@ trace::TraceData step_timeline(const ModeledStep& step, const Hardware& hw, cons
   trace::TraceData t;
   t.run.producer = "ringside plan (the whole step, modeled)";
   t.run.ranks = c.pp;
-  t.run.backend = "pipeline stages";  // the viewer names the rows stages
+  t.run.backend = trace::kPipelineStages;  // the viewer and the trace's process names call the rows stages
   mark_modeled(t.run, hw, o);
   t.run.clock = "modeled: one row per pipeline stage, each one GPU standing for its stage's TP x CP x DP";
   // The gradient collective runs under the last backward, bucket by bucket: it starts so that
@@ -39,7 +50,7 @@ trace::TraceData step_timeline(const ModeledStep& step, const Hardware& hw, cons
     rank.rank = r, rank.strategy = label;
     double free_at = 0;
     for (const PipelineOp& op : run.ranks[size_t(r)]) {
-      if (op.start_s > free_at) rank.events.push_back(event("bubble", trace::Kind::wait, trace::Stream::compute, free_at, op.start_s - free_at));
+      add_bubble(rank, free_at, op.start_s);
       std::string name(op.forward ? "F" : "B");
       name += std::to_string(op.microbatch);
       if (c.vp > 1) name += " chunk " + std::to_string(op.chunk);
@@ -59,8 +70,7 @@ trace::TraceData step_timeline(const ModeledStep& step, const Hardware& hw, cons
       }
       free_at = op.end_s;
     }
-    if (free_at < optimizer_start)
-      rank.events.push_back(event("bubble", trace::Kind::wait, trace::Stream::compute, free_at, optimizer_start - free_at));
+    add_bubble(rank, free_at, optimizer_start);
     if (cost.grad_sync_s > 0) {
       trace::Event grads = event(c.zero == 0 ? "all_reduce grads" : "reduce_scatter grads",
                                  c.zero == 0 ? trace::Kind::all_reduce : trace::Kind::reduce_scatter, trace::Stream::comm,

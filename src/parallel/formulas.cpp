@@ -37,28 +37,48 @@ int64_t parallel_saved_bytes(const RunPlan& plan, int rank, DType dt) {
   return elems * dtype_size(dt);
 }
 
-CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt) {
+std::vector<ClassBytes> parallel_comm_bytes_by_class(const RunPlan& plan, int rank, DType dt) {
   const LayerConfig& c = plan.layer;
   const Shares mine(plan, rank);
   const int T = mine.par.tp, C = mine.par.cp;
-  CommBytes sent;
+  ClassBytes all_gather{CommClass::tp_all_gather, {}}, reduce_scatter{CommClass::tp_reduce_scatter, {}},
+      all_reduce{CommClass::tp_all_reduce, {}};
   // TP: g and g-bar around both blocks.
   const int64_t Nh = mine.b * mine.n_c * c.h;
   if (mine.par.sequence_parallel) {
     const int64_t ag = ring_all_gather_bytes(Nh, T, mine.at.t, dt), rs = ring_reduce_scatter_bytes(Nh, T, mine.at.t, dt);
-    sent.forward += 2 * ag + 2 * rs;
-    sent.backward += 4 * ag + 2 * rs + ring_all_reduce_bytes(sequence_parallel_param_count(c), T, mine.at.t, dt);
+    all_gather.bytes = {2 * ag, 4 * ag};
+    reduce_scatter.bytes = {2 * rs, 2 * rs};
+    all_reduce.bytes.backward = ring_all_reduce_bytes(sequence_parallel_param_count(c), T, mine.at.t, dt);
   } else {  // plain TP: an all-reduce leaving each block forward, entering each backward
-    sent.forward += 2 * ring_all_reduce_bytes(Nh, T, mine.at.t, dt);
-    sent.backward += 2 * ring_all_reduce_bytes(Nh, T, mine.at.t, dt);
+    all_reduce.bytes = {2 * ring_all_reduce_bytes(Nh, T, mine.at.t, dt), 2 * ring_all_reduce_bytes(Nh, T, mine.at.t, dt)};
   }
   // The attention: its scheme's formula.
-  const CommBytes attention = mine.par.scheme().bytes_sent(mine, dt);
-  sent.forward += attention.forward, sent.backward += attention.backward;
+  ClassBytes attention{CommClass::cp_attention, mine.par.scheme().bytes_sent(mine, dt)};
+  std::vector<ClassBytes> classes{all_gather, reduce_scatter, all_reduce, attention};
   // Full recomputation runs the forward again in the backward, its transfers included.
-  if (plan.recompute() == Recompute::full) sent.backward += sent.forward;
-  sent.backward += ring_all_reduce_bytes(param_count(c, T), C, mine.at.c, dt);  // gradients over CP
+  if (plan.recompute() == Recompute::full)
+    for (ClassBytes& k : classes) k.bytes.backward += k.bytes.forward;
+  classes.push_back({CommClass::grad_all_reduce, {0, ring_all_reduce_bytes(param_count(c, T), C, mine.at.c, dt)}});  // gradients over CP
+  return classes;
+}
+
+CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt) {
+  CommBytes sent;
+  for (const ClassBytes& k : parallel_comm_bytes_by_class(plan, rank, dt))
+    sent.forward += k.bytes.forward, sent.backward += k.bytes.backward;
   return sent;
+}
+
+const char* to_string(CommClass k) {
+  switch (k) {
+    case CommClass::tp_all_gather: return "TP all-gather";
+    case CommClass::tp_reduce_scatter: return "TP reduce-scatter";
+    case CommClass::tp_all_reduce: return "TP all-reduce";
+    case CommClass::cp_attention: return "CP attention";
+    case CommClass::grad_all_reduce: return "gradient all-reduce over CP";
+  }
+  return "?";
 }
 
 int64_t parallel_param_count(const RunPlan& plan) { return param_count(plan.layer, plan.par.tp); }

@@ -56,6 +56,26 @@ int64_t parallel_saved_bytes(const RunPlan& plan, int rank, DType dt);
 ///   Full recomputation adds the forward's bytes to the backward's (the forward runs again).
 CommBytes parallel_comm_bytes(const RunPlan& plan, int rank, DType dt);
 
+/// The classes of parallel_comm_bytes' traffic: TP's all-gathers (g forward, and the backward's
+/// re-gathers), its reduce-scatters (g-bar), its all-reduces (the sequence-parallel parameters'
+/// gradients; plain TP's four all-reduces of N_c h), the attention's own (the CP scheme's
+/// formula: the K/V ring, the all-gather and dK/dV reduce-scatter, the all-to-alls), and the
+/// weight gradients' all-reduce over C.
+enum class CommClass { tp_all_gather, tp_reduce_scatter, tp_all_reduce, cp_attention, grad_all_reduce };
+/// The class's words: "TP all-gather", "CP attention", "gradient all-reduce over CP".
+const char* to_string(CommClass k);
+
+/// Bytes of one class a rank sends, forward and backward.
+struct ClassBytes {
+  CommClass what = CommClass::tp_all_gather;
+  CommBytes bytes;
+};
+
+/// parallel_comm_bytes by class, every class in CommClass's order (those a configuration does
+/// not use with 0 bytes): their sums over the classes are parallel_comm_bytes, byte for byte.
+/// Full recomputation adds each class's forward to its backward.
+std::vector<ClassBytes> parallel_comm_bytes_by_class(const RunPlan& plan, int rank, DType dt);
+
 /// Peak bytes world rank `rank` holds in communication buffers (MemCategory::comm) during the
 /// forward: the larger of TP's reduce-scatter, 3 N_c h / T (one chunk arriving, two partial sums;
 /// plain TP's all-reduce starts with the same reduce-scatter),

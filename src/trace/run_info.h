@@ -46,6 +46,10 @@ struct GroupInfo {
   std::optional<ModelingInfo> modeling;  ///< every option it was modeled under (none in a trace before them)
 };
 
+/// RunInfo::backend of a modeled step's timeline (model::step_timeline), whose rows are
+/// pipeline stages: its processes are named "stage 3", not "GPU 3".
+inline constexpr const char* kPipelineStages = "pipeline stages";
+
 struct RunInfo {
   std::string producer;  ///< "ringside compare", "ringside model (dry run)", ...
   std::string version;   ///< the ringside that wrote the file (the writer writes its own)
@@ -56,7 +60,7 @@ struct RunInfo {
   std::map<std::string, nlohmann::json> group_configs;
   std::string layout;    ///< the context-parallel layout the run asked for
   int ranks = 0;         ///< P (0: not said)
-  std::string backend;   ///< "local", "mpi", "nccl", "dry run"
+  std::string backend;   ///< "local", "mpi", "nccl", "dry run"; kPipelineStages for a modeled step
   std::string device;    ///< "cpu", "cuda", "h100-nvlink (modeled)"
   std::string dtype;     ///< "float32", "bfloat16"
   std::string clock;     ///< how the ranks' clocks were taken and aligned

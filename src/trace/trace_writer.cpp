@@ -241,8 +241,10 @@ void write_chrome_json(std::ostream& os, const TraceData& t) {
   // The keys in nlohmann's (sorted) order; the events one at a time, never the whole list in memory.
   os << R"({"displayTimeUnit":"ns","otherData":)" << other.dump() << R"(,"traceEvents":[)";
   ChromeWriter w(os);
+  // Each process as Perfetto and chrome://tracing list it: "ring: GPU 3", a modeled step's "winner ...: stage 3".
+  const std::string row = t.run.backend == kPipelineStages ? "stage " : "GPU ";
   for (const RankTrace& r : t.ranks)
-    w.rank(r, pid_of(r), (several ? r.strategy + ": " : std::string()) + "GPU " + std::to_string(r.rank));
+    w.rank(r, pid_of(r), (several ? r.strategy + ": " : std::string()) + row + std::to_string(r.rank));
   w.flows();
   os << "]}\n";
 }
