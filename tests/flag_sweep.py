@@ -255,6 +255,9 @@ def plan_flags():
         # Issue 61: the frameworks whose settings for the winner and the runner-up it prints.
         "--emit": [Values("megatron", "torchtitan"), Values(None, "deepspeed", base=["--gbs", "8"]),
                    Refused("nemo", "not in")],
+        # Issue 61: the longest s that fits, in steps of --granularity tokens (no --seq: s is the answer).
+        "--max-seq": On(drop=["--seq"]),
+        "--granularity": [Values("1000", "3000", base=["--max-seq"], drop=["--seq"]), Refused("0", "not in range")],
     }
     flags.update(layer_flags(recompute=False, big=True))
     flags["--seed"] = DRY_SEED

@@ -35,7 +35,7 @@ if sys.argv[1] == "model":
         fails.append(f"share {m.group(3)} is not {m.group(2)} / {ranks}")
     share = size(m.group(3))
     oom = re.search(r"out of memory: needs ([\d.]+ \w+) of ([\d.]+ \w+)", out)
-    fit = re.search(r"memory of stage \d+: .*: ([\d.]+ \w+) of ([\d.]+ \w+)", out)
+    fit = None if oom else re.search(r"memory of stage \d+: ([\d.]+ \w+) \([\d.]+%\) = .* of ([\d.]+ \w+)", out)
     got = oom or fit
     if not got or not close(size(got.group(2)), share):
         fails.append("the step's verdict is not against the share")

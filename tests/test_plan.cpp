@@ -132,12 +132,15 @@ TEST_CASE("the planner rejects the invalid with their rule and the oversized wit
   const model::Plan deep = model::make_plan(c, o, {some, roomy}).front();
   const model::PlanRow& ring = row_named(deep, "ring zigzag none");
   CHECK(ring.status == model::PlanStatus::out_of_memory);
-  CHECK(ring.reason.find("binding: saved activations") != std::string::npos);
-  // ... exactly L x the formula, in bf16, with L x the weights and gradients beside it.
+  CHECK(ring.reason.find("binding: activations") != std::string::npos);
+  // ... exactly L x the formula, in bf16, with the step's state beside it (issue 61: the step's
+  // count, not L layers' weights and gradients alone): bf16 weights and gradients and Adam's 12
+  // bytes a parameter, sharded by ZeRO 3 over the ring's 8 ranks.
   const RunPlan ring_plan = resolve(ring.candidate.par, c, 8);
   const double saved = 1000.0 * parallel_saved_bytes(ring_plan, 0, DType::f32) / 2;
-  const double weights = 1000.0 * 2 * 2 * double(parallel_param_count(ring_plan));
-  CHECK(ring.peak_bytes == Approx(saved + weights).epsilon(1e-12));
+  const double state = 1000.0 * (2 + 2 + 12) * double(parallel_param_count(ring_plan)) / 8;
+  CHECK(ring.peak_bytes == Approx(saved + state).epsilon(1e-12));
+  CHECK(ring.memory.state.optimizer == Approx(1000.0 * 12 * double(parallel_param_count(ring_plan)) / 8).epsilon(1e-12));
 
   // 7 GPUs split s = 1024 by padding it with masked tokens (T = 7 splits no head count here,
   // so only context parallelism is left): the ring's zigzag to lcm(2 x 7, 7) = 1036 tokens.

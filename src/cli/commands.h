@@ -445,6 +445,9 @@ nlohmann::json bubble_json(const model::BubbleParts& b);
 /// reason; ranked rows their time, throughput, MFU both ways, exposed communication and error band
 /// (model/bands.h, for `mo`'s type and efficiency); every fitting or oversized row its memory (plan_step.cpp).
 nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw, int place, const model::ModelOptions& mo);
+/// A step's memory count as every --json writes it: its fullest stage, the four terms, the total,
+/// the capacity of `hw` and memory_text's words ("memory": plan, plan --gbs, --max-seq, model).
+nlohmann::json memory_json(const model::StepCost& s, const model::Hardware& hw);
 
 /// Checks `o` as `ringside model` does before any work (the layer, the strategy on its ranks,
 /// the profile and the model options, flags that would have no effect); throws ConfigError.
@@ -510,6 +513,11 @@ struct PlanCommandOptions {
   int mbs = 1, pp = 0, vp = 0, dp = 0, zero = -1;
   bool overlap_grad_reduce = true;
   bool exhaustive = false;  ///< model::StepPlanOptions::exhaustive
+  /// --max-seq: the longest s that fits (model/max_seq.h) instead of a plan at --seq, to a
+  /// multiple of `granularity` tokens; seq_given: whether --seq was given (refused with it).
+  bool max_seq = false;
+  int64_t granularity = 1024;
+  bool seq_given = false;
   /// --emit: the frameworks (model/emit.h) whose settings for the winner and the runner-up to print.
   std::vector<std::string> emit;
   /// The flags given to plan that `ringside model` takes the same way, as given (the layer's,
@@ -532,6 +540,11 @@ std::string model_flags(const model::StepCandidate& c);
 int plan_step_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles,
                       const model::ModelOptions& modeling);
 
+/// `ringside plan --max-seq`: the longest sequence that fits, per recompute mode and ZeRO stage,
+/// with its split, binding term and memory; --json too (plan_max_seq.cpp). Throws ConfigError
+/// (exit 2) for --seq, --trace or --exhaustive beside it and as model::max_seq_plan throws.
+int plan_max_seq_command(const PlanCommandOptions& o, const std::vector<model::Hardware>& profiles,
+                         const model::ModelOptions& modeling);
 /// --emit: each framework's settings (model/emit.h) for each plan's winner and runner-up, with
 /// what it cannot express and the nearest it runs (plan_emit.cpp); nothing when o.emit is empty.
 /// The layer plan's rows on `cfg` modeled with `mo`; a step's with its options `so`.

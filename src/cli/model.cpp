@@ -341,6 +341,10 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
     std::printf("  memory     %s: the ranks' peaks add up to %s of this machine's %s\n",
                 double(total_peak) > hw.memory_bytes ? "OUT OF MEMORY" : "fits", format_bytes(double(total_peak)).c_str(),
                 capacity(hw.memory_bytes).c_str());
+  } else if (run.step) {  // the step below gives the verdict: here one layer alone, without the optimizer or L - 1 more layers
+    std::printf("  memory     one layer's peak (its weights, gradients, saved activations and working peak): rank %d's %s;\n"
+                "             the step's memory, with all its layers and the optimizer state, is below\n",
+                worst, format_bytes(double(peak)).c_str());
   } else if (double(peak) > hw.memory_bytes) {
     std::printf("  memory     OUT OF MEMORY: rank %d needs %s at its peak; a %s has %s\n", worst, format_bytes(double(peak)).c_str(),
                 hw.name.c_str(), capacity(hw.memory_bytes).c_str());
@@ -360,8 +364,11 @@ void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::
   if (hw.memory_shared)
     std::printf("    memory per rank: the %d ranks share this machine's %s, %s each\n", gpus, format_bytes(hw.memory_bytes).c_str(),
                 format_bytes(model::memory_per_rank(hw, gpus).memory_bytes).c_str());
+  const double capacity = model::memory_per_rank(hw, gpus).memory_bytes;
+  const std::string memory = detail::concat("    memory of stage ", s.fullest_stage, ": ", model::memory_text(s, capacity), " of ",
+                                            format_bytes(capacity), "\n      (", model::kMemoryTextLegend, ")\n");
   if (r.status != model::PlanStatus::ranked) {
-    std::printf("    %s\n", r.reason.c_str());
+    std::printf("    %s\n%s", r.reason.c_str(), r.status == model::PlanStatus::out_of_memory ? memory.c_str() : "");
     return;
   }
   std::printf("    step %s: pipeline %s (bubble %.1f%%), DP collectives %s of which %s exposed, optimizer %s\n",
@@ -377,10 +384,7 @@ void print_step(const ModelCommandOptions& o, const ModelRun& run, const model::
               model::unvalidated_gpu_note(hw).c_str());
   std::printf("    exposed on the first stage: TP %s, CP %s, PP %s, DP %s\n", format_seconds(s.tp_exposed_s).c_str(),
               format_seconds(s.cp_exposed_s).c_str(), format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
-  std::printf("    memory of stage %d: weights %s, gradients %s, optimizer %s, activations %s: %s of %s\n", s.fullest_stage,
-              format_bytes(s.state.weights).c_str(), format_bytes(s.state.grads).c_str(), format_bytes(s.state.optimizer).c_str(),
-              format_bytes(s.activation_bytes).c_str(), format_bytes(s.total_bytes()).c_str(),
-              format_bytes(model::memory_per_rank(hw, gpus).memory_bytes).c_str());
+  std::fputs(memory.c_str(), stdout);
 }
 
 }  // namespace

@@ -40,7 +40,7 @@ std::string shell_word(const std::string& w) {
 bool plan_only(const std::string& name) {
   static const std::set<std::string> names{"--help", "--gpus", "--hw", "--recompute", "--cp-comm", "--layout", "--layers", "--top", "--trace",
                                            "--json", "--gbs", "--mbs", "--pp", "--vp", "--dp", "--zero",
-                                           "--no-overlap-grad-reduce", "--exhaustive", "--emit"};
+                                           "--no-overlap-grad-reduce", "--exhaustive", "--max-seq", "--granularity", "--emit"};
   return names.contains(name);
 }
 
@@ -125,15 +125,24 @@ CLI::App* add_plan(CLI::App& app, PlanCommandOptions& o) {
       ->check(CLI::IsMember(framework_names));
   p->add_flag("--exhaustive", o.exhaustive,
               "with --gbs: dry-run every TP x CP group that fits, not only those whose bound or estimate could win (slower)");
+  p->add_flag("--max-seq", o.max_seq,
+              "the longest sequence whose whole step fits, per recompute mode and ZeRO stage, with its split (no --seq; "
+              "--gbs default: each split's full pipeline)");
+  p->add_option("--granularity", o.granularity, "with --max-seq: s in multiples of this many tokens (and of what each split needs)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   p->footer(
       "Examples:\n"
       "  ringside plan --preset llama3-8b --seq 131072 --gpus 16 --hw h100-nvlink\n"
       "  ringside plan --preset llama3-70b --seq 1048576 --gpus 64 --hw h100-nvlink,h100-ib --trace out/plan.json\n"
       "  ringside plan --preset llama3-8b --seq 32768 --gpus 8 --recompute none --layers 1 --top 5\n"
-      "  ringside plan --preset llama3-405b --seq 131072 --gpus 16384 --hw h100-nvlink --gbs 128");
+      "  ringside plan --preset llama3-405b --seq 131072 --gpus 16384 --hw h100-nvlink --gbs 128\n"
+      "  ringside plan --preset llama3-8b --gpus 8 --hw h100-nvlink --max-seq");
   // The flags its rows' model commands repeat, as given (a flag without a value as its name).
   p->parse_complete_callback([&o, p] {
     check_seed_without_random_docs(*p);  // the one callback CLI11 keeps: refuse_seed_without_random_docs's check
+    o.seq_given = p->get_option("--seq")->count() > 0;
+    if (p->get_option("--granularity")->count() > 0 && !o.max_seq) throw CLI::ValidationError("--granularity", "goes with --max-seq");
     o.model_words.clear();
     for (const CLI::Option* opt : p->get_options()) {
       if (opt->count() == 0 || plan_only(opt->get_name())) continue;
@@ -195,7 +204,10 @@ nlohmann::json row_json(const model::PlanRow& r, const model::Hardware& hw, int 
     const model::RunKind kind = model::run_kind(false, false, c.par, mo.dtype, model::at_roofline(hw, mo));
     j["band"] = model::band_json(model::error_band(kind), kind);
   }
-  if (r.status != model::PlanStatus::invalid) j["peak_bytes"] = r.peak_bytes, j["capacity_bytes"] = hw.memory_bytes;
+  if (r.status != model::PlanStatus::invalid) {
+    j["peak_bytes"] = r.peak_bytes, j["capacity_bytes"] = hw.memory_bytes;
+    j["memory"] = memory_json(r.memory, hw);
+  }
   return j;
 }
 
@@ -214,15 +226,15 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, const mode
   // Bytes on the innermost tier (NVLink) and beyond it (InfiniBand), the columns named for them.
   const std::string inside_name = hw.tiers.size() > 1 ? hw.tiers.front().name : "-";
   const std::string beyond_name = hw.tiers.back().name;
-  std::printf("\n  %3s  %s  %14s  %26s  %7s  %21s  %11s  %11s  %s\n", "#", pad("candidate", wname).c_str(), step.c_str(),
+  std::printf("\n  %3s  %s  %14s  %26s  %7s  %48s  %11s  %11s  %s\n", "#", pad("candidate", wname).c_str(), step.c_str(),
               "exposed = CP + TP + grads",
-              "overlap", "peak memory / GPU", inside_name.c_str(), beyond_name.c_str(), "why");
+              "overlap", "memory / GPU = w + g + opt + act", inside_name.c_str(), beyond_name.c_str(), "why");
   for (size_t i = 0; i < shown; ++i) {
     const model::PlanRow& r = plan.rows[i];
-    const std::string peak = format_bytes(r.peak_bytes) + " (" + pct(100.0 * r.peak_bytes / hw.memory_bytes) + ")";
     const std::string why = r.versus.empty() ? r.reason : r.versus + "; " + r.reason;
-    std::printf("  %3zu  %s  %14s  %26s  %7s  %21s  %11s  %11s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(),
-                format_seconds(r.step_s).c_str(), exposed_split(r).c_str(), pct(r.overlap_pct).c_str(), peak.c_str(),
+    std::printf("  %3zu  %s  %14s  %26s  %7s  %48s  %11s  %11s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(),
+                format_seconds(r.step_s).c_str(), exposed_split(r).c_str(), pct(r.overlap_pct).c_str(),
+                model::memory_text(r.memory, hw.memory_bytes).c_str(),
                 hw.tiers.size() > 1 ? format_bytes(r.tier_bytes.front()).c_str() : "-", format_bytes(r.beyond_domain_bytes()).c_str(),
                 why.c_str());
   }
@@ -241,11 +253,13 @@ void print_plan(const model::Plan& plan, const PlanCommandOptions& o, const mode
   std::printf("  step: L layers' forward + backward on the slowest GPU; exposed: communication no compute hides, mean per GPU,\n"
               "  by group: CP's (attention's K/V, all-to-alls, gathers), TP's and the gradient all-reduce's over CP (grads);\n"
               "  why: where the row loses most time to #1 (#1: where it wins most over the runner-up), then its groups' formulas;\n"
-              "  peak memory: L layers on a GPU, one layer's working peak and L - 1 more layers' weights, gradients and\n"
-              "  saved activations (the --trace timeline is one layer: its memory lane peaks at that layer's alone);\n"
+              "  memory: the whole step's count (plan --gbs's and model --gbs's) for this group alone: PP 1, DP 1, one microbatch,\n"
+              "  ZeRO %d over its CP ranks (the least it can train in), of %s (the --trace timeline is one layer: its\n"
+              "  memory lane peaks at that layer's alone); %s;\n"
               "  %s, %s: the most any GPU sends inside its %s domain, and the most any sends beyond it (%s;\n"
               "  each column's busiest GPU, not always the same one)\n",
-              inside_name.c_str(), beyond_name.c_str(), hw.tiers.front().name.c_str(), mo.dtype.c_str());
+              model::kGroupZero, (format_bytes(hw.memory_bytes) + " (" + format_bytes(hw.memory_bytes, ByteUnits::decimal) + ")").c_str(), model::kMemoryTextLegend, inside_name.c_str(), beyond_name.c_str(),
+              hw.tiers.front().name.c_str(), mo.dtype.c_str());
 
   // The rejected: the rules, grouped, and the least memory-hungry that do not fit.
   std::vector<std::pair<std::string, std::vector<std::string>>> rules;
@@ -314,6 +328,7 @@ int plan_command(const PlanCommandOptions& o) {
   if (!o.json.empty()) output::check(o.json, "--json");
   // The one model options value of this plan: every candidate's dry run and replay on every profile.
   const model::ModelOptions modeling = o.modeling.checked(profiles);
+  if (o.max_seq) return plan_max_seq_command(o, profiles, modeling);
   if (o.gbs > 0) return plan_step_command(o, profiles, modeling);
   if (o.mbs != 1 || o.pp || o.vp || o.dp || o.zero >= 0 || !o.overlap_grad_reduce || o.exhaustive || !o.modeling.grad_reduce.empty())
     throw ConfigError(
@@ -325,6 +340,7 @@ int plan_command(const PlanCommandOptions& o) {
   model::PlanOptions po;
   po.gpus = o.gpus;
   po.layers = o.layers ? o.layers : !o.preset.empty() ? find_preset(o.preset).layers : 1;
+  po.vocab = !o.preset.empty() ? find_preset(o.preset).vocab : 0;
   po.modeling = modeling;
   if (o.recompute != "any") po.modes = {parse_recompute(o.recompute)};
   po.layout = o.choices.layout;
@@ -349,8 +365,10 @@ int plan_command(const PlanCommandOptions& o) {
               "%zu rejected by the memory formulas before any; %.1f s\n",
               stats.candidates, stats.invalid, stats.dry_runs, stats.reused, stats.memory_rejects, stats.seconds);
   std::printf("  modeled, not measured: L layers back to back; weights, gradients and activations in %s; no pipeline or data\n"
-              "  parallelism, optimizer state or overlap between layers (docs/model.md)\n",
-              modeling.dtype == "fp8" ? "bf16 (the GEMMs in FP8)" : modeling.dtype.c_str());
+              "  parallelism, optimizer step or overlap between layers in the time; the memory with the optimizer state and\n"
+              "  %s (docs/model.md)\n",
+              modeling.dtype == "fp8" ? "bf16 (the GEMMs in FP8)" : modeling.dtype.c_str(),
+              po.vocab ? detail::concat("the embedding and head, V = ", po.vocab).c_str() : "no embedding or head (no preset's V)");
   for (size_t p = 0; p < plans.size(); ++p) print_plan(plans[p], o, modeling, po.layers, hw_names[p]);
   print_framework_flags(plans, o, o.cfg, modeling);
 

@@ -22,13 +22,6 @@ namespace ringside::cli {
 
 namespace {
 
-std::string gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", bytes / double(1ull << 30));
-  return buf;
-}
-
-
 // The bubbles of the shown rows, against (PP-1)/(m VP) (model/bubble.h): the best row with a
 // pipeline's, and the shown row's furthest from its formula when another; each step modeled
 // again from its group's dry run. "" when no shown row has PP > 1.
@@ -61,20 +54,18 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, c
   const size_t ranked = plan.ranked(), shown = std::min(ranked, size_t(o.top));
   size_t wname = 9;
   for (size_t i = 0; i < shown; ++i) wname = std::max(wname, plan.rows[i].candidate.name().size());
-  std::printf("\n  %3s  %s  %9s  %6s  %9s  %7s  %27s  %26s  %s\n", "#", pad("candidate", wname).c_str(), "tokens/s", "MFU",
-              "step", "bubble", "exposed TP / CP / PP / DP", "memory: w+g+opt+act GiB", "why");
+  std::printf("\n  %3s  %s  %9s  %6s  %9s  %7s  %27s  %48s  %s\n", "#", pad("candidate", wname).c_str(), "tokens/s", "MFU",
+              "step", "bubble", "exposed TP / CP / PP / DP", "memory / GPU = w + g + opt + act", "why");
   for (size_t i = 0; i < shown; ++i) {
     const model::StepRow& r = plan.rows[i];
     const model::StepCost& s = r.cost;
-    char mfu[32], exposed[64], memory[64], bubble[16];
+    char mfu[32], exposed[64], bubble[16];
     std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * r.mfu);
     std::snprintf(exposed, sizeof exposed, "%s / %s / %s / %s", format_seconds(s.tp_exposed_s).c_str(), format_seconds(s.cp_exposed_s).c_str(),
                   format_seconds(s.pp_exposed_s).c_str(), format_seconds(s.dp_exposed_s).c_str());
-    std::snprintf(memory, sizeof memory, "%s (%.0f%%): %s+%s+%s+%s", gib(s.total_bytes()).c_str(), 100 * s.total_bytes() / hw.memory_bytes,
-                  gib(s.state.weights).c_str(), gib(s.state.grads).c_str(), gib(s.state.optimizer).c_str(), gib(s.activation_bytes).c_str());
     std::snprintf(bubble, sizeof bubble, "%.1f%%", 100 * s.bubble_fraction);
-    std::printf("  %3zu  %s  %9.0f  %6s  %9s  %7s  %27s  %26s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(), r.tokens_per_s_per_gpu,
-                mfu, format_seconds(s.step_s).c_str(), bubble, exposed, memory,
+    std::printf("  %3zu  %s  %9.0f  %6s  %9s  %7s  %27s  %48s  %s\n", i + 1, pad(r.candidate.name(), wname).c_str(), r.tokens_per_s_per_gpu,
+                mfu, format_seconds(s.step_s).c_str(), bubble, exposed, model::memory_text(s, hw.memory_bytes).c_str(),
                 (r.versus.empty() ? r.reason : r.versus + "; " + r.reason).c_str());
   }
   if (shown < ranked) std::printf("  ... and %zu more that fit (--top %zu shows them)\n", ranked - shown, ranked);
@@ -96,10 +87,9 @@ void print_step_plan(const model::StepPlan& plan, const PlanCommandOptions& o, c
   std::printf("  tokens/s: per GPU; MFU: %s;\n%s"
               "  step: the pipeline (its bubble: idle time over the busiest stage's work), then the exposed DP collectives and Adam;\n"
               "  exposed: communication no compute hides on the first stage, over the step (PP: what the transfers between stages\n"
-              "  add); memory: the fullest stage's weights, gradients, optimizer state and activations, of %s (%s)\n",
+              "  add); memory: the fullest stage's, of %s (%s); %s\n",
               model::mfu_counts_text(o.cfg, mo.dtype).c_str(), whole.empty() ? "" : ("  " + whole + ";\n").c_str(),
-              format_bytes(hw.memory_bytes).c_str(),
-              format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str());
+              format_bytes(hw.memory_bytes).c_str(), format_bytes(hw.memory_bytes, ByteUnits::decimal).c_str(), model::kMemoryTextLegend);
   std::vector<const model::StepRow*> bounded;
   for (const model::StepRow& r : plan.rows)
     if (r.status == model::PlanStatus::bounded) bounded.push_back(&r);
@@ -157,13 +147,14 @@ nlohmann::json step_row_json(const model::StepRow& r, const model::Hardware& hw,
     // What leaves the innermost tier's domain (NVLink), per GPU a step, by dimension.
     j["beyond_domain_bytes"] = {{"tp_cp", s.group_beyond_bytes}, {"pp", s.pp_beyond_bytes}, {"dp", s.dp_beyond_bytes}};
   }
-  if (r.status != model::PlanStatus::invalid) {
-    const model::StepCost& s = r.cost;
-    j["memory"] = {{"stage", s.fullest_stage}, {"weights_bytes", s.state.weights}, {"grads_bytes", s.state.grads},
-                   {"optimizer_bytes", s.state.optimizer}, {"activation_bytes", s.activation_bytes},
-                   {"total_bytes", s.total_bytes()}, {"capacity_bytes", hw.memory_bytes}};
-  }
+  if (r.status != model::PlanStatus::invalid) j["memory"] = memory_json(r.cost, hw);
   return j;
+}
+
+nlohmann::json memory_json(const model::StepCost& s, const model::Hardware& hw) {
+  return {{"stage", s.fullest_stage}, {"weights_bytes", s.state.weights}, {"grads_bytes", s.state.grads},
+          {"optimizer_bytes", s.state.optimizer}, {"activation_bytes", s.activation_bytes},
+          {"total_bytes", s.total_bytes()}, {"capacity_bytes", hw.memory_bytes}, {"text", model::memory_text(s, hw.memory_bytes)}};
 }
 
 // The profiles ranked by their winners' tokens/s per GPU, and where each winner's groups sit.

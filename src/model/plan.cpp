@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "model/step_parts.h"
 #include "parallel/formulas.h"
 #include "parallel/rank_grid.h"
 #include "parallel/shares.h"
@@ -208,33 +209,15 @@ namespace {
 
 // ---- memory ---------------------------------------------------------------------------
 
-struct MemoryNeed {
-  double weights_and_grads = 0;  // L layers'
-  double saved = 0;              // L layers' (the largest rank's)
-  double total() const { return weights_and_grads + saved; }
-};
-
-// What L layers hold per GPU by the formulas alone: a lower bound of the peak.
-MemoryNeed memory_floor(const RunPlan& plan, int L, const std::string& dtype) {
-  MemoryNeed m;
-  m.weights_and_grads = L * 2.0 * double(parallel_param_count(plan)) * element_bytes(dtype);
-  int64_t saved = 0;
-  for (int r = 0; r < plan.P; ++r) saved = std::max(saved, parallel_saved_bytes(plan, r, DType::f32));
-  m.saved = L * double(saved) * element_bytes(dtype) / 4;
-  return m;
-}
-
-std::string gib_of(double need, const Hardware& hw) {
-  return format_bytes(need) + " of " + format_bytes(hw.memory_bytes) + " (" + format_bytes(hw.memory_bytes, ByteUnits::decimal) + ")";
-}
-
-std::string floor_reason(const MemoryNeed& m, int L, const Hardware& hw, int T) {
-  const bool weights = m.weights_and_grads >= m.saved;
-  return "out of memory: needs at least " + gib_of(m.total(), hw) + "; binding: " +
-         (weights ? "weights and gradients " + format_bytes(m.weights_and_grads) + " (" + std::to_string(L) + (L == 1 ? " layer" : " layers") + ", 1/" +
-                        std::to_string(T) + " each by TP)"
-                  : "saved activations " + format_bytes(m.saved) + " (" + std::to_string(L) + (L == 1 ? " layer" : " layers") + " x " +
-                        format_bytes(m.saved / L) + ")");
+// A row's memory and, where it does not fit, its status and the binding term.
+void set_memory(PlanRow& row, const StepCost& memory, const Hardware& hw, bool floor) {
+  row.memory = memory, row.peak_bytes = memory.total_bytes();
+  if (row.peak_bytes <= hw.memory_bytes) return;
+  const auto [term, bytes] = binding_term(memory);
+  row.status = PlanStatus::out_of_memory;
+  row.reason = "out of memory: needs " + std::string(floor ? "at least " : "") + memory_text(memory, hw.memory_bytes) + " of " +
+               format_bytes(hw.memory_bytes) + " (" + format_bytes(hw.memory_bytes, ByteUnits::decimal) + "); binding: " + term + " " +
+               format_bytes(bytes);
 }
 
 // ---- one dry run, many replays ---------------------------------------------------------
@@ -330,26 +313,12 @@ void fill_modeled(PlanRow& row, const RecordedSchedule& rec, int P, const PlanOp
   row.attention_hidden_pct = attention ? attention->overlap_pct() : std::nan("");
   row.tier_bytes = link_traffic(rec.schedule, mo.gpu_of, hw.topology(P), scale);
   for (double& b : row.tier_bytes) b *= L;
-  // Memory for L layers: one layer's working peak, measured by the dry run, and L - 1 more
-  // layers' weights, gradients and saved activations (the formulas, which the tests hold equal
-  // to what the dry run counts).
-  const double weights_and_grads = 2.0 * double(parallel_param_count(rec.plan)) * element_bytes(dtype);
-  double peak = 0, one_layer = 0, more_saved = 0;
-  for (const RunRecord& r : rec.results) {
-    const double saved = double(r.peak_saved) * scale, mine = double(r.peak_bytes) * scale + (L - 1) * (weights_and_grads + saved);
-    if (mine > peak) peak = mine, one_layer = double(r.peak_bytes) * scale, more_saved = (L - 1) * saved;
-  }
-  row.peak_bytes = peak;
-  if (peak > hw.memory_bytes) {
-    row.status = PlanStatus::out_of_memory;
-    const double more_weights = (L - 1) * weights_and_grads;
-    const double binding = std::max({one_layer, more_weights, more_saved});
-    row.reason = "out of memory: needs " + gib_of(peak, hw) + "; binding: " +
-                 (binding == one_layer ? "one layer's working peak " + format_bytes(one_layer)
-                  : binding == more_saved ? "saved activations of " + std::to_string(L - 1) + " more layers " + format_bytes(more_saved)
-                                          : "weights and gradients of " + std::to_string(L - 1) + " more layers " + format_bytes(more_weights));
-    return;
-  }
+  // Memory: the step's count of the group alone, its layer's saved activations and working
+  // peak as the dry run counted them.
+  LayerCost layer = step_parts::formula_layer(rec.plan, dtype);
+  step_parts::measured_memory(rec, dtype, layer);
+  set_memory(row, group_memory(rec.plan, layer, o), hw, false);
+  if (row.status == PlanStatus::out_of_memory) return;
   row.status = PlanStatus::ranked;
   row.reason = layer_reason(c, rec.plan, hw, mo, m);
 }
@@ -550,16 +519,16 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
     const std::vector<size_t>& members = shapes[key];
     bool needed = false;
     for (size_t i : members) {
-      const MemoryNeed floor = memory_floor(*valid[i], o.layers, o.modeling.dtype);  // the same on every profile
+      // The formulas' count, without the working peak: the same on every profile.
+      const StepCost floor = group_memory(*valid[i], step_parts::formula_layer(*valid[i], o.modeling.dtype), o);
       for (size_t p = 0; p < profiles.size(); ++p) {
         PlanRow& row = rows[p][i];
-        if (floor.total() > profiles[p].memory_bytes) {
-          row.status = PlanStatus::out_of_memory, row.peak_bytes = floor.total();
-          row.reason = floor_reason(floor, o.layers, profiles[p], candidates[i].par.tp);
+        row.status = PlanStatus::ranked;
+        set_memory(row, floor, profiles[p], true);
+        if (row.status == PlanStatus::out_of_memory) {
           ++st.memory_rejects;
         } else {
-          needed = true;
-          row.status = PlanStatus::ranked;  // for now: to be replayed
+          needed = true;  // ranked for now: to be replayed
         }
       }
     }
@@ -607,6 +576,21 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (stats) *stats = st;
   return plans;
+}
+
+StepConfig group_step(const ParallelConfig& par, int layers, const std::string& dtype) {
+  StepConfig sc;
+  sc.layers = layers, sc.pp = 1, sc.vp = 1, sc.microbatches = 1;
+  sc.dp = par.cp, sc.dp_span.size = par.cp;  // the CP ranks hold the same weights
+  sc.zero = kGroupZero;
+  sc.weight_bytes = element_bytes(dtype);
+  return sc;
+}
+
+StepCost group_memory(const RunPlan& plan, const LayerCost& layer, const PlanOptions& o) {
+  const EndsCost ends = ends_memory(plan.layer, plan.layer.b * plan.packing->S / plan.par.cp, o.vocab, plan.par.tp,
+                                    element_bytes(o.modeling.dtype));
+  return step_memory(group_step(plan.par, o.layers, o.modeling.dtype), layer, ends);
 }
 
 std::vector<trace::RankTrace> candidate_timeline(const PlanCandidate& c, const LayerConfig& cfg, int P, const Hardware& hw,

@@ -6,12 +6,16 @@
 // on the hardware profiles (model.h), and ranks them by the modeled step time of L layers.
 //
 // What a step of L layers is here: L copies of the one layer, forward and backward, one after
-// another (L x the slowest rank's layer time); per GPU the weights and gradients of L layers
-// in the modeled element type, the saved activations of L layers, and one layer's working
-// peak on top. Not modeled: pipeline parallelism, data parallelism and ZeRO, the optimizer
-// step and its state (fp32 master weights, Adam moments), the embedding and the output head,
-// and overlap between layers (a layer's gradient all-reduce under the next one's backward).
-// The numbers are the model's (deterministic replay on a named profile), not measurements.
+// another (L x the slowest rank's layer time). Its memory is the whole step's count (step.h's
+// step_memory, which plan --gbs, plan --max-seq and model --gbs print too) for the TP x CP group
+// alone: PP 1, DP 1, one microbatch, the weights, gradients and Adam state of the L layers and
+// of the embedding and LM head (V = PlanOptions::vocab) sharded by ZeRO 3 over the C ranks of
+// CP (which hold the same weights: the least memory the group alone can train in), the saved
+// activations of L layers, one layer's working peak and the head's input and logits. Not
+// modeled in its time: pipeline parallelism, data parallelism, ZeRO's collectives, the
+// optimizer step, the embedding and the output head, and overlap between layers (a layer's
+// gradient all-reduce under the next one's backward). The numbers are the model's
+// (deterministic replay on a named profile), not measurements.
 #pragma once
 #include <functional>
 #include <string>
@@ -19,6 +23,7 @@
 
 #include "core/progress.h"
 #include "model/model.h"
+#include "model/step.h"
 #include "model/time_parts.h"
 #include "parallel/groups.h"
 #include "trace/metrics.h"
@@ -45,6 +50,7 @@ std::vector<PlanCandidate> plan_candidates(const LayerConfig& cfg, Layout given,
 struct PlanOptions {
   int gpus = 8;     ///< P
   int layers = 1;   ///< L
+  int64_t vocab = 0;  ///< V, the embedding's and the LM head's (memory alone); 0: none
   std::vector<Recompute> modes{Recompute::none, Recompute::selective, Recompute::full};
   /// How each candidate is modeled: the element type, efficiency, stack and its overrides (its
   /// gpu_of is the planner's own, from each candidate's placement).
@@ -82,7 +88,10 @@ struct PlanRow {
   std::string versus;
   double overlap_pct = 0;    ///< of all communication, time under compute
   double attention_hidden_pct = 0;  ///< of attention's own communication (K/V, all-to-alls), time under compute; NaN: none
-  double peak_bytes = 0;     ///< the largest GPU's peak (out_of_memory: what it would need)
+  double peak_bytes = 0;     ///< memory.total_bytes(): what a GPU needs (out_of_memory: more than it has)
+  /// The step's count of the group alone (group_memory): by the formulas where they alone
+  /// reject it (no working peak), else with the dry run's saved activations and working peak.
+  StepCost memory;
   /// Bytes sent on each tier's links (the profile's tiers, innermost first: NVLink, then
   /// InfiniBand), the most of any GPU.
   std::vector<double> tier_bytes;
@@ -103,6 +112,17 @@ struct Plan {
   size_t ranked() const;
 };
 
+/// The ZeRO stage of the layer plan's memory count: 3, over the C ranks of CP.
+inline constexpr int kGroupZero = 3;
+/// The step the layer plan counts memory for: the group of `par` alone, L = `layers`, PP 1,
+/// VP 1, one microbatch, its weights shared by its C CP ranks (DP x CP = C) under ZeRO
+/// kGroupZero, weights in `dtype`.
+StepConfig group_step(const ParallelConfig& par, int layers, const std::string& dtype);
+/// The layer plan's memory of a candidate (`plan`, resolved): step_memory of group_step with
+/// `layer` (its params and saved activations, and its working peak where measured) and the
+/// embedding's and head's memory for o.vocab over the b S / C tokens of a CP rank.
+StepCost group_memory(const RunPlan& plan, const LayerCost& layer, const PlanOptions& o);
+
 /// The runner-up: the fastest ranked row whose degrees or placement differ from the winner's
 /// (not the winner again in another layout or recompute mode, nor in the other rank order when
 /// its group fits one node, where both orders place every group alike), or nullptr.
@@ -118,9 +138,9 @@ struct PlanStats {
 
 /// The plan of `cfg` (a valid layer: resolve_one_rank) on o.gpus GPUs for each profile. One
 /// dry run serves every order and profile of a schedule shape (the cp-tp order is the tp-cp
-/// schedule placed differently: ModelOptions::gpu_of), and a candidate whose weights, gradients
-/// and saved activations alone (the formulas) exceed every profile's memory is rejected without
-/// one. Throws ConfigError when no candidate is valid (each rule named) or none fits on any
+/// schedule placed differently: ModelOptions::gpu_of), and a candidate whose memory by the
+/// formulas alone (group_memory without the working peak) exceeds a profile's is rejected there
+/// without one. Throws ConfigError when no candidate is valid (each rule named) or none fits on any
 /// profile (the smallest need named).
 std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const std::vector<Hardware>& profiles,
                             PlanStats* stats = nullptr);

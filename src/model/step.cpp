@@ -1,6 +1,11 @@
 #include "model/step.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "model/pipeline.h"
@@ -36,6 +41,12 @@ double gemm_seconds(int64_t m, int64_t n, int64_t k, double element, const Hardw
   return op_seconds(gemm, element * (double(m) * double(k) + double(k) * double(n) + double(m) * double(n)), hw, o);
 }
 
+void check_ends(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp) {
+  if (tokens < 1 || vocab < 1 || cfg.h < 1 || tp < 1)
+    throw ConfigError(detail::concat("the embedding and head need n, V, h and T >= 1 (n = ", tokens, ", V = ", vocab, ", h = ",
+                                     cfg.h, ", T = ", tp, ")"));
+}
+
 double stage_params(const std::vector<int>& layers, int rank, const LayerCost& layer, const EndsCost& ends) {
   double params = layers[size_t(rank)] * layer.params;
   if (rank == 0) params += ends.embedding_params;
@@ -68,12 +79,42 @@ StepCost step_memory(const StepConfig& c, const LayerCost& layer, const EndsCost
   return cost;
 }
 
+EndsCost ends_memory(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, double element) {
+  EndsCost e;
+  if (vocab == 0) return e;
+  check_ends(cfg, tokens, vocab, tp);
+  const double n = double(tokens), shard = double((vocab + tp - 1) / tp);  // V / T, the last shard padded
+  e.embedding_params = e.head_params = shard * double(cfg.h);
+  e.head_saved_bytes = n * double(cfg.h) * element + 4 * n * shard;
+  return e;
+}
+
+std::pair<std::string, double> binding_term(const StepCost& s) {
+  const std::vector<std::pair<std::string, double>> terms{
+      {"weights", s.state.weights}, {"gradients", s.state.grads}, {"optimizer state", s.state.optimizer}, {"activations", s.activation_bytes}};
+  return *std::max_element(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+}
+
+std::string memory_text(const StepCost& s, double capacity) {
+  // The total's unit for every term: GiB from 1 GiB up, else MiB (KiB below 1 MiB).
+  const double total = s.total_bytes();
+  const double unit = total >= double(1ull << 30) ? double(1ull << 30) : total >= double(1ull << 20) ? double(1ull << 20) : 1024.0;
+  const char* name = unit == double(1ull << 30) ? "GiB" : unit == double(1ull << 20) ? "MiB" : "KiB";
+  // The share to a tenth where whole percents would round to 100 a total that is under or over.
+  double share = 100 * total / capacity;
+  const int decimals = share >= 99.5 && share < 100.5 && total != capacity ? 1 : 0;
+  if (decimals) share = (total < capacity ? std::floor(share * 10) : std::ceil(share * 10)) / 10;  // never 100.0 under or over
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%.2f %s (%.*f%%) = w %.2f + g %.2f + opt %.2f + act %.2f", total / unit, name, decimals, share,
+                s.state.weights / unit, s.state.grads / unit, s.state.optimizer / unit, s.activation_bytes / unit);
+  return buf;
+}
+
 EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, const Span& tp_span, const Hardware& hw,
                    const ModelOptions& o, bool sequence_parallel) {
-  if (tokens < 1 || vocab < 1 || cfg.h < 1 || tp < 1)
-    throw ConfigError(detail::concat("the embedding and head need n, V, h and T >= 1 (n = ", tokens, ", V = ", vocab, ", h = ",
-                                     cfg.h, ", T = ", tp, ")"));
+  check_ends(cfg, tokens, vocab, tp);
   const double element = element_bytes(o.dtype), n = double(tokens), h = double(cfg.h);
+  EndsCost e = ends_memory(cfg, tokens, vocab, tp, element);
   const int64_t shard = (vocab + tp - 1) / tp;  // V / T, the last shard padded as Megatron pads it
   const double logits = n * double(shard);
   auto tp_collective = [&](Collective kind, double bytes) { return tp > 1 ? collective_seconds(kind, bytes, tp_span, hw, o) : 0.0; };
@@ -81,15 +122,12 @@ EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp
   // one: an all-gather of the n/T tokens (SP), or nothing (every rank holds all n).
   const double leave = tp_collective(sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce, n * h * element);
   const double enter = sequence_parallel ? tp_collective(Collective::all_gather, n * h * element) : 0.0;
-  EndsCost e;
   e.embedding_forward_s = memory_pass_seconds("embedding", 2 * n * h * element, hw, o) + leave;
   e.embedding_backward_s = enter + memory_pass_seconds("embedding_backward", 3 * n * h * element, hw, o);
   e.head_forward_s = enter + gemm_seconds(tokens, shard, cfg.h, element, hw, o) +
                      memory_pass_seconds("cross_entropy", 12 * logits, hw, o) + 3 * tp_collective(Collective::all_reduce, 4 * n);
   e.head_backward_s = memory_pass_seconds("cross_entropy_backward", 6 * logits, hw, o) + gemm_seconds(tokens, cfg.h, shard, element, hw, o) +
                       gemm_seconds(cfg.h, shard, tokens, element, hw, o) + leave;
-  e.embedding_params = e.head_params = double(shard) * h;
-  e.head_saved_bytes = n * h * element + 4 * logits;
   return e;
 }
 

@@ -72,6 +72,12 @@ struct EndsCost {
 EndsCost ends_cost(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, const Span& tp_span, const Hardware& hw,
                    const ModelOptions& o, bool sequence_parallel = true);
 
+/// The embedding's and the LM head's memory alone (ends_cost's parameters and saved bytes, no
+/// times): ceil(V / T) h parameters each (the last shard padded, as Megatron pads it), and the
+/// head's gathered input, n h elements of `element` bytes, with its n ceil(V / T) fp32 logits. V
+/// = 0: no ends (all zero). Throws ConfigError as ends_cost does for n, h or T below 1.
+EndsCost ends_memory(const LayerConfig& cfg, int64_t tokens, int64_t vocab, int tp, double element);
+
 /// The step around the layer.
 struct StepConfig {
   int layers = 1;        ///< L
@@ -133,6 +139,22 @@ struct StepCost {
   double activation_bytes = 0;   ///< its saved activations of the microbatches in flight, and one layer's working peak
   double total_bytes() const { return state.total() + activation_bytes; }
 };
+
+/// The largest of the step's four memory terms and its name: "weights", "gradients", "optimizer
+/// state" or "activations" (the first of equal ones): what binds where it does not fit.
+std::pair<std::string, double> binding_term(const StepCost& s);
+
+/// The step's memory as every command prints it (plan, plan --gbs, plan --max-seq, model
+/// --gbs): the total, its share of `capacity` and the four terms in the total's unit,
+/// "79.97 GiB (107%) = w 14.96 + g 14.96 + opt 11.22 + act 38.84": weights, gradients, optimizer
+/// state and activations (the microbatches in flight, one layer's working peak, the LM head's
+/// input and logits). The parts are rounded alone, so they may miss the total by 0.01. The share
+/// is whole percents, or tenths between 99.5 and 100.5 (truncated below the capacity, rounded up
+/// above it: a total that does not fit never reads 100%, nor one that fits 100.0%).
+std::string memory_text(const StepCost& s, double capacity);
+/// The words that say what memory_text's terms are, for a table's footnote.
+inline constexpr const char* kMemoryTextLegend =
+    "w + g + opt + act: weights, gradients, Adam's state and activations (those in flight, one layer's working peak, the LM head's logits)";
 
 /// The pipeline the step simulates: each virtual stage's forward and backward (its layers, the
 /// ends on the first and last, the ZeRO 3 gathers) and the transfer between stages. Throws as

@@ -104,6 +104,17 @@ LayerCost formula_layer(const RunPlan& plan, const std::string& dtype) {
   return l;
 }
 
+void measured_memory(const RecordedSchedule& rec, const std::string& dtype, LayerCost& layer) {
+  // The working peak: above the layer's weights, gradients and saved activations, the most of any rank.
+  const double scale = element_bytes(dtype) / 4, weights_and_grads = 2 * layer.params * element_bytes(dtype);
+  double saved = 0, working = 0;
+  for (const RunRecord& r : rec.results) {
+    saved = std::max(saved, double(r.peak_saved) * scale);
+    working = std::max(working, double(r.peak_bytes) * scale - double(r.peak_saved) * scale - weights_and_grads);
+  }
+  layer.saved_bytes = saved, layer.working_bytes = std::max(0.0, working);
+}
+
 // The duration of a rank's phase events of `name`, less its gradient sync (which the step
 // folds into the DP x CP collectives).
 static int64_t phase_ns(const trace::RankTrace& r, const std::string& name) {
@@ -140,14 +151,7 @@ Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const
     if (sublayer == "grad_sync") continue;
     (sublayer == "attention" ? out.layer.cp_exposed_s : out.layer.tp_exposed_s) += double(b.exposed_comm_ns) / ranks / 1e9;
   }
-  // The working peak: above the layer's weights, gradients and saved activations, the most of any rank.
-  const double scale = element_bytes(dtype) / 4, weights_and_grads = 2 * out.layer.params * element_bytes(dtype);
-  double saved = 0, working = 0;
-  for (const RunRecord& r : rec.results) {
-    saved = std::max(saved, double(r.peak_saved) * scale);
-    working = std::max(working, double(r.peak_bytes) * scale - double(r.peak_saved) * scale - weights_and_grads);
-  }
-  out.layer.saved_bytes = saved, out.layer.working_bytes = std::max(0.0, working);
+  measured_memory(rec, dtype, out.layer);
   const std::vector<double> tiers = link_traffic(rec.schedule, mo.gpu_of, hw.topology(mo.job_gpus), element_bytes(dtype) / 4);
   for (size_t t = tiers.size() > 1 ? 1 : 0; t < tiers.size(); ++t) out.layer.beyond_domain_bytes += tiers[t];
   out.reason = layer_reason(c, rec.plan, hw, mo, m);
@@ -270,13 +274,9 @@ LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOption
 
 
 std::string binding_reason(const StepCost& s, const Hardware& hw) {
-  const std::vector<std::pair<std::string, double>> terms{{"weights", s.state.weights},
-                                                          {"gradients", s.state.grads},
-                                                          {"optimizer state", s.state.optimizer},
-                                                          {"activations", s.activation_bytes}};
-  const auto most = std::max_element(terms.begin(), terms.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  const auto [term, bytes] = binding_term(s);
   return "out of memory: needs " + format_bytes(s.total_bytes()) + " of " + format_bytes(hw.memory_bytes) + " on stage " +
-         std::to_string(s.fullest_stage) + "; binding: " + most->first + " " + format_bytes(most->second);
+         std::to_string(s.fullest_stage) + "; binding: " + term + " " + format_bytes(bytes);
 }
 
 

@@ -70,6 +70,12 @@ LayerCost bound_layer(const RunPlan& plan, const Hardware& hw, const ModelOption
 /// The most forward attention FLOPs of any rank of the plan (parallel_attention_flops).
 double max_attention_flops(const RunPlan& plan);
 
+/// The layer's memory as its dry run counted it, into `layer` (whose params, the formula's, it
+/// reads): the most saved activations of any rank, and the working peak, the most of any rank's
+/// peak above its weights, gradients (2 params, in `dtype`) and saved activations (0 at least).
+/// The dry run's fp32 bytes scaled to `dtype`.
+void measured_memory(const RecordedSchedule& rec, const std::string& dtype, LayerCost& layer);
+
 /// The group's layer by its replay, and the reason that sets its time (layer_reason).
 struct Replayed {
   LayerCost layer;
@@ -83,7 +89,7 @@ struct Replayed {
 Replayed replay_layer(const RecordedSchedule& rec, const PlanCandidate& c, const Hardware& hw, const ModelOptions& modeling,
                       int world = 0, const std::vector<int>& gpus = {});
 
-/// "out of memory: needs X of Y on stage r; binding: <the largest term> Z".
+/// "out of memory: needs X of Y on stage r; binding: <the largest term> Z" (binding_term).
 std::string binding_reason(const StepCost& s, const Hardware& hw);
 /// A ranked row's reason: the layer's, then the pipeline's bubble beside its formula and the
 /// gradient collectives' time.
