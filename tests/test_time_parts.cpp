@@ -42,7 +42,7 @@ TEST_CASE("largest_difference names each class when it is the largest", "[time_p
   }
 }
 
-TEST_CASE("largest_difference: a tie goes to the first class in order; equal rows name no class", "[time_parts]") {
+TEST_CASE("largest_difference: a tie goes to the first class in order, and equal rows name no class", "[time_parts]") {
   TimeParts loser = base(), winner = base();
   loser[TimeClass::grads] += 0.002;
   loser[TimeClass::attention] += 0.002;  // the same excess, earlier in order
@@ -55,7 +55,7 @@ TEST_CASE("largest_difference: a tie goes to the first class in order; equal row
   CHECK(model::difference_words(same, base(), base(), "#1") == "the same time as #1 in every class");
 }
 
-TEST_CASE("difference_words: attention's kernels, tokens and fractions of peak; the winner's words", "[time_parts]") {
+TEST_CASE("difference_words: attention's kernels, tokens and fractions of peak, and the winner's words", "[time_parts]") {
   TimeParts ring = base(), hybrid = base();
   ring[TimeClass::attention] = 0.2765, hybrid[TimeClass::attention] = 0.264;
   ring.attention_kernels = 32, ring.attention_tokens = 16384, ring.attention_of_peak = 0.61;

@@ -373,20 +373,6 @@ std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptio
   return v;
 }
 
-// Each ranked row's largest difference from the winner, and the winner's from its runner-up.
-void say_versus(Plan& plan) {
-  const size_t n = plan.ranked();
-  if (n < 2) return;
-  const PlanRow& win = plan.rows[0];
-  for (size_t i = 1; i < n; ++i) {
-    PlanRow& r = plan.rows[i];
-    r.versus = difference_words(largest_difference(r.parts, win.parts), r.parts, win.parts, "#1");
-  }
-  if (const PlanRow* second = runner_up(plan))
-    plan.rows[0].versus = difference_words(largest_difference(second->parts, win.parts), second->parts, win.parts,
-                                           "the runner-up " + second->candidate.name(), true);
-}
-
 }  // namespace
 
 std::string PlanCandidate::name() const {
@@ -557,7 +543,7 @@ std::vector<Plan> make_plan(const LayerConfig& cfg, const PlanOptions& o, const 
       if (a.status == PlanStatus::out_of_memory) return a.peak_bytes < b.peak_bytes;
       return false;
     });
-    say_versus(plan);
+    say_versus(plan.rows, plan.ranked(), runner_up(plan));
     plan.verdict = verdict_of(plan, cfg, o);
     plans.push_back(std::move(plan));
   }

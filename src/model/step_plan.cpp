@@ -173,20 +173,6 @@ std::string step_verdict(const StepPlan& plan, const StepPlanOptions& o) {
   return v;
 }
 
-// Each ranked row's largest difference from the winner, and the winner's from its runner-up.
-void say_versus(StepPlan& plan) {
-  const size_t n = plan.ranked();
-  if (n < 2) return;
-  const StepRow& win = plan.rows[0];
-  for (size_t i = 1; i < n; ++i) {
-    StepRow& r = plan.rows[i];
-    r.versus = difference_words(largest_difference(r.parts, win.parts), r.parts, win.parts, "#1");
-  }
-  if (const StepRow* second = step_runner_up(plan))
-    plan.rows[0].versus = difference_words(largest_difference(second->parts, win.parts), second->parts, win.parts,
-                                           "the runner-up " + second->candidate.name(), true);
-}
-
 }  // namespace
 
 ModeledStep model_step_of(const LayerConfig& cfg, const StepCandidate& c, const StepPlanOptions& options, const Hardware& hw) {
@@ -503,7 +489,7 @@ class StepSearch {
         if (a.status == PlanStatus::out_of_memory) return a.cost.total_bytes() < b.cost.total_bytes();
         return false;
       });
-      say_versus(plans[p]);
+      say_versus(plans[p].rows, plans[p].ranked(), step_runner_up(plans[p]));
       plans[p].verdict = step_verdict(plans[p], o_);
     }
     for (const StepRow& r : plans.front().rows) {
