@@ -395,11 +395,13 @@ SWEEP = {
                                "with it, shows it)") for f in ("--norm", "--dropout")}},
     },
     "bench plan": {
-        "base": ["bench", "plan", "--gpus", "8", "--seq", "4096"],
+        # 70B's weights, gradients and Adam state sharded over CP (the layer plan's memory count)
+        # need 16 GPUs or more to fit at all.
+        "base": ["bench", "plan", "--gpus", "16", "--seq", "2048"],
         "measured": True,
         "measures": r"\b(NOT MET|MET)\b",
-        "flags": {"-h": HELP, "--gpus": Values("4", "8"), "--gbs": Values("8", "16", base=["--gpus", "256"]),
-                  "--seq": Values("2048", "8192"),
+        "flags": {"-h": HELP, "--gpus": Values("16", "32"), "--gbs": Values("8", "16", base=["--gpus", "256"]),
+                  "--seq": Values("1024", "4096"),
                   "--hw": Values("h100-ib", "h200")},
     },
     "bench layer": {"base": ["bench", "layer", "--repetitions", "1"] + LAYER, "measured": True, "measures": r"\b(ok|BELOW TARGET)\b",

@@ -63,11 +63,22 @@ TEST_CASE("difference_words: attention's kernels, tokens and fractions of peak, 
   const model::TimeDifference d = model::largest_difference(ring, hybrid);
   REQUIRE(d.cls == TimeClass::attention);
   CHECK(model::difference_words(d, ring, hybrid, "ulysses8xring2") ==
-        "loses 12.50 ms of attention kernels to ulysses8xring2 (32 kernels a layer of 16384 query tokens each at 61% of peak, "
+        "loses 12.50 ms of attention kernels to ulysses8xring2 (32 kernels a layer of 16384 query tokens on average at 61% of peak, "
         "against 4 of 131072 at 72%; 276.50 ms against 264.00 ms)");
   CHECK(model::difference_words(d, ring, hybrid, "the runner-up ring", true) ==
-        "wins by 12.50 ms of attention kernels over the runner-up ring (4 kernels a layer of 131072 query tokens each at 72% of "
+        "wins by 12.50 ms of attention kernels over the runner-up ring (4 kernels a layer of 131072 query tokens on average at 72% of "
         "peak, against 32 of 16384 at 61%; 264.00 ms against 276.50 ms)");
+  // A class the other way, a tenth of the largest or more: the net and that class are said.
+  TimeParts slow = ring, fast = hybrid;
+  slow[TimeClass::memory_bound] = 0.010, fast[TimeClass::memory_bound] = 0.012;  // 2 ms back: 16% of 12.5
+  const model::TimeDifference dn = model::largest_difference(slow, fast);
+  CHECK(dn.total_seconds == Approx(0.0105));
+  CHECK_THAT(model::difference_words(dn, slow, fast, "#1"),
+             Catch::EndsWith("; 276.50 ms against 264.00 ms); 10.50 ms slower in all, 2.00 ms of memory-bound ops the other way"));
+  CHECK_THAT(model::difference_words(dn, slow, fast, "the runner-up", true),
+             Catch::EndsWith("; 10.50 ms faster in all, 2.00 ms of memory-bound ops the other way"));
+  fast[TimeClass::memory_bound] = 0.011;  // 1 ms back: under a tenth, not said
+  CHECK_THAT(model::difference_words(model::largest_difference(slow, fast), slow, fast, "#1"), Catch::EndsWith("264.00 ms)"));
   // Fractions that round alike get a decimal, so that the words tell them apart.
   ring.attention_of_peak = 0.553, hybrid.attention_of_peak = 0.549;
   CHECK(model::difference_words(d, ring, hybrid, "#1").find("at 55.3% of peak, against 4 of 131072 at 54.9%") != std::string::npos);

@@ -270,16 +270,19 @@ int main(int argc, char** argv) {
   } catch (const ConfigError& e) {
     // Every rank rejects a bad configuration alike, before any communication (cli/agree.cpp):
     // one rank says it, rank 0 unless another rank found it.
+    std::fflush(stdout);  // what was printed first, so that the error starts a line of its own where both are one stream
     if (!mpi_active() || mpi_world().rank() == e.reporting_rank) std::fprintf(stderr, "ringside: %s\n", e.what());
     mpi_finalize();
     return 2;
   } catch (const std::bad_alloc&) {
     if (mpi_active()) mpi_abort(kOutOfMemory);
+    std::fflush(stdout);
     std::fprintf(stderr, "ringside: error: %s\n", kOutOfMemory);
     return 1;
   } catch (const std::exception& e) {
     // A rank failing mid-run under MPI brings the job down, naming itself.
     if (mpi_active()) mpi_abort(e.what());
+    std::fflush(stdout);
     std::fprintf(stderr, "ringside: error: %s\n", e.what());
     return 1;
   }

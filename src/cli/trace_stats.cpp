@@ -112,7 +112,7 @@ void print_slowest(const std::vector<trace::StrategyMetrics>& all) {
     if (w.rank < 0) continue;
     if (!header)
       std::printf("\n  the slowest rank (every rank shares the window: the one busy longest, compute + exposed communication,\n"
-                  "  is the one the others wait for; against the other ranks' mean):\n");
+                  "  the last to finish; against the other ranks' mean):\n");
     header = true;
     const int64_t extra = w.cause == "compute" ? w.compute_excess_ns : w.exposed_excess_ns;
     std::printf("  %s: rank %d, busy %s of the %s window (compute %s, exposed communication %s, idle %s) against the others' "
@@ -121,6 +121,12 @@ void print_slowest(const std::vector<trace::StrategyMetrics>& all) {
                 ms(w.mine.exposed_comm_ns).c_str(), ms(w.mine.idle_ns).c_str(), ms(w.others_busy_ns()).c_str(),
                 ms(w.others.compute_ns).c_str(), ms(w.others.exposed_comm_ns).c_str(), ms(w.others.idle_ns).c_str(), w.cause.c_str(),
                 ms(extra).c_str());
+    // Busy in communication while computing less than the others: a trace cannot tell a transfer
+    // from a wait for a peer, so the cause may be a slower link or a peer that posts late.
+    if (w.cause != "compute" && w.compute_excess_ns < 0)
+      std::printf("    its compute is %s less than theirs: its time went to communication, which a trace cannot split into\n"
+                  "    transfer and waiting for a peer (a slower link, or a peer that posts late, would look alike)\n",
+                  ms(-w.compute_excess_ns).c_str());
   }
 }
 
