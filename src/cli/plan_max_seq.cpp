@@ -1,5 +1,6 @@
 // `ringside plan --max-seq`: the longest sequence whose whole training step fits (model/max_seq.h),
 // per recompute mode and ZeRO stage, printed as a table with each cell's split, and in --json.
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -54,6 +55,11 @@ void print_max_seq(const model::MaxSeqPlan& plan, const PlanCommandOptions& o, c
               "  split: the one reaching furthest (ties: the first by its formulas' bound); memory: its fullest stage's, as plan\n"
               "  --gbs and model --gbs count it;\n  %s\n",
               (long long)o.granularity, model::kMemoryTextLegend);
+  // ZeRO shards over DP x CP: a split with neither (TP or PP alone) is the same at every stage.
+  if (std::any_of(plan.cells.begin(), plan.cells.end(),
+                  [](const model::MaxSeqCell& c) { return c.s > 0 && c.split.dp * c.split.layer.par.cp == 1; }))
+    std::printf("  ZeRO shards the weights, gradients and Adam's state over DP x CP: a split with DP x CP = 1 (TP or PP\n"
+                "  alone) holds the same at every stage, so its rows repeat\n");
   if (longest)
     std::printf("  the longest, counted by model --gbs (the same memory):\n    %s\n", check_command(o, *longest, hw_given).c_str());
 }
