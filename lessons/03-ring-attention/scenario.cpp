@@ -94,7 +94,7 @@ void ring_attention(Script& L) {
 
   // ---- the P steps of the forward ring, from the ranks' step records.
   for (int i = 0; i < P; ++i) {
-    L.step(fmt("Forward ring step %d of %d", i, P - 1), L.window("ring", [i](const trace::Event& ev) {
+    L.step(fmt("Forward ring step %d (steps 0 to %d)", i, P - 1), L.window("ring", [i](const trace::Event& ev) {
              return ev.kind == trace::Kind::ring_step && ev.phase == "forward" && ev.step == i;
            }));
     if (i == 0) {
