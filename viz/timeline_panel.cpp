@@ -81,7 +81,11 @@ void App::ruler(float h) {
       if (std::fabs(t) < tick * 1e-6) t = 0;  // no "-0 ns"
       const float x = axis_.x0 + float((t - t0) / span * double(axis_.x1 - axis_.x0));
       dl->AddLine(ImVec2(x, ry + rh - 4), ImVec2(x, ry + rh), IM_COL32(200, 200, 200, 255));
-      dl->AddText(ImVec2(x + 2, ry), IM_COL32(200, 200, 200, 255), format_ns(t).c_str());
+      // Right of its tick, or left of it where it would run past the panel's edge (the last, "5.0 s").
+      const std::string text = format_ns(t);
+      const float w = ImGui::CalcTextSize(text.c_str()).x;
+      const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+      dl->AddText(ImVec2(x + 2 + w > right ? x - 2 - w : x + 2, ry), IM_COL32(200, 200, 200, 255), text.c_str());
     }
     // Time runs from each group's first phase: the forward, or a PyTorch profiler run's ProfilerStep.
     const bool profiled = !traces_.empty() && std::all_of(traces_.begin(), traces_.end(), [](const Loaded& t) { return from_profiler(t.data.run); });
