@@ -7,6 +7,8 @@ step_picture.py LAYOUT --stages N [--width W]
                 a step that records no memory
   its label     centred on what the lane drew: the label's middle between ink_y0 and ink_y1
                 (not beside the empty rows under a one-row bar)
+                (a GPU's comm rows, transfers at once, share one label across them)
+  every lane    but a thin summary row has a label: no "stage 1 comm 2" row without one
   its ink       fills the lane but for 3 px: no row of a lane left empty (a compute lane of
                 seven rows with its bar on the first)
   every group   has a compute lane or a summary row for each of stages 0 to N-1, and its title
@@ -46,9 +48,16 @@ for b in boxes:
               f"{name}: its lane runs from {b['y0']} to {b['y1']}, what it drew from {b['ink_y0']} to {b['ink_y1']}")
     if "label" in b and b["marks"] > 0:
         labelled += 1
+        # A GPU's comm rows (transfers at once) share one label, centred across them all.
+        rows = [c for c in boxes if c.get("label_y0") == b["label_y0"] and c["lane"].rsplit("/", 1)[0] == name.rsplit("/", 1)[0] and c["marks"] > 0]
+        ink0, ink1 = min(c["ink_y0"] for c in rows), max(c["ink_y1"] for c in rows)
         middle = (b["label_y0"] + b["label_y1"]) / 2
-        check(b["ink_y0"] <= middle <= b["ink_y1"],
-              f"{name}: label '{b['label']}' centred at y = {middle}, its lane's bars from {b['ink_y0']} to {b['ink_y1']}")
+        check(ink0 <= middle <= ink1,
+              f"{name}: label '{b['label']}' centred at y = {middle}, its lane's bars from {ink0} to {ink1}")
+        check(b["y0"] <= b["label_y1"] and b["label_y0"] <= b["y1"] or len(rows) > 1,
+              f"{name}: label '{b['label']}' from y = {b['label_y0']} to {b['label_y1']}, outside its lane ({b['y0']} to {b['y1']})")
+    elif b["kind"] != "summary":  # a thin summary row is labelled every few GPUs
+        check(False, f"{name}: no label ({b['y0']} to {b['y1']})")
 check(labelled > 0, "no label drawn")
 for g in j["groups"]:
     lanes = [b["lane"] for b in boxes if b["lane"].startswith(g["name"] + "/")]

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "layer/presets.h"
+#include "model/bytes_sent.h"
 #include "model/collectives.h"
 #include "spans.h"
 #include "model/pipeline.h"
@@ -295,4 +296,58 @@ TEST_CASE("the step's timeline: each stage's compute ops follow one another, non
   StepPlanOptions p;
   p.gpus = 16, p.pp = 2, p.vp = 2, p.gbs = 16, p.layers = 8;
   check_stages(small, p);
+}
+
+// Issue 61: the step's trace recorded the gradients' bytes (8.46 GiB) for the ZeRO weights'
+// all-gather, where `model --gbs` prints the weights' (3.96 GiB sent of 4.23 GiB gathered).
+// A collective's event carries its payload; a GPU sends (n-1)/n of it over n = DP x CP.
+TEST_CASE("the step's trace: each collective's bytes are the payload whose (n-1)/n model --gbs says a GPU sends", "[plan][step][sent]") {
+  const Hardware hw = load_hardware("h100-nvlink");
+  auto check_bytes = [&](const LayerConfig& cfg, const StepPlanOptions& o) {
+    const StepPlan plan = make_step_plan(cfg, o, {hw}, nullptr).front();
+    int checked = 0, zero2 = 0;
+    for (const StepRow& row : plan.rows) {  // the first 6 ranked rows, ZeRO 0 to 2
+      if (row.status != PlanStatus::ranked || row.candidate.zero == 3 || checked == 6) continue;
+      ++checked, zero2 += row.candidate.zero == 2;
+      INFO(row.candidate.name());
+      const ModeledStep step = model_step_of(cfg, row.candidate, o, hw);
+      const int group = row.candidate.layer.par.tp * row.candidate.layer.par.cp;
+      const RunPlan layer = resolve(row.candidate.layer.par, cfg, group);
+      const std::vector<SentClass> sent = step_bytes_sent(step, layer, "bf16");
+      auto text = [&](const std::string& start) {
+        for (const SentClass& k : sent)
+          if (k.what.rfind(start, 0) == 0) return k.most;
+        FAIL("no class " << start);
+        return 0.0;
+      };
+      const trace::TraceData t = step_timeline(step, hw, o.modeling, "winner");
+      const double share = (step.config.dp - 1.0) / step.config.dp;
+      double pp_most = 0;
+      for (const trace::RankTrace& r : t.ranks) {
+        double pp = 0;
+        for (const trace::Event& e : r.events) {
+          if (e.kind == trace::Kind::p2p) pp += double(e.bytes);
+          if (e.kind == trace::Kind::all_gather) CHECK(share * double(e.bytes) == Approx(text("weight all-gather")).epsilon(1e-9));
+          if (e.kind == trace::Kind::reduce_scatter) CHECK(share * double(e.bytes) == Approx(text("gradient reduce-scatter")).epsilon(1e-9));
+          if (e.kind == trace::Kind::all_reduce) CHECK(2 * share * double(e.bytes) == Approx(text("gradient all-reduce")).epsilon(1e-9));
+        }
+        pp_most = std::max(pp_most, pp);
+      }
+      CHECK(pp_most == Approx(text("PP send/recv")).epsilon(1e-9));
+    }
+    CHECK(zero2 > 0);
+  };
+  // The issue's: Llama 3 8B at 32K on 64 H100s, 4 stages, GBS 64: the weights' all-gather 4.23 GiB, not 8.46.
+  LayerConfig llama;
+  llama.s = 32768;
+  apply_preset(find_preset("llama3-8b"), llama);
+  StepPlanOptions o;
+  o.gpus = 64, o.pp = 4, o.gbs = 64, o.layers = 32, o.vocab = find_preset("llama3-8b").vocab;
+  check_bytes(llama, o);
+  // A small one: 8 layers on 16 GPUs, 2 stages of 2 chunks.
+  LayerConfig small = tiny_layer(true);
+  small.s = 2048, small.h = 1024, small.H = 8, small.Hkv = 8, small.f = 2048;
+  StepPlanOptions p;
+  p.gpus = 16, p.pp = 2, p.vp = 2, p.gbs = 16, p.layers = 8;
+  check_bytes(small, p);
 }

@@ -44,14 +44,16 @@ Loaded load(const std::string& path, trace::ClockAlign align) {
   if (info.config) l.summary = "s=" + field(*info.config, "s") + " h=" + field(*info.config, "h") + " H=" + field(*info.config, "H") + " ";
   size_t P = 0;
   for (const auto& m : l.metrics) P = std::max(P, m.ranks.size());
-  l.summary += "P=" + std::to_string(P) + " " + trace_tag(info);
+  // A modeled step's rows are its pipeline stages, each standing for its stage's GPUs.
+  const bool stages = info.backend == trace::kPipelineStages;
+  l.summary += (stages ? std::to_string(P) + " pipeline stages" : "P=" + std::to_string(P)) + " " + trace_tag(info);
   l.clock = clock_words(l.data);
   l.exposed_ns.assign(l.data.ranks.size(), 0);
   for (const trace::StrategyMetrics& m : l.metrics)  // once: the map reads every ring step's pairs
     if (!info.group(m.strategy)) l.tiles[m.strategy] = tile_map(l.data, m.strategy);  // a twin's map is its run's
   const std::string& device = info.device;
   for (const trace::StrategyMetrics& m : l.metrics) {
-    l.tag[m.strategy] = group_tag(info, m.strategy), l.comm[m.strategy] = comm_summary(m, row_unit(info));
+    l.tag[m.strategy] = group_tag(info, m.strategy), l.comm[m.strategy] = comm_summary(m, row_unit(info), stages ? "PP and DP comm" : "all comm");
     if (l.tag[m.strategy] == "MEASURED" && !device.empty()) l.tag[m.strategy] += device == "cpu" ? " on CPU" : " on " + device;
     // Its bytes' element type: a twin's own, a modeled trace's, else the run's.
     std::string dt = info.dtype;

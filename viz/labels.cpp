@@ -88,7 +88,7 @@ std::string clock_words(const trace::TraceData& t) {
   return out;
 }
 
-std::string comm_summary(const trace::StrategyMetrics& m, const std::string& per) {
+std::string comm_summary(const trace::StrategyMetrics& m, const std::string& per, const std::string& all) {
   if (m.total.comm_ns <= 0) return "";
   const double gpus = double(std::max<size_t>(1, m.ranks.size()));
   auto part = [&](const char* what, const trace::Breakdown& b) {
@@ -100,8 +100,8 @@ std::string comm_summary(const trace::StrategyMetrics& m, const std::string& per
   // Attention's own traffic where it has some (the ring's K/V, the all-to-alls), beside all of
   // it (the weight-gradient all-reduce too): compare's "attn hidden" and "exposed" columns.
   const std::optional<trace::Breakdown> attention = trace::sublayer_comm(m, "attention");
-  if (!attention || attention->comm_ns <= 0) return part("all comm", m.total);
-  return part("attention comm", *attention) + "; all comm " +
+  if (!attention || attention->comm_ns <= 0) return part(all.c_str(), m.total);
+  return part("attention comm", *attention) + "; " + all + " " +
          format_ns(double(m.total.exposed_comm_ns) / gpus) + " exposed/" + per;
 }
 

@@ -157,7 +157,13 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
   const std::string unit = traces_.empty() ? "GPU" : row_unit(traces_.front().data.run);
   const bool shared = std::all_of(traces_.begin(), traces_.end(), [&](const Loaded& t) { return row_unit(t.data.run) == unit; });
   ImGui::TableSetupColumn(shared ? unit.c_str() : "GPU");
-  for (const Column& c : kColumns) ImGui::TableSetupColumn(c.name);
+  // Peak memory only where a trace records it (a modeled step records none: no column of "-").
+  bool any_memory = false;
+  for (const auto& [name, ms] : all)
+    for (const auto& s : ms)
+      for (const auto& r : s.ranks) any_memory = any_memory || r.has_memory;
+  for (const Column& c : kColumns)
+    ImGui::TableSetupColumn(c.name, &c == &kColumns[kPeakColumn] && !any_memory ? ImGuiTableColumnFlags_Disabled : 0);
   ImGui::TableSetupColumn("imbalance");
   ImGui::TableHeadersRow();
   // A twin's name short, "ring (modeled)": the trace's tag above the table names the profile.
@@ -247,7 +253,10 @@ void App::colour_key() {
   swatch("phase", color_of_kind(trace::Kind::phase), "phase, sublayer (grey), ring step (blue); summary row: dark = idle");
   // Memory: ringside's categories, stacked, where a ringside trace is open; a PyTorch profiler
   // run's one series, the allocator's total, in the colour of the category it is held in.
-  const bool ringside = traces_.empty() || std::any_of(traces_.begin(), traces_.end(), [](const Loaded& t) { return !from_profiler(t.data.run); });
+  // None where no open trace has memory (a modeled step): its lanes draw none.
+  const bool ringside = traces_.empty() || std::any_of(traces_.begin(), traces_.end(), [](const Loaded& t) {
+    return !from_profiler(t.data.run) && std::any_of(t.data.ranks.begin(), t.data.ranks.end(), [](const trace::RankTrace& r) { return !r.memory.empty(); });
+  });
   if (ringside) {
     ImGui::TextDisabled("memory (stacked)");
     const char* cats[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm buffers"};

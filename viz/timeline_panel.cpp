@@ -81,7 +81,11 @@ void App::ruler(float h) {
       if (std::fabs(t) < tick * 1e-6) t = 0;  // no "-0 ns"
       const float x = axis_.x0 + float((t - t0) / span * double(axis_.x1 - axis_.x0));
       dl->AddLine(ImVec2(x, ry + rh - 4), ImVec2(x, ry + rh), IM_COL32(200, 200, 200, 255));
-      dl->AddText(ImVec2(x + 2, ry), IM_COL32(200, 200, 200, 255), format_ns(t).c_str());
+      // Right of its tick, or left of it where it would run past the panel's edge (the last, "5.0 s").
+      const std::string text = format_ns(t);
+      const float w = ImGui::CalcTextSize(text.c_str()).x;
+      const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+      dl->AddText(ImVec2(x + 2 + w > right ? x - 2 - w : x + 2, ry), IM_COL32(200, 200, 200, 255), text.c_str());
     }
     // Time runs from each group's first phase: the forward, or a PyTorch profiler run's ProfilerStep.
     const bool profiled = !traces_.empty() && std::all_of(traces_.begin(), traces_.end(), [](const Loaded& t) { return from_profiler(t.data.run); });
@@ -213,7 +217,9 @@ std::vector<TitlePiece> App::title_pieces(const Loaded& t, const Group& g) const
   const std::string name = std::string(g.collapsed ? "[+] " : "[-] ") + shown_name(t, g.strategy);
   const std::string per = row_unit(t.data.run), time = extent_words(t, g);
   const std::string dtype = t.dtype.count(g.strategy) && !t.dtype.at(g.strategy).empty() ? " in " + t.dtype.at(g.strategy) : "";
-  const std::string sent_text = sent > 0 ? "sent " + format_bytes(double(sent)) + "/" + per + dtype : "";
+  // Sends: a modeled step's are its pipeline's alone (its gradient collectives record payloads).
+  const std::string sends = t.data.run.backend == kPipelineStages ? "PP sends " : "sent ";
+  const std::string sent_text = sent > 0 ? sends + format_bytes(double(sent)) + "/" + per + dtype : "";
   const Color white = IM_COL32(255, 255, 255, 255);
   std::vector<TitlePiece> pieces{{name, white, 0, 0}};
   // A modeled timeline must not pass for a measured one, nor the reverse.
@@ -302,6 +308,22 @@ void App::draw_header(ImDrawList* dl, const Loaded& t, const Group& g, const Vie
   dl->PopClipRect();
 }
 
+namespace {
+
+// The height of the comm rows from the group's lane `li` (a first comm row) on, of its GPU.
+float comm_rows_height(const Loaded& t, const Group& g, size_t li) {
+  const Lane& first = t.layout.lanes[li];
+  float h = 0;
+  for (auto it = std::find(g.lanes.begin(), g.lanes.end(), li); it != g.lanes.end(); ++it) {
+    const Lane& l = t.layout.lanes[*it];
+    if (l.kind != Lane::comm || l.process != first.process) break;
+    h += l.height;
+  }
+  return h;
+}
+
+}  // namespace
+
 void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float left, const std::string& prefix) {
   const Loaded& t = traces_[ti];
   const float gy = top + g.y;
@@ -312,6 +334,11 @@ void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float
   for (size_t p : g.processes) most_exposed = std::max(most_exposed, t.exposed_ns[p]);
   float rows_y0 = INFINITY, rows_y1 = -INFINITY;  // the summary rows, for the gauge column's edge
   dl->PushClipRect(ImVec2(left, gy), ImVec2(axis_.x1 + 1, gy + g.height), true);
+  struct {
+    size_t process = SIZE_MAX;
+    std::string text;
+    float y0 = 0, y1 = 0;
+  } comm_label;  // the label drawn on the last GPU's first comm row, which its further rows share
   for (size_t li : g.lanes) {
     const Lane& lane = t.layout.lanes[li];
     const float ly = top + lane.y;
@@ -328,10 +355,17 @@ void App::draw_group(ImDrawList* dl, size_t ti, const Group& g, float top, float
     const bool collapsed_memory = lane.kind == Lane::memory && g.collapsed;  // draw_memory labels it
     static const char* const kinds[] = {"compute", "comm", "memory", "summary"};
     nlohmann::json box = {{"lane", prefix + g.strategy + "/" + lane.label}, {"kind", kinds[lane.kind]}, {"y0", ly}, {"y1", ly + lane.height}};
-    if ((lane.kind != Lane::comm || lane.comm_lane == 0) && r.rank % every == 0 && !collapsed_memory && !label.empty()) {
-      const float label_y = ly + std::max(0.0f, (lane.height - 13) * 0.5f);  // centred; 13 px: the font's
-      dl->AddText(ImVec2(left + 4, label_y), IM_COL32(190, 190, 190, 255), label.c_str());
-      box["label"] = label, box["label_y0"] = label_y, box["label_y1"] = label_y + ImGui::GetTextLineHeight();
+    if (lane.kind == Lane::comm && lane.comm_lane > 0 && comm_label.process == lane.process) {
+      // A GPU's further comm rows (transfers at once: a pipeline send under the gradients'
+      // reduce-scatter) carry the label of its first, drawn once across them all.
+      box["label"] = comm_label.text, box["label_y0"] = comm_label.y0, box["label_y1"] = comm_label.y1;
+    } else if (r.rank % every == 0 && !collapsed_memory && !label.empty()) {
+      const std::string& text = label;  // a first comm row's ("stage 1 comm") is its GPU's comm rows' label
+      const float height = lane.kind == Lane::comm ? comm_rows_height(t, g, li) : lane.height;  // centred on them
+      const float label_y = ly + std::max(0.0f, (height - 13) * 0.5f);  // 13 px: the font's
+      dl->AddText(ImVec2(left + 4, label_y), IM_COL32(190, 190, 190, 255), text.c_str());
+      box["label"] = text, box["label_y0"] = label_y, box["label_y1"] = label_y + ImGui::GetTextLineHeight();
+      if (lane.kind == Lane::comm) comm_label = {lane.process, text, label_y, label_y + ImGui::GetTextLineHeight()};
     }
     if (lane.kind != Lane::summary || lane.height >= 6)
       dl->AddLine(ImVec2(axis_.x0, ly), ImVec2(axis_.x1, ly), IM_COL32(50, 50, 58, 255));

@@ -229,8 +229,9 @@ std::string clock_words(const trace::TraceData& t);
 /// exposed/GPU; all comm 87 us exposed/GPU" (attention's own traffic, as the sublayer table
 /// gives it, then all of it, as compare's exposed column; without attention traffic, all of it
 /// alone: "all comm 0% hidden, ..."); "" for a group with no communication. `per`: what a row
-/// is (row_unit).
-std::string comm_summary(const trace::StrategyMetrics& m, const std::string& per = "GPU");
+/// is (row_unit); `all`: what all of it is ("PP and DP comm" for a modeled step, whose trace
+/// draws the pipeline's sends and the gradient collectives, its TP and CP inside the chunks).
+std::string comm_summary(const trace::StrategyMetrics& m, const std::string& per = "GPU", const std::string& all = "all comm");
 /// The groups `--fit WHAT` frames: "all", "modeled" (the modeled groups: RunInfo::is_modeled),
 /// "measured" (the others), or one group's label. Empty when nothing matches.
 std::vector<const Group*> groups_to_fit(const TimelineLayout& layout, const trace::RunInfo& run, const std::string& what);

@@ -75,14 +75,14 @@ trace::TraceData step_timeline(const ModeledStep& step, const Hardware& hw, cons
       trace::Event grads = event(c.zero == 0 ? "all_reduce grads" : "reduce_scatter grads",
                                  c.zero == 0 ? trace::Kind::all_reduce : trace::Kind::reduce_scatter, trace::Stream::comm,
                                  std::max(grad_start, 0.0), cost.grad_sync_s);
-      grads.bytes = int64_t(cost.grad_bytes);
+      grads.bytes = int64_t(cost.grad_bytes);  // a collective's payload: a GPU sends (n-1)/n of it (bytes_sent.h)
       rank.events.push_back(grads);
     }
     rank.events.push_back(event("adam", trace::Kind::memory, trace::Stream::compute, optimizer_start, cost.optimizer_s));
     if (cost.weight_gather_s > 0) {
       trace::Event gather = event("all_gather weights", trace::Kind::all_gather, trace::Stream::comm,
                                   optimizer_start + cost.optimizer_s, cost.weight_gather_s);
-      gather.bytes = int64_t(cost.grad_bytes);
+      gather.bytes = int64_t(cost.gathered_bytes);  // the updated weights, not the gradients
       rank.events.push_back(gather);
     }
     std::stable_sort(rank.events.begin(), rank.events.end(), [](const trace::Event& a, const trace::Event& b) { return a.ts_ns < b.ts_ns; });
