@@ -349,8 +349,9 @@ void print_strategy(const ModelCommandOptions& o, const ModelRun& run, const tra
     std::printf("  memory     OUT OF MEMORY: rank %d needs %s at its peak; a %s has %s\n", worst, format_bytes(double(peak)).c_str(),
                 hw.name.c_str(), capacity(hw.memory_bytes).c_str());
   } else {
-    std::printf("  memory     fits: the largest peak, rank %d's %s, is %.0f%% of %s\n", worst, format_bytes(double(peak)).c_str(),
-                100.0 * double(peak) / hw.memory_bytes, capacity(hw.memory_bytes).c_str());
+    std::printf("  memory     fits: one layer's largest peak, rank %d's %s, is %.0f%% of %s (a whole step, its layers and\n"
+                "             optimizer state: --gbs, or plan --max-seq for the longest sequence that fits)\n",
+                worst, format_bytes(double(peak)).c_str(), 100.0 * double(peak) / hw.memory_bytes, capacity(hw.memory_bytes).c_str());
   }
 }
 
