@@ -259,6 +259,23 @@ TEST_CASE("the step plan simulates each distinct pipeline once: the memo's pipel
 // Issue 61: the step's events were rounded down to the ns one by one, so that an op could end a
 // ns after the next began (the viewer nested the next under it, a second row of the stage's lane),
 // and a gap of less than a ns drew a bubble of 1 ns under an op.
+// Issue 61's pipelines: Llama 3 8B at 32K on 64 H100s, 4 stages, GBS 64, and a small one, 8
+// layers on 16 GPUs in 2 stages of 2 chunks; `check` runs on each (its layer, its plan's options).
+template <class Check>
+void on_issue_pipelines(const Check& check) {
+  LayerConfig llama;
+  llama.s = 32768;
+  apply_preset(find_preset("llama3-8b"), llama);
+  StepPlanOptions o;
+  o.gpus = 64, o.pp = 4, o.gbs = 64, o.layers = 32, o.vocab = find_preset("llama3-8b").vocab;
+  check(llama, o);
+  LayerConfig small = tiny_layer(true);
+  small.s = 2048, small.h = 1024, small.H = 8, small.Hkv = 8, small.f = 2048;
+  StepPlanOptions p;
+  p.gpus = 16, p.pp = 2, p.vp = 2, p.gbs = 16, p.layers = 8;
+  check(small, p);
+}
+
 TEST_CASE("the step's timeline: each stage's compute ops follow one another, none inside another, no bubble under a ns", "[plan][step]") {
   const Hardware hw = load_hardware("h100-nvlink");
   auto check_stages = [&](const LayerConfig& cfg, const StepPlanOptions& o) {
@@ -282,20 +299,9 @@ TEST_CASE("the step's timeline: each stage's compute ops follow one another, non
       }
     }
   };
-  // The issue's: Llama 3 8B at 32K on 64 H100s, 4 stages, GBS 64 (the winner ring2 zigzag
-  // selective pp4 vp8 dp8 zero2 pp-dp, whose stages 0 to 2 had ops a ns into the next).
-  LayerConfig llama;
-  llama.s = 32768;
-  apply_preset(find_preset("llama3-8b"), llama);
-  StepPlanOptions o;
-  o.gpus = 64, o.pp = 4, o.gbs = 64, o.layers = 32, o.vocab = find_preset("llama3-8b").vocab;
-  check_stages(llama, o);
-  // A small one: 8 layers on 16 GPUs, 2 stages of 2 chunks.
-  LayerConfig small = tiny_layer(true);
-  small.s = 2048, small.h = 1024, small.H = 8, small.Hkv = 8, small.f = 2048;
-  StepPlanOptions p;
-  p.gpus = 16, p.pp = 2, p.vp = 2, p.gbs = 16, p.layers = 8;
-  check_stages(small, p);
+  // The issue's (the winner ring2 zigzag selective pp4 vp8 dp8 zero2 pp-dp, whose stages 0 to 2
+  // had ops a ns into the next) and a small one.
+  on_issue_pipelines(check_stages);
 }
 
 // Issue 61: the step's trace recorded the gradients' bytes (8.46 GiB) for the ZeRO weights'
@@ -337,17 +343,6 @@ TEST_CASE("the step's trace: each collective's bytes are the payload whose (n-1)
     }
     CHECK(zero2 > 0);
   };
-  // The issue's: Llama 3 8B at 32K on 64 H100s, 4 stages, GBS 64: the weights' all-gather 4.23 GiB, not 8.46.
-  LayerConfig llama;
-  llama.s = 32768;
-  apply_preset(find_preset("llama3-8b"), llama);
-  StepPlanOptions o;
-  o.gpus = 64, o.pp = 4, o.gbs = 64, o.layers = 32, o.vocab = find_preset("llama3-8b").vocab;
-  check_bytes(llama, o);
-  // A small one: 8 layers on 16 GPUs, 2 stages of 2 chunks.
-  LayerConfig small = tiny_layer(true);
-  small.s = 2048, small.h = 1024, small.H = 8, small.Hkv = 8, small.f = 2048;
-  StepPlanOptions p;
-  p.gpus = 16, p.pp = 2, p.vp = 2, p.gbs = 16, p.layers = 8;
-  check_bytes(small, p);
+  // The issue's (the weights' all-gather 4.23 GiB, not 8.46) and a small one.
+  on_issue_pipelines(check_bytes);
 }
