@@ -162,8 +162,12 @@ void App::stats_table(const NamedMetrics& all, const char* id) {
   for (const auto& [name, ms] : all)
     for (const auto& s : ms)
       for (const auto& r : s.ranks) any_memory = any_memory || r.has_memory;
+  // A modeled step's stages send the pipeline's activations and gradients (its TP and CP traffic
+  // is inside the chunks, its DP collectives have no sender): "PP sent", as the group's header says.
+  const bool stages = shared && unit == "stage";
   for (const Column& c : kColumns)
-    ImGui::TableSetupColumn(c.name, &c == &kColumns[kPeakColumn] && !any_memory ? ImGuiTableColumnFlags_Disabled : 0);
+    ImGui::TableSetupColumn(stages && &c == &kColumns[0] ? "PP sent" : c.name,
+                            &c == &kColumns[kPeakColumn] && !any_memory ? ImGuiTableColumnFlags_Disabled : 0);
   ImGui::TableSetupColumn("imbalance");
   ImGui::TableHeadersRow();
   // A twin's name short, "ring (modeled)": the trace's tag above the table names the profile.
