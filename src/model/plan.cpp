@@ -366,8 +366,7 @@ std::string verdict_of(const Plan& plan, const LayerConfig& cfg, const PlanOptio
     char tail[256];
     std::snprintf(tail, sizeof tail, " The runner-up (the best other split: other degrees, CP kind or placement), %s, is %.1f%% slower: ",
                   second->candidate.name().c_str(), 100.0 * (second->step_s / win.step_s - 1));
-    v += tail + where(second->candidate, plan.P, plan.hw) + "; it " +
-         difference_words(largest_difference(second->parts, win.parts), second->parts, win.parts, "the winner") + "; " +
+    v += tail + where(second->candidate, plan.P, plan.hw) + "; it " + versus_words(*second, win, "the winner") + "; " +
          second->reason + ".";
   }
   return v;

@@ -172,9 +172,7 @@ std::string step_verdict(const StepPlan& plan, const StepPlanOptions& o) {
     char tail[200];
     std::snprintf(tail, sizeof tail, " The runner-up (the best of other degrees or placement), %s, is %.1f%% slower: ",
                   second->candidate.name().c_str(), 100.0 * (second->cost.step_s / win.cost.step_s - 1));
-    v += std::string(tail) + "it " +
-         difference_words(largest_difference(second->parts, win.parts), second->parts, win.parts, "the winner") + "; " +
-         second->reason + ".";
+    v += std::string(tail) + "it " + versus_words(*second, win, "the winner") + "; " + second->reason + ".";
   }
   return v;
 }

@@ -121,6 +121,13 @@ TimeDifference largest_difference(const TimeParts& loser, const TimeParts& winne
 std::string difference_words(const TimeDifference& d, const TimeParts& loser, const TimeParts& winner, const std::string& other,
                              bool winning = false);
 
+/// Row `loser`'s difference_words against `winner` (rows with TimeParts `parts`: PlanRow, StepRow),
+/// its largest class named: "loses ... to `other`", or with `winning` "wins by ... over `other`".
+template <class Row>
+std::string versus_words(const Row& loser, const Row& winner, const std::string& other, bool winning = false) {
+  return difference_words(largest_difference(loser.parts, winner.parts), loser.parts, winner.parts, other, winning);
+}
+
 /// Each ranked row's `versus`: its largest difference from the winner, rows[0] ("#1"), and the
 /// winner's from `runner_up` (when there is one). Rows are a plan's (PlanRow, StepRow: parts,
 /// versus, candidate), ranked first; nothing when fewer than two are ranked.
@@ -128,11 +135,8 @@ template <class Row>
 void say_versus(std::vector<Row>& rows, size_t ranked, const Row* runner_up) {
   if (ranked < 2) return;
   const Row& win = rows[0];
-  for (size_t i = 1; i < ranked; ++i)
-    rows[i].versus = difference_words(largest_difference(rows[i].parts, win.parts), rows[i].parts, win.parts, "#1");
-  if (runner_up)
-    rows[0].versus = difference_words(largest_difference(runner_up->parts, win.parts), runner_up->parts, win.parts,
-                                      "the runner-up " + runner_up->candidate.name(), true);
+  for (size_t i = 1; i < ranked; ++i) rows[i].versus = versus_words(rows[i], win, "#1");
+  if (runner_up) rows[0].versus = versus_words(*runner_up, win, "the runner-up " + runner_up->candidate.name(), true);
 }
 
 /// The parts as JSON: each class by json_key, seconds, and "exposed_s" (their exposed sum).
