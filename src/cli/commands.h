@@ -495,6 +495,25 @@ CLI::App* add_validate(CLI::App& app, ValidateOptions& o);
 /// lacks a source, or whose arguments `ringside model` refuses, and for an unknown source.
 int validate_command(const ValidateOptions& o);
 
+struct CalibrateCommandOptions {
+  std::vector<std::string> runs;  ///< the profiler run: folders of Kineto traces, or the files
+  std::string out, name;
+  std::string base = "h100-nvlink";
+  std::string stack = "megatron";
+  int gpus_per_node = 0;  ///< 0: from the files' host names, else the base's
+  int min_samples = 3;
+};
+
+/// `ringside calibrate`: adds the subcommand; returns it.
+CLI::App* add_calibrate(CLI::App& app, CalibrateCommandOptions& o);
+/// Reads the run's kernels (trace/kineto_kernels.h), fits the base profile's parameters to them
+/// (model/calibrate.h), prints each fitted one beside the base's with its samples and errors and
+/// the kept ones with why, and writes the profile to --out. Exit 0. Throws ConfigError (exit 2) for
+/// an unknown base or stack, an --out that cannot be written or is one of the run's files, a run
+/// on a GPU of other SMs than the base's, one without GPU kernels or with nothing to fit; Error
+/// for a trace that cannot be read (naming the file and the event).
+int calibrate_command(const CalibrateCommandOptions& o);
+
 struct PlanCommandOptions {
   LayerConfig cfg;
   RunChoices choices;  ///< --layout (--recompute is the planner's own, below)

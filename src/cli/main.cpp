@@ -1,4 +1,4 @@
-// The `ringside` command. Subcommands: reference, compare, run, bench, trace-stats, model, validate, plan, lesson. Each has --help.
+// The `ringside` command. Subcommands: reference, compare, run, bench, trace-stats, model, validate, calibrate, plan, lesson. Each has --help.
 #include <chrono>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -133,6 +133,7 @@ struct Commands {
   TraceStatsOptions stats_opts;
   ModelCommandOptions model_opts;
   ValidateOptions validate_opts;
+  CalibrateCommandOptions calibrate_opts;
   PlanCommandOptions plan_opts;
   BenchPlanOptions bench_plan_opts;
   BenchLayerOptions bench_layer_opts;
@@ -140,7 +141,7 @@ struct Commands {
 
   CLI::App *ref = nullptr, *compare_app = nullptr, *run_app = nullptr;
   CLI::App *bench_kernels = nullptr, *bench_comm = nullptr, *bench_trace = nullptr, *bench_model = nullptr;
-  CLI::App *stats_app = nullptr, *model_app = nullptr, *validate_app = nullptr, *plan_app = nullptr;
+  CLI::App *stats_app = nullptr, *model_app = nullptr, *validate_app = nullptr, *plan_app = nullptr, *calibrate_app = nullptr;
   CLI::App *bench_plan = nullptr, *bench_layer = nullptr, *lesson_app = nullptr;
 };
 
@@ -157,6 +158,7 @@ void add_commands(CLI::App& app, Commands& c) {
   c.stats_app = add_trace_stats(app, c.stats_opts);
   c.model_app = add_model(app, c.model_opts);
   c.validate_app = add_validate(app, c.validate_opts);
+  c.calibrate_app = add_calibrate(app, c.calibrate_opts);
 
   c.plan_app = add_plan(app, c.plan_opts);
   c.bench_plan = add_bench_plan(*app.get_subcommand("bench"), c.bench_plan_opts);
@@ -218,6 +220,7 @@ int run_parsed(Commands& c, CLI::App& app, const char* argv0) {
   if (c.stats_app->parsed()) rc = trace_stats_command(c.stats_opts);
   if (c.model_app->parsed()) rc = model_command(c.model_opts);
   if (c.validate_app->parsed()) rc = validate_command(c.validate_opts);
+  if (c.calibrate_app->parsed()) rc = calibrate_command(c.calibrate_opts);
   if (c.plan_app->parsed()) rc = plan_command(c.plan_opts);
   if (c.bench_plan->parsed()) rc = bench_plan(c.bench_plan_opts);
   if (c.bench_layer->parsed()) rc = bench_layer(c.bench_layer_opts);

@@ -70,6 +70,15 @@ class EventReader {
   int64_t time_ns(const char* key, bool required, double lo) const {
     return std::llround(number_in(e_, key, required, lo, kMaxTimeUs) * 1000.0);
   }
+  // A Kineto timestamp in microseconds -> integer ns: relative to baseTimeNanoseconds (small),
+  // or, as profilers before torch 2.1 wrote it, microseconds since the Unix epoch (1.7e15 in
+  // 2024) up to kMaxEpochUs. Exact to the ns: the whole microseconds and the fraction apart, as
+  // ts x 1000 in a double would round an epoch time to 256 ns.
+  int64_t epoch_time_ns(const char* key) const {
+    const double us = number_in(e_, key, true, -kMaxTimeUs, kMaxEpochUs);
+    const double whole = std::floor(us);
+    return int64_t(whole) * 1000 + std::llround((us - whole) * 1000.0);
+  }
   const nlohmann::json& args() const {
     static const nlohmann::json empty = nlohmann::json::object();
     const nlohmann::json* a = find(e_, "args");

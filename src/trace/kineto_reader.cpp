@@ -273,7 +273,7 @@ class FileReader {
     if (ph == "M" || ph == "C") return;  // names and sort order; Kineto writes no counters
     if (ph == "s" || ph == "f" || ph == "t") {  // a launch's link to its kernel: checked, not used
       if (!rd.find(ev, "id")) rd.fail("a flow event needs an 'id'");
-      rd.time_ns("ts", true, -kMaxTimeUs);
+      rd.epoch_time_ns("ts");
       return;
     }
     // The profiler's own events name their process with a string ("Spans", "Traces", "").
@@ -293,7 +293,7 @@ class FileReader {
       if (tid->is_string()) r.tid = tid->get<std::string>();
       else r.tid = std::to_string(rd.integer_in(ev, "tid", true, INT32_MIN, INT64_MAX / 4, 0));
     }
-    r.ts_ns = rd.time_ns("ts", true, -kMaxTimeUs);
+    r.ts_ns = rd.epoch_time_ns("ts");
     if (ph == "X") {
       r.dur_ns = rd.time_ns("dur", true, 0);
       read_args(rd, r);
@@ -339,7 +339,7 @@ class FileReader {
     if (rd.str("name", false) != "[memory]") return;
     const nlohmann::json& a = rd.args();
     MemoryEvent m;
-    m.ts_ns = rd.time_ns("ts", true, -kMaxTimeUs);
+    m.ts_ns = rd.epoch_time_ns("ts");
     m.allocated = int64_t(rd.number_in(a, "Total Allocated", true, 0, kMaxBytes, "args."));
     m.device_type = int(rd.integer_in(a, "Device Type", false, 0, 1 << 16, 0, "args."));
     memory_.push_back(m);

@@ -47,6 +47,10 @@ namespace ringside::trace {
 /// FLOPs up to 1e24.
 inline constexpr double kMaxTimeUs = 9e12;
 inline constexpr int64_t kMaxTimeNs = 9'000'000'000'000'000;
+/// The latest Kineto timestamp the reader takes: microseconds since the Unix epoch (older
+/// profilers' clock) up to 9e15 (the year 2255), whose ns stay in int64; each run is moved to
+/// start at 0 once read, inside kMaxTimeUs.
+inline constexpr double kMaxEpochUs = 9e15;
 /// The memory counter's series, by MemCategory, as the file names them.
 inline constexpr const char* kCategoryNames[kNumMemCategories] = {"weights", "grads", "activations", "workspace", "comm"};
 inline constexpr double kMaxBytes = 9007199254740992.0;

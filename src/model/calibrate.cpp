@@ -1,0 +1,510 @@
+// `ringside calibrate`'s fits: each parameter of a profile from the kernels of a profiler run that
+// measure it (the forms and the rules: calibrate.h).
+#include "model/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "model/stack.h"
+
+namespace ringside::model {
+
+namespace {
+
+// A measured time and the weight of the samples it stands for (identical shapes, one point).
+struct Measured {
+  double seconds = 0, weight = 0;
+  std::vector<double> all;  // every sample's time, for the errors
+};
+
+// The samples of one shape as one point: the median of their times, weighted by their count.
+void add(Measured& m, double seconds) { m.all.push_back(seconds), m.weight += 1; }
+void settle(Measured& m) {
+  std::sort(m.all.begin(), m.all.end());
+  m.seconds = m.all[m.all.size() / 2];
+}
+
+// Minimises `cost` over [lo, hi] on a log scale by golden-section search; the bounds themselves
+// are candidates too (a fit at its bound says the run is beyond the form's range).
+double golden(const std::function<double(double)>& cost, double lo, double hi) {
+  double a = std::log(lo), b = std::log(hi);
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  double c = b - g * (b - a), d = a + g * (b - a);
+  double fc = cost(std::exp(c)), fd = cost(std::exp(d));
+  while (b - a > 1e-7) {
+    if (fc <= fd) b = d, d = c, fd = fc, c = b - g * (b - a), fc = cost(std::exp(c));
+    else a = c, c = d, fc = fd, d = a + g * (b - a), fd = cost(std::exp(d));
+  }
+  double best = std::exp((a + b) / 2), best_cost = cost(best);
+  for (double x : {lo, hi})
+    if (const double f = cost(x); f < best_cost) best = x, best_cost = f;
+  return best;
+}
+
+double squared_log(double predicted, double measured) {
+  const double l = std::log(predicted / measured);
+  return l * l;
+}
+
+// Median and worst |predicted / measured - 1| over every sample of the points.
+template <class Point, class Predict>
+std::pair<double, double> errors(const std::vector<Point>& points, const Predict& predict) {
+  std::vector<double> e;
+  for (const Point& p : points) {
+    const double t = predict(p);
+    for (double s : p.time.all) e.push_back(std::abs(t / s - 1));
+  }
+  if (e.empty()) return {0, 0};
+  std::sort(e.begin(), e.end());
+  return {e[e.size() / 2], e.back()};
+}
+
+// Whether `values` vary enough to fix a half point: 3 distinct values, the largest 4x the least.
+bool spans(const std::set<double>& values) { return values.size() >= 3 && *values.rbegin() >= 4 * *values.begin(); }
+
+class Fitter {
+ public:
+  Fitter(const trace::ProfiledRun& run, const Hardware& base, const CalibrateOptions& o) : run_(run), base_(base), o_(o) {
+    c_.hw = base;
+    c_.hw.efficiency.gemm.sustained = 1;  // the run's own kernels: what its steps sustain
+    stack_ = load_stack(o.stack);
+    c_.parameters.reserve(kMostParameters);  // param() hands out references that must stay put
+  }
+
+  Calibration fit() {
+    nodes();
+    memory();
+    launch();
+    gemm();
+    attention();
+    links();
+    return std::move(c_);
+  }
+
+ private:
+  static constexpr size_t kMostParameters = 4 + 4 + 4 * 4 * 2 + 2 * 4;  // GEMM, memory, 4 families x 4 curves, 4 tiers
+  CalibratedParameter& param(const std::string& name, const std::string& unit, double base) {
+    RS_CHECK(c_.parameters.size() < kMostParameters, "calibrate: more parameters than kMostParameters");
+    CalibratedParameter p;
+    p.name = name, p.unit = unit, p.base = p.fitted = base;
+    c_.parameters.push_back(p);
+    return c_.parameters.back();
+  }
+  void keep(CalibratedParameter& p, int samples, const std::string& why) { p.samples = samples, p.kept = true, p.why = why; }
+  void set(CalibratedParameter& p, double value, int samples, std::pair<double, double> err, const std::string& how = "") {
+    p.fitted = value, p.samples = samples, p.kept = false, p.why = how, p.median_error = err.first, p.worst_error = err.second;
+  }
+  std::string too_few(int n) const {
+    return n == 0 ? "the run has none" : detail::concat(n, " sample", n == 1 ? "" : "s", ", fewer than ", o_.min_samples);
+  }
+
+  // Which node each rank is on: --gpus-per-node, the files' host names, or the base's domain.
+  void nodes() {
+    if (o_.gpus_per_node > 0) {
+      c_.gpus_per_node = o_.gpus_per_node, c_.gpus_per_node_source = "--gpus-per-node";
+    } else if (!run_.host.empty() && int(run_.host.size()) == run_.world_size) {
+      std::map<std::string, int> per_host;
+      for (const auto& [rank, host] : run_.host) ++per_host[host];
+      int most = 0;
+      for (const auto& [host, n] : per_host) most = std::max(most, n);
+      c_.gpus_per_node = most, c_.gpus_per_node_source = "the files' host names";
+      for (const auto& [rank, host] : run_.host) host_index_[rank] = int(std::distance(per_host.begin(), per_host.find(host)));
+    } else {
+      c_.gpus_per_node = base_.domain_gpus(), c_.gpus_per_node_source = "the base profile's";
+    }
+    if (base_.tiers.size() == 2 && c_.gpus_per_node > 0 && c_.gpus_per_node != base_.tiers.front().gpus) {
+      c_.hw.tiers.front().gpus = c_.gpus_per_node;
+      c_.hw.tiers.front().unit = 0;
+    }
+  }
+  int node_of(int rank) const {
+    const auto it = host_index_.find(rank);
+    if (it != host_index_.end()) return it->second;
+    return c_.gpus_per_node > 0 ? rank / c_.gpus_per_node : 0;
+  }
+
+  void memory() {
+    Efficiency& e = c_.hw.efficiency;
+    CalibratedParameter& p = param("efficiency.memory.fraction", "", base_.efficiency.memory_fraction);
+    std::map<double, Measured> by_bytes;
+    int n = 0;
+    for (const trace::MemoryBoundSample& s : run_.memory)
+      if (s.bytes >= 16.0 * (1 << 20) && s.seconds > 0) add(by_bytes[s.bytes], s.seconds), ++n;
+    if (n < o_.min_samples) return keep(p, n, too_few(n) + " (ops of 16 MiB or more)");
+    struct Point {
+      double bytes;
+      Measured time;
+    };
+    std::vector<Point> points;
+    for (auto& [bytes, m] : by_bytes) settle(m), points.push_back({bytes, m});
+    const double hbm = base_.memory_bandwidth;
+    auto predict = [&](const Point& pt, double fraction) { return pt.bytes / (hbm * fraction); };
+    const double f = golden([&](double x) {
+      double sum = 0;
+      for (const Point& pt : points) sum += pt.time.weight * squared_log(predict(pt, x), pt.time.seconds);
+      return sum;
+    }, 0.01, 1.0);
+    set(p, f, n, errors(points, [&](const Point& pt) { return predict(pt, f); }));
+    if (f >= 0.999) p.why = "at its bound 1: the run's copies reach the base's HBM rate (is the base this GPU?)";
+    e.memory_fraction = f;
+  }
+
+  void launch() {
+    CalibratedParameter& p = param("efficiency.memory.launch_us", "us", base_.efficiency.launch_s * 1e6);
+    std::vector<double> gaps = run_.queued_gaps;
+    const int n = int(gaps.size()), least = std::max(o_.min_samples, 10);
+    if (!run_.host_gaps.empty()) {
+      std::vector<double> h = run_.host_gaps;
+      std::sort(h.begin(), h.end());
+      c_.host_gap_s = h[h.size() / 2], c_.host_gaps = int(h.size());
+    }
+    if (n < least)
+      return keep(p, n, n == 0 ? "no two kernels in a row on a stream with the second launched before the first ended"
+                               : detail::concat(n, " queued gaps, fewer than ", least));
+    std::sort(gaps.begin(), gaps.end());
+    const double median = gaps[gaps.size() / 2];
+    std::vector<double> e;  // each gap's distance from the median, relative to it (a gap can be 0)
+    for (double g : gaps) e.push_back(std::abs(g - median) / std::max(median, 1e-9));
+    std::sort(e.begin(), e.end());
+    set(p, median * 1e6, n, {e[e.size() / 2], e.back()}, "the median queued gap");
+    c_.hw.efficiency.launch_s = median;
+  }
+
+  // GEMMs: the MAMF fraction per element type, and k_half from the type with the most samples.
+  void gemm() {
+    Efficiency& e = c_.hw.efficiency;
+    struct Point {
+      int64_t m, n, k;
+      Measured time;
+    };
+    std::map<std::string, std::map<std::tuple<int64_t, int64_t, int64_t>, Measured>> by_type;
+    std::map<std::string, int> counts;
+    for (const trace::GemmSample& s : run_.gemms)
+      if (s.seconds > 0) add(by_type[s.dtype][{s.m, s.n, s.k}], s.seconds), ++counts[s.dtype];
+    std::map<std::string, std::vector<Point>> points;
+    for (auto& [dtype, shapes] : by_type)
+      for (auto& [shape, m] : shapes) settle(m), points[dtype].push_back({std::get<0>(shape), std::get<1>(shape), std::get<2>(shape), m});
+
+    auto predict = [&](const Point& pt, const std::string& dtype, double fraction, double k_half) {
+      Efficiency candidate = e;
+      candidate.gemm.k_half = k_half;
+      const double peak = c_.hw.peak_flops(dtype);
+      const double flops = 2.0 * double(pt.m) * double(pt.n) * double(pt.k);
+      const double bytes = (double(pt.m) * pt.k + double(pt.k) * pt.n + double(pt.m) * pt.n) * (dtype == "fp32" ? 4 : dtype == "fp8" ? 1 : 2);
+      const double rate = gemm_rate(candidate, peak, fraction, pt.m, pt.n, pt.k);
+      return std::max(flops / std::min(rate * e.clock, peak), bytes / (c_.hw.memory_bandwidth * e.memory_fraction));
+    };
+    auto cost = [&](const std::string& dtype, double fraction, double k_half) {
+      double sum = 0;
+      for (const Point& pt : points[dtype]) sum += pt.time.weight * squared_log(predict(pt, dtype, fraction, k_half), pt.time.seconds);
+      return sum;
+    };
+
+    // Each type's fraction at the base's k_half; a type whose GEMMs outrun its peak at any
+    // fraction up to 1 is not fitted (TF32 GEMMs of fp32 tensors are: the model has no TF32 peak).
+    std::map<std::string, double> fraction;
+    std::map<std::string, CalibratedParameter*> params;
+    for (const char* dtype : {"bf16", "fp8", "fp32"}) {
+      CalibratedParameter& p = param(std::string("efficiency.gemm.") + dtype, "", e.gemm.of(dtype));
+      params[dtype] = &p;
+      const int n = counts.count(dtype) ? counts[dtype] : 0;
+      if (n < o_.min_samples) {
+        keep(p, n, too_few(n));
+        continue;
+      }
+      if (c_.hw.peak_flops(dtype) <= 0) {
+        keep(p, n, std::string("the base GPU has no ") + dtype + " peak");
+        continue;
+      }
+      const double f = golden([&](double x) { return cost(dtype, x, e.gemm.k_half); }, 0.02, 1.0);
+      const auto err = errors(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); });
+      if (f >= 0.999 && err.first > 0.05) {
+        keep(p, n, detail::concat("its GEMMs run faster than the ", dtype, " peak allows (median ", std::lround(100 * err.first),
+                                  "% off at a fraction of 1", std::string(dtype) == "fp32" ? ": TF32 tensor cores?" : "",
+                                  "): not fitted past 1"));
+        continue;
+      }
+      fraction[dtype] = f;
+    }
+    // k_half, with the fraction of the most-sampled type fitted, where its k spans enough.
+    CalibratedParameter& kp = param("efficiency.gemm.k_half", "", base_.efficiency.gemm.k_half);
+    std::string lead;
+    for (const auto& [dtype, f] : fraction)
+      if (lead.empty() || counts[dtype] > counts[lead]) lead = dtype;
+    if (lead.empty()) {
+      keep(kp, int(run_.gemms.size()), "no GEMM type was fitted");
+    } else {
+      std::set<double> ks;
+      for (const Point& pt : points[lead]) ks.insert(double(pt.k));
+      if (spans(ks)) {
+        const double k_half =
+            golden([&](double kh) { return cost(lead, golden([&](double f) { return cost(lead, f, kh); }, 0.02, 1.0), kh); }, 1, 16384);
+        e.gemm.k_half = k_half;
+        for (auto& [dtype, f] : fraction) f = golden([&](double x) { return cost(dtype, x, k_half); }, 0.02, 1.0);
+        set(kp, k_half, counts[lead], errors(points[lead], [&](const Point& pt) { return predict(pt, lead, fraction[lead], k_half); }),
+            "with " + lead + "'s fraction");
+      } else {
+        keep(kp, counts[lead], detail::concat("its k takes ", ks.size(), " value", ks.size() == 1 ? "" : "s",
+                                              ks.size() > 1 ? detail::concat(" from ", *ks.begin(), " to ", *ks.rbegin()) : "",
+                                              ": a half point needs 3 spanning 4x"));
+      }
+    }
+    for (const auto& [dtype, f] : fraction) {
+      set(*params[dtype], f, counts[dtype], errors(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); }));
+      (dtype == "bf16" ? e.gemm.bf16 : dtype == "fp8" ? e.gemm.fp8 : e.gemm.fp32) = f;
+    }
+  }
+
+  // Attention: R and (where the keys a query sees span enough) k_half, per family, direction and mask.
+  void attention() {
+    Efficiency& e = c_.hw.efficiency;
+    struct Point {
+      trace::Event event;
+      double keys_per_query;
+      Measured time;
+    };
+    std::map<std::tuple<std::string, bool, bool>, std::map<std::string, Point>> groups;
+    std::map<std::tuple<std::string, bool, bool>, int> counts;
+    for (const trace::AttentionSample& s : run_.attention) {
+      if (s.seconds <= 0) continue;
+      // The pairs a causal call sees, bottom-right aligned (FlashAttention's mask for sq != sk).
+      const double sq = double(s.sq), sk = double(s.sk);
+      const double pairs = !s.causal ? sq * sk : sq <= sk ? sq * (sk - sq) + sq * (sq + 1) / 2 : sk * (sk + 1) / 2;
+      trace::Event ev;
+      ev.kind = trace::Kind::attention;
+      ev.stream = trace::Stream::compute;
+      ev.name = s.backward ? "attention_backward" : "attention_forward";
+      ev.flops = 4.0 * double(s.d) * double(s.b) * double(s.H) * pairs * (s.backward ? 2.5 : 1.0);
+      ev.detail = detail::concat("b=", s.b, " sq=", s.sq, " sk=", s.sk, " H=", s.H, " Hkv=", s.Hkv, " d=", s.d);
+      const auto key = std::make_tuple(s.family, s.backward, s.causal && pairs < sq * sk - 0.5);
+      auto [it, fresh] = groups[key].try_emplace(ev.detail, Point{ev, pairs / sq, {}});
+      add(it->second.time, s.seconds), ++counts[key];
+    }
+    ModelOptions options;
+    options.stack = stack_;
+    for (const auto& [family, kernel] : base_.efficiency.attention)
+      for (bool backward : {false, true})
+        for (bool masked : {false, true}) {
+          const std::string curve = std::string(backward ? "backward" : "forward") + (masked ? "_causal" : "");
+          const std::string where = "efficiency.attention." + family + "." + curve;
+          AttentionCurve& target = backward ? (masked ? e.attention[family].backward_causal : e.attention[family].backward)
+                                            : (masked ? e.attention[family].forward_causal : e.attention[family].forward);
+          CalibratedParameter& rp = param(where + ".tflops", "TFLOP/s", target.rate / 1e12);
+          CalibratedParameter& kp = param(where + ".k_half", "keys", target.k_half);
+          const auto key = std::make_tuple(family, backward, masked);
+          const int n = counts.count(key) ? counts[key] : 0;
+          if (n < o_.min_samples) {
+            keep(rp, n, too_few(n)), keep(kp, n, too_few(n));
+            continue;
+          }
+          std::vector<Point> points;
+          for (auto& [detail_text, pt] : groups[key]) settle(pt.time), points.push_back(pt);
+          options.attention_kernel = family;
+          auto predict = [&](const Point& pt, double rate, double k_half) {
+            Hardware candidate = c_.hw;
+            candidate.efficiency.launch_s = 0;
+            AttentionCurve& c = backward ? (masked ? candidate.efficiency.attention[family].backward_causal
+                                                   : candidate.efficiency.attention[family].backward)
+                                         : (masked ? candidate.efficiency.attention[family].forward_causal
+                                                   : candidate.efficiency.attention[family].forward);
+            c.rate = rate, c.k_half = k_half;
+            return op_seconds(pt.event, 0, candidate, options);
+          };
+          auto cost = [&](double rate, double k_half) {
+            double sum = 0;
+            for (const Point& pt : points) sum += pt.time.weight * squared_log(predict(pt, rate, k_half), pt.time.seconds);
+            return sum;
+          };
+          const double peak = c_.hw.peak_flops_bf16;
+          std::set<double> kpq;
+          for (const Point& pt : points) kpq.insert(std::round(pt.keys_per_query));
+          double k_half = target.k_half;
+          if (spans(kpq)) {
+            k_half = golden([&](double kh) { return cost(golden([&](double r) { return cost(r, kh); }, 1e12, peak), kh); }, 1, 1e5);
+          }
+          const double rate = golden([&](double r) { return cost(r, k_half); }, 1e12, peak);
+          const auto err = errors(points, [&](const Point& pt) { return predict(pt, rate, k_half); });
+          set(rp, rate / 1e12, n, err);
+          if (spans(kpq)) set(kp, k_half, n, err);
+          else
+            keep(kp, n, detail::concat("the keys a query sees take ", kpq.size(), " value", kpq.size() == 1 ? "" : "s",
+                                       kpq.size() > 1 ? detail::concat(" from ", *kpq.begin(), " to ", *kpq.rbegin()) : "",
+                                       ": a half point needs 3 spanning 4x"));
+          target.rate = rate, target.k_half = k_half;
+        }
+  }
+
+  // NCCL per tier: latency and bandwidth from each call's time (the least over its ranks).
+  void links() {
+    struct Call {
+      double steps = 0, bytes = 0;  // the time is steps x latency + bytes / (line x efficiency)
+      int tier = -1;
+      double seconds = 1e300;
+      int samples = 0;
+    };
+    std::map<std::string, Call> calls;
+    std::map<std::string, int64_t> skipped;
+    std::map<std::string, int> p2p_index;
+    const int outer = int(c_.hw.tiers.size()) - 1;
+    for (const trace::CommSample& s : run_.comms) {
+      Call c;
+      std::string key;
+      if (s.collective == "send" || s.collective == "recv") {
+        const int from = s.collective == "send" ? s.rank : s.peer, to = s.collective == "send" ? s.peer : s.rank;
+        const std::string pair = detail::concat(from, ">", to);
+        key = detail::concat("p2p ", pair, " #", p2p_index[pair + s.collective]++);
+        c.steps = 1, c.bytes = s.bytes;
+        c.tier = node_of(from) == node_of(to) ? 0 : outer;
+      } else {
+        const int n = int(s.ranks.size());
+        if (n < 2) {
+          ++skipped[n == 0 ? "its group's ranks not recorded (record_param_comms' Process Group Ranks)" : "a group of one"];
+          continue;
+        }
+        std::map<int, int> per_node;
+        for (int r : s.ranks) ++per_node[node_of(r)];
+        if (per_node.size() == 1) c.tier = 0;
+        else if (std::all_of(per_node.begin(), per_node.end(), [](const auto& kv) { return kv.second == 1; })) c.tier = outer;
+        else {
+          ++skipped["a group with several GPUs in each of several nodes (hierarchical)"];
+          continue;
+        }
+        c.steps = (s.collective == "all_reduce" ? 2.0 : 1.0) * (n - 1);
+        c.bytes = c.steps * s.bytes / n;
+        std::string members;
+        for (int r : s.ranks) members += detail::concat(r, ",");
+        key = detail::concat(s.collective, " [", members, "] #", s.call);
+      }
+      Call& into = calls.try_emplace(key, c).first->second;
+      into.seconds = std::min(into.seconds, s.seconds), ++into.samples;
+    }
+    for (int t = 0; t <= outer; ++t) {
+      Tier& tier = c_.hw.tiers[t];
+      const std::string where = detail::concat("tiers[", t, "] (", tier.name, ")");
+      CalibratedParameter& lp = param(where + ".latency_us", "us", tier.latency_s * 1e6);
+      CalibratedParameter& ep = param(where + ".efficiency", "", tier.efficiency);
+      std::vector<Call> mine;
+      int samples = 0;
+      for (const auto& [key, c] : calls)
+        if (c.tier == t && c.seconds > 0 && c.bytes > 0) mine.push_back(c), samples += c.samples;
+      const int n = int(mine.size());
+      if (n < o_.min_samples || (t > 0 && t < outer)) {
+        keep(lp, samples, too_few(n) + (n == 1 ? " call" : " calls")), keep(ep, samples, too_few(n) + (n == 1 ? " call" : " calls"));
+        continue;
+      }
+      // Least squares on relative error: minimise sum ((steps L + bytes V) / t - 1)^2, V = 1 / rate.
+      std::set<double> sizes;
+      for (const Call& c : mine) sizes.insert(c.bytes / c.steps);
+      const bool both = sizes.size() >= 3 && *sizes.rbegin() >= 8 * *sizes.begin();
+      double latency = tier.latency_s, inverse = 0;
+      auto solve_inverse = [&](double L) {
+        double num = 0, den = 0;
+        for (const Call& c : mine) num += (c.bytes / c.seconds) * (1 - L * c.steps / c.seconds), den += std::pow(c.bytes / c.seconds, 2);
+        return num / den;
+      };
+      if (both) {
+        double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+        for (const Call& c : mine) {
+          const double x1 = c.steps / c.seconds, x2 = c.bytes / c.seconds;
+          a11 += x1 * x1, a12 += x1 * x2, a22 += x2 * x2, b1 += x1, b2 += x2;
+        }
+        const double det = a11 * a22 - a12 * a12;
+        latency = det > 0 ? (b1 * a22 - b2 * a12) / det : -1;
+        if (latency < 0) latency = 0;
+      }
+      inverse = solve_inverse(latency);
+      double efficiency = inverse > 0 ? 1 / (inverse * tier.bandwidth) : 2;
+      if (efficiency > 1) {  // faster than the line rate: the link runs at its line, the rest is latency
+        efficiency = 1, inverse = 1 / tier.bandwidth;
+        double num = 0, den = 0;
+        for (const Call& c : mine) num += (c.steps / c.seconds) * (1 - c.bytes * inverse / c.seconds), den += std::pow(c.steps / c.seconds, 2);
+        if (both) latency = std::max(0.0, num / den);
+      }
+      auto predict = [&](const Call& c) { return c.steps * latency + c.bytes / (tier.bandwidth * efficiency); };
+      std::vector<double> err;
+      for (const Call& c : mine) err.push_back(std::abs(predict(c) / c.seconds - 1));
+      std::sort(err.begin(), err.end());
+      const std::pair<double, double> e{err[err.size() / 2], err.back()};
+      if (both) set(lp, latency * 1e6, samples, e);
+      else
+        keep(lp, samples, detail::concat("its messages take ", sizes.size(), " size", sizes.size() == 1 ? "" : "s",
+                                         ": a latency needs 3 sizes spanning 8x"));
+      set(ep, efficiency, samples, e, efficiency >= 1 ? "at its bound 1: the line rate" : "");
+      tier.latency_s = latency, tier.efficiency = efficiency;
+    }
+    for (const auto& [why, n] : skipped) c_.skipped_links.push_back(detail::concat(n, " NCCL kernels: ", why));
+  }
+
+  const trace::ProfiledRun& run_;
+  const Hardware& base_;
+  const CalibrateOptions& o_;
+  Stack stack_;
+  Calibration c_;
+  std::map<int, int> host_index_;
+};
+
+}  // namespace
+
+Calibration calibrate(const trace::ProfiledRun& run, const Hardware& base, const CalibrateOptions& o) {
+  if (o.gpus_per_node < 0) throw ConfigError("--gpus-per-node must be at least 1");
+  if (o.min_samples < 1) throw ConfigError("--min-samples must be at least 1");
+  if (!base.efficiency.present) throw ConfigError("--base " + base.name + ": a profile without efficiencies (the roofline) has nothing to calibrate");
+  if (run.kernels == 0)
+    throw ConfigError("the run has no GPU kernels (a CPU-only profile?): profile with activities=[ProfilerActivity.CPU, "
+                      "ProfilerActivity.CUDA]");
+  Calibration c = Fitter(run, base, o).fit();
+  if (std::all_of(c.parameters.begin(), c.parameters.end(), [](const CalibratedParameter& p) { return p.kept; })) {
+    std::string why = run.shapes ? "" : "; its ops carry no shapes: profile with record_shapes=True";
+    for (const auto& [reason, n] : run.skipped) why += detail::concat("; ", n, " kernels: ", reason);
+    throw ConfigError(detail::concat("nothing to fit: no parameter has ", o.min_samples, " samples in the run (",
+                                     run.gemms.size(), " GEMMs, ", run.attention.size(), " attention calls, ", run.memory.size(),
+                                     " memory-bound ops, ", run.comms.size(), " NCCL calls, ", run.queued_gaps.size(), " queued gaps",
+                                     ")", why));
+  }
+  return c;
+}
+
+nlohmann::json calibrated_profile(const Calibration& c, const std::string& name, const std::string& run_text, const std::string& date) {
+  Hardware hw = c.hw;
+  const std::string from = "calibrated from " + run_text + " on " + date;
+  hw.name = name;
+  hw.description = from + " over " + hw.description;
+  hw.source = from + " by `ringside calibrate` over the profile " + c.hw.name + " (" + c.hw.source +
+              "): each fitted value below says so, the rest are the base's (calibration.parameters)";
+  // Each fitted group's source says where its numbers come from now.
+  auto fitted = [&](const std::string& prefix) {
+    std::string s;
+    for (const CalibratedParameter& p : c.parameters)
+      if (!p.kept && p.name.starts_with(prefix))
+        s += detail::concat(s.empty() ? "" : ", ", p.name.substr(prefix.size()), " ", p.fitted, " (", p.samples, " samples, median error ",
+                            std::round(1000 * p.median_error) / 10, "%)");
+    return s;
+  };
+  Efficiency& e = hw.efficiency;
+  if (const std::string s = fitted("efficiency.gemm."); !s.empty()) e.gemm.source = from + ": " + s + "; otherwise " + e.gemm.source;
+  if (const std::string s = fitted("efficiency.memory."); !s.empty()) e.memory_source = from + ": " + s + "; otherwise " + e.memory_source;
+  for (auto& [family, k] : e.attention)
+    if (const std::string s = fitted("efficiency.attention." + family + "."); !s.empty()) k.source = from + ": " + s + "; otherwise " + k.source;
+  for (size_t t = 0; t < hw.tiers.size(); ++t)
+    if (const std::string s = fitted(detail::concat("tiers[", t, "] (", hw.tiers[t].name, ").")); !s.empty())
+      hw.tiers[t].source = from + ": " + s + "; otherwise " + hw.tiers[t].source;
+  nlohmann::json j = hw.to_json();
+  j.erase("gpu"), j.erase("system");  // whole: its parts are written out, not named
+  nlohmann::json params = nlohmann::json::array();
+  for (const CalibratedParameter& p : c.parameters) {
+    nlohmann::json q = {{"name", p.name}, {"base", p.base}, {"value", p.kept ? p.base : p.fitted}, {"samples", p.samples}, {"fitted", !p.kept}};
+    if (!p.unit.empty()) q["unit"] = p.unit;
+    if (!p.why.empty()) q[p.kept ? "kept_because" : "note"] = p.why;
+    if (!p.kept) q["median_error"] = p.median_error, q["worst_error"] = p.worst_error;
+    params.push_back(q);
+  }
+  j["calibration"] = {{"run", run_text}, {"date", date}, {"base", c.hw.name}, {"gpus_per_node", c.gpus_per_node},
+                      {"gpus_per_node_from", c.gpus_per_node_source}, {"parameters", params}};
+  return j;
+}
+
+}  // namespace ringside::model
