@@ -7,7 +7,10 @@
       each phase's measured / modeled within 10% (and the uncalibrated base further off)
   calibrate_checks.py RINGSIDE FIXTURES OUTDIR public     the HolisticTraceAnalysis traces: a profile
       written, each fitted parameter with its samples, the kept ones said
+  calibrate_checks.py RINGSIDE FIXTURES OUTDIR bad        bad runs and options: one error naming the
+      file (and event), exit 2 or 1, no profile written; a run without shapes reported, not fitted to
 """
+import gzip
 import json
 import os
 import re
@@ -16,10 +19,12 @@ import sys
 
 RINGSIDE, FIXTURES, OUT, WHAT = sys.argv[1:5]
 os.makedirs(OUT, exist_ok=True)
-KNOWN = [os.path.join(FIXTURES, "known"), os.path.join(FIXTURES, "known-4k")]
-# The configuration the known runs are of (tests/fixtures/calibrate/README.md).
-CONFIG = ["--preset", "llama3-8b", "--seq", "16384", "--tp", "2", "--cp", "2", "--ranks", "4", "--layout", "zigzag",
-          "--dropout", "0", "--attention-kernel", "fa3"]
+KNOWN = [os.path.join(FIXTURES, name) for name in ("known", "known-4k", "known-cp4")]
+# The configurations the known runs are of (tests/fixtures/calibrate/README.md).
+COMMON = ["--preset", "llama3-8b", "--ranks", "4", "--layout", "zigzag", "--dropout", "0", "--attention-kernel", "fa3"]
+CONFIGS = {"known": COMMON + ["--seq", "16384", "--tp", "2", "--cp", "2"],
+           "known-4k": COMMON + ["--seq", "4096", "--tp", "2", "--cp", "2"],
+           "known-cp4": COMMON + ["--seq", "16384", "--tp", "1", "--cp", "4"]}
 failures = []
 
 
@@ -93,13 +98,15 @@ def phases(text):
 def loop():
     out = os.path.join(OUT, "loop.json")
     calibrated(out, *KNOWN)
-    mine = phases(run("model", *CONFIG, "--hw", out, "--compare", KNOWN[0]))
-    base = phases(run("model", *CONFIG, "--hw", "h100-nvlink", "--compare", KNOWN[0]))
-    check(("forward", "time") in mine and ("backward", "time") in mine, "the compare has forward and backward rows")
-    for (phase, figure), r in sorted(mine.items()):
-        check(0.9 <= r <= 1.1, f"calibrated: {phase} {figure}: measured / modeled {r} within 10%")
-    worst = max(abs(r - 1) for r in base.values())
-    check(worst > 0.05, f"uncalibrated (h100-nvlink): the worst phase is {worst:.1%} off, the calibration matters")
+    for folder in KNOWN:
+        name = os.path.basename(folder)
+        mine = phases(run("model", *CONFIGS[name], "--hw", out, "--compare", folder))
+        base = phases(run("model", *CONFIGS[name], "--hw", "h100-nvlink", "--compare", folder))
+        check(("forward", "time") in mine and ("backward", "time") in mine, f"{name}: the compare has forward and backward rows")
+        for (phase, figure), r in sorted(mine.items()):
+            check(0.9 <= r <= 1.1, f"{name}, calibrated: {phase} {figure}: measured / modeled {r} within 10%")
+        worst = max(abs(r - 1) for r in base.values())
+        check(worst > 0.05, f"{name}, uncalibrated (h100-nvlink): the worst phase is {worst:.1%} off, the calibration matters")
 
 
 def public():
@@ -122,7 +129,92 @@ def public():
         run("model", "--hw", out, "--strategy", "tp-sp", "--ranks", "2", "--seq", "4096")
 
 
-{"known": known, "loop": loop, "public": public}[WHAT]()
+def expect_error(rc, pattern, *args):
+    p = subprocess.run([RINGSIDE, *args], capture_output=True, text=True)
+    text = p.stdout + p.stderr
+    print("$ ringside " + " ".join(args) + f"  (exit {p.returncode})\n" + text)
+    check(p.returncode == rc and re.search(pattern, text) is not None, f"exit {rc} and /{pattern}/: {' '.join(args)[:100]}")
+
+
+def rewrite(src, dst, change):
+    """A copy of the run folder `src` in `dst`, each rank's events passed through `change`."""
+    os.makedirs(dst, exist_ok=True)
+    for name in sorted(os.listdir(src)):
+        with gzip.open(os.path.join(src, name), "rt") as f:
+            doc = json.load(f)
+        change(doc)
+        with open(os.path.join(dst, name.replace(".gz", "")), "w") as f:
+            json.dump(doc, f)
+
+
+def bad():
+    out = os.path.join(OUT, "bad.json")
+    if os.path.exists(out):
+        os.remove(out)
+    known = KNOWN[0]
+    # Not JSON, and a kernel without its correlation: the file and the event named.
+    notjson = os.path.join(OUT, "notjson")
+    os.makedirs(notjson, exist_ok=True)
+    with open(os.path.join(notjson, "rank0.json"), "w") as f:
+        f.write('{"traceEvents": [')
+    expect_error(1, r"notjson/rank0\.json: not valid JSON", "calibrate", notjson, "--out", out)
+
+    def drop_correlation(doc):
+        for e in doc["traceEvents"]:
+            if e.get("cat") == "kernel":
+                del e["args"]["correlation"]
+                break
+    rewrite(known, os.path.join(OUT, "nocorrelation"), drop_correlation)
+    expect_error(1, r"rank0\.pt\.trace\.json: traceEvents\[[0-9]+\]: missing 'args\.correlation'", "calibrate",
+                 os.path.join(OUT, "nocorrelation"), "--out", out)
+    # A CPU-only run (the gloo fixture): no GPU kernels.
+    expect_error(2, r"no GPU kernels \(a CPU-only profile\?\)", "calibrate", os.path.join(FIXTURES, "..", "kineto", "ring2"), "--out", out)
+    # Not a Kineto trace at all: a ringside trace.
+    plain = os.path.join(OUT, "plain")
+    os.makedirs(plain, exist_ok=True)
+    with open(os.path.join(plain, "rank0.json"), "w") as f:
+        json.dump({"traceEvents": [], "otherData": {}}, f)
+    expect_error(1, r"plain/rank0\.json: not a PyTorch profiler \(Kineto\) trace", "calibrate", plain, "--out", out)
+
+    # Without shapes (record_shapes=False) and without NCCL sizes: nothing to fit, and why.
+    def no_shapes(doc):
+        for e in doc["traceEvents"]:
+            for key in ("Input Dims", "Input type", "Concrete Inputs", "In msg nelems", "Out msg nelems"):
+                e.get("args", {}).pop(key, None)
+            if e.get("cat") == "kernel":
+                e["dur"] = 0.5  # and kernels back to back with no queued gaps worth a launch: all one length
+    rewrite(known, os.path.join(OUT, "noshapes"), no_shapes)
+    expect_error(2, r"nothing to fit.*record_shapes=True", "calibrate", os.path.join(OUT, "noshapes"), "--out", out,
+                 "--min-samples", "100000")
+
+    # Shapes missing but NCCL sizes there: the links and the launch gap fitted, the rest reported.
+    def shapes_only(doc):
+        for e in doc["traceEvents"]:
+            if e.get("cat") == "cpu_op" and e.get("name") != "record_param_comms":
+                e.get("args", {}).pop("Input Dims", None)
+    rewrite(known, os.path.join(OUT, "shapesonly"), shapes_only)
+    text = run("calibrate", os.path.join(OUT, "shapesonly"), "--out", os.path.join(OUT, "shapesonly.json"))
+    check("no shapes: profile with record_shapes=True" in text, "a run without shapes says so")
+    with open(os.path.join(OUT, "shapesonly.json")) as f:
+        params = {p["name"]: p for p in json.load(f)["calibration"]["parameters"]}
+    check(not params["efficiency.gemm.bf16"]["fitted"] and params["tiers[1] (InfiniBand).efficiency"]["fitted"],
+          "without shapes: GEMMs kept, the links still fitted")
+
+    # Another GPU than the base's; an unknown base; an output that is a folder or one of the traces.
+    expect_error(2, r"108 SMs, the base profile h100-nvlink's 132", "calibrate", os.path.join(FIXTURES, "hta", "nccl_parser_config"),
+                 "--out", out, "--base", "h100-nvlink")
+    expect_error(2, r"--hw|not a profile", "calibrate", known, "--out", out, "--base", "no-such-gpu")
+    expect_error(2, r"--out", "calibrate", known, "--out", OUT)
+    copy = os.path.join(OUT, "copy")
+    rewrite(known, copy, lambda doc: None)
+    victim = os.path.join(copy, sorted(os.listdir(copy))[0])
+    size = os.path.getsize(victim)
+    expect_error(2, r"is one of the run's traces", "calibrate", copy, "--out", victim)
+    check(os.path.getsize(victim) == size, "the trace named as --out is untouched")
+    check(not os.path.exists(out), "no profile written by a refused run")
+
+
+{"known": known, "loop": loop, "public": public, "bad": bad}[WHAT]()
 if failures:
     sys.exit(f"{len(failures)} check(s) failed")
 print("all checks passed")

@@ -75,8 +75,8 @@ trace::ProfiledRun known_run(const model::Hardware& truth) {
   int64_t call = 0;
   for (double S : {1e6, 16e6, 256e6}) {
     const model::Tier &nv = truth.tiers[0], &ib = truth.tiers[1];
-    run.comms.push_back({0, "all_gather", S, node, -1, "tp", call, 7 * (nv.latency_s + S / 8 / (nv.bandwidth * nv.efficiency))});
-    run.comms.push_back({0, "all_reduce", S / 16, across, -1, "dp", call, 2 * (ib.latency_s + S / 32 / (ib.bandwidth * ib.efficiency))});
+    run.comms.push_back({0, 0, "all_gather", S, node, -1, "tp", call, 7 * (nv.latency_s + S / 8 / (nv.bandwidth * nv.efficiency))});
+    run.comms.push_back({0, 0, "all_reduce", S / 16, across, -1, "dp", call, 2 * (ib.latency_s + S / 32 / (ib.bandwidth * ib.efficiency))});
     ++call;
   }
   return run;
@@ -143,7 +143,7 @@ TEST_CASE("calibrate keeps the base's value where the run has too few samples, a
 TEST_CASE("calibrate never fits an efficiency past 1 nor a rate past the peak", "[calibrate]") {
   const model::Hardware base = model::load_hardware("h100-nvlink");
   trace::ProfiledRun run = known_run(truth_profile());
-  for (trace::MemoryBoundSample& m : run.memory) m.seconds /= 2;  // twice the HBM's datasheet rate
+  for (trace::MemoryBoundSample& m : run.memory) m.seconds = m.bytes / (base.memory_bandwidth * 1.1);  // 10% past the HBM's datasheet rate
   for (trace::GemmSample& g : run.gemms) g.dtype = "fp32", g.seconds /= 5;  // TF32 GEMMs, as fp32 tensors record them
   for (trace::AttentionSample& a : run.attention) a.seconds /= 4;          // past the bf16 peak
   const model::Calibration c = model::calibrate(run, base, {});
@@ -157,6 +157,13 @@ TEST_CASE("calibrate never fits an efficiency past 1 nor a rate past the peak", 
     if (p.unit.empty() && !p.name.ends_with("k_half")) CHECK(p.fitted <= 1.0);
     if (p.unit == "TFLOP/s") CHECK(p.fitted <= base.peak_flops_bf16 / 1e12 + 1e-9);
   }
+  // Twice the datasheet's rate: no fraction up to 1 comes near (100% off at 1), so the base's is kept, and why said.
+  for (trace::MemoryBoundSample& m : run.memory) m.seconds = m.bytes / (base.memory_bandwidth * 2);
+  const model::Calibration twice = model::calibrate(run, base, {});
+  const model::CalibratedParameter& memory = parameter(twice, "efficiency.memory.fraction");
+  CHECK(memory.kept);
+  CHECK(memory.fitted == base.efficiency.memory_fraction);
+  CHECK_THAT(memory.why, Catch::Contains("does not fit its samples: a median error of 100%"));
   // The profile it writes loads: every efficiency in range.
   CHECK_NOTHROW(model::load_hardware_json(model::calibrated_profile(c, "mine", "run/", "2026-12-06"), "mine.json"));
 }

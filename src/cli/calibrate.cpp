@@ -106,7 +106,15 @@ std::map<std::string, std::vector<std::pair<int64_t, std::string>>> by_reason(co
 
 int calibrate_command(const CalibrateCommandOptions& o) {
   // Everything the command can refuse, before reading a trace.
-  const model::Hardware base = model::load_hardware(o.base);
+  const model::Hardware base = [&] {
+    try {
+      return model::load_hardware(o.base);
+    } catch (const ConfigError& e) {  // its message names --hw, the option model and plan take
+      std::string what = e.what();
+      if (what.starts_with("--hw ")) what.replace(0, 4, "--base");
+      throw ConfigError(what);
+    }
+  }();
   model::CalibrateOptions options;
   options.stack = o.stack, options.gpus_per_node = o.gpus_per_node, options.min_samples = o.min_samples;
   model::load_stack(o.stack);
@@ -124,9 +132,11 @@ int calibrate_command(const CalibrateCommandOptions& o) {
   const model::Calibration c = model::calibrate(run, base, options);
   const std::string run_text = joined(o.runs);
 
-  std::printf("calibrate: %s (%zu file%s, %d rank%s%s%s) over %s\n", run_text.c_str(), run.files.size(), run.files.size() == 1 ? "" : "s",
-              run.world_size, run.world_size == 1 ? "" : "s", run.device.empty() ? "" : (" of " + run.device).c_str(),
-              run.sms > 0 ? detail::concat(", ", run.sms, " SMs").c_str() : "", base.name.c_str());
+  const std::string gpu = run.device.empty() ? "" : ", on " + run.device + (run.sms > 0 ? detail::concat(" (", run.sms, " SMs)") : "");
+  const std::string runs = run.runs == 1 ? detail::concat("a run of ", run.world_size, " rank", run.world_size == 1 ? "" : "s")
+                                          : detail::concat(run.runs, " runs of ", run.world_size, " ranks");
+  std::printf("calibrate: %s (%zu file%s: %s%s) over %s\n", run_text.c_str(), run.files.size(), run.files.size() == 1 ? "" : "s",
+              runs.c_str(), gpu.c_str(), base.name.c_str());
   std::printf("  read: %lld kernels: %zu GEMMs, %zu attention calls, %zu memory-bound ops, %zu NCCL kernels, %zu queued gaps\n",
               (long long)run.kernels, run.gemms.size(), run.attention.size(), run.memory.size(), run.comms.size(), run.queued_gaps.size());
   std::printf("  nodes: %d GPUs each (%s), which places each NCCL call on a link tier\n", c.gpus_per_node, c.gpus_per_node_source.c_str());
@@ -144,11 +154,12 @@ int calibrate_command(const CalibrateCommandOptions& o) {
   }
   for (const std::string& s : c.skipped_links) std::printf("    %s\n", s.c_str());
 
-  std::printf("\n  fitted (the model's forms, each against the base's value; error: |modeled / measured - 1| over its samples)\n");
-  std::printf("  %-46s %10s %10s %8s %8s %8s\n", "parameter", base.name.substr(0, 10).c_str(), "fitted", "samples", "median", "worst");
+  std::printf("\n  fitted (the model's forms, each beside %s's value; error: |modeled / measured - 1| over its samples)\n",
+              base.name.c_str());
+  std::printf("  %-58s %8s %8s %8s %7s %7s\n", "parameter", "base", "fitted", "samples", "median", "worst");
   for (const model::CalibratedParameter& p : c.parameters) {
     if (p.kept) continue;
-    std::printf("  %-46s %10s %10s %8d %8s %8s%s%s\n", (p.name + (p.unit.empty() ? "" : " (" + p.unit + ")")).c_str(), value(p.base).c_str(),
+    std::printf("  %-58s %8s %8s %8d %7s %7s%s%s\n", (p.name + (p.unit.empty() ? "" : " (" + p.unit + ")")).c_str(), value(p.base).c_str(),
                 value(p.fitted).c_str(), p.samples, percent(p.median_error).c_str(), percent(p.worst_error).c_str(),
                 p.why.empty() ? "" : "  ", p.why.c_str());
   }

@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "model/model.h"
 #include "trace/kineto.h"
 #include "trace/metrics.h"
 
@@ -139,11 +140,24 @@ std::string describe(const trace::TraceData& t) {
   return s;
 }
 
+// The modeled run as a profiler sees its GPU: each op's kernels without the launch gaps the model
+// charges before them (its op_kernels x launch_us), since a profiler's kernels exclude those too.
+trace::TraceData kernels_only(trace::TraceData t, const ModelRun& run) {
+  const double launch_s = model::at_roofline(run.hw, run.modeling) ? 0 : run.hw.efficiency.launch_s;
+  for (trace::RankTrace& r : t.ranks)
+    for (trace::Event& e : r.events) {
+      if (e.stream != trace::Stream::compute || !trace::is_work(e.kind) || trace::is_container(e.kind)) continue;
+      const int64_t gap = std::min<int64_t>(e.dur_ns, std::llround(model::op_kernels(e, run.hw, run.modeling) * launch_s * 1e9));
+      e.ts_ns += gap, e.dur_ns -= gap;
+    }
+  return t;
+}
+
 }  // namespace
 
 void print_comparison(const ModelCommandOptions& o, const ModelRun& run) {
   const trace::TraceData& measured = *run.measured;
-  const Side got = side_of(measured), want = side_of(run.modeled);
+  const Side got = side_of(measured), want = side_of(kernels_only(run.modeled, run));
   // Rows: forward and backward first, then the measured run's other phases, then the model's.
   std::vector<std::string> rows;
   auto add = [&](const std::string& p) {
@@ -162,7 +176,8 @@ void print_comparison(const ModelCommandOptions& o, const ModelRun& run) {
               o.only == "attention" ? "the attention of " : "", run.plan->name.c_str(), run.hw.name.c_str(), run.modeling.dtype.c_str(),
               run.modeling.efficiency.c_str());
   std::printf("    each figure is its slowest rank's (the largest over the %d ranks, each figure its own); time: the phase's\n"
-              "    span (its events' first start to last end); compute, comm: unions of intervals, as trace-stats counts them\n",
+              "    span (its events' first start to last end); compute, comm: unions of intervals, as trace-stats counts them;\n"
+              "    the modeled compute without the launch gaps the model charges before each kernel, as a profiler counts kernels\n",
               o.ranks);
   std::printf("  %-18s %-8s %26s %22s %17s\n", "phase", "figure", "measured (the run's clock)", modeled_head.c_str(),
               "measured/modeled");

@@ -95,8 +95,17 @@ class Fitter {
     return c_.parameters.back();
   }
   void keep(CalibratedParameter& p, int samples, const std::string& why) { p.samples = samples, p.kept = true, p.why = why; }
-  void set(CalibratedParameter& p, double value, int samples, std::pair<double, double> err, const std::string& how = "") {
+  // The fitted value, unless the form cannot fit the samples at all (median error past
+  // kMostMedianError at its best): then the base's is kept and why said. True when it is taken.
+  static constexpr double kMostMedianError = 0.25;
+  bool set(CalibratedParameter& p, double value, int samples, std::pair<double, double> err, const std::string& how = "") {
+    if (err.first > kMostMedianError) {
+      keep(p, samples, detail::concat("the model's form does not fit its samples: a median error of ", std::lround(100 * err.first),
+                                      "% at the best value (", std::round(value * 1000) / 1000, ")"));
+      return false;
+    }
     p.fitted = value, p.samples = samples, p.kept = false, p.why = how, p.median_error = err.first, p.worst_error = err.second;
+    return true;
   }
   std::string too_few(int n) const {
     return n == 0 ? "the run has none" : detail::concat(n, " sample", n == 1 ? "" : "s", ", fewer than ", o_.min_samples);
@@ -148,7 +157,7 @@ class Fitter {
       for (const Point& pt : points) sum += pt.time.weight * squared_log(predict(pt, x), pt.time.seconds);
       return sum;
     }, 0.01, 1.0);
-    set(p, f, n, errors(points, [&](const Point& pt) { return predict(pt, f); }));
+    if (!set(p, f, n, errors(points, [&](const Point& pt) { return predict(pt, f); }))) return;
     if (f >= 0.999) p.why = "at its bound 1: the run's copies reach the base's HBM rate (is the base this GPU?)";
     e.memory_fraction = f;
   }
@@ -167,11 +176,13 @@ class Fitter {
                                : detail::concat(n, " queued gaps, fewer than ", least));
     std::sort(gaps.begin(), gaps.end());
     const double median = gaps[gaps.size() / 2];
-    std::vector<double> e;  // each gap's distance from the median, relative to it (a gap can be 0)
+    // Each gap's distance from the median, relative to it (a gap can be 0); the worst is the 90th
+    // percentile's: a longer gap waited on something the trace does not show (an event, the host).
+    std::vector<double> e;
     for (double g : gaps) e.push_back(std::abs(g - median) / std::max(median, 1e-9));
     std::sort(e.begin(), e.end());
-    set(p, median * 1e6, n, {e[e.size() / 2], e.back()}, "the median queued gap");
-    c_.hw.efficiency.launch_s = median;
+    if (set(p, median * 1e6, n, {e[e.size() / 2], e[e.size() * 9 / 10]}, "the median queued gap (worst: the 90th percentile)"))
+      c_.hw.efficiency.launch_s = median;
   }
 
   // GEMMs: the MAMF fraction per element type, and k_half from the type with the most samples.
@@ -243,10 +254,12 @@ class Fitter {
       if (spans(ks)) {
         const double k_half =
             golden([&](double kh) { return cost(lead, golden([&](double f) { return cost(lead, f, kh); }, 0.02, 1.0), kh); }, 1, 16384);
-        e.gemm.k_half = k_half;
-        for (auto& [dtype, f] : fraction) f = golden([&](double x) { return cost(dtype, x, k_half); }, 0.02, 1.0);
-        set(kp, k_half, counts[lead], errors(points[lead], [&](const Point& pt) { return predict(pt, lead, fraction[lead], k_half); }),
-            "with " + lead + "'s fraction");
+        const double f = golden([&](double x) { return cost(lead, x, k_half); }, 0.02, 1.0);
+        if (set(kp, k_half, counts[lead], errors(points[lead], [&](const Point& pt) { return predict(pt, lead, f, k_half); }),
+                "with " + lead + "'s fraction")) {
+          e.gemm.k_half = k_half;
+          for (auto& [dtype, fd] : fraction) fd = golden([&](double x) { return cost(dtype, x, k_half); }, 0.02, 1.0);
+        }
       } else {
         keep(kp, counts[lead], detail::concat("its k takes ", ks.size(), " value", ks.size() == 1 ? "" : "s",
                                               ks.size() > 1 ? detail::concat(" from ", *ks.begin(), " to ", *ks.rbegin()) : "",
@@ -254,8 +267,8 @@ class Fitter {
       }
     }
     for (const auto& [dtype, f] : fraction) {
-      set(*params[dtype], f, counts[dtype], errors(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); }));
-      (dtype == "bf16" ? e.gemm.bf16 : dtype == "fp8" ? e.gemm.fp8 : e.gemm.fp32) = f;
+      if (set(*params[dtype], f, counts[dtype], errors(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); })))
+        (dtype == "bf16" ? e.gemm.bf16 : dtype == "fp8" ? e.gemm.fp8 : e.gemm.fp32) = f;
     }
   }
 
@@ -328,13 +341,16 @@ class Fitter {
           }
           const double rate = golden([&](double r) { return cost(r, k_half); }, 1e12, peak);
           const auto err = errors(points, [&](const Point& pt) { return predict(pt, rate, k_half); });
-          set(rp, rate / 1e12, n, err);
-          if (spans(kpq)) set(kp, k_half, n, err);
-          else
+          if (!set(rp, rate / 1e12, n, err)) {
+            keep(kp, n, rp.why);
+            continue;
+          }
+          target.rate = rate;
+          if (spans(kpq) && set(kp, k_half, n, err)) target.k_half = k_half;
+          else if (!spans(kpq))
             keep(kp, n, detail::concat("the keys a query sees take ", kpq.size(), " value", kpq.size() == 1 ? "" : "s",
                                        kpq.size() > 1 ? detail::concat(" from ", *kpq.begin(), " to ", *kpq.rbegin()) : "",
                                        ": a half point needs 3 spanning 4x"));
-          target.rate = rate, target.k_half = k_half;
         }
   }
 
@@ -356,7 +372,7 @@ class Fitter {
       if (s.collective == "send" || s.collective == "recv") {
         const int from = s.collective == "send" ? s.rank : s.peer, to = s.collective == "send" ? s.peer : s.rank;
         const std::string pair = detail::concat(from, ">", to);
-        key = detail::concat("p2p ", pair, " #", p2p_index[pair + s.collective]++);
+        key = detail::concat("run ", s.run, " p2p ", pair, " #", p2p_index[detail::concat(s.run, " ", pair, s.collective)]++);
         c.steps = 1, c.bytes = s.bytes;
         c.tier = node_of(from) == node_of(to) ? 0 : outer;
       } else {
@@ -377,7 +393,7 @@ class Fitter {
         c.bytes = c.steps * s.bytes / n;
         std::string members;
         for (int r : s.ranks) members += detail::concat(r, ",");
-        key = detail::concat(s.collective, " [", members, "] #", s.call);
+        key = detail::concat("run ", s.run, " ", s.collective, " [", members, "] #", s.call);
       }
       Call& into = calls.try_emplace(key, c).first->second;
       into.seconds = std::min(into.seconds, s.seconds), ++into.samples;
@@ -429,12 +445,19 @@ class Fitter {
       for (const Call& c : mine) err.push_back(std::abs(predict(c) / c.seconds - 1));
       std::sort(err.begin(), err.end());
       const std::pair<double, double> e{err[err.size() / 2], err.back()};
-      if (both) set(lp, latency * 1e6, samples, e);
+      // A call seen on one rank only: its kernel also waited for the group's last rank to join.
+      const bool one_rank = std::all_of(mine.begin(), mine.end(), [](const Call& c) { return c.samples == 1; });
+      const std::string alone = one_rank ? "each call on one rank only, whose kernel includes its wait for the others" : "";
+      if (!set(ep, efficiency, samples, e, efficiency >= 1 ? "at its bound 1: the line rate" : alone)) {
+        if (one_rank) ep.why += "; " + alone;
+        keep(lp, samples, ep.why);
+        continue;
+      }
+      if (both) set(lp, latency * 1e6, samples, e, alone);
       else
         keep(lp, samples, detail::concat("its messages take ", sizes.size(), " size", sizes.size() == 1 ? "" : "s",
                                          ": a latency needs 3 sizes spanning 8x"));
-      set(ep, efficiency, samples, e, efficiency >= 1 ? "at its bound 1: the line rate" : "");
-      tier.latency_s = latency, tier.efficiency = efficiency;
+      tier.latency_s = lp.kept ? tier.latency_s : latency, tier.efficiency = efficiency;
     }
     for (const auto& [why, n] : skipped) c_.skipped_links.push_back(detail::concat(n, " NCCL kernels: ", why));
   }

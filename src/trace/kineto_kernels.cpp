@@ -172,8 +172,8 @@ std::vector<int> ranks_of(const nlohmann::json* v) {
 // One file's events, tied together, and its samples added to `run`.
 class FileReader {
  public:
-  FileReader(const nlohmann::json& doc, std::string source, size_t position, ProfiledRun& run)
-      : doc_(doc), source_(std::move(source)), run_(run) {
+  FileReader(const nlohmann::json& doc, std::string source, size_t position, int run_index, ProfiledRun& run)
+      : doc_(doc), source_(std::move(source)), run_(run), run_index_(run_index) {
     EventReader top(doc_, source_);
     rank_ = int(position);
     if (const nlohmann::json* info = top.find(doc_, "distributedInfo"); info && info->is_object()) {
@@ -395,7 +395,7 @@ class FileReader {
   // A NCCL kernel with the record_param_comms around its launch (or the c10d op's input).
   void comm(const Kernel& k) {
     CommSample s;
-    s.rank = rank_, s.seconds = double(k.end_ns - k.ts_ns) * 1e-9;
+    s.run = run_index_, s.rank = rank_, s.seconds = double(k.end_ns - k.ts_ns) * 1e-9;
     const CpuOp* call = nullptr;
     if (k.op >= 0)
       for (int c : callers(k.op))
@@ -466,6 +466,7 @@ class FileReader {
   const nlohmann::json& doc_;
   std::string source_;
   ProfiledRun& run_;
+  int run_index_ = 0;
   int rank_ = 0;
   std::vector<CpuOp> ops_;
   std::map<std::string, std::vector<int>> ops_by_thread_;
@@ -479,14 +480,16 @@ class FileReader {
 
 ProfiledRun read_profiled_run(const std::vector<std::string>& paths) {
   ProfiledRun run;
-  for (const std::string& p : paths) {
-    if (std::filesystem::is_directory(p)) {
-      for (const std::string& f : kineto_files(p)) run.files.push_back(f);
+  std::vector<int> run_of;  // each file's run: a folder is one run, files given apart one together
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (std::filesystem::is_directory(paths[i])) {
+      for (const std::string& f : kineto_files(paths[i])) run.files.push_back(f), run_of.push_back(int(i));
     } else {
-      run.files.push_back(p);
+      run.files.push_back(paths[i]), run_of.push_back(-1);
     }
   }
   RS_CHECK(!run.files.empty(), "no profiler trace to read");
+  run.runs = int(std::set<int>(run_of.begin(), run_of.end()).size());
   for (size_t i = 0; i < run.files.size(); ++i) {
     const std::string& path = run.files[i];
     try {
@@ -494,7 +497,7 @@ ProfiledRun read_profiled_run(const std::vector<std::string>& paths) {
       if (!is_kineto(doc))
         throw Error(path + ": not a PyTorch profiler (Kineto) trace: no traceEvents with schemaVersion, deviceProperties or "
                            "distributedInfo beside them");
-      FileReader(doc, path, i, run).read();
+      FileReader(doc, path, i, run_of[i], run).read();
     } catch (const std::bad_alloc&) {
       throw Error("trace " + path + ": out of memory parsing it");
     }

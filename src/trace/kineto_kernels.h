@@ -60,6 +60,7 @@ struct MemoryBoundSample {
 /// A NCCL kernel: `collective` ("all_gather", "reduce_scatter", "all_reduce", "all_to_all",
 /// "send", "recv") of `bytes` (S) over `ranks` (global ranks, the group's), or to/from `peer`.
 struct CommSample {
+  int run = 0;  ///< which of the runs given (their calls are matched within one run)
   int rank = 0;
   std::string collective;
   double bytes = 0;
@@ -73,6 +74,7 @@ struct CommSample {
 /// One run's samples, the files they came from and what could not be read.
 struct ProfiledRun {
   std::vector<std::string> files;
+  int runs = 0;            ///< the runs given: each folder one, the loose files together one
   std::string device;      ///< deviceProperties' GPU name ("" if not recorded)
   int sms = 0;             ///< its SMs (0 if not recorded)
   int world_size = 0;      ///< distributedInfo's (the files' count if not recorded)
