@@ -46,6 +46,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
 KINETO2 = os.path.join(HERE, "fixtures", "kineto", "ring2")
+CALIBRATE_KNOWN = os.path.join(HERE, "fixtures", "calibrate", "known")
 
 
 class Spec:
@@ -335,6 +336,19 @@ SWEEP = {
             "--leave-out": Values(None, "korthikanti-2022", drop=["megatron-step-175b-full"]),
             "--refit": On(drop=["megatron-step-175b-full"]),
             "--bands": Writes("bands.json", drop=["megatron-step-175b-full"]),
+        },
+    },
+    "calibrate": {
+        "base": ["calibrate", CALIBRATE_KNOWN, "--out", "c.json"],
+        "flags": {
+            "-h": HELP,
+            "run": Values(CALIBRATE_KNOWN, CALIBRATE_KNOWN + "-4k", drop=[CALIBRATE_KNOWN]),
+            "--out": Writes("c2.json"),
+            "--base": Values("h100-nvlink", "h200"),
+            "--stack": Values("megatron", "torchtitan"),
+            "--name": Values("mine", "yours"),
+            "--gpus-per-node": Values("1", "4"),
+            "--min-samples": Values("1", "100"),
         },
     },
     "trace-stats": {

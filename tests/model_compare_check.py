@@ -8,7 +8,8 @@ Usage: model_compare_check.py OUTPUT MEASURED_JSON MODEL_JSON MODEL_TRACE [--hw 
                  figures (its rules P1-P5), from the trace files with Python's json module
   MODEL_JSON     `ringside model <configuration> --json`: the model's report, slowest rank
   MODEL_TRACE    `ringside model <configuration> --trace`: the modeled timeline, split here by
-                 phase from the file (args.phase; tid 0 compute, tids 1.. comm lanes)
+                 phase from the file (args.phase; tid 0 compute, tids 1.. comm lanes), each
+                 compute op without the launch gap before its kernel (the profile's launch_us)
 
 Every printed figure (4 significant digits) must be within 0.1% of the value found here, every
 ratio within 0.1% of measured / modeled; the measured-only phases must show "-" as modeled.
@@ -55,9 +56,17 @@ def parse(output):
 
 
 def modeled_phases(path):
-    """Per phase, the largest over ranks of span, compute and comm (us) of the modeled trace."""
+    """Per phase, the largest over ranks of span, compute and comm (us) of the modeled trace; and
+    the whole's compute. Compute without the launch gap the model charges before each kernel
+    (otherData's profile, efficiency.memory.launch_us: every op here is one kernel), as a
+    profiler's kernels count it."""
     with open(path, encoding="utf-8") as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") in ("X", "i")]
+        doc = json.load(f)
+    events = [e for e in doc["traceEvents"] if e.get("ph") in ("X", "i")]
+    other = doc.get("otherData", {})
+    launch_ns = 0 if other.get("model_efficiency") == "ideal" else \
+        round(1000 * other.get("hardware", {}).get("efficiency", {}).get("memory", {}).get("launch_us", 0))
+    whole = {}  # pid -> compute intervals
     per = {}  # (pid, phase) -> {"span": [...], "compute": [...], "comm": [...]}
     for e in events:
         args = e.get("args", {})
@@ -70,7 +79,9 @@ def modeled_phases(path):
         if e.get("cat") == "phase" or e.get("cat") not in CONTAINERS:
             d["span"].append(iv)
         if e["tid"] == 0 and e.get("cat") in WORK and e["ph"] == "X":
-            d["compute"].append(iv)
+            kernel = (min(iv[0] + launch_ns, iv[1]), iv[1])
+            d["compute"].append(kernel)
+            whole.setdefault(e["pid"], []).append(kernel)
         elif e["tid"] != 0 and e["ph"] == "X":
             d["comm"].append(iv)
     out = {}
@@ -79,7 +90,7 @@ def modeled_phases(path):
         r = out.setdefault(phase or "(no phase)", {"time": 0.0, "compute": 0.0, "comm": 0.0})
         for k, v in (("time", span), ("compute", length(union(d["compute"]))), ("comm", length(union(d["comm"])))):
             r[k] = max(r[k], v / 1000)
-    return out
+    return out, max((length(union(ivs)) for ivs in whole.values()), default=0) / 1000
 
 
 def close(got, want, what):
@@ -104,7 +115,7 @@ def main():
         raise SystemExit(f"the modeled column does not name {hw}")
     measured = json.load(open(measured_path, encoding="utf-8"))
     report = json.load(open(model_json_path, encoding="utf-8"))
-    modeled = modeled_phases(model_trace_path)
+    modeled, modeled_compute = modeled_phases(model_trace_path)
 
     # The measured side: check_metrics.py --by-phase's figures, phase by phase.
     want_measured = {(p or "(no phase)"): {"time": f["span_us"], "compute": f["compute_us"], "comm": f["comm_us"]}
@@ -133,7 +144,7 @@ def main():
     # (the slowest rank's window, compute and comm).
     whole = measured["whole"]
     scope = report["attention"] if "layer" not in report else report["layer"]
-    want = {"window": (whole["window_us"], scope["total_s"] * 1e6), "compute": (whole["compute_us"], report["compute_s"] * 1e6),
+    want = {"window": (whole["window_us"], scope["total_s"] * 1e6), "compute": (whole["compute_us"], modeled_compute),
             "comm": (whole["comm_us"], report["comm_s"] * 1e6)}
     for fig, (want_m, want_w) in want.items():
         got_m, got_w, got_r = rows[("the whole", fig)]

@@ -75,8 +75,8 @@ trace::ProfiledRun known_run(const model::Hardware& truth) {
   int64_t call = 0;
   for (double S : {1e6, 16e6, 256e6}) {
     const model::Tier &nv = truth.tiers[0], &ib = truth.tiers[1];
-    run.comms.push_back({0, 0, "all_gather", S, node, -1, "tp", call, 7 * (nv.latency_s + S / 8 / (nv.bandwidth * nv.efficiency))});
-    run.comms.push_back({0, 0, "all_reduce", S / 16, across, -1, "dp", call, 2 * (ib.latency_s + S / 32 / (ib.bandwidth * ib.efficiency))});
+    run.comms.push_back({0, 0, trace::NcclCall::all_gather, S, node, -1, "tp", call, 7 * (nv.latency_s + S / 8 / (nv.bandwidth * nv.efficiency))});
+    run.comms.push_back({0, 0, trace::NcclCall::all_reduce, S / 16, across, -1, "dp", call, 2 * (ib.latency_s + S / 32 / (ib.bandwidth * ib.efficiency))});
     ++call;
   }
   return run;

@@ -462,3 +462,29 @@ TEST_CASE("kineto: issue 57: a send or receive whose peer is not another rank of
       }
   }
 }
+
+TEST_CASE("kineto: issue 62: epoch timestamps (torch before 2.1) read exactly", "[kineto][issue62]") {
+  // The hand-built rank with its times as microseconds since the Unix epoch, as HTA's public
+  // traces carry them (1.68e15 us, past the 9e12 of a relative clock): the same run, to the ns.
+  // Epoch times in a double are exact to 0.25 us (old profilers wrote whole microseconds): the
+  // hand-built rank's times in whole us, and the matmul at 10.5 us.
+  json doc = rank_doc(0);
+  doc.erase("baseTimeNanoseconds");
+  for (json& e : doc["traceEvents"])
+    if (e.contains("ts") && e["ts"].is_number()) e["ts"] = std::round(e["ts"].get<double>());
+  doc["traceEvents"][3]["ts"] = 10.5;
+  const json relative = doc;
+  for (json& e : doc["traceEvents"])
+    if (e.contains("ts") && e["ts"].is_number()) e["ts"] = 1683564902174220.0 + e["ts"].get<double>();
+  const TraceData epoch = kineto_trace(doc, "epoch.json"), near = kineto_trace(relative, "relative.json");
+  REQUIRE(epoch.ranks.size() == 1);
+  REQUIRE(epoch.ranks[0].events.size() == near.ranks[0].events.size());
+  for (size_t i = 0; i < epoch.ranks[0].events.size(); ++i) {
+    const Event &a = epoch.ranks[0].events[i], &b = near.ranks[0].events[i];
+    INFO(a.name);
+    CHECK(a.dur_ns == b.dur_ns);
+    CHECK(a.ts_ns == b.ts_ns);
+  }
+  CHECK(std::any_of(epoch.ranks[0].events.begin(), epoch.ranks[0].events.end(),
+                    [](const Event& e) { return e.name == "aten::matmul" && e.ts_ns == 10500; }));
+}

@@ -1,5 +1,6 @@
 // `ringside calibrate RUN --out FILE`: a hardware profile of the user's own cluster, fitted to a
 // PyTorch profiler run of it (model/calibrate.h), printed parameter by parameter beside the base.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -24,7 +25,7 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateCommandOptions& o) {
                 "or the files; several runs together give more shapes")
       ->required()
       ->option_text("RUN...");
-  c->add_option("--out", o.out, "the profile to write (JSON, the format of src/model/hardware/*.json)")
+  c->add_option("--out", o.out, "the profile to write (required; JSON, the format of src/model/hardware/*.json)")
       ->required()
       ->option_text("FILE")
       ->check(non_empty("--out needs a file name"));
@@ -47,7 +48,7 @@ CLI::App* add_calibrate(CLI::App& app, CalibrateCommandOptions& o) {
       "  ringside plan --preset llama3-8b --seq 131072 --gpus 16 --hw my-cluster.json\n"
       "  ringside model --hw my-cluster.json --compare traces/ <the run's configuration>\n"
       "Record the run with torch.profiler.profile(activities=[CPU, CUDA], record_shapes=True) over a few steps\n"
-      "(docs/cli.md, \"Model your own cluster\").");
+      "(README.md, \"Model your own cluster\"; every rule: docs/cli.md, \"ringside calibrate\").");
   return c;
 }
 
@@ -76,9 +77,26 @@ std::string value(double v) {
 }
 
 std::string percent(double e) {
+  if (e > 9.99) return ">999%";
   char b[32];
   std::snprintf(b, sizeof b, "%.1f%%", 100 * e);
   return b;
+}
+
+// A parameter's name with its unit where the name does not say it: "...tflops (TFLOP/s)".
+std::string named(const model::CalibratedParameter& p) {
+  return p.unit.empty() || p.name.ends_with("_" + p.unit) ? p.name : p.name + " (" + p.unit + ")";
+}
+
+// `items` comma-separated in lines of at most `width` characters, each after `indent`.
+std::string wrapped(const std::vector<std::string>& items, const std::string& indent, size_t width) {
+  std::string out, line;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string item = items[i] + (i + 1 < items.size() ? "," : "");
+    if (!line.empty() && indent.size() + line.size() + 1 + item.size() > width) out += indent + line + "\n", line.clear();
+    line += (line.empty() ? "" : " ") + item;
+  }
+  return line.empty() ? out : out + indent + line + "\n";
 }
 
 // The profile's name: --name, else --out's stem; 1 to 64 printable characters.
@@ -118,8 +136,8 @@ int calibrate_command(const CalibrateCommandOptions& o) {
   model::CalibrateOptions options;
   options.stack = o.stack, options.gpus_per_node = o.gpus_per_node, options.min_samples = o.min_samples;
   model::load_stack(o.stack);
-  const std::string name = profile_name(o);
   output::check(o.out, "--out");
+  const std::string name = profile_name(o);
   for (const std::string& input : trace::trace_input_files(o.runs))
     if (std::filesystem::exists(o.out) && std::filesystem::equivalent(input, o.out))
       throw ConfigError("--out " + o.out + " is one of the run's traces; write the profile elsewhere");
@@ -137,8 +155,15 @@ int calibrate_command(const CalibrateCommandOptions& o) {
                                           : detail::concat(run.runs, " runs of ", run.world_size, " ranks");
   std::printf("calibrate: %s (%zu file%s: %s%s) over %s\n", run_text.c_str(), run.files.size(), run.files.size() == 1 ? "" : "s",
               runs.c_str(), gpu.c_str(), base.name.c_str());
-  std::printf("  read: %lld kernels: %zu GEMMs, %zu attention calls, %zu memory-bound ops, %zu NCCL kernels, %zu queued gaps\n",
-              (long long)run.kernels, run.gemms.size(), run.attention.size(), run.memory.size(), run.comms.size(), run.queued_gaps.size());
+  const size_t large = size_t(std::count_if(run.memory.begin(), run.memory.end(), [](const trace::MemoryBoundSample& m) {
+    return m.bytes >= 16.0 * (1 << 20);
+  }));
+  std::printf("  read: %lld kernels: %zu GEMMs, %zu attention calls, %zu memory-bound ops (%zu of 16 MiB or more, the fit's), %zu NCCL "
+              "kernels; %zu queued gaps between kernels\n",
+              (long long)run.kernels, run.gemms.size(), run.attention.size(), run.memory.size(), large, run.comms.size(), run.queued_gaps.size());
+  if (run.device.empty() && run.sms == 0)
+    std::printf("  GPU: not in the traces (no deviceProperties): taken to be %s's (%d SMs), not checked\n", base.name.c_str(),
+                base.efficiency.sms);
   std::printf("  nodes: %d GPUs each (%s), which places each NCCL call on a link tier\n", c.gpus_per_node, c.gpus_per_node_source.c_str());
   if (!run.skipped.empty()) {
     std::printf("  not samples of any rate:\n");
@@ -159,17 +184,22 @@ int calibrate_command(const CalibrateCommandOptions& o) {
   std::printf("  %-58s %8s %8s %8s %7s %7s\n", "parameter", "base", "fitted", "samples", "median", "worst");
   for (const model::CalibratedParameter& p : c.parameters) {
     if (p.kept) continue;
-    std::printf("  %-58s %8s %8s %8d %7s %7s%s%s\n", (p.name + (p.unit.empty() ? "" : " (" + p.unit + ")")).c_str(), value(p.base).c_str(),
-                value(p.fitted).c_str(), p.samples, percent(p.median_error).c_str(), percent(p.worst_error).c_str(),
-                p.why.empty() ? "" : "  ", p.why.c_str());
+    std::printf("  %-58s %8s %8s %8d %7s %7s%s%s\n", named(p).c_str(), value(p.base).c_str(), value(p.fitted).c_str(), p.samples,
+                p.spread ? "-" : percent(p.median_error).c_str(), p.spread ? "-" : percent(p.worst_error).c_str(), p.why.empty() ? "" : "  ",
+                p.why.c_str());
   }
+  if (!c.hw.efficiency.measured_kernel.empty())
+    std::printf("  attention: the run's kernels are %s's, which model and plan now take (at these rates) unless --attention-kernel says\n"
+                "  otherwise; the other families keep the base's published rates\n",
+                c.hw.efficiency.measured_kernel.c_str());
   std::printf("\n  kept from %s (the run does not measure them enough):\n", base.name.c_str());
   for (const model::CalibratedParameter& p : c.parameters)
-    if (p.kept && p.samples > 0) std::printf("    %s = %s: %s\n", p.name.c_str(), value(p.base).c_str(), p.why.c_str());
-  std::string none;
+    if (p.kept && p.samples > 0)
+      std::printf("    %s = %s%s: %s\n", p.name.c_str(), value(p.base).c_str(), p.unit.empty() ? "" : (" " + p.unit).c_str(), p.why.c_str());
+  std::vector<std::string> none;
   for (const model::CalibratedParameter& p : c.parameters)
-    if (p.kept && p.samples == 0) none += (none.empty() ? "" : ", ") + p.name;
-  if (!none.empty()) std::printf("    not in the run at all: %s\n", none.c_str());
+    if (p.kept && p.samples == 0) none.push_back(p.name);
+  if (!none.empty()) std::printf("    not in the run at all:\n%s", wrapped(none, "      ", 100).c_str());
   if (c.host_gaps > 0)
     std::printf("\n  host: where the GPU waited for the CPU, a median %.3g us between kernels (%d gaps): framework overhead, which\n"
                 "  a stack file's host_kernel_us carries (--stack), not the profile\n",

@@ -66,6 +66,40 @@ std::pair<double, double> errors(const std::vector<Point>& points, const Predict
 // Whether `values` vary enough to fix a half point: 3 distinct values, the largest 4x the least.
 bool spans(const std::set<double>& values) { return values.size() >= 3 && *values.rbegin() >= 4 * *values.begin(); }
 
+// "3 values from 1025 to 4097 (4.00x)": what a half point's rule was given.
+std::string values_text(const std::set<double>& values) {
+  if (values.size() == 1) return detail::concat("1 value (", *values.begin(), ")");
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%.4gx", *values.rbegin() / *values.begin());
+  return detail::concat(values.size(), " values from ", *values.begin(), " to ", *values.rbegin(), " (", ratio, ")");
+}
+
+// Drops the points more than 2x off a first fit (a stray shape, a kernel that waited), where at
+// least `least` samples remain; returns how many samples it dropped. The caller fits again.
+template <class Point, class Predict>
+int trim(std::vector<Point>& points, const Predict& at_fit, int least) {
+  std::vector<Point> kept;
+  int dropped = 0, left = 0;
+  for (const Point& p : points) {
+    if (std::abs(std::log(at_fit(p) / p.time.seconds)) > std::log(2.0)) dropped += int(p.time.all.size());
+    else kept.push_back(p), left += int(p.time.all.size());
+  }
+  if (dropped == 0 || left < least) return 0;
+  points = std::move(kept);
+  return dropped;
+}
+std::string trimmed_text(int dropped) {
+  return dropped == 0 ? "" : detail::concat(dropped, " sample", dropped == 1 ? "" : "s", " more than 2x off left out");
+}
+
+// Whether predictions move with a parameter: some sample's time changes by 1% or more when it
+// grows 10%. One that does not (a masked call held to the unmasked curve's rate, a GEMM bound by
+// its bytes) is not measured by the run, whatever the fit says.
+template <class Point, class Predict>
+bool moves(const std::vector<Point>& points, const Predict& at, double value) {
+  return std::any_of(points.begin(), points.end(), [&](const Point& p) { return std::abs(at(p, 1.1 * value) / at(p, value) - 1) >= 0.01; });
+}
+
 class Fitter {
  public:
   Fitter(const trace::ProfiledRun& run, const Hardware& base, const CalibrateOptions& o) : run_(run), base_(base), o_(o) {
@@ -98,10 +132,11 @@ class Fitter {
   // The fitted value, unless the form cannot fit the samples at all (median error past
   // kMostMedianError at its best): then the base's is kept and why said. True when it is taken.
   static constexpr double kMostMedianError = 0.25;
+  static constexpr double kMostLatency = 1e-3;  // seconds: NCCL's floors are microseconds (calibration.md H)
   bool set(CalibratedParameter& p, double value, int samples, std::pair<double, double> err, const std::string& how = "") {
     if (err.first > kMostMedianError) {
       keep(p, samples, detail::concat("the model's form does not fit its samples: a median error of ", std::lround(100 * err.first),
-                                      "% at the best value (", std::round(value * 1000) / 1000, ")"));
+                                      "% at the best value (", std::round(value * 1000) / 1000, p.unit.empty() ? "" : " " + p.unit, ")"));
       return false;
     }
     p.fitted = value, p.samples = samples, p.kept = false, p.why = how, p.median_error = err.first, p.worst_error = err.second;
@@ -116,12 +151,19 @@ class Fitter {
     if (o_.gpus_per_node > 0) {
       c_.gpus_per_node = o_.gpus_per_node, c_.gpus_per_node_source = "--gpus-per-node";
     } else if (!run_.host.empty() && int(run_.host.size()) == run_.world_size) {
+      // A host holds at least the ranks named by it, and the GPUs its processes saw (a test
+      // job of 2 ranks a host on 8-GPU nodes lists 8): nodes are never sized down by a small run.
       std::map<std::string, int> per_host;
       for (const auto& [rank, host] : run_.host) ++per_host[host];
       int most = 0;
       for (const auto& [host, n] : per_host) most = std::max(most, n);
-      c_.gpus_per_node = most, c_.gpus_per_node_source = "the files' host names";
+      c_.gpus_per_node = std::max(most, run_.host_gpus);
+      c_.gpus_per_node_source = detail::concat("the files' host names: ", most, " rank", most == 1 ? "" : "s", " a host",
+                                               run_.host_gpus > 0 ? detail::concat(", ", run_.host_gpus, run_.host_gpus == 1 ? " GPU" : " GPUs",
+                                                                                   " in deviceProperties") : "");
       for (const auto& [rank, host] : run_.host) host_index_[rank] = int(std::distance(per_host.begin(), per_host.find(host)));
+    } else if (run_.host_gpus > 1) {
+      c_.gpus_per_node = run_.host_gpus, c_.gpus_per_node_source = "deviceProperties: the GPUs a host showed";
     } else {
       c_.gpus_per_node = base_.domain_gpus(), c_.gpus_per_node_source = "the base profile's";
     }
@@ -152,12 +194,17 @@ class Fitter {
     for (auto& [bytes, m] : by_bytes) settle(m), points.push_back({bytes, m});
     const double hbm = base_.memory_bandwidth;
     auto predict = [&](const Point& pt, double fraction) { return pt.bytes / (hbm * fraction); };
-    const double f = golden([&](double x) {
-      double sum = 0;
-      for (const Point& pt : points) sum += pt.time.weight * squared_log(predict(pt, x), pt.time.seconds);
-      return sum;
-    }, 0.01, 1.0);
-    if (!set(p, f, n, errors(points, [&](const Point& pt) { return predict(pt, f); }))) return;
+    auto fit = [&] {
+      return golden([&](double x) {
+        double sum = 0;
+        for (const Point& pt : points) sum += pt.time.weight * squared_log(predict(pt, x), pt.time.seconds);
+        return sum;
+      }, 0.01, 1.0);
+    };
+    double f = fit();
+    const int dropped = trim(points, [&](const Point& pt) { return predict(pt, f); }, o_.min_samples);
+    if (dropped > 0) f = fit();
+    if (!set(p, f, n - dropped, errors(points, [&](const Point& pt) { return predict(pt, f); }), trimmed_text(dropped))) return;
     if (f >= 0.999) p.why = "at its bound 1: the run's copies reach the base's HBM rate (is the base this GPU?)";
     e.memory_fraction = f;
   }
@@ -181,8 +228,12 @@ class Fitter {
     std::vector<double> e;
     for (double g : gaps) e.push_back(std::abs(g - median) / std::max(median, 1e-9));
     std::sort(e.begin(), e.end());
-    if (set(p, median * 1e6, n, {e[e.size() / 2], e[e.size() * 9 / 10]}, "the median queued gap (worst: the 90th percentile)"))
+    if (set(p, median * 1e6, n, {e[e.size() / 2], e[e.size() * 9 / 10]},
+            detail::concat("the median of its gaps; half lie within ", std::lround(100 * e[e.size() / 2]), "% of it, 90% within ",
+                           std::lround(100 * e[e.size() * 9 / 10]), "%"))) {
       c_.hw.efficiency.launch_s = median;
+      p.spread = true;
+    }
   }
 
   // GEMMs: the MAMF fraction per element type, and k_half from the type with the most samples.
@@ -194,8 +245,18 @@ class Fitter {
     };
     std::map<std::string, std::map<std::tuple<int64_t, int64_t, int64_t>, Measured>> by_type;
     std::map<std::string, int> counts;
-    for (const trace::GemmSample& s : run_.gemms)
-      if (s.seconds > 0) add(by_type[s.dtype][{s.m, s.n, s.k}], s.seconds), ++counts[s.dtype];
+    std::map<std::string, int> tiny;
+    for (const trace::GemmSample& s : run_.gemms) {
+      const double peak = c_.hw.peak_flops(s.dtype);
+      const double flops = 2.0 * double(s.m) * double(s.n) * double(s.k);
+      if (s.seconds <= 0) continue;
+      // Too small to measure a rate: under 2 us at the peak, its launch and tail are most of it.
+      if (peak > 0 && flops / peak < 2e-6) {
+        ++tiny[s.dtype];
+        continue;
+      }
+      add(by_type[s.dtype][{s.m, s.n, s.k}], s.seconds), ++counts[s.dtype];
+    }
     std::map<std::string, std::vector<Point>> points;
     for (auto& [dtype, shapes] : by_type)
       for (auto& [shape, m] : shapes) settle(m), points[dtype].push_back({std::get<0>(shape), std::get<1>(shape), std::get<2>(shape), m});
@@ -219,19 +280,28 @@ class Fitter {
     // fraction up to 1 is not fitted (TF32 GEMMs of fp32 tensors are: the model has no TF32 peak).
     std::map<std::string, double> fraction;
     std::map<std::string, CalibratedParameter*> params;
+    std::map<std::string, int> trimmed;
     for (const char* dtype : {"bf16", "fp8", "fp32"}) {
       CalibratedParameter& p = param(std::string("efficiency.gemm.") + dtype, "", e.gemm.of(dtype));
       params[dtype] = &p;
       const int n = counts.count(dtype) ? counts[dtype] : 0;
       if (n < o_.min_samples) {
-        keep(p, n, too_few(n));
+        keep(p, n, too_few(n) + (tiny.count(dtype) ? detail::concat(" (", tiny[dtype], " more too small to measure a rate: under 2 us at the peak)") : ""));
         continue;
       }
       if (c_.hw.peak_flops(dtype) <= 0) {
         keep(p, n, std::string("the base GPU has no ") + dtype + " peak");
         continue;
       }
-      const double f = golden([&](double x) { return cost(dtype, x, e.gemm.k_half); }, 0.02, 1.0);
+      double f = golden([&](double x) { return cost(dtype, x, e.gemm.k_half); }, 0.02, 1.0);
+      if (const int dropped = trim(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); }, o_.min_samples)) {
+        counts[dtype] -= dropped, trimmed[dtype] = dropped;
+        f = golden([&](double x) { return cost(dtype, x, e.gemm.k_half); }, 0.02, 1.0);
+      }
+      if (!moves(points[dtype], [&](const Point& pt, double x) { return predict(pt, dtype, x, e.gemm.k_half); }, f)) {
+        keep(p, n, "its GEMMs are bound by their bytes at any fraction: their times do not measure it");
+        continue;
+      }
       const auto err = errors(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); });
       if (f >= 0.999 && err.first > 0.05) {
         keep(p, n, detail::concat("its GEMMs run faster than the ", dtype, " peak allows (median ", std::lround(100 * err.first),
@@ -242,7 +312,7 @@ class Fitter {
       fraction[dtype] = f;
     }
     // k_half, with the fraction of the most-sampled type fitted, where its k spans enough.
-    CalibratedParameter& kp = param("efficiency.gemm.k_half", "", base_.efficiency.gemm.k_half);
+    CalibratedParameter& kp = param("efficiency.gemm.k_half", "k", base_.efficiency.gemm.k_half);
     std::string lead;
     for (const auto& [dtype, f] : fraction)
       if (lead.empty() || counts[dtype] > counts[lead]) lead = dtype;
@@ -261,13 +331,12 @@ class Fitter {
           for (auto& [dtype, fd] : fraction) fd = golden([&](double x) { return cost(dtype, x, k_half); }, 0.02, 1.0);
         }
       } else {
-        keep(kp, counts[lead], detail::concat("its k takes ", ks.size(), " value", ks.size() == 1 ? "" : "s",
-                                              ks.size() > 1 ? detail::concat(" from ", *ks.begin(), " to ", *ks.rbegin()) : "",
-                                              ": a half point needs 3 spanning 4x"));
+        keep(kp, counts[lead], "its k takes " + values_text(ks) + ": a half point needs 3 values spanning 4x or more");
       }
     }
     for (const auto& [dtype, f] : fraction) {
-      if (set(*params[dtype], f, counts[dtype], errors(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); })))
+      if (set(*params[dtype], f, counts[dtype], errors(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); }),
+              trimmed_text(trimmed[dtype])))
         (dtype == "bf16" ? e.gemm.bf16 : dtype == "fp8" ? e.gemm.fp8 : e.gemm.fp32) = f;
     }
   }
@@ -281,7 +350,7 @@ class Fitter {
       Measured time;
     };
     std::map<std::tuple<std::string, bool, bool>, std::map<std::string, Point>> groups;
-    std::map<std::tuple<std::string, bool, bool>, int> counts;
+    std::map<std::tuple<std::string, bool, bool>, int> counts, tiny;
     for (const trace::AttentionSample& s : run_.attention) {
       if (s.seconds <= 0) continue;
       // The pairs a causal call sees, bottom-right aligned (FlashAttention's mask for sq != sk).
@@ -294,11 +363,16 @@ class Fitter {
       ev.flops = 4.0 * double(s.d) * double(s.b) * double(s.H) * pairs * (s.backward ? 2.5 : 1.0);
       ev.detail = detail::concat("b=", s.b, " sq=", s.sq, " sk=", s.sk, " H=", s.H, " Hkv=", s.Hkv, " d=", s.d);
       const auto key = std::make_tuple(s.family, s.backward, s.causal && pairs < sq * sk - 0.5);
+      if (ev.flops / c_.hw.peak_flops_bf16 < 2e-6) {  // under 2 us at the peak: its launch and tail are most of it
+        ++tiny[key];
+        continue;
+      }
       auto [it, fresh] = groups[key].try_emplace(ev.detail, Point{ev, pairs / sq, {}});
       add(it->second.time, s.seconds), ++counts[key];
     }
     ModelOptions options;
     options.stack = stack_;
+    std::map<std::string, int> measured;  // calls behind each family's fitted curves
     for (const auto& [family, kernel] : base_.efficiency.attention)
       for (bool backward : {false, true})
         for (bool masked : {false, true}) {
@@ -309,9 +383,10 @@ class Fitter {
           CalibratedParameter& rp = param(where + ".tflops", "TFLOP/s", target.rate / 1e12);
           CalibratedParameter& kp = param(where + ".k_half", "keys", target.k_half);
           const auto key = std::make_tuple(family, backward, masked);
-          const int n = counts.count(key) ? counts[key] : 0;
+          int n = counts.count(key) ? counts[key] : 0;
           if (n < o_.min_samples) {
-            keep(rp, n, too_few(n)), keep(kp, n, too_few(n));
+            const std::string why = too_few(n) + (tiny.count(key) ? detail::concat(" (", tiny[key], " more too small to measure a rate: under 2 us at the peak)") : "");
+            keep(rp, n, why), keep(kp, n, why);
             continue;
           }
           std::vector<Point> points;
@@ -335,23 +410,46 @@ class Fitter {
           const double peak = c_.hw.peak_flops_bf16;
           std::set<double> kpq;
           for (const Point& pt : points) kpq.insert(std::round(pt.keys_per_query));
-          double k_half = target.k_half;
-          if (spans(kpq)) {
-            k_half = golden([&](double kh) { return cost(golden([&](double r) { return cost(r, kh); }, 1e12, peak), kh); }, 1, 1e5);
+          double k_half = target.k_half, rate = 0;
+          auto fit = [&] {
+            if (spans(kpq))
+              k_half = golden([&](double kh) { return cost(golden([&](double r) { return cost(r, kh); }, 1e12, peak), kh); }, 1, 1e5);
+            rate = golden([&](double r) { return cost(r, k_half); }, 1e12, peak);
+          };
+          fit();
+          const int dropped = trim(points, [&](const Point& pt) { return predict(pt, rate, k_half); }, o_.min_samples);
+          if (dropped > 0) {
+            n -= dropped, kpq.clear();
+            for (const Point& pt : points) kpq.insert(std::round(pt.keys_per_query));
+            fit();
           }
-          const double rate = golden([&](double r) { return cost(r, k_half); }, 1e12, peak);
+          if (!moves(points, [&](const Point& pt, double r) { return predict(pt, r, k_half); }, rate)) {
+            keep(rp, n, masked ? "its calls run at the unmasked curve's rate (a masked call is never faster than an unmasked one "
+                                 "seeing as many keys): their times do not measure it"
+                               : "its calls' times do not depend on it");
+            keep(kp, n, "as the rate: " + rp.why);
+            continue;
+          }
           const auto err = errors(points, [&](const Point& pt) { return predict(pt, rate, k_half); });
-          if (!set(rp, rate / 1e12, n, err)) {
-            keep(kp, n, rp.why);
+          if (rate >= 0.999 * peak && err.first > 0.05) {
+            keep(rp, n, detail::concat("its calls run faster than the bf16 peak allows (median ", std::lround(100 * err.first),
+                                       "% off at the peak): not fitted past it"));
+            keep(kp, n, "as the rate (fitted with it): " + rp.why);
+            continue;
+          }
+          if (!set(rp, rate / 1e12, n, err, trimmed_text(dropped))) {
+            keep(kp, n, "as the rate (fitted with it): " + rp.why);
             continue;
           }
           target.rate = rate;
+          measured[family] += n;
           if (spans(kpq) && set(kp, k_half, n, err)) target.k_half = k_half;
           else if (!spans(kpq))
-            keep(kp, n, detail::concat("the keys a query sees take ", kpq.size(), " value", kpq.size() == 1 ? "" : "s",
-                                       kpq.size() > 1 ? detail::concat(" from ", *kpq.begin(), " to ", *kpq.rbegin()) : "",
-                                       ": a half point needs 3 spanning 4x"));
+            keep(kp, n, "the keys a query sees take " + values_text(kpq) + ": a half point needs 3 values spanning 4x or more");
         }
+    // The family the run measured most is the one its software runs: model and plan take it.
+    for (const auto& [family, n] : measured)
+      if (e.measured_kernel.empty() || n > measured[e.measured_kernel]) e.measured_kernel = family;
   }
 
   // NCCL per tier: latency and bandwidth from each call's time (the least over its ranks).
@@ -369,10 +467,11 @@ class Fitter {
     for (const trace::CommSample& s : run_.comms) {
       Call c;
       std::string key;
-      if (s.collective == "send" || s.collective == "recv") {
-        const int from = s.collective == "send" ? s.rank : s.peer, to = s.collective == "send" ? s.peer : s.rank;
+      const bool sends = s.collective == trace::NcclCall::send;
+      if (sends || s.collective == trace::NcclCall::recv) {
+        const int from = sends ? s.rank : s.peer, to = sends ? s.peer : s.rank;
         const std::string pair = detail::concat(from, ">", to);
-        key = detail::concat("run ", s.run, " p2p ", pair, " #", p2p_index[detail::concat(s.run, " ", pair, s.collective)]++);
+        key = detail::concat("run ", s.run, " p2p ", pair, " #", p2p_index[detail::concat(s.run, " ", pair, trace::nccl_call_name(s.collective))]++);
         c.steps = 1, c.bytes = s.bytes;
         c.tier = node_of(from) == node_of(to) ? 0 : outer;
       } else {
@@ -389,11 +488,11 @@ class Fitter {
           ++skipped["a group with several GPUs in each of several nodes (hierarchical)"];
           continue;
         }
-        c.steps = (s.collective == "all_reduce" ? 2.0 : 1.0) * (n - 1);
+        c.steps = (s.collective == trace::NcclCall::all_reduce ? 2.0 : 1.0) * (n - 1);
         c.bytes = c.steps * s.bytes / n;
         std::string members;
         for (int r : s.ranks) members += detail::concat(r, ",");
-        key = detail::concat("run ", s.run, " ", s.collective, " [", members, "] #", s.call);
+        key = detail::concat("run ", s.run, " ", trace::nccl_call_name(s.collective), " [", members, "] #", s.call);
       }
       Call& into = calls.try_emplace(key, c).first->second;
       into.seconds = std::min(into.seconds, s.seconds), ++into.samples;
@@ -448,9 +547,22 @@ class Fitter {
       // A call seen on one rank only: its kernel also waited for the group's last rank to join.
       const bool one_rank = std::all_of(mine.begin(), mine.end(), [](const Call& c) { return c.samples == 1; });
       const std::string alone = one_rank ? "each call on one rank only, whose kernel includes its wait for the others" : "";
+      if (latency > kMostLatency) {
+        const std::string why = detail::concat("a latency of ", std::lround(latency * 1e6),
+                                               " us at the best fit, past 1 ms: the kernels waited (for a peer, the host), they do not "
+                                               "measure the link");
+        keep(lp, samples, why), keep(ep, samples, "as the latency (fitted with it): " + why);
+        continue;
+      }
+      if (efficiency >= 1 && e.first > 0.05) {
+        const std::string why = detail::concat("its calls run faster than the line rate allows (median ", std::lround(100 * e.first),
+                                               "% off at an efficiency of 1): not fitted past 1");
+        keep(ep, samples, why), keep(lp, samples, "as the efficiency (fitted with it): " + why);
+        continue;
+      }
       if (!set(ep, efficiency, samples, e, efficiency >= 1 ? "at its bound 1: the line rate" : alone)) {
         if (one_rank) ep.why += "; " + alone;
-        keep(lp, samples, ep.why);
+        keep(lp, samples, "as the efficiency (fitted with it): " + ep.why);
         continue;
       }
       if (both) set(lp, latency * 1e6, samples, e, alone);
@@ -495,7 +607,10 @@ nlohmann::json calibrated_profile(const Calibration& c, const std::string& name,
   Hardware hw = c.hw;
   const std::string from = "calibrated from " + run_text + " on " + date;
   hw.name = name;
-  hw.description = from + " over " + hw.description;
+  hw.description = from + " over " + hw.description +
+                   (c.hw.tiers.size() == 2 && c.gpus_per_node > 0 && c.gpus_per_node_source.find("base") == std::string::npos
+                        ? detail::concat("; nodes of ", c.gpus_per_node, " GPUs (", c.gpus_per_node_source, ")")
+                        : "");
   hw.source = from + " by `ringside calibrate` over the profile " + c.hw.name + " (" + c.hw.source +
               "): each fitted value below says so, the rest are the base's (calibration.parameters)";
   // Each fitted group's source says where its numbers come from now.

@@ -36,7 +36,8 @@ struct CalibrateOptions {
   /// The software the run used (stack.h): its attention rate factor is undone, so the fitted R is
   /// the kernel's own.
   std::string stack = "megatron";
-  /// GPUs a node; 0: from the files' host names, else the base profile's innermost domain.
+  /// GPUs a node; 0: the most of the ranks a host name holds and the GPUs deviceProperties lists,
+  /// else the base profile's innermost domain.
   int gpus_per_node = 0;
   /// Fewest samples a parameter is fitted from; below it the base's value is kept.
   int min_samples = 3;
@@ -52,6 +53,7 @@ struct CalibratedParameter {
   std::string why;
   double median_error = 0;   ///< |predicted / measured - 1|, median over its samples at the written value
   double worst_error = 0;
+  bool spread = false;       ///< the errors are the samples' spread about their median (the launch gap), not a fit's
 };
 
 /// A calibration: the base profile with the fitted values, and what was fitted from what.

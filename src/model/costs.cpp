@@ -94,6 +94,7 @@ bool at_roofline(const Hardware& hw, const ModelOptions& o) { return o.efficienc
 std::string attention_kernel_of(const Hardware& hw, const ModelOptions& o) {
   if (at_roofline(hw, o)) return "";
   if (!o.attention_kernel.empty()) return o.attention_kernel;
+  if (!hw.efficiency.measured_kernel.empty()) return hw.efficiency.measured_kernel;  // the user's own run's
   for (const std::string& k : o.stack.attention_kernels)
     if (hw.efficiency.attention.contains(k)) return k;
   return hw.efficiency.default_kernel;  // (check_model_options refuses a stack the profile has no rates for)
@@ -121,7 +122,8 @@ std::string rates_summary(const Hardware& hw, const ModelOptions& o, const std::
                                ? detail::concat(", its host ", st.host_kernel_s * 1e6, " us a kernel and ", st.host_comm_s * 1e6, " us a NCCL call")
                                : "";
   return detail::concat("GEMMs up to ", std::lround(100 * e.gemm.of(o.dtype)), "% of ", peak / 1e12, " TFLOP/s ", fp8,
-                        "(by shape), attention at ", attention_kernel_of(hw, o), "'s published rates,", wrap, "memory-bound ops at ",
+                        "(by shape), attention at ", attention_kernel_of(hw, o),
+                        attention_kernel_of(hw, o) == e.measured_kernel ? "'s calibrated rates," : "'s published rates,", wrap, "memory-bound ops at ",
                         std::lround(100 * e.memory_fraction), "% of ", hw.memory_bandwidth / 1e9, " GB/s + ", e.launch_s * 1e6,
                         " us a kernel;", wrap, "transfers at ", links, ";", wrap, "software: ", st.name, " (TP overlap ",
                         tp_comm_overlap_of(o) ? "on" : "off", ", ring merge ", merge_of(o), host, ")");

@@ -78,7 +78,7 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
 
   const nlohmann::json& a = member(j, "attention", where);
   for (const auto& [family, k] : a.items()) {
-    if (family == "default") continue;
+    if (family == "default" || family == "measured") continue;
     const std::string aw = where + "attention." + family + ".";
     if (!attention_family_known(family))
       throw ConfigError(where + "attention." + family + ": a kernel family is " + attention_family_names());
@@ -107,6 +107,11 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
   if (def == a.end() || !def->is_string() || !e.attention.contains(def->get<std::string>()))
     throw ConfigError(where + "attention.default must name one of its kernel families");
   e.default_kernel = def->get<std::string>();
+  if (const auto measured = a.find("measured"); measured != a.end()) {
+    if (!measured->is_string() || !e.attention.contains(measured->get<std::string>()))
+      throw ConfigError(where + "attention.measured must name one of its kernel families");
+    e.measured_kernel = measured->get<std::string>();
+  }
 
   if (j.contains("clock")) {
     const nlohmann::json& c = member(j, "clock", where);
@@ -125,6 +130,7 @@ Efficiency parse_efficiency(const nlohmann::json& j, const std::string& source) 
 nlohmann::json efficiency_json(const Efficiency& e) {
   if (!e.present) return nullptr;
   nlohmann::json attention = {{"default", e.default_kernel}};
+  if (!e.measured_kernel.empty()) attention["measured"] = e.measured_kernel;
   auto curve_json = [](const AttentionCurve& c) { return nlohmann::json{{"tflops", c.rate / 1e12}, {"k_half", c.k_half}}; };
   for (const auto& [family, k] : e.attention)
     attention[family] = {{"forward", curve_json(k.forward)},

@@ -87,6 +87,9 @@ struct Efficiency {
   } gemm;
   std::map<std::string, AttentionKernel> attention;  ///< by family: fa2, fa3, fa4, cudnn
   std::string default_kernel;                        ///< the best this GPU runs
+  /// The family a calibrated profile measured (`ringside calibrate`: the user's software runs it,
+  /// so it is modeled unless --attention-kernel says otherwise); "" for a published profile.
+  std::string measured_kernel;
   /// The clock a power limit leaves of the datasheet's: every compute-bound rate (GEMM,
   /// attention) runs at this fraction of what the rest of the profile says (1: none).
   double clock = 1;

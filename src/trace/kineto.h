@@ -62,7 +62,7 @@ struct KinetoText {
 };
 
 /// The Kineto files of a run folder: rank*.json, *.pt.trace.json and either gzipped (.gz),
-/// sorted by name; in a folder of none of these, its every .json (.gz), as HTA reads a folder. Throws Error when `dir` cannot be listed or holds none.
+/// sorted by name. Throws Error when `dir` cannot be listed or holds none.
 std::vector<std::string> kineto_files(const std::string& dir);
 
 /// The files `paths` stand for: each folder's Kineto files (kineto_files), a folder without

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -85,8 +86,9 @@ std::string type_of(const nlohmann::json& args, size_t i) {
 }
 std::string concrete(const nlohmann::json& args, size_t i) {
   const auto it = args.find("Concrete Inputs");
-  if (it == args.end() || !it->is_array() || i >= it->size() || !(*it)[i].is_string()) return "";
-  return (*it)[i].get<std::string>();
+  if (it == args.end() || !it->is_array() || i >= it->size()) return "";
+  const nlohmann::json& v = (*it)[i];
+  return v.is_string() ? v.get<std::string>() : v.is_boolean() ? (v.get<bool>() ? "True" : "False") : "";
 }
 double product(const std::vector<int64_t>& d) {
   double p = 1;
@@ -139,31 +141,33 @@ bool memory_op(const std::string& name, Traffic& traffic) {
   return false;
 }
 
-// What a NCCL kernel's name says it runs.
-std::string collective_of(std::string_view text) {
+// What a NCCL kernel's name (or its record_param_comms' "Collective name") says it runs; none
+// for what the model has no form for (broadcast, a batched send and receive, ...).
+std::optional<NcclCall> collective_of(std::string_view text) {
   const std::string n = lower(text);
-  if (has(n, "allgather") || has(n, "all_gather")) return "all_gather";
-  if (has(n, "reducescatter") || has(n, "reduce_scatter")) return "reduce_scatter";
-  if (has(n, "allreduce") || has(n, "all_reduce")) return "all_reduce";
-  if (has(n, "alltoall") || has(n, "all_to_all")) return "all_to_all";
-  if (n == "send" || has(n, "c10d::send")) return "send";
-  if (n == "recv" || has(n, "recv_")) return "recv";
-  if (has(n, "sendrecv")) return "sendrecv";
-  return "";
+  if (has(n, "allgather") || has(n, "all_gather")) return NcclCall::all_gather;
+  if (has(n, "reducescatter") || has(n, "reduce_scatter")) return NcclCall::reduce_scatter;
+  if (has(n, "allreduce") || has(n, "all_reduce")) return NcclCall::all_reduce;
+  if (has(n, "alltoall") || has(n, "all_to_all")) return NcclCall::all_to_all;
+  if (n == "send" || has(n, "c10d::send")) return NcclCall::send;
+  if (n == "recv" || has(n, "recv_")) return NcclCall::recv;
+  return std::nullopt;
 }
 
-// "[0, 1, 2]" (as torch writes "Process Group Ranks") or a JSON list -> the ranks; empty if neither.
-std::vector<int> ranks_of(const nlohmann::json* v) {
+// "[0, 1, 2]" (as torch writes "Process Group Ranks") or a JSON list -> the ranks, each a rank of
+// the world and none twice; empty when absent. Anything else is an error naming the event.
+std::vector<int> ranks_of(const EventReader& rd, const nlohmann::json* v, int world) {
   std::vector<int> out;
   if (!v) return out;
   nlohmann::json list = *v;
-  if (v->is_string()) {
-    list = nlohmann::json::parse(v->get<std::string>(), nullptr, false);
-    if (list.is_discarded()) return {};
-  }
-  if (!list.is_array()) return {};
+  if (v->is_string()) list = nlohmann::json::parse(v->get<std::string>(), nullptr, false);
+  if (list.is_discarded() || !list.is_array() || list.empty())
+    rd.fail("'args.Process Group Ranks' must be a list of ranks, as \"[0, 1]\", got " + v->dump().substr(0, 40));
   for (const nlohmann::json& r : list) {
-    if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > INT32_MAX) return {};
+    if (!r.is_number_integer() || r.get<int64_t>() < 0 || (world > 0 && r.get<int64_t>() >= world))
+      rd.fail(detail::concat("'args.Process Group Ranks' holds ", r.dump().substr(0, 20), ", not a rank of the world (0 to ", world - 1, ")"));
+    if (std::find(out.begin(), out.end(), int(r.get<int64_t>())) != out.end())
+      rd.fail("'args.Process Group Ranks' holds rank " + r.dump() + " twice");
     out.push_back(int(r.get<int64_t>()));
   }
   return out;
@@ -178,17 +182,25 @@ class FileReader {
     rank_ = int(position);
     if (const nlohmann::json* info = top.find(doc_, "distributedInfo"); info && info->is_object()) {
       rank_ = int(top.integer_in(*info, "rank", false, 0, INT32_MAX, rank_, "distributedInfo."));
-      run_.world_size = std::max(run_.world_size, int(top.integer_in(*info, "world_size", false, 0, INT32_MAX, 0, "distributedInfo.")));
+      world_ = int(top.integer_in(*info, "world_size", false, 0, INT32_MAX, 0, "distributedInfo."));
+      if (world_ > 0 && rank_ >= world_)
+        throw Error(detail::concat(source_, ": distributedInfo.rank ", rank_, " is not a rank of its world_size ", world_));
+      run_.world_size = std::max(run_.world_size, world_);
     }
     for (const char* key : {"host_name", "hostname"})
       if (const nlohmann::json* h = top.find(doc_, key); h && h->is_string()) run_.host[rank_] = h->get<std::string>();
     if (const nlohmann::json* props = top.find(doc_, "deviceProperties"); props && props->is_array() && !props->empty() &&
                                                                             (*props)[0].is_object()) {
       const nlohmann::json& gpu = (*props)[0];
-      if (gpu.contains("name") && gpu["name"].is_string()) run_.device = gpu["name"].get<std::string>();
-      run_.sms = int(top.integer_in(gpu, "numSms", false, 0, 1 << 20, run_.sms, "deviceProperties[0]."));
+      if (gpu.contains("name") && gpu["name"].is_string()) device_ = gpu["name"].get<std::string>();
+      sms_ = int(top.integer_in(gpu, "numSms", false, 0, 1 << 20, 0, "deviceProperties[0]."));
+      run_.host_gpus = std::max(run_.host_gpus, int(props->size()));
     }
   }
+
+  int rank() const { return rank_; }
+  const std::string& device() const { return device_; }
+  int sms() const { return sms_; }
 
   void read() {
     const nlohmann::json& events = doc_["traceEvents"];
@@ -215,11 +227,16 @@ class FileReader {
       Kernel k;
       k.name = name, k.ts_ns = ts, k.end_ns = end, k.index = i;
       k.correlation = rd.integer_in(args, "correlation", true, 0, INT64_MAX, -1, "args.");
+      if (!kernel_correlations_.insert(k.correlation).second)
+        rd.fail(detail::concat("'args.correlation' ", k.correlation, " is another kernel's too: a kernel's launch would be ambiguous"));
       k.stream = thread;
       kernels_.push_back(std::move(k));
     } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
-      if (has(name, "Launch") && !has(name, "Graph") && args.contains("correlation"))
-        launches_[rd.integer_in(args, "correlation", true, 0, INT64_MAX, -1, "args.")] = Launch{thread, ts, end};
+      if (has(name, "Launch") && !has(name, "Graph") && args.contains("correlation")) {
+        const int64_t c = rd.integer_in(args, "correlation", true, 0, INT64_MAX, -1, "args.");
+        if (!launches_.emplace(c, Launch{thread, ts, end}).second)
+          rd.fail(detail::concat("'args.correlation' ", c, " is another launch's too: its kernel's op would be ambiguous"));
+      }
     } else {
       if (args.contains("Input Dims")) run_.shapes = true;
       ops_by_thread_[thread].push_back(int(ops_.size()));
@@ -242,6 +259,17 @@ class FileReader {
         open.push_back(op);
       }
     }
+    // Each op's nearest op of each kind around it, itself included: a parent comes before its
+    // children in each thread's order, so one pass (linear however deep the nesting).
+    owner_.assign(ops_.size(), -1), call_.assign(ops_.size(), -1), nccl_range_.assign(ops_.size(), -1);
+    for (const auto& [thread, ops] : ops_by_thread_)
+      for (int op : ops) {
+        const int up = parent_[op];
+        const std::string& name = ops_[op].name;
+        owner_[op] = readable(name) ? op : up >= 0 ? owner_[up] : -1;
+        call_[op] = name == "record_param_comms" ? op : up >= 0 ? call_[up] : -1;
+        nccl_range_[op] = name.starts_with("nccl:") ? op : up >= 0 ? nccl_range_[up] : -1;
+      }
     for (Kernel& k : kernels_) {
       const auto l = launches_.find(k.correlation);
       if (l == launches_.end()) continue;
@@ -258,13 +286,6 @@ class FileReader {
           break;
         }
     }
-  }
-
-  // The ops around op `i` (it first, then its callers, innermost out) on its thread.
-  std::vector<int> callers(int i) const {
-    std::vector<int> out;
-    for (; i >= 0; i = parent_[i]) out.push_back(i);
-    return out;
   }
 
   void skip(const std::string& why, int64_t kernels = 1) { run_.skipped[why] += kernels; }
@@ -288,12 +309,7 @@ class FileReader {
     // kernels are aten::addmm's, which is inside it).
     std::map<int, std::vector<const Kernel*>> sampled;
     for (const auto& [op, ks] : by_op) {
-      int owner = -1;
-      for (int c : callers(op))
-        if (readable(ops_[c].name)) {
-          owner = c;
-          break;
-        }
+      const int owner = owner_[op];
       if (owner < 0) {
         skip("an op the model has no rate for (" + ops_[op].name + ")", int64_t(ks.size()));
         continue;
@@ -337,6 +353,7 @@ class FileReader {
     const bool addmm = op == "aten::addmm", linear = op == "aten::linear";
     const size_t ia = addmm ? 1 : 0, ib = addmm ? 2 : 1;
     const std::vector<int64_t> a = dims_of(rd, args, ia), b = dims_of(rd, args, ib);
+    if (product(a) > 9e15 || product(b) > 9e15) return skip("a GEMM whose shapes are too large to be real (" + op + ")", count);
     GemmSample s;
     s.rank = rank_, s.op = op, s.kernel = kernel.name, s.seconds = seconds;
     s.dtype = model_dtype(type_of(args, ia));
@@ -396,13 +413,7 @@ class FileReader {
   void comm(const Kernel& k) {
     CommSample s;
     s.run = run_index_, s.rank = rank_, s.seconds = double(k.end_ns - k.ts_ns) * 1e-9;
-    const CpuOp* call = nullptr;
-    if (k.op >= 0)
-      for (int c : callers(k.op))
-        if (ops_[c].name == "record_param_comms") {
-          call = &ops_[c];
-          break;
-        }
+    const CpuOp* call = k.op >= 0 && call_[k.op] >= 0 ? &ops_[call_[k.op]] : nullptr;
     if (!call) return skip("a NCCL kernel without its record_param_comms");
     EventReader rd(*call->event, detail::concat(source_, ": traceEvents[", call->index, "]"));
     const nlohmann::json& args = rd.args();
@@ -410,36 +421,40 @@ class FileReader {
     const int bytes = element_bytes(rd.str_in(args, "dtype", false, "args."));
     const double in = double(rd.integer_in(args, "In msg nelems", false, 0, int64_t(kMaxBytes), -1, "args."));
     const double out = double(rd.integer_in(args, "Out msg nelems", false, 0, int64_t(kMaxBytes), -1, "args."));
+    std::optional<NcclCall> kind;
     if (bytes > 0 && in >= 0 && out >= 0) {
-      s.collective = collective_of(name.empty() ? k.name : name);
+      kind = collective_of(name.empty() ? k.name : name);
       // nccl-tests' size S: the whole buffer of a collective, the message of a send or receive.
-      s.bytes = bytes * (s.collective == "all_gather" || s.collective == "recv" ? out : in);
+      s.bytes = bytes * (kind == NcclCall::all_gather || kind == NcclCall::recv ? out : in);
     } else {
       // Before torch 2.1: the sizes are on the "nccl:<collective>" range the launch is in, its one tensor.
-      for (int c : callers(k.op))
-        if (ops_[c].name.starts_with("nccl:")) {
-          EventReader range(*ops_[c].event, detail::concat(source_, ": traceEvents[", ops_[c].index, "]"));
-          const std::vector<int64_t> d = dims_of(range, range.args(), 0);
-          const int size = element_bytes(type_of(range.args(), 0));
-          if (d.empty() || size == 0) break;
-          name = ops_[c].name.substr(5), s.collective = collective_of(name), s.bytes = product(d) * size;
-          break;
-        }
-      if (s.bytes <= 0) return skip("a NCCL kernel whose record_param_comms has no sizes (torch 2.1 on records them)");
+      if (const int c = nccl_range_[k.op]; c >= 0) {
+        EventReader range(*ops_[c].event, detail::concat(source_, ": traceEvents[", ops_[c].index, "]"));
+        const std::vector<int64_t> d = dims_of(range, range.args(), 0);
+        const int size = element_bytes(type_of(range.args(), 0));
+        if (!d.empty() && size > 0) name = ops_[c].name.substr(5), kind = collective_of(name), s.bytes = product(d) * size;
+      }
+      if (s.bytes <= 0)
+        return skip(bytes == 0 && args.contains("dtype") ? "a NCCL kernel of an element type ringside does not know (" +
+                                                               rd.str_in(args, "dtype", false, "args.") + ")"
+                                                         : "a NCCL kernel whose record_param_comms has no sizes (torch 2.1 on records them)");
     }
-    if (s.collective.empty() || s.collective == "sendrecv")
-      return skip("a NCCL kernel of a collective the model has no form for (" + (name.empty() ? k.name.substr(0, 40) : name) + ")");
-    s.ranks = ranks_of(rd.find(args, "Process Group Ranks"));
+    if (!kind) return skip("a NCCL kernel of a collective the model has no form for (" + (name.empty() ? k.name.substr(0, 40) : name) + ")");
+    s.collective = *kind;
+    s.ranks = ranks_of(rd, rd.find(args, "Process Group Ranks"), world_);
     const int64_t size = rd.integer_in(args, "Group size", false, 0, INT32_MAX, 0, "args.");
     if (s.ranks.empty() && size > 0 && size == run_.world_size)
       for (int r = 0; r < size; ++r) s.ranks.push_back(r);
     for (const char* key : {"Dst Rank", "Src Rank", "Peer"})
-      if (args.contains(key)) s.peer = int(rd.integer_in(args, key, true, 0, INT32_MAX, -1, "args."));
-    if ((s.collective == "send" || s.collective == "recv") && s.peer < 0)
+      if (args.contains(key)) {
+        s.peer = int(rd.integer_in(args, key, true, 0, world_ > 0 ? world_ - 1 : INT32_MAX, -1, "args."));
+        if (s.peer == rank_) rd.fail(detail::concat("'args.", key, "' is the file's own rank ", rank_, ": a send or receive goes to another"));
+      }
+    if ((s.collective == NcclCall::send || s.collective == NcclCall::recv) && s.peer < 0)
       return skip("a send or receive whose peer is not recorded");
     s.group = rd.str_in(args, "Process Group Name", false, "args.");
     s.call = rd.integer_in(args, "Seq", false, 0, INT64_MAX, -1, "args.");
-    if (s.call < 0) s.call = calls_[s.group + "/" + s.collective]++;
+    if (s.call < 0) s.call = calls_[s.group + "/" + nccl_call_name(s.collective)]++;
     run_.comms.push_back(s);
   }
 
@@ -467,16 +482,32 @@ class FileReader {
   std::string source_;
   ProfiledRun& run_;
   int run_index_ = 0;
-  int rank_ = 0;
+  int rank_ = 0, world_ = 0;
+  std::vector<int> owner_, call_, nccl_range_;  // per op: the nearest op around it (itself too) of each kind, -1: none
   std::vector<CpuOp> ops_;
   std::map<std::string, std::vector<int>> ops_by_thread_;
   std::map<int64_t, Launch> launches_;
+  std::set<int64_t> kernel_correlations_;
   std::vector<int> parent_;  // each op's caller, -1 for none
+  std::string device_;
+  int sms_ = 0;
   std::vector<Kernel> kernels_;
   std::map<std::string, int64_t> calls_;
 };
 
 }  // namespace
+
+const char* nccl_call_name(NcclCall c) {
+  switch (c) {
+    case NcclCall::all_gather: return "all_gather";
+    case NcclCall::reduce_scatter: return "reduce_scatter";
+    case NcclCall::all_reduce: return "all_reduce";
+    case NcclCall::all_to_all: return "all_to_all";
+    case NcclCall::send: return "send";
+    case NcclCall::recv: return "recv";
+  }
+  return "?";
+}
 
 ProfiledRun read_profiled_run(const std::vector<std::string>& paths) {
   ProfiledRun run;
@@ -490,6 +521,16 @@ ProfiledRun read_profiled_run(const std::vector<std::string>& paths) {
   }
   RS_CHECK(!run.files.empty(), "no profiler trace to read");
   run.runs = int(std::set<int>(run_of.begin(), run_of.end()).size());
+  // One file once; one rank a file in each run; one GPU model throughout.
+  std::map<std::filesystem::path, std::string> seen;
+  for (const std::string& path : run.files) {
+    std::error_code ec;
+    const std::filesystem::path id = std::filesystem::weakly_canonical(path, ec);
+    const auto [at, fresh] = seen.emplace(ec ? std::filesystem::path(path) : id, path);
+    RS_CHECK(fresh, path, " is given twice (also as ", at->second, "): each file is read once");
+  }
+  std::map<std::pair<int, int>, std::string> rank_file;
+  std::string device_file;
   for (size_t i = 0; i < run.files.size(); ++i) {
     const std::string& path = run.files[i];
     try {
@@ -497,7 +538,15 @@ ProfiledRun read_profiled_run(const std::vector<std::string>& paths) {
       if (!is_kineto(doc))
         throw Error(path + ": not a PyTorch profiler (Kineto) trace: no traceEvents with schemaVersion, deviceProperties or "
                            "distributedInfo beside them");
-      FileReader(doc, path, i, run_of[i], run).read();
+      FileReader file(doc, path, i, run_of[i], run);
+      const auto [at, fresh] = rank_file.emplace(std::make_pair(run_of[i], file.rank()), path);
+      RS_CHECK(fresh, path, " and ", at->second, " are both rank ", file.rank(), " of one run");
+      if (file.sms() > 0 || !file.device().empty()) {
+        RS_CHECK(device_file.empty() || (file.device() == run.device && file.sms() == run.sms), path, " ran on ", file.device(), " (",
+                 file.sms(), " SMs), ", device_file, " on ", run.device, " (", run.sms, " SMs): one calibration is of one GPU");
+        run.device = file.device(), run.sms = file.sms(), device_file = path;
+      }
+      file.read();
     } catch (const std::bad_alloc&) {
       throw Error("trace " + path + ": out of memory parsing it");
     }

@@ -57,12 +57,17 @@ struct MemoryBoundSample {
   double seconds = 0;
 };
 
-/// A NCCL kernel: `collective` ("all_gather", "reduce_scatter", "all_reduce", "all_to_all",
-/// "send", "recv") of `bytes` (S) over `ranks` (global ranks, the group's), or to/from `peer`.
+/// What a NCCL kernel runs, as the model's forms tell them apart.
+enum class NcclCall { all_gather, reduce_scatter, all_reduce, all_to_all, send, recv };
+/// "all_gather", ..., "recv": for keys and messages.
+const char* nccl_call_name(NcclCall c);
+
+/// A NCCL kernel: `collective` of `bytes` (S) over `ranks` (global ranks, the group's), or to or
+/// from `peer`.
 struct CommSample {
   int run = 0;  ///< which of the runs given (their calls are matched within one run)
   int rank = 0;
-  std::string collective;
+  NcclCall collective = NcclCall::all_reduce;
   double bytes = 0;
   std::vector<int> ranks;  ///< the group's members; empty where the trace does not say
   int peer = -1;           ///< send and recv: the other rank
@@ -77,6 +82,7 @@ struct ProfiledRun {
   int runs = 0;            ///< the runs given: each folder one, the loose files together one
   std::string device;      ///< deviceProperties' GPU name ("" if not recorded)
   int sms = 0;             ///< its SMs (0 if not recorded)
+  int host_gpus = 0;       ///< GPUs deviceProperties lists (those its host showed the process), 0 if none
   int world_size = 0;      ///< distributedInfo's (the files' count if not recorded)
   std::map<int, std::string> host;  ///< rank -> host name, where the files say
   int64_t kernels = 0;     ///< GPU kernels read, all kinds

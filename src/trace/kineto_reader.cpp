@@ -908,7 +908,7 @@ bool is_kineto(const nlohmann::json& doc) {
 std::vector<std::string> kineto_files(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::vector<std::string> out, any;  // the profiler's names; else every .json, as HTA reads a folder
+  std::vector<std::string> out;
   fs::directory_iterator it(dir, ec);
   RS_CHECK(!ec, "cannot list ", dir, ": ", ec.message());
   for (; it != fs::directory_iterator(); it.increment(ec)) {
@@ -917,12 +917,9 @@ std::vector<std::string> kineto_files(const std::string& dir) {
     if (name.ends_with(".gz")) name.resize(name.size() - 3);
     if ((name.starts_with("rank") && name.ends_with(".json")) || name.ends_with(".pt.trace.json"))
       out.push_back(it->path().string());
-    else if (name.ends_with(".json") && !name.starts_with("."))
-      any.push_back(it->path().string());
   }
-  if (out.empty()) out = std::move(any);
   std::sort(out.begin(), out.end());
-  RS_CHECK(!out.empty(), "no PyTorch profiler traces in ", dir, ": it holds no rank*.json, *.pt.trace.json nor any .json (or .gz)");
+  RS_CHECK(!out.empty(), "no PyTorch profiler traces in ", dir, ": it holds no rank*.json or *.pt.trace.json (or .gz)");
   return out;
 }
 
