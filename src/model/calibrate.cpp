@@ -593,6 +593,11 @@ Calibration calibrate(const trace::ProfiledRun& run, const Hardware& base, const
                       "ProfilerActivity.CUDA]");
   Calibration c = Fitter(run, base, o).fit();
   if (std::all_of(c.parameters.begin(), c.parameters.end(), [](const CalibratedParameter& p) { return p.kept; })) {
+    // Samples enough, but no fit taken: say each one's reason.
+    std::string reasons;
+    for (const CalibratedParameter& p : c.parameters)
+      if (p.samples >= o.min_samples) reasons += "; " + p.name + ": " + p.why;
+    if (!reasons.empty()) throw ConfigError("nothing fitted: every parameter the run measures is kept from " + base.name + reasons);
     std::string why = run.shapes ? "" : "; its ops carry no shapes: profile with record_shapes=True";
     for (const auto& [reason, n] : run.skipped) why += detail::concat("; ", n, " kernels: ", reason);
     throw ConfigError(detail::concat("nothing to fit: no parameter has ", o.min_samples, " samples in the run (",
