@@ -12,36 +12,18 @@
 #include "core/text_file.h"
 #include "trace/event_reader.h"
 #include "trace/kineto.h"
+#include "trace/kineto_text.h"
 
 namespace ringside::trace {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return out;
-}
-bool has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-
-// Bytes of one element of an "Input type" ("c10::BFloat16", "float") or a collective's "dtype"
-// ("BFloat16", "Float"); 0 for anything else ("Scalar", "", "TensorList").
-int element_bytes(std::string_view type) {
-  std::string t = lower(type);
-  if (t.starts_with("c10::")) t = t.substr(5);
-  if (t == "double" || t == "long" || t == "long int" || t == "int64") return 8;
-  if (t == "float" || t == "int" || t == "int32") return 4;
-  if (t == "bfloat16" || t == "half" || t == "float16" || t == "short") return 2;
-  if (t.starts_with("float8") || t == "bool" || t == "char" || t == "byte" || t == "unsigned char" || t == "signed char") return 1;
-  return 0;
-}
-
 // The model's name for an element type: fp8 for any Float8 variant, bf16 for BFloat16 (Half too:
 // the same tensor-core rate), fp32 for float; "" for any other.
 std::string model_dtype(std::string_view type) {
   const std::string t = lower(type);
-  if (has(t, "float8")) return "fp8";
-  if (has(t, "bfloat16") || has(t, "half")) return "bf16";
+  if (contains(t, "float8")) return "fp8";
+  if (contains(t, "bfloat16") || contains(t, "half")) return "bf16";
   if (t == "float" || t == "c10::float") return "fp32";
   return "";
 }
@@ -117,10 +99,10 @@ constexpr AttentionOp kAttentionOps[] = {
 // The kernel family of an attention kernel's name; "" for one the model has no rates for.
 std::string attention_family(std::string_view kernel) {
   const std::string n = lower(kernel);
-  if (has(n, "sm100") && (has(n, "flash") || has(n, "fmha"))) return "fa4";
-  if (has(n, "flash") && has(n, "sm90")) return "fa3";
-  if (has(n, "cudnn") || has(n, "sdpa")) return "cudnn";
-  if (has(n, "flash_fwd") || has(n, "flash_bwd") || has(n, "pytorch_flash")) return "fa2";
+  if (contains(n, "sm100") && (contains(n, "flash") || contains(n, "fmha"))) return "fa4";
+  if (contains(n, "flash") && contains(n, "sm90")) return "fa3";
+  if (contains(n, "cudnn") || contains(n, "sdpa")) return "cudnn";
+  if (contains(n, "flash_fwd") || contains(n, "flash_bwd") || contains(n, "pytorch_flash")) return "fa2";
   return "";
 }
 
@@ -145,12 +127,12 @@ bool memory_op(const std::string& name, Traffic& traffic) {
 // for what the model has no form for (broadcast, a batched send and receive, ...).
 std::optional<NcclCall> collective_of(std::string_view text) {
   const std::string n = lower(text);
-  if (has(n, "allgather") || has(n, "all_gather")) return NcclCall::all_gather;
-  if (has(n, "reducescatter") || has(n, "reduce_scatter")) return NcclCall::reduce_scatter;
-  if (has(n, "allreduce") || has(n, "all_reduce")) return NcclCall::all_reduce;
-  if (has(n, "alltoall") || has(n, "all_to_all")) return NcclCall::all_to_all;
-  if (n == "send" || has(n, "c10d::send")) return NcclCall::send;
-  if (n == "recv" || has(n, "recv_")) return NcclCall::recv;
+  if (contains(n, "allgather") || contains(n, "all_gather")) return NcclCall::all_gather;
+  if (contains(n, "reducescatter") || contains(n, "reduce_scatter")) return NcclCall::reduce_scatter;
+  if (contains(n, "allreduce") || contains(n, "all_reduce")) return NcclCall::all_reduce;
+  if (contains(n, "alltoall") || contains(n, "all_to_all")) return NcclCall::all_to_all;
+  if (n == "send" || contains(n, "c10d::send")) return NcclCall::send;
+  if (n == "recv" || contains(n, "recv_")) return NcclCall::recv;
   return std::nullopt;
 }
 
@@ -232,7 +214,7 @@ class FileReader {
       k.stream = thread;
       kernels_.push_back(std::move(k));
     } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
-      if (has(name, "Launch") && !has(name, "Graph") && args.contains("correlation")) {
+      if (contains(name, "Launch") && !contains(name, "Graph") && args.contains("correlation")) {
         const int64_t c = rd.integer_in(args, "correlation", true, 0, INT64_MAX, -1, "args.");
         if (!launches_.emplace(c, Launch{thread, ts, end}).second)
           rd.fail(detail::concat("'args.correlation' ", c, " is another launch's too: its kernel's op would be ambiguous"));
@@ -394,7 +376,7 @@ class FileReader {
     double sum = 0, largest = 0, first = -1;
     for (size_t i = 0; dims->is_array() && i < dims->size(); ++i) {
       const std::vector<int64_t> d = dims_of(rd, args, i);
-      const int bytes = element_bytes(type_of(args, i));
+      const int bytes = dtype_bytes(type_of(args, i));
       if (bytes == 0 || (d.empty() && !(*dims)[i].is_array())) continue;  // a scalar or an optional
       const double b = product(d) * bytes;
       if (first < 0) first = b;
@@ -418,7 +400,7 @@ class FileReader {
     EventReader rd(*call->event, detail::concat(source_, ": traceEvents[", call->index, "]"));
     const nlohmann::json& args = rd.args();
     std::string name = rd.str_in(args, "Collective name", false, "args.");
-    const int bytes = element_bytes(rd.str_in(args, "dtype", false, "args."));
+    const int bytes = dtype_bytes(rd.str_in(args, "dtype", false, "args."));
     const double in = double(rd.integer_in(args, "In msg nelems", false, 0, int64_t(kMaxBytes), -1, "args."));
     const double out = double(rd.integer_in(args, "Out msg nelems", false, 0, int64_t(kMaxBytes), -1, "args."));
     std::optional<NcclCall> kind;
@@ -431,7 +413,7 @@ class FileReader {
       if (const int c = nccl_range_[k.op]; c >= 0) {
         EventReader range(*ops_[c].event, detail::concat(source_, ": traceEvents[", ops_[c].index, "]"));
         const std::vector<int64_t> d = dims_of(range, range.args(), 0);
-        const int size = element_bytes(type_of(range.args(), 0));
+        const int size = dtype_bytes(type_of(range.args(), 0));
         if (!d.empty() && size > 0) name = ops_[c].name.substr(5), kind = collective_of(name), s.bytes = product(d) * size;
       }
       if (s.bytes <= 0)

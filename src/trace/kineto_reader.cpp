@@ -14,6 +14,7 @@
 #include "core/memory_limits.h"
 #include "core/text_file.h"
 #include "trace/event_reader.h"
+#include "trace/kineto_text.h"
 
 namespace ringside::trace {
 
@@ -21,34 +22,6 @@ namespace {
 
 // The allocator's total has no categories: it is drawn and counted as one series.
 constexpr int kAllocatedCategory = int(MemCategory::activations);
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return out;
-}
-bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-
-// Bytes of one element of a dtype as Kineto writes it: "float", "c10::BFloat16" (an op's
-// "Input type"), "Float", "BFloat16" (a collective's "dtype"); 0 for one not known.
-int64_t dtype_bytes(std::string_view dtype) {
-  std::string t = lower(dtype);
-  if (t.starts_with("c10::")) t = t.substr(5);
-  if (t.starts_with("torch.")) t = t.substr(6);
-  if (t == "double" || t == "float64" || t == "long" || t == "long int" || t == "int64" || t == "complexfloat" ||
-      t == "complex<float>" || t == "unsigned long")
-    return 8;
-  if (t == "float" || t == "float32" || t == "int" || t == "int32" || t == "unsigned int") return 4;
-  if (t == "complex<double>" || t == "complexdouble") return 16;
-  if (t == "complex<c10::half>" || t == "complexhalf") return 4;
-  if (t == "half" || t == "float16" || t == "bfloat16" || t == "short" || t == "short int" || t == "int16" ||
-      t == "unsigned short" || t == "uint16")
-    return 2;
-  if (t == "bool" || t == "char" || t == "signed char" || t == "unsigned char" || t == "byte" || t == "int8" ||
-      t == "uint8" || t.starts_with("float8"))
-    return 1;
-  return 0;
-}
 
 // What a communication's name ("gloo:send", "c10d::allreduce_", "ncclDevKernel_SendRecv",
 // record_param_comms' "Collective name") says it is: a transfer kind (Kind::other for a
