@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iomanip>
 #include <map>
 #include <set>
 
@@ -139,7 +140,9 @@ class Fitter {
                                       "% at the best value (", std::round(value * 1000) / 1000, p.unit.empty() ? "" : " " + p.unit, ")"));
       return false;
     }
-    p.fitted = value, p.samples = samples, p.kept = false, p.why = how, p.median_error = err.first, p.worst_error = err.second;
+    // Four significant digits: what a fit of kernel times can say (and what the profile is given).
+    p.fitted = std::stod(detail::concat(std::setprecision(4), value));
+    p.samples = samples, p.kept = false, p.why = how, p.median_error = err.first, p.worst_error = err.second;
     return true;
   }
   std::string too_few(int n) const {
@@ -206,7 +209,7 @@ class Fitter {
     if (dropped > 0) f = fit();
     if (!set(p, f, n - dropped, errors(points, [&](const Point& pt) { return predict(pt, f); }), trimmed_text(dropped))) return;
     if (f >= 0.999) p.why = "at its bound 1: the run's copies reach the base's HBM rate (is the base this GPU?)";
-    e.memory_fraction = f;
+    e.memory_fraction = p.fitted;
   }
 
   void launch() {
@@ -231,7 +234,7 @@ class Fitter {
     if (set(p, median * 1e6, n, {e[e.size() / 2], e[e.size() * 9 / 10]},
             detail::concat("the median of its gaps; half lie within ", std::lround(100 * e[e.size() / 2]), "% of it, 90% within ",
                            std::lround(100 * e[e.size() * 9 / 10]), "%"))) {
-      c_.hw.efficiency.launch_s = median;
+      c_.hw.efficiency.launch_s = p.fitted * 1e-6;
       p.spread = true;
     }
   }
@@ -327,8 +330,8 @@ class Fitter {
         const double f = golden([&](double x) { return cost(lead, x, k_half); }, 0.02, 1.0);
         if (set(kp, k_half, counts[lead], errors(points[lead], [&](const Point& pt) { return predict(pt, lead, f, k_half); }),
                 "with " + lead + "'s fraction")) {
-          e.gemm.k_half = k_half;
-          for (auto& [dtype, fd] : fraction) fd = golden([&](double x) { return cost(dtype, x, k_half); }, 0.02, 1.0);
+          e.gemm.k_half = kp.fitted;
+          for (auto& [dtype, fd] : fraction) fd = golden([&](double x) { return cost(dtype, x, e.gemm.k_half); }, 0.02, 1.0);
         }
       } else {
         keep(kp, counts[lead], "its k takes " + values_text(ks) + ": a half point needs 3 values spanning 4x or more");
@@ -337,7 +340,7 @@ class Fitter {
     for (const auto& [dtype, f] : fraction) {
       if (set(*params[dtype], f, counts[dtype], errors(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); }),
               trimmed_text(trimmed[dtype])))
-        (dtype == "bf16" ? e.gemm.bf16 : dtype == "fp8" ? e.gemm.fp8 : e.gemm.fp32) = f;
+        (dtype == "bf16" ? e.gemm.bf16 : dtype == "fp8" ? e.gemm.fp8 : e.gemm.fp32) = params[dtype]->fitted;
     }
   }
 
@@ -441,9 +444,9 @@ class Fitter {
             keep(kp, n, "as the rate (fitted with it): " + rp.why);
             continue;
           }
-          target.rate = rate;
+          target.rate = rp.fitted * 1e12;
           measured[family] += n;
-          if (spans(kpq) && set(kp, k_half, n, err)) target.k_half = k_half;
+          if (spans(kpq) && set(kp, k_half, n, err)) target.k_half = kp.fitted;
           else if (!spans(kpq))
             keep(kp, n, "the keys a query sees take " + values_text(kpq) + ": a half point needs 3 values spanning 4x or more");
         }
@@ -569,7 +572,8 @@ class Fitter {
       else
         keep(lp, samples, detail::concat("its messages take ", sizes.size(), " size", sizes.size() == 1 ? "" : "s",
                                          ": a latency needs 3 sizes spanning 8x"));
-      tier.latency_s = lp.kept ? tier.latency_s : latency, tier.efficiency = efficiency;
+      if (!lp.kept) tier.latency_s = lp.fitted * 1e-6;
+      tier.efficiency = ep.fitted;
     }
     for (const auto& [why, n] : skipped) c_.skipped_links.push_back(detail::concat(n, " NCCL kernels: ", why));
   }
