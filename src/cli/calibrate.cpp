@@ -194,11 +194,11 @@ int calibrate_command(const CalibrateCommandOptions& o) {
                 c.hw.efficiency.measured_kernel.c_str());
   std::printf("\n  kept from %s (the run does not measure them enough):\n", base.name.c_str());
   for (const model::CalibratedParameter& p : c.parameters)
-    if (p.kept && p.samples > 0)
+    if (p.kept && (p.samples > 0 || p.why != "the run has none"))
       std::printf("    %s = %s%s: %s\n", p.name.c_str(), value(p.base).c_str(), p.unit.empty() ? "" : (" " + p.unit).c_str(), p.why.c_str());
   std::vector<std::string> none;
   for (const model::CalibratedParameter& p : c.parameters)
-    if (p.kept && p.samples == 0) none.push_back(p.name);
+    if (p.kept && p.samples == 0 && p.why == "the run has none") none.push_back(p.name);
   if (!none.empty()) std::printf("    not in the run at all:\n%s", wrapped(none, "      ", 100).c_str());
   if (c.host_gaps > 0)
     std::printf("\n  host: where the GPU waited for the CPU, a median %.3g us between kernels (%d gaps): framework overhead, which\n"

@@ -46,6 +46,9 @@ double golden(const std::function<double(double)>& cost, double lo, double hi) {
   return best;
 }
 
+// A relative error as a reason says it: "12%", ">999%".
+std::string pct(double e) { return e > 9.99 ? std::string(">999%") : detail::concat(std::lround(100 * e), "%"); }
+
 double squared_log(double predicted, double measured) {
   const double l = std::log(predicted / measured);
   return l * l;
@@ -105,7 +108,6 @@ class Fitter {
  public:
   Fitter(const trace::ProfiledRun& run, const Hardware& base, const CalibrateOptions& o) : run_(run), base_(base), o_(o) {
     c_.hw = base;
-    c_.hw.efficiency.gemm.sustained = 1;  // the run's own kernels: what its steps sustain
     stack_ = load_stack(o.stack);
     c_.parameters.reserve(kMostParameters);  // param() hands out references that must stay put
   }
@@ -121,7 +123,7 @@ class Fitter {
   }
 
  private:
-  static constexpr size_t kMostParameters = 4 + 4 + 4 * 4 * 2 + 2 * 4;  // GEMM, memory, 4 families x 4 curves, 4 tiers
+  static constexpr size_t kMostParameters = 5 + 2 + 4 * 4 * 2 + 2 * 4;  // GEMM, memory, 4 families x 4 curves, 4 tiers
   CalibratedParameter& param(const std::string& name, const std::string& unit, double base) {
     RS_CHECK(c_.parameters.size() < kMostParameters, "calibrate: more parameters than kMostParameters");
     CalibratedParameter p;
@@ -134,10 +136,11 @@ class Fitter {
   // kMostMedianError at its best): then the base's is kept and why said. True when it is taken.
   static constexpr double kMostMedianError = 0.25;
   static constexpr double kMostLatency = 1e-3;  // seconds: NCCL's floors are microseconds (calibration.md H)
+  static constexpr double kLeastLinkEfficiency = 0.05;  // NCCL reaches 30-95% of a link's line rate (calibration.md H)
   bool set(CalibratedParameter& p, double value, int samples, std::pair<double, double> err, const std::string& how = "") {
     if (err.first > kMostMedianError) {
-      keep(p, samples, detail::concat("the model's form does not fit its samples: a median error of ", std::lround(100 * err.first),
-                                      "% at the best value (", std::round(value * 1000) / 1000, p.unit.empty() ? "" : " " + p.unit, ")"));
+      keep(p, samples, detail::concat("the model's form does not fit its samples: a median error of ", pct(err.first),
+                                      " at the best value (", std::round(value * 1000) / 1000, p.unit.empty() ? "" : " " + p.unit, ")"));
       return false;
     }
     // Four significant digits: what a fit of kernel times can say (and what the profile is given).
@@ -207,8 +210,12 @@ class Fitter {
     double f = fit();
     const int dropped = trim(points, [&](const Point& pt) { return predict(pt, f); }, o_.min_samples);
     if (dropped > 0) f = fit();
-    if (!set(p, f, n - dropped, errors(points, [&](const Point& pt) { return predict(pt, f); }), trimmed_text(dropped))) return;
-    if (f >= 0.999) p.why = "at its bound 1: the run's copies reach the base's HBM rate (is the base this GPU?)";
+    const auto err = errors(points, [&](const Point& pt) { return predict(pt, f); });
+    if (f >= 0.999 && err.first > 0.05)
+      return keep(p, n - dropped, detail::concat("its ops run faster than the base's HBM allows (median ", pct(err.first),
+                                                 " off at a fraction of 1: is the base this GPU?): not fitted past 1"));
+    if (!set(p, f, n - dropped, err, trimmed_text(dropped))) return;
+    if (f >= 0.999) p.why = "at its bound 1: the run's copies reach the base's HBM rate";
     e.memory_fraction = p.fitted;
   }
 
@@ -232,8 +239,8 @@ class Fitter {
     for (double g : gaps) e.push_back(std::abs(g - median) / std::max(median, 1e-9));
     std::sort(e.begin(), e.end());
     if (set(p, median * 1e6, n, {e[e.size() / 2], e[e.size() * 9 / 10]},
-            detail::concat("the median of its gaps; half lie within ", std::lround(100 * e[e.size() / 2]), "% of it, 90% within ",
-                           std::lround(100 * e[e.size() * 9 / 10]), "%"))) {
+            detail::concat("the median of its gaps; half lie within ", pct(e[e.size() / 2]), " of it, 90% within ",
+                           pct(e[e.size() * 9 / 10])))) {
       c_.hw.efficiency.launch_s = p.fitted * 1e-6;
       p.spread = true;
     }
@@ -266,7 +273,7 @@ class Fitter {
 
     auto predict = [&](const Point& pt, const std::string& dtype, double fraction, double k_half) {
       Efficiency candidate = e;
-      candidate.gemm.k_half = k_half;
+      candidate.gemm.k_half = k_half, candidate.gemm.sustained = 1;  // the kernels' own rate
       const double peak = c_.hw.peak_flops(dtype);
       const double flops = 2.0 * double(pt.m) * double(pt.n) * double(pt.k);
       const double bytes = (double(pt.m) * pt.k + double(pt.k) * pt.n + double(pt.m) * pt.n) * (dtype == "fp32" ? 4 : dtype == "fp8" ? 1 : 2);
@@ -307,8 +314,8 @@ class Fitter {
       }
       const auto err = errors(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); });
       if (f >= 0.999 && err.first > 0.05) {
-        keep(p, n, detail::concat("its GEMMs run faster than the ", dtype, " peak allows (median ", std::lround(100 * err.first),
-                                  "% off at a fraction of 1", std::string(dtype) == "fp32" ? ": TF32 tensor cores?" : "",
+        keep(p, n, detail::concat("its GEMMs run faster than the ", dtype, " peak allows (median ", pct(err.first),
+                                  " off at a fraction of 1", std::string(dtype) == "fp32" ? ": TF32 tensor cores?" : "",
                                   "): not fitted past 1"));
         continue;
       }
@@ -337,10 +344,19 @@ class Fitter {
         keep(kp, counts[lead], "its k takes " + values_text(ks) + ": a half point needs 3 values spanning 4x or more");
       }
     }
-    for (const auto& [dtype, f] : fraction) {
+    bool any = false;
+    for (const auto& [dtype, f] : fraction)
       if (set(*params[dtype], f, counts[dtype], errors(points[dtype], [&](const Point& pt) { return predict(pt, dtype, f, e.gemm.k_half); }),
               trimmed_text(trimmed[dtype])))
-        (dtype == "bf16" ? e.gemm.bf16 : dtype == "fp8" ? e.gemm.fp8 : e.gemm.fp32) = params[dtype]->fitted;
+        (dtype == "bf16" ? e.gemm.bf16 : dtype == "fp8" ? e.gemm.fp8 : e.gemm.fp32) = params[dtype]->fitted, any = true;
+    // The share of a published MAMF a whole step sustains: the run's own kernels are what its
+    // steps sustain, so where they set a fraction it is 1; else the base's stays.
+    CalibratedParameter& sp = param("efficiency.gemm.sustained", "", base_.efficiency.gemm.sustained);
+    if (any) {
+      sp.fitted = 1, sp.kept = false, sp.samples = int(run_.gemms.size()), sp.why = "the run's own kernels: what its steps sustain";
+      e.gemm.sustained = 1;
+    } else {
+      keep(sp, int(run_.gemms.size()), "no GEMM fraction was fitted");
     }
   }
 
@@ -426,18 +442,18 @@ class Fitter {
             for (const Point& pt : points) kpq.insert(std::round(pt.keys_per_query));
             fit();
           }
-          if (!moves(points, [&](const Point& pt, double r) { return predict(pt, r, k_half); }, rate)) {
-            keep(rp, n, masked ? "its calls run at the unmasked curve's rate (a masked call is never faster than an unmasked one "
-                                 "seeing as many keys): their times do not measure it"
-                               : "its calls' times do not depend on it");
-            keep(kp, n, "as the rate: " + rp.why);
-            continue;
-          }
           const auto err = errors(points, [&](const Point& pt) { return predict(pt, rate, k_half); });
           if (rate >= 0.999 * peak && err.first > 0.05) {
-            keep(rp, n, detail::concat("its calls run faster than the bf16 peak allows (median ", std::lround(100 * err.first),
-                                       "% off at the peak): not fitted past it"));
+            keep(rp, n, detail::concat("its calls run faster than the bf16 peak allows (median ", pct(err.first),
+                                       " off at the peak): not fitted past it"));
             keep(kp, n, "as the rate (fitted with it): " + rp.why);
+            continue;
+          }
+          if (!moves(points, [&](const Point& pt, double r) { return predict(pt, r, k_half); }, rate)) {
+            keep(rp, n, masked ? "the model holds a masked call to the unmasked curve's rate at as many keys, and these calls "
+                                 "sit at that cap: their times do not move this curve (the unmasked curve's calls set it)"
+                               : "its calls' times do not depend on it");
+            keep(kp, n, "as the rate: " + rp.why);
             continue;
           }
           if (!set(rp, rate / 1e12, n, err, trimmed_text(dropped))) {
@@ -550,6 +566,13 @@ class Fitter {
       // A call seen on one rank only: its kernel also waited for the group's last rank to join.
       const bool one_rank = std::all_of(mine.begin(), mine.end(), [](const Call& c) { return c.samples == 1; });
       const std::string alone = one_rank ? "each call on one rank only, whose kernel includes its wait for the others" : "";
+      if (efficiency < kLeastLinkEfficiency) {
+        const std::string why = detail::concat("an efficiency of ", std::round(efficiency * 1e4) / 1e4,
+                                               " at the best fit, under 5% of the line rate: the kernels waited (for a peer, the "
+                                               "host), they do not measure the link");
+        keep(ep, samples, why), keep(lp, samples, "as the efficiency (fitted with it): " + why);
+        continue;
+      }
       if (latency > kMostLatency) {
         const std::string why = detail::concat("a latency of ", std::lround(latency * 1e6),
                                                " us at the best fit, past 1 ms: the kernels waited (for a peer, the host), they do not "
@@ -558,8 +581,8 @@ class Fitter {
         continue;
       }
       if (efficiency >= 1 && e.first > 0.05) {
-        const std::string why = detail::concat("its calls run faster than the line rate allows (median ", std::lround(100 * e.first),
-                                               "% off at an efficiency of 1): not fitted past 1");
+        const std::string why = detail::concat("its calls run faster than the line rate allows (median ", pct(e.first),
+                                               " off at an efficiency of 1): not fitted past 1");
         keep(ep, samples, why), keep(lp, samples, "as the efficiency (fitted with it): " + why);
         continue;
       }
@@ -623,6 +646,11 @@ nlohmann::json calibrated_profile(const Calibration& c, const std::string& name,
   hw.source = from + " by `ringside calibrate` over the profile " + c.hw.name + " (" + c.hw.source +
               "): each fitted value below says so, the rest are the base's (calibration.parameters)";
   // Each fitted group's source says where its numbers come from now.
+  // A base that was itself calibrated: its sources' base part, not each calibration nested.
+  auto base_part = [](const std::string& source) {
+    const size_t at = source.starts_with("calibrated from ") ? source.find("; otherwise ") : std::string::npos;
+    return at == std::string::npos ? source : source.substr(at + 12);
+  };
   auto fitted = [&](const std::string& prefix) {
     std::string s;
     for (const CalibratedParameter& p : c.parameters)
@@ -632,13 +660,13 @@ nlohmann::json calibrated_profile(const Calibration& c, const std::string& name,
     return s;
   };
   Efficiency& e = hw.efficiency;
-  if (const std::string s = fitted("efficiency.gemm."); !s.empty()) e.gemm.source = from + ": " + s + "; otherwise " + e.gemm.source;
-  if (const std::string s = fitted("efficiency.memory."); !s.empty()) e.memory_source = from + ": " + s + "; otherwise " + e.memory_source;
+  if (const std::string s = fitted("efficiency.gemm."); !s.empty()) e.gemm.source = from + ": " + s + "; otherwise " + base_part(e.gemm.source);
+  if (const std::string s = fitted("efficiency.memory."); !s.empty()) e.memory_source = from + ": " + s + "; otherwise " + base_part(e.memory_source);
   for (auto& [family, k] : e.attention)
-    if (const std::string s = fitted("efficiency.attention." + family + "."); !s.empty()) k.source = from + ": " + s + "; otherwise " + k.source;
+    if (const std::string s = fitted("efficiency.attention." + family + "."); !s.empty()) k.source = from + ": " + s + "; otherwise " + base_part(k.source);
   for (size_t t = 0; t < hw.tiers.size(); ++t)
     if (const std::string s = fitted(detail::concat("tiers[", t, "] (", hw.tiers[t].name, ").")); !s.empty())
-      hw.tiers[t].source = from + ": " + s + "; otherwise " + hw.tiers[t].source;
+      hw.tiers[t].source = from + ": " + s + "; otherwise " + base_part(hw.tiers[t].source);
   nlohmann::json j = hw.to_json();
   j.erase("gpu"), j.erase("system");  // whole: its parts are written out, not named
   nlohmann::json params = nlohmann::json::array();

@@ -50,6 +50,9 @@ struct Kernel {
   int64_t launch_end_ns = -1;
 };
 
+// More elements (or bytes) than any GPU's memory holds (2^50, a PiB): a shape no run had.
+constexpr double kLargestReal = 1125899906842624.0;
+
 // The dims of tensor argument `i` of an op ("Input Dims"[i]), empty if absent or not a tensor.
 std::vector<int64_t> dims_of(const EventReader& rd, const nlohmann::json& args, size_t i) {
   const nlohmann::json* dims = rd.find(args, "Input Dims");
@@ -181,6 +184,7 @@ class FileReader {
   }
 
   int rank() const { return rank_; }
+  int world() const { return world_; }
   const std::string& device() const { return device_; }
   int sms() const { return sms_; }
 
@@ -335,7 +339,7 @@ class FileReader {
     const bool addmm = op == "aten::addmm", linear = op == "aten::linear";
     const size_t ia = addmm ? 1 : 0, ib = addmm ? 2 : 1;
     const std::vector<int64_t> a = dims_of(rd, args, ia), b = dims_of(rd, args, ib);
-    if (product(a) > 9e15 || product(b) > 9e15) return skip("a GEMM whose shapes are too large to be real (" + op + ")", count);
+    if (product(a) > kLargestReal || product(b) > kLargestReal) return skip("a GEMM whose shapes are too large to be real (" + op + ")", count);
     GemmSample s;
     s.rank = rank_, s.op = op, s.kernel = kernel.name, s.seconds = seconds;
     s.dtype = model_dtype(type_of(args, ia));
@@ -367,6 +371,8 @@ class FileReader {
     else if (causal == "false" || causal == "0") s.causal = false;
     else return skip("attention whose mask is not recorded (its is_causal in 'Concrete Inputs')", count);
     if (s.b <= 0 || s.sq <= 0 || s.sk <= 0 || s.H <= 0 || s.d <= 0) return skip("an empty attention call", count);
+    if (product(q) > kLargestReal || product(k) > kLargestReal)
+      return skip("attention whose tensors are too large to be real (" + std::string(a.name) + ")", count);
     run_.attention.push_back(s);
   }
 
@@ -383,6 +389,7 @@ class FileReader {
       sum += b, largest = std::max(largest, b);
     }
     if (sum <= 0) return skip("a memory-bound op without tensor sizes", count);
+    if (sum > kLargestReal) return skip("a memory-bound op whose tensors are too large to be real (" + op + ")", count);
     MemoryBoundSample s;
     s.rank = rank_, s.op = op, s.seconds = seconds;
     s.bytes = traffic == Traffic::elementwise ? sum + largest : traffic == Traffic::in_place ? sum + first
@@ -422,6 +429,7 @@ class FileReader {
                                                          : "a NCCL kernel whose record_param_comms has no sizes (torch 2.1 on records them)");
     }
     if (!kind) return skip("a NCCL kernel of a collective the model has no form for (" + (name.empty() ? k.name.substr(0, 40) : name) + ")");
+    if (s.bytes > kLargestReal) return skip("a NCCL kernel whose message is too large to be real");
     s.collective = *kind;
     s.ranks = ranks_of(rd, rd.find(args, "Process Group Ranks"), world_);
     const int64_t size = rd.integer_in(args, "Group size", false, 0, INT32_MAX, 0, "args.");
@@ -512,6 +520,7 @@ ProfiledRun read_profiled_run(const std::vector<std::string>& paths) {
     RS_CHECK(fresh, path, " is given twice (also as ", at->second, "): each file is read once");
   }
   std::map<std::pair<int, int>, std::string> rank_file;
+  std::map<int, std::pair<int, std::string>> world_file;  // each run's world_size, and the file that said it first
   std::string device_file;
   for (size_t i = 0; i < run.files.size(); ++i) {
     const std::string& path = run.files[i];
@@ -521,6 +530,11 @@ ProfiledRun read_profiled_run(const std::vector<std::string>& paths) {
         throw Error(path + ": not a PyTorch profiler (Kineto) trace: no traceEvents with schemaVersion, deviceProperties or "
                            "distributedInfo beside them");
       FileReader file(doc, path, i, run_of[i], run);
+      if (file.world() > 0) {
+        const auto [w, first] = world_file.emplace(run_of[i], std::make_pair(file.world(), path));
+        RS_CHECK(first || w->second.first == file.world(), path, " says world_size ", file.world(), ", ", w->second.second, " ",
+                 w->second.first, ": the files of one run have one world");
+      }
       const auto [at, fresh] = rank_file.emplace(std::make_pair(run_of[i], file.rank()), path);
       RS_CHECK(fresh, path, " and ", at->second, " are both rank ", file.rank(), " of one run");
       if (file.sms() > 0 || !file.device().empty()) {
