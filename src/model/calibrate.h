@@ -18,9 +18,18 @@
 //                                2 (n - 1) (all-reduce), 1 (send, receive S); a collective's time
 //                                the least over its ranks (the others waited for the last to join)
 //
+//   efficiency.gemm.sustained    1 where a GEMM fraction is fitted (the run's kernels are what its
+//                                steps sustain), else the base's
+//
 // Every fit minimises the squared log error (time predicted / measured) over its samples, each
 // shape once with the weight of its count: golden-section on each parameter's range (fractions
 // in (0, 1], rates at most the peak: no fitted efficiency passes 1), closed form for the links.
+// The base's value is kept, and why said, for: fewer than min_samples; a half point without 3
+// values spanning 4x, a latency without 3 sizes spanning 8x; a fit still more than 5% off at its
+// bound (an efficiency of 1, the peak); a median error past 25%; a parameter the samples' times
+// do not move; a latency past 1 ms or a link under 5% of its line rate (kernels that waited).
+// Samples more than 2x off a first fit are left out (counted), GEMMs and attention calls under
+// 2 us at the peak are not samples, and every fitted value is written to 4 significant digits.
 #pragma once
 #include <string>
 #include <vector>

@@ -448,7 +448,7 @@ class FileReader {
     run_.comms.push_back(s);
   }
 
-  // Back-to-back kernels on each stream (comm.h's comment at the top: queued, host, left out).
+  // Back-to-back kernels on each stream (kineto_kernels.h's "gap": queued, host, or left out).
   void gaps() {
     std::map<std::string, std::vector<const Kernel*>> streams;
     std::vector<int64_t> ends;
