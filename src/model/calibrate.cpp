@@ -67,6 +67,11 @@ std::pair<double, double> errors(const std::vector<Point>& points, const Predict
   return {e[e.size() / 2], e.back()};
 }
 
+// The curve of a kernel family for a direction and mask.
+AttentionCurve& curve_of(AttentionKernel& k, bool backward, bool masked) {
+  return backward ? (masked ? k.backward_causal : k.backward) : (masked ? k.forward_causal : k.forward);
+}
+
 // Whether `values` vary enough to fix a half point: 3 distinct values, the largest 4x the least.
 bool spans(const std::set<double>& values) { return values.size() >= 3 && *values.rbegin() >= 4 * *values.begin(); }
 
@@ -271,9 +276,10 @@ class Fitter {
     for (auto& [dtype, shapes] : by_type)
       for (auto& [shape, m] : shapes) settle(m), points[dtype].push_back({std::get<0>(shape), std::get<1>(shape), std::get<2>(shape), m});
 
+    Efficiency candidate = e;
+    candidate.gemm.sustained = 1;  // the kernels' own rate
     auto predict = [&](const Point& pt, const std::string& dtype, double fraction, double k_half) {
-      Efficiency candidate = e;
-      candidate.gemm.k_half = k_half, candidate.gemm.sustained = 1;  // the kernels' own rate
+      candidate.gemm.k_half = k_half;
       const double peak = c_.hw.peak_flops(dtype);
       const double flops = 2.0 * double(pt.m) * double(pt.n) * double(pt.k);
       const double bytes = (double(pt.m) * pt.k + double(pt.k) * pt.n + double(pt.m) * pt.n) * (dtype == "fp32" ? 4 : dtype == "fp8" ? 1 : 2);
@@ -397,8 +403,7 @@ class Fitter {
         for (bool masked : {false, true}) {
           const std::string curve = std::string(backward ? "backward" : "forward") + (masked ? "_causal" : "");
           const std::string where = "efficiency.attention." + family + "." + curve;
-          AttentionCurve& target = backward ? (masked ? e.attention[family].backward_causal : e.attention[family].backward)
-                                            : (masked ? e.attention[family].forward_causal : e.attention[family].forward);
+          AttentionCurve& target = curve_of(e.attention[family], backward, masked);
           CalibratedParameter& rp = param(where + ".tflops", "TFLOP/s", target.rate / 1e12);
           CalibratedParameter& kp = param(where + ".k_half", "keys", target.k_half);
           const auto key = std::make_tuple(family, backward, masked);
@@ -411,14 +416,12 @@ class Fitter {
           std::vector<Point> points;
           for (auto& [detail_text, pt] : groups[key]) settle(pt.time), points.push_back(pt);
           options.attention_kernel = family;
+          // The profile as fitted so far, its launches out (a kernel's time has none), this curve the probe.
+          Hardware candidate = c_.hw;
+          candidate.efficiency.launch_s = 0;
+          AttentionCurve& probe = curve_of(candidate.efficiency.attention[family], backward, masked);
           auto predict = [&](const Point& pt, double rate, double k_half) {
-            Hardware candidate = c_.hw;
-            candidate.efficiency.launch_s = 0;
-            AttentionCurve& c = backward ? (masked ? candidate.efficiency.attention[family].backward_causal
-                                                   : candidate.efficiency.attention[family].backward)
-                                         : (masked ? candidate.efficiency.attention[family].forward_causal
-                                                   : candidate.efficiency.attention[family].forward);
-            c.rate = rate, c.k_half = k_half;
+            probe.rate = rate, probe.k_half = k_half;
             return op_seconds(pt.event, 0, candidate, options);
           };
           auto cost = [&](double rate, double k_half) {
