@@ -126,17 +126,22 @@ bool memory_op(const std::string& name, Traffic& traffic) {
   return false;
 }
 
-// What a NCCL kernel's name (or its record_param_comms' "Collective name") says it runs; none
-// for what the model has no form for (broadcast, a batched send and receive, ...).
+// What a NCCL kernel's name (or its record_param_comms' "Collective name") says it runs, by the
+// reader's rule (comm_kind); none for what the model has no form for (broadcast, a batched send
+// and receive, ...).
 std::optional<NcclCall> collective_of(std::string_view text) {
-  const std::string n = lower(text);
-  if (contains(n, "allgather") || contains(n, "all_gather")) return NcclCall::all_gather;
-  if (contains(n, "reducescatter") || contains(n, "reduce_scatter")) return NcclCall::reduce_scatter;
-  if (contains(n, "allreduce") || contains(n, "all_reduce")) return NcclCall::all_reduce;
-  if (contains(n, "alltoall") || contains(n, "all_to_all")) return NcclCall::all_to_all;
-  if (n == "send" || contains(n, "c10d::send")) return NcclCall::send;
-  if (n == "recv" || contains(n, "recv_")) return NcclCall::recv;
-  return std::nullopt;
+  const auto [kind, direction] = comm_kind(text);
+  switch (kind) {
+    case Kind::all_gather: return NcclCall::all_gather;
+    case Kind::reduce_scatter: return NcclCall::reduce_scatter;
+    case Kind::all_reduce: return NcclCall::all_reduce;
+    case Kind::all_to_all: return NcclCall::all_to_all;
+    case Kind::p2p:
+      if (direction == Direction::send) return NcclCall::send;
+      if (direction == Direction::recv) return NcclCall::recv;
+      return std::nullopt;
+    default: return std::nullopt;
+  }
 }
 
 // "[0, 1, 2]" (as torch writes "Process Group Ranks") or a JSON list -> the ranks, each a rank of

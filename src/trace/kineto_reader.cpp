@@ -23,20 +23,6 @@ namespace {
 // The allocator's total has no categories: it is drawn and counted as one series.
 constexpr int kAllocatedCategory = int(MemCategory::activations);
 
-// What a communication's name ("gloo:send", "c10d::allreduce_", "ncclDevKernel_SendRecv",
-// record_param_comms' "Collective name") says it is: a transfer kind (Kind::other for a
-// collective ringside has no kind for: broadcast, barrier, ...) and a side.
-std::pair<Kind, Direction> comm_kind(std::string_view name) {
-  const std::string n = lower(name);
-  if (contains(n, "sendrecv")) return {Kind::p2p, Direction::none};
-  if (contains(n, "all_reduce") || contains(n, "allreduce")) return {Kind::all_reduce, Direction::none};
-  if (contains(n, "all_gather") || contains(n, "allgather")) return {Kind::all_gather, Direction::none};
-  if (contains(n, "reduce_scatter") || contains(n, "reducescatter")) return {Kind::reduce_scatter, Direction::none};
-  if (contains(n, "all_to_all") || contains(n, "alltoall")) return {Kind::all_to_all, Direction::none};
-  if (contains(n, "send")) return {Kind::p2p, Direction::send};
-  if (contains(n, "recv")) return {Kind::p2p, Direction::recv};
-  return {Kind::other, Direction::none};
-}
 
 // A compute op's or kernel's kind, for colours: by the words its name uses.
 Kind compute_kind(std::string_view name) {

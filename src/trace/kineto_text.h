@@ -1,10 +1,13 @@
-// Reading Kineto's words: names lowercased and searched, and the element types its ops and
-// collectives name ("c10::BFloat16", "Float"). Internal to trace/ (the Kineto reader and the
+// Reading Kineto's words: names lowercased and searched, the element types its ops and
+// collectives name ("c10::BFloat16", "Float"), and what a communication's name says it is. Internal to trace/ (the Kineto reader and the
 // kernel samples of `ringside calibrate`).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include "trace/trace.h"
 
 namespace ringside::trace {
 
@@ -34,6 +37,21 @@ inline int64_t dtype_bytes(std::string_view dtype) {
       t == "uint8" || t.starts_with("float8"))
     return 1;
   return 0;
+}
+
+// What a communication's name ("gloo:send", "c10d::allreduce_", "ncclDevKernel_SendRecv",
+// record_param_comms' "Collective name") says it is: a transfer kind (Kind::other for a
+// collective ringside has no kind for: broadcast, barrier, ...) and a side.
+inline std::pair<Kind, Direction> comm_kind(std::string_view name) {
+  const std::string n = lower(name);
+  if (contains(n, "sendrecv")) return {Kind::p2p, Direction::none};
+  if (contains(n, "all_reduce") || contains(n, "allreduce")) return {Kind::all_reduce, Direction::none};
+  if (contains(n, "all_gather") || contains(n, "allgather")) return {Kind::all_gather, Direction::none};
+  if (contains(n, "reduce_scatter") || contains(n, "reducescatter")) return {Kind::reduce_scatter, Direction::none};
+  if (contains(n, "all_to_all") || contains(n, "alltoall")) return {Kind::all_to_all, Direction::none};
+  if (contains(n, "send")) return {Kind::p2p, Direction::send};
+  if (contains(n, "recv")) return {Kind::p2p, Direction::recv};
+  return {Kind::other, Direction::none};
 }
 
 }  // namespace ringside::trace
